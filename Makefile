@@ -1,0 +1,194 @@
+# tinysecurity build.
+#
+#   make                 both modes: build/debug and build/release
+#   make MODE=release    one mode
+#   make test            deps, then every test in debug and under ASan+UBSan
+#   make run             release build, verify_module on the example policy
+#   make bench           release microbenchmarks
+#   V=1                  show full command lines
+#
+# Settings may go in config.mak (not tracked).
+
+-include config.mak
+
+VERSION ?= 0.1.0
+CC ?= cc
+MODE ?= debug
+SANITIZE ?=
+PREFIX ?= /usr/local
+
+ifeq ($(filter $(MODE),debug release),)
+$(error MODE must be debug or release)
+endif
+
+BUILD_NAME := $(MODE)$(if $(SANITIZE),-san)
+B := build/$(BUILD_NAME)
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wvla -Wformat=2 -Werror
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread -fPIC $(WARN) -I. -Iinclude \
+	-DTSEC_VERSION='"$(VERSION)"' -MMD -MP
+ifeq ($(MODE),release)
+MODE_CFLAGS := -O2 -DNDEBUG -g
+else
+MODE_CFLAGS := -O0 -g3
+endif
+ifneq ($(SANITIZE),)
+SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+endif
+CFLAGS ?=
+LDFLAGS ?=
+ALL_CFLAGS = $(BASE_CFLAGS) $(MODE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
+ALL_LDFLAGS = -pthread $(SAN_FLAGS) $(LDFLAGS)
+
+JANSSON_LIBS := -ljansson
+CMOCKA_LIBS := -lcmocka
+
+ifeq ($(V),1)
+Q :=
+msg = @true
+else
+Q := @
+msg = @printf '  %-6s %s\n' $(1) $(2)
+endif
+
+COMMON_SRC := common/error.c
+MODULE_SRC := module/key.c module/match.c module/compile.c module/eval.c \
+	module/entry.c
+BROKER_SRC := broker/bus.c broker/loader.c
+VERIFY_SRC := verifier/verify.c
+
+obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
+mobj = $(patsubst %.c,$(B)/mobj/%.o,$(1))
+
+MODULE_OBJ := $(call mobj,$(MODULE_SRC) $(COMMON_SRC))
+BROKER_OBJ := $(call obj,$(BROKER_SRC) $(COMMON_SRC))
+VERIFY_OBJ := $(call obj,$(VERIFY_SRC))
+
+MODULE_SO := $(B)/libtinysecurity_module.so
+BROKER_A := $(B)/libtinysecurity.a
+BROKER_SO := $(B)/libtinysecurity.so
+VERIFY := $(B)/verify_module
+
+TESTS := key match compile decision loader reload exports verifier
+TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
+FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
+	mod_serial mod_proxy
+FIXTURE_SOS := $(addprefix $(B)/fixtures/,$(addsuffix .so,$(FIXTURES))) \
+	$(B)/fixtures/not_elf.so
+BENCHES := bench_bus bench_policy_scale
+BENCH_BINS := $(addprefix $(B)/,$(BENCHES))
+
+.PHONY: all build both test check run verify bench deps clean
+.DEFAULT_GOAL := both
+.SECONDARY:
+
+both:
+	$(Q)$(MAKE) --no-print-directory MODE=debug build
+	$(Q)$(MAKE) --no-print-directory MODE=release build
+
+build: $(MODULE_SO) $(BROKER_A) $(BROKER_SO) $(VERIFY) $(BENCH_BINS)
+
+deps:
+	$(Q)sh scripts/deps.sh
+
+# README command 1.
+test: deps
+	$(Q)$(MAKE) --no-print-directory MODE=debug check
+	$(Q)$(MAKE) --no-print-directory MODE=debug SANITIZE=address,undefined check
+	$(Q)$(MAKE) --no-print-directory MODE=release check
+
+check: build $(TEST_BINS) $(FIXTURE_SOS)
+	$(Q)sh tests/run.sh $(B) $(TEST_BINS)
+
+# README command 2 (the verify_module job until the daemon lands).
+run: verify
+
+verify: deps
+	$(Q)$(MAKE) --no-print-directory MODE=release build
+	build/release/verify_module --policy examples/policy.json \
+		build/release/libtinysecurity_module.so
+
+bench: deps
+	$(Q)$(MAKE) --no-print-directory MODE=release build
+	build/release/bench_bus
+	build/release/bench_policy_scale
+
+clean:
+	rm -rf build
+
+# ---- objects ----
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# Module objects: symbols hidden unless marked for export.
+$(B)/mobj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -fvisibility=hidden -c -o $@ $<
+
+$(MODULE_SO): $(MODULE_OBJ) module/module.map
+	$(call msg,LD,$@)
+	$(Q)$(CC) -shared -o $@ $(MODULE_OBJ) $(ALL_LDFLAGS) \
+		-Wl,--version-script=module/module.map -Wl,-z,defs -Wl,-z,now \
+		$(JANSSON_LIBS)
+
+$(BROKER_A): $(BROKER_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BROKER_SO): $(BROKER_OBJ)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -shared -o $@ $^ $(ALL_LDFLAGS) -Wl,-z,defs -ldl
+
+$(VERIFY): $(B)/obj/verifier/main.o $(VERIFY_OBJ) $(BROKER_A)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) -ldl -lm
+
+$(B)/bench_%: $(B)/obj/perf/bench_%.o $(B)/obj/perf/benchutil.o $(BROKER_A)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) -ldl -lm
+
+# ---- tests ----
+
+TEST_DEFS = -DTSEC_BUILD_DIR='"$(B)"'
+TEST_MODULE_OBJ := $(filter-out $(B)/mobj/module/entry.o,$(MODULE_OBJ))
+
+$(B)/tobj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(TEST_DEFS) -c -o $@ $<
+
+# Unit tests of module internals link the module's objects statically.
+$(B)/tests/test_key $(B)/tests/test_match $(B)/tests/test_compile: \
+		$(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(TEST_MODULE_OBJ)
+	@mkdir -p $(dir $@)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS)
+
+$(B)/tests/test_verifier: $(B)/tobj/tests/test_verifier.o \
+		$(B)/tobj/tests/testutil.o $(VERIFY_OBJ) $(BROKER_A)
+	@mkdir -p $(dir $@)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) -ldl -lm
+
+$(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/testutil.o \
+		$(BROKER_A)
+	@mkdir -p $(dir $@)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) -ldl
+
+$(B)/fixtures/%.so: tests/fixtures/%.c include/tinysecurity/module.h
+	@mkdir -p $(dir $@)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(TEST_DEFS) -shared -fvisibility=hidden -o $@ $< \
+		$(ALL_LDFLAGS) -ldl
+
+$(B)/fixtures/not_elf.so: tests/fixtures/not_elf.txt
+	@mkdir -p $(dir $@)
+	$(Q)cp $< $@
+
+-include $(shell find build/$(BUILD_NAME) -name '*.d' 2>/dev/null)

@@ -1,0 +1,102 @@
+/*
+ * tinysecurity MemoryBus: named endpoints backed by loaded modules, with
+ * calls dispatched in the caller's thread.
+ */
+#ifndef TINYSECURITY_BUS_H
+#define TINYSECURITY_BUS_H
+
+#include "tinysecurity/module.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tsec_bus;
+
+#define TSEC_BUS_ENDPOINTS 8     /* endpoints one bus can hold */
+#define TSEC_ENDPOINT_NAME_MAX 32
+
+/* What the bus knows of a loaded module. */
+struct tsec_module_info {
+	char path[1024];
+	char name[64];
+	char version[32];
+	uint32_t abi_major;
+	uint32_t abi_minor;
+	uint32_t build;              /* TSEC_BUILD_* */
+	uint32_t caps;
+};
+
+/* Creates an empty bus into *out.  Returns 0 or TSEC_ENOMEM. */
+int tsec_bus_new(struct tsec_bus **out);
+
+/*
+ * Finalises every module, unloads them and frees the bus; sets *bus to
+ * NULL.  No call may be in flight.  Accepts NULL and *bus == NULL.
+ */
+void tsec_bus_free(struct tsec_bus **bus);
+
+/*
+ * Loads the module at `path` onto the endpoint `name` and initialises it
+ * with the policy text (len bytes).  Errors: TSEC_ENOENT (no file),
+ * TSEC_ENOTSO, TSEC_ENOSYM, TSEC_EABI, TSEC_ESHORT, TSEC_ENULLFN,
+ * TSEC_EMODULE (module refused the host), TSEC_EPOLICY (policy did not
+ * compile), TSEC_EBUSY (endpoint taken or bus full), TSEC_EINVAL.
+ * Thread-safe against calls on other endpoints.
+ */
+int tsec_bus_load(struct tsec_bus *bus, const char *name, const char *path,
+		  const char *policy, size_t len, struct tsec_error *err);
+
+/* As tsec_bus_load, reading the policy from `policy_path`. */
+int tsec_bus_load_file(struct tsec_bus *bus, const char *name,
+		       const char *path, const char *policy_path,
+		       struct tsec_error *err);
+
+/* Fills *info for the endpoint.  Returns 0 or TSEC_ENOENT. */
+int tsec_bus_info(struct tsec_bus *bus, const char *name,
+		  struct tsec_module_info *info);
+
+/*
+ * Check n >= 1 requests through the endpoint.  On any error every
+ * decision in out[0..n-1] is forced to deny.  Thread-safe; a module that
+ * does not declare TSEC_MODULE_CONCURRENT is serialised by the bus.
+ */
+int tsec_bus_check(struct tsec_bus *bus, const char *name,
+		   const struct tsec_request *reqs, size_t n,
+		   struct tsec_decision *out, struct tsec_error *err);
+
+/* Evaluate one request; same rules as tsec_bus_check. */
+int tsec_bus_evaluate(struct tsec_bus *bus, const char *name,
+		      const struct tsec_request *req, struct tsec_report *out,
+		      struct tsec_error *err);
+
+/*
+ * Recompiles the endpoint's policy and swaps it in atomically.  On error
+ * the old policy keeps serving.  Safe while other threads call.
+ */
+int tsec_bus_reload(struct tsec_bus *bus, const char *name,
+		    const char *policy, size_t len, struct tsec_error *err);
+
+/*
+ * Reads a whole file of at most `max` bytes into a new NUL-terminated
+ * buffer (*out, caller frees) of *len bytes.  Returns 0, TSEC_ENOENT,
+ * TSEC_EIO, TSEC_ETOOBIG or TSEC_ENOMEM, with details in err.
+ */
+int tsec_read_file(const char *path, size_t max, char **out, size_t *len,
+		   struct tsec_error *err);
+
+/* A tsec_str over a NUL-terminated string (NULL gives an empty one). */
+static inline struct tsec_str tsec_str_c(const char *s)
+{
+	struct tsec_str r = { s, 0 };
+	if (s)
+		while (s[r.len])
+			r.len++;
+	return r;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

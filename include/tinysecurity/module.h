@@ -1,0 +1,114 @@
+/*
+ * tinysecurity module ABI.
+ *
+ * A module is a shared object exporting exactly one symbol,
+ * TSEC_MODULE_ENTRY_NAME, of type tsec_module_entry_fn.  The host calls it
+ * once with its API table and gets back a const descriptor that lives as
+ * long as the module is loaded.  Both tables are versioned: the major
+ * changes only on an incompatible change, and new fields are only ever
+ * appended, with `size` telling the reader how much the writer knew.
+ *
+ * Calling convention for every function pointer below:
+ * - requests are borrowed for the call only;
+ * - responses go into caller-owned memory; nothing is allocated across the
+ *   boundary on the hot path (evaluate, check);
+ * - the return value is 0 or a negative TSEC_E* code, with details in the
+ *   caller's struct tsec_error; anything but 0 is a deny, whatever the
+ *   output buffer holds.
+ */
+#ifndef TINYSECURITY_MODULE_H
+#define TINYSECURITY_MODULE_H
+
+#include "tinysecurity/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TSEC_MODULE_ABI_MAJOR 1
+#define TSEC_MODULE_ABI_MINOR 0
+#define TSEC_MODULE_ENTRY_NAME "tsec_module_entry"
+
+#define TSEC_BUILD_DEBUG 1
+#define TSEC_BUILD_RELEASE 2
+
+#ifdef NDEBUG
+#define TSEC_BUILD_THIS TSEC_BUILD_RELEASE
+#else
+#define TSEC_BUILD_THIS TSEC_BUILD_DEBUG
+#endif
+
+static inline const char *tsec_build_name(uint32_t build)
+{
+	return build == TSEC_BUILD_RELEASE ? "release"
+	     : build == TSEC_BUILD_DEBUG ? "debug" : "unknown";
+}
+
+/* Capability flags of a module. */
+#define TSEC_MODULE_CONCURRENT (1u << 0) /* evaluate/check may run at once */
+
+#define TSEC_LOG_ERROR 0
+#define TSEC_LOG_WARN 1
+#define TSEC_LOG_INFO 2
+
+/* What the host offers a module.  Version 1. */
+struct tsec_host_api {
+	uint32_t abi_major;
+	uint32_t abi_minor;
+	uint32_t size;               /* sizeof(struct tsec_host_api) of the host */
+	uint32_t reserved;
+	void *host;                  /* opaque, passed back to log */
+	/* Off the hot path only (load, reload, fini). Thread-safe. */
+	void (*log)(void *host, int level, const char *msg);
+};
+
+/*
+ * What a module offers.  Version 1.  The host refuses a descriptor whose
+ * abi_major differs, whose size is below TSEC_MODULE_DESC_MIN_SIZE, or with
+ * a NULL function among init, fini, reload, evaluate and check.
+ */
+struct tsec_module_desc {
+	uint32_t abi_major;
+	uint32_t abi_minor;
+	uint32_t size;               /* sizeof(struct tsec_module_desc) of module */
+	uint32_t build;              /* TSEC_BUILD_* */
+	uint32_t caps;               /* TSEC_MODULE_* */
+	uint32_t reserved;
+	const char *name;
+	const char *version;
+
+	/*
+	 * Compiles `policy` (len bytes, need not be NUL-terminated) and
+	 * creates the module's state in *state.  Not on the hot path.
+	 */
+	int (*init)(const struct tsec_host_api *host, const char *policy,
+		    size_t len, void **state, struct tsec_error *err);
+	/* Frees the state.  No call may be in flight. */
+	void (*fini)(void *state);
+	/*
+	 * Compiles a new policy and swaps it in atomically: calls in flight
+	 * finish on the old policy, later calls see the new one.  On error
+	 * the old policy keeps serving.  Safe to call while other threads
+	 * call evaluate and check.
+	 */
+	int (*reload)(void *state, const char *policy, size_t len,
+		      struct tsec_error *err);
+	/* One request, full diagnostic report; no side effects. */
+	int (*evaluate)(void *state, const struct tsec_request *req,
+			struct tsec_report *out, struct tsec_error *err);
+	/* n >= 1 requests, one decision each into out[0..n-1]. */
+	int (*check)(void *state, const struct tsec_request *reqs, size_t n,
+		     struct tsec_decision *out, struct tsec_error *err);
+};
+
+#define TSEC_MODULE_DESC_MIN_SIZE \
+	(offsetof(struct tsec_module_desc, check) + sizeof(void (*)(void)))
+
+typedef const struct tsec_module_desc *(*tsec_module_entry_fn)(
+	const struct tsec_host_api *host);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

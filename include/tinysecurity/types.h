@@ -1,0 +1,244 @@
+/*
+ * tinysecurity: request, decision and error types shared by the module ABI,
+ * the bus and every host.  Fixed-width fields only; no pointer in a response
+ * type, so a response never refers to memory the module owns.
+ */
+#ifndef TINYSECURITY_TYPES_H
+#define TINYSECURITY_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Error codes.  One enum, append-only, never renumbered: the values travel
+ * over the module ABI and the wire.
+ */
+enum tsec_errno {
+	TSEC_OK = 0,
+	TSEC_EINVAL = -1,       /* invalid argument */
+	TSEC_ENOMEM = -2,       /* out of memory */
+	TSEC_EIO = -3,          /* I/O error */
+	TSEC_ENOENT = -4,       /* no such file, key or endpoint */
+	TSEC_ENOTSO = -5,       /* file is not a loadable shared object */
+	TSEC_ENOSYM = -6,       /* module lacks the entry symbol */
+	TSEC_EABI = -7,         /* module built for another ABI major */
+	TSEC_ESHORT = -8,       /* module descriptor shorter than this ABI needs */
+	TSEC_ENULLFN = -9,      /* module descriptor has a NULL mandatory function */
+	TSEC_EPOLICY = -10,     /* policy failed to parse or compile */
+	TSEC_EDENIED = -11,     /* the policy denied the operation */
+	TSEC_EEXIST = -12,      /* conflict: the target exists */
+	TSEC_EBUSY = -13,       /* resource busy (endpoint taken, lock held) */
+	TSEC_ETOOBIG = -14,     /* a value is larger than allowed */
+	TSEC_EMODULE = -15,     /* the module failed or refused the host */
+	TSEC_EKEY = -16,        /* a storage key breaks the key rules */
+	TSEC_ETIMEDOUT = -17,   /* a deadline passed */
+	TSEC_EINCOMPLETE = -18, /* only part of a multi-file value exists */
+	TSEC_ESIGNATURE = -19,  /* a signature is missing or does not verify */
+	TSEC_EPROTO = -20,      /* malformed message */
+	TSEC_EBUDGET = -21,     /* a performance budget was exceeded */
+};
+
+/* Returns a static, human-readable name for a TSEC_E* code. */
+const char *tsec_strerror(int code);
+
+#define TSEC_ERR_WHERE 128
+#define TSEC_ERR_MSG 256
+
+/*
+ * Details of a failure, filled by the callee into caller-owned memory
+ * (the idea of jansson's json_error_t).  `where` names the place: a JSON
+ * pointer into a policy ("/rules/3/resource/0"), a request field
+ * ("resource"), or a file.  Both strings are always NUL-terminated.
+ */
+struct tsec_error {
+	int32_t code;
+	char where[TSEC_ERR_WHERE];
+	char msg[TSEC_ERR_MSG];
+};
+
+/* A borrowed byte string; not necessarily NUL-terminated. */
+struct tsec_str {
+	const char *ptr;
+	size_t len;
+};
+
+/* Actions, in a fixed order: the values are part of the ABI. */
+enum tsec_action {
+	TSEC_ACTION_STORAGE_STORE = 0,
+	TSEC_ACTION_STORAGE_LOAD,
+	TSEC_ACTION_STORAGE_EXISTS,
+	TSEC_ACTION_STORAGE_DELETE,
+	TSEC_ACTION_STORAGE_LIST,
+	TSEC_ACTION_STORAGE_STAT,
+	TSEC_ACTION_STORAGE_MOVE,
+	TSEC_ACTION_LOCK_ACQUIRE,
+	TSEC_ACTION_LOCK_RENEW,
+	TSEC_ACTION_LOCK_RELEASE,
+	TSEC_ACTION__COUNT
+};
+
+/* Returns the wire name of an action ("storage.store"), or NULL. */
+static inline const char *tsec_action_name(unsigned action)
+{
+	static const char *const names[TSEC_ACTION__COUNT] = {
+		"storage.store", "storage.load", "storage.exists",
+		"storage.delete", "storage.list", "storage.stat",
+		"storage.move", "lock.acquire", "lock.renew", "lock.release",
+	};
+	return action < TSEC_ACTION__COUNT ? names[action] : NULL;
+}
+
+/* Bits of tsec_context.has: which optional fields the request carries. */
+#define TSEC_CTX_TTL_MS     (1u << 0)
+#define TSEC_CTX_SIZE       (1u << 1)
+#define TSEC_CTX_RECURSIVE  (1u << 2)
+#define TSEC_CTX_DEST       (1u << 3)
+#define TSEC_CTX_CERT_PEM   (1u << 4)
+#define TSEC_CTX_NOW        (1u << 5)
+#define TSEC_CTX__ALL       ((1u << 6) - 1)
+
+struct tsec_context {
+	uint32_t has;            /* TSEC_CTX_* bits; unknown bits are invalid */
+	uint32_t recursive;      /* 0 or 1, list and delete */
+	uint64_t ttl_ms;         /* lease, lock.acquire and lock.renew */
+	uint64_t size;           /* bytes, storage.store */
+	int64_t now;             /* unix seconds, for tests; else the clock */
+	struct tsec_str dest;    /* storage.move destination key */
+	struct tsec_str cert_pem;/* certificate being stored */
+};
+
+/*
+ * One question: may `principal` (with `roles`) do `action` on `resource`?
+ * Everything is borrowed for the duration of the call.  Roles may be given
+ * as "web" or "role:web".
+ */
+struct tsec_request {
+	struct tsec_str principal;
+	const struct tsec_str *roles;
+	uint32_t nroles;
+	struct tsec_str action;
+	struct tsec_str resource;
+	struct tsec_context ctx;
+};
+
+/*
+ * Why a decision came out as it did.  0 means "no decision was made" and,
+ * like every status but ALLOWED, denies: a zeroed decision is a deny.
+ */
+enum tsec_status {
+	TSEC_STATUS_NONE = 0,    /* not decided (an error happened): deny */
+	TSEC_STATUS_INVALID = 1, /* the request is malformed: deny */
+	TSEC_STATUS_FLOOR = 2,   /* a floor rule matched: deny */
+	TSEC_STATUS_DENIED = 3,  /* a deny rule matched: deny */
+	TSEC_STATUS_ALLOWED = 4, /* an allow rule matched, nothing denied */
+	TSEC_STATUS_DEFAULT = 5, /* no rule matched: deny */
+};
+
+/* Returns the reason phrase of a status ("forbidden by floor"). */
+static inline const char *tsec_status_reason(unsigned status)
+{
+	switch (status) {
+	case TSEC_STATUS_INVALID: return "invalid request";
+	case TSEC_STATUS_FLOOR: return "forbidden by floor";
+	case TSEC_STATUS_DENIED: return "forbidden by rule";
+	case TSEC_STATUS_ALLOWED: return "allowed by rule";
+	case TSEC_STATUS_DEFAULT: return "nothing allowed it";
+	default: return "no decision (error)";
+	}
+}
+
+#define TSEC_ID_MAX 64           /* rule id, NUL included */
+#define TSEC_DECISION_RULES 4    /* deciding rule ids carried per decision */
+#define TSEC_DETAIL_MAX 160
+
+/* Bits of tsec_decision.flags. */
+#define TSEC_DECISION_MORE_RULES (1u << 0) /* more rules decided than listed */
+#define TSEC_DECISION_COND_ERROR (1u << 1) /* a condition failed to evaluate */
+
+/*
+ * The answer to one request.  `allow` is 1 only for TSEC_STATUS_ALLOWED.
+ * `rules` lists the ids of the rules that decided (floor rules for FLOOR,
+ * deny rules for DENIED, allow rules for ALLOWED), sorted by policy order.
+ * `detail` is set for INVALID (naming the field) and on condition errors;
+ * otherwise it is the empty string.
+ */
+struct tsec_decision {
+	uint8_t allow;
+	uint8_t status;
+	uint8_t nrules;
+	uint8_t flags;
+	char rules[TSEC_DECISION_RULES][TSEC_ID_MAX];
+	char field[32];
+	char detail[TSEC_DETAIL_MAX];
+};
+
+/* Storage kinds derived from a key's layout. */
+enum tsec_kind {
+	TSEC_KIND_OTHER = 0,
+	TSEC_KIND_CERT,
+	TSEC_KIND_KEY,
+	TSEC_KIND_META,
+	TSEC_KIND_OCSP,
+	TSEC_KIND_ACCOUNT,
+	TSEC_KIND_LOCK,
+	TSEC_KIND__COUNT
+};
+
+static inline const char *tsec_kind_name(unsigned kind)
+{
+	static const char *const names[TSEC_KIND__COUNT] = {
+		"other", "cert", "key", "meta", "ocsp", "account", "lock",
+	};
+	return kind < TSEC_KIND__COUNT ? names[kind] : "other";
+}
+
+/* Limits of keys, enforced by the key rules. */
+#define TSEC_KEY_MAX 1024        /* bytes */
+#define TSEC_KEY_SEGMENTS 64     /* segments after normalisation */
+
+/* Kinds of matched rules in a report. */
+enum tsec_effect {
+	TSEC_EFFECT_FLOOR = 1,
+	TSEC_EFFECT_DENY = 2,
+	TSEC_EFFECT_ALLOW = 3,
+};
+
+#define TSEC_REPORT_MATCHES 32
+#define TSEC_REPORT_ERRORS 8
+
+/*
+ * The full diagnostic answer of Evaluate: the decision, the attributes the
+ * module derived from the request, every rule that matched (up to
+ * TSEC_REPORT_MATCHES; `nmatched_total` counts them all) and the errors met
+ * while evaluating conditions.  Strings are NUL-terminated.
+ */
+struct tsec_report {
+	struct tsec_decision decision;
+	int32_t action;                  /* enum tsec_action, -1 if unknown */
+	uint32_t kind;                   /* enum tsec_kind */
+	char key[TSEC_KEY_MAX + 1];      /* normalised key */
+	char issuer[256];
+	char domain[256];                /* "*.example.com" for wildcard_ */
+	uint32_t nmatched;
+	uint32_t nmatched_total;
+	struct {
+		char id[TSEC_ID_MAX];
+		uint32_t effect;         /* enum tsec_effect */
+	} matched[TSEC_REPORT_MATCHES];
+	uint32_t nerrors;
+	struct {
+		char rule[TSEC_ID_MAX];
+		int32_t code;
+		char msg[TSEC_DETAIL_MAX];
+	} errors[TSEC_REPORT_ERRORS];
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,399 @@
+/*
+ * Evaluation of one request against a compiled policy.
+ *
+ * Hot path: no allocation, no lock, no logging, no string building except
+ * into the caller's output.  The walk state lives on the stack.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "module/module_private.h"
+
+#define HIT_MAX 16                /* distinct rules kept per effect */
+#define ROLES_MAX 32
+#define NAME_MAX_LEN 255
+
+struct hits {
+	uint32_t rule[3][HIT_MAX];   /* by effect - 1 */
+	uint8_t n[3];
+	uint8_t more[3];
+};
+
+struct walk {
+	const struct tsec__policy *pol;
+	const struct tsec__key *key;
+	uint64_t seghash[TSEC_KEY_SEGMENTS];
+	const struct tsec_request *req;
+	unsigned action;
+	const char *domain;
+	size_t domain_len;
+	struct hits *h;
+	struct tsec_report *rep;     /* NULL for Check */
+};
+
+/*
+ * Whether rule r applies to the request: 1 yes, 0 no.  (A condition that
+ * cannot be evaluated would return -1; none of the conditions compiled by
+ * this version can fail.)
+ */
+static int rule_applies(const struct walk *w, const struct tsec__rule *r)
+{
+	const struct tsec_context *ctx = &w->req->ctx;
+
+	if (!(r->actions & (1u << w->action)))
+		return 0;
+	if (r->dom_count) {
+		bool any = false;
+		if (!w->domain_len)
+			return 0;
+		for (uint32_t i = 0; i < r->dom_count && !any; i++) {
+			const struct tsec__dom *d = &w->pol->doms[r->dom_first + i];
+			any = tsec__domain_match(w->pol->arena + d->off, d->len,
+						 w->domain, w->domain_len);
+		}
+		if (!any)
+			return 0;
+	}
+	if (r->when) {
+		if ((r->when & TSEC__WHEN_TTL_MAX) &&
+		    (ctx->has & TSEC_CTX_TTL_MS) && ctx->ttl_ms > r->ttl_ms_max)
+			return 0;
+		if ((r->when & TSEC__WHEN_SIZE_MAX) &&
+		    (ctx->has & TSEC_CTX_SIZE) && ctx->size > r->size_max)
+			return 0;
+		if ((r->when & TSEC__WHEN_RECURSIVE) &&
+		    (((ctx->has & TSEC_CTX_RECURSIVE) && ctx->recursive) !=
+		     (r->recursive != 0)))
+			return 0;
+	}
+	return 1;
+}
+
+static void report_match(struct tsec_report *rep, const struct tsec__rule *r)
+{
+	for (uint32_t i = 0; i < rep->nmatched; i++)
+		if (strcmp(rep->matched[i].id, r->id) == 0)
+			return;
+	rep->nmatched_total++;
+	if (rep->nmatched < TSEC_REPORT_MATCHES) {
+		memcpy(rep->matched[rep->nmatched].id, r->id, TSEC_ID_MAX);
+		rep->matched[rep->nmatched].effect = r->effect;
+		rep->nmatched++;
+	}
+}
+
+static void hit(struct walk *w, uint32_t ri)
+{
+	const struct tsec__rule *r = &w->pol->rules[ri];
+	unsigned e = r->effect - 1u;
+	struct hits *h = w->h;
+
+	if (rule_applies(w, r) <= 0)
+		return;
+	for (unsigned i = 0; i < h->n[e]; i++)
+		if (h->rule[e][i] == ri)
+			return;
+	if (h->n[e] < HIT_MAX)
+		h->rule[e][h->n[e]++] = ri;
+	else
+		h->more[e] = 1;
+	if (w->rep)
+		report_match(w->rep, r);
+}
+
+/*
+ * Visits every trie node the key's segments i.. can reach from `node`.
+ * Recursion depth is bounded by the 64-segment key limit; "**" fans out
+ * over the remaining segments, at most twice per pattern (the compiler
+ * refuses more), so the walk is polynomial in a bounded key.
+ */
+static void walk(struct walk *w, uint32_t node, unsigned i)
+{
+	const struct tsec__policy *pol = w->pol;
+	const struct tsec__node *n = &pol->nodes[node];
+	const struct tsec__key *k = w->key;
+
+	if (i == k->nseg) {
+		for (uint32_t t = n->terms; t; t = pol->terms[t].next)
+			hit(w, pol->terms[t].rule);
+	} else {
+		const char *s = k->base + k->off[i];
+		size_t l = k->len[i];
+		uint32_t c = tsec__edge_find(pol, node, w->seghash[i], s, l);
+		if (c)
+			walk(w, c, i + 1);
+		for (uint32_t g = n->globs; g; g = pol->globs[g].next)
+			if (tsec__glob_segment(pol->arena + pol->globs[g].off,
+					       pol->globs[g].len, s, l))
+				walk(w, pol->globs[g].child, i + 1);
+	}
+	if (n->dstar)
+		for (unsigned j = i; j <= k->nseg; j++)
+			walk(w, n->dstar, j);
+}
+
+static bool strip_role(struct tsec_str *r)
+{
+	if (r->len > 5 && memcmp(r->ptr, "role:", 5) == 0) {
+		r->ptr += 5;
+		r->len -= 5;
+	}
+	return r->len > 0 && r->len <= NAME_MAX_LEN;
+}
+
+static bool name_ok(const struct tsec_str *s)
+{
+	if (!s->ptr || s->len == 0 || s->len > NAME_MAX_LEN)
+		return false;
+	for (size_t i = 0; i < s->len; i++) {
+		unsigned char c = (unsigned char)s->ptr[i];
+		if (c <= 0x20 || c == 0x7f)
+			return false;
+	}
+	return true;
+}
+
+/* Runs the walk for one key: the principal's trie, each role's, and "*". */
+static void match_key(struct walk *w, const struct tsec__key *k)
+{
+	const struct tsec__policy *pol = w->pol;
+	const struct tsec_request *req = w->req;
+	char dom[256];
+	uint32_t root;
+
+	w->key = k;
+	for (unsigned i = 0; i < k->nseg; i++)
+		w->seghash[i] = tsec__hash(pol->seed, k->base + k->off[i], k->len[i]);
+	w->domain_len = tsec__key_domain(k, dom, sizeof(dom));
+	w->domain = dom;
+
+	root = tsec__edge_find(pol, TSEC__NS_PRINCIPAL,
+			       tsec__hash(pol->seed, req->principal.ptr,
+					  req->principal.len),
+			       req->principal.ptr, req->principal.len);
+	if (root)
+		walk(w, root, 0);
+	for (uint32_t r = 0; r < req->nroles; r++) {
+		struct tsec_str role = req->roles[r];
+		strip_role(&role);
+		root = tsec__edge_find(pol, TSEC__NS_ROLE,
+				       tsec__hash(pol->seed, role.ptr, role.len),
+				       role.ptr, role.len);
+		if (root)
+			walk(w, root, 0);
+	}
+	walk(w, pol->any_root, 0);
+	w->domain = NULL;
+	w->domain_len = 0;
+}
+
+static void invalid(struct tsec_decision *out, const char *field,
+		    const char *detail)
+{
+	out->allow = 0;
+	out->status = TSEC_STATUS_INVALID;
+	out->nrules = 0;
+	out->flags = 0;
+	snprintf(out->field, sizeof(out->field), "%s", field);
+	snprintf(out->detail, sizeof(out->detail), "%s: %s", field, detail);
+}
+
+/*
+ * Validates everything but the keys.  Returns the action or -1 after
+ * writing an INVALID decision.
+ */
+static int validate(const struct tsec_request *req, struct tsec_decision *out)
+{
+	const struct tsec_context *c = &req->ctx;
+	uint32_t has = c->has;
+	int a;
+
+	if (!name_ok(&req->principal)) {
+		invalid(out, "principal", "empty, too long, or holds a space or control character");
+		return -1;
+	}
+	if (req->nroles > ROLES_MAX || (req->nroles && !req->roles)) {
+		invalid(out, "roles", "more than 32 roles, or roles missing");
+		return -1;
+	}
+	for (uint32_t i = 0; i < req->nroles; i++) {
+		struct tsec_str r = req->roles[i];
+		if (!r.ptr || !strip_role(&r) || !name_ok(&r)) {
+			invalid(out, "roles", "a role is empty, too long, or holds a space or control character");
+			return -1;
+		}
+	}
+	a = req->action.ptr ? tsec__action_parse(req->action.ptr, req->action.len) : -1;
+	if (a < 0) {
+		invalid(out, "action", "unknown action");
+		return -1;
+	}
+	if (has & ~TSEC_CTX__ALL) {
+		invalid(out, "context", "unknown context field");
+		return -1;
+	}
+	if ((a == TSEC_ACTION_LOCK_ACQUIRE || a == TSEC_ACTION_LOCK_RENEW) !=
+	    !!(has & TSEC_CTX_TTL_MS)) {
+		invalid(out, "context.ttl_ms", "required for lock.acquire and lock.renew, and only there");
+		return -1;
+	}
+	if ((has & TSEC_CTX_TTL_MS) && c->ttl_ms == 0) {
+		invalid(out, "context.ttl_ms", "must be positive");
+		return -1;
+	}
+	if ((a == TSEC_ACTION_STORAGE_STORE) != !!(has & TSEC_CTX_SIZE)) {
+		invalid(out, "context.size", "required for storage.store, and only there");
+		return -1;
+	}
+	if ((has & TSEC_CTX_RECURSIVE) &&
+	    ((a != TSEC_ACTION_STORAGE_LIST && a != TSEC_ACTION_STORAGE_DELETE) ||
+	     c->recursive > 1)) {
+		invalid(out, "context.recursive", "only for storage.list and storage.delete, 0 or 1");
+		return -1;
+	}
+	if ((a == TSEC_ACTION_STORAGE_MOVE) != !!(has & TSEC_CTX_DEST)) {
+		invalid(out, "context.dest", "required for storage.move, and only there");
+		return -1;
+	}
+	if ((has & TSEC_CTX_CERT_PEM) && a != TSEC_ACTION_STORAGE_STORE) {
+		invalid(out, "context.cert_pem", "only for storage.store");
+		return -1;
+	}
+	return a;
+}
+
+static void sort_hits(const struct tsec__policy *pol, uint32_t *v, unsigned n)
+{
+	for (unsigned i = 1; i < n; i++) {
+		uint32_t x = v[i];
+		unsigned j = i;
+		while (j > 0 && pol->rules[v[j - 1]].order > pol->rules[x].order) {
+			v[j] = v[j - 1];
+			j--;
+		}
+		v[j] = x;
+	}
+}
+
+static void finish(const struct tsec__policy *pol, struct hits *h,
+		   struct tsec_decision *out)
+{
+	static const uint8_t status[3] = {
+		TSEC_STATUS_FLOOR, TSEC_STATUS_DENIED, TSEC_STATUS_ALLOWED,
+	};
+	unsigned e, n;
+
+	out->flags = 0;
+	out->field[0] = '\0';
+	out->detail[0] = '\0';
+	for (e = 0; e < 3 && h->n[e] == 0; e++)
+		;
+	if (e == 3) {
+		out->allow = 0;
+		out->status = TSEC_STATUS_DEFAULT;
+		out->nrules = 0;
+		return;
+	}
+	sort_hits(pol, h->rule[e], h->n[e]);
+	out->allow = e == TSEC_EFFECT_ALLOW - 1;
+	out->status = status[e];
+	n = h->n[e] < TSEC_DECISION_RULES ? h->n[e] : TSEC_DECISION_RULES;
+	out->nrules = (uint8_t)n;
+	if (h->n[e] > n || h->more[e])
+		out->flags |= TSEC_DECISION_MORE_RULES;
+	for (unsigned i = 0; i < n; i++)
+		memcpy(out->rules[i], pol->rules[h->rule[e][i]].id, TSEC_ID_MAX);
+}
+
+static void report_begin(struct tsec_report *rep)
+{
+	rep->action = -1;
+	rep->kind = TSEC_KIND_OTHER;
+	rep->key[0] = '\0';
+	rep->issuer[0] = '\0';
+	rep->domain[0] = '\0';
+	rep->nmatched = 0;
+	rep->nmatched_total = 0;
+	rep->nerrors = 0;
+}
+
+static void report_key(struct tsec_report *rep, const struct tsec__key *k)
+{
+	rep->kind = k->kind;
+	tsec__key_format(k, rep->key, sizeof(rep->key));
+	if (k->issuer_seg >= 0)
+		tsec__strlcpy(rep->issuer, k->base + k->off[k->issuer_seg],
+			      k->len[k->issuer_seg], sizeof(rep->issuer));
+	tsec__key_domain(k, rep->domain, sizeof(rep->domain));
+}
+
+void tsec__decide(const struct tsec__policy *pol,
+		  const struct tsec_request *req, struct tsec_decision *out,
+		  struct tsec_report *rep)
+{
+	struct tsec__key key, dest;
+	struct hits h;
+	struct walk w;
+	char why[96];
+	int a;
+
+	if (rep)
+		report_begin(rep);
+	a = validate(req, out);
+	if (a < 0)
+		goto done;
+	if (rep)
+		rep->action = a;
+	if (tsec__key_parse(req->resource.ptr, req->resource.len,
+			    a == TSEC_ACTION_STORAGE_LIST, &key, why,
+			    sizeof(why))) {
+		invalid(out, "resource", why);
+		goto done;
+	}
+	if (rep)
+		report_key(rep, &key);
+	if (a == TSEC_ACTION_STORAGE_MOVE &&
+	    tsec__key_parse(req->ctx.dest.ptr, req->ctx.dest.len, false, &dest,
+			    why, sizeof(why))) {
+		invalid(out, "context.dest", why);
+		goto done;
+	}
+
+	h.n[0] = h.n[1] = h.n[2] = 0;
+	h.more[0] = h.more[1] = h.more[2] = 0;
+	w.pol = pol;
+	w.req = req;
+	w.action = (unsigned)a;
+	w.h = &h;
+	w.rep = rep;
+	match_key(&w, &key);
+	if (a == TSEC_ACTION_STORAGE_MOVE) {
+		/*
+		 * A move must be allowed at both ends.  Floors and denies of
+		 * either end count; an allow counts only if both ends have
+		 * one, so the destination is walked with its own allow set.
+		 */
+		struct hits src = h;
+		h.n[TSEC_EFFECT_ALLOW - 1] = 0;
+		h.more[TSEC_EFFECT_ALLOW - 1] = 0;
+		match_key(&w, &dest);
+		if (src.n[TSEC_EFFECT_ALLOW - 1] == 0 ||
+		    h.n[TSEC_EFFECT_ALLOW - 1] == 0) {
+			h.n[TSEC_EFFECT_ALLOW - 1] = 0;
+		} else {
+			/* Merge the source's allow rules into the list. */
+			for (unsigned i = 0; i < src.n[TSEC_EFFECT_ALLOW - 1]; i++) {
+				uint32_t ri = src.rule[TSEC_EFFECT_ALLOW - 1][i];
+				bool dup = false;
+				for (unsigned j = 0; j < h.n[TSEC_EFFECT_ALLOW - 1]; j++)
+					dup |= h.rule[TSEC_EFFECT_ALLOW - 1][j] == ri;
+				if (!dup && h.n[TSEC_EFFECT_ALLOW - 1] < HIT_MAX)
+					h.rule[TSEC_EFFECT_ALLOW - 1][h.n[TSEC_EFFECT_ALLOW - 1]++] = ri;
+			}
+		}
+	}
+	finish(pol, &h, out);
+done:
+	if (rep)
+		rep->decision = *out;
+}

@@ -1,0 +1,79 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "perf/benchutil.h"
+
+uint64_t bench_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t rank(const uint64_t *v, size_t n, double q)
+{
+	size_t r = (size_t)(q * (double)n + 0.999999);
+	if (n == 0)
+		return 0;
+	if (r < 1)
+		r = 1;
+	if (r > n)
+		r = n;
+	return v[r - 1];
+}
+
+uint64_t bench_quantile(uint64_t *v, size_t n, double q)
+{
+	qsort(v, n, sizeof(*v), cmp);
+	return rank(v, n, q);
+}
+
+uint64_t bench_timer_overhead(void)
+{
+	enum { N = 10001 };
+	static uint64_t v[N];
+	for (int i = 0; i < N; i++) {
+		uint64_t t0 = bench_now();
+		v[i] = bench_now() - t0;
+	}
+	return bench_quantile(v, N, 0.5);
+}
+
+void bench_print_latency(const char *name, uint64_t first_ns, uint64_t *v,
+			 size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp);
+	printf("%s,%zu,%llu,%llu,%llu,%llu,", name, n,
+	       (unsigned long long)first_ns,
+	       (unsigned long long)rank(v, n, 0.5),
+	       (unsigned long long)rank(v, n, 0.9),
+	       (unsigned long long)rank(v, n, 0.99));
+	if (n >= 1000)
+		printf("%llu", (unsigned long long)rank(v, n, 0.999));
+	printf(",%llu\n", (unsigned long long)(n ? v[n - 1] : 0));
+}
+
+long bench_rss_kib(void)
+{
+	char line[256];
+	long kib = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "VmRSS:", 6) == 0) {
+			kib = strtol(line + 6, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return kib;
+}

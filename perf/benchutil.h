@@ -1,0 +1,28 @@
+/* Shared helpers of the microbenchmarks: clock, percentiles, CSV. */
+#ifndef TSEC_BENCHUTIL_H
+#define TSEC_BENCHUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Monotonic time in nanoseconds. */
+uint64_t bench_now(void);
+
+/* Cost of one bench_now() call, median of many, in nanoseconds. */
+uint64_t bench_timer_overhead(void);
+
+/*
+ * Sorts v[0..n) and prints one CSV row
+ * "case,samples,first_ns,p50_ns,p90_ns,p99_ns,p999_ns,max_ns"
+ * (p999 empty below 1,000 samples).
+ */
+void bench_print_latency(const char *name, uint64_t first_ns, uint64_t *v,
+			 size_t n);
+
+/* Sorts v[0..n) and returns its nearest-rank quantile q. */
+uint64_t bench_quantile(uint64_t *v, size_t n, double q);
+
+/* Resident set size of this process in KiB, from /proc/self/status. */
+long bench_rss_kib(void);
+
+#endif

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Makes sure the Debian packages the build needs are installed.
+# As root: installs what is missing with apt-get.  Otherwise: prints the
+# exact apt-get line and fails.
+set -eu
+PKGS="gcc make binutils pkg-config libjansson-dev libcmocka-dev libssl-dev libsodium-dev libzmq3-dev"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ]; then
+	echo "deps: installing:$missing"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends $missing
+else
+	echo "deps: missing packages:$missing" >&2
+	echo "deps: run: sudo apt-get install -y$missing" >&2
+	exit 1
+fi

@@ -1,0 +1,98 @@
+/* verify_module: command-line front of verifier/verify.c. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tinysecurity/module.h"
+#include "verifier/verify.h"
+
+#define DEFAULT_POLICY "examples/policy.json"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: verify_module [options] MODULE.so\n"
+		"\n"
+		"Loads MODULE.so through the MemoryBus and times sequential Evaluate\n"
+		"and Check calls, checking every answer against the example policy.\n"
+		"\n"
+		"  --policy FILE   policy to load (default: %s)\n"
+		"  --calls N       measured calls per method (default: 500)\n"
+		"  --warmup N      warm-up rounds before measuring (default: 100)\n"
+		"  --json          print one JSON object instead of the table\n"
+		"  -h, --help      this text\n"
+		"\n"
+		"Environment:\n"
+		"  TINYSECURITY_PERF_BUDGET=1          fail (exit 1) when p50 > %llu us or\n"
+		"                                      p99 > %llu us; refuse debug builds (exit 2)\n"
+		"  TINYSECURITY_PERF_BUDGET_P50_US=N   tighten the p50 limit\n"
+		"  TINYSECURITY_PERF_BUDGET_P99_US=N   tighten the p99 limit\n",
+		DEFAULT_POLICY, TSEC_BUDGET_P50_NS / 1000, TSEC_BUDGET_P99_NS / 1000);
+}
+
+static int count(const char *flag, const char *v, unsigned *out)
+{
+	unsigned long n;
+	char *end;
+
+	if (!v) {
+		fprintf(stderr, "verify_module: %s needs a value\n", flag);
+		return -1;
+	}
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || *end || !*v || n > 100000000ul) {
+		fprintf(stderr, "verify_module: %s: '%s' is not a count\n", flag, v);
+		return -1;
+	}
+	*out = (unsigned)n;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct tsec_verify_opts o = {
+		.policy = DEFAULT_POLICY,
+		.calls = 500,
+		.warmup = 100,
+		.verifier_build = TSEC_BUILD_THIS,
+	};
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(a, "--policy")) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "verify_module: --policy needs a file\n");
+				return TSEC_VERIFY_EXIT_REFUSED;
+			}
+			o.policy = argv[++i];
+		} else if (!strcmp(a, "--calls")) {
+			if (count(a, i + 1 < argc ? argv[++i] : NULL, &o.calls))
+				return TSEC_VERIFY_EXIT_REFUSED;
+		} else if (!strcmp(a, "--warmup")) {
+			if (count(a, i + 1 < argc ? argv[++i] : NULL, &o.warmup))
+				return TSEC_VERIFY_EXIT_REFUSED;
+		} else if (!strcmp(a, "--json")) {
+			o.json = 1;
+		} else if (a[0] == '-') {
+			fprintf(stderr, "verify_module: unknown option %s\n", a);
+			usage(stderr);
+			return TSEC_VERIFY_EXIT_REFUSED;
+		} else if (!o.module) {
+			o.module = a;
+		} else {
+			fprintf(stderr, "verify_module: more than one module given\n");
+			return TSEC_VERIFY_EXIT_REFUSED;
+		}
+	}
+	if (!o.module) {
+		usage(stderr);
+		return TSEC_VERIFY_EXIT_REFUSED;
+	}
+	if (tsec_verify_budget_from_env(&o, stderr))
+		return TSEC_VERIFY_EXIT_REFUSED;
+	return tsec_verify_run(&o, stdout, stderr);
+}
