@@ -184,7 +184,7 @@ $(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/testutil.o \
 $(B)/fixtures/%.so: tests/fixtures/%.c include/tinysecurity/module.h
 	@mkdir -p $(dir $@)
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(ALL_CFLAGS) $(TEST_DEFS) -shared -fvisibility=hidden -o $@ $< \
+	$(Q)$(CC) $(ALL_CFLAGS) -Wno-override-init $(TEST_DEFS) -shared -fvisibility=hidden -o $@ $< \
 		$(ALL_LDFLAGS) -ldl
 
 $(B)/fixtures/not_elf.so: tests/fixtures/not_elf.txt

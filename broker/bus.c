@@ -63,6 +63,19 @@ void tsec_bus_free(struct tsec_bus **busp)
 	*busp = NULL;
 }
 
+static void discard_log(void *ctx, int level, const char *msg)
+{
+	(void)ctx;
+	(void)level;
+	(void)msg;
+}
+
+void tsec_bus_set_log(struct tsec_bus *bus, tsec_log_fn fn, void *ctx)
+{
+	bus->host.log = fn ? fn : discard_log;
+	bus->host.host = ctx;
+}
+
 static struct tsec__endpoint *find(struct tsec_bus *bus, const char *name)
 {
 	for (int i = 0; i < TSEC_BUS_ENDPOINTS; i++) {

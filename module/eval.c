@@ -134,7 +134,7 @@ static void walk(struct walk *w, uint32_t node, unsigned i)
 
 static bool strip_role(struct tsec_str *r)
 {
-	if (r->len > 5 && memcmp(r->ptr, "role:", 5) == 0) {
+	if (r->len >= 5 && memcmp(r->ptr, "role:", 5) == 0) {
 		r->ptr += 5;
 		r->len -= 5;
 	}

@@ -22,6 +22,7 @@ struct tsec_bus *tu_bus_with_text(const char *text)
 	struct tsec_error err = { 0 };
 
 	assert_int_equal(tsec_bus_new(&bus), 0);
+	tsec_bus_set_log(bus, NULL, NULL);
 	if (tsec_bus_load(bus, "policy", MODULE_PATH, text, strlen(text), &err)) {
 		fprintf(stderr, "load failed: %s: %s\n", err.where, err.msg);
 		fail();

@@ -30,6 +30,15 @@ struct tsec_module_info {
 /* Creates an empty bus into *out.  Returns 0 or TSEC_ENOMEM. */
 int tsec_bus_new(struct tsec_bus **out);
 
+/* Where the bus and its modules log (load, reload, fini; never per call). */
+typedef void (*tsec_log_fn)(void *ctx, int level, const char *msg);
+
+/*
+ * Sets the log sink of the bus (NULL: discard).  The default writes
+ * "tsec: LEVEL: message" lines to stderr.  Call before loading modules.
+ */
+void tsec_bus_set_log(struct tsec_bus *bus, tsec_log_fn fn, void *ctx);
+
 /*
  * Finalises every module, unloads them and frees the bus; sets *bus to
  * NULL.  No call may be in flight.  Accepts NULL and *bus == NULL.

@@ -1,0 +1,388 @@
+/*
+ * Decisions through the bus and the real module, table-driven over
+ * tests/data/decision_policy.json; then the Evaluate report and Check
+ * batches.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/testutil.h"
+
+#define POLICY "tests/data/decision_policy.json"
+
+/* Context shorthands. */
+#define NOCTX 0, 0, 0, 0, NULL
+#define TTL(x) TSEC_CTX_TTL_MS, (x), 0, 0, NULL
+#define SIZE(x) TSEC_CTX_SIZE, 0, (x), 0, NULL
+#define REC(x) TSEC_CTX_RECURSIVE, 0, 0, (x), NULL
+#define DEST(d) TSEC_CTX_DEST, 0, 0, 0, (d)
+
+enum { ALLOW = TSEC_STATUS_ALLOWED, DENY = TSEC_STATUS_DENIED,
+       FLOOR = TSEC_STATUS_FLOOR, DEFAULT = TSEC_STATUS_DEFAULT,
+       INVALID = TSEC_STATUS_INVALID };
+
+struct dcase {
+	const char *principal;
+	const char *roles;           /* comma-separated or NULL */
+	const char *action;
+	const char *resource;
+	uint32_t has;
+	uint64_t ttl, size;
+	uint32_t recursive;
+	const char *dest;
+	int status;
+	const char *rule;            /* first deciding rule, or invalid field */
+};
+
+#define CRT(d) "certificates/acme/" d "/" d ".crt"
+#define KEY(d) "certificates/acme/" d "/" d ".key"
+
+static const struct dcase cases[] = {
+	/* Roles, resources with *, wildcard domains by the one-label rule. */
+	{ "svc:web-1", "role:web", "storage.load", CRT("example.com"), NOCTX, ALLOW, "web-reads-certs" },
+	{ "svc:web-1", "role:web", "storage.load", CRT("www.example.com"), NOCTX, ALLOW, "web-reads-certs" },
+	{ "svc:web-1", "role:web", "storage.load", CRT("a.b.example.com"), NOCTX, DEFAULT, NULL },
+	{ "svc:web-1", "role:web", "storage.load", CRT("example.org"), NOCTX, DEFAULT, NULL },
+	{ "svc:web-1", "role:web", "storage.load", CRT("wildcard_.example.com"), NOCTX, ALLOW, "web-reads-certs" },
+	{ "svc:web-1", "role:web", "storage.load", CRT("EXAMPLE.COM"), NOCTX, ALLOW, "web-reads-certs" },
+	{ "svc:web-1", "role:web", "storage.load", KEY("example.com"), NOCTX, DEFAULT, NULL },
+	{ "svc:web-1", "role:web", "storage.exists", CRT("example.com"), NOCTX, ALLOW, "web-reads-certs" },
+	{ "svc:web-1", "role:web", "storage.store", CRT("example.com"), SIZE(100), DEFAULT, NULL },
+	{ "svc:web-1", "web", "storage.load", CRT("example.com"), NOCTX, ALLOW, "web-reads-certs" },
+	{ "svc:web-1", NULL, "storage.load", CRT("example.com"), NOCTX, DEFAULT, NULL },
+	{ "svc:web-1", "role:db,role:web", "storage.load", CRT("example.com"), NOCTX, ALLOW, "web-reads-certs" },
+	{ "svc:web-1", "role:webx", "storage.load", CRT("example.com"), NOCTX, DEFAULT, NULL },
+	/* size_max. */
+	{ "svc:acme-issuer", NULL, "storage.store", CRT("example.com"), SIZE(100), ALLOW, "issuer-writes" },
+	{ "svc:acme-issuer", NULL, "storage.store", CRT("example.com"), SIZE(65536), ALLOW, "issuer-writes" },
+	{ "svc:acme-issuer", NULL, "storage.store", CRT("example.com"), SIZE(65537), DEFAULT, NULL },
+	/* Floors beat allows. */
+	{ "svc:acme-issuer", NULL, "storage.list", KEY("example.com"), NOCTX, FLOOR, "f-keys-never-listed" },
+	{ "svc:ops", "role:ops", "storage.list", KEY("example.com"), NOCTX, FLOOR, "f-keys-never-listed" },
+	{ "svc:ops", "role:ops", "storage.list", "certificates/a/b/c/d/e.key", NOCTX, FLOOR, "f-keys-never-listed" },
+	{ "svc:acme-issuer", NULL, "storage.delete", "acme/acme-v02/users/a@b.c/key", NOCTX, FLOOR, "f-no-account-delete" },
+	{ "svc:evil", NULL, "storage.load", "ocsp/x", NOCTX, FLOOR, "f-evil-never" },
+	{ "svc:evil", "role:ops", "storage.list", "", NOCTX, FLOOR, "f-evil-never" },
+	/* "**" matches zero or more segments; lists may name the root. */
+	{ "svc:ops", "role:ops", "storage.list", "", NOCTX, ALLOW, "ops-list-all" },
+	{ "svc:ops", "role:ops", "storage.list", "/", NOCTX, ALLOW, "ops-list-all" },
+	{ "svc:ops", "role:ops", "storage.list", "certificates", NOCTX, ALLOW, "ops-list-all" },
+	{ "svc:ops", "role:ops", "storage.stat", CRT("example.com"), NOCTX, ALLOW, "ops-list-all" },
+	/* Deny beats allow. */
+	{ "svc:ops", "role:ops", "storage.stat", KEY("example.com"), NOCTX, DENY, "ops-no-keys" },
+	{ "svc:ops", "role:ops", "storage.stat", "x.key", NOCTX, DENY, "ops-no-keys" },
+	{ "svc:evil", NULL, "lock.release", "locks/x", NOCTX, FLOOR, "f-evil-never" },
+	/* recursive. */
+	{ "svc:acme-issuer", NULL, "storage.delete", "certificates/acme", REC(1), DENY, "no-recursive-delete" },
+	{ "svc:acme-issuer", NULL, "storage.delete", "certificates", REC(1), DENY, "no-recursive-delete" },
+	{ "svc:acme-issuer", NULL, "storage.delete", "certificates/acme", REC(0), ALLOW, "issuer-writes" },
+	{ "svc:acme-issuer", NULL, "storage.delete", "certificates/acme", NOCTX, ALLOW, "issuer-writes" },
+	{ "svc:acme-issuer", NULL, "storage.delete", CRT("example.com"), REC(1), ALLOW, "issuer-writes" },
+	{ "svc:acme-issuer", NULL, "storage.store", "acme/acme-v02/users/a@b.c/a.json", SIZE(10), ALLOW, "issuer-writes" },
+	/* ttl_ms_max. */
+	{ "svc:acme-issuer", NULL, "lock.acquire", "locks/x", TTL(1000), ALLOW, "issuer-writes" },
+	{ "svc:acme-issuer", NULL, "lock.acquire", "locks/x", TTL(300001), DEFAULT, NULL },
+	{ "svc:acme-issuer", NULL, "lock.renew", "locks/x", TTL(300000), ALLOW, "issuer-writes" },
+	{ "svc:acme-issuer", NULL, "lock.release", "locks/x", NOCTX, ALLOW, "issuer-writes" },
+	{ "svc:locker", NULL, "lock.acquire", "locks/a", TTL(1000), ALLOW, "locker" },
+	{ "svc:locker", NULL, "lock.acquire", "locks/a", TTL(1001), DEFAULT, NULL },
+	{ "svc:locker", NULL, "lock.acquire", "locks/a/b", TTL(10), DEFAULT, NULL },
+	/* Any principal. */
+	{ "svc:anyone", NULL, "storage.load", "ocsp/x", NOCTX, ALLOW, "anyone-ocsp" },
+	{ "svc:anyone", NULL, "storage.load", "ocsp/x/y", NOCTX, DEFAULT, NULL },
+	{ "svc:anyone", NULL, "storage.exists", "ocsp/x", NOCTX, DEFAULT, NULL },
+	/* Globs inside a segment. */
+	{ "svc:wild", NULL, "storage.load", "certificates/acme/wildcard_.example.com/x.crt", NOCTX, ALLOW, "wild-files" },
+	{ "svc:wild", NULL, "storage.load", CRT("example.com"), NOCTX, DEFAULT, NULL },
+	/* Moves are checked at both ends. */
+	{ "svc:backup", NULL, "storage.move", CRT("example.com"), DEST("archive/2026/example.com.crt"), ALLOW, "backup-moves" },
+	{ "svc:backup", NULL, "storage.move", CRT("example.com"), DEST("archive/frozen/x.crt"), DENY, "archive-readonly" },
+	{ "svc:backup", NULL, "storage.move", "archive/frozen/x.crt", DEST("certificates/x"), DENY, "archive-readonly" },
+	{ "svc:backup", NULL, "storage.move", CRT("example.com"), DEST("other/x"), DEFAULT, NULL },
+	{ "svc:backup", NULL, "storage.move", "other/x", DEST("archive/x"), DEFAULT, NULL },
+	/* Invalid requests name the field. */
+	{ "svc:backup", NULL, "storage.move", CRT("example.com"), NOCTX, INVALID, "context.dest" },
+	{ "svc:backup", NULL, "storage.move", CRT("example.com"), DEST("../x"), INVALID, "context.dest" },
+	{ "svc:backup", NULL, "storage.load", CRT("example.com"), DEST("x"), INVALID, "context.dest" },
+	{ "svc:acme-issuer", NULL, "lock.acquire", "locks/x", NOCTX, INVALID, "context.ttl_ms" },
+	{ "svc:acme-issuer", NULL, "lock.release", "locks/x", TTL(5), INVALID, "context.ttl_ms" },
+	{ "svc:acme-issuer", NULL, "lock.acquire", "locks/x", TTL(0), INVALID, "context.ttl_ms" },
+	{ "svc:acme-issuer", NULL, "storage.store", CRT("example.com"), NOCTX, INVALID, "context.size" },
+	{ "svc:acme-issuer", NULL, "storage.load", CRT("example.com"), SIZE(1), INVALID, "context.size" },
+	{ "svc:acme-issuer", NULL, "storage.load", CRT("example.com"), REC(1), INVALID, "context.recursive" },
+	{ "svc:acme-issuer", NULL, "storage.list", "certificates", REC(2), INVALID, "context.recursive" },
+	{ "svc:acme-issuer", NULL, "storage.read", CRT("example.com"), NOCTX, INVALID, "action" },
+	{ "svc:acme-issuer", NULL, "", CRT("example.com"), NOCTX, INVALID, "action" },
+	{ "svc:acme-issuer", NULL, "storage.*", CRT("example.com"), NOCTX, INVALID, "action" },
+	{ "svc:acme-issuer", NULL, "storage.load", "../etc/passwd", NOCTX, INVALID, "resource" },
+	{ "svc:acme-issuer", NULL, "storage.load", "", NOCTX, INVALID, "resource" },
+	{ "svc:acme-issuer", NULL, "storage.delete", "/", NOCTX, INVALID, "resource" },
+	{ "svc:acme-issuer", NULL, "storage.load", "certificates\\x", NOCTX, INVALID, "resource" },
+	{ "", NULL, "storage.load", "ocsp/x", NOCTX, INVALID, "principal" },
+	{ "svc:a b", NULL, "storage.load", "ocsp/x", NOCTX, INVALID, "principal" },
+	{ "svc:web-1", "role:", "storage.load", "ocsp/x", NOCTX, INVALID, "roles" },
+	{ "svc:evil", NULL, "storage.steal", "ocsp/x", NOCTX, INVALID, "action" },
+};
+
+static void split_roles(const char *s, struct tsec_str *roles, uint32_t *n,
+			char *buf, size_t buflen)
+{
+	char *save = NULL, *tok;
+
+	*n = 0;
+	if (!s)
+		return;
+	snprintf(buf, buflen, "%s", s);
+	if (!*buf) {
+		roles[(*n)++] = tsec_str_c(buf);
+		return;
+	}
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+		roles[(*n)++] = tsec_str_c(tok);
+}
+
+static void make_req(const struct dcase *c, struct tsec_request *r,
+		     struct tsec_str *roles, char *buf, size_t buflen)
+{
+	memset(r, 0, sizeof(*r));
+	r->principal = tsec_str_c(c->principal);
+	split_roles(c->roles, roles, &r->nroles, buf, buflen);
+	r->roles = roles;
+	r->action = tsec_str_c(c->action);
+	r->resource = tsec_str_c(c->resource);
+	r->ctx.has = c->has;
+	r->ctx.ttl_ms = c->ttl;
+	r->ctx.size = c->size;
+	r->ctx.recursive = c->recursive;
+	r->ctx.dest = tsec_str_c(c->dest);
+}
+
+static void expect(const struct dcase *c, size_t i,
+		   const struct tsec_decision *d)
+{
+	if (d->status != c->status)
+		fail_msg("case %zu (%s %s %s): status %s, want %s (%s)", i,
+			 c->principal, c->action, c->resource,
+			 tsec_status_reason(d->status),
+			 tsec_status_reason((unsigned)c->status), d->detail);
+	assert_int_equal(d->allow, c->status == ALLOW);
+	if (c->status == INVALID) {
+		assert_string_equal(d->field, c->rule);
+		assert_int_equal(d->nrules, 0);
+		assert_true(strlen(d->detail) > 0);
+	} else if (c->rule) {
+		assert_true(d->nrules >= 1);
+		if (strcmp(d->rules[0], c->rule) != 0)
+			fail_msg("case %zu: rule %s, want %s", i, d->rules[0], c->rule);
+	} else {
+		assert_int_equal(d->nrules, 0);
+	}
+}
+
+static int setup(void **state)
+{
+	*state = tu_bus_with_policy(POLICY);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct tsec_bus *bus = *state;
+	tsec_bus_free(&bus);
+	assert_null(bus);
+	return 0;
+}
+
+/* Every case through Check, one at a time, and through Evaluate. */
+static void test_decision_table(void **state)
+{
+	struct tsec_bus *bus = *state;
+	static struct tsec_report rep;
+	(void)state;
+
+	assert_true(sizeof(cases) / sizeof(cases[0]) >= 50);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct tsec_request r;
+		struct tsec_str roles[4];
+		struct tsec_decision d;
+		struct tsec_error err;
+		char buf[128];
+
+		make_req(&cases[i], &r, roles, buf, sizeof(buf));
+		memset(&d, 0xa5, sizeof(d));
+		assert_int_equal(tsec_bus_check(bus, "policy", &r, 1, &d, &err), 0);
+		expect(&cases[i], i, &d);
+		memset(&rep, 0x5a, sizeof(rep));
+		assert_int_equal(tsec_bus_evaluate(bus, "policy", &r, &rep, &err), 0);
+		expect(&cases[i], i, &rep.decision);
+	}
+}
+
+/* The whole table as one batch gives the same answers. */
+static void test_decision_batch(void **state)
+{
+	enum { N = sizeof(cases) / sizeof(cases[0]) };
+	struct tsec_bus *bus = *state;
+	static struct tsec_request r[N];
+	static struct tsec_str roles[N][4];
+	static char bufs[N][128];
+	static struct tsec_decision d[N];
+	struct tsec_error err;
+
+	for (size_t i = 0; i < N; i++)
+		make_req(&cases[i], &r[i], roles[i], bufs[i], sizeof(bufs[i]));
+	assert_int_equal(tsec_bus_check(bus, "policy", r, N, d, &err), 0);
+	for (size_t i = 0; i < N; i++)
+		expect(&cases[i], i, &d[i]);
+}
+
+/* Several allows are all named, in policy order. */
+static void test_decision_reasons(void **state)
+{
+	struct tsec_bus *bus = *state;
+	struct tsec_str roles[] = { tsec_str_c("role:web") };
+	struct tsec_request r = {
+		.principal = tsec_str_c("svc:acme-issuer"), .roles = roles, .nroles = 1,
+		.action = tsec_str_c("storage.load"),
+		.resource = tsec_str_c(CRT("example.com")),
+	};
+	struct tsec_decision d;
+	struct tsec_error err;
+
+	assert_int_equal(tsec_bus_check(bus, "policy", &r, 1, &d, &err), 0);
+	assert_int_equal(d.status, TSEC_STATUS_ALLOWED);
+	assert_int_equal(d.nrules, 2);
+	assert_string_equal(d.rules[0], "web-reads-certs");
+	assert_string_equal(d.rules[1], "issuer-writes");
+	assert_string_equal(tsec_status_reason(d.status), "allowed by rule");
+	assert_string_equal(tsec_status_reason(TSEC_STATUS_FLOOR), "forbidden by floor");
+	assert_string_equal(tsec_status_reason(TSEC_STATUS_DENIED), "forbidden by rule");
+	assert_string_equal(tsec_status_reason(TSEC_STATUS_DEFAULT), "nothing allowed it");
+	/* A zeroed decision is a deny. */
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(d.allow, 0);
+	assert_int_equal(d.status, TSEC_STATUS_NONE);
+}
+
+/* The report: attributes, every matching rule, the decision; and purity. */
+static void test_decision_report(void **state)
+{
+	struct tsec_bus *bus = *state;
+	struct tsec_str roles[] = { tsec_str_c("role:ops") };
+	struct tsec_request r = {
+		.principal = tsec_str_c("svc:evil"), .roles = roles, .nroles = 1,
+		.action = tsec_str_c("storage.list"),
+		.resource = tsec_str_c("/certificates//acme/wildcard_.example.com/./wildcard_.example.com.key"),
+	};
+	static struct tsec_report a, b;
+	struct tsec_error err;
+	unsigned floors = 0, denies = 0, allows = 0;
+
+	assert_int_equal(tsec_bus_evaluate(bus, "policy", &r, &a, &err), 0);
+	assert_int_equal(a.decision.status, TSEC_STATUS_FLOOR);
+	assert_int_equal(a.decision.nrules, 2);
+	assert_string_equal(a.decision.rules[0], "f-keys-never-listed");
+	assert_string_equal(a.decision.rules[1], "f-evil-never");
+	assert_int_equal(a.action, TSEC_ACTION_STORAGE_LIST);
+	assert_int_equal(a.kind, TSEC_KIND_KEY);
+	assert_string_equal(a.key, "certificates/acme/wildcard_.example.com/wildcard_.example.com.key");
+	assert_string_equal(a.issuer, "acme");
+	assert_string_equal(a.domain, "*.example.com");
+	/* f-keys-never-listed, f-evil-never, ops-list-all, evil-allowed, evil-denied */
+	assert_int_equal(a.nmatched, 5);
+	assert_int_equal(a.nmatched_total, 5);
+	for (unsigned i = 0; i < a.nmatched; i++) {
+		floors += a.matched[i].effect == TSEC_EFFECT_FLOOR;
+		denies += a.matched[i].effect == TSEC_EFFECT_DENY;
+		allows += a.matched[i].effect == TSEC_EFFECT_ALLOW;
+	}
+	assert_int_equal(floors, 2);
+	assert_int_equal(denies, 1);
+	assert_int_equal(allows, 2);
+	assert_int_equal(a.nerrors, 0);
+	/* Pure: the same question gives the same report, byte for byte
+	 * where it is defined. */
+	assert_int_equal(tsec_bus_evaluate(bus, "policy", &r, &b, &err), 0);
+	assert_memory_equal(&a.decision, &b.decision, sizeof(a.decision));
+	assert_string_equal(a.key, b.key);
+	assert_memory_equal(a.matched, b.matched, sizeof(a.matched[0]) * a.nmatched);
+}
+
+/* Bad arguments to the bus deny and say so. */
+static void test_decision_bad_calls(void **state)
+{
+	struct tsec_bus *bus = *state;
+	struct tsec_request r = { .principal = tsec_str_c("svc:x"),
+				  .action = tsec_str_c("storage.load"),
+				  .resource = tsec_str_c("ocsp/x") };
+	struct tsec_decision d;
+	struct tsec_error err;
+
+	memset(&d, 0, sizeof(d));
+	d.allow = 1;
+	assert_int_equal(tsec_bus_check(bus, "nope", &r, 1, &d, &err), TSEC_ENOENT);
+	assert_int_equal(d.allow, 0);
+	d.allow = 1;
+	assert_int_equal(tsec_bus_check(bus, "policy", NULL, 1, &d, &err), TSEC_EINVAL);
+	assert_int_equal(d.allow, 0);
+	assert_int_equal(tsec_bus_check(bus, "policy", &r, 0, &d, &err), TSEC_EINVAL);
+	assert_int_equal(tsec_bus_check(bus, "policy", &r, 1, NULL, &err), TSEC_EINVAL);
+	assert_int_equal(tsec_bus_evaluate(bus, "policy", &r, NULL, &err), TSEC_EINVAL);
+	/* Unknown context bits. */
+	r.ctx.has = 1u << 30;
+	assert_int_equal(tsec_bus_check(bus, "policy", &r, 1, &d, &err), 0);
+	assert_int_equal(d.status, TSEC_STATUS_INVALID);
+	assert_string_equal(d.field, "context");
+	/* NUL inside a key given with its length. */
+	r.ctx.has = 0;
+	r.resource.ptr = "ocsp/x\0y";
+	r.resource.len = 8;
+	assert_int_equal(tsec_bus_check(bus, "policy", &r, 1, &d, &err), 0);
+	assert_int_equal(d.status, TSEC_STATUS_INVALID);
+	assert_string_equal(d.field, "resource");
+	/* NULL strings. */
+	r.resource.ptr = NULL;
+	r.resource.len = 3;
+	assert_int_equal(tsec_bus_check(bus, "policy", &r, 1, &d, &err), 0);
+	assert_int_equal(d.status, TSEC_STATUS_INVALID);
+	r.resource = tsec_str_c("ocsp/x");
+	r.action.ptr = NULL;
+	assert_int_equal(tsec_bus_check(bus, "policy", &r, 1, &d, &err), 0);
+	assert_string_equal(d.field, "action");
+	r.action = tsec_str_c("storage.load");
+	r.nroles = 2;
+	r.roles = NULL;
+	assert_int_equal(tsec_bus_check(bus, "policy", &r, 1, &d, &err), 0);
+	assert_string_equal(d.field, "roles");
+}
+
+/* The example policy answers what the README says it does. */
+static void test_decision_example_policy(void **state)
+{
+	struct tsec_bus *bus = tu_bus_with_policy("examples/policy.json");
+	struct tsec_request r = { .principal = tsec_str_c("svc:acme-issuer"),
+				  .action = tsec_str_c("storage.list"),
+				  .resource = tsec_str_c(KEY("example.com")) };
+	struct tsec_decision d;
+	struct tsec_error err;
+	(void)state;
+
+	assert_int_equal(tsec_bus_check(bus, "policy", &r, 1, &d, &err), 0);
+	assert_int_equal(d.status, TSEC_STATUS_FLOOR);
+	assert_string_equal(d.rules[0], "keys-never-listed");
+	tsec_bus_free(&bus);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_decision_table),
+		cmocka_unit_test(test_decision_batch),
+		cmocka_unit_test(test_decision_reasons),
+		cmocka_unit_test(test_decision_report),
+		cmocka_unit_test(test_decision_bad_calls),
+		cmocka_unit_test(test_decision_example_policy),
+	};
+	return cmocka_run_group_tests_name("decision", tests, setup, teardown);
+}

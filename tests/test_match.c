@@ -1,0 +1,76 @@
+/* Segment globs, certmagic domain wildcards, action names. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "module/module_private.h"
+
+static void test_match_glob(void **state)
+{
+	static const struct { const char *pat, *s; int want; } t[] = {
+		{ "*", "anything", 1 }, { "*", "", 1 }, { "*.crt", "a.crt", 1 },
+		{ "*.crt", ".crt", 1 }, { "*.crt", "a.crt.bak", 0 },
+		{ "*.crt", "a.key", 0 }, { "wildcard_*", "wildcard_.example.com", 1 },
+		{ "wildcard_*", "example.com", 0 }, { "a*b*c", "aXXbYYc", 1 },
+		{ "a*b*c", "aXXbYY", 0 }, { "a*a*a", "aaa", 1 }, { "a*a*a", "aa", 0 },
+		{ "exact", "exact", 1 }, { "exact", "exactly", 0 }, { "**", "x", 1 },
+		{ "*x", "xxxxxxxxxxxxxxxxxxxxxxxxy", 0 },
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (tsec__glob_segment(t[i].pat, strlen(t[i].pat), t[i].s,
+				       strlen(t[i].s)) != t[i].want)
+			fail_msg("glob '%s' vs '%s' should be %d", t[i].pat, t[i].s, t[i].want);
+}
+
+static void test_match_domain(void **state)
+{
+	static const struct { const char *pat, *d; int want; } t[] = {
+		{ "example.com", "example.com", 1 },
+		{ "example.com", "EXAMPLE.com", 1 },
+		{ "example.com", "www.example.com", 0 },
+		{ "*.example.com", "a.example.com", 1 },
+		{ "*.example.com", "A.Example.COM", 1 },
+		{ "*.example.com", "a.b.example.com", 0 },
+		{ "*.example.com", "example.com", 0 },
+		{ "*.example.com", "*.example.com", 1 },
+		{ "*.example.com", ".example.com", 0 },
+		{ "www.*.com", "www.example.com", 1 },
+		{ "www.*.com", "www.a.b.com", 0 },
+		{ "example.com", "example.com.", 0 },
+		{ "example.com", "", 0 },
+		{ "*", "localhost", 1 },
+		{ "*", "a.b", 0 },
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (tsec__domain_match(t[i].pat, strlen(t[i].pat), t[i].d,
+				       strlen(t[i].d)) != t[i].want)
+			fail_msg("domain '%s' vs '%s' should be %d", t[i].pat, t[i].d, t[i].want);
+}
+
+static void test_match_action(void **state)
+{
+	(void)state;
+	for (unsigned a = 0; a < TSEC_ACTION__COUNT; a++) {
+		const char *n = tsec_action_name(a);
+		assert_int_equal(tsec__action_parse(n, strlen(n)), (int)a);
+	}
+	assert_int_equal(tsec__action_parse("storage.*", 9), -1);
+	assert_int_equal(tsec__action_parse("storage.loa", 11), -1);
+	assert_int_equal(tsec__action_parse("storage.loadx", 13), -1);
+	assert_int_equal(tsec__action_parse("", 0), -1);
+	assert_null(tsec_action_name(TSEC_ACTION__COUNT));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_match_glob),
+		cmocka_unit_test(test_match_domain),
+		cmocka_unit_test(test_match_action),
+	};
+	return cmocka_run_group_tests_name("match", tests, NULL, NULL);
+}
