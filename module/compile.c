@@ -629,25 +629,6 @@ static int compile_rule(struct cc *c, json_t *obj, uint8_t effect)
 	return 0;
 }
 
-static int compile_section(struct cc *c, json_t *arr, const char *name,
-			   uint8_t effect)
-{
-	json_t *v;
-	size_t i;
-	int rc;
-
-	if (!json_is_array(arr))
-		return cc_fail(c, name, -1, "must be an array of rules");
-	c->section = name;
-	json_array_foreach(arr, i, v) {
-		c->index = i;
-		if ((rc = compile_rule(c, v, effect)))
-			return rc;
-	}
-	c->section = NULL;
-	return 0;
-}
-
 void tsec__policy_free(struct tsec__policy **pp)
 {
 	struct tsec__policy *p;
@@ -666,77 +647,311 @@ void tsec__policy_free(struct tsec__policy **pp)
 	*pp = NULL;
 }
 
-int tsec__policy_compile(const char *text, size_t len,
-			 struct tsec__policy **out, struct tsec_error *err)
+/* ---- the document, one rule at a time ---- */
+
+/*
+ * The policy is read as a stream of top-level members and, inside "floor"
+ * and "rules", of single rules: jansson parses each member value and each
+ * rule on its own (JSON_DISABLE_EOF_CHECK reports how many bytes it read)
+ * and the tree is freed before the next rule.  Peak memory stays at one
+ * rule's tree instead of the whole document's, and the allocator reuses
+ * the same few hot chunks.  This file only checks the punctuation between
+ * values; every value is parsed by jansson.
+ */
+#define JFLAGS (JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY | JSON_REJECT_DUPLICATES)
+
+struct doc {
+	const char *base, *p, *end;
+	struct tsec_error *err;
+};
+
+static void skip_ws(struct doc *d)
 {
-	struct tsec__policy *pol = NULL;
-	struct cc c = { NULL, err, NULL, 0 };
-	json_error_t jerr;
-	json_t *root = NULL, *version = NULL, *floor = NULL, *rules = NULL, *v;
-	const char *k;
-	uint32_t unused;
+	while (d->p < d->end && (*d->p == ' ' || *d->p == '\t' ||
+				 *d->p == '\n' || *d->p == '\r'))
+		d->p++;
+}
+
+/* A syntax error at the current position, with line and column. */
+static int syntax(struct doc *d, const char *at, const char *what)
+{
+	int line = 1, col = 1;
+
+	for (const char *q = d->base; q < at && q < d->end; q++) {
+		if (*q == '\n') {
+			line++;
+			col = 1;
+		} else {
+			col++;
+		}
+	}
+	return tsec__seterr(d->err, TSEC_EPOLICY, "",
+			    "JSON error at line %d column %d: %s", line, col, what);
+}
+
+static int expect(struct doc *d, char c, const char *what)
+{
+	skip_ws(d);
+	if (d->p >= d->end || *d->p != c)
+		return syntax(d, d->p, what);
+	d->p++;
+	return 0;
+}
+
+/* Parses one JSON value at the current position into *out (new ref). */
+static int value(struct doc *d, json_t **out)
+{
+	json_error_t je;
+
+	skip_ws(d);
+	*out = json_loadb(d->p, (size_t)(d->end - d->p), JFLAGS, &je);
+	if (!*out)
+		return syntax(d, d->p + (je.position > 0 ? je.position : 0), je.text);
+	d->p += je.position;
+	return 0;
+}
+
+/*
+ * Skips one value without building it, for the first pass: strings are
+ * followed through their escapes and brackets are counted.  Returns NULL
+ * on an unterminated value.  Only finds the end; the second pass has
+ * jansson parse what was skipped.
+ */
+static const char *skip_value(const char *p, const char *end, size_t *items)
+{
+	int depth = 0;
+
+	do {
+		if (p >= end)
+			return NULL;
+		if (*p == '"') {
+			for (p++; p < end && *p != '"'; p++)
+				if (*p == '\\')
+					p++;
+			if (p >= end)
+				return NULL;
+			p++;
+		} else if (*p == '[' || *p == '{') {
+			/* Counts the elements of a top-level array, roughly:
+			 * one per object that opens directly inside it. */
+			if (depth == 1 && *p == '{' && items)
+				(*items)++;
+			depth++;
+			p++;
+		} else if (*p == ']' || *p == '}') {
+			if (--depth < 0)
+				return NULL;
+			p++;
+		} else if (depth == 0) {
+			while (p < end && *p != ',' && *p != '}' && *p != ']' &&
+			       *p != ' ' && *p != '\n' && *p != '\t' && *p != '\r')
+				p++;
+		} else {
+			p++;
+		}
+	} while (depth > 0);
+	return p;
+}
+
+/* Compiles the rules of one array member starting at d->p ('['). */
+static int compile_array(struct cc *c, struct doc *d, const char *name,
+			 uint8_t effect)
+{
+	json_t *v;
 	int rc;
 
-	*out = NULL;
-	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root) {
-		rc = tsec__seterr(err, TSEC_EPOLICY, "", "JSON error at line %d column %d: %s",
-				  jerr.line, jerr.column, jerr.text);
-		goto out;
+	skip_ws(d);
+	if (d->p >= d->end || *d->p != '[')
+		return cc_fail(c, name, -1, "must be an array of rules");
+	d->p++;
+	c->section = name;
+	skip_ws(d);
+	if (d->p < d->end && *d->p == ']') {
+		d->p++;
+		c->section = NULL;
+		return 0;
 	}
-	if (!json_is_object(root)) {
-		rc = tsec__seterr(err, TSEC_EPOLICY, "", "policy must be a JSON object");
-		goto out;
+	for (c->index = 0;; c->index++) {
+		if ((rc = value(d, &v)))
+			return rc;
+		rc = compile_rule(c, v, effect);
+		json_decref(v);
+		if (rc)
+			return rc;
+		skip_ws(d);
+		if (d->p < d->end && *d->p == ']') {
+			d->p++;
+			break;
+		}
+		if ((rc = expect(d, ',', "expected ',' or ']' after a rule")))
+			return rc;
 	}
-	pol = calloc(1, sizeof(*pol));
-	if (!pol) {
-		rc = oom(&c);
-		goto out;
-	}
-	c.pol = pol;
+	c->section = NULL;
+	return 0;
+}
+
+/*
+ * A new, empty policy with room for about `rules` rules, so that compiling
+ * a large policy does not spend its time copying arrays as they grow.
+ * The estimates are per rule of a typical policy; arrays still grow past
+ * them when needed.
+ */
+static int policy_new(struct tsec__policy **out, size_t len, size_t rules)
+{
+	struct tsec__policy *pol = calloc(1, sizeof(*pol));
+	uint32_t unused, slots = 64;
+
+	if (rules > len / 16 || rules > (1u << 24))
+		rules = len / 16 < (1u << 24) ? len / 16 : (1u << 24);
+	while (slots < rules * 8)
+		slots *= 2;
+
+	*out = pol;
+	if (!pol)
+		return TSEC_ENOMEM;
 	/* The seed only spreads hash slots; the policy itself is trusted. */
 	pol->seed = 0x7473656370656c69ull ^ (uint64_t)len;
 	/* Index 0 of nodes, globs and terms ends a list: reserve it. */
-	if (edges_resize(pol, 64) || node_new(pol, &unused) ||
-	    node_new(pol, &pol->any_root) ||
-	    grow((void **)&pol->globs, &pol->cap_globs, 1, sizeof(*pol->globs)) ||
-	    grow((void **)&pol->terms, &pol->cap_terms, 1, sizeof(*pol->terms))) {
-		rc = oom(&c);
-		goto out;
-	}
+	if (edges_resize(pol, slots) ||
+	    grow((void **)&pol->rules, &pol->cap_rules, (uint32_t)rules + 1,
+		 sizeof(*pol->rules)) ||
+	    grow((void **)&pol->nodes, &pol->cap_nodes, (uint32_t)rules * 4 + 2,
+		 sizeof(*pol->nodes)) ||
+	    grow((void **)&pol->terms, &pol->cap_terms, (uint32_t)rules * 2 + 1,
+		 sizeof(*pol->terms)) ||
+	    grow((void **)&pol->doms, &pol->cap_doms, (uint32_t)rules + 1,
+		 sizeof(*pol->doms)) ||
+	    grow((void **)&pol->globs, &pol->cap_globs, (uint32_t)rules + 1,
+		 sizeof(*pol->globs)) ||
+	    node_new(pol, &unused) || node_new(pol, &pol->any_root))
+		return TSEC_ENOMEM;
+	pol->arena_cap = rules * 48 + 4096;
+	if (!(pol->arena = malloc(pol->arena_cap)))
+		return TSEC_ENOMEM;
 	pol->nglobs = 1;
 	pol->nterms = 1;
-	json_object_foreach(root, k, v) {
-		if (!strcmp(k, "version"))
-			version = v;
-		else if (!strcmp(k, "floor"))
-			floor = v;
-		else if (!strcmp(k, "rules"))
-			rules = v;
-		else if (!strcmp(k, "description") && json_is_string(v))
-			;
-		else {
+	return 0;
+}
+
+int tsec__policy_compile(const char *text, size_t len,
+			 struct tsec__policy **out, struct tsec_error *err)
+{
+	struct doc d = { text, text, text + len, err };
+	struct cc c = { NULL, err, NULL, 0 };
+	const char *floor_at = NULL, *rules_at = NULL;
+	bool have_version = false, have_desc = false;
+	size_t nitems = 0;
+	json_t *key = NULL, *v = NULL;
+	int rc;
+
+	*out = NULL;
+	if (!text && len)
+		return tsec__seterr(err, TSEC_EINVAL, "", "NULL policy text");
+	/*
+	 * First pass: the top-level members.  "floor" and "rules" are only
+	 * located here, so that the version is known before any rule is
+	 * compiled, wherever it stands in the object.
+	 */
+	skip_ws(&d);
+	if (d.p >= d.end || *d.p != '{') {
+		if (d.p < d.end && *d.p != '[')
+			return syntax(&d, d.p, "expected a JSON object");
+		return tsec__seterr(err, TSEC_EPOLICY, "", "policy must be a JSON object");
+	}
+	d.p++;
+	skip_ws(&d);
+	if (d.p < d.end && *d.p == '}')
+		d.p++;
+	else for (;;) {
+		const char *k;
+		if ((rc = value(&d, &key)))
+			goto out;
+		if (!json_is_string(key)) {
+			rc = syntax(&d, d.p, "object key must be a string");
+			goto out;
+		}
+		k = json_string_value(key);
+		if ((rc = expect(&d, ':', "expected ':' after an object key")))
+			goto out;
+		skip_ws(&d);
+		if (!strcmp(k, "floor") || !strcmp(k, "rules")) {
+			const char **at = k[0] == 'f' ? &floor_at : &rules_at;
+			const char *e = skip_value(d.p, d.end, &nitems);
+			if (*at) {
+				rc = syntax(&d, d.p, "duplicate object key");
+				goto out;
+			}
+			if (!e) {
+				rc = syntax(&d, d.p, "unterminated value");
+				goto out;
+			}
+			*at = d.p;
+			d.p = e;
+		} else if (!strcmp(k, "version") || !strcmp(k, "description")) {
+			bool *seen = k[0] == 'v' ? &have_version : &have_desc;
+			if (*seen) {
+				rc = syntax(&d, d.p, "duplicate object key");
+				goto out;
+			}
+			*seen = true;
+			if ((rc = value(&d, &v)))
+				goto out;
+			if (k[0] == 'v' && (!json_is_integer(v) || json_integer_value(v) != 1)) {
+				rc = cc_fail(&c, "version", -1,
+					     "unsupported version (this module reads version 1)");
+				goto out;
+			}
+			if (k[0] == 'd' && !json_is_string(v)) {
+				rc = cc_fail(&c, "description", -1, "must be a string");
+				goto out;
+			}
+			json_decref(v);
+			v = NULL;
+		} else {
 			rc = cc_fail(&c, k, -1, "unknown field");
 			goto out;
 		}
+		json_decref(key);
+		key = NULL;
+		skip_ws(&d);
+		if (d.p < d.end && *d.p == '}') {
+			d.p++;
+			break;
+		}
+		if ((rc = expect(&d, ',', "expected ',' or '}' after a member")))
+			goto out;
 	}
-	if (!version) {
+	skip_ws(&d);
+	if (d.p != d.end) {
+		rc = syntax(&d, d.p, "end of file expected");
+		goto out;
+	}
+	if (!have_version) {
 		rc = cc_fail(&c, "version", -1, "missing version");
 		goto out;
 	}
-	if (!json_is_integer(version) || json_integer_value(version) != 1) {
-		rc = cc_fail(&c, "version", -1, "unsupported version (this module reads version 1)");
+
+	/* Second pass: compile the rules where the first pass found them. */
+	if ((rc = policy_new(&c.pol, len, nitems))) {
+		rc = oom(&c);
 		goto out;
 	}
-	if (floor && (rc = compile_section(&c, floor, "floor", TSEC_EFFECT_FLOOR)))
-		goto out;
-	if (rules && (rc = compile_section(&c, rules, "rules", TSEC_EFFECT_ALLOW)))
-		goto out;
-	*out = pol;
-	pol = NULL;
+	if (floor_at) {
+		d.p = floor_at;
+		if ((rc = compile_array(&c, &d, "floor", TSEC_EFFECT_FLOOR)))
+			goto out;
+	}
+	if (rules_at) {
+		d.p = rules_at;
+		if ((rc = compile_array(&c, &d, "rules", TSEC_EFFECT_ALLOW)))
+			goto out;
+	}
+	*out = c.pol;
+	c.pol = NULL;
 	rc = 0;
 out:
-	tsec__policy_free(&pol);
-	json_decref(root);
+	json_decref(key);
+	json_decref(v);
+	tsec__policy_free(&c.pol);
 	return rc;
 }
