@@ -228,6 +228,14 @@ static int child_glob(struct tsec__policy *pol, uint32_t node, const char *s,
 	if (arena_add(pol, s, n, &pol->globs[g].off))
 		return TSEC_ENOMEM;
 	pol->globs[g].len = (uint32_t)n;
+	{
+		const char *star = memchr(s, '*', n);
+		bool one = memchr(star + 1, '*', n - (size_t)(star - s) - 1) == NULL;
+		pol->globs[g].kind = n == 1 ? TSEC__GLOB_ANY
+			: one && star == s ? TSEC__GLOB_SUFFIX
+			: one && star == s + n - 1 ? TSEC__GLOB_PREFIX
+			: TSEC__GLOB_GENERAL;
+	}
 	pol->globs[g].child = id;
 	pol->globs[g].next = pol->nodes[node].globs;
 	pol->nodes[node].globs = g;
@@ -854,7 +862,7 @@ int tsec__policy_compile(const char *text, size_t len,
 	 */
 	skip_ws(&d);
 	if (d.p >= d.end || *d.p != '{') {
-		if (d.p < d.end && *d.p != '[')
+		if (d.p >= d.end || *d.p != '[')
 			return syntax(&d, d.p, "expected a JSON object");
 		return tsec__seterr(err, TSEC_EPOLICY, "", "policy must be a JSON object");
 	}

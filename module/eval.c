@@ -123,8 +123,7 @@ static void walk(struct walk *w, uint32_t node, unsigned i)
 		if (c)
 			walk(w, c, i + 1);
 		for (uint32_t g = n->globs; g; g = pol->globs[g].next)
-			if (tsec__glob_segment(pol->arena + pol->globs[g].off,
-					       pol->globs[g].len, s, l))
+			if (tsec__glob_edge_match(pol->arena, &pol->globs[g], s, l))
 				walk(w, pol->globs[g].child, i + 1);
 	}
 	if (n->dstar)

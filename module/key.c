@@ -131,6 +131,12 @@ int tsec__key_parse(const char *p, size_t n, bool allow_root,
 			unsigned c = u[i];
 			size_t l;
 
+			/* Fast path: printable ASCII other than '\\' and ':'. */
+			if (c > 0x20 && c < 0x7f && c != '\\' && c != ':') {
+				i++;
+				continue;
+			}
+
 			if (c == 0)
 				return fail(why, whylen, "NUL byte in key", i);
 			if (c < 0x20 || c == 0x7f)

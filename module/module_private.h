@@ -7,6 +7,7 @@
 #define TSEC_MODULE_PRIVATE_H
 
 #include <stdbool.h>
+#include <string.h>
 
 #include "tinysecurity/module.h"
 #include "common/error.h"
@@ -120,11 +121,40 @@ struct tsec__node {
 	uint32_t terms;              /* first terminal entry */
 };
 
+/* Shapes of a glob segment, decided at compile time for a fast match. */
+enum tsec__glob_kind {
+	TSEC__GLOB_ANY = 0,          /* "*" */
+	TSEC__GLOB_SUFFIX,           /* "*.crt": one star, first */
+	TSEC__GLOB_PREFIX,           /* "wildcard_*": one star, last */
+	TSEC__GLOB_GENERAL,          /* anything else */
+};
+
 struct tsec__glob {
 	uint32_t off, len;           /* segment pattern in the arena */
 	uint32_t child;
 	uint32_t next;
+	uint32_t kind;               /* enum tsec__glob_kind */
 };
+
+/* Matches segment s against glob g of policy arena a. */
+static inline bool tsec__glob_edge_match(const char *a,
+					 const struct tsec__glob *g,
+					 const char *s, size_t sn)
+{
+	const char *p = a + g->off;
+	size_t fix = g->len - 1;
+
+	switch (g->kind) {
+	case TSEC__GLOB_ANY:
+		return true;
+	case TSEC__GLOB_SUFFIX:
+		return sn >= fix && memcmp(s + sn - fix, p + 1, fix) == 0;
+	case TSEC__GLOB_PREFIX:
+		return sn >= fix && memcmp(s, p, fix) == 0;
+	default:
+		return tsec__glob_segment(p, g->len, s, sn);
+	}
+}
 
 struct tsec__term {
 	uint32_t rule;

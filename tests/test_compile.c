@@ -21,6 +21,17 @@ static const struct bad_case bad[] = {
 	{ "[]", "", "must be a JSON object" },
 	{ "{\"version\": 1,", "", "JSON error" },
 	{ "{}", "/version", "missing version" },
+	{ "{\"version\": 1} x", "", "end of file expected" },
+	{ "{\"version\": 1, \"rules\": [], \"rules\": []}", "", "duplicate object key" },
+	{ "{\"rules\": [{\"id\": 1}], \"version\": 2}", "/version", "unsupported version" },
+	{ "{\"version\": 1, \"rules\": [" R0 " " R0 "]}", "", "expected ',' or ']'" },
+	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\\u0000\"}]}", "", "JSON error" },
+	{ "{\"version\": 1, \"rules\": [{\"id\": \"a\", \"id\": \"b\"}]}", "", "duplicate" },
+	{ "{\"version\": 1, \"floor\": {}}", "/floor", "must be an array" },
+	{ "{\"version\": 1, \"rules\": [" R0 ",]}", "", "JSON error" },
+	{ "{\"version\": 1, \"rules\": [" R0 "", "", "unterminated" },
+	{ "{\"version\": 1, \"description\": 5}", "/description", "must be a string" },
+	{ "", "", "JSON error" },
 	{ "{\"version\": 2}", "/version", "unsupported version" },
 	{ "{\"version\": \"1\"}", "/version", "unsupported version" },
 	{ "{\"version\": 1, \"extra\": true}", "/extra", "unknown field" },
@@ -121,6 +132,18 @@ static void test_compile_duplicate_json_key(void **state)
 	assert_non_null(strstr(err.msg, "duplicate"));
 }
 
+/* Syntax errors inside a rule name the line of the whole document. */
+static void test_compile_line_numbers(void **state)
+{
+	const char *p = "{\n\"version\": 1,\n\"rules\": [\n  {\"id\": tru}]}";
+	struct tsec__policy *pol = NULL;
+	struct tsec_error err;
+	(void)state;
+	assert_int_equal(tsec__policy_compile(p, strlen(p), &pol, &err), TSEC_EPOLICY);
+	if (!strstr(err.msg, "line 4"))
+		fail_msg("message lacks line 4: %s", err.msg);
+}
+
 static void test_compile_good(void **state)
 {
 	const char *p =
@@ -177,6 +200,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_compile_bad_table),
 		cmocka_unit_test(test_compile_duplicate_json_key),
+		cmocka_unit_test(test_compile_line_numbers),
 		cmocka_unit_test(test_compile_good),
 		cmocka_unit_test(test_compile_many),
 	};

@@ -25,6 +25,43 @@ static void test_match_glob(void **state)
 			fail_msg("glob '%s' vs '%s' should be %d", t[i].pat, t[i].s, t[i].want);
 }
 
+/* The compiled fast paths agree with the general glob matcher. */
+static void test_match_glob_kinds(void **state)
+{
+	const char *policy =
+		"{\"version\": 1, \"rules\": [{\"id\": \"g\", \"effect\": \"allow\","
+		" \"action\": [\"*\"], \"resource\": [\"x/*\", \"x/*.crt\", \"x/wild_*\","
+		" \"x/a*b*c\", \"x/*mid*\"]}]}";
+	static const char *subjects[] = {
+		"", "a", ".crt", "a.crt", "a.crt.x", "wild_", "wild_x", "wil", "abc",
+		"aXbYc", "ab", "mid", "xmidx", "crt", "wild_.crt",
+	};
+	unsigned kinds[4] = { 0 };
+	struct tsec__policy *pol = NULL;
+	struct tsec_error err;
+	(void)state;
+
+	assert_int_equal(tsec__policy_compile(policy, strlen(policy), &pol, &err), 0);
+	assert_int_equal(pol->nglobs, 1 + 5);
+	for (uint32_t g = 1; g < pol->nglobs; g++) {
+		const struct tsec__glob *e = &pol->globs[g];
+		kinds[e->kind]++;
+		for (size_t i = 0; i < sizeof(subjects) / sizeof(subjects[0]); i++) {
+			const char *sub = subjects[i];
+			bool fast = tsec__glob_edge_match(pol->arena, e, sub, strlen(sub));
+			bool slow = tsec__glob_segment(pol->arena + e->off, e->len, sub, strlen(sub));
+			if (fast != slow)
+				fail_msg("glob '%.*s' vs '%s': fast %d slow %d", (int)e->len,
+					 pol->arena + e->off, sub, fast, slow);
+		}
+	}
+	assert_int_equal(kinds[TSEC__GLOB_ANY], 1);
+	assert_int_equal(kinds[TSEC__GLOB_SUFFIX], 1);
+	assert_int_equal(kinds[TSEC__GLOB_PREFIX], 1);
+	assert_int_equal(kinds[TSEC__GLOB_GENERAL], 2);
+	tsec__policy_free(&pol);
+}
+
 static void test_match_domain(void **state)
 {
 	static const struct { const char *pat, *d; int want; } t[] = {
@@ -69,6 +106,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_match_glob),
+		cmocka_unit_test(test_match_glob_kinds),
 		cmocka_unit_test(test_match_domain),
 		cmocka_unit_test(test_match_action),
 	};
