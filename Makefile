@@ -42,6 +42,10 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(MODE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS = -pthread $(SAN_FLAGS) $(LDFLAGS)
 
 JANSSON_LIBS := -ljansson
+CRYPTO_LIBS := -lcrypto
+SODIUM_LIBS := -lsodium
+# What a program linking the broker library needs.
+BROKER_LIBS = $(SODIUM_LIBS) $(CRYPTO_LIBS) -ldl
 CMOCKA_LIBS := -lcmocka
 
 ifeq ($(V),1)
@@ -52,10 +56,11 @@ Q := @
 msg = @printf '  %-6s %s\n' $(1) $(2)
 endif
 
-COMMON_SRC := common/error.c
-MODULE_SRC := module/key.c module/match.c module/compile.c module/eval.c \
-	module/entry.c
-BROKER_SRC := broker/bus.c broker/loader.c
+COMMON_SRC := common/error.c common/key.c
+MODULE_SRC := module/match.c module/compile.c module/eval.c \
+	module/cert.c module/entry.c
+BROKER_SRC := broker/bus.c broker/loader.c broker/store.c broker/lock.c \
+	broker/certcache.c
 VERIFY_SRC := verifier/verify.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
@@ -70,7 +75,8 @@ BROKER_A := $(B)/libtinysecurity.a
 BROKER_SO := $(B)/libtinysecurity.so
 VERIFY := $(B)/verify_module
 
-TESTS := key match compile decision loader reload exports verifier
+TESTS := key match compile cert decision loader reload exports verifier \
+	store lock certcache
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
 FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 	mod_serial mod_proxy
@@ -134,7 +140,7 @@ $(MODULE_SO): $(MODULE_OBJ) module/module.map
 	$(call msg,LD,$@)
 	$(Q)$(CC) -shared -o $@ $(MODULE_OBJ) $(ALL_LDFLAGS) \
 		-Wl,--version-script=module/module.map -Wl,-z,defs -Wl,-z,now \
-		$(JANSSON_LIBS)
+		$(JANSSON_LIBS) $(CRYPTO_LIBS)
 
 $(BROKER_A): $(BROKER_OBJ)
 	$(call msg,AR,$@)
@@ -142,15 +148,15 @@ $(BROKER_A): $(BROKER_OBJ)
 
 $(BROKER_SO): $(BROKER_OBJ)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -shared -o $@ $^ $(ALL_LDFLAGS) -Wl,-z,defs -ldl
+	$(Q)$(CC) -shared -o $@ $^ $(ALL_LDFLAGS) -Wl,-z,defs $(BROKER_LIBS)
 
 $(VERIFY): $(B)/obj/verifier/main.o $(VERIFY_OBJ) $(BROKER_A)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) -ldl -lm
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(BROKER_LIBS) -lm
 
 $(B)/bench_%: $(B)/obj/perf/bench_%.o $(B)/obj/perf/benchutil.o $(BROKER_A)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) -ldl -lm
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(BROKER_LIBS) -lm
 
 # ---- tests ----
 
@@ -163,23 +169,25 @@ $(B)/tobj/%.o: %.c
 	$(Q)$(CC) $(ALL_CFLAGS) $(TEST_DEFS) -c -o $@ $<
 
 # Unit tests of module internals link the module's objects statically.
-$(B)/tests/test_key $(B)/tests/test_match $(B)/tests/test_compile: \
-		$(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(TEST_MODULE_OBJ)
+$(B)/tests/test_key $(B)/tests/test_match $(B)/tests/test_compile \
+		$(B)/tests/test_cert: \
+		$(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/certgen.o \
+		$(TEST_MODULE_OBJ)
 	@mkdir -p $(dir $@)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS)
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CRYPTO_LIBS) $(CMOCKA_LIBS)
 
 $(B)/tests/test_verifier: $(B)/tobj/tests/test_verifier.o \
 		$(B)/tobj/tests/testutil.o $(VERIFY_OBJ) $(BROKER_A)
 	@mkdir -p $(dir $@)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) -ldl -lm
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) $(BROKER_LIBS) -lm
 
 $(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/testutil.o \
-		$(BROKER_A)
+		$(B)/tobj/tests/certgen.o $(BROKER_A)
 	@mkdir -p $(dir $@)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) -ldl
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) $(BROKER_LIBS)
 
 $(B)/fixtures/%.so: tests/fixtures/%.c include/tinysecurity/module.h
 	@mkdir -p $(dir $@)

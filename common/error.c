@@ -34,6 +34,8 @@ const char *tsec_strerror(int code)
 	case TSEC_ESIGNATURE: return "bad or missing signature";
 	case TSEC_EPROTO: return "malformed message";
 	case TSEC_EBUDGET: return "performance budget exceeded";
+	case TSEC_ENOTOWNER: return "lock held by another owner";
+	case TSEC_ECERT: return "certificate does not parse";
 	default: return "unknown error";
 	}
 }

@@ -442,12 +442,64 @@ static int parse_actions(struct cc *c, json_t *v, uint16_t *mask)
 
 static int uint_field(struct cc *c, json_t *v, const char *name, uint64_t *out)
 {
-	char field[32];
+	char field[64];
 
 	snprintf(field, sizeof(field), "when/%s", name);
 	if (!json_is_integer(v) || json_integer_value(v) < 0)
 		return cc_fail(c, field, -1, "must be a non-negative integer");
 	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+static int parse_cert(struct cc *c, json_t *o, struct tsec__rule *r)
+{
+	const char *k;
+	json_t *v, *t;
+	uint64_t n;
+	size_t i;
+	int rc;
+
+	if (!json_is_object(o))
+		return cc_fail(c, "when/cert", -1, "must be an object");
+	json_object_foreach(o, k, v) {
+		if (!strcmp(k, "san_covers_domain")) {
+			if (!json_is_boolean(v))
+				return cc_fail(c, "when/cert/san_covers_domain", -1,
+					       "must be true or false");
+			if (json_is_true(v))
+				r->cert |= TSEC__CERT_SAN;
+		} else if (!strcmp(k, "min_remaining_s")) {
+			if ((rc = uint_field(c, v, "cert/min_remaining_s", &n)))
+				return rc;
+			r->min_remaining_s = n;
+			r->cert |= TSEC__CERT_REMAINING;
+		} else if (!strcmp(k, "min_rsa_bits")) {
+			if ((rc = uint_field(c, v, "cert/min_rsa_bits", &n)))
+				return rc;
+			if (n > 65536)
+				return cc_fail(c, "when/cert/min_rsa_bits", -1,
+					       "must be at most 65536");
+			r->min_rsa_bits = (uint32_t)n;
+			r->cert |= TSEC__CERT_RSA_BITS;
+		} else if (!strcmp(k, "key_types")) {
+			if ((rc = want_array(c, v, "when/cert/key_types")))
+				return rc;
+			json_array_foreach(v, i, t) {
+				int kt = tsec__key_type_parse(json_string_value(t),
+							      json_string_length(t));
+				if (kt < 0)
+					return cc_fail(c, "when/cert/key_types", (long)i,
+						       "unknown key type '%s' (rsa, ec-p256, ec-p384, ed25519)",
+						       json_string_value(t));
+				r->key_types |= 1u << kt;
+			}
+			r->cert |= TSEC__CERT_KEY_TYPES;
+		} else {
+			char field[80];
+			snprintf(field, sizeof(field), "when/cert/%s", k);
+			return cc_fail(c, field, -1, "unknown certificate condition");
+		}
+	}
 	return 0;
 }
 
@@ -475,8 +527,9 @@ static int parse_when(struct cc *c, json_t *w, struct tsec__rule *r)
 			r->recursive = json_is_true(v);
 			r->when |= TSEC__WHEN_RECURSIVE;
 		} else if (strcmp(k, "cert") == 0) {
-			return cc_fail(c, "when/cert", -1,
-				       "certificate conditions are not supported by this module version");
+			if ((rc = parse_cert(c, v, r)))
+				return rc;
+			r->when |= TSEC__WHEN_CERT;
 		} else {
 			char field[64];
 			snprintf(field, sizeof(field), "when/%s", k);

@@ -30,6 +30,7 @@ struct state {
 	_Alignas(64) _Atomic int64_t readers[2];
 	_Alignas(64) pthread_mutex_t reload_lock; /* serialises writers only */
 	const struct tsec_host_api *host;
+	struct tsec__certcache *certs;
 };
 
 static void host_log(struct state *st, int level, const char *msg)
@@ -76,6 +77,11 @@ static int mod_init(const struct tsec_host_api *host, const char *policy,
 		tsec__policy_free(&pol);
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	}
+	if (tsec__certcache_new(&st->certs)) {
+		tsec__policy_free(&pol);
+		free(st);
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	}
 	atomic_init(&st->cur, pol);
 	atomic_init(&st->epoch, 0);
 	atomic_init(&st->readers[0], 0);
@@ -96,6 +102,7 @@ static void mod_fini(void *vst)
 	pol = atomic_load(&st->cur);
 	tsec__policy_free(&pol);
 	pthread_mutex_destroy(&st->reload_lock);
+	tsec__certcache_free(&st->certs);
 	free(st);
 }
 
@@ -141,7 +148,7 @@ static int mod_evaluate(void *vst, const struct tsec_request *req,
 	if (!st || !req || !out)
 		return tsec__seterr(err, TSEC_EINVAL, "", "NULL argument");
 	slot = read_enter(st, &pol);
-	tsec__decide(pol, req, &out->decision, out);
+	tsec__decide(pol, req, &out->decision, out, st->certs);
 	read_leave(st, slot);
 	return 0;
 }
@@ -157,7 +164,7 @@ static int mod_check(void *vst, const struct tsec_request *reqs, size_t n,
 		return tsec__seterr(err, TSEC_EINVAL, "", "NULL argument or empty batch");
 	slot = read_enter(st, &pol);
 	for (size_t i = 0; i < n; i++)
-		tsec__decide(pol, &reqs[i], &out[i], NULL);
+		tsec__decide(pol, &reqs[i], &out[i], NULL, st->certs);
 	read_leave(st, slot);
 	return 0;
 }

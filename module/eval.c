@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "module/module_private.h"
 
@@ -29,14 +30,74 @@ struct walk {
 	size_t domain_len;
 	struct hits *h;
 	struct tsec_report *rep;     /* NULL for Check */
+	struct tsec__certcache *cache;
+	struct tsec__cert_facts *facts; /* parsed on first need */
+	bool have_facts;
+	const char *cond_error;      /* first condition that failed to evaluate */
+	uint32_t cond_rule;
 };
 
+/* The request's certificate, parsed (or found in the cache) once. */
+static const struct tsec__cert_facts *facts(struct walk *w)
+{
+	if (!w->have_facts) {
+		const struct tsec_str *pem = &w->req->ctx.cert_pem;
+		tsec__cert_facts_get(w->cache, w->rep == NULL, pem->ptr, pem->len,
+				     w->facts);
+		w->have_facts = true;
+	}
+	return w->facts;
+}
+
 /*
- * Whether rule r applies to the request: 1 yes, 0 no.  (A condition that
- * cannot be evaluated would return -1; none of the conditions compiled by
- * this version can fail.)
+ * Certificate conditions: 1 hold, 0 do not, -1 cannot be evaluated (*why
+ * says why).  They constrain only requests that carry a PEM.
  */
-static int rule_applies(const struct walk *w, const struct tsec__rule *r)
+static int cert_applies(struct walk *w, const struct tsec__rule *r,
+			const char **why)
+{
+	const struct tsec_context *ctx = &w->req->ctx;
+	const struct tsec__cert_facts *f;
+
+	if (!(ctx->has & TSEC_CTX_CERT_PEM) || !r->cert)
+		return 1;
+	f = facts(w);
+	if (!f->ok) {
+		*why = f->error;
+		return -1;
+	}
+	if (r->cert & TSEC__CERT_SAN) {
+		bool covered = false;
+		if (!w->domain_len) {
+			*why = "san_covers_domain: the key names no domain";
+			return -1;
+		}
+		for (uint32_t i = 0; i < f->nsans && !covered; i++)
+			covered = tsec__domain_match(f->names + f->san_off[i],
+						     f->san_len[i], w->domain,
+						     w->domain_len);
+		if (!covered)
+			return 0;
+	}
+	if (r->cert & TSEC__CERT_REMAINING) {
+		int64_t now = (ctx->has & TSEC_CTX_NOW) ? ctx->now : (int64_t)time(NULL);
+		if (f->not_after - now < (int64_t)r->min_remaining_s)
+			return 0;
+	}
+	if ((r->cert & TSEC__CERT_RSA_BITS) && f->key_type == TSEC__KEYTYPE_RSA &&
+	    f->rsa_bits < r->min_rsa_bits)
+		return 0;
+	if ((r->cert & TSEC__CERT_KEY_TYPES) && !(r->key_types & (1u << f->key_type)))
+		return 0;
+	return 1;
+}
+
+/*
+ * Whether rule r applies to the request: 1 yes, 0 no, -1 a condition
+ * cannot be evaluated (*why says which).
+ */
+static int rule_applies(struct walk *w, const struct tsec__rule *r,
+			const char **why)
 {
 	const struct tsec_context *ctx = &w->req->ctx;
 
@@ -65,8 +126,24 @@ static int rule_applies(const struct walk *w, const struct tsec__rule *r)
 		    (((ctx->has & TSEC_CTX_RECURSIVE) && ctx->recursive) !=
 		     (r->recursive != 0)))
 			return 0;
+		if (r->when & TSEC__WHEN_CERT)
+			return cert_applies(w, r, why);
 	}
 	return 1;
+}
+
+static void report_error(struct tsec_report *rep, const struct tsec__rule *r,
+			 const char *why)
+{
+	for (uint32_t i = 0; i < rep->nerrors; i++)
+		if (strcmp(rep->errors[i].rule, r->id) == 0)
+			return;
+	if (rep->nerrors == TSEC_REPORT_ERRORS)
+		return;
+	memcpy(rep->errors[rep->nerrors].rule, r->id, TSEC_ID_MAX);
+	rep->errors[rep->nerrors].code = TSEC_ECERT;
+	snprintf(rep->errors[rep->nerrors].msg, sizeof(rep->errors[0].msg), "%s", why);
+	rep->nerrors++;
 }
 
 static void report_match(struct tsec_report *rep, const struct tsec__rule *r)
@@ -88,8 +165,25 @@ static void hit(struct walk *w, uint32_t ri)
 	unsigned e = r->effect - 1u;
 	struct hits *h = w->h;
 
-	if (rule_applies(w, r) <= 0)
+	const char *why = NULL;
+	int a = rule_applies(w, r, &why);
+
+	if (a == 0)
 		return;
+	if (a < 0) {
+		/*
+		 * Fail closed: an unevaluable condition never lets an allow
+		 * match and always lets a floor or deny match.
+		 */
+		if (!w->cond_error) {
+			w->cond_error = why;
+			w->cond_rule = ri;
+		}
+		if (w->rep)
+			report_error(w->rep, r, why);
+		if (r->effect == TSEC_EFFECT_ALLOW)
+			return;
+	}
 	for (unsigned i = 0; i < h->n[e]; i++)
 		if (h->rule[e][i] == ri)
 			return;
@@ -254,8 +348,9 @@ static int validate(const struct tsec_request *req, struct tsec_decision *out)
 		invalid(out, "context.dest", "required for storage.move, and only there");
 		return -1;
 	}
-	if ((has & TSEC_CTX_CERT_PEM) && a != TSEC_ACTION_STORAGE_STORE) {
-		invalid(out, "context.cert_pem", "only for storage.store");
+	if ((has & TSEC_CTX_CERT_PEM) &&
+	    (a != TSEC_ACTION_STORAGE_STORE || !c->cert_pem.ptr || !c->cert_pem.len)) {
+		invalid(out, "context.cert_pem", "only for storage.store, and not empty");
 		return -1;
 	}
 	return a;
@@ -275,7 +370,7 @@ static void sort_hits(const struct tsec__policy *pol, uint32_t *v, unsigned n)
 }
 
 static void finish(const struct tsec__policy *pol, struct hits *h,
-		   struct tsec_decision *out)
+		   const struct walk *w, struct tsec_decision *out)
 {
 	static const uint8_t status[3] = {
 		TSEC_STATUS_FLOOR, TSEC_STATUS_DENIED, TSEC_STATUS_ALLOWED,
@@ -285,6 +380,12 @@ static void finish(const struct tsec__policy *pol, struct hits *h,
 	out->flags = 0;
 	out->field[0] = '\0';
 	out->detail[0] = '\0';
+	if (w->cond_error) {
+		out->flags |= TSEC_DECISION_COND_ERROR;
+		snprintf(out->field, sizeof(out->field), "context.cert_pem");
+		snprintf(out->detail, sizeof(out->detail), "rule %s: %s",
+			 pol->rules[w->cond_rule].id, w->cond_error);
+	}
 	for (e = 0; e < 3 && h->n[e] == 0; e++)
 		;
 	if (e == 3) {
@@ -328,8 +429,9 @@ static void report_key(struct tsec_report *rep, const struct tsec__key *k)
 
 void tsec__decide(const struct tsec__policy *pol,
 		  const struct tsec_request *req, struct tsec_decision *out,
-		  struct tsec_report *rep)
+		  struct tsec_report *rep, struct tsec__certcache *cache)
 {
+	struct tsec__cert_facts cert;
 	struct tsec__key key, dest;
 	struct hits h;
 	struct walk w;
@@ -365,6 +467,11 @@ void tsec__decide(const struct tsec__policy *pol,
 	w.action = (unsigned)a;
 	w.h = &h;
 	w.rep = rep;
+	w.cache = cache;
+	w.facts = &cert;
+	w.have_facts = false;
+	w.cond_error = NULL;
+	w.cond_rule = 0;
 	match_key(&w, &key);
 	if (a == TSEC_ACTION_STORAGE_MOVE) {
 		/*
@@ -391,7 +498,7 @@ void tsec__decide(const struct tsec__policy *pol,
 			}
 		}
 	}
-	finish(pol, &h, out);
+	finish(pol, &h, &w, out);
 done:
 	if (rep)
 		rep->decision = *out;

@@ -11,45 +11,7 @@
 
 #include "tinysecurity/module.h"
 #include "common/error.h"
-
-/* ---- keys (module/key.c) ---- */
-
-/*
- * A parsed, validated key: segments point into the caller's buffer, which
- * must outlive the struct.  Derived attributes follow the certmagic
- * layout.  issuer_seg/domain_seg are segment indexes or -1.
- */
-struct tsec__key {
-	const char *base;
-	uint16_t nseg;
-	uint16_t off[TSEC_KEY_SEGMENTS];
-	uint16_t len[TSEC_KEY_SEGMENTS];
-	uint8_t kind;                /* enum tsec_kind */
-	int8_t issuer_seg;
-	int8_t domain_seg;
-	uint8_t domain_wild;         /* domain segment starts with wildcard_ */
-};
-
-#define TSEC__WILDCARD_PREFIX "wildcard_"
-#define TSEC__WILDCARD_PREFIX_LEN 9
-
-/*
- * Validates key p[0..n) by the key rules and fills *k.  allow_root lets
- * a key reduce to the root (lists only).  On failure returns TSEC_EKEY
- * and writes a reason (NUL-terminated) into why[0..whylen).  Pure,
- * thread-safe, no allocation.
- */
-int tsec__key_parse(const char *p, size_t n, bool allow_root,
-		    struct tsec__key *k, char *why, size_t whylen);
-
-/* Writes the normalised key ("a/b/c") into out[0..outlen); returns length. */
-size_t tsec__key_format(const struct tsec__key *k, char *out, size_t outlen);
-
-/*
- * Writes the key's domain into out (wildcard_ read back as "*."), returns
- * its length, 0 when the key has none.
- */
-size_t tsec__key_domain(const struct tsec__key *k, char *out, size_t outlen);
+#include "common/key.h"
 
 /* ---- patterns (module/match.c) ---- */
 
@@ -89,11 +51,65 @@ static inline uint64_t tsec__edge_hash(uint64_t h, uint32_t parent)
 	return h ^ (h >> 32);
 }
 
+/* ---- certificates (module/cert.c) ---- */
+
+enum tsec__key_type {
+	TSEC__KEYTYPE_OTHER = 0,
+	TSEC__KEYTYPE_RSA,
+	TSEC__KEYTYPE_EC_P256,
+	TSEC__KEYTYPE_EC_P384,
+	TSEC__KEYTYPE_ED25519,
+	TSEC__KEYTYPE__COUNT
+};
+
+#define TSEC__CERT_SANS 32
+
+/* What a condition needs to know of a certificate, parsed once. */
+struct tsec__cert_facts {
+	uint8_t hash[32];            /* SHA-256 of the PEM */
+	int ok;                      /* 0: did not parse; see error */
+	char error[96];
+	int64_t not_after;           /* unix seconds */
+	uint32_t key_type;           /* enum tsec__key_type */
+	uint32_t rsa_bits;
+	uint32_t nsans;
+	uint16_t san_off[TSEC__CERT_SANS];
+	uint8_t san_len[TSEC__CERT_SANS];
+	size_t names_len;
+	char names[2048];            /* DNS SANs, lower case */
+};
+
+struct tsec__certcache;
+
+/* A cache of parsed certificates, 64 entries, FIFO.  Thread-safe. */
+int tsec__certcache_new(struct tsec__certcache **out);
+void tsec__certcache_free(struct tsec__certcache **c);
+uint32_t tsec__certcache_size(struct tsec__certcache *c);
+
+/*
+ * Fills *f for a PEM: from the cache if it holds the PEM's hash, else by
+ * parsing it, storing the result when `insert` (Evaluate passes false so
+ * that it changes nothing).  c may be NULL.  Thread-safe.
+ */
+void tsec__cert_facts_get(struct tsec__certcache *c, bool insert,
+			  const char *pem, size_t len,
+			  struct tsec__cert_facts *f);
+
+/* Key type names ("rsa", "ec-p256", "ec-p384", "ed25519"). */
+int tsec__key_type_parse(const char *s, size_t n);
+const char *tsec__key_type_name(unsigned t);
+
 /* ---- the compiled policy (module/compile.c) ---- */
 
 #define TSEC__WHEN_TTL_MAX   (1u << 0)
 #define TSEC__WHEN_SIZE_MAX  (1u << 1)
 #define TSEC__WHEN_RECURSIVE (1u << 2)
+#define TSEC__WHEN_CERT      (1u << 3)
+
+#define TSEC__CERT_SAN       (1u << 0)
+#define TSEC__CERT_REMAINING (1u << 1)
+#define TSEC__CERT_RSA_BITS  (1u << 2)
+#define TSEC__CERT_KEY_TYPES (1u << 3)
 
 struct tsec__rule {
 	char id[TSEC_ID_MAX];
@@ -104,6 +120,10 @@ struct tsec__rule {
 	uint32_t when;               /* TSEC__WHEN_* */
 	uint64_t ttl_ms_max;
 	uint64_t size_max;
+	uint32_t cert;               /* TSEC__CERT_* */
+	uint32_t key_types;          /* bit per enum tsec__key_type */
+	uint64_t min_remaining_s;
+	uint32_t min_rsa_bits;
 	uint32_t dom_first;          /* index into policy->doms */
 	uint32_t dom_count;          /* 0: no domain constraint */
 };
@@ -226,11 +246,12 @@ uint32_t tsec__edge_find(const struct tsec__policy *pol, uint32_t parent,
 
 /*
  * Decides one request against a compiled policy.  `report` may be NULL
- * (Check); when given, it is filled with the full diagnostics.  Pure:
- * reads the policy and the request, writes only *out and *report.
+ * (Check); when given, it is filled with the full diagnostics and the
+ * call is pure: it reads the certificate cache but never fills it.
+ * Check (report NULL) stores parsed certificates in `cache` (may be NULL).
  */
 void tsec__decide(const struct tsec__policy *pol,
 		  const struct tsec_request *req, struct tsec_decision *out,
-		  struct tsec_report *report);
+		  struct tsec_report *report, struct tsec__certcache *cache);
 
 #endif

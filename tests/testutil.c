@@ -29,3 +29,141 @@ struct tsec_bus *tu_bus_with_text(const char *text)
 	}
 	return bus;
 }
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct tsec_principal tu_who(const char *id)
+{
+	struct tsec_principal p = { tsec_str_c(id), NULL, 0 };
+	return p;
+}
+
+void tu_store_open(struct tu_store *t)
+{
+	char tmpl[] = "/tmp/tsec-test-XXXXXX";
+	struct tsec_error err;
+
+	assert_non_null(mkdtemp(tmpl));
+	t->dir = strdup(tmpl);
+	assert_true(asprintf(&t->root, "%s/store", tmpl) > 0);
+	t->bus = tu_bus_with_policy("tests/data/store_policy.json");
+	if (tsec_store_open(&t->store, t->root, t->bus, NULL, &err)) {
+		fprintf(stderr, "store open: %s\n", err.msg);
+		fail();
+	}
+}
+
+void tu_store_close(struct tu_store *t)
+{
+	char *cmd;
+
+	tsec_store_close(&t->store);
+	tsec_bus_free(&t->bus);
+	assert_true(asprintf(&cmd, "rm -rf '%s'", t->dir) > 0);
+	assert_int_equal(system(cmd), 0);
+	free(cmd);
+	free(t->root);
+	free(t->dir);
+}
+
+struct snap {
+	char *buf;
+	size_t len, cap;
+};
+
+static void snap_add(struct snap *s, const char *line)
+{
+	size_t n = strlen(line);
+	if (s->len + n + 1 > s->cap) {
+		s->cap = (s->len + n + 1) * 2;
+		s->buf = realloc(s->buf, s->cap);
+		assert_non_null(s->buf);
+	}
+	memcpy(s->buf + s->len, line, n + 1);
+	s->len += n;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void snap_dir(struct snap *s, const char *path, const char *rel)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	char *names[4096];
+	size_t n = 0;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)) && n < 4096)
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			names[n++] = strdup(e->d_name);
+	closedir(d);
+	qsort(names, n, sizeof(names[0]), cmp_names);
+	for (size_t i = 0; i < n; i++) {
+		char full[4096], r[4096], line[8192];
+		struct stat sb;
+		snprintf(full, sizeof(full), "%s/%s", path, names[i]);
+		snprintf(r, sizeof(r), "%s/%s", rel, names[i]);
+		if (lstat(full, &sb) < 0)
+			continue;
+		if (S_ISDIR(sb.st_mode)) {
+			snprintf(line, sizeof(line), "d %o %s\n", sb.st_mode & 07777, r);
+			snap_add(s, line);
+			snap_dir(s, full, r);
+		} else {
+			unsigned long long h = 1469598103934665603ull;
+			int c;
+			FILE *f = fopen(full, "rb");
+			while (f && (c = fgetc(f)) != EOF)
+				h = (h ^ (unsigned)c) * 1099511628211ull;
+			if (f)
+				fclose(f);
+			snprintf(line, sizeof(line), "f %o %lld %llx %s\n", sb.st_mode & 07777,
+				 (long long)sb.st_size, h, r);
+			snap_add(s, line);
+		}
+		free(names[i]);
+	}
+}
+
+char *tu_snapshot(const char *path)
+{
+	struct snap s = { NULL, 0, 0 };
+	snap_add(&s, "");
+	snap_dir(&s, path, "");
+	return s.buf;
+}
+
+static int count_dir(const char *path, const char *prefix)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		char full[4096];
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (!strncmp(e->d_name, prefix, strlen(prefix)))
+			n++;
+		snprintf(full, sizeof(full), "%s/%s", path, e->d_name);
+		if (e->d_type == DT_DIR)
+			n += count_dir(full, prefix);
+	}
+	closedir(d);
+	return n;
+}
+
+int tu_count_prefixed(const char *path, const char *prefix)
+{
+	return count_dir(path, prefix);
+}

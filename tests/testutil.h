@@ -18,4 +18,31 @@ struct tsec_bus *tu_bus_with_policy(const char *policy_path);
 /* The same with policy text. */
 struct tsec_bus *tu_bus_with_text(const char *text);
 
+#include "tinysecurity/store.h"
+
+/* A principal with no roles. */
+struct tsec_principal tu_who(const char *id);
+
+/* A new temporary folder (free() the path) and a store on it, checked
+ * through a new bus loaded with tests/data/store_policy.json. */
+struct tu_store {
+	char *dir;                   /* the test's temporary folder */
+	char *root;                  /* dir/store */
+	struct tsec_bus *bus;
+	struct tsec_store *store;
+};
+
+void tu_store_open(struct tu_store *t);
+void tu_store_close(struct tu_store *t);
+
+/*
+ * Describes every file and folder below path (names, modes, sizes,
+ * contents' hash), sorted, into a new string (free() it): two calls
+ * compare equal iff nothing changed.
+ */
+char *tu_snapshot(const char *path);
+
+/* Counts entries below path whose name starts with prefix. */
+int tu_count_prefixed(const char *path, const char *prefix);
+
 #endif

@@ -40,6 +40,8 @@ enum tsec_errno {
 	TSEC_ESIGNATURE = -19,  /* a signature is missing or does not verify */
 	TSEC_EPROTO = -20,      /* malformed message */
 	TSEC_EBUDGET = -21,     /* a performance budget was exceeded */
+	TSEC_ENOTOWNER = -22,   /* the lock belongs to another owner */
+	TSEC_ECERT = -23,       /* a certificate does not parse */
 };
 
 /* Returns a static, human-readable name for a TSEC_E* code. */

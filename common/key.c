@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "module/module_private.h"
+#include "common/key.h"
 
 #define SEGMENT_MAX 255
 

@@ -1,0 +1,523 @@
+/*
+ * The certificate cache: a fixed array of buckets of singly linked name
+ * nodes that readers walk with acquire loads, changed only by writers
+ * under one mutex; memory is reclaimed after a grace period observed on
+ * striped reader counters.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "tinysecurity/certcache.h"
+#include "common/error.h"
+
+#define STRIPES 16
+#define NAME_MAX_LEN 253
+#define NAMES_MAX 100
+
+struct entry;
+
+struct node {
+	_Atomic(struct node *) next;
+	struct entry *e;
+	uint64_t hash;
+	uint32_t len;
+	char name[];                 /* lower case, NUL-terminated */
+};
+
+struct entry {
+	uint8_t id[32];
+	void *data;
+	int64_t not_after;
+	uint64_t seq;                /* insertion order */
+	struct entry *older, *newer; /* writer-only FIFO */
+	struct entry *id_next;       /* writer-only id index */
+	size_t nnodes;
+	struct node *nodes[];
+};
+
+struct stripe {
+	_Alignas(64) _Atomic long readers[2];
+};
+
+struct tsec_certcache {
+	_Alignas(64) _Atomic unsigned epoch;
+	struct stripe stripes[STRIPES];
+	_Alignas(64) pthread_mutex_t wlock;
+	_Atomic(struct node *) *buckets;
+	size_t mask;
+	struct entry **ids;          /* writer-only, same size as buckets */
+	struct entry *oldest, *newest;
+	size_t count, capacity;
+	uint64_t seq;
+	_Atomic size_t inner_wild;   /* names with '*' past the first label */
+	void (*free_data)(void *);
+};
+
+static _Atomic unsigned next_stripe;
+static _Thread_local int my_stripe = -1;
+
+static unsigned stripe_of_thread(void)
+{
+	if (my_stripe < 0)
+		my_stripe = (int)(atomic_fetch_add(&next_stripe, 1) % STRIPES);
+	return (unsigned)my_stripe;
+}
+
+unsigned tsec_certcache_read_begin(struct tsec_certcache *c)
+{
+	unsigned s = stripe_of_thread();
+
+	for (;;) {
+		unsigned e = atomic_load(&c->epoch);
+		atomic_fetch_add(&c->stripes[s].readers[e & 1], 1);
+		if (atomic_load(&c->epoch) == e)
+			return (s << 1) | (e & 1);
+		atomic_fetch_sub(&c->stripes[s].readers[e & 1], 1);
+	}
+}
+
+void tsec_certcache_read_end(struct tsec_certcache *c, unsigned token)
+{
+	atomic_fetch_sub_explicit(&c->stripes[token >> 1].readers[token & 1], 1,
+				  memory_order_release);
+}
+
+/* Writer, under wlock: waits until no reader can see unlinked memory. */
+static void synchronize(struct tsec_certcache *c)
+{
+	unsigned e = atomic_fetch_add(&c->epoch, 1);
+
+	for (unsigned s = 0; s < STRIPES; s++)
+		while (atomic_load_explicit(&c->stripes[s].readers[e & 1],
+					    memory_order_acquire))
+			sched_yield();
+}
+
+static uint64_t hash_name(const char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h ^ (h >> 31);
+}
+
+static size_t id_slot(const struct tsec_certcache *c, const uint8_t id[32])
+{
+	uint64_t h;
+	memcpy(&h, id, sizeof(h));
+	return (size_t)h & c->mask;
+}
+
+int tsec_certcache_new(struct tsec_certcache **out, size_t capacity,
+		       void (*free_data)(void *))
+{
+	struct tsec_certcache *c;
+	size_t nb = 64;
+
+	*out = NULL;
+	if (capacity == 0 || capacity > (1u << 24))
+		return TSEC_EINVAL;
+	while (nb < capacity * 4)
+		nb *= 2;
+	if (posix_memalign((void **)&c, 64, sizeof(*c)))
+		return TSEC_ENOMEM;
+	memset(c, 0, sizeof(*c));
+	c->buckets = calloc(nb, sizeof(*c->buckets));
+	c->ids = calloc(nb, sizeof(*c->ids));
+	if (!c->buckets || !c->ids) {
+		free(c->buckets);
+		free(c->ids);
+		free(c);
+		return TSEC_ENOMEM;
+	}
+	c->mask = nb - 1;
+	c->capacity = capacity;
+	c->free_data = free_data;
+	atomic_init(&c->epoch, 0);
+	pthread_mutex_init(&c->wlock, NULL);
+	*out = c;
+	return 0;
+}
+
+static void entry_free(struct tsec_certcache *c, struct entry *e)
+{
+	for (size_t i = 0; i < e->nnodes; i++)
+		free(e->nodes[i]);
+	if (c->free_data && e->data)
+		c->free_data(e->data);
+	free(e);
+}
+
+void tsec_certcache_free(struct tsec_certcache **pc)
+{
+	struct tsec_certcache *c;
+	struct entry *e, *next;
+
+	if (!pc || !*pc)
+		return;
+	c = *pc;
+	for (e = c->oldest; e; e = next) {
+		next = e->newer;
+		entry_free(c, e);
+	}
+	pthread_mutex_destroy(&c->wlock);
+	free(c->buckets);
+	free(c->ids);
+	free(c);
+	*pc = NULL;
+}
+
+static struct entry *find_id(struct tsec_certcache *c, const uint8_t id[32],
+			     struct entry ***link)
+{
+	struct entry **pp = &c->ids[id_slot(c, id)];
+
+	for (; *pp; pp = &(*pp)->id_next)
+		if (memcmp((*pp)->id, id, 32) == 0)
+			break;
+	if (link)
+		*link = pp;
+	return *pp;
+}
+
+static bool inner_wild(const char *n)
+{
+	const char *dot = strchr(n, '.');
+	return dot && strchr(dot, '*') != NULL;
+}
+
+/* Writer: unlinks an entry from every index; the caller synchronises. */
+static void unlink_entry(struct tsec_certcache *c, struct entry *e)
+{
+	struct entry **link;
+
+	for (size_t i = 0; i < e->nnodes; i++) {
+		struct node *n = e->nodes[i];
+		_Atomic(struct node *) *pp = &c->buckets[n->hash & c->mask];
+		struct node *cur;
+		while ((cur = atomic_load_explicit(pp, memory_order_relaxed)) && cur != n)
+			pp = &cur->next;
+		if (cur)
+			atomic_store_explicit(pp, atomic_load_explicit(&n->next, memory_order_relaxed),
+					      memory_order_release);
+		if (inner_wild(n->name))
+			atomic_fetch_sub(&c->inner_wild, 1);
+	}
+	if (find_id(c, e->id, &link))
+		*link = e->id_next;
+	if (e->older)
+		e->older->newer = e->newer;
+	else
+		c->oldest = e->newer;
+	if (e->newer)
+		e->newer->older = e->older;
+	else
+		c->newest = e->older;
+	c->count--;
+}
+
+static int lower_name(const char *in, char *out)
+{
+	size_t n = strlen(in);
+
+	if (n == 0 || n > NAME_MAX_LEN)
+		return -1;
+	for (size_t i = 0; i <= n; i++)
+		out[i] = (in[i] >= 'A' && in[i] <= 'Z') ? (char)(in[i] + 32) : in[i];
+	return (int)n;
+}
+
+int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t id[32],
+				const char *const *names, size_t nnames,
+				int64_t not_after, void *data,
+				struct tsec_error *err)
+{
+	struct entry *e, *evict = NULL;
+	size_t i;
+
+	if (!c || !id || !names || nnames == 0 || nnames > NAMES_MAX)
+		return tsec__seterr(err, TSEC_EINVAL, "", "a certificate needs 1-%d names", NAMES_MAX);
+	e = calloc(1, sizeof(*e) + nnames * sizeof(e->nodes[0]));
+	if (!e)
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	memcpy(e->id, id, 32);
+	e->data = data;
+	e->not_after = not_after;
+	for (i = 0; i < nnames; i++) {
+		char low[NAME_MAX_LEN + 1];
+		int n = names[i] ? lower_name(names[i], low) : -1;
+		struct node *nd;
+		bool dup = false;
+		if (n < 0)
+			continue;
+		for (size_t j = 0; j < e->nnodes && !dup; j++)
+			dup = strcmp(e->nodes[j]->name, low) == 0;
+		if (dup)
+			continue;
+		nd = malloc(sizeof(*nd) + (size_t)n + 1);
+		if (!nd) {
+			e->data = NULL;
+			entry_free(c, e);
+			return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+		}
+		memcpy(nd->name, low, (size_t)n + 1);
+		nd->len = (uint32_t)n;
+		nd->hash = hash_name(low, (size_t)n);
+		nd->e = e;
+		atomic_init(&nd->next, NULL);
+		e->nodes[e->nnodes++] = nd;
+	}
+	if (e->nnodes == 0) {
+		e->data = NULL;
+		entry_free(c, e);
+		return tsec__seterr(err, TSEC_ECERT, "", "no usable name");
+	}
+
+	pthread_mutex_lock(&c->wlock);
+	if (find_id(c, id, NULL)) {
+		pthread_mutex_unlock(&c->wlock);
+		e->data = NULL;
+		entry_free(c, e);
+		return tsec__seterr(err, TSEC_EEXIST, "", "certificate already cached");
+	}
+	if (c->count == c->capacity) {
+		evict = c->oldest;
+		unlink_entry(c, evict);
+	}
+	e->seq = ++c->seq;
+	/* Append each name at its chain's tail: older entries match first. */
+	for (i = 0; i < e->nnodes; i++) {
+		struct node *n = e->nodes[i], *cur;
+		_Atomic(struct node *) *pp = &c->buckets[n->hash & c->mask];
+		while ((cur = atomic_load_explicit(pp, memory_order_relaxed)))
+			pp = &cur->next;
+		atomic_store_explicit(pp, n, memory_order_release);
+		if (inner_wild(n->name))
+			atomic_fetch_add(&c->inner_wild, 1);
+	}
+	e->id_next = c->ids[id_slot(c, id)];
+	c->ids[id_slot(c, id)] = e;
+	e->older = c->newest;
+	if (c->newest)
+		c->newest->newer = e;
+	else
+		c->oldest = e;
+	c->newest = e;
+	c->count++;
+	if (evict)
+		synchronize(c);
+	pthread_mutex_unlock(&c->wlock);
+	if (evict)
+		entry_free(c, evict);
+	return 0;
+}
+
+int tsec_certcache_remove(struct tsec_certcache *c, const uint8_t id[32])
+{
+	struct entry *e;
+
+	pthread_mutex_lock(&c->wlock);
+	e = find_id(c, id, NULL);
+	if (!e) {
+		pthread_mutex_unlock(&c->wlock);
+		return TSEC_ENOENT;
+	}
+	unlink_entry(c, e);
+	synchronize(c);
+	pthread_mutex_unlock(&c->wlock);
+	entry_free(c, e);
+	return 0;
+}
+
+size_t tsec_certcache_count(struct tsec_certcache *c)
+{
+	size_t n;
+
+	pthread_mutex_lock(&c->wlock);
+	n = c->count;
+	pthread_mutex_unlock(&c->wlock);
+	return n;
+}
+
+/* Collects the entries named exactly `name` (lower case) into out. */
+static size_t scan(struct tsec_certcache *c, const char *name, size_t n,
+		   struct tsec_cert_match *out, size_t max, size_t got,
+		   bool first_only)
+{
+	uint64_t h = hash_name(name, n);
+	struct node *nd = atomic_load_explicit(&c->buckets[h & c->mask],
+					       memory_order_acquire);
+
+	for (; nd; nd = atomic_load_explicit(&nd->next, memory_order_acquire)) {
+		if (nd->hash != h || nd->len != n || memcmp(nd->name, name, n) != 0)
+			continue;
+		if (got < max) {
+			memcpy(out[got].id, nd->e->id, 32);
+			out[got].data = nd->e->data;
+			out[got].not_after = nd->e->not_after;
+		}
+		got++;
+		if (first_only)
+			break;
+	}
+	return got;
+}
+
+/*
+ * Exact, then each wildcard candidate: the name with one label replaced
+ * by "*".  Only the first label is tried unless some cached name has a
+ * "*" further right.
+ */
+static size_t lookup(struct tsec_certcache *c, const char *name,
+		     struct tsec_cert_match *out, size_t max, bool first_only)
+{
+	char low[NAME_MAX_LEN + 1], cand[NAME_MAX_LEN + 2];
+	size_t got = 0, start = 0;
+	unsigned tok;
+	int n;
+
+	if (!c || !name || (n = lower_name(name, low)) < 0)
+		return 0;
+	tok = tsec_certcache_read_begin(c);
+	got = scan(c, low, (size_t)n, out, max, 0, first_only);
+	if (!(first_only && got)) {
+		bool all = atomic_load_explicit(&c->inner_wild, memory_order_relaxed) > 0;
+		while (start < (size_t)n) {
+			size_t end = start;
+			while (end < (size_t)n && low[end] != '.')
+				end++;
+			if (end == start || (end == (size_t)n && start == 0))
+				break; /* empty label, or a one-label name */
+			memcpy(cand, low, start);
+			cand[start] = '*';
+			memcpy(cand + start + 1, low + end, (size_t)n - end);
+			got = scan(c, cand, start + 1 + (size_t)n - end, out, max, got,
+				   first_only);
+			if ((first_only && got) || !all || end == (size_t)n)
+				break;
+			start = end + 1;
+		}
+	}
+	tsec_certcache_read_end(c, tok);
+	return got;
+}
+
+int tsec_certcache_lookup(struct tsec_certcache *c, const char *name,
+			  struct tsec_cert_match *out)
+{
+	return lookup(c, name, out, 1, true) ? 0 : TSEC_ENOENT;
+}
+
+size_t tsec_certcache_lookup_all(struct tsec_certcache *c, const char *name,
+				 struct tsec_cert_match *out, size_t max)
+{
+	return lookup(c, name, out, max, false);
+}
+
+int tsec_certcache_insert(struct tsec_certcache *c, const char *pem,
+			  size_t len, void *data, struct tsec_error *err)
+{
+	GENERAL_NAMES *gens = NULL;
+	const char *names[NAMES_MAX];
+	char *copies[NAMES_MAX];
+	unsigned char *der = NULL;
+	uint8_t id[32];
+	unsigned int idlen = 0;
+	size_t nn = 0;
+	X509 *x = NULL;
+	BIO *bio = NULL;
+	struct tm tm;
+	int derlen, rc;
+
+	if (!c || !pem || len == 0 || len > (1u << 20))
+		return tsec__seterr(err, TSEC_EINVAL, "", "no PEM, or larger than 1 MiB");
+	bio = BIO_new_mem_buf(pem, (int)len);
+	x = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+	if (!x) {
+		rc = tsec__seterr(err, TSEC_ECERT, "", "PEM holds no parsable certificate");
+		goto out;
+	}
+	derlen = i2d_X509(x, &der);
+	if (derlen <= 0 || !EVP_Digest(der, (size_t)derlen, id, &idlen, EVP_sha256(), NULL)) {
+		rc = tsec__seterr(err, TSEC_ECERT, "", "cannot encode certificate");
+		goto out;
+	}
+	memset(&tm, 0, sizeof(tm));
+	ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm);
+	gens = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+	for (int i = 0; gens && i < sk_GENERAL_NAME_num(gens) && nn < NAMES_MAX; i++) {
+		const GENERAL_NAME *g = sk_GENERAL_NAME_value(gens, i);
+		const unsigned char *s;
+		int l;
+		if (g->type != GEN_DNS)
+			continue;
+		s = ASN1_STRING_get0_data(g->d.dNSName);
+		l = ASN1_STRING_length(g->d.dNSName);
+		if (l <= 0 || l > NAME_MAX_LEN || memchr(s, '\0', (size_t)l))
+			continue;
+		copies[nn] = strndup((const char *)s, (size_t)l);
+		if (!copies[nn])
+			break;
+		names[nn] = copies[nn];
+		nn++;
+	}
+	if (nn == 0) {
+		rc = tsec__seterr(err, TSEC_ECERT, "", "certificate has no DNS name");
+		goto out;
+	}
+	rc = tsec_certcache_insert_names(c, id, names, nn, (int64_t)timegm(&tm), data, err);
+	for (size_t i = 0; i < nn; i++)
+		free(copies[i]);
+out:
+	ERR_clear_error();
+	GENERAL_NAMES_free(gens);
+	OPENSSL_free(der);
+	X509_free(x);
+	BIO_free(bio);
+	return rc;
+}
+
+int tsec_certcache_fill(struct tsec_certcache *c, struct tsec_store *s,
+			const struct tsec_principal *who, size_t *skipped,
+			struct tsec_error *err)
+{
+	struct tsec_strlist l = { 0 };
+	size_t skip = 0;
+	int rc;
+
+	rc = tsec_store_list(s, who, "certificates", 1, &l, err);
+	if (rc == TSEC_ENOENT)
+		rc = 0;
+	for (size_t i = 0; rc == 0 && i < l.n; i++) {
+		struct tsec_error e2;
+		size_t n = strlen(l.v[i]), len;
+		char *pem;
+		if (n < 4 || strcmp(l.v[i] + n - 4, ".crt") != 0)
+			continue;
+		if (tsec_store_get(s, who, l.v[i], &pem, &len, &e2)) {
+			skip++;
+			continue;
+		}
+		int irc = tsec_certcache_insert(c, pem, len, NULL, &e2);
+		if (irc && irc != TSEC_EEXIST)
+			skip++;
+		free(pem);
+	}
+	tsec_strlist_free(&l);
+	if (skipped)
+		*skipped = skip;
+	return rc;
+}

@@ -1,0 +1,106 @@
+/*
+ * tinysecurity certificate cache: an in-memory index of certificates by
+ * their DNS names, for hosts that serve TLS and must pick a certificate
+ * for each handshake's server name.
+ *
+ * Readers never block each other and never wait for writers: a lookup
+ * walks an index that writers change by publishing pointers, and memory a
+ * writer unlinks is freed only after every reader that could see it has
+ * left (readers announce themselves on per-thread-striped counters, so
+ * threads on other cores do not share a cache line).  Writers (insert,
+ * remove, eviction) are serialised among themselves and wait for readers
+ * when they free.
+ *
+ * Names match by the Go rule: exact (without case), then a "*" label for
+ * exactly one label ("*.example.com" serves "api.example.com", not
+ * "a.b.example.com" nor "example.com").
+ */
+#ifndef TINYSECURITY_CERTCACHE_H
+#define TINYSECURITY_CERTCACHE_H
+
+#include "tinysecurity/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tsec_certcache;
+
+/* What a lookup returns: the certificate's SHA-256 (of its DER) and the
+ * host's data given at insert. */
+struct tsec_cert_match {
+	uint8_t id[32];
+	void *data;
+	int64_t not_after;           /* unix seconds */
+};
+
+/*
+ * A cache holding at most `capacity` certificates; when full, inserting
+ * evicts the oldest.  free_data (may be NULL) is called on an entry's data
+ * once it is out of the cache and no reader can see it.
+ */
+int tsec_certcache_new(struct tsec_certcache **out, size_t capacity,
+		       void (*free_data)(void *data));
+
+/* Frees the cache and every entry; no reader may be inside.  *c = NULL. */
+void tsec_certcache_free(struct tsec_certcache **c);
+
+/*
+ * Inserts the first certificate of a PEM, indexed by its DNS SANs.
+ * Returns 0, TSEC_EEXIST if the same certificate is already there (kept
+ * once; `data` is not taken), TSEC_ECERT if the PEM does not parse or has
+ * no DNS name, TSEC_ENOMEM.
+ */
+int tsec_certcache_insert(struct tsec_certcache *c, const char *pem,
+			  size_t len, void *data, struct tsec_error *err);
+
+/* The same with the names and identity given directly. */
+int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t id[32],
+				const char *const *names, size_t nnames,
+				int64_t not_after, void *data,
+				struct tsec_error *err);
+
+/* Removes a certificate by id; TSEC_ENOENT if absent. */
+int tsec_certcache_remove(struct tsec_certcache *c, const uint8_t id[32]);
+
+/* How many certificates the cache holds. */
+size_t tsec_certcache_count(struct tsec_certcache *c);
+
+/*
+ * A read section: between begin and end, what lookups return stays
+ * valid (its data is not freed).  Outside one, a returned `data` may be
+ * freed by a concurrent remove.  Sections nest; keep them short.
+ */
+unsigned tsec_certcache_read_begin(struct tsec_certcache *c);
+void tsec_certcache_read_end(struct tsec_certcache *c, unsigned token);
+
+/*
+ * The first certificate for a server name: an exact match, else a
+ * wildcard one.  Returns 0 or TSEC_ENOENT.  Never blocks.
+ */
+int tsec_certcache_lookup(struct tsec_certcache *c, const char *name,
+			  struct tsec_cert_match *out);
+
+/*
+ * Every certificate for a server name, exact matches first, then
+ * wildcard ones, each group oldest first; up to max into out.  Returns how
+ * many matched in all (may exceed max).
+ */
+size_t tsec_certcache_lookup_all(struct tsec_certcache *c, const char *name,
+				 struct tsec_cert_match *out, size_t max);
+
+/*
+ * Inserts every certificate (certificates/<issuer>/<domain>/<domain>.crt)
+ * of a store, read as `who` through the store's policy checks.  Returns
+ * 0 or the first error of the listing; certificates that do not parse are
+ * skipped and counted in *skipped (may be NULL).
+ */
+int tsec_certcache_fill(struct tsec_certcache *c, struct tsec_store *s,
+			const struct tsec_principal *who, size_t *skipped,
+			struct tsec_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,218 @@
+/*
+ * tinysecurity gated storage and locks.
+ *
+ * A store is a folder on disk reached only through these calls.  Every
+ * call names the calling principal and is checked through the MemoryBus
+ * (the "policy" endpoint, or the one given at open) before anything on
+ * disk is read or changed; a deny returns TSEC_EDENIED, with the reason
+ * and the deciding rules in err->msg, and changes nothing.  A key that
+ * breaks the key rules is refused with TSEC_EKEY before the policy is
+ * asked.  Other errors: TSEC_ENOENT (not found), TSEC_EEXIST (conflict),
+ * TSEC_EIO (the disk failed), TSEC_ETOOBIG, TSEC_EINCOMPLETE.
+ *
+ * Thread-safe: one store may be used from many threads.  Files are
+ * written atomically (temporary file, fsync, rename, folder fsync) with
+ * mode 0600, folders 0700.  Names starting with ".tsec-" are the store's
+ * own (temporary files, lock guards) and are refused as keys.
+ */
+#ifndef TINYSECURITY_STORE_H
+#define TINYSECURITY_STORE_H
+
+#include "tinysecurity/bus.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tsec_store;
+
+/* Who calls.  Borrowed for the call. */
+struct tsec_principal {
+	struct tsec_str id;
+	const struct tsec_str *roles;
+	uint32_t nroles;
+};
+
+#define TSEC_STORE_VALUE_MAX (16u << 20)  /* default largest value: 16 MiB */
+
+/*
+ * Opens a store on the folder `root` (created 0700 if missing), checking
+ * through `bus` at `endpoint` (NULL: "policy").  The bus must outlive the
+ * store.  Returns 0, TSEC_EIO, TSEC_ENOMEM or TSEC_EINVAL.
+ */
+int tsec_store_open(struct tsec_store **out, const char *root,
+		    struct tsec_bus *bus, const char *endpoint,
+		    struct tsec_error *err);
+
+/* Closes the store; sets *s to NULL.  Accepts NULL. */
+void tsec_store_close(struct tsec_store **s);
+
+/* Writes value[0..len) under key, replacing a file (never a folder). */
+int tsec_store_put(struct tsec_store *s, const struct tsec_principal *who,
+		   const char *key, const void *value, size_t len,
+		   struct tsec_error *err);
+
+/* Reads a value into a new buffer (*out, free() it; NUL-terminated). */
+int tsec_store_get(struct tsec_store *s, const struct tsec_principal *who,
+		   const char *key, char **out, size_t *len,
+		   struct tsec_error *err);
+
+/* *exists = whether key names a file or a folder. */
+int tsec_store_exists(struct tsec_store *s, const struct tsec_principal *who,
+		      const char *key, int *exists, struct tsec_error *err);
+
+/*
+ * exists[i] = whether keys[i] names a file (not a folder), for n keys in
+ * one policy batch; any invalid or denied key fails the whole call.
+ */
+int tsec_store_exists_many(struct tsec_store *s,
+			   const struct tsec_principal *who,
+			   const char *const *keys, size_t n, int *exists,
+			   struct tsec_error *err);
+
+/*
+ * Deletes a file or, with recursive, a folder and everything under it (a
+ * prefix).  The policy sees `recursive` before anything is looked at;
+ * deleting a folder without it is refused (TSEC_EINVAL) and changes
+ * nothing.  TSEC_ENOENT if nothing is there.
+ */
+int tsec_store_delete(struct tsec_store *s, const struct tsec_principal *who,
+		      const char *key, int recursive, struct tsec_error *err);
+
+/* A list of keys, sorted; free with tsec_strlist_free. */
+struct tsec_strlist {
+	char **v;
+	size_t n;
+};
+
+void tsec_strlist_free(struct tsec_strlist *l);
+
+/*
+ * Lists under prefix ("" for the root).  Flat: the files and folders
+ * directly inside, folders as "prefix/name/"; recursive: every file
+ * below, as full keys.  TSEC_ENOENT if prefix is missing, TSEC_EINVAL if
+ * it is a file.
+ */
+int tsec_store_list(struct tsec_store *s, const struct tsec_principal *who,
+		    const char *prefix, int recursive, struct tsec_strlist *out,
+		    struct tsec_error *err);
+
+struct tsec_stat {
+	uint64_t size;
+	int64_t mtime_ns;            /* unix time in nanoseconds */
+	int is_file;                 /* 0: a folder */
+};
+
+int tsec_store_stat(struct tsec_store *s, const struct tsec_principal *who,
+		    const char *key, struct tsec_stat *st,
+		    struct tsec_error *err);
+
+/*
+ * Moves one value from src to dst.  Refuses folders (TSEC_EINVAL) and
+ * never replaces dst (TSEC_EEXIST, src kept).  The policy checks both.
+ */
+int tsec_store_move(struct tsec_store *s, const struct tsec_principal *who,
+		    const char *src, const char *dst, struct tsec_error *err);
+
+/* One write of a transaction. */
+struct tsec_put {
+	const char *key;
+	const void *value;
+	size_t len;
+};
+
+/*
+ * Writes n values together: all are checked first (any deny changes
+ * nothing); if any write fails, every key is restored to what it held
+ * (or removed, if it held nothing).
+ */
+int tsec_store_put_many(struct tsec_store *s, const struct tsec_principal *who,
+			const struct tsec_put *puts, size_t n,
+			struct tsec_error *err);
+
+/* A certificate, its private key and its metadata. */
+struct tsec_cert_files {
+	char *cert;                  /* PEM */
+	size_t cert_len;
+	char *key;                   /* PEM */
+	size_t key_len;
+	char *meta;                  /* JSON */
+	size_t meta_len;
+};
+
+/* Frees the buffers and zeroes the struct. */
+void tsec_cert_files_free(struct tsec_cert_files *f);
+
+/*
+ * The keys of a certificate: certificates/<issuer>/<d>/<d>.{crt,key,json}
+ * with d the domain in lower case and "*" written "wildcard_".  Writes
+ * the three keys into crt, key and meta (each of size n).  Returns 0 or
+ * TSEC_EKEY (issuer or domain unusable).
+ */
+int tsec_cert_keys(const char *issuer, const char *domain, char *crt,
+		   char *key, char *meta, size_t n);
+
+/*
+ * Saves a certificate's three files as one transaction; the policy sees
+ * the PEM of the certificate (cert_pem) with the .crt write.
+ */
+int tsec_store_save_cert(struct tsec_store *s, const struct tsec_principal *who,
+			 const char *issuer, const char *domain,
+			 const struct tsec_cert_files *files,
+			 struct tsec_error *err);
+
+/*
+ * Loads them: 0 with all three, TSEC_ENOENT when none exists,
+ * TSEC_EINCOMPLETE when only some do.
+ */
+int tsec_store_load_cert(struct tsec_store *s, const struct tsec_principal *who,
+			 const char *issuer, const char *domain,
+			 struct tsec_cert_files *files, struct tsec_error *err);
+
+/* ---- locks ---- */
+
+#define TSEC_LOCK_NAME_MAX 200
+
+/* What the holder of a lock keeps: the name and its secret owner token. */
+struct tsec_lock {
+	char name[TSEC_LOCK_NAME_MAX + 1];
+	uint8_t token[16];
+	int64_t expires_ms;          /* lease end, unix milliseconds */
+};
+
+/*
+ * Takes the lock `name` (one key segment; the policy sees the resource
+ * "locks/<name>" with ttl_ms) for a lease of ttl_ms, waiting until
+ * timeout_ms has passed (one deadline for every attempt and every wait;
+ * any value, however large, is safe).  An expired lease is taken over.
+ * TSEC_ETIMEDOUT when the deadline passes.
+ */
+int tsec_lock_acquire(struct tsec_store *s, const struct tsec_principal *who,
+		      const char *name, uint64_t ttl_ms, uint64_t timeout_ms,
+		      struct tsec_lock *out, struct tsec_error *err);
+
+/* Takes the lock only if it is free now; TSEC_EBUSY otherwise. */
+int tsec_lock_try_acquire(struct tsec_store *s,
+			  const struct tsec_principal *who, const char *name,
+			  uint64_t ttl_ms, struct tsec_lock *out,
+			  struct tsec_error *err);
+
+/*
+ * Extends the lease of a lock this caller holds to now + ttl_ms.
+ * TSEC_ENOTOWNER when the lock file holds another token (the caller's
+ * lease expired and someone took the lock), TSEC_ENOENT when there is no
+ * lock.  Tokens are compared in constant time.
+ */
+int tsec_lock_renew(struct tsec_store *s, const struct tsec_principal *who,
+		    struct tsec_lock *lk, uint64_t ttl_ms,
+		    struct tsec_error *err);
+
+/* Releases a lock this caller holds; same errors as renew. */
+int tsec_lock_release(struct tsec_store *s, const struct tsec_principal *who,
+		      const struct tsec_lock *lk, struct tsec_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,252 @@
+/*
+ * The certificate cache: exact, wildcard and missed lookups, the order of
+ * all matches, duplicates, eviction, filling from a store, and readers
+ * running while a writer inserts and removes.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/testutil.h"
+#include "tests/certgen.h"
+#include "tinysecurity/certcache.h"
+
+static atomic_int freed;
+
+static void count_free(void *data)
+{
+	(void)data;
+	atomic_fetch_add(&freed, 1);
+}
+
+static void id_of(uint8_t id[32], int n)
+{
+	memset(id, 0, 32);
+	id[0] = (uint8_t)n;
+	id[1] = (uint8_t)(n >> 8);
+	id[31] = 0xaa;
+}
+
+static void add(struct tsec_certcache *c, int n, const char *names_csv, void *data)
+{
+	const char *names[8];
+	char *copy = strdup(names_csv), *save = NULL;
+	struct tsec_error err;
+	uint8_t id[32];
+	size_t k = 0;
+
+	for (char *t = strtok_r(copy, ",", &save); t && k < 8; t = strtok_r(NULL, ",", &save))
+		names[k++] = t;
+	id_of(id, n);
+	if (tsec_certcache_insert_names(c, id, names, k, 0, data, &err))
+		fail_msg("insert %d: %s", n, err.msg);
+	free(copy);
+}
+
+static void test_certcache_lookups(void **state)
+{
+	struct tsec_certcache *c;
+	struct tsec_cert_match m, all[8];
+	int one, two, three;
+	(void)state;
+
+	assert_int_equal(tsec_certcache_new(&c, 16, NULL), 0);
+	add(c, 1, "example.com,*.example.com", &one);
+	add(c, 2, "api.example.com", &two);
+	add(c, 3, "*.example.com", &three);
+	/* Exact beats wildcard; names compare without case. */
+	assert_int_equal(tsec_certcache_lookup(c, "API.example.com", &m), 0);
+	assert_ptr_equal(m.data, &two);
+	assert_int_equal(tsec_certcache_lookup(c, "example.com", &m), 0);
+	assert_ptr_equal(m.data, &one);
+	/* Wildcard: one label only, oldest first. */
+	assert_int_equal(tsec_certcache_lookup(c, "www.example.com", &m), 0);
+	assert_ptr_equal(m.data, &one);
+	assert_int_equal(tsec_certcache_lookup(c, "a.b.example.com", &m), TSEC_ENOENT);
+	assert_int_equal(tsec_certcache_lookup(c, "example.org", &m), TSEC_ENOENT);
+	assert_int_equal(tsec_certcache_lookup(c, "com", &m), TSEC_ENOENT);
+	assert_int_equal(tsec_certcache_lookup(c, "", &m), TSEC_ENOENT);
+	assert_int_equal(tsec_certcache_lookup(c, ".example.com", &m), TSEC_ENOENT);
+	/* All matches: exact first, then wildcard, each oldest first. */
+	assert_int_equal(tsec_certcache_lookup_all(c, "api.example.com", all, 8), 3);
+	assert_ptr_equal(all[0].data, &two);
+	assert_ptr_equal(all[1].data, &one);
+	assert_ptr_equal(all[2].data, &three);
+	assert_int_equal(tsec_certcache_lookup_all(c, "api.example.com", all, 1), 3);
+	assert_int_equal(tsec_certcache_lookup_all(c, "nothing.test", all, 8), 0);
+	/* A wildcard in an inner label works too, by the same one-label rule. */
+	add(c, 4, "www.*.test", &one);
+	assert_int_equal(tsec_certcache_lookup(c, "www.site.test", &m), 0);
+	assert_int_equal(tsec_certcache_lookup(c, "www.a.b.test", &m), TSEC_ENOENT);
+	tsec_certcache_free(&c);
+	assert_null(c);
+}
+
+static void test_certcache_duplicates_and_remove(void **state)
+{
+	struct tsec_certcache *c;
+	struct tsec_cert_match m;
+	struct tsec_error err;
+	const char *names[] = { "dup.test", "DUP.test" };
+	uint8_t id[32];
+	int data;
+	(void)state;
+
+	atomic_store(&freed, 0);
+	assert_int_equal(tsec_certcache_new(&c, 4, count_free), 0);
+	id_of(id, 7);
+	assert_int_equal(tsec_certcache_insert_names(c, id, names, 2, 0, &data, &err), 0);
+	assert_int_equal(tsec_certcache_insert_names(c, id, names, 2, 0, &data, &err), TSEC_EEXIST);
+	assert_int_equal(tsec_certcache_count(c), 1);
+	assert_int_equal(tsec_certcache_lookup_all(c, "dup.test", &m, 1), 1); /* one name, once */
+	assert_int_equal(tsec_certcache_remove(c, id), 0);
+	assert_int_equal(atomic_load(&freed), 1);
+	assert_int_equal(tsec_certcache_remove(c, id), TSEC_ENOENT);
+	assert_int_equal(tsec_certcache_lookup(c, "dup.test", &m), TSEC_ENOENT);
+	assert_int_equal(tsec_certcache_count(c), 0);
+	/* Bad input. */
+	assert_int_equal(tsec_certcache_insert_names(c, id, names, 0, 0, NULL, &err), TSEC_EINVAL);
+	const char *bad[] = { "" };
+	assert_int_equal(tsec_certcache_insert_names(c, id, bad, 1, 0, NULL, &err), TSEC_ECERT);
+	assert_int_equal(tsec_certcache_insert(c, "garbage", 7, NULL, &err), TSEC_ECERT);
+	tsec_certcache_free(&c);
+	assert_int_equal(tsec_certcache_new(&c, 0, NULL), TSEC_EINVAL);
+	assert_null(c);
+}
+
+static void test_certcache_eviction(void **state)
+{
+	struct tsec_certcache *c;
+	struct tsec_cert_match m;
+	int d[3];
+	(void)state;
+
+	atomic_store(&freed, 0);
+	assert_int_equal(tsec_certcache_new(&c, 2, count_free), 0);
+	add(c, 1, "one.test", &d[0]);
+	add(c, 2, "two.test", &d[1]);
+	add(c, 3, "three.test", &d[2]);
+	assert_int_equal(tsec_certcache_count(c), 2);
+	assert_int_equal(tsec_certcache_lookup(c, "one.test", &m), TSEC_ENOENT);
+	assert_int_equal(atomic_load(&freed), 1);
+	assert_int_equal(tsec_certcache_lookup(c, "two.test", &m), 0);
+	assert_int_equal(tsec_certcache_lookup(c, "three.test", &m), 0);
+	tsec_certcache_free(&c);
+	assert_int_equal(atomic_load(&freed), 3);
+}
+
+static void test_certcache_pem_and_store(void **state)
+{
+	struct tsec_certcache *c;
+	struct tsec_cert_match m;
+	struct tsec_error err;
+	struct tu_store t;
+	struct tsec_principal issuer = tu_who("svc:issuer");
+	struct tsec_cert_files f = { 0 };
+	size_t len, skipped = 99;
+	char *pem = tu_cert("ec-p256", "pem.example.com,*.pem.example.com", -60, 86400, &len);
+	(void)state;
+
+	assert_int_equal(tsec_certcache_new(&c, 8, NULL), 0);
+	assert_int_equal(tsec_certcache_insert(c, pem, len, NULL, &err), 0);
+	assert_int_equal(tsec_certcache_insert(c, pem, len, NULL, &err), TSEC_EEXIST);
+	assert_int_equal(tsec_certcache_lookup(c, "x.pem.example.com", &m), 0);
+	assert_true(m.not_after > 0);
+	free(pem);
+	pem = tu_cert("ec-p256", NULL, -60, 86400, &len);
+	assert_int_equal(tsec_certcache_insert(c, pem, len, NULL, &err), TSEC_ECERT);
+	free(pem);
+	tsec_certcache_free(&c);
+
+	/* Fill from a store, read through its policy. */
+	tu_store_open(&t);
+	f.cert = tu_cert("ec-p256", "stored.example.com", -60, 86400, &f.cert_len);
+	f.key = tu_key_pem("ec-p256", &f.key_len);
+	f.meta = strdup("{}");
+	f.meta_len = 2;
+	assert_int_equal(tsec_store_save_cert(t.store, &issuer, "acme", "stored.example.com", &f, &err), 0);
+	assert_int_equal(tsec_certcache_new(&c, 8, NULL), 0);
+	assert_int_equal(tsec_certcache_fill(c, t.store, &issuer, &skipped, &err), 0);
+	assert_int_equal(skipped, 0);
+	assert_int_equal(tsec_certcache_count(c), 1);
+	assert_int_equal(tsec_certcache_lookup(c, "stored.example.com", &m), 0);
+	tsec_certcache_free(&c);
+	/* A caller the policy does not let list gets the deny. */
+	assert_int_equal(tsec_certcache_new(&c, 8, NULL), 0);
+	struct tsec_principal nobody = tu_who("svc:nobody");
+	assert_int_equal(tsec_certcache_fill(c, t.store, &nobody, NULL, &err), TSEC_EDENIED);
+	tsec_certcache_free(&c);
+	tsec_cert_files_free(&f);
+	tu_store_close(&t);
+}
+
+struct rw {
+	struct tsec_certcache *c;
+	atomic_int stop;
+	atomic_long lookups, misses;
+};
+
+static void *reader(void *arg)
+{
+	struct rw *rw = arg;
+	struct tsec_cert_match all[4];
+
+	while (!atomic_load(&rw->stop)) {
+		struct tsec_cert_match m;
+		unsigned tok = tsec_certcache_read_begin(rw->c);
+		/* The stable certificate is always there, exact and wildcard. */
+		if (tsec_certcache_lookup(rw->c, "stable.test", &m) ||
+		    *(int *)m.data != 42 ||
+		    tsec_certcache_lookup(rw->c, "x.stable.test", &m))
+			atomic_fetch_add(&rw->misses, 1);
+		tsec_certcache_lookup_all(rw->c, "churn.test", all, 4);
+		tsec_certcache_read_end(rw->c, tok);
+		atomic_fetch_add(&rw->lookups, 1);
+	}
+	return NULL;
+}
+
+/* Four readers while one writer inserts, evicts and removes. */
+static void test_certcache_readers_and_writer(void **state)
+{
+	struct rw rw = { 0 };
+	pthread_t th[4];
+	static int stable = 42;
+	(void)state;
+
+	atomic_store(&freed, 0);
+	assert_int_equal(tsec_certcache_new(&rw.c, 8, count_free), 0);
+	add(rw.c, 1000, "stable.test,*.stable.test", &stable);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, reader, &rw), 0);
+	for (int i = 0; i < 2000; i++) {
+		uint8_t id[32];
+		int *d = malloc(sizeof(int));
+		*d = i;
+		add(rw.c, i % 5, "churn.test", d);
+		id_of(id, i % 5);
+		assert_int_equal(tsec_certcache_remove(rw.c, id), 0);
+		free(d);
+	}
+	atomic_store(&rw.stop, 1);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(atomic_load(&rw.misses), 0);
+	assert_true(atomic_load(&rw.lookups) > 0);
+	assert_int_equal(tsec_certcache_count(rw.c), 1);
+	tsec_certcache_free(&rw.c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_certcache_lookups),
+		cmocka_unit_test(test_certcache_duplicates_and_remove),
+		cmocka_unit_test(test_certcache_eviction),
+		cmocka_unit_test(test_certcache_pem_and_store),
+		cmocka_unit_test(test_certcache_readers_and_writer),
+	};
+	return cmocka_run_group_tests_name("certcache", tests, NULL, NULL);
+}

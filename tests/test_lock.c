@@ -1,0 +1,276 @@
+/*
+ * Locks: mutual exclusion across processes, exactly one taker of a stale
+ * lock among 16 racers, an old owner powerless over its successor,
+ * try-acquire that never waits, and one deadline for every attempt.
+ * No assertion depends on speed: waits are bounded below by what the
+ * code must wait for, never above.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/testutil.h"
+
+static struct tsec_principal app;
+
+static int setup(void **state)
+{
+	static struct tu_store t;
+	app = tu_who("svc:app");
+	tu_store_open(&t);
+	*state = &t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	tu_store_close(*state);
+	return 0;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+	nanosleep(&ts, NULL);
+}
+
+static void test_lock_basics(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_lock a, b;
+	struct tsec_error err;
+
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "basic", 10000, 1000, &a, &err), 0);
+	assert_string_equal(a.name, "basic");
+	assert_true(a.expires_ms > 0);
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "basic", 10000, &b, &err), TSEC_EBUSY);
+	assert_int_equal(tsec_lock_renew(t->store, &app, &a, 20000, &err), 0);
+	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), 0);
+	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), TSEC_ENOENT);
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "basic", 10000, &b, &err), 0);
+	assert_int_equal(tsec_lock_release(t->store, &app, &b, &err), 0);
+	/* The lock file and its guard live in locks/; the guard never lists. */
+	struct tsec_strlist l;
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "listed", 10000, 0, &a, &err), 0);
+	assert_int_equal(tsec_store_list(t->store, &app, "locks", 0, &l, &err), 0);
+	assert_int_equal(l.n, 1);
+	assert_string_equal(l.v[0], "locks/listed.lock");
+	tsec_strlist_free(&l);
+	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), 0);
+}
+
+static void test_lock_bad_input(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_lock lk;
+	struct tsec_error err;
+	char longname[300];
+
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "a/b", 1000, 0, &lk, &err), TSEC_EKEY);
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "..", 1000, 0, &lk, &err), TSEC_EKEY);
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "", 1000, 0, &lk, &err), TSEC_EKEY);
+	assert_int_equal(tsec_lock_acquire(t->store, &app, NULL, 1000, 0, &lk, &err), TSEC_EKEY);
+	assert_int_equal(tsec_lock_acquire(t->store, &app, ".tsec-guard-x", 1000, 0, &lk, &err), TSEC_EKEY);
+	memset(longname, 'n', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	assert_int_equal(tsec_lock_acquire(t->store, &app, longname, 1000, 0, &lk, &err), TSEC_EKEY);
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "zero", 0, 0, &lk, &err), TSEC_EINVAL);
+	/* The policy caps leases at 600000 ms for locks/<name>. */
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "capped", 600001, 0, &lk, &err), TSEC_EDENIED);
+	assert_int_equal(tsec_lock_release(t->store, &app, NULL, &err), TSEC_EINVAL);
+}
+
+/* An old owner can neither renew nor release its successor's lock. */
+static void test_lock_successor(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_lock old, next;
+	struct tsec_error err;
+
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "succ", 30, 0, &old, &err), 0);
+	sleep_ms(60); /* the lease ends */
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "succ", 10000, &next, &err), 0);
+	assert_memory_not_equal(old.token, next.token, sizeof(old.token));
+	assert_int_equal(tsec_lock_renew(t->store, &app, &old, 10000, &err), TSEC_ENOTOWNER);
+	assert_int_equal(tsec_lock_release(t->store, &app, &old, &err), TSEC_ENOTOWNER);
+	/* A forged token fares no better. */
+	struct tsec_lock forged = next;
+	forged.token[15] ^= 1;
+	assert_int_equal(tsec_lock_release(t->store, &app, &forged, &err), TSEC_ENOTOWNER);
+	assert_int_equal(tsec_lock_release(t->store, &app, &next, &err), 0);
+}
+
+/* try-acquire returns at once even while another process holds the guard. */
+static void test_lock_try_never_waits(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_lock lk;
+	struct tsec_error err;
+	char guard[4096];
+	int fd;
+
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "tryme", 10000, 0, &lk, &err), 0);
+	assert_int_equal(tsec_lock_release(t->store, &app, &lk, &err), 0);
+	snprintf(guard, sizeof(guard), "%s/locks/.tsec-guard-tryme", t->root);
+	fd = open(guard, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(flock(fd, LOCK_EX), 0);
+	/* If try waited for the guard, this would hang here forever. */
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "tryme", 10000, &lk, &err), TSEC_EBUSY);
+	close(fd);
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "tryme", 10000, &lk, &err), 0);
+	assert_int_equal(tsec_lock_release(t->store, &app, &lk, &err), 0);
+}
+
+/* The deadline is honoured, and a huge timeout does not overflow. */
+static void test_lock_deadline(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_lock a, b;
+	struct tsec_error err;
+	int64_t t0;
+
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 600000, 0, &a, &err), 0);
+	t0 = mono_ms();
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 1000, 120, &b, &err), TSEC_ETIMEDOUT);
+	assert_true(mono_ms() - t0 >= 120); /* it waited for the whole deadline */
+	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), 0);
+	/* Free lock, endless timeout: taken at once. */
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 1000, UINT64_MAX, &b, &err), 0);
+	assert_int_equal(tsec_lock_release(t->store, &app, &b, &err), 0);
+	/* An endless lease saturates instead of wrapping into the past. */
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "forever", UINT64_MAX, 0, &b, &err), 0);
+	assert_true(b.expires_ms > 0);
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "forever", 1000, &a, &err), TSEC_EBUSY);
+	assert_int_equal(tsec_lock_release(t->store, &app, &b, &err), 0);
+}
+
+/*
+ * Four processes take the lock in turns; inside, each checks that no one
+ * else is inside (a marker file) and bumps a shared counter.
+ */
+static void test_lock_processes(void **state)
+{
+	enum { PROCS = 4, ROUNDS = 15 };
+	struct tu_store *t = *state;
+	char marker[4096], counter[4096];
+	pid_t pids[PROCS];
+	FILE *f;
+	int total = -1;
+
+	snprintf(marker, sizeof(marker), "%s/inside", t->dir);
+	snprintf(counter, sizeof(counter), "%s/counter", t->dir);
+	f = fopen(counter, "w");
+	fputs("0", f);
+	fclose(f);
+	for (int p = 0; p < PROCS; p++) {
+		pids[p] = fork();
+		assert_true(pids[p] >= 0);
+		if (pids[p] == 0) {
+			struct tsec_lock lk;
+			struct tsec_error err;
+			for (int r = 0; r < ROUNDS; r++) {
+				int n = 0, fd;
+				if (tsec_lock_acquire(t->store, &app, "mutex", 60000, 60000, &lk, &err))
+					_exit(2);
+				fd = open(marker, O_CREAT | O_EXCL | O_WRONLY, 0600);
+				if (fd < 0)
+					_exit(3); /* someone else is inside */
+				close(fd);
+				FILE *c = fopen(counter, "r+");
+				if (!c || fscanf(c, "%d", &n) != 1)
+					_exit(4);
+				rewind(c);
+				fprintf(c, "%d", n + 1);
+				fclose(c);
+				sleep_ms(1);
+				unlink(marker);
+				if (tsec_lock_release(t->store, &app, &lk, &err))
+					_exit(5);
+			}
+			_exit(0);
+		}
+	}
+	for (int p = 0; p < PROCS; p++) {
+		int st;
+		assert_int_equal(waitpid(pids[p], &st, 0), pids[p]);
+		assert_true(WIFEXITED(st));
+		assert_int_equal(WEXITSTATUS(st), 0);
+	}
+	f = fopen(counter, "r");
+	assert_int_equal(fscanf(f, "%d", &total), 1);
+	fclose(f);
+	assert_int_equal(total, PROCS * ROUNDS);
+}
+
+/* 16 processes race for one stale lock: exactly one takes it. */
+static void test_lock_stale_one_winner(void **state)
+{
+	enum { RACERS = 16 };
+	struct tu_store *t = *state;
+	struct tsec_lock lk;
+	struct tsec_error err;
+	pid_t pids[RACERS];
+	int go[2], winners = 0, losers = 0;
+
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "stale", 20, 0, &lk, &err), 0);
+	sleep_ms(50); /* its lease has ended; the file is still there */
+	assert_int_equal(pipe(go), 0);
+	for (int p = 0; p < RACERS; p++) {
+		pids[p] = fork();
+		assert_true(pids[p] >= 0);
+		if (pids[p] == 0) {
+			char c;
+			struct tsec_lock mine;
+			close(go[1]);
+			if (read(go[0], &c, 1) != 1) /* the start barrier */
+				_exit(9);
+			int rc = tsec_lock_acquire(t->store, &app, "stale", 600000, 300, &mine, &err);
+			_exit(rc == 0 ? 0 : rc == TSEC_ETIMEDOUT ? 1 : 8);
+		}
+	}
+	close(go[0]);
+	for (int p = 0; p < RACERS; p++)
+		assert_int_equal(write(go[1], "g", 1), 1);
+	close(go[1]);
+	for (int p = 0; p < RACERS; p++) {
+		int st;
+		assert_int_equal(waitpid(pids[p], &st, 0), pids[p]);
+		assert_true(WIFEXITED(st));
+		if (WEXITSTATUS(st) == 0)
+			winners++;
+		else if (WEXITSTATUS(st) == 1)
+			losers++;
+	}
+	assert_int_equal(winners, 1);
+	assert_int_equal(losers, RACERS - 1);
+	/* The original owner has lost it. */
+	assert_int_equal(tsec_lock_release(t->store, &app, &lk, &err), TSEC_ENOTOWNER);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lock_basics),
+		cmocka_unit_test(test_lock_bad_input),
+		cmocka_unit_test(test_lock_successor),
+		cmocka_unit_test(test_lock_try_never_waits),
+		cmocka_unit_test(test_lock_deadline),
+		cmocka_unit_test(test_lock_processes),
+		cmocka_unit_test(test_lock_stale_one_winner),
+	};
+	return cmocka_run_group_tests_name("lock", tests, setup, teardown);
+}

@@ -1,0 +1,481 @@
+/*
+ * Gated storage: keys that try to escape, atomic writes, moves that never
+ * clobber, transactions that roll back, certificates, listings, and every
+ * denied operation leaving the disk byte for byte as it was.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/testutil.h"
+#include "tests/certgen.h"
+
+static struct tsec_principal app, reader, nobody;
+
+static int setup(void **state)
+{
+	static struct tu_store t;
+	app = tu_who("svc:app");
+	reader = tu_who("svc:reader");
+	nobody = tu_who("svc:nobody");
+	tu_store_open(&t);
+	*state = &t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	tu_store_close(*state);
+	return 0;
+}
+
+static void put(struct tsec_store *s, const char *key, const char *value)
+{
+	struct tsec_error err;
+	int rc = tsec_store_put(s, &app, key, value, strlen(value), &err);
+	if (rc)
+		fail_msg("put %s: %s", key, err.msg);
+}
+
+static void check_value(struct tsec_store *s, const char *key, const char *want)
+{
+	struct tsec_error err;
+	char *v;
+	size_t n;
+	int rc = tsec_store_get(s, &app, key, &v, &n, &err);
+	if (rc)
+		fail_msg("get %s: %s", key, err.msg);
+	assert_int_equal(n, strlen(want));
+	assert_string_equal(v, want);
+	free(v);
+}
+
+static void test_store_basics(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_store *s = t->store;
+	struct tsec_error err;
+	struct tsec_stat st;
+	int ex;
+	char *v;
+	size_t n;
+
+	put(s, "a/b/c.txt", "hello");
+	check_value(s, "a/b/c.txt", "hello");
+	check_value(s, "/a//b/./c.txt", "hello"); /* the same key, normalised */
+	put(s, "a/b/c.txt", "replaced");
+	check_value(s, "a/b/c.txt", "replaced");
+	assert_int_equal(tsec_store_exists(s, &app, "a/b/c.txt", &ex, &err), 0);
+	assert_true(ex);
+	assert_int_equal(tsec_store_exists(s, &app, "a/b", &ex, &err), 0);
+	assert_true(ex);
+	assert_int_equal(tsec_store_exists(s, &app, "a/nope", &ex, &err), 0);
+	assert_false(ex);
+	assert_int_equal(tsec_store_stat(s, &app, "a/b/c.txt", &st, &err), 0);
+	assert_int_equal(st.size, 8);
+	assert_true(st.is_file);
+	assert_true(st.mtime_ns > 0);
+	assert_int_equal(tsec_store_stat(s, &app, "a/b", &st, &err), 0);
+	assert_false(st.is_file);
+	assert_int_equal(tsec_store_stat(s, &app, "a/none", &st, &err), TSEC_ENOENT);
+	assert_int_equal(tsec_store_get(s, &app, "a/none", &v, &n, &err), TSEC_ENOENT);
+	assert_int_equal(tsec_store_get(s, &app, "a/b", &v, &n, &err), TSEC_EINVAL);
+	/* An empty value is a value. */
+	put(s, "empty", "");
+	check_value(s, "empty", "");
+	assert_int_equal(tsec_store_delete(s, &app, "empty", 0, &err), 0);
+	assert_int_equal(tsec_store_delete(s, &app, "empty", 0, &err), TSEC_ENOENT);
+	/* A reader reads but does not write. */
+	assert_int_equal(tsec_store_get(s, &reader, "a/b/c.txt", &v, &n, &err), 0);
+	free(v);
+	assert_int_equal(tsec_store_put(s, &reader, "a/x", "x", 1, &err), TSEC_EDENIED);
+	assert_non_null(strstr(err.msg, "nothing allowed it"));
+	assert_string_equal(err.where, "a/x");
+}
+
+static void test_store_modes_and_no_temp(void **state)
+{
+	struct tu_store *t = *state;
+	char path[4096];
+	struct stat sb;
+
+	put(t->store, "m/n/o", "secret");
+	snprintf(path, sizeof(path), "%s/m/n/o", t->root);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	snprintf(path, sizeof(path), "%s/m/n", t->root);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0700);
+	assert_int_equal(tu_count_prefixed(t->root, ".tsec-tmp"), 0);
+}
+
+/* Keys that try to leave the root are refused before anything happens. */
+static void test_store_escapes(void **state)
+{
+	static const char *keys[] = {
+		"..", "../x", "../../etc/passwd", "a/../../x", "a/..", "/../x",
+		"a\\..\\x", "..\\x", "c:/x", "a:b", "a/\x01", "x/\x7f", "a/b./c",
+		"a/b /c", ".tsec-tmp-x", "a/.tsec-guard-y", "a\nb", "a/\xc0\xaf",
+	};
+	struct tu_store *t = *state;
+	struct tsec_error err;
+	char *before = tu_snapshot(t->dir), *after, *v;
+	size_t n;
+	int ex;
+
+	assert_true(sizeof(keys) / sizeof(keys[0]) >= 12);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const char *k = keys[i];
+		if (tsec_store_put(t->store, &app, k, "x", 1, &err) != TSEC_EKEY)
+			fail_msg("put '%s' not refused as a key", k);
+		assert_int_equal(tsec_store_get(t->store, &app, k, &v, &n, &err), TSEC_EKEY);
+		assert_int_equal(tsec_store_exists(t->store, &app, k, &ex, &err), TSEC_EKEY);
+		assert_int_equal(tsec_store_delete(t->store, &app, k, 1, &err), TSEC_EKEY);
+		assert_int_equal(tsec_store_move(t->store, &app, "a/b/c.txt", k, &err), TSEC_EKEY);
+	}
+	after = tu_snapshot(t->dir);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+}
+
+/* Root-like keys never delete the root. */
+static void test_store_root_like(void **state)
+{
+	static const char *keys[] = { "", "/", ".", "./", "//", "/././/" };
+	struct tu_store *t = *state;
+	struct tsec_error err;
+	struct stat sb;
+
+	put(t->store, "keep/me", "1");
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		assert_int_equal(tsec_store_delete(t->store, &app, keys[i], 1, &err), TSEC_EKEY);
+		assert_int_equal(tsec_store_put(t->store, &app, keys[i], "x", 1, &err), TSEC_EKEY);
+	}
+	assert_int_equal(stat(t->root, &sb), 0);
+	check_value(t->store, "keep/me", "1");
+}
+
+/* A symbolic link planted in the tree is never followed. */
+static void test_store_symlink(void **state)
+{
+	struct tu_store *t = *state;
+	char link[4096], target[4096];
+	struct tsec_error err;
+	char *v;
+	size_t n;
+
+	snprintf(target, sizeof(target), "%s/outside", t->dir);
+	assert_int_equal(mkdir(target, 0700), 0);
+	snprintf(link, sizeof(link), "%s/escape", t->root);
+	assert_int_equal(symlink(target, link), 0);
+	assert_int_not_equal(tsec_store_put(t->store, &app, "escape/x", "x", 1, &err), 0);
+	assert_int_equal(tu_count_prefixed(target, ""), 0);
+	snprintf(link, sizeof(link), "%s/passwd-link", t->root);
+	assert_int_equal(symlink("/etc/passwd", link), 0);
+	assert_int_not_equal(tsec_store_get(t->store, &app, "passwd-link", &v, &n, &err), 0);
+	unlink(link);
+	snprintf(link, sizeof(link), "%s/escape", t->root);
+	unlink(link);
+}
+
+/* A failed replacement keeps the old value and leaves no temporary file. */
+static void test_store_failed_write(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_error err;
+	struct rlimit old, small;
+	static char big[65536];
+	char path[4096];
+
+	put(t->store, "w/value", "old value");
+	/* A write the kernel cuts short (RLIMIT_FSIZE works for root too). */
+	memset(big, 'x', sizeof(big));
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	small.rlim_cur = 4096;
+	small.rlim_max = old.rlim_max;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+	assert_int_equal(tsec_store_put(t->store, &app, "w/value", big, sizeof(big), &err), TSEC_EIO);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	check_value(t->store, "w/value", "old value");
+	assert_int_equal(tu_count_prefixed(t->root, ".tsec-"), 0);
+	/* A folder is never replaced by a file. */
+	put(t->store, "w/folder/inner", "1");
+	assert_int_equal(tsec_store_put(t->store, &app, "w/folder", "x", 1, &err), TSEC_EEXIST);
+	check_value(t->store, "w/folder/inner", "1");
+	/* A file where a folder must be is a conflict. */
+	assert_int_equal(tsec_store_put(t->store, &app, "w/value/below", "x", 1, &err), TSEC_EEXIST);
+	assert_int_equal(tu_count_prefixed(t->root, ".tsec-"), 0);
+	snprintf(path, sizeof(path), "%s/w/folder/inner", t->root);
+	assert_int_equal(access(path, F_OK), 0);
+}
+
+static void test_store_move(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_error err;
+	int ex;
+
+	put(t->store, "mv/src", "source");
+	put(t->store, "mv/dst", "destination");
+	/* Never clobbers; the source stays. */
+	assert_int_equal(tsec_store_move(t->store, &app, "mv/src", "mv/dst", &err), TSEC_EEXIST);
+	check_value(t->store, "mv/src", "source");
+	check_value(t->store, "mv/dst", "destination");
+	/* Refuses folders. */
+	put(t->store, "mv/dir/f", "f");
+	assert_int_equal(tsec_store_move(t->store, &app, "mv/dir", "mv/dir2", &err), TSEC_EINVAL);
+	check_value(t->store, "mv/dir/f", "f");
+	/* Moves one value, creating the destination's folders. */
+	assert_int_equal(tsec_store_move(t->store, &app, "mv/src", "elsewhere/deep/new", &err), 0);
+	check_value(t->store, "elsewhere/deep/new", "source");
+	assert_int_equal(tsec_store_exists(t->store, &app, "mv/src", &ex, &err), 0);
+	assert_false(ex);
+	assert_int_equal(tsec_store_move(t->store, &app, "mv/none", "mv/x", &err), TSEC_ENOENT);
+	assert_int_equal(tu_count_prefixed(t->root, ".tsec-"), 0);
+	/* A move into a denied folder is denied at its destination. */
+	assert_int_equal(tsec_store_move(t->store, &app, "mv/dst", "frozen/x", &err), TSEC_EDENIED);
+	check_value(t->store, "mv/dst", "destination");
+}
+
+static void test_store_transaction(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_error err;
+	struct tsec_put ok[2] = { { "tx/a", "A1", 2 }, { "tx/b", "B1", 2 } };
+	struct tsec_put bad[3] = { { "tx/a", "A2", 2 }, { "tx/new", "N", 1 }, { "tx/dir", "D", 1 } };
+	int ex;
+
+	assert_int_equal(tsec_store_put_many(t->store, &app, ok, 2, &err), 0);
+	check_value(t->store, "tx/a", "A1");
+	check_value(t->store, "tx/b", "B1");
+	put(t->store, "tx/dir/x", "in a folder");
+	/* The third write fails (a folder): the first two are undone. */
+	assert_int_equal(tsec_store_put_many(t->store, &app, bad, 3, &err), TSEC_EEXIST);
+	check_value(t->store, "tx/a", "A1");
+	assert_int_equal(tsec_store_exists(t->store, &app, "tx/new", &ex, &err), 0);
+	assert_false(ex);
+	check_value(t->store, "tx/dir/x", "in a folder");
+	assert_int_equal(tu_count_prefixed(t->root, ".tsec-"), 0);
+	/* A key twice is refused. */
+	struct tsec_put twice[2] = { { "tx/a", "1", 1 }, { "tx//a", "2", 1 } };
+	assert_int_equal(tsec_store_put_many(t->store, &app, twice, 2, &err), TSEC_EINVAL);
+	/* Any deny changes nothing. */
+	struct tsec_put partly[2] = { { "tx/a", "A3", 2 }, { "frozen/z", "Z", 1 } };
+	assert_int_equal(tsec_store_put_many(t->store, &app, partly, 2, &err), TSEC_EDENIED);
+	check_value(t->store, "tx/a", "A1");
+}
+
+static void test_store_list(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_strlist l;
+	struct tsec_error err;
+
+	put(t->store, "ls/b", "1");
+	put(t->store, "ls/a", "1");
+	put(t->store, "ls/sub/c", "1");
+	put(t->store, "ls/sub/deeper/d", "1");
+	assert_int_equal(tsec_store_list(t->store, &app, "ls", 0, &l, &err), 0);
+	assert_int_equal(l.n, 3);
+	assert_string_equal(l.v[0], "ls/a");
+	assert_string_equal(l.v[1], "ls/b");
+	assert_string_equal(l.v[2], "ls/sub/");
+	tsec_strlist_free(&l);
+	assert_int_equal(tsec_store_list(t->store, &app, "ls", 1, &l, &err), 0);
+	assert_int_equal(l.n, 4);
+	assert_string_equal(l.v[0], "ls/a");
+	assert_string_equal(l.v[1], "ls/b");
+	assert_string_equal(l.v[2], "ls/sub/c");
+	assert_string_equal(l.v[3], "ls/sub/deeper/d");
+	tsec_strlist_free(&l);
+	/* The root may be listed; the store's own files never show. */
+	assert_int_equal(tsec_store_list(t->store, &app, "", 0, &l, &err), 0);
+	assert_true(l.n >= 1);
+	for (size_t i = 0; i < l.n; i++)
+		assert_null(strstr(l.v[i], ".tsec-"));
+	tsec_strlist_free(&l);
+	assert_int_equal(tsec_store_list(t->store, &app, "ls/none", 0, &l, &err), TSEC_ENOENT);
+	assert_int_equal(tsec_store_list(t->store, &app, "ls/a", 0, &l, &err), TSEC_EINVAL);
+	/* exists for many: values only. */
+	const char *keys[] = { "ls/a", "ls/sub", "ls/none", "ls/sub/c" };
+	int ex[4];
+	assert_int_equal(tsec_store_exists_many(t->store, &app, keys, 4, ex, &err), 0);
+	assert_true(ex[0]);
+	assert_false(ex[1]);
+	assert_false(ex[2]);
+	assert_true(ex[3]);
+	const char *badkeys[] = { "ls/a", "../x" };
+	assert_int_equal(tsec_store_exists_many(t->store, &app, badkeys, 2, ex, &err), TSEC_EKEY);
+	const char *denied[] = { "ls/a", "ls/b" };
+	assert_int_equal(tsec_store_exists_many(t->store, &nobody, denied, 2, ex, &err), TSEC_EDENIED);
+}
+
+static void test_store_delete(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_error err;
+	int ex;
+
+	put(t->store, "del/x/1", "1");
+	put(t->store, "del/x/y/2", "2");
+	assert_int_equal(tsec_store_delete(t->store, &app, "del/x", 0, &err), TSEC_EINVAL);
+	check_value(t->store, "del/x/y/2", "2");
+	assert_int_equal(tsec_store_delete(t->store, &app, "del/x", 1, &err), 0);
+	assert_int_equal(tsec_store_exists(t->store, &app, "del/x", &ex, &err), 0);
+	assert_false(ex);
+	assert_int_equal(tsec_store_exists(t->store, &app, "del", &ex, &err), 0);
+	assert_true(ex);
+	/* A floor forbids wiping all certificates. */
+	put(t->store, "certificates/x/y", "1");
+	assert_int_equal(tsec_store_delete(t->store, &app, "certificates", 1, &err), TSEC_EDENIED);
+	assert_non_null(strstr(err.msg, "forbidden by floor (f-no-wipe)"));
+	check_value(t->store, "certificates/x/y", "1");
+}
+
+static void test_store_certificates(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_principal issuer = tu_who("svc:issuer");
+	struct tsec_cert_files f = { 0 }, got;
+	struct tsec_error err;
+	char crt[256], key[256], meta[256];
+	size_t n;
+
+	assert_int_equal(tsec_cert_keys("acme-v02", "*.Example.com", crt, key, meta, sizeof(crt)), 0);
+	assert_string_equal(crt, "certificates/acme-v02/wildcard_.example.com/wildcard_.example.com.crt");
+	assert_string_equal(meta, "certificates/acme-v02/wildcard_.example.com/wildcard_.example.com.json");
+	assert_int_equal(tsec_cert_keys("acme", "../x", crt, key, meta, sizeof(crt)), TSEC_EKEY);
+	assert_int_equal(tsec_cert_keys("a/b", "x", crt, key, meta, sizeof(crt)), TSEC_EKEY);
+
+	assert_int_equal(tsec_store_load_cert(t->store, &issuer, "acme", "example.com", &got, &err),
+			 TSEC_ENOENT);
+	f.cert = tu_cert("ec-p256", "example.com", -60, 86400, &f.cert_len);
+	f.key = tu_key_pem("ec-p256", &f.key_len);
+	f.meta = strdup("{\"sans\": [\"example.com\"]}");
+	f.meta_len = strlen(f.meta);
+	if (tsec_store_save_cert(t->store, &issuer, "acme", "example.com", &f, &err))
+		fail_msg("save: %s", err.msg);
+	assert_int_equal(tsec_store_load_cert(t->store, &issuer, "acme", "example.com", &got, &err), 0);
+	assert_int_equal(got.cert_len, f.cert_len);
+	assert_memory_equal(got.cert, f.cert, f.cert_len);
+	assert_memory_equal(got.key, f.key, f.key_len);
+	assert_memory_equal(got.meta, f.meta, f.meta_len);
+	tsec_cert_files_free(&got);
+	/* The policy judged the certificate: one for another name is refused,
+	 * and none of its three files is written. */
+	free(f.cert);
+	f.cert = tu_cert("ec-p256", "other.org", -60, 86400, &f.cert_len);
+	assert_int_equal(tsec_store_save_cert(t->store, &issuer, "acme", "example.net", &f, &err),
+			 TSEC_EDENIED);
+	assert_int_equal(tsec_store_load_cert(t->store, &issuer, "acme", "example.net", &got, &err),
+			 TSEC_ENOENT);
+	/* Incomplete. */
+	assert_int_equal(tsec_store_delete(t->store, &app,
+					   "certificates/acme/example.com/example.com.key", 0, &err), 0);
+	assert_int_equal(tsec_store_load_cert(t->store, &issuer, "acme", "example.com", &got, &err),
+			 TSEC_EINCOMPLETE);
+	assert_null(got.cert);
+	tsec_cert_files_free(&f);
+	(void)n;
+}
+
+/* Every denied operation leaves the disk byte for byte unchanged. */
+static void test_store_denied_changes_nothing(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_put puts[2] = { { "a/b/c.txt", "z", 1 }, { "new/file", "z", 1 } };
+	const char *keys[] = { "a/b/c.txt" };
+	struct tsec_strlist l;
+	struct tsec_stat st;
+	struct tsec_error err;
+	struct tsec_lock lk;
+	char *before, *after, *v;
+	size_t n;
+	int ex[1];
+
+	char path[4096];
+	FILE *f;
+
+	put(t->store, "a/b/c.txt", "original");
+	/* frozen/ is read-only by policy: lay its file down by hand. */
+	snprintf(path, sizeof(path), "%s/frozen", t->root);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/frozen/ice", t->root);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("cold", f);
+	fclose(f);
+	before = tu_snapshot(t->dir);
+	assert_int_equal(tsec_store_put(t->store, &nobody, "a/b/c.txt", "x", 1, &err), TSEC_EDENIED);
+	assert_int_equal(tsec_store_put(t->store, &nobody, "brand/new/dirs/x", "x", 1, &err), TSEC_EDENIED);
+	assert_int_equal(tsec_store_get(t->store, &nobody, "a/b/c.txt", &v, &n, &err), TSEC_EDENIED);
+	assert_int_equal(tsec_store_exists(t->store, &nobody, "a/b/c.txt", ex, &err), TSEC_EDENIED);
+	assert_int_equal(tsec_store_exists_many(t->store, &nobody, keys, 1, ex, &err), TSEC_EDENIED);
+	assert_int_equal(tsec_store_delete(t->store, &nobody, "a", 1, &err), TSEC_EDENIED);
+	assert_int_equal(tsec_store_list(t->store, &nobody, "", 1, &l, &err), TSEC_EDENIED);
+	assert_int_equal(tsec_store_stat(t->store, &nobody, "a/b/c.txt", &st, &err), TSEC_EDENIED);
+	assert_int_equal(tsec_store_move(t->store, &nobody, "a/b/c.txt", "moved", &err), TSEC_EDENIED);
+	assert_int_equal(tsec_store_put_many(t->store, &nobody, puts, 2, &err), TSEC_EDENIED);
+	assert_int_equal(tsec_store_put(t->store, &app, "frozen/ice", "x", 1, &err), TSEC_EDENIED);
+	assert_non_null(strstr(err.msg, "forbidden by rule (app-no-frozen)"));
+	assert_int_equal(tsec_store_delete(t->store, &app, "frozen/ice", 0, &err), TSEC_EDENIED);
+	assert_int_equal(tsec_store_move(t->store, &app, "frozen/ice", "thawed", &err), TSEC_EDENIED);
+	assert_int_equal(tsec_lock_acquire(t->store, &nobody, "x", 1000, 0, &lk, &err), TSEC_EDENIED);
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "x", 600001, &lk, &err), TSEC_EDENIED);
+	after = tu_snapshot(t->dir);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+}
+
+static void test_store_bad_input(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_principal empty = tu_who("");
+	struct tsec_error err;
+	char *big = malloc(TSEC_STORE_VALUE_MAX + 1), *longkey = malloc(2000);
+	char *v;
+	size_t n;
+
+	assert_int_equal(tsec_store_put(t->store, &app, NULL, "x", 1, &err), TSEC_EKEY);
+	assert_int_equal(tsec_store_put(t->store, &app, "k", NULL, 5, &err), TSEC_EINVAL);
+	assert_int_equal(tsec_store_put(t->store, &app, "k", big, TSEC_STORE_VALUE_MAX + 1, &err),
+			 TSEC_ETOOBIG);
+	memset(longkey, 'a', 1999);
+	longkey[1999] = '\0';
+	assert_int_equal(tsec_store_put(t->store, &app, longkey, "x", 1, &err), TSEC_EKEY);
+	assert_int_equal(tsec_store_get(t->store, NULL, "a/b/c.txt", &v, &n, &err), TSEC_EINVAL);
+	/* An empty principal is an invalid request: denied. */
+	assert_int_equal(tsec_store_get(t->store, &empty, "a/b/c.txt", &v, &n, &err), TSEC_EDENIED);
+	assert_non_null(strstr(err.msg, "invalid request"));
+	free(big);
+	free(longkey);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_store_basics),
+		cmocka_unit_test(test_store_modes_and_no_temp),
+		cmocka_unit_test(test_store_escapes),
+		cmocka_unit_test(test_store_root_like),
+		cmocka_unit_test(test_store_symlink),
+		cmocka_unit_test(test_store_failed_write),
+		cmocka_unit_test(test_store_move),
+		cmocka_unit_test(test_store_transaction),
+		cmocka_unit_test(test_store_list),
+		cmocka_unit_test(test_store_delete),
+		cmocka_unit_test(test_store_certificates),
+		cmocka_unit_test(test_store_denied_changes_nothing),
+		cmocka_unit_test(test_store_bad_input),
+	};
+	return cmocka_run_group_tests_name("store", tests, setup, teardown);
+}
