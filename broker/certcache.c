@@ -104,14 +104,29 @@ static void synchronize(struct tsec_certcache *c)
 			sched_yield();
 }
 
+/*
+ * Names hash from their last byte to their first (FNV-1a), so that the
+ * hash of a wildcard candidate "*" + suffix continues the suffix's state,
+ * which the exact name's hash passes through: one step instead of a pass.
+ */
+#define HASH_SEED 0xcbf29ce484222325ull
+
+static inline uint64_t hash_step(uint64_t h, unsigned char c)
+{
+	return (h ^ c) * 0x100000001b3ull;
+}
+
+static inline uint64_t hash_final(uint64_t h)
+{
+	return h ^ (h >> 31);
+}
+
 static uint64_t hash_name(const char *p, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h ^ (h >> 31);
+	uint64_t h = HASH_SEED;
+	while (n--)
+		h = hash_step(h, (unsigned char)p[n]);
+	return hash_final(h);
 }
 
 static size_t id_slot(const struct tsec_certcache *c, const uint8_t id[32])
@@ -352,12 +367,11 @@ size_t tsec_certcache_count(struct tsec_certcache *c)
 	return n;
 }
 
-/* Collects the entries named exactly `name` (lower case) into out. */
+/* Collects the entries named exactly `name` (lower case, hash h) into out. */
 static size_t scan(struct tsec_certcache *c, const char *name, size_t n,
-		   struct tsec_cert_match *out, size_t max, size_t got,
-		   bool first_only)
+		   uint64_t h, struct tsec_cert_match *out, size_t max,
+		   size_t got, bool first_only)
 {
-	uint64_t h = hash_name(name, n);
 	struct node *nd = atomic_load_explicit(&c->buckets[h & c->mask],
 					       memory_order_acquire);
 
@@ -385,29 +399,52 @@ static size_t lookup(struct tsec_certcache *c, const char *name,
 		     struct tsec_cert_match *out, size_t max, bool first_only)
 {
 	char low[NAME_MAX_LEN + 1], cand[NAME_MAX_LEN + 2];
-	size_t got = 0, start = 0;
+	size_t got = 0, n, dot = 0, start;
+	uint64_t h = HASH_SEED, hsuffix = 0;
 	unsigned tok;
-	int n;
 
-	if (!c || !name || (n = lower_name(name, low)) < 0)
+	if (!c || !name)
 		return 0;
+	n = strnlen(name, NAME_MAX_LEN + 1);
+	if (n == 0 || n > NAME_MAX_LEN)
+		return 0;
+	/* One backward pass: lower case, hash, and the first label's end. */
+	for (size_t i = n; i-- > 0;) {
+		char ch = name[i];
+		if (ch >= 'A' && ch <= 'Z')
+			ch = (char)(ch + 32);
+		low[i] = ch;
+		h = hash_step(h, (unsigned char)ch);
+		if (ch == '.') {
+			dot = i;
+			hsuffix = h;         /* state after low[i..n) */
+		}
+	}
+	low[n] = '\0';
 	tok = tsec_certcache_read_begin(c);
-	got = scan(c, low, (size_t)n, out, max, 0, first_only);
-	if (!(first_only && got)) {
-		bool all = atomic_load_explicit(&c->inner_wild, memory_order_relaxed) > 0;
-		while (start < (size_t)n) {
+	got = scan(c, low, n, hash_final(h), out, max, 0, first_only);
+	if (!(first_only && got) && dot > 0) {
+		/* "*" + low[dot..n): its hash continues the suffix's. */
+		cand[0] = '*';
+		memcpy(cand + 1, low + dot, n - dot);
+		got = scan(c, cand, n - dot + 1,
+			   hash_final(hash_step(hsuffix, '*')), out, max, got,
+			   first_only);
+		/* Inner labels, only when some cached name needs them. */
+		start = dot + 1;
+		while (!(first_only && got) && start < n &&
+		       atomic_load_explicit(&c->inner_wild, memory_order_relaxed)) {
 			size_t end = start;
-			while (end < (size_t)n && low[end] != '.')
+			while (end < n && low[end] != '.')
 				end++;
-			if (end == start || (end == (size_t)n && start == 0))
-				break; /* empty label, or a one-label name */
+			if (end == start)
+				break;
 			memcpy(cand, low, start);
 			cand[start] = '*';
-			memcpy(cand + start + 1, low + end, (size_t)n - end);
-			got = scan(c, cand, start + 1 + (size_t)n - end, out, max, got,
-				   first_only);
-			if ((first_only && got) || !all || end == (size_t)n)
-				break;
+			memcpy(cand + start + 1, low + end, n - end);
+			got = scan(c, cand, start + 1 + n - end,
+				   hash_name(cand, start + 1 + n - end), out, max,
+				   got, first_only);
 			start = end + 1;
 		}
 	}

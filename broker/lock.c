@@ -167,7 +167,12 @@ static int lock_write(int dirfd, const char *file, const struct lockfile *lf,
 	sodium_bin2hex(hex, sizeof(hex), lf->token, sizeof(lf->token));
 	n = snprintf(buf, sizeof(buf), "tsec-lock 1\ntoken %s\ncreated_ms %" PRId64
 		     "\nexpires_ms %" PRId64 "\n", hex, lf->created_ms, lf->expires_ms);
-	return tsec__write_atomic(dirfd, file, buf, (size_t)n, err);
+	/*
+	 * Not durable: a lock is shared through the page cache, and one lost
+	 * in a crash only ends a lease early.  Skipping the two fsyncs makes
+	 * acquire and release about a hundred times cheaper.
+	 */
+	return tsec__write_atomic(dirfd, file, buf, (size_t)n, false, err);
 }
 
 /* One attempt under the guard: TSEC_EBUSY while a live lease holds it. */
@@ -288,7 +293,6 @@ static int owned_op(struct tsec_store *s, const struct tsec_principal *who,
 					  strerror(errno));
 			goto out;
 		}
-		fsync(dirfd);
 	}
 	rc = 0;
 out:

@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/openat2.h>
 #include <sodium.h>
 
 #include "broker/store_private.h"
@@ -245,7 +247,7 @@ static int write_all(int fd, const void *data, size_t len)
 }
 
 int tsec__write_atomic(int dirfd, const char *leaf, const void *data,
-		       size_t len, struct tsec_error *err)
+		       size_t len, bool durable, struct tsec_error *err)
 {
 	char tmp[64];
 	struct stat sb;
@@ -258,7 +260,8 @@ int tsec__write_atomic(int dirfd, const char *leaf, const void *data,
 	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return io_err(err, leaf, "cannot create temporary file");
-	if (fchmod(fd, 0600) < 0 || write_all(fd, data, len) < 0 || fsync(fd) < 0) {
+	if (fchmod(fd, 0600) < 0 || write_all(fd, data, len) < 0 ||
+	    (durable && fsync(fd) < 0)) {
 		rc = io_err(err, leaf, "cannot write");
 		close(fd);
 		goto fail;
@@ -273,7 +276,7 @@ int tsec__write_atomic(int dirfd, const char *leaf, const void *data,
 			: io_err(err, leaf, "cannot rename into place");
 		goto fail;
 	}
-	if (fsync(dirfd) < 0)
+	if (durable && fsync(dirfd) < 0)
 		return io_err(err, leaf, "cannot sync folder");
 	return 0;
 fail:
@@ -322,13 +325,49 @@ static int read_fd(int fd, size_t max, char **out, size_t *len,
 	return 0;
 }
 
+int tsec__open_beneath(struct tsec_store *s, const struct tsec__skey *sk,
+		       int flags)
+{
+#ifdef SYS_openat2
+	struct open_how how;
+
+	memset(&how, 0, sizeof(how));
+	how.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW);
+	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+	return (int)syscall(SYS_openat2, s->rootfd, sk->text, &how, sizeof(how));
+#else
+	(void)s;
+	(void)sk;
+	(void)flags;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+/* The error of a failed read-side open, by errno. */
+static int open_err(const struct tsec__skey *sk, struct tsec_error *err)
+{
+	if (errno == ENOENT || errno == ENOTDIR)
+		return tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
+	if (errno == ELOOP || errno == EXDEV)
+		return tsec__seterr(err, TSEC_ENOENT, sk->text,
+				    "%s: reached through a symbolic link; the store follows none",
+				    sk->text);
+	return io_err(err, sk->text, "cannot open");
+}
+
 /* Opens the value at sk for reading (after the check). */
 static int open_value(struct tsec_store *s, const struct tsec__skey *sk,
 		      int *fdp, struct tsec_error *err)
 {
 	int dirfd, fd, rc;
 
-	*fdp = -1;
+	*fdp = tsec__open_beneath(s, sk, O_RDONLY);
+	if (*fdp >= 0)
+		return 0;
+	if (errno != ENOSYS)
+		return open_err(sk, err);
+	/* No openat2: walk the folders one by one instead. */
 	if ((rc = tsec__open_dirs(s, sk, sk->n - 1, false, &dirfd, err)))
 		return rc;
 	fd = openat(dirfd, sk->seg[sk->n - 1], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -366,19 +405,40 @@ int tsec_store_get(struct tsec_store *s, const struct tsec_principal *who,
 	return rc;
 }
 
+/*
+ * Stats the key's path (never through a link) into *sb.  Returns 0, or -1
+ * with errno.
+ */
+static int stat_key(struct tsec_store *s, const struct tsec__skey *sk,
+		    struct stat *sb)
+{
+	struct tsec_error ignore;
+	int fd = tsec__open_beneath(s, sk, O_PATH), rc;
+
+	if (fd >= 0) {
+		rc = fstat(fd, sb);
+		close(fd);
+		return rc;
+	}
+	if (errno != ENOSYS)
+		return -1;
+	if (tsec__open_dirs(s, sk, sk->n - 1, false, &fd, &ignore)) {
+		errno = ENOENT;
+		return -1;
+	}
+	rc = fstatat(fd, sk->seg[sk->n - 1], sb, AT_SYMLINK_NOFOLLOW);
+	close(fd);
+	return rc;
+}
+
 /* 1 file, 2 folder, 0 nothing (or something that is neither). */
 static int kind_at(struct tsec_store *s, const struct tsec__skey *sk)
 {
-	struct tsec_error ignore;
 	struct stat sb;
-	int dirfd, k = 0;
 
-	if (tsec__open_dirs(s, sk, sk->n - 1, false, &dirfd, &ignore))
+	if (stat_key(s, sk, &sb) < 0)
 		return 0;
-	if (fstatat(dirfd, sk->seg[sk->n - 1], &sb, AT_SYMLINK_NOFOLLOW) == 0)
-		k = S_ISREG(sb.st_mode) ? 1 : S_ISDIR(sb.st_mode) ? 2 : 0;
-	close(dirfd);
-	return k;
+	return S_ISREG(sb.st_mode) ? 1 : S_ISDIR(sb.st_mode) ? 2 : 0;
 }
 
 int tsec_store_exists(struct tsec_store *s, const struct tsec_principal *who,
@@ -630,7 +690,7 @@ int tsec_store_stat(struct tsec_store *s, const struct tsec_principal *who,
 	struct tsec__skey sk;
 	struct tsec_request r;
 	struct stat sb;
-	int dirfd, rc;
+	int rc;
 
 	memset(st, 0, sizeof(*st));
 	if ((rc = tsec__skey_parse(key, false, &sk, err)))
@@ -638,15 +698,10 @@ int tsec_store_stat(struct tsec_store *s, const struct tsec_principal *who,
 	req_for(&r, "storage.stat", &sk);
 	if ((rc = tsec__store_check(s, who, &r, 1, err)))
 		return rc;
-	if ((rc = tsec__open_dirs(s, &sk, sk.n - 1, false, &dirfd, err)))
-		return rc;
-	if (fstatat(dirfd, sk.seg[sk.n - 1], &sb, AT_SYMLINK_NOFOLLOW) < 0)
-		rc = io_err(err, sk.text, "cannot stat");
-	else if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
-		rc = tsec__seterr(err, TSEC_ENOENT, sk.text, "not a value or a folder");
-	close(dirfd);
-	if (rc)
-		return rc;
+	if (stat_key(s, &sk, &sb) < 0)
+		return open_err(&sk, err);
+	if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
+		return tsec__seterr(err, TSEC_ENOENT, sk.text, "not a value or a folder");
 	st->size = (uint64_t)sb.st_size;
 	st->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
 	st->is_file = S_ISREG(sb.st_mode);
@@ -806,7 +861,8 @@ int tsec_store_put_many(struct tsec_store *s, const struct tsec_principal *who,
 			}
 			t->had_old = 1;
 		}
-		if ((rc = tsec__write_atomic(t->dirfd, leaf, puts[i].value, puts[i].len, err)))
+		if ((rc = tsec__write_atomic(t->dirfd, leaf, puts[i].value, puts[i].len,
+					      true, err)))
 			goto rollback;
 		t->written = 1;
 		done++;

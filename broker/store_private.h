@@ -58,12 +58,22 @@ int tsec__open_dirs(struct tsec_store *s, const struct tsec__skey *sk,
 
 /*
  * Writes data atomically as `leaf` in dirfd: a temporary file created
- * exclusively with mode 0600, fsync, rename over leaf, fsync of the
- * folder.  Refuses to replace a folder (TSEC_EEXIST).  On failure leaves
- * no temporary file and the old value intact.
+ * exclusively with mode 0600, then renamed over leaf; when `durable`, the
+ * file is fsynced before the rename and the folder after it.  Refuses to
+ * replace a folder (TSEC_EEXIST).  On failure leaves no temporary file
+ * and the old value intact.
  */
 int tsec__write_atomic(int dirfd, const char *leaf, const void *data,
-		       size_t len, struct tsec_error *err);
+		       size_t len, bool durable, struct tsec_error *err);
+
+/*
+ * Opens the key's path below the root in one openat2 call that the
+ * kernel keeps beneath the root and off every symbolic link (O_NOFOLLOW
+ * plus RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS).  Returns the descriptor,
+ * or -1 with errno (ENOSYS where the kernel has no openat2).
+ */
+int tsec__open_beneath(struct tsec_store *s, const struct tsec__skey *sk,
+		       int flags);
 
 /* Fills buf with ".tsec-<what>-" and 16 random hex digits. */
 void tsec__temp_name(char *buf, size_t n, const char *what);
