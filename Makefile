@@ -119,6 +119,8 @@ bench: deps
 	$(Q)$(MAKE) --no-print-directory MODE=release build
 	build/release/bench_bus
 	build/release/bench_policy_scale
+	build/release/bench_store
+	build/release/bench_certcache
 
 clean:
 	rm -rf build
