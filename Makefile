@@ -42,10 +42,11 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(MODE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS = -pthread $(SAN_FLAGS) $(LDFLAGS)
 
 JANSSON_LIBS := -ljansson
+ZMQ_LIBS := -lzmq
 CRYPTO_LIBS := -lcrypto
 SODIUM_LIBS := -lsodium
 # What a program linking the broker library needs.
-BROKER_LIBS = $(SODIUM_LIBS) $(CRYPTO_LIBS) -ldl
+BROKER_LIBS = $(JANSSON_LIBS) $(ZMQ_LIBS) $(SODIUM_LIBS) $(CRYPTO_LIBS) -ldl
 CMOCKA_LIBS := -lcmocka
 
 ifeq ($(V),1)
@@ -60,7 +61,8 @@ COMMON_SRC := common/error.c common/key.c
 MODULE_SRC := module/match.c module/compile.c module/eval.c \
 	module/cert.c module/entry.c
 BROKER_SRC := broker/bus.c broker/loader.c broker/store.c broker/lock.c \
-	broker/certcache.c
+	broker/certcache.c broker/wire.c broker/sign.c broker/declog.c \
+	broker/client.c
 VERIFY_SRC := verifier/verify.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
@@ -74,6 +76,8 @@ MODULE_SO := $(B)/libtinysecurity_module.so
 BROKER_A := $(B)/libtinysecurity.a
 BROKER_SO := $(B)/libtinysecurity.so
 VERIFY := $(B)/verify_module
+DAEMON := $(B)/tsec-broker
+CLI := $(B)/tsec
 
 TESTS := key match compile cert decision loader reload exports verifier \
 	store lock certcache
@@ -93,7 +97,8 @@ both:
 	$(Q)$(MAKE) --no-print-directory MODE=debug build
 	$(Q)$(MAKE) --no-print-directory MODE=release build
 
-build: $(MODULE_SO) $(BROKER_A) $(BROKER_SO) $(VERIFY) $(BENCH_BINS)
+build: $(MODULE_SO) $(BROKER_A) $(BROKER_SO) $(VERIFY) $(DAEMON) $(CLI) \
+	$(BENCH_BINS)
 
 deps:
 	$(Q)sh scripts/deps.sh
@@ -155,6 +160,14 @@ $(BROKER_SO): $(BROKER_OBJ)
 $(VERIFY): $(B)/obj/verifier/main.o $(VERIFY_OBJ) $(BROKER_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(BROKER_LIBS) -lm
+
+$(DAEMON): $(B)/obj/broker/tsec_broker.o $(BROKER_A)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(ZMQ_LIBS) $(BROKER_LIBS)
+
+$(CLI): $(B)/obj/broker/tsec_cli.o $(BROKER_A)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(ZMQ_LIBS) $(BROKER_LIBS)
 
 $(B)/bench_%: $(B)/obj/perf/bench_%.o $(B)/obj/perf/benchutil.o $(BROKER_A)
 	$(call msg,LD,$@)

@@ -324,3 +324,19 @@ int tsec_bus_reload(struct tsec_bus *bus, const char *name,
 		pthread_mutex_unlock(&ep->lock);
 	return rc;
 }
+
+int tsec_bus_lint(struct tsec_bus *bus, const char *name, const char *policy,
+		  size_t len, struct tsec_error *errs, size_t max,
+		  size_t *nerrs)
+{
+	struct tsec__endpoint *ep = bus && name ? find(bus, name) : NULL;
+	int rc;
+
+	*nerrs = 0;
+	if (!ep)
+		return TSEC_ENOENT;
+	if (!TSEC_MODULE_DESC_HAS(ep->desc, lint) || !ep->desc->lint)
+		return TSEC_EMODULE;
+	rc = ep->desc->lint(policy, len, errs, max, nerrs);
+	return rc > 0 ? TSEC_EMODULE : rc;
+}

@@ -27,6 +27,10 @@ struct cc {
 	struct tsec_error *err;
 	const char *section;         /* "floor" or "rules" */
 	size_t index;
+	/* Lint: every rule's error is kept here and compiling goes on. */
+	struct tsec_error *errs;
+	size_t max, nerrs;
+	bool failed;
 };
 
 /* Reports an error at /section/index[/field[/sub]]. */
@@ -837,8 +841,14 @@ static int compile_array(struct cc *c, struct doc *d, const char *name,
 			return rc;
 		rc = compile_rule(c, v, effect);
 		json_decref(v);
-		if (rc)
+		if (rc == TSEC_EPOLICY && c->errs) {
+			if (c->nerrs < c->max)
+				c->errs[c->nerrs] = *c->err;
+			c->nerrs++;
+			c->failed = true;
+		} else if (rc) {
 			return rc;
+		}
 		skip_ws(d);
 		if (d->p < d->end && *d->p == ']') {
 			d->p++;
@@ -894,11 +904,42 @@ static int policy_new(struct tsec__policy **out, size_t len, size_t rules)
 	return 0;
 }
 
+static int compile(const char *text, size_t len, struct tsec__policy **out,
+		   struct tsec_error *err, struct tsec_error *errs, size_t max,
+		   size_t *nerrs);
+
 int tsec__policy_compile(const char *text, size_t len,
 			 struct tsec__policy **out, struct tsec_error *err)
 {
+	return compile(text, len, out, err, NULL, 0, NULL);
+}
+
+int tsec__policy_lint(const char *text, size_t len, struct tsec_error *errs,
+		      size_t max, size_t *nerrs)
+{
+	struct tsec__policy *pol = NULL;
+	struct tsec_error err;
+	int rc;
+
+	*nerrs = 0;
+	memset(&err, 0, sizeof(err));
+	rc = compile(text, len, &pol, &err, errs, max, nerrs);
+	tsec__policy_free(&pol);
+	if (rc && *nerrs == 0) {
+		/* A fatal error outside any rule: that one alone. */
+		if (max)
+			errs[0] = err;
+		*nerrs = 1;
+	}
+	return rc;
+}
+
+static int compile(const char *text, size_t len, struct tsec__policy **out,
+		   struct tsec_error *err, struct tsec_error *errs, size_t max,
+		   size_t *nerrs)
+{
 	struct doc d = { text, text, text + len, err };
-	struct cc c = { NULL, err, NULL, 0 };
+	struct cc c = { NULL, err, NULL, 0, errs, max, 0, false };
 	const char *floor_at = NULL, *rules_at = NULL;
 	bool have_version = false, have_desc = false;
 	size_t nitems = 0;
@@ -1007,10 +1048,19 @@ int tsec__policy_compile(const char *text, size_t len,
 		if ((rc = compile_array(&c, &d, "rules", TSEC_EFFECT_ALLOW)))
 			goto out;
 	}
+	if (c.failed) {
+		/* Lint went on past errors; report the first as the result. */
+		if (max)
+			*err = errs[0];
+		rc = TSEC_EPOLICY;
+		goto out;
+	}
 	*out = c.pol;
 	c.pol = NULL;
 	rc = 0;
 out:
+	if (nerrs && c.nerrs)
+		*nerrs = c.nerrs;
 	json_decref(key);
 	json_decref(v);
 	tsec__policy_free(&c.pol);

@@ -182,6 +182,7 @@ static const struct tsec_module_desc desc = {
 	.reload = mod_reload,
 	.evaluate = mod_evaluate,
 	.check = mod_check,
+	.lint = tsec__policy_lint,
 };
 
 TSEC_EXPORT const struct tsec_module_desc *

@@ -232,6 +232,15 @@ struct tsec__policy {
 int tsec__policy_compile(const char *text, size_t len,
 			 struct tsec__policy **out, struct tsec_error *err);
 
+/*
+ * Compiles only to find errors: every rule's error goes into
+ * errs[0..max) (*nerrs counts them all, even past max) instead of
+ * stopping at the first; an error outside the rules stops there.
+ * Returns 0 for a good policy, else TSEC_EPOLICY or TSEC_ENOMEM.
+ */
+int tsec__policy_lint(const char *text, size_t len, struct tsec_error *errs,
+		      size_t max, size_t *nerrs);
+
 /* Frees a policy and sets *p to NULL.  Accepts NULL. */
 void tsec__policy_free(struct tsec__policy **p);
 

@@ -87,6 +87,16 @@ int tsec_bus_reload(struct tsec_bus *bus, const char *name,
 		    const char *policy, size_t len, struct tsec_error *err);
 
 /*
+ * Lints a policy with the endpoint's module: every error it finds, each
+ * with its place, into errs[0..max); *nerrs counts them all.  Returns 0
+ * for a good policy, TSEC_EPOLICY for a bad one, TSEC_EMODULE when the
+ * module offers no lint (ABI 1.0).
+ */
+int tsec_bus_lint(struct tsec_bus *bus, const char *name, const char *policy,
+		  size_t len, struct tsec_error *errs, size_t max,
+		  size_t *nerrs);
+
+/*
  * Reads a whole file of at most `max` bytes into a new NUL-terminated
  * buffer (*out, caller frees) of *len bytes.  Returns 0, TSEC_ENOENT,
  * TSEC_EIO, TSEC_ETOOBIG or TSEC_ENOMEM, with details in err.

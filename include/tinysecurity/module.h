@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define TSEC_MODULE_ABI_MAJOR 1
-#define TSEC_MODULE_ABI_MINOR 0
+#define TSEC_MODULE_ABI_MINOR 1
 #define TSEC_MODULE_ENTRY_NAME "tsec_module_entry"
 
 #define TSEC_BUILD_DEBUG 1
@@ -99,10 +99,26 @@ struct tsec_module_desc {
 	/* n >= 1 requests, one decision each into out[0..n-1]. */
 	int (*check)(void *state, const struct tsec_request *reqs, size_t n,
 		     struct tsec_decision *out, struct tsec_error *err);
+
+	/* ---- ABI 1.1 ---- */
+
+	/*
+	 * Optional (NULL, or absent when size says so): checks a policy
+	 * without loading it and reports every error it can, each with its
+	 * place, into errs[0..max); *nerrs counts them all.  Returns 0 for a
+	 * good policy.  Needs no state; not on the hot path.
+	 */
+	int (*lint)(const char *policy, size_t len, struct tsec_error *errs,
+		    size_t max, size_t *nerrs);
 };
 
+/* The size of a version 1.0 descriptor: the least the host accepts. */
 #define TSEC_MODULE_DESC_MIN_SIZE \
 	(offsetof(struct tsec_module_desc, check) + sizeof(void (*)(void)))
+
+/* Whether a descriptor is long enough to hold `field`. */
+#define TSEC_MODULE_DESC_HAS(d, field) \
+	((d)->size >= offsetof(struct tsec_module_desc, field) + sizeof((d)->field))
 
 typedef const struct tsec_module_desc *(*tsec_module_entry_fn)(
 	const struct tsec_host_api *host);

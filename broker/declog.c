@@ -1,0 +1,168 @@
+/* The decision log: a ring of fixed slots drained by one writer thread. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/declog.h"
+#include "common/error.h"
+
+#define SLOT 2048 /* a line holds at most a 1 KiB key and 4 rule ids */
+
+struct tsec__declog {
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	char *ring;                  /* lines * SLOT bytes */
+	uint16_t *lens;
+	size_t lines, head, count;   /* head: next to write out */
+	int stop, reopen;
+	char *path;
+	FILE *f;
+	pthread_t writer;
+	_Atomic uint64_t dropped, written;
+};
+
+static void *writer_main(void *arg)
+{
+	struct tsec__declog *l = arg;
+	char buf[SLOT + 1];
+
+	pthread_mutex_lock(&l->lock);
+	for (;;) {
+		while (!l->count && !l->stop && !l->reopen)
+			pthread_cond_wait(&l->wake, &l->lock);
+		if (l->reopen) {
+			FILE *nf;
+			l->reopen = 0;
+			pthread_mutex_unlock(&l->lock);
+			nf = fopen(l->path, "a");
+			if (nf) {
+				if (l->f)
+					fclose(l->f);
+				l->f = nf;
+			}
+			pthread_mutex_lock(&l->lock);
+			continue;
+		}
+		if (!l->count && l->stop)
+			break;
+		/* Copy one line out, write it without the lock held. */
+		size_t n = l->lens[l->head];
+		memcpy(buf, l->ring + l->head * SLOT, n);
+		buf[n] = '\n';
+		l->head = (l->head + 1) % l->lines;
+		l->count--;
+		pthread_mutex_unlock(&l->lock);
+		if (l->f && fwrite(buf, 1, n + 1, l->f) == n + 1)
+			atomic_fetch_add(&l->written, 1);
+		else
+			atomic_fetch_add(&l->dropped, 1);
+		pthread_mutex_lock(&l->lock);
+		if (!l->count && l->f)
+			fflush(l->f);
+	}
+	pthread_mutex_unlock(&l->lock);
+	if (l->f)
+		fflush(l->f);
+	return NULL;
+}
+
+int tsec__declog_open(struct tsec__declog **out, const char *path,
+		      size_t lines, struct tsec_error *err)
+{
+	struct tsec__declog *l;
+
+	*out = NULL;
+	if (!path || lines == 0)
+		return tsec__seterr(err, TSEC_EINVAL, "", "decision log needs a path");
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	l->lines = lines;
+	l->ring = malloc(lines * SLOT);
+	l->lens = calloc(lines, sizeof(*l->lens));
+	l->path = strdup(path);
+	l->f = fopen(path, "a");
+	if (!l->ring || !l->lens || !l->path || !l->f) {
+		int rc = tsec__seterr(err, l->f ? TSEC_ENOMEM : TSEC_EIO, path,
+				      "%s: cannot open the decision log", path);
+		if (l->f)
+			fclose(l->f);
+		free(l->ring);
+		free(l->lens);
+		free(l->path);
+		free(l);
+		return rc;
+	}
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->wake, NULL);
+	pthread_create(&l->writer, NULL, writer_main, l);
+	*out = l;
+	return 0;
+}
+
+void tsec__declog_push(struct tsec__declog *l, const char *line, size_t len)
+{
+	if (!l)
+		return;
+	if (len > SLOT) {
+		atomic_fetch_add(&l->dropped, 1); /* never write half a line */
+		return;
+	}
+	pthread_mutex_lock(&l->lock);
+	if (l->count == l->lines || l->stop) {
+		pthread_mutex_unlock(&l->lock);
+		atomic_fetch_add(&l->dropped, 1);
+		return;
+	}
+	size_t slot = (l->head + l->count) % l->lines;
+	memcpy(l->ring + slot * SLOT, line, len);
+	l->lens[slot] = (uint16_t)len;
+	l->count++;
+	pthread_cond_signal(&l->wake);
+	pthread_mutex_unlock(&l->lock);
+}
+
+void tsec__declog_reopen(struct tsec__declog *l)
+{
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->lock);
+	l->reopen = 1;
+	pthread_cond_signal(&l->wake);
+	pthread_mutex_unlock(&l->lock);
+}
+
+uint64_t tsec__declog_dropped(struct tsec__declog *l)
+{
+	return l ? atomic_load(&l->dropped) : 0;
+}
+
+uint64_t tsec__declog_written(struct tsec__declog *l)
+{
+	return l ? atomic_load(&l->written) : 0;
+}
+
+void tsec__declog_close(struct tsec__declog **pl)
+{
+	struct tsec__declog *l;
+
+	if (!pl || !*pl)
+		return;
+	l = *pl;
+	pthread_mutex_lock(&l->lock);
+	l->stop = 1;
+	pthread_cond_signal(&l->wake);
+	pthread_mutex_unlock(&l->lock);
+	pthread_join(l->writer, NULL);
+	if (l->f)
+		fclose(l->f);
+	pthread_mutex_destroy(&l->lock);
+	pthread_cond_destroy(&l->wake);
+	free(l->ring);
+	free(l->lens);
+	free(l->path);
+	free(l);
+	*pl = NULL;
+}

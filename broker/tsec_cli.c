@@ -1,0 +1,688 @@
+/*
+ * tsec: the command line of tinysecurity.
+ *
+ * Exit status: 0 allow or success, 1 deny, 2 error.  Human-readable output
+ * by default, --json for scripts.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sodium.h>
+#include <zmq.h>
+
+#include "tinysecurity/bus.h"
+#include "tinysecurity/client.h"
+#include "tinysecurity/store.h"
+#include "broker/sign.h"
+#include "broker/wire.h"
+#include "common/error.h"
+
+#define EXIT_ALLOW 0
+#define EXIT_DENY 1
+#define EXIT_ERROR 2
+
+struct opts {
+	const char *endpoint, *server_key, *key_prefix, *module;
+	int json, timeout_ms;
+	/* Request flags. */
+	const char *action, *resource, *dest, *cert_file;
+	long long ttl_ms, size, now, timeout_lock;
+	int recursive, have_ttl, have_size, have_now, have_recursive;
+	char *args[8];
+	int nargs;
+	int help;
+};
+
+static const char *argv0;
+
+static void die_usage(const char *cmd, const char *text)
+{
+	fprintf(stderr, "tsec %s: %s\nTry 'tsec %s --help'.\n", cmd, text, cmd);
+	exit(EXIT_ERROR);
+}
+
+static const char *const conn_help =
+	"Connection (also from TSEC_ENDPOINT, TSEC_SERVER_KEY, TSEC_KEY):\n"
+	"  --endpoint EP        tcp://host:port or ipc://path (default ipc://var/run/tsec.sock)\n"
+	"  --server-key Z85     the broker's CURVE public key (tcp)\n"
+	"  --key PREFIX         this client's CURVE key pair PREFIX.pub / PREFIX.key (tcp)\n"
+	"  --timeout-ms N       per call (default 5000)\n"
+	"  --json               print JSON\n";
+
+static const char *const req_help =
+	"Request:\n"
+	"  --action A           storage.store|load|exists|delete|list|stat|move, lock.acquire|renew|release\n"
+	"  --resource KEY       the key or lock resource\n"
+	"  --ttl-ms N --size N --recursive --dest KEY --cert-file PEM --now UNIX_SECONDS\n";
+
+static long long num(const char *cmd, const char *flag, const char *v)
+{
+	char *end;
+	long long n;
+
+	if (!v)
+		die_usage(cmd, "a flag needs a value");
+	errno = 0;
+	n = strtoll(v, &end, 10);
+	if (errno || *end || !*v) {
+		fprintf(stderr, "tsec %s: %s: '%s' is not a number\n", cmd, flag, v);
+		exit(EXIT_ERROR);
+	}
+	return n;
+}
+
+static void parse(const char *cmd, int argc, char **argv, struct opts *o)
+{
+	o->endpoint = getenv("TSEC_ENDPOINT");
+	o->server_key = getenv("TSEC_SERVER_KEY");
+	o->key_prefix = getenv("TSEC_KEY");
+	o->module = getenv("TSEC_MODULE");
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define TAKE() (i++, v)
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) o->help = 1;
+		else if (!strcmp(a, "--json")) o->json = 1;
+		else if (!strcmp(a, "--endpoint")) o->endpoint = TAKE();
+		else if (!strcmp(a, "--server-key")) o->server_key = TAKE();
+		else if (!strcmp(a, "--key")) o->key_prefix = TAKE();
+		else if (!strcmp(a, "--module")) o->module = TAKE();
+		else if (!strcmp(a, "--timeout-ms")) o->timeout_ms = (int)num(cmd, a, TAKE());
+		else if (!strcmp(a, "--action")) o->action = TAKE();
+		else if (!strcmp(a, "--resource")) o->resource = TAKE();
+		else if (!strcmp(a, "--dest")) o->dest = TAKE();
+		else if (!strcmp(a, "--cert-file")) o->cert_file = TAKE();
+		else if (!strcmp(a, "--ttl-ms")) { o->ttl_ms = num(cmd, a, TAKE()); o->have_ttl = 1; }
+		else if (!strcmp(a, "--size")) { o->size = num(cmd, a, TAKE()); o->have_size = 1; }
+		else if (!strcmp(a, "--now")) { o->now = num(cmd, a, TAKE()); o->have_now = 1; }
+		else if (!strcmp(a, "--wait-ms")) o->timeout_lock = num(cmd, a, TAKE());
+		else if (!strcmp(a, "--recursive") || !strcmp(a, "-r")) { o->recursive = 1; o->have_recursive = 1; }
+		else if (a[0] == '-' && a[1]) {
+			fprintf(stderr, "tsec %s: unknown option %s\n", cmd, a);
+			exit(EXIT_ERROR);
+		} else if (o->nargs < 8) o->args[o->nargs++] = argv[i];
+#undef TAKE
+	}
+	if (!o->endpoint)
+		o->endpoint = "ipc://var/run/tsec.sock";
+}
+
+/* Reads "PREFIX.pub"/"PREFIX.key" (Z85) into pub/sec (41 bytes each). */
+static int read_z85(const char *path, char out[41])
+{
+	FILE *f = fopen(path, "r");
+	int ok = f && fscanf(f, "%40s", out) == 1 && strlen(out) == 40;
+	if (f)
+		fclose(f);
+	return ok ? 0 : -1;
+}
+
+static struct tsec_client *connect_or_die(const char *cmd, struct opts *o)
+{
+	struct tsec_client_opts co = { o->endpoint, NULL, NULL, NULL, o->timeout_ms };
+	static char pub[41], sec[41], srv[41];
+	struct tsec_client *c;
+	struct tsec_error err;
+
+	if (o->server_key) {
+		if (strlen(o->server_key) == 40)
+			snprintf(srv, sizeof(srv), "%s", o->server_key);
+		else if (read_z85(o->server_key, srv))
+			die_usage(cmd, "--server-key must be 40 characters of Z85 or a file holding them");
+		co.server_public_key = srv;
+	}
+	if (o->key_prefix) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s.pub", o->key_prefix);
+		if (read_z85(path, pub))
+			die_usage(cmd, "cannot read the client's public key (PREFIX.pub)");
+		snprintf(path, sizeof(path), "%s.key", o->key_prefix);
+		if (read_z85(path, sec))
+			die_usage(cmd, "cannot read the client's secret key (PREFIX.key)");
+		co.public_key = pub;
+		co.secret_key = sec;
+	}
+	if (tsec_client_open(&c, &co, &err)) {
+		fprintf(stderr, "tsec %s: %s\n", cmd, err.msg);
+		exit(EXIT_ERROR);
+	}
+	sodium_memzero(sec, sizeof(sec));
+	return c;
+}
+
+/* Calls and prints; returns the exit status. */
+static int call_print(const char *cmd, struct opts *o, const char *method,
+		      json_t *params, void (*human)(json_t *result))
+{
+	struct tsec_client *c = connect_or_die(cmd, o);
+	struct tsec_error err;
+	char *p = params ? json_dumps(params, JSON_COMPACT) : NULL, *res = NULL;
+	int rc = tsec_client_call(c, method, p, &res, &err);
+
+	free(p);
+	tsec_client_close(&c);
+	if (rc) {
+		if (o->json) {
+			json_t *e = tsec__error_json(rc, err.where, err.msg);
+			json_dumpf(e, stdout, JSON_COMPACT);
+			putchar('\n');
+			json_decref(e);
+		} else {
+			fprintf(stderr, "tsec %s: %s (%s)\n", cmd, err.msg, tsec_strerror(rc));
+		}
+		return rc == TSEC_EDENIED ? EXIT_DENY : EXIT_ERROR;
+	}
+	if (o->json || !human) {
+		puts(res);
+	} else {
+		json_t *r = json_loads(res, 0, NULL);
+		human(r);
+		json_decref(r);
+	}
+	free(res);
+	return EXIT_ALLOW;
+}
+
+static json_t *request_json(const char *cmd, struct opts *o)
+{
+	json_t *r = json_object(), *c = json_object();
+
+	if (!o->action || !o->resource)
+		die_usage(cmd, "need --action and --resource");
+	json_object_set_new(r, "action", json_string(o->action));
+	json_object_set_new(r, "resource", json_string(o->resource));
+	if (o->have_ttl)
+		json_object_set_new(c, "ttl_ms", json_integer(o->ttl_ms));
+	if (o->have_size)
+		json_object_set_new(c, "size", json_integer(o->size));
+	if (o->have_recursive)
+		json_object_set_new(c, "recursive", json_true());
+	if (o->dest)
+		json_object_set_new(c, "dest", json_string(o->dest));
+	if (o->have_now)
+		json_object_set_new(c, "now", json_integer(o->now));
+	if (o->cert_file) {
+		struct tsec_error err;
+		char *pem;
+		size_t len;
+		if (tsec_read_file(o->cert_file, 1 << 20, &pem, &len, &err)) {
+			fprintf(stderr, "tsec %s: %s\n", cmd, err.msg);
+			exit(EXIT_ERROR);
+		}
+		json_object_set_new(c, "cert_pem", json_stringn(pem, len));
+		free(pem);
+	}
+	if (json_object_size(c))
+		json_object_set_new(r, "context", c);
+	else
+		json_decref(c);
+	return r;
+}
+
+static int print_decision(json_t *d, int json)
+{
+	int allow = json_is_true(json_object_get(d, "allow"));
+	json_t *rules = json_object_get(d, "rules"), *v;
+	size_t i;
+
+	if (json) {
+		json_dumpf(d, stdout, JSON_COMPACT);
+		putchar('\n');
+	} else {
+		printf("%s: %s", allow ? "ALLOW" : "DENY",
+		       json_string_value(json_object_get(d, "reason")));
+		json_array_foreach(rules, i, v)
+			printf("%s%s", i ? ", " : " (", json_string_value(v));
+		if (json_array_size(rules))
+			putchar(')');
+		if (json_object_get(d, "detail"))
+			printf(" -- %s", json_string_value(json_object_get(d, "detail")));
+		putchar('\n');
+	}
+	return allow ? EXIT_ALLOW : EXIT_DENY;
+}
+
+static int cmd_check(struct opts *o)
+{
+	json_t *params = json_pack("{s:[o]}", "requests", request_json("check", o)), *r;
+	struct tsec_client *c;
+	struct tsec_error err;
+	char *p, *res = NULL;
+	int rc;
+
+	c = connect_or_die("check", o);
+	p = json_dumps(params, JSON_COMPACT);
+	rc = tsec_client_call(c, "check", p, &res, &err);
+	free(p);
+	json_decref(params);
+	tsec_client_close(&c);
+	if (rc) {
+		fprintf(stderr, "tsec check: %s (%s)\n", err.msg, tsec_strerror(rc));
+		return EXIT_ERROR;
+	}
+	r = json_loads(res, 0, NULL);
+	free(res);
+	rc = print_decision(json_array_get(json_object_get(r, "decisions"), 0), o->json);
+	json_decref(r);
+	return rc;
+}
+
+static void human_report(json_t *r)
+{
+	json_t *a = json_object_get(r, "attributes"), *m = json_object_get(r, "matched");
+	json_t *e = json_object_get(r, "errors"), *v;
+	const char *k;
+	size_t i;
+
+	printf("attributes:\n");
+	json_object_foreach(a, k, v)
+		printf("  %-8s %s\n", k, json_string_value(v));
+	printf("matching rules (%lld):\n", (long long)json_integer_value(json_object_get(r, "matched_total")));
+	json_array_foreach(m, i, v)
+		printf("  %-6s %s\n", json_string_value(json_object_get(v, "effect")),
+		       json_string_value(json_object_get(v, "id")));
+	if (json_array_size(e)) {
+		printf("errors:\n");
+		json_array_foreach(e, i, v)
+			printf("  rule %s: %s\n", json_string_value(json_object_get(v, "rule")),
+			       json_string_value(json_object_get(v, "message")));
+	}
+	printf("decision: ");
+	print_decision(json_object_get(r, "decision"), 0);
+}
+
+static int cmd_eval(struct opts *o)
+{
+	json_t *params = json_pack("{s:o}", "request", request_json("eval", o)), *r;
+	struct tsec_client *c = connect_or_die("eval", o);
+	struct tsec_error err;
+	char *p = json_dumps(params, JSON_COMPACT), *res = NULL;
+	int rc = tsec_client_call(c, "evaluate", p, &res, &err);
+
+	free(p);
+	json_decref(params);
+	tsec_client_close(&c);
+	if (rc) {
+		fprintf(stderr, "tsec eval: %s (%s)\n", err.msg, tsec_strerror(rc));
+		return EXIT_ERROR;
+	}
+	r = json_loads(res, 0, NULL);
+	free(res);
+	if (o->json) {
+		json_dumpf(r, stdout, JSON_COMPACT);
+		putchar('\n');
+	} else {
+		human_report(r);
+	}
+	rc = json_is_true(json_object_get(json_object_get(r, "decision"), "allow")) ? EXIT_ALLOW : EXIT_DENY;
+	json_decref(r);
+	return rc;
+}
+
+/* The module beside this program, or installed beside its bin/, else the build's. */
+static const char *default_module(void)
+{
+	static char path[4096];
+	char *copy = strdup(argv0);
+	const char *dir = dirname(copy);
+
+	snprintf(path, sizeof(path), "%s/libtinysecurity_module.so", dir);
+	if (access(path, R_OK) != 0)
+		snprintf(path, sizeof(path), "%s/../lib/tinysecurity/libtinysecurity_module.so", dir);
+	if (access(path, R_OK) != 0)
+		snprintf(path, sizeof(path), "build/release/libtinysecurity_module.so");
+	free(copy);
+	return path;
+}
+
+static int cmd_lint(struct opts *o)
+{
+	struct tsec_error errs[64], err;
+	struct tsec_bus *bus = NULL;
+	const char *minimal = "{\"version\": 1}";
+	char *text;
+	size_t len, n = 0;
+	int rc;
+
+	if (o->nargs != 1)
+		die_usage("lint", "need one policy file");
+	if (tsec_read_file(o->args[0], TSEC_POLICY_MAX, &text, &len, &err)) {
+		fprintf(stderr, "tsec lint: %s\n", err.msg);
+		return EXIT_ERROR;
+	}
+	tsec_bus_new(&bus);
+	tsec_bus_set_log(bus, NULL, NULL);
+	if (tsec_bus_load(bus, "lint", o->module ? o->module : default_module(), minimal,
+			  strlen(minimal), &err)) {
+		fprintf(stderr, "tsec lint: %s\n", err.msg);
+		free(text);
+		tsec_bus_free(&bus);
+		return EXIT_ERROR;
+	}
+	rc = tsec_bus_lint(bus, "lint", text, len, errs, 64, &n);
+	free(text);
+	tsec_bus_free(&bus);
+	if (rc == TSEC_EMODULE) {
+		fprintf(stderr, "tsec lint: the module cannot lint (ABI 1.0)\n");
+		return EXIT_ERROR;
+	}
+	if (o->json) {
+		json_t *a = json_array();
+		for (size_t i = 0; i < n && i < 64; i++)
+			json_array_append_new(a, json_pack("{s:s,s:s}", "where", errs[i].where,
+							   "message", errs[i].msg));
+		json_t *r = json_pack("{s:b,s:o}", "ok", rc == 0, "errors", a);
+		json_dumpf(r, stdout, JSON_COMPACT);
+		putchar('\n');
+		json_decref(r);
+	} else if (rc == 0) {
+		printf("%s: ok\n", o->args[0]);
+	} else {
+		for (size_t i = 0; i < n && i < 64; i++)
+			printf("%s: %s%s%s\n", o->args[0], errs[i].where,
+			       errs[i].where[0] ? ": " : "", errs[i].msg);
+		if (n > 64)
+			printf("%s: ... %zu errors in all\n", o->args[0], n);
+	}
+	return rc == 0 ? EXIT_ALLOW : EXIT_ERROR;
+}
+
+static int write_secret(const char *path, const char *text)
+{
+	FILE *f;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	if (fd < 0 || !(f = fdopen(fd, "w"))) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	fprintf(f, "%s\n", text);
+	return fclose(f);
+}
+
+static int write_public(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "%s\n", text);
+	return fclose(f);
+}
+
+static int cmd_keygen(int argc, char **argv)
+{
+	char path[4096], pub[41], sec[41];
+
+	if (argc != 2 || (strcmp(argv[0], "--curve") && strcmp(argv[0], "--sign")))
+		die_usage("keygen", "need --curve PREFIX or --sign PREFIX");
+	if (!strcmp(argv[0], "--curve")) {
+		if (zmq_curve_keypair(pub, sec)) {
+			fprintf(stderr, "tsec keygen: this libzmq has no CURVE\n");
+			return EXIT_ERROR;
+		}
+		snprintf(path, sizeof(path), "%s.key", argv[1]);
+		if (write_secret(path, sec))
+			goto fail;
+		snprintf(path, sizeof(path), "%s.pub", argv[1]);
+		if (write_public(path, pub))
+			goto fail;
+		printf("CURVE key pair: %s.pub (public, Z85: %s) and %s.key (secret, 0600)\n",
+		       argv[1], pub, argv[1]);
+	} else {
+		unsigned char pk[32], sk[64];
+		char hpk[65], hsk[129];
+		crypto_sign_keypair(pk, sk);
+		sodium_bin2hex(hpk, sizeof(hpk), pk, sizeof(pk));
+		sodium_bin2hex(hsk, sizeof(hsk), sk, sizeof(sk));
+		snprintf(path, sizeof(path), "%s.sign.key", argv[1]);
+		if (write_secret(path, hsk))
+			goto fail;
+		snprintf(path, sizeof(path), "%s.sign.pub", argv[1]);
+		if (write_public(path, hpk))
+			goto fail;
+		sodium_memzero(sk, sizeof(sk));
+		sodium_memzero(hsk, sizeof(hsk));
+		printf("Ed25519 signing key pair: %s.sign.pub (%s) and %s.sign.key (secret, 0600)\n",
+		       argv[1], hpk, argv[1]);
+	}
+	return EXIT_ALLOW;
+fail:
+	fprintf(stderr, "tsec keygen: cannot write %s: %s\n", path, strerror(errno));
+	return EXIT_ERROR;
+}
+
+static int cmd_sign(struct opts *o, const char *keyfile)
+{
+	unsigned char sk[64];
+	struct tsec_error err;
+
+	if (!keyfile || o->nargs != 1)
+		die_usage("sign", "need --key PREFIX.sign.key and one policy file");
+	if (tsec__key_file_read(keyfile, sk, sizeof(sk), &err) ||
+	    tsec__policy_sign(o->args[0], sk, &err)) {
+		sodium_memzero(sk, sizeof(sk));
+		fprintf(stderr, "tsec sign: %s\n", err.msg);
+		return EXIT_ERROR;
+	}
+	sodium_memzero(sk, sizeof(sk));
+	printf("signed %s: %s.sig\n", o->args[0], o->args[0]);
+	return EXIT_ALLOW;
+}
+
+static void human_value(json_t *r)
+{
+	json_t *v = json_object_get(r, "value");
+	if (v)
+		fwrite(json_string_value(v), 1, json_string_length(v), stdout);
+	else
+		printf("(binary, base64) %s\n", json_string_value(json_object_get(r, "value_b64")));
+}
+
+static void human_keys(json_t *r)
+{
+	json_t *v;
+	size_t i;
+	json_array_foreach(json_object_get(r, "keys"), i, v)
+		puts(json_string_value(v));
+}
+
+static void human_ok(json_t *r)
+{
+	(void)r;
+	puts("ok");
+}
+
+static void human_object(json_t *r)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(r, k, v) {
+		char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+		printf("%-20s %s\n", k, t);
+		free(t);
+	}
+}
+
+static int cmd_store(struct opts *o)
+{
+	const char *sub = o->nargs ? o->args[0] : "";
+	json_t *p = json_object();
+	int rc;
+
+	if (!strcmp(sub, "put") && o->nargs == 3) {
+		struct tsec_error err;
+		char *data;
+		size_t len;
+		const char *file = !strcmp(o->args[2], "-") ? "/dev/stdin" : o->args[2];
+		if (tsec_read_file(file, TSEC_STORE_VALUE_MAX, &data, &len, &err)) {
+			fprintf(stderr, "tsec store put: %s\n", err.msg);
+			json_decref(p);
+			return EXIT_ERROR;
+		}
+		json_t *s = json_stringn(data, len);
+		if (s) {
+			json_object_set_new(p, "value", s);
+		} else {
+			size_t bl = sodium_base64_ENCODED_LEN(len, sodium_base64_VARIANT_ORIGINAL);
+			char *b = malloc(bl);
+			sodium_bin2base64(b, bl, (unsigned char *)data, len, sodium_base64_VARIANT_ORIGINAL);
+			json_object_set_new(p, "value_b64", json_string(b));
+			free(b);
+		}
+		free(data);
+		json_object_set_new(p, "key", json_string(o->args[1]));
+		rc = call_print("store put", o, "store.put", p, human_ok);
+	} else if (!strcmp(sub, "get") && o->nargs == 2) {
+		json_object_set_new(p, "key", json_string(o->args[1]));
+		rc = call_print("store get", o, "store.get", p, human_value);
+	} else if (!strcmp(sub, "ls") && o->nargs <= 2) {
+		json_object_set_new(p, "prefix", json_string(o->nargs == 2 ? o->args[1] : ""));
+		json_object_set_new(p, "recursive", json_boolean(o->recursive));
+		rc = call_print("store ls", o, "store.list", p, human_keys);
+	} else if (!strcmp(sub, "rm") && o->nargs == 2) {
+		json_object_set_new(p, "key", json_string(o->args[1]));
+		json_object_set_new(p, "recursive", json_boolean(o->recursive));
+		rc = call_print("store rm", o, "store.delete", p, human_ok);
+	} else if (!strcmp(sub, "mv") && o->nargs == 3) {
+		json_object_set_new(p, "src", json_string(o->args[1]));
+		json_object_set_new(p, "dst", json_string(o->args[2]));
+		rc = call_print("store mv", o, "store.move", p, human_ok);
+	} else {
+		json_decref(p);
+		die_usage("store", "use put KEY FILE|-, get KEY, ls [PREFIX] [-r], rm KEY [-r], mv SRC DST");
+		return EXIT_ERROR;
+	}
+	json_decref(p);
+	return rc;
+}
+
+static int cmd_lock(struct opts *o)
+{
+	const char *sub = o->nargs ? o->args[0] : "";
+	json_t *p = json_object();
+	int rc;
+
+	if (!strcmp(sub, "acquire") && o->nargs == 2 && o->have_ttl) {
+		json_object_set_new(p, "name", json_string(o->args[1]));
+		json_object_set_new(p, "ttl_ms", json_integer(o->ttl_ms));
+		json_object_set_new(p, "timeout_ms", json_integer(o->timeout_lock));
+		rc = call_print("lock acquire", o, "lock.acquire", p, human_object);
+	} else if (!strcmp(sub, "renew") && o->nargs == 3 && o->have_ttl) {
+		json_object_set_new(p, "name", json_string(o->args[1]));
+		json_object_set_new(p, "token", json_string(o->args[2]));
+		json_object_set_new(p, "ttl_ms", json_integer(o->ttl_ms));
+		rc = call_print("lock renew", o, "lock.renew", p, human_object);
+	} else if (!strcmp(sub, "release") && o->nargs == 3) {
+		json_object_set_new(p, "name", json_string(o->args[1]));
+		json_object_set_new(p, "token", json_string(o->args[2]));
+		rc = call_print("lock release", o, "lock.release", p, human_ok);
+	} else {
+		json_decref(p);
+		die_usage("lock", "use acquire NAME --ttl-ms N [--wait-ms N], renew NAME TOKEN --ttl-ms N, release NAME TOKEN");
+		return EXIT_ERROR;
+	}
+	json_decref(p);
+	return rc;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tsec COMMAND [options]\n"
+		"\n"
+		"Commands:\n"
+		"  check       ask the broker: allow or deny, with the deciding rules\n"
+		"  eval        the full diagnostic report of one request\n"
+		"  lint POLICY every error of a policy, with its place (exit 0 or 2)\n"
+		"  keygen      --curve PREFIX (CURVE key pair) or --sign PREFIX (policy signing)\n"
+		"  sign        --key PREFIX.sign.key POLICY: write POLICY.sig\n"
+		"  store       put KEY FILE|-, get KEY, ls [PREFIX] [-r], rm KEY [-r], mv SRC DST\n"
+		"  lock        acquire NAME --ttl-ms N [--wait-ms N], renew NAME TOKEN --ttl-ms N,\n"
+		"              release NAME TOKEN\n"
+		"  stats       the broker's counters\n"
+		"  health      whether the broker serves, and its module\n"
+		"\n"
+		"Exit status: 0 allow or success, 1 deny, 2 error.  'tsec COMMAND --help' for more.\n");
+}
+
+static void command_help(const char *cmd)
+{
+	if (!strcmp(cmd, "check") || !strcmp(cmd, "eval"))
+		printf("usage: tsec %s --action A --resource KEY [context] [connection]\n\n%s\n%s",
+		       cmd, req_help, conn_help);
+	else if (!strcmp(cmd, "lint"))
+		printf("usage: tsec lint [--module SO] [--json] POLICY\n\n"
+		       "Prints every error with its JSON pointer; exit 0 if the policy is good, 2 if not.\n");
+	else if (!strcmp(cmd, "keygen"))
+		printf("usage: tsec keygen --curve PREFIX | --sign PREFIX\n\n"
+		       "--curve writes PREFIX.pub and PREFIX.key (Z85, for ZeroMQ CURVE);\n"
+		       "--sign writes PREFIX.sign.pub and PREFIX.sign.key (hex, Ed25519).\n");
+	else if (!strcmp(cmd, "sign"))
+		printf("usage: tsec sign --key PREFIX.sign.key POLICY\n\n"
+		       "Writes POLICY.sig, the detached Ed25519 signature tsec-broker checks\n"
+		       "when its configuration names policy_public_key.\n");
+	else if (!strcmp(cmd, "store"))
+		printf("usage: tsec store put KEY FILE|- | get KEY | ls [PREFIX] [-r] | rm KEY [-r] | mv SRC DST\n\n%s",
+		       conn_help);
+	else if (!strcmp(cmd, "lock"))
+		printf("usage: tsec lock acquire NAME --ttl-ms N [--wait-ms N]\n"
+		       "       tsec lock renew NAME TOKEN --ttl-ms N\n"
+		       "       tsec lock release NAME TOKEN\n\n%s", conn_help);
+	else
+		printf("usage: tsec %s [connection]\n\n%s", cmd, conn_help);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	const char *cmd;
+
+	argv0 = argv[0];
+	memset(&o, 0, sizeof(o));
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? EXIT_ERROR : 0;
+	}
+	if (sodium_init() < 0)
+		return EXIT_ERROR;
+	cmd = argv[1];
+	if (!strcmp(cmd, "keygen")) {
+		if (argc == 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) {
+			command_help(cmd);
+			return 0;
+		}
+		return cmd_keygen(argc - 2, argv + 2);
+	}
+	/* sign takes --key as a file, not a CURVE prefix. */
+	parse(cmd, argc - 2, argv + 2, &o);
+	if (o.help) {
+		command_help(cmd);
+		return 0;
+	}
+	if (!strcmp(cmd, "check"))
+		return cmd_check(&o);
+	if (!strcmp(cmd, "eval"))
+		return cmd_eval(&o);
+	if (!strcmp(cmd, "lint"))
+		return cmd_lint(&o);
+	if (!strcmp(cmd, "sign"))
+		return cmd_sign(&o, o.key_prefix);
+	if (!strcmp(cmd, "store"))
+		return cmd_store(&o);
+	if (!strcmp(cmd, "lock"))
+		return cmd_lock(&o);
+	if (!strcmp(cmd, "stats"))
+		return call_print("stats", &o, "stats", NULL, human_object);
+	if (!strcmp(cmd, "health"))
+		return call_print("health", &o, "health", NULL, human_object);
+	fprintf(stderr, "tsec: unknown command '%s'\n", cmd);
+	usage(stderr);
+	return EXIT_ERROR;
+}

@@ -1,0 +1,47 @@
+/*
+ * Internal: the JSON of the wire, shared by tsec-broker, the client
+ * library and the tsec CLI.
+ *
+ * A request message:  {"id": ID, "method": "check", "params": {...}}
+ * A reply:            {"id": ID, "result": {...}}
+ *                  or {"id": ID, "error": {"code": "denied", "errno": -11,
+ *                                          "message": "...", "where": "..."}}
+ * A policy request:   {"action": "storage.load", "resource": "...",
+ *                      "context": {"ttl_ms": 1, "size": 1, "recursive": true,
+ *                                  "dest": "...", "cert_pem": "...", "now": 1}}
+ */
+#ifndef TSEC_WIRE_H
+#define TSEC_WIRE_H
+
+#include <jansson.h>
+
+#include "tinysecurity/types.h"
+
+/*
+ * Decodes a policy request; strings are borrowed from o, which must
+ * outlive r.  Principal and roles are left empty: they come from the
+ * caller's authentication, never from the payload.  Returns 0 or
+ * TSEC_EPROTO with the offending field in err->where.
+ */
+int tsec__request_from_json(json_t *o, struct tsec_request *r,
+			    struct tsec_error *err);
+
+/* Encodes a request's action, resource and context (not the principal). */
+json_t *tsec__request_to_json(const struct tsec_request *r);
+
+json_t *tsec__decision_to_json(const struct tsec_decision *d);
+
+/* Decodes a decision; anything malformed becomes a deny.  Returns 0 or
+ * TSEC_EPROTO. */
+int tsec__decision_from_json(json_t *o, struct tsec_decision *d);
+
+json_t *tsec__report_to_json(const struct tsec_report *r);
+
+/* Short wire names: "allowed", "floor", ...; and the error codes. */
+const char *tsec__status_name(unsigned status);
+const char *tsec__errcode_name(int code);
+
+/* A reply's error object. */
+json_t *tsec__error_json(int code, const char *where, const char *message);
+
+#endif

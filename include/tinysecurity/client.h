@@ -1,0 +1,67 @@
+/*
+ * tinysecurity client: calls tsec-broker from another process over
+ * ZeroMQ.  The broker decides who the caller is from the connection
+ * (CURVE key over tcp, peer uid over ipc); nothing the client sends can
+ * change that.
+ *
+ * A client is one connection; use it from one thread at a time.
+ */
+#ifndef TINYSECURITY_CLIENT_H
+#define TINYSECURITY_CLIENT_H
+
+#include "tinysecurity/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tsec_client;
+
+struct tsec_client_opts {
+	const char *endpoint;            /* "tcp://host:port" or "ipc://path" */
+	const char *server_public_key;   /* Z85 (40 chars); tcp needs it */
+	const char *public_key;          /* the client's CURVE key pair, Z85 */
+	const char *secret_key;
+	int timeout_ms;                  /* per call; 0 means 5000 */
+};
+
+/* Connects (lazily, as ZeroMQ does).  0, TSEC_EINVAL or TSEC_ENOMEM. */
+int tsec_client_open(struct tsec_client **out,
+		     const struct tsec_client_opts *opts,
+		     struct tsec_error *err);
+
+/* Closes; *c = NULL.  Accepts NULL. */
+void tsec_client_close(struct tsec_client **c);
+
+/*
+ * Calls a method with params (a JSON object as text, or NULL) and waits
+ * for the reply.  On success *result is the reply's result as new JSON
+ * text (free() it; result may be NULL to ignore it).  An error reply
+ * returns its negative TSEC_E* code with the broker's message in err;
+ * TSEC_ETIMEDOUT when no reply came in time (an unknown key is refused
+ * at the handshake and ends so).
+ */
+int tsec_client_call(struct tsec_client *c, const char *method,
+		     const char *params, char **result,
+		     struct tsec_error *err);
+
+/*
+ * Sends one raw frame as a request and returns the raw reply (new text),
+ * for tests and tools that speak the wire themselves.
+ */
+int tsec_client_raw(struct tsec_client *c, const void *frame, size_t len,
+		    char **reply, struct tsec_error *err);
+
+/*
+ * Check through the broker: n requests (their principal and roles are
+ * ignored), one decision each.  Any failure leaves every decision a deny.
+ */
+int tsec_client_check(struct tsec_client *c, const struct tsec_request *reqs,
+		      size_t n, struct tsec_decision *out,
+		      struct tsec_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,28 @@
+#!/bin/sh
+# make run: starts tsec-broker in the foreground on the example policy,
+# with storage under ./var.  Makes the keys it needs on first use (in
+# var/keys) and a configuration (var/broker.json) from
+# examples/broker.json with this user's uid and those keys.
+set -eu
+B=${1:-build/release}
+mkdir -p var/keys var/run
+chmod 700 var var/keys var/run
+[ -f var/keys/server.key ] || "$B/tsec" keygen --curve var/keys/server >/dev/null
+[ -f var/keys/client.key ] || "$B/tsec" keygen --curve var/keys/client >/dev/null
+sed -e "s|@UID@|$(id -u)|" \
+    -e "s|@SERVER_SECRET@|$(cat var/keys/server.key)|" \
+    -e "s|@CLIENT_PUBLIC@|$(cat var/keys/client.pub)|" \
+    -e "s|@MODULE@|$B/libtinysecurity_module.so|" \
+    examples/broker.json > var/broker.json
+cat <<MSG
+tsec-broker: starting on ipc://var/run/tsec.sock (your uid) and tcp://127.0.0.1:5701 (CURVE).
+Call it from another terminal, for example:
+  $B/tsec health
+  $B/tsec check --action storage.list --resource certificates/acme/example.com/example.com.key
+  $B/tsec eval --action storage.load --resource certificates/acme/example.com/example.com.crt
+  $B/tsec store put certificates/acme/example.com/example.com.json - <<< '{}'
+  $B/tsec --help
+  over tcp: add --endpoint tcp://127.0.0.1:5701 --server-key var/keys/server.pub --key var/keys/client
+Stop it with Ctrl-C (it answers the calls in flight first).
+MSG
+exec "$B/tsec-broker" --config var/broker.json
