@@ -3,7 +3,8 @@
 #   make                 both modes: build/debug and build/release
 #   make MODE=release    one mode
 #   make test            deps, then every test in debug and under ASan+UBSan
-#   make run             release build, verify_module on the example policy
+#   make run             release build, tsec-broker on the example policy
+#   make verify          release build, verify_module on the example policy
 #   make bench           release microbenchmarks
 #   V=1                  show full command lines
 #
@@ -80,7 +81,7 @@ DAEMON := $(B)/tsec-broker
 CLI := $(B)/tsec
 
 TESTS := key match compile cert decision loader reload exports verifier \
-	store lock certcache
+	store lock certcache daemon
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
 FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 	mod_serial mod_proxy
@@ -89,7 +90,7 @@ FIXTURE_SOS := $(addprefix $(B)/fixtures/,$(addsuffix .so,$(FIXTURES))) \
 BENCHES := bench_bus bench_policy_scale bench_certcache bench_store
 BENCH_BINS := $(addprefix $(B)/,$(BENCHES))
 
-.PHONY: all build both test check run verify bench deps clean
+.PHONY: all build both test check run verify bench deps clean dist install
 .DEFAULT_GOAL := both
 .SECONDARY:
 
@@ -112,9 +113,12 @@ test: deps
 check: build $(TEST_BINS) $(FIXTURE_SOS)
 	$(Q)sh tests/run.sh $(B) $(TEST_BINS)
 
-# README command 2 (the verify_module job until the daemon lands).
-run: verify
+# README command 2: the broker in the foreground on the example policy.
+run: deps
+	$(Q)$(MAKE) --no-print-directory MODE=release build
+	sh scripts/run-broker.sh build/release
 
+# The latency job through the bus, on the example policy.
 verify: deps
 	$(Q)$(MAKE) --no-print-directory MODE=release build
 	build/release/verify_module --policy examples/policy.json \

@@ -1,0 +1,548 @@
+/*
+ * tsec-broker end to end: starts the real daemon in a temporary folder on
+ * ipc and tcp and drives it through the client library.  Callers allowed
+ * and denied, an unknown key refused at the handshake, a payload claiming
+ * another principal, malformed and oversized messages followed by a call
+ * that still works, reloads of good, bad, unsigned and tampered policies,
+ * the decision log, and SIGTERM during a burst with every call answered.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sodium.h>
+#include <zmq.h>
+
+#include "tests/testutil.h"
+#include "tinysecurity/client.h"
+
+static const char *policy_v1 =
+	"{\"version\": 1,\n"
+	" \"floor\": [{\"id\": \"f-keys\", \"action\": [\"storage.list\"], \"resource\": [\"certificates/**/*.key\"]}],\n"
+	" \"rules\": [\n"
+	"  {\"id\": \"good-all\", \"effect\": \"allow\", \"principal\": [\"svc:good\"], \"action\": [\"*\"], \"resource\": [\"**\"]},\n"
+	"  {\"id\": \"ipc-reads\", \"effect\": \"allow\", \"principal\": [\"role:local\"],\n"
+	"   \"action\": [\"storage.load\", \"storage.exists\"], \"resource\": [\"**\"]}\n"
+	" ]}\n";
+
+static const char *policy_v2 =
+	"{\"version\": 1,\n"
+	" \"rules\": [\n"
+	"  {\"id\": \"good-all\", \"effect\": \"allow\", \"principal\": [\"svc:good\"], \"action\": [\"*\"], \"resource\": [\"**\"]},\n"
+	"  {\"id\": \"bad-may-load\", \"effect\": \"allow\", \"principal\": [\"svc:bad\"], \"action\": [\"storage.load\"], \"resource\": [\"**\"]}\n"
+	" ]}\n";
+
+static struct {
+	char dir[64];
+	char policy[128], config[128], log[128], err[128];
+	char ipc[160], tcp[64];
+	char srv_pub[41], srv_sec[41];
+	char good_pub[41], good_sec[41], bad_pub[41], bad_sec[41], unk_pub[41], unk_sec[41];
+	unsigned char sign_pk[32], sign_sk[64];
+	pid_t pid;
+} D;
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void sign_policy(void)
+{
+	unsigned char sig[64];
+	char hex[129], path[160];
+	char *text;
+	size_t len;
+	struct tsec_error err;
+
+	assert_int_equal(tsec_read_file(D.policy, 1 << 20, &text, &len, &err), 0);
+	crypto_sign_detached(sig, NULL, (unsigned char *)text, len, D.sign_sk);
+	free(text);
+	sodium_bin2hex(hex, sizeof(hex), sig, sizeof(sig));
+	snprintf(path, sizeof(path), "%s.sig", D.policy);
+	write_file(path, hex);
+}
+
+static int free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t l = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+	port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+static struct tsec_client *client(const char *who, int timeout_ms)
+{
+	struct tsec_client_opts o = { D.tcp, D.srv_pub, NULL, NULL, timeout_ms };
+	struct tsec_client *c;
+	struct tsec_error err;
+
+	if (!strcmp(who, "ipc")) {
+		o.endpoint = D.ipc;
+		o.server_public_key = NULL;
+	} else if (!strcmp(who, "good")) {
+		o.public_key = D.good_pub;
+		o.secret_key = D.good_sec;
+	} else if (!strcmp(who, "bad")) {
+		o.public_key = D.bad_pub;
+		o.secret_key = D.bad_sec;
+	} else {
+		o.public_key = D.unk_pub;
+		o.secret_key = D.unk_sec;
+	}
+	if (tsec_client_open(&c, &o, &err))
+		fail_msg("client: %s", err.msg);
+	return c;
+}
+
+static json_t *stats(void)
+{
+	struct tsec_client *c = client("good", 3000);
+	struct tsec_error err;
+	char *res;
+	json_t *j;
+
+	assert_int_equal(tsec_client_call(c, "stats", NULL, &res, &err), 0);
+	tsec_client_close(&c);
+	j = json_loads(res, 0, NULL);
+	free(res);
+	return j;
+}
+
+static long stat_of(const char *name)
+{
+	json_t *j = stats();
+	long v = (long)json_integer_value(json_object_get(j, name));
+	json_decref(j);
+	return v;
+}
+
+static void start_broker(void)
+{
+	D.pid = fork();
+	assert_true(D.pid >= 0);
+	if (D.pid == 0) {
+		FILE *e = freopen(D.err, "w", stderr);
+		(void)e;
+		execl(TSEC_BUILD_DIR "/tsec-broker", "tsec-broker", "--config", D.config, (char *)NULL);
+		_exit(127);
+	}
+	/* Ready when health answers (bounded wait: 10 s). */
+	for (int i = 0; i < 200; i++) {
+		struct tsec_client *c = client("good", 50);
+		struct tsec_error err;
+		int rc = tsec_client_call(c, "health", NULL, NULL, &err);
+		tsec_client_close(&c);
+		if (rc == 0)
+			return;
+	}
+	fail_msg("tsec-broker did not come up; see %s", D.err);
+}
+
+static int setup(void **state)
+{
+	char cfg[4096], srvdir[128];
+	(void)state;
+
+	snprintf(D.dir, sizeof(D.dir), "/tmp/tsec-daemon-XXXXXX");
+	if (!mkdtemp(D.dir) || sodium_init() < 0)
+		return -1;
+	snprintf(D.policy, sizeof(D.policy), "%s/policy.json", D.dir);
+	snprintf(D.config, sizeof(D.config), "%s/broker.json", D.dir);
+	snprintf(D.log, sizeof(D.log), "%s/decisions.log", D.dir);
+	snprintf(D.err, sizeof(D.err), "%s/broker.err", D.dir);
+	snprintf(srvdir, sizeof(srvdir), "%s/run", D.dir);
+	snprintf(D.ipc, sizeof(D.ipc), "ipc://%s/tsec.sock", srvdir);
+	snprintf(D.tcp, sizeof(D.tcp), "tcp://127.0.0.1:%d", free_port());
+	zmq_curve_keypair(D.srv_pub, D.srv_sec);
+	zmq_curve_keypair(D.good_pub, D.good_sec);
+	zmq_curve_keypair(D.bad_pub, D.bad_sec);
+	zmq_curve_keypair(D.unk_pub, D.unk_sec);
+	crypto_sign_keypair(D.sign_pk, D.sign_sk);
+	write_file(D.policy, policy_v1);
+	sign_policy();
+	{
+		char pkhex[65];
+		sodium_bin2hex(pkhex, sizeof(pkhex), D.sign_pk, 32);
+		snprintf(cfg, sizeof(cfg),
+			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"%s\","
+			 " \"policy_public_key\": \"%s\", \"storage\": \"%s/store\","
+			 " \"decision_log\": \"%s\", \"endpoints\": [\"%s\", \"%s\"],"
+			 " \"server_secret_key\": \"%s\", \"max_message\": 4096, \"workers\": 3,"
+			 " \"clients\": [{\"public_key\": \"%s\", \"principal\": \"svc:good\", \"admin\": true},"
+			 "               {\"public_key\": \"%s\", \"principal\": \"svc:bad\"}],"
+			 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:local\", \"roles\": [\"local\"]}]}",
+			 TSEC_BUILD_DIR, D.policy, pkhex, D.dir, D.log, D.ipc, D.tcp, D.srv_sec,
+			 D.good_pub, D.bad_pub, (int)getuid());
+	}
+	write_file(D.config, cfg);
+	start_broker();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+	(void)state;
+	if (D.pid > 0) {
+		kill(D.pid, SIGKILL);
+		waitpid(D.pid, NULL, 0);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", D.dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+#define S(lit) { lit, sizeof(lit) - 1 }
+
+static const struct tsec_request load_req = {
+	.action = S("storage.load"),
+	.resource = S("certificates/acme/example.com/example.com.crt"),
+};
+
+static void test_daemon_callers(void **state)
+{
+	struct tsec_client *good = client("good", 3000), *bad = client("bad", 3000);
+	struct tsec_client *ipc = client("ipc", 3000);
+	struct tsec_request list_key = {
+		.action = S("storage.list"),
+		.resource = S("certificates/a/b/b.key"),
+	};
+	struct tsec_decision d;
+	struct tsec_error err;
+	(void)state;
+
+	assert_int_equal(tsec_client_check(good, &load_req, 1, &d, &err), 0);
+	assert_int_equal(d.status, TSEC_STATUS_ALLOWED);
+	assert_string_equal(d.rules[0], "good-all");
+	assert_int_equal(tsec_client_check(good, &list_key, 1, &d, &err), 0);
+	assert_int_equal(d.status, TSEC_STATUS_FLOOR);
+	assert_int_equal(tsec_client_check(bad, &load_req, 1, &d, &err), 0);
+	assert_int_equal(d.status, TSEC_STATUS_DEFAULT);
+	assert_int_equal(d.allow, 0);
+	/* Over ipc the caller is its uid's principal, with its role. */
+	assert_int_equal(tsec_client_check(ipc, &load_req, 1, &d, &err), 0);
+	assert_int_equal(d.status, TSEC_STATUS_ALLOWED);
+	assert_string_equal(d.rules[0], "ipc-reads");
+	/* Storage through the broker, gated by the caller's principal. */
+	assert_int_equal(tsec_client_call(good, "store.put",
+		"{\"key\": \"certificates/acme/x/x.json\", \"value\": \"{}\"}", NULL, &err), 0);
+	assert_int_equal(tsec_client_call(bad, "store.put",
+		"{\"key\": \"certificates/acme/x/x.json\", \"value\": \"{}\"}", NULL, &err), TSEC_EDENIED);
+	char *res;
+	assert_int_equal(tsec_client_call(ipc, "store.get",
+		"{\"key\": \"certificates/acme/x/x.json\"}", &res, &err), 0);
+	assert_string_equal(res, "{\"value\":\"{}\"}");
+	free(res);
+	/* Reload is for admin callers only. */
+	assert_int_equal(tsec_client_call(bad, "reload", NULL, NULL, &err), TSEC_EDENIED);
+	tsec_client_close(&good);
+	tsec_client_close(&bad);
+	tsec_client_close(&ipc);
+}
+
+static void test_daemon_unknown_key(void **state)
+{
+	long before = stat_of("zap_refused");
+	struct tsec_client *unk = client("unknown", 400);
+	struct tsec_error err;
+	(void)state;
+
+	assert_int_equal(tsec_client_call(unk, "health", NULL, NULL, &err), TSEC_ETIMEDOUT);
+	tsec_client_close(&unk);
+	assert_true(stat_of("zap_refused") > before);
+}
+
+static void test_daemon_principal_claim(void **state)
+{
+	struct tsec_client *bad = client("bad", 3000);
+	struct tsec_error err;
+	char *reply;
+	const char *claim =
+		"{\"id\": 7, \"method\": \"check\", \"principal\": \"svc:good\", \"params\": {\"requests\":"
+		" [{\"action\": \"storage.load\", \"resource\": \"x\"}]}}";
+	const char *inner =
+		"{\"id\": 8, \"method\": \"check\", \"params\": {\"requests\":"
+		" [{\"action\": \"storage.load\", \"resource\": \"x\", \"principal\": \"svc:good\"}]}}";
+	(void)state;
+
+	assert_int_equal(tsec_client_raw(bad, claim, strlen(claim), &reply, &err), 0);
+	assert_non_null(strstr(reply, "\"code\":\"denied\""));
+	assert_non_null(strstr(reply, "another principal"));
+	free(reply);
+	assert_int_equal(tsec_client_raw(bad, inner, strlen(inner), &reply, &err), 0);
+	assert_non_null(strstr(reply, "\"error\""));
+	assert_non_null(strstr(reply, "authentication"));
+	free(reply);
+	tsec_client_close(&bad);
+	assert_true(stat_of("principal_mismatch") >= 1);
+}
+
+static void test_daemon_bad_input(void **state)
+{
+	static const char *bad[] = {
+		"not json at all",
+		"[1, 2, 3]",
+		"{\"id\": 1, \"method\": \"check\", \"params\": {\"requests\": [{\"action\": \"storage.load\"",
+		"{\"id\": 1, \"method\": \"no.such.method\"}",
+		"{\"id\": 1}",
+		"{\"id\": 1, \"method\": 42}",
+		"{\"id\": 1, \"method\": \"check\", \"params\": []}",
+		"{\"id\": 1, \"method\": \"check\", \"params\": {\"requests\": \"all\"}}",
+		"{\"id\": 1, \"method\": \"check\", \"params\": {\"requests\": []}}",
+		"{\"id\": 1, \"method\": \"check\", \"params\": {\"requests\": [{\"action\": 5, \"resource\": \"x\"}]}}",
+		"{\"id\": 1, \"method\": \"check\", \"params\": {\"requests\": [{\"action\": \"a\", \"resource\": \"x\", \"context\": {\"ttl_ms\": -5}}]}}",
+		"{\"id\": 1, \"method\": \"store.put\", \"params\": {\"key\": \"../../etc/passwd\", \"value\": \"x\"}}",
+		"{\"id\": 1, \"method\": \"store.put\", \"params\": {\"key\": \"k\", \"value_b64\": \"!!!\"}}",
+		"{\"id\": 1, \"method\": \"lock.renew\", \"params\": {\"name\": \"x\", \"token\": \"zz\", \"ttl_ms\": 5}}",
+		"{\"id\": 1, \"method\": \"lock.acquire\", \"params\": {\"name\": \"x\"}}",
+		"",
+	};
+	struct tsec_client *good = client("good", 3000);
+	struct tsec_decision d;
+	struct tsec_error err;
+	char *reply, *big;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(tsec_client_raw(good, bad[i], strlen(bad[i]), &reply, &err), 0);
+		if (!strstr(reply, "\"error\""))
+			fail_msg("message %zu got no error: %s", i, reply);
+		free(reply);
+	}
+	/* Oversized: between max_message and twice it, an error reply. */
+	big = malloc(6000);
+	memset(big, ' ', 6000);
+	memcpy(big, "{\"id\": 1, \"method\": \"health\"", 28);
+	big[5998] = '}';
+	big[5999] = '\0';
+	assert_int_equal(tsec_client_raw(good, big, 6000, &reply, &err), 0);
+	assert_non_null(strstr(reply, "too_big"));
+	free(reply);
+	free(big);
+	/* Three frames instead of a delimiter and one. */
+	{
+		void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_DEALER);
+		int zero = 0, tmo = 3000;
+		char buf[512];
+		zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+		zmq_setsockopt(s, ZMQ_RCVTIMEO, &tmo, sizeof(tmo));
+		zmq_connect(s, D.ipc);
+		zmq_send(s, "", 0, ZMQ_SNDMORE);
+		zmq_send(s, "{}", 2, ZMQ_SNDMORE);
+		zmq_send(s, "{}", 2, 0);
+		int n;
+		do {
+			n = zmq_recv(s, buf, sizeof(buf) - 1, 0);
+		} while (n == 0);
+		assert_true(n > 0);
+		buf[n < 511 ? n : 511] = '\0';
+		assert_non_null(strstr(buf, "bad_request"));
+		zmq_close(s);
+		zmq_ctx_term(ctx);
+	}
+	/* And the broker still serves. */
+	assert_int_equal(tsec_client_check(good, &load_req, 1, &d, &err), 0);
+	assert_int_equal(d.status, TSEC_STATUS_ALLOWED);
+	tsec_client_close(&good);
+	assert_true(stat_of("malformed") >= 5);
+	assert_true(stat_of("oversized") >= 1);
+}
+
+static int bad_allowed(void)
+{
+	struct tsec_client *bad = client("bad", 3000);
+	struct tsec_decision d;
+	struct tsec_error err;
+	assert_int_equal(tsec_client_check(bad, &load_req, 1, &d, &err), 0);
+	tsec_client_close(&bad);
+	return d.allow;
+}
+
+static void reload_rpc(int want)
+{
+	struct tsec_client *good = client("good", 5000);
+	struct tsec_error err;
+	int rc = tsec_client_call(good, "reload", NULL, NULL, &err);
+	tsec_client_close(&good);
+	if (rc != want)
+		fail_msg("reload: %d (%s), want %d", rc, err.msg, want);
+}
+
+static void test_daemon_reload(void **state)
+{
+	char sig[160];
+	(void)state;
+
+	assert_false(bad_allowed());
+	/* Good and signed: serves at once. */
+	write_file(D.policy, policy_v2);
+	sign_policy();
+	reload_rpc(0);
+	assert_true(bad_allowed());
+	/* Bad, though signed: refused, the old one serves. */
+	write_file(D.policy, "{\"version\": 1, \"rules\": [{\"id\": 1}]}");
+	sign_policy();
+	reload_rpc(TSEC_EPOLICY);
+	assert_true(bad_allowed());
+	/* Unsigned: refused. */
+	write_file(D.policy, policy_v1);
+	snprintf(sig, sizeof(sig), "%s.sig", D.policy);
+	unlink(sig);
+	reload_rpc(TSEC_ESIGNATURE);
+	assert_true(bad_allowed());
+	/* Tampered after signing: refused. */
+	sign_policy();
+	write_file(D.policy, "{\"version\": 1, \"rules\": [{\"id\": \"all\", \"effect\": \"allow\","
+		   " \"action\": [\"*\"], \"resource\": [\"**\"]}]}");
+	reload_rpc(TSEC_ESIGNATURE);
+	assert_true(bad_allowed());
+	/* SIGHUP reloads too. */
+	write_file(D.policy, policy_v1);
+	sign_policy();
+	long reloads = stat_of("reloads");
+	kill(D.pid, SIGHUP);
+	for (int i = 0; i < 100 && stat_of("reloads") == reloads; i++)
+		usleep(20000);
+	assert_false(bad_allowed());
+	assert_true(stat_of("reload_failures") >= 3);
+}
+
+/* Every Check answer is one line of the decision log. */
+static void test_daemon_decision_log(void **state)
+{
+	struct tsec_client *good = client("good", 3000);
+	struct tsec_request r = { .action = S("storage.exists"),
+				  .resource = S("logged/marker-7f3a") };
+	struct tsec_decision d[3];
+	struct tsec_request batch[3] = { r, r, r };
+	struct tsec_error err;
+	int lines = 0;
+	(void)state;
+
+	assert_int_equal(tsec_client_check(good, batch, 3, d, &err), 0);
+	tsec_client_close(&good);
+	for (int tries = 0; tries < 100 && lines < 3; tries++) {
+		char line[4096];
+		FILE *f = fopen(D.log, "r");
+		lines = 0;
+		while (f && fgets(line, sizeof(line), f)) {
+			json_t *j = json_loads(line, 0, NULL);
+			if (!j)
+				fail_msg("log line is not JSON: %s", line);
+			if (!strcmp(json_string_value(json_object_get(j, "resource")), "logged/marker-7f3a")) {
+				assert_string_equal(json_string_value(json_object_get(j, "principal")), "svc:good");
+				assert_string_equal(json_string_value(json_object_get(j, "action")), "storage.exists");
+				assert_string_equal(json_string_value(json_object_get(j, "decision")), "allow");
+				assert_string_equal(json_string_value(json_array_get(json_object_get(j, "rules"), 0)),
+						    "good-all");
+				assert_true(json_is_false(json_object_get(j, "floor")));
+				assert_true(json_integer_value(json_object_get(j, "latency_ns")) > 0);
+				assert_non_null(json_object_get(j, "time_ms"));
+				lines++;
+			}
+			json_decref(j);
+		}
+		if (f)
+			fclose(f);
+		if (lines < 3)
+			usleep(20000);
+	}
+	assert_int_equal(lines, 3);
+	assert_int_equal(stat_of("log_dropped"), 0);
+}
+
+struct burst {
+	atomic_int timeouts, answered, stopped;
+};
+
+static void *burst_main(void *arg)
+{
+	struct burst *b = arg;
+	struct tsec_client *c = client("good", 5000);
+	struct tsec_decision d;
+	struct tsec_error err;
+
+	for (;;) {
+		int rc = tsec_client_check(c, &load_req, 1, &d, &err);
+		if (rc == TSEC_ETIMEDOUT) {
+			atomic_fetch_add(&b->timeouts, 1);
+			break;
+		}
+		atomic_fetch_add(&b->answered, 1);
+		if (rc) {
+			/* The broker said it is stopping: no more calls. */
+			atomic_fetch_add(&b->stopped, 1);
+			break;
+		}
+	}
+	tsec_client_close(&c);
+	return NULL;
+}
+
+static void test_daemon_sigterm_burst(void **state)
+{
+	struct burst b = { 0 };
+	pthread_t th[4];
+	int st;
+	(void)state;
+
+	/* The broker holds a lock for a client; it must let it go. */
+	struct tsec_client *good = client("good", 3000);
+	struct tsec_error err;
+	assert_int_equal(tsec_client_call(good, "lock.acquire",
+		"{\"name\": \"held\", \"ttl_ms\": 600000}", NULL, &err), 0);
+	tsec_client_close(&good);
+
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, burst_main, &b), 0);
+	usleep(300000);
+	assert_int_equal(kill(D.pid, SIGTERM), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(waitpid(D.pid, &st, 0), D.pid);
+	D.pid = -1;
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(atomic_load(&b.timeouts), 0);
+	assert_int_equal(atomic_load(&b.stopped), 4);
+	assert_true(atomic_load(&b.answered) > 4);
+	/* The lock file is gone. */
+	char path[256];
+	snprintf(path, sizeof(path), "%s/store/locks/held.lock", D.dir);
+	assert_int_equal(access(path, F_OK), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_daemon_callers),
+		cmocka_unit_test(test_daemon_unknown_key),
+		cmocka_unit_test(test_daemon_principal_claim),
+		cmocka_unit_test(test_daemon_bad_input),
+		cmocka_unit_test(test_daemon_reload),
+		cmocka_unit_test(test_daemon_decision_log),
+		cmocka_unit_test(test_daemon_sigterm_burst),
+	};
+	return cmocka_run_group_tests_name("daemon", tests, setup, teardown);
+}
