@@ -44,6 +44,7 @@ ALL_LDFLAGS = -pthread $(SAN_FLAGS) $(LDFLAGS)
 
 JANSSON_LIBS := -ljansson
 ZMQ_LIBS := -lzmq
+ARCHIVE_LIBS := -lcurl -larchive
 CRYPTO_LIBS := -lcrypto
 SODIUM_LIBS := -lsodium
 # What a program linking the broker library needs.
@@ -64,7 +65,7 @@ MODULE_SRC := module/match.c module/compile.c module/eval.c \
 BROKER_SRC := broker/bus.c broker/loader.c broker/store.c broker/lock.c \
 	broker/certcache.c broker/wire.c broker/sign.c broker/declog.c \
 	broker/client.c
-VERIFY_SRC := verifier/verify.c
+VERIFY_SRC := verifier/verify.c verifier/archive.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 mobj = $(patsubst %.c,$(B)/mobj/%.o,$(1))
@@ -81,7 +82,7 @@ DAEMON := $(B)/tsec-broker
 CLI := $(B)/tsec
 
 TESTS := key match compile cert decision loader reload exports verifier \
-	store lock certcache daemon
+	store lock certcache daemon archive
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
 FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 	mod_serial mod_proxy
@@ -134,6 +135,40 @@ bench: deps
 clean:
 	rm -rf build
 
+# ---- install and release archives (always the release build) ----
+
+R := build/release
+DIST_NAME := tinysecurity-$(VERSION)-linux-x86_64
+subst_in = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g'
+
+install:
+	$(Q)$(MAKE) --no-print-directory MODE=release build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/tinysecurity \
+		$(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/tinysecurity \
+		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8 \
+		$(DESTDIR)$(PREFIX)/share/tinysecurity/examples \
+		$(DESTDIR)$(PREFIX)/share/tinysecurity/systemd
+	install -m 0755 $(R)/tsec $(R)/tsec-broker $(R)/verify_module $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(R)/libtinysecurity_module.so $(DESTDIR)$(PREFIX)/lib/tinysecurity/
+	install -m 0644 $(R)/libtinysecurity.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 0755 $(R)/libtinysecurity.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 include/tinysecurity/*.h $(DESTDIR)$(PREFIX)/include/tinysecurity/
+	$(subst_in) packaging/tinysecurity.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tinysecurity.pc
+	$(subst_in) packaging/tsec.1 > $(DESTDIR)$(PREFIX)/share/man/man1/tsec.1
+	$(subst_in) packaging/tsec-broker.8 > $(DESTDIR)$(PREFIX)/share/man/man8/tsec-broker.8
+	$(subst_in) packaging/tsec-broker.service.in > \
+		$(DESTDIR)$(PREFIX)/share/tinysecurity/systemd/tsec-broker.service
+	install -m 0644 examples/policy.json examples/broker.json \
+		$(DESTDIR)$(PREFIX)/share/tinysecurity/examples/
+
+# A release archive and its SHA256SUMS, in build/dist/.
+dist:
+	rm -rf build/dist && mkdir -p build/dist/$(DIST_NAME)
+	$(Q)$(MAKE) --no-print-directory install PREFIX= DESTDIR=$(CURDIR)/build/dist/$(DIST_NAME)
+	tar -C build/dist --owner=0 --group=0 --numeric-owner -czf build/dist/$(DIST_NAME).tar.gz $(DIST_NAME)
+	cd build/dist && sha256sum $(DIST_NAME).tar.gz > SHA256SUMS
+	@echo "build/dist/$(DIST_NAME).tar.gz"; cat build/dist/SHA256SUMS
+
 # ---- objects ----
 
 $(B)/obj/%.o: %.c
@@ -163,7 +198,7 @@ $(BROKER_SO): $(BROKER_OBJ)
 
 $(VERIFY): $(B)/obj/verifier/main.o $(VERIFY_OBJ) $(BROKER_A)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(BROKER_LIBS) -lm
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(ARCHIVE_LIBS) $(BROKER_LIBS) -lm
 
 $(DAEMON): $(B)/obj/broker/tsec_broker.o $(BROKER_A)
 	$(call msg,LD,$@)
@@ -196,11 +231,12 @@ $(B)/tests/test_key $(B)/tests/test_match $(B)/tests/test_compile \
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CRYPTO_LIBS) $(CMOCKA_LIBS)
 
-$(B)/tests/test_verifier: $(B)/tobj/tests/test_verifier.o \
-		$(B)/tobj/tests/testutil.o $(VERIFY_OBJ) $(BROKER_A)
+$(B)/tests/test_verifier $(B)/tests/test_archive: $(B)/tests/test_%: \
+		$(B)/tobj/tests/test_%.o $(B)/tobj/tests/testutil.o $(VERIFY_OBJ) \
+		$(BROKER_A)
 	@mkdir -p $(dir $@)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) $(BROKER_LIBS) -lm
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(CMOCKA_LIBS) $(ARCHIVE_LIBS) $(BROKER_LIBS) -lm
 
 $(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/testutil.o \
 		$(B)/tobj/tests/certgen.o $(BROKER_A)

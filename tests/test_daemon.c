@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -472,6 +473,116 @@ static void test_daemon_decision_log(void **state)
 	assert_int_equal(stat_of("log_dropped"), 0);
 }
 
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The tsec CLI against the running broker: exit 0 allow, 1 deny, 2 error. */
+static void test_daemon_cli(void **state)
+{
+	const char *tsec = TSEC_BUILD_DIR "/tsec";
+	char out[4096], buf[8192];
+	FILE *f;
+	size_t n;
+	(void)state;
+
+	snprintf(out, sizeof(out), "%s/cli.out", D.dir);
+	/* ipc: this uid is svc:local with role local. */
+	assert_int_equal(sh("%s check --endpoint %s --action storage.load --resource a/b > %s",
+			    tsec, D.ipc, out), 0);
+	assert_int_equal(sh("%s check --endpoint %s --action storage.store --resource a/b --size 1 > %s",
+			    tsec, D.ipc, out), 1);
+	assert_int_equal(sh("%s check --endpoint %s --json --action storage.list"
+			    " --resource certificates/a/b/b.key > %s", tsec, D.ipc, out), 1);
+	f = fopen(out, "r");
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	assert_non_null(strstr(buf, "\"status\":\"floor\""));
+	assert_int_equal(sh("%s eval --endpoint %s --action storage.load --resource"
+			    " certificates/acme/example.com/example.com.crt > %s", tsec, D.ipc, out), 0);
+	f = fopen(out, "r");
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	assert_non_null(strstr(buf, "domain"));
+	assert_non_null(strstr(buf, "ipc-reads"));
+	/* Missing flags and unknown commands are errors. */
+	assert_int_equal(sh("%s check --endpoint %s > %s 2>&1", tsec, D.ipc, out), 2);
+	assert_int_equal(sh("%s frobnicate > %s 2>&1", tsec, out), 2);
+	assert_int_equal(sh("%s check --help > %s", tsec, out), 0);
+	assert_int_equal(sh("%s health --endpoint %s > %s", tsec, D.ipc, out), 0);
+	/* tcp with keys from files. */
+	{
+		char pre[128], path[160];
+		snprintf(pre, sizeof(pre), "%s/goodkey", D.dir);
+		snprintf(path, sizeof(path), "%s.pub", pre);
+		write_file(path, D.good_pub);
+		snprintf(path, sizeof(path), "%s.key", pre);
+		write_file(path, D.good_sec);
+		assert_int_equal(sh("%s store put --endpoint %s --server-key '%s' --key %s cli/x - < examples/policy.json > %s",
+				    tsec, D.tcp, D.srv_pub, pre, out), 0);
+		assert_int_equal(sh("%s lock acquire cli-lock --ttl-ms 5000 --endpoint %s --server-key '%s' --key %s > %s",
+				    tsec, D.tcp, D.srv_pub, pre, out), 0);
+	}
+	/* lint: every error with its place, exit 2; a good policy exits 0. */
+	snprintf(buf, sizeof(buf), "%s/lint.json", D.dir);
+	write_file(buf, "{\"version\": 1, \"rules\": ["
+		   "{\"id\": \"a\", \"effect\": \"allow\", \"action\": [\"storage.nope\"], \"resource\": [\"x\"]},"
+		   "{\"id\": \"b\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"x\"]},"
+		   "{\"id\": \"c\", \"effect\": \"maybe\", \"action\": [\"*\"], \"resource\": [\"x\"]}]}");
+	assert_int_equal(sh("%s lint --module %s %s > %s", tsec, MODULE_PATH, buf, out), 2);
+	{
+		char got[4096];
+		FILE *g = fopen(out, "r");
+		size_t k = fread(got, 1, sizeof(got) - 1, g);
+		got[k] = '\0';
+		fclose(g);
+		assert_non_null(strstr(got, "/rules/0/action/0"));
+		assert_non_null(strstr(got, "/rules/2/effect"));
+		assert_null(strstr(got, "/rules/1/"));
+	}
+	assert_int_equal(sh("%s lint --module %s examples/policy.json > %s", tsec, MODULE_PATH, out), 0);
+	/* keygen and sign make what the broker verifies. */
+	assert_int_equal(sh("%s keygen --sign %s/signer > /dev/null && %s keygen --curve %s/c > /dev/null",
+			    tsec, D.dir, tsec, D.dir), 0);
+	snprintf(buf, sizeof(buf), "%s/c.key", D.dir);
+	struct stat sb;
+	assert_int_equal(stat(buf, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	snprintf(buf, sizeof(buf), "%s/signed.json", D.dir);
+	write_file(buf, policy_v1);
+	assert_int_equal(sh("%s sign --key %s/signer.sign.key %s > /dev/null", tsec, D.dir, buf), 0);
+	{
+		unsigned char pk[32], sig[64];
+		char *text, *sigtext;
+		size_t len, slen;
+		struct tsec_error err;
+		char path[8300];
+		snprintf(path, sizeof(path), "%s/signer.sign.pub", D.dir);
+		assert_int_equal(tsec_read_file(path, 4096, &text, &len, &err), 0);
+		assert_int_equal(sodium_hex2bin(pk, 32, text, 64, NULL, NULL, NULL), 0);
+		free(text);
+		assert_int_equal(tsec_read_file(buf, 1 << 20, &text, &len, &err), 0);
+		snprintf(path, sizeof(path), "%s.sig", buf);
+		assert_int_equal(tsec_read_file(path, 4096, &sigtext, &slen, &err), 0);
+		assert_int_equal(sodium_hex2bin(sig, 64, sigtext, 128, NULL, NULL, NULL), 0);
+		assert_int_equal(crypto_sign_verify_detached(sig, (unsigned char *)text, len, pk), 0);
+		free(text);
+		free(sigtext);
+	}
+}
+
 struct burst {
 	atomic_int timeouts, answered, stopped;
 };
@@ -542,6 +653,7 @@ int main(void)
 		cmocka_unit_test(test_daemon_bad_input),
 		cmocka_unit_test(test_daemon_reload),
 		cmocka_unit_test(test_daemon_decision_log),
+		cmocka_unit_test(test_daemon_cli),
 		cmocka_unit_test(test_daemon_sigterm_burst),
 	};
 	return cmocka_run_group_tests_name("daemon", tests, setup, teardown);

@@ -12,6 +12,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: verify_module [options] MODULE.so\n"
+		"       verify_module [options] --archive URL NAME DIGEST\n"
 		"\n"
 		"Loads MODULE.so through the MemoryBus and times sequential Evaluate\n"
 		"and Check calls, checking every answer against the example policy.\n"
@@ -20,6 +21,9 @@ static void usage(FILE *f)
 		"  --calls N       measured calls per method (default: 500)\n"
 		"  --warmup N      warm-up rounds before measuring (default: 100)\n"
 		"  --json          print one JSON object instead of the table\n"
+		"  --archive URL NAME DIGEST  fetch URL/NAME (file, http, https), check its\n"
+		"                  SHA-256 against DIGEST, unpack it privately and time the\n"
+		"                  module inside (with its policy.json unless --policy)\n"
 		"  -h, --help      this text\n"
 		"\n"
 		"Environment:\n"
@@ -51,6 +55,7 @@ static int count(const char *flag, const char *v, unsigned *out)
 
 int main(int argc, char **argv)
 {
+	const char *archive[3] = { NULL, NULL, NULL };
 	struct tsec_verify_opts o = {
 		.policy = DEFAULT_POLICY,
 		.calls = 500,
@@ -69,6 +74,15 @@ int main(int argc, char **argv)
 				return TSEC_VERIFY_EXIT_REFUSED;
 			}
 			o.policy = argv[++i];
+			o.policy_given = 1;
+		} else if (!strcmp(a, "--archive")) {
+			if (i + 3 >= argc) {
+				fprintf(stderr, "verify_module: --archive needs URL NAME DIGEST\n");
+				return TSEC_VERIFY_EXIT_REFUSED;
+			}
+			archive[0] = argv[++i];
+			archive[1] = argv[++i];
+			archive[2] = argv[++i];
 		} else if (!strcmp(a, "--calls")) {
 			if (count(a, i + 1 < argc ? argv[++i] : NULL, &o.calls))
 				return TSEC_VERIFY_EXIT_REFUSED;
@@ -88,11 +102,13 @@ int main(int argc, char **argv)
 			return TSEC_VERIFY_EXIT_REFUSED;
 		}
 	}
-	if (!o.module) {
+	if (!o.module && !archive[0]) {
 		usage(stderr);
 		return TSEC_VERIFY_EXIT_REFUSED;
 	}
 	if (tsec_verify_budget_from_env(&o, stderr))
 		return TSEC_VERIFY_EXIT_REFUSED;
+	if (archive[0])
+		return tsec_verify_archive(&o, archive[0], archive[1], archive[2], stdout, stderr);
 	return tsec_verify_run(&o, stdout, stderr);
 }

@@ -26,6 +26,7 @@ struct tsec_verify_opts {
 	uint64_t p50_ns;                /* limits in force */
 	uint64_t p99_ns;
 	uint32_t verifier_build;        /* TSEC_BUILD_* of the verifier */
+	int policy_given;               /* --policy was given */
 };
 
 /* Percentiles of one method, in nanoseconds. */
@@ -58,5 +59,17 @@ int tsec_verify_within(const struct tsec_verify_opts *o,
  * Returns a TSEC_VERIFY_EXIT_* code.
  */
 int tsec_verify_run(const struct tsec_verify_opts *o, FILE *out, FILE *errf);
+
+/*
+ * Fetches URL/NAME (file://, http://, https://), refuses it unless its
+ * SHA-256 is DIGEST (hex), unpacks it into a private temporary folder
+ * (refusing absolute paths, ".." and links leaving it), times fetch,
+ * verify, unpack, load and the first call, then runs tsec_verify_run on
+ * the module it holds (with its policy.json unless o->policy_given).
+ * The folder is removed afterwards.  Returns a TSEC_VERIFY_EXIT_* code.
+ */
+int tsec_verify_archive(const struct tsec_verify_opts *o, const char *url,
+			const char *name, const char *digest, FILE *out,
+			FILE *errf);
 
 #endif
