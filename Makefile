@@ -88,7 +88,7 @@ FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 	mod_serial mod_proxy
 FIXTURE_SOS := $(addprefix $(B)/fixtures/,$(addsuffix .so,$(FIXTURES))) \
 	$(B)/fixtures/not_elf.so
-BENCHES := bench_bus bench_policy_scale bench_certcache bench_store
+BENCHES := bench_bus bench_policy_scale bench_certcache bench_store bench_zmq
 BENCH_BINS := $(addprefix $(B)/,$(BENCHES))
 
 .PHONY: all build both test check run verify bench deps clean dist install

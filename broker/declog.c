@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "broker/declog.h"
 #include "common/error.h"
@@ -23,10 +24,18 @@ struct tsec__declog {
 	_Atomic uint64_t dropped, written;
 };
 
+/*
+ * The writer wakes when lines arrive, lets more gather for a few
+ * milliseconds (so a busy broker pays one write and one wake-up per batch,
+ * not per call), then writes the batch with the lock released.
+ */
+#define BATCH_WAIT_MS 5
+
 static void *writer_main(void *arg)
 {
 	struct tsec__declog *l = arg;
-	char buf[SLOT + 1];
+	size_t cap = 64 * (SLOT + 1);
+	char *buf = malloc(cap);
 
 	pthread_mutex_lock(&l->lock);
 	for (;;) {
@@ -47,24 +56,38 @@ static void *writer_main(void *arg)
 		}
 		if (!l->count && l->stop)
 			break;
-		/* Copy one line out, write it without the lock held. */
-		size_t n = l->lens[l->head];
-		memcpy(buf, l->ring + l->head * SLOT, n);
-		buf[n] = '\n';
-		l->head = (l->head + 1) % l->lines;
-		l->count--;
+		if (!l->stop && l->count < 64) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += BATCH_WAIT_MS * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&l->wake, &l->lock, &ts);
+		}
+		/* Take up to 64 lines out, write them without the lock held. */
+		size_t o = 0, taken = 0;
+		while (l->count && taken < 64 && buf) {
+			size_t n = l->lens[l->head];
+			memcpy(buf + o, l->ring + l->head * SLOT, n);
+			buf[o + n] = '\n';
+			o += n + 1;
+			l->head = (l->head + 1) % l->lines;
+			l->count--;
+			taken++;
+		}
 		pthread_mutex_unlock(&l->lock);
-		if (l->f && fwrite(buf, 1, n + 1, l->f) == n + 1)
-			atomic_fetch_add(&l->written, 1);
+		if (l->f && buf && fwrite(buf, 1, o, l->f) == o && fflush(l->f) == 0)
+			atomic_fetch_add(&l->written, taken);
 		else
-			atomic_fetch_add(&l->dropped, 1);
+			atomic_fetch_add(&l->dropped, taken);
 		pthread_mutex_lock(&l->lock);
-		if (!l->count && l->f)
-			fflush(l->f);
 	}
 	pthread_mutex_unlock(&l->lock);
 	if (l->f)
 		fflush(l->f);
+	free(buf);
 	return NULL;
 }
 
@@ -119,8 +142,9 @@ void tsec__declog_push(struct tsec__declog *l, const char *line, size_t len)
 	size_t slot = (l->head + l->count) % l->lines;
 	memcpy(l->ring + slot * SLOT, line, len);
 	l->lens[slot] = (uint16_t)len;
-	l->count++;
-	pthread_cond_signal(&l->wake);
+	/* Wake the writer only when it may be asleep on an empty ring. */
+	if (l->count++ == 0)
+		pthread_cond_signal(&l->wake);
 	pthread_mutex_unlock(&l->lock);
 }
 
