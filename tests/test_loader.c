@@ -154,6 +154,35 @@ static void test_loader_full_bus(void **state)
 	tsec_bus_free(&bus);
 }
 
+/* Lint through the bus: every rule's error; absent from an ABI 1.0 module. */
+static void test_loader_lint(void **state)
+{
+	const char *bad = "{\"version\": 1, \"rules\": ["
+		"{\"id\": \"a\", \"effect\": \"allow\", \"action\": [\"x\"], \"resource\": [\"r\"]},"
+		"{\"id\": \"b\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"r\"]},"
+		"{\"id\": \"b\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"/r\"]}]}";
+	struct tsec_bus *bus = NULL;
+	struct tsec_error errs[4], err;
+	size_t n = 99;
+	(void)state;
+
+	assert_int_equal(tsec_bus_new(&bus), 0);
+	assert_int_equal(tsec_bus_load(bus, "policy", MODULE_PATH, policy, strlen(policy), &err), 0);
+	assert_int_equal(tsec_bus_load(bus, "old", FIXTURE("mod_serial"), "", 0, &err), 0);
+	assert_int_equal(tsec_bus_lint(bus, "policy", bad, strlen(bad), errs, 4, &n), TSEC_EPOLICY);
+	assert_int_equal(n, 2);
+	assert_string_equal(errs[0].where, "/rules/0/action/0");
+	assert_string_equal(errs[1].where, "/rules/2/id");
+	assert_int_equal(tsec_bus_lint(bus, "policy", policy, strlen(policy), errs, 4, &n), 0);
+	assert_int_equal(n, 0);
+	/* Fewer slots than errors: the count still says how many. */
+	assert_int_equal(tsec_bus_lint(bus, "policy", bad, strlen(bad), errs, 1, &n), TSEC_EPOLICY);
+	assert_int_equal(n, 2);
+	assert_int_equal(tsec_bus_lint(bus, "old", bad, strlen(bad), errs, 4, &n), TSEC_EMODULE);
+	assert_int_equal(tsec_bus_lint(bus, "none", bad, strlen(bad), errs, 4, &n), TSEC_ENOENT);
+	tsec_bus_free(&bus);
+}
+
 static void test_loader_strerror(void **state)
 {
 	(void)state;
@@ -177,6 +206,7 @@ int main(void)
 		cmocka_unit_test(test_loader_bad_policy),
 		cmocka_unit_test(test_loader_good),
 		cmocka_unit_test(test_loader_full_bus),
+		cmocka_unit_test(test_loader_lint),
 		cmocka_unit_test(test_loader_strerror),
 	};
 	return cmocka_run_group_tests_name("loader", tests, NULL, NULL);
