@@ -367,16 +367,22 @@ size_t tsec_certcache_count(struct tsec_certcache *c)
 	return n;
 }
 
-/* Collects the entries named exactly `name` (lower case, hash h) into out. */
-static size_t scan(struct tsec_certcache *c, const char *name, size_t n,
-		   uint64_t h, struct tsec_cert_match *out, size_t max,
-		   size_t got, bool first_only)
+/*
+ * Collects the entries named exactly (star ? "*" : "") + name[0..n) (lower
+ * case, hash h) into out; the wildcard candidate is compared in place, so
+ * a miss builds no string.
+ */
+static size_t scan_star(struct tsec_certcache *c, int star, const char *name,
+			size_t n, uint64_t h, struct tsec_cert_match *out,
+			size_t max, size_t got, bool first_only)
 {
 	struct node *nd = atomic_load_explicit(&c->buckets[h & c->mask],
 					       memory_order_acquire);
 
 	for (; nd; nd = atomic_load_explicit(&nd->next, memory_order_acquire)) {
-		if (nd->hash != h || nd->len != n || memcmp(nd->name, name, n) != 0)
+		if (nd->hash != h || nd->len != n + (size_t)star ||
+		    (star && nd->name[0] != '*') ||
+		    memcmp(nd->name + star, name, n) != 0)
 			continue;
 		if (got < max) {
 			memcpy(out[got].id, nd->e->id, 32);
@@ -388,6 +394,13 @@ static size_t scan(struct tsec_certcache *c, const char *name, size_t n,
 			break;
 	}
 	return got;
+}
+
+static size_t scan(struct tsec_certcache *c, const char *name, size_t n,
+		   uint64_t h, struct tsec_cert_match *out, size_t max,
+		   size_t got, bool first_only)
+{
+	return scan_star(c, 0, name, n, h, out, max, got, first_only);
 }
 
 /*
@@ -425,11 +438,9 @@ static size_t lookup(struct tsec_certcache *c, const char *name,
 	got = scan(c, low, n, hash_final(h), out, max, 0, first_only);
 	if (!(first_only && got) && dot > 0) {
 		/* "*" + low[dot..n): its hash continues the suffix's. */
-		cand[0] = '*';
-		memcpy(cand + 1, low + dot, n - dot);
-		got = scan(c, cand, n - dot + 1,
-			   hash_final(hash_step(hsuffix, '*')), out, max, got,
-			   first_only);
+		got = scan_star(c, 1, low + dot, n - dot,
+				hash_final(hash_step(hsuffix, '*')), out, max, got,
+				first_only);
 		/* Inner labels, only when some cached name needs them. */
 		start = dot + 1;
 		while (!(first_only && got) && start < n &&
