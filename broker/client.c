@@ -118,9 +118,12 @@ static int recv_reply(struct tsec_client *c, int64_t deadline, char **out,
 int tsec_client_raw(struct tsec_client *c, const void *frame, size_t len,
 		    char **reply, struct tsec_error *err)
 {
-	int64_t deadline = mono_ms() + c->timeout_ms;
+	int64_t deadline;
 
 	*reply = NULL;
+	if (!c || (!frame && len))
+		return tsec__seterr(err, TSEC_EINVAL, "", "no client or no frame");
+	deadline = mono_ms() + c->timeout_ms;
 	if (zmq_send(c->sock, "", 0, ZMQ_SNDMORE) < 0 ||
 	    zmq_send(c->sock, frame, len, 0) < 0)
 		return tsec__seterr(err, TSEC_EIO, "", "send: %s", zmq_strerror(errno));

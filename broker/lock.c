@@ -216,6 +216,8 @@ static int acquire(struct tsec_store *s, const struct tsec_principal *who,
 	int64_t deadline, backoff = BACKOFF_MIN_MS;
 	int rc;
 
+	if (!s || !out)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store or no lock to fill");
 	memset(out, 0, sizeof(*out));
 	if ((rc = lock_names(name, &c, err)))
 		return rc;
@@ -264,8 +266,8 @@ static int owned_op(struct tsec_store *s, const struct tsec_principal *who,
 	struct lockfile cur;
 	int dirfd, gfd, rc;
 
-	if (!lk)
-		return tsec__seterr(err, TSEC_EINVAL, "", "no lock");
+	if (!s || !lk)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store or no lock");
 	if ((rc = lock_names(lk->name, &c, err)))
 		return rc;
 	if ((rc = check(s, who, &c, ttl_ms ? "lock.renew" : "lock.release", ttl_ms, err)))

@@ -391,6 +391,9 @@ int tsec_store_get(struct tsec_store *s, const struct tsec_principal *who,
 	struct tsec_request r;
 	int fd, rc;
 
+	if (!s)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
+
 	*out = NULL;
 	*len = 0;
 	if ((rc = tsec__skey_parse(key, false, &sk, err)))
@@ -448,6 +451,9 @@ int tsec_store_exists(struct tsec_store *s, const struct tsec_principal *who,
 	struct tsec_request r;
 	int rc;
 
+	if (!s)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
+
 	*exists = 0;
 	if ((rc = tsec__skey_parse(key, false, &sk, err)))
 		return rc;
@@ -466,6 +472,9 @@ int tsec_store_exists_many(struct tsec_store *s,
 	struct tsec__skey *sk = NULL;
 	struct tsec_request *r = NULL;
 	int rc;
+
+	if (!s)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
 
 	if (n == 0)
 		return 0;
@@ -532,6 +541,9 @@ int tsec_store_delete(struct tsec_store *s, const struct tsec_principal *who,
 	struct tsec_request r;
 	struct stat sb;
 	int dirfd, rc;
+
+	if (!s)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
 
 	if ((rc = tsec__skey_parse(key, false, &sk, err)))
 		return rc;
@@ -659,6 +671,9 @@ int tsec_store_list(struct tsec_store *s, const struct tsec_principal *who,
 	struct tsec_request r;
 	int fd, rc;
 
+	if (!s)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
+
 	out->v = NULL;
 	out->n = 0;
 	if ((rc = tsec__skey_parse(prefix, true, &sk, err)))
@@ -692,6 +707,9 @@ int tsec_store_stat(struct tsec_store *s, const struct tsec_principal *who,
 	struct stat sb;
 	int rc;
 
+	if (!s)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
+
 	memset(st, 0, sizeof(*st));
 	if ((rc = tsec__skey_parse(key, false, &sk, err)))
 		return rc;
@@ -716,6 +734,9 @@ int tsec_store_move(struct tsec_store *s, const struct tsec_principal *who,
 	char *data = NULL, tmp[64];
 	size_t len;
 	int sfd = -1, srcdir = -1, dstdir = -1, fd = -1, rc;
+
+	if (!s)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
 
 	if ((rc = tsec__skey_parse(src, false, &a, err)) ||
 	    (rc = tsec__skey_parse(dst, false, &b, err)))
@@ -800,6 +821,9 @@ int tsec_store_put_many(struct tsec_store *s, const struct tsec_principal *who,
 	struct tsec_request *r = NULL;
 	size_t i, done = 0;
 	int rc;
+
+	if (!s)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
 
 	if (n == 0)
 		return 0;
@@ -956,6 +980,9 @@ int tsec_store_save_cert(struct tsec_store *s, const struct tsec_principal *who,
 	char crt[TSEC_KEY_MAX], key[TSEC_KEY_MAX], meta[TSEC_KEY_MAX];
 	struct tsec_put puts[3];
 
+	if (!s)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
+
 	if (tsec_cert_keys(issuer, domain, crt, key, meta, sizeof(crt)))
 		return tsec__seterr(err, TSEC_EKEY, "", "unusable issuer or domain");
 	if (!f || !f->cert || !f->key || !f->meta)
@@ -976,6 +1003,9 @@ int tsec_store_load_cert(struct tsec_store *s, const struct tsec_principal *who,
 	char **bufs[3] = { &f->cert, &f->key, &f->meta };
 	size_t *lens[3] = { &f->cert_len, &f->key_len, &f->meta_len };
 	int present = 0, rc;
+
+	if (!s)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
 
 	memset(f, 0, sizeof(*f));
 	if (tsec_cert_keys(issuer, domain, keys[0], keys[1], keys[2], sizeof(keys[0])))
