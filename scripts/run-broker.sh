@@ -9,10 +9,12 @@ mkdir -p var/keys var/run
 chmod 700 var var/keys var/run
 [ -f var/keys/server.key ] || "$B/tsec" keygen --curve var/keys/server >/dev/null
 [ -f var/keys/client.key ] || "$B/tsec" keygen --curve var/keys/client >/dev/null
+# Z85 keys may hold '&', which sed would read as "the match": escape it.
+esc() { printf '%s' "$1" | sed 's/[&|\\]/\\&/g'; }
 sed -e "s|@UID@|$(id -u)|" \
-    -e "s|@SERVER_SECRET@|$(cat var/keys/server.key)|" \
-    -e "s|@CLIENT_PUBLIC@|$(cat var/keys/client.pub)|" \
-    -e "s|@MODULE@|$B/libtinysecurity_module.so|" \
+    -e "s|@SERVER_SECRET@|$(esc "$(cat var/keys/server.key)")|" \
+    -e "s|@CLIENT_PUBLIC@|$(esc "$(cat var/keys/client.pub)")|" \
+    -e "s|@MODULE@|$(esc "$B/libtinysecurity_module.so")|" \
     examples/broker.json > var/broker.json
 cat <<MSG
 tsec-broker: starting on ipc://var/run/tsec.sock (your uid) and tcp://127.0.0.1:5701 (CURVE).
