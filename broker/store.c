@@ -29,6 +29,13 @@ int64_t tsec__mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+uint64_t tsec__mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 int64_t tsec__wall_ms(void)
 {
 	struct timespec ts;
@@ -88,6 +95,7 @@ int tsec__store_check(struct tsec_store *s, const struct tsec_principal *who,
 		      struct tsec_error *err)
 {
 	struct tsec_decision one, *d = n == 1 ? &one : calloc(n, sizeof(*d));
+	uint64_t t0;
 	int rc;
 
 	if (!who || !who->id.ptr) {
@@ -102,7 +110,10 @@ int tsec__store_check(struct tsec_store *s, const struct tsec_principal *who,
 		reqs[i].roles = who->roles;
 		reqs[i].nroles = who->nroles;
 	}
+	t0 = s->observer ? tsec__mono_ns() : 0;
 	rc = tsec_bus_check(s->bus, s->endpoint, reqs, n, d, err);
+	if (rc == 0 && s->observer)
+		s->observer(s->observer_ctx, reqs, d, n, tsec__mono_ns() - t0);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		char rules[TSEC_DECISION_RULES * (TSEC_ID_MAX + 2)] = "";
 		size_t o = 0;
@@ -173,6 +184,15 @@ int tsec_store_open(struct tsec_store **out, const char *root,
 	s->value_max = TSEC_STORE_VALUE_MAX;
 	*out = s;
 	return 0;
+}
+
+void tsec_store_set_observer(struct tsec_store *s, tsec_store_observer_fn fn,
+			     void *ctx)
+{
+	if (!s)
+		return;
+	s->observer = fn;
+	s->observer_ctx = ctx;
 }
 
 void tsec_store_close(struct tsec_store **ps)

@@ -14,6 +14,8 @@ struct tsec_store {
 	struct tsec_bus *bus;
 	char endpoint[TSEC_ENDPOINT_NAME_MAX];
 	size_t value_max;
+	tsec_store_observer_fn observer;
+	void *observer_ctx;
 };
 
 /*
@@ -80,6 +82,7 @@ void tsec__temp_name(char *buf, size_t n, const char *what);
 
 /* Monotonic and wall-clock time in milliseconds. */
 int64_t tsec__mono_ms(void);
+uint64_t tsec__mono_ns(void);
 int64_t tsec__wall_ms(void);
 
 #endif

@@ -424,6 +424,9 @@ struct call {
 	json_t *params;
 };
 
+/* The call this thread is running, for the store's observer. */
+static _Thread_local const struct call *current;
+
 static void log_decision(const struct call *c, const char *action,
 			 const char *resource, int allow, const char *status,
 			 json_t *rules, int floor, int64_t latency_ns)
@@ -524,23 +527,28 @@ static json_t *do_evaluate(struct call *c, json_t **result)
 	return e;
 }
 
-/* Logs a storage or lock call's decision from its result. */
-static void log_op(const struct call *c, const char *action, const char *res,
-		   int rc, const struct tsec_error *err, int64_t t0)
+/*
+ * The store's observer: one log line per decision the store's own policy
+ * checks made (storage and lock calls), with the deciding rules.
+ */
+static void observe(void *ctx, const struct tsec_request *reqs,
+		    const struct tsec_decision *d, size_t n, uint64_t latency_ns)
 {
-	int allow = rc != TSEC_EDENIED && rc != TSEC_EKEY;
-	json_t *rules = json_array();
-	const char *st = allow ? "allowed" : rc == TSEC_EKEY ? "invalid" : "denied";
-
-	if (!allow) {
-		atomic_fetch_add(&B.st.denied, 1);
-		if (strstr(err->msg, "forbidden by floor"))
-			st = "floor";
-		else if (strstr(err->msg, "nothing allowed it"))
-			st = "default";
+	(void)ctx;
+	if (!current)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		json_t *dj = tsec__decision_to_json(&d[i]);
+		char action[32], res[TSEC_KEY_MAX + 1];
+		tsec__strlcpy(action, reqs[i].action.ptr, reqs[i].action.len, sizeof(action));
+		tsec__strlcpy(res, reqs[i].resource.ptr, reqs[i].resource.len, sizeof(res));
+		log_decision(current, action, res, d[i].allow, tsec__status_name(d[i].status),
+			     json_object_get(dj, "rules"), d[i].status == TSEC_STATUS_FLOOR,
+			     (int64_t)(latency_ns / n));
+		if (!d[i].allow)
+			atomic_fetch_add(&B.st.denied, 1);
+		json_decref(dj);
 	}
-	log_decision(c, action, res, allow, st, rules, !strcmp(st, "floor"), mono_ns() - t0);
-	json_decref(rules);
 }
 
 static json_t *value_json(const char *v, size_t n)
@@ -561,15 +569,12 @@ static json_t *do_store(struct call *c, const char *m, json_t **result)
 {
 	const char *key = param_str(c, "key");
 	struct tsec_error err;
-	int64_t t0 = mono_ns();
-	const char *action = "storage.load";
 	int rc = TSEC_EPROTO;
 
 	memset(&err, 0, sizeof(err));
 	if (!strcmp(m, "store.put")) {
 		json_t *v = json_object_get(c->params, "value");
 		json_t *b = json_object_get(c->params, "value_b64");
-		action = "storage.store";
 		if (json_is_string(v)) {
 			rc = tsec_store_put(B.store, &c->p, key, json_string_value(v),
 					    json_string_length(v), &err);
@@ -598,12 +603,10 @@ static json_t *do_store(struct call *c, const char *m, json_t **result)
 		}
 	} else if (!strcmp(m, "store.exists")) {
 		int ex;
-		action = "storage.exists";
 		rc = tsec_store_exists(B.store, &c->p, key, &ex, &err);
 		if (!rc)
 			*result = json_pack("{s:b}", "exists", ex);
 	} else if (!strcmp(m, "store.delete")) {
-		action = "storage.delete";
 		rc = tsec_store_delete(B.store, &c->p, key,
 				       json_is_true(json_object_get(c->params, "recursive")), &err);
 		if (!rc)
@@ -611,7 +614,6 @@ static json_t *do_store(struct call *c, const char *m, json_t **result)
 	} else if (!strcmp(m, "store.list")) {
 		struct tsec_strlist l;
 		const char *prefix = param_str(c, "prefix");
-		action = "storage.list";
 		key = prefix ? prefix : "";
 		rc = tsec_store_list(B.store, &c->p, key,
 				     json_is_true(json_object_get(c->params, "recursive")), &l, &err);
@@ -624,19 +626,16 @@ static json_t *do_store(struct call *c, const char *m, json_t **result)
 		}
 	} else if (!strcmp(m, "store.stat")) {
 		struct tsec_stat st;
-		action = "storage.stat";
 		rc = tsec_store_stat(B.store, &c->p, key, &st, &err);
 		if (!rc)
 			*result = json_pack("{s:I,s:I,s:b}", "size", (json_int_t)st.size,
 					    "mtime_ns", (json_int_t)st.mtime_ns, "is_file", st.is_file);
 	} else if (!strcmp(m, "store.move")) {
-		action = "storage.move";
 		key = param_str(c, "src");
 		rc = tsec_store_move(B.store, &c->p, key, param_str(c, "dst"), &err);
 		if (!rc)
 			*result = json_object();
 	}
-	log_op(c, action, key, rc, &err, t0);
 	return rc ? err_json(&err) : NULL;
 }
 
@@ -671,13 +670,11 @@ static json_t *do_lock(struct call *c, const char *m, json_t **result)
 	json_t *tmo = json_object_get(c->params, "timeout_ms");
 	struct tsec_lock lk;
 	struct tsec_error err;
-	int64_t t0 = mono_ns();
-	char hex[33], res[TSEC_LOCK_NAME_MAX + 8];
+	char hex[33];
 	int rc;
 
 	memset(&lk, 0, sizeof(lk));
 	memset(&err, 0, sizeof(err));
-	snprintf(res, sizeof(res), "locks/%s", name ? name : "");
 	if (strcmp(m, "lock.release") &&
 	    (!json_is_integer(ttl) || json_integer_value(ttl) <= 0))
 		return fail(TSEC_EPROTO, "params.ttl_ms", "need a positive integer");
@@ -700,7 +697,6 @@ static json_t *do_lock(struct call *c, const char *m, json_t **result)
 			*result = json_pack("{s:s,s:s,s:I}", "name", lk.name, "token", hex,
 					    "expires_ms", (json_int_t)lk.expires_ms);
 		}
-		log_op(c, "lock.acquire", res, rc, &err, t0);
 		return rc ? err_json(&err) : NULL;
 	}
 	if (!name || !tok || tsec__hex_decode(tok, lk.token, 16) ||
@@ -718,7 +714,6 @@ static json_t *do_lock(struct call *c, const char *m, json_t **result)
 			*result = json_object();
 		}
 	}
-	log_op(c, m, res, rc, &err, t0);
 	return rc ? err_json(&err) : NULL;
 }
 
@@ -763,6 +758,7 @@ static char *handle(int caller, const char *payload, size_t len)
 	}
 	c.who = &B.cfg.callers[caller];
 	c.index = caller;
+	current = &c;
 	c.p.id = tsec_str_c(c.who->principal);
 	c.p.roles = c.who->roles;
 	c.p.nroles = c.who->nroles;
@@ -840,6 +836,7 @@ reply:
 	text = json_dumps(reply, JSON_COMPACT);
 	json_decref(reply);
 	json_decref(msg);
+	current = NULL;
 	return text;
 }
 
@@ -1141,6 +1138,7 @@ int main(int argc, char **argv)
 		say("storage: %s", err.msg);
 		return 2;
 	}
+	tsec_store_set_observer(B.store, observe, NULL);
 	if (B.cfg.decision_log &&
 	    tsec__declog_open(&B.log, B.cfg.decision_log, B.cfg.log_lines, &err)) {
 		say("decision log: %s", err.msg);

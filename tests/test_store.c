@@ -436,6 +436,49 @@ static void test_store_denied_changes_nothing(void **state)
 	free(after);
 }
 
+struct seen {
+	size_t calls, decisions, denied;
+	char last_action[32];
+};
+
+static void observer(void *ctx, const struct tsec_request *reqs,
+		     const struct tsec_decision *d, size_t n, uint64_t latency_ns)
+{
+	struct seen *s = ctx;
+	(void)latency_ns;
+	s->calls++;
+	s->decisions += n;
+	for (size_t i = 0; i < n; i++)
+		s->denied += !d[i].allow;
+	snprintf(s->last_action, sizeof(s->last_action), "%.*s",
+		 (int)reqs[n - 1].action.len, reqs[n - 1].action.ptr);
+	assert_int_equal(reqs[0].principal.len, strlen("svc:app"));
+}
+
+/* The observer sees every policy check the store makes, and nothing else. */
+static void test_store_observer(void **state)
+{
+	struct tu_store *t = *state;
+	struct seen seen = { 0 };
+	struct tsec_put two[2] = { { "obs/a", "1", 1 }, { "obs/b", "2", 1 } };
+	struct tsec_error err;
+	struct tsec_lock lk;
+
+	tsec_store_set_observer(t->store, observer, &seen);
+	assert_int_equal(tsec_store_put_many(t->store, &app, two, 2, &err), 0);
+	assert_int_equal(seen.calls, 1);
+	assert_int_equal(seen.decisions, 2);
+	assert_int_equal(tsec_store_put(t->store, &app, "frozen/x", "1", 1, &err), TSEC_EDENIED);
+	assert_int_equal(seen.denied, 1);
+	assert_int_equal(tsec_store_put(t->store, &app, "../x", "1", 1, &err), TSEC_EKEY);
+	assert_int_equal(seen.calls, 2); /* refused before the policy: no check */
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "obs", 1000, 0, &lk, &err), 0);
+	assert_string_equal(seen.last_action, "lock.acquire");
+	assert_int_equal(tsec_lock_release(t->store, &app, &lk, &err), 0);
+	assert_string_equal(seen.last_action, "lock.release");
+	tsec_store_set_observer(t->store, NULL, NULL);
+}
+
 static void test_store_bad_input(void **state)
 {
 	struct tu_store *t = *state;
@@ -475,6 +518,7 @@ int main(void)
 		cmocka_unit_test(test_store_delete),
 		cmocka_unit_test(test_store_certificates),
 		cmocka_unit_test(test_store_denied_changes_nothing),
+		cmocka_unit_test(test_store_observer),
 		cmocka_unit_test(test_store_bad_input),
 	};
 	return cmocka_run_group_tests_name("store", tests, setup, teardown);

@@ -44,6 +44,20 @@ int tsec_store_open(struct tsec_store **out, const char *root,
 		    struct tsec_bus *bus, const char *endpoint,
 		    struct tsec_error *err);
 
+/*
+ * Called after every policy check the store makes, with the requests (the
+ * principal filled in), their decisions and the check's duration; for an
+ * audit trail.  It runs in the calling thread, so it must be thread-safe
+ * and quick.  Set it before the store is shared; NULL removes it.
+ */
+typedef void (*tsec_store_observer_fn)(void *ctx,
+				       const struct tsec_request *reqs,
+				       const struct tsec_decision *decisions,
+				       size_t n, uint64_t latency_ns);
+
+void tsec_store_set_observer(struct tsec_store *s, tsec_store_observer_fn fn,
+			     void *ctx);
+
 /* Closes the store; sets *s to NULL.  Accepts NULL. */
 void tsec_store_close(struct tsec_store **s);
 
