@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -166,6 +167,36 @@ static void test_verifier_wrong_answers(void **state)
 	assert_int_equal(run(&o, buf, sizeof(buf)), TSEC_VERIFY_EXIT_REFUSED);
 }
 
+/* A workload file brings another policy's requests and answers. */
+static void test_verifier_workload(void **state)
+{
+	struct tsec_verify_opts o = opts(MODULE_PATH);
+	static char buf[8192];
+	char path[] = "/tmp/tsec-workload-XXXXXX";
+	FILE *f;
+	int fd;
+	(void)state;
+
+	o.policy = "tests/data/decision_policy.json";
+	o.workload = "tests/data/workload_decision.json";
+	assert_int_equal(run(&o, buf, sizeof(buf)), TSEC_VERIFY_EXIT_OK);
+	assert_non_null(strstr(buf, "batch of 3"));
+	/* The same requests against the example policy answer otherwise. */
+	o.policy = "examples/policy.json";
+	assert_int_equal(run(&o, buf, sizeof(buf)), TSEC_VERIFY_EXIT_FAIL);
+	/* A malformed workload is refused before anything runs. */
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	fputs("{\"evaluate\": {\"principal\": \"x\"}, \"check\": []}", f);
+	fclose(f);
+	o.workload = path;
+	assert_int_equal(run(&o, buf, sizeof(buf)), TSEC_VERIFY_EXIT_REFUSED);
+	o.workload = "no/such/workload.json";
+	assert_int_equal(run(&o, buf, sizeof(buf)), TSEC_VERIFY_EXIT_REFUSED);
+	unlink(path);
+}
+
 static void test_verifier_refuses_debug(void **state)
 {
 	struct tsec_verify_opts o = opts(MODULE_PATH);
@@ -234,6 +265,7 @@ int main(void)
 		cmocka_unit_test(test_verifier_env),
 		cmocka_unit_test(test_verifier_runs),
 		cmocka_unit_test(test_verifier_wrong_answers),
+		cmocka_unit_test(test_verifier_workload),
 		cmocka_unit_test(test_verifier_refuses_debug),
 		cmocka_unit_test(test_verifier_slow_fails),
 		cmocka_unit_test(test_verifier_program),

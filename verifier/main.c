@@ -18,6 +18,9 @@ static void usage(FILE *f)
 		"and Check calls, checking every answer against the example policy.\n"
 		"\n"
 		"  --policy FILE   policy to load (default: %s)\n"
+		"  --workload FILE requests and the answers the policy must give\n"
+		"                  (default: built in, for the example policy; see\n"
+		"                  examples/workload.json)\n"
 		"  --calls N       measured calls per method (default: 500)\n"
 		"  --warmup N      warm-up rounds before measuring (default: 100)\n"
 		"  --json          print one JSON object instead of the table\n"
@@ -75,6 +78,12 @@ int main(int argc, char **argv)
 			}
 			o.policy = argv[++i];
 			o.policy_given = 1;
+		} else if (!strcmp(a, "--workload")) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "verify_module: --workload needs a file\n");
+				return TSEC_VERIFY_EXIT_REFUSED;
+			}
+			o.workload = argv[++i];
 		} else if (!strcmp(a, "--archive")) {
 			if (i + 3 >= argc) {
 				fprintf(stderr, "verify_module: --archive needs URL NAME DIGEST\n");

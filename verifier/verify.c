@@ -8,7 +8,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "tinysecurity/bus.h"
+#include "broker/wire.h"
 #include "verifier/verify.h"
 
 #define ENDPOINT "policy"
@@ -94,39 +97,139 @@ int tsec_verify_within(const struct tsec_verify_opts *o,
 	return s->p50_ns <= o->p50_ns && s->p99_ns <= o->p99_ns;
 }
 
-/* ---- the workload: what the example policy must answer ---- */
+/* ---- the workload: requests and what the policy must answer ---- */
 
-static const struct tsec_str web_roles[] = { { "role:web", 8 } };
-
-#define S(lit) { lit, sizeof(lit) - 1 }
-
-static const struct tsec_request req_web_load = {
-	.principal = S("svc:web-1"),
-	.roles = web_roles,
-	.nroles = 1,
-	.action = S("storage.load"),
-	.resource = S("certificates/acme-v02/example.com/example.com.crt"),
-};
-
-static const struct tsec_request req_list_key = {
-	.principal = S("svc:acme-issuer"),
-	.action = S("storage.list"),
-	.resource = S("certificates/acme-v02/example.com/example.com.key"),
-};
+#define WL_CHECK_MAX 16
+#define WL_ROLES_MAX 8
 
 struct expect {
 	uint8_t status;
-	const char *rule;
+	char rule[TSEC_ID_MAX];      /* "" when any deciding rule will do */
 };
 
-static const struct expect exp_web = { TSEC_STATUS_ALLOWED, "web-reads-certs" };
-static const struct expect exp_floor = { TSEC_STATUS_FLOOR, "keys-never-listed" };
+struct workload {
+	struct tsec_request ev;
+	struct expect ev_exp;
+	struct tsec_request ck[WL_CHECK_MAX];
+	struct expect ck_exp[WL_CHECK_MAX];
+	size_t nck;
+	struct tsec_str roles[WL_CHECK_MAX + 1][WL_ROLES_MAX];
+	json_t *root;                /* owns the strings the requests borrow */
+};
+
+#define S(lit) { lit, sizeof(lit) - 1 }
+
+static const struct tsec_str web_roles[] = { S("role:web") };
+
+/* The default: what the example policy must answer. */
+static void workload_default(struct workload *w)
+{
+	static const struct tsec_request web_load = {
+		.principal = S("svc:web-1"),
+		.roles = web_roles,
+		.nroles = 1,
+		.action = S("storage.load"),
+		.resource = S("certificates/acme-v02/example.com/example.com.crt"),
+	};
+	static const struct tsec_request list_key = {
+		.principal = S("svc:acme-issuer"),
+		.action = S("storage.list"),
+		.resource = S("certificates/acme-v02/example.com/example.com.key"),
+	};
+
+	memset(w, 0, sizeof(*w));
+	w->ev = web_load;
+	w->ev_exp.status = TSEC_STATUS_ALLOWED;
+	snprintf(w->ev_exp.rule, sizeof(w->ev_exp.rule), "web-reads-certs");
+	w->ck[0] = web_load;
+	w->ck_exp[0] = w->ev_exp;
+	w->ck[1] = list_key;
+	w->ck_exp[1].status = TSEC_STATUS_FLOOR;
+	snprintf(w->ck_exp[1].rule, sizeof(w->ck_exp[1].rule), "keys-never-listed");
+	w->nck = 2;
+}
+
+/* One entry: {"principal", "roles", "request", "expect": {"status", "rule"}}. */
+static int workload_entry(json_t *o, struct tsec_request *r, struct expect *e,
+			  struct tsec_str *roles, const char *where, FILE *errf)
+{
+	json_t *x = json_object_get(o, "expect"), *v;
+	const char *st = json_string_value(json_object_get(x, "status"));
+	const char *rule = json_string_value(json_object_get(x, "rule"));
+	const char *p = json_string_value(json_object_get(o, "principal"));
+	struct tsec_error err;
+	size_t i;
+
+	if (!p || !st) {
+		fprintf(errf, "verify_module: workload %s needs \"principal\" and \"expect\": {\"status\"}\n", where);
+		return -1;
+	}
+	if (tsec__request_from_json(json_object_get(o, "request"), r, &err)) {
+		fprintf(errf, "verify_module: workload %s.request: %s: %s\n", where, err.where, err.msg);
+		return -1;
+	}
+	r->principal = tsec_str_c(p);
+	json_array_foreach(json_object_get(o, "roles"), i, v) {
+		if (i >= WL_ROLES_MAX || !json_is_string(v)) {
+			fprintf(errf, "verify_module: workload %s.roles: at most %d strings\n", where, WL_ROLES_MAX);
+			return -1;
+		}
+		roles[i] = tsec_str_c(json_string_value(v));
+		r->nroles = (uint32_t)i + 1;
+	}
+	r->roles = roles;
+	memset(e, 0, sizeof(*e));
+	for (unsigned sidx = 0; sidx <= TSEC_STATUS_DEFAULT; sidx++)
+		if (!strcmp(st, tsec__status_name(sidx)))
+			e->status = (uint8_t)sidx;
+	if (!e->status) {
+		fprintf(errf, "verify_module: workload %s.expect.status: one of invalid, floor, denied, allowed, default\n", where);
+		return -1;
+	}
+	if (rule)
+		snprintf(e->rule, sizeof(e->rule), "%s", rule);
+	return 0;
+}
+
+/*
+ * Reads a workload file: {"evaluate": ENTRY, "check": [ENTRY, ...]} with
+ * 1 to 16 check entries, each ENTRY as workload_entry reads it.
+ */
+static int workload_load(const char *path, struct workload *w, FILE *errf)
+{
+	json_error_t je;
+	json_t *ck, *v;
+	size_t i;
+	char where[32];
+
+	memset(w, 0, sizeof(*w));
+	w->root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	if (!w->root) {
+		fprintf(errf, "verify_module: %s: line %d: %s\n", path, je.line, je.text);
+		return -1;
+	}
+	ck = json_object_get(w->root, "check");
+	if (!json_is_array(ck) || json_array_size(ck) == 0 || json_array_size(ck) > WL_CHECK_MAX) {
+		fprintf(errf, "verify_module: %s: \"check\" must list 1-%d entries\n", path, WL_CHECK_MAX);
+		return -1;
+	}
+	if (workload_entry(json_object_get(w->root, "evaluate"), &w->ev, &w->ev_exp,
+			   w->roles[WL_CHECK_MAX], "evaluate", errf))
+		return -1;
+	json_array_foreach(ck, i, v) {
+		snprintf(where, sizeof(where), "check[%zu]", i);
+		if (workload_entry(v, &w->ck[i], &w->ck_exp[i], w->roles[i], where, errf))
+			return -1;
+	}
+	w->nck = json_array_size(ck);
+	return 0;
+}
 
 static int matches(const struct tsec_decision *d, const struct expect *e)
 {
 	return d->status == e->status &&
 	       d->allow == (e->status == TSEC_STATUS_ALLOWED) &&
-	       d->nrules >= 1 && strcmp(d->rules[0], e->rule) == 0;
+	       (!e->rule[0] || (d->nrules >= 1 && strcmp(d->rules[0], e->rule) == 0));
 }
 
 static void wrong(FILE *errf, const char *method, unsigned call,
@@ -135,53 +238,53 @@ static void wrong(FILE *errf, const char *method, unsigned call,
 	fprintf(errf, "verify_module: wrong decision from %s (call %u): got %s (%s%s), want %s (%s)\n",
 		method, call, tsec_status_reason(d->status),
 		d->nrules ? d->rules[0] : "", d->detail,
-		tsec_status_reason(e->status), e->rule);
+		tsec_status_reason(e->status), e->rule[0] ? e->rule : "any rule");
 }
 
 /* One measured Evaluate; returns its time or 0 on a wrong answer. */
-static uint64_t one_evaluate(struct tsec_bus *bus, struct tsec_report *rep,
-			     unsigned call, FILE *errf)
+static uint64_t one_evaluate(struct tsec_bus *bus, const struct workload *w,
+			     struct tsec_report *rep, unsigned call, FILE *errf)
 {
 	struct tsec_error err;
 	uint64_t t0, t1;
 	int rc;
 
 	t0 = now_ns();
-	rc = tsec_bus_evaluate(bus, ENDPOINT, &req_web_load, rep, &err);
+	rc = tsec_bus_evaluate(bus, ENDPOINT, &w->ev, rep, &err);
 	t1 = now_ns();
 	if (rc) {
 		fprintf(errf, "verify_module: evaluate failed: %s\n", err.msg);
 		return 0;
 	}
-	if (!matches(&rep->decision, &exp_web)) {
-		wrong(errf, "evaluate", call, &rep->decision, &exp_web);
+	if (!matches(&rep->decision, &w->ev_exp)) {
+		wrong(errf, "evaluate", call, &rep->decision, &w->ev_exp);
 		return 0;
 	}
 	return t1 - t0 ? t1 - t0 : 1;
 }
 
-static uint64_t one_check(struct tsec_bus *bus, unsigned call, FILE *errf)
+static uint64_t one_check(struct tsec_bus *bus, const struct workload *w,
+			  unsigned call, FILE *errf)
 {
-	const struct tsec_request reqs[2] = { req_web_load, req_list_key };
-	struct tsec_decision out[2];
+	struct tsec_decision out[WL_CHECK_MAX];
 	struct tsec_error err;
 	uint64_t t0, t1;
 	int rc;
 
 	t0 = now_ns();
-	rc = tsec_bus_check(bus, ENDPOINT, reqs, 2, out, &err);
+	rc = tsec_bus_check(bus, ENDPOINT, w->ck, w->nck, out, &err);
 	t1 = now_ns();
 	if (rc) {
 		fprintf(errf, "verify_module: check failed: %s\n", err.msg);
 		return 0;
 	}
-	if (!matches(&out[0], &exp_web)) {
-		wrong(errf, "check[0]", call, &out[0], &exp_web);
-		return 0;
-	}
-	if (!matches(&out[1], &exp_floor)) {
-		wrong(errf, "check[1]", call, &out[1], &exp_floor);
-		return 0;
+	for (size_t i = 0; i < w->nck; i++) {
+		if (!matches(&out[i], &w->ck_exp[i])) {
+			char what[32];
+			snprintf(what, sizeof(what), "check[%zu]", i);
+			wrong(errf, what, call, &out[i], &w->ck_exp[i]);
+			return 0;
+		}
 	}
 	return t1 - t0 ? t1 - t0 : 1;
 }
@@ -228,7 +331,7 @@ static void json_stats(FILE *out, const char *name,
 		comma ? ", " : "");
 }
 
-static void json_string(FILE *out, const char *s)
+static void print_json_string(FILE *out, const char *s)
 {
 	fputc('"', out);
 	for (; *s; s++) {
@@ -246,6 +349,7 @@ static void json_string(FILE *out, const char *s)
 int tsec_verify_run(const struct tsec_verify_opts *o, FILE *out, FILE *errf)
 {
 	struct tsec_verify_stats ev = { 0 }, ck = { 0 };
+	struct workload w = { .root = NULL };
 	struct tsec_module_info info;
 	struct tsec_report *rep = NULL;
 	struct tsec_bus *bus = NULL;
@@ -263,6 +367,10 @@ int tsec_verify_run(const struct tsec_verify_opts *o, FILE *out, FILE *errf)
 			tsec_build_name(o->verifier_build));
 		goto out;
 	}
+	if (!o->workload)
+		workload_default(&w);
+	else if (workload_load(o->workload, &w, errf))
+		goto out;
 	rep = malloc(sizeof(*rep));
 	tev = malloc(sizeof(*tev) * o->calls);
 	tck = malloc(sizeof(*tck) * o->calls);
@@ -285,18 +393,18 @@ int tsec_verify_run(const struct tsec_verify_opts *o, FILE *out, FILE *errf)
 
 	rc = TSEC_VERIFY_EXIT_FAIL;
 	/* The very first call of each method is reported on its own. */
-	if (!(ev.first_ns = one_evaluate(bus, rep, 0, errf)) ||
-	    !(ck.first_ns = one_check(bus, 0, errf)))
+	if (!(ev.first_ns = one_evaluate(bus, &w, rep, 0, errf)) ||
+	    !(ck.first_ns = one_check(bus, &w, 0, errf)))
 		goto out;
 	for (unsigned i = 0; i < o->warmup; i++)
-		if (!one_evaluate(bus, rep, i, errf) || !one_check(bus, i, errf))
+		if (!one_evaluate(bus, &w, rep, i, errf) || !one_check(bus, &w, i, errf))
 			goto out;
 	/* Sequential: all Evaluate calls, then all Check calls. */
 	for (unsigned i = 0; i < o->calls; i++)
-		if (!(tev[i] = one_evaluate(bus, rep, i, errf)))
+		if (!(tev[i] = one_evaluate(bus, &w, rep, i, errf)))
 			goto out;
 	for (unsigned i = 0; i < o->calls; i++)
-		if (!(tck[i] = one_check(bus, i, errf)))
+		if (!(tck[i] = one_check(bus, &w, i, errf)))
 			goto out;
 	{
 		uint64_t f1 = ev.first_ns, f2 = ck.first_ns;
@@ -310,7 +418,7 @@ int tsec_verify_run(const struct tsec_verify_opts *o, FILE *out, FILE *errf)
 	if (o->json) {
 		fprintf(out, "{\"build\": \"%s\", \"module_build\": \"%s\", \"module\": ",
 			tsec_build_name(o->verifier_build), tsec_build_name(info.build));
-		json_string(out, o->module);
+		print_json_string(out, o->module);
 		fputs(", \"methods\": {", out);
 		json_stats(out, "evaluate", &ev, 1);
 		json_stats(out, "check", &ck, 0);
@@ -325,9 +433,10 @@ int tsec_verify_run(const struct tsec_verify_opts *o, FILE *out, FILE *errf)
 			info.abi_major, info.abi_minor);
 		fprintf(out, "verifier %s build; policy %s\n",
 			tsec_build_name(o->verifier_build), o->policy);
-		fprintf(out, "workload %u sequential calls per method after %u warm-up rounds;\n"
-			"         evaluate = 1 request, check = batch of 2 (rule allow + floor deny)\n\n",
-			o->calls, o->warmup);
+		fprintf(out, "workload %s: %u sequential calls per method after %u warm-up rounds;\n"
+			"         evaluate = 1 request, check = batch of %zu\n\n",
+			o->workload ? o->workload : "built in (example policy)", o->calls,
+			o->warmup, w.nck);
 		fprintf(out, "%-9s %7s %10s %10s %10s %10s %10s %10s\n", "method",
 			"samples", "first", "p50", "p90", "p99", "p99.9", "max");
 		print_row(out, "evaluate", &ev);
@@ -350,6 +459,7 @@ int tsec_verify_run(const struct tsec_verify_opts *o, FILE *out, FILE *errf)
 	rc = TSEC_VERIFY_EXIT_OK;
 out:
 	tsec_bus_free(&bus);
+	json_decref(w.root);
 	free(rep);
 	free(tev);
 	free(tck);

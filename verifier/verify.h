@@ -27,6 +27,7 @@ struct tsec_verify_opts {
 	uint64_t p99_ns;
 	uint32_t verifier_build;        /* TSEC_BUILD_* of the verifier */
 	int policy_given;               /* --policy was given */
+	const char *workload;           /* requests and expected answers, or NULL */
 };
 
 /* Percentiles of one method, in nanoseconds. */
