@@ -70,6 +70,7 @@ struct config {
 	int have_secret;
 	unsigned char policy_pk[32];
 	int have_pk;
+	int ipc_curve;               /* ipc callers use CURVE, not their uid */
 	size_t max_message;
 	int workers;
 	size_t log_lines;
@@ -221,6 +222,13 @@ static int load_config(const char *path, struct config *c)
 		}
 		c->have_pk = 1;
 	}
+	if ((v = json_object_get(root, "ipc_curve"))) {
+		if (!json_is_boolean(v)) {
+			say("config: \"ipc_curve\" must be true or false");
+			goto out;
+		}
+		c->ipc_curve = json_is_true(v);
+	}
 	if ((v = json_object_get(root, "max_message"))) {
 		if (!json_is_integer(v) || json_integer_value(v) < 256 ||
 		    json_integer_value(v) > (64 << 20)) {
@@ -280,8 +288,8 @@ static int load_config(const char *path, struct config *c)
 		c->ncallers++;
 	}
 	for (int e = 0; e < c->nendpoints; e++)
-		if (!strncmp(c->endpoints[e], "tcp://", 6) && !c->have_secret) {
-			say("config: tcp endpoints need \"server_secret_key\" (CURVE)");
+		if ((!strncmp(c->endpoints[e], "tcp://", 6) || c->ipc_curve) && !c->have_secret) {
+			say("config: tcp endpoints and ipc_curve need \"server_secret_key\" (CURVE)");
 			goto out;
 		}
 	rc = 0;
@@ -1180,14 +1188,15 @@ int main(int argc, char **argv)
 	for (int e = 0; e < B.cfg.nendpoints; e++) {
 		const char *ep = B.cfg.endpoints[e];
 		int tcp = !strncmp(ep, "tcp://", 6);
-		void **r = &routers[tcp ? 0 : 1];
+		int curve = tcp || B.cfg.ipc_curve;
+		void **r = &routers[curve ? 0 : 1];
 		if (!*r)
-			*r = make_router(tcp);
+			*r = make_router(curve);
 		if ((tcp ? zmq_bind(*r, ep) : bind_ipc(*r, ep)) != 0) {
 			say("cannot bind %s: %s", ep, zmq_strerror(errno));
 			goto stop;
 		}
-		say("listening on %s (%s)", ep, tcp ? "CURVE" : "peer uid");
+		say("listening on %s (%s)", ep, curve ? "CURVE" : "peer uid");
 	}
 	say("serving policy %s with module %s", B.cfg.policy, B.cfg.module);
 

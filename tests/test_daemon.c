@@ -586,6 +586,69 @@ static void test_daemon_cli(void **state)
 	}
 }
 
+/* With ipc_curve, ipc callers are known by their CURVE key, not their uid. */
+static void test_daemon_ipc_curve(void **state)
+{
+	char cfg[2048], path[160], ipc[200], err_path[160];
+	struct tsec_client_opts o = { NULL, D.srv_pub, D.good_pub, D.good_sec, 3000 };
+	struct tsec_client *c = NULL;
+	struct tsec_error err;
+	pid_t pid;
+	int rc = -1;
+	(void)state;
+
+	snprintf(ipc, sizeof(ipc), "ipc://%s/run2/tsec.sock", D.dir);
+	snprintf(path, sizeof(path), "%s/broker2.json", D.dir);
+	snprintf(err_path, sizeof(err_path), "%s/broker2.err", D.dir);
+	snprintf(cfg, sizeof(cfg),
+		 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"examples/policy.json\","
+		 " \"storage\": \"%s/store2\", \"endpoints\": [\"%s\"], \"ipc_curve\": true,"
+		 " \"server_secret_key\": \"%s\","
+		 " \"clients\": [{\"public_key\": \"%s\", \"principal\": \"svc:web-1\", \"roles\": [\"web\"]}],"
+		 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:acme-issuer\"}]}",
+		 TSEC_BUILD_DIR, D.dir, ipc, D.srv_sec, D.good_pub, (int)getuid());
+	write_file(path, cfg);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		FILE *e = freopen(err_path, "w", stderr);
+		(void)e;
+		execl(TSEC_BUILD_DIR "/tsec-broker", "tsec-broker", "--config", path, (char *)NULL);
+		_exit(127);
+	}
+	o.endpoint = ipc;
+	for (int i = 0; i < 200 && rc != 0; i++) {
+		o.timeout_ms = 50;
+		assert_int_equal(tsec_client_open(&c, &o, &err), 0);
+		rc = tsec_client_call(c, "health", NULL, NULL, &err);
+		tsec_client_close(&c);
+	}
+	assert_int_equal(rc, 0);
+	/* The key's principal decides, not the uid's. */
+	o.timeout_ms = 3000;
+	assert_int_equal(tsec_client_open(&c, &o, &err), 0);
+	struct tsec_decision d;
+	struct tsec_request store_req = load_req;
+	store_req.action = (struct tsec_str)S("storage.store");
+	store_req.ctx.has = TSEC_CTX_SIZE;
+	store_req.ctx.size = 10;
+	assert_int_equal(tsec_client_check(c, &load_req, 1, &d, &err), 0);
+	assert_string_equal(d.rules[0], "web-reads-certs");
+	/* svc:acme-issuer (this uid) could store; svc:web-1 (the key) cannot. */
+	assert_int_equal(tsec_client_check(c, &store_req, 1, &d, &err), 0);
+	tsec_client_close(&c);
+	assert_int_equal(d.status, TSEC_STATUS_DEFAULT);
+	/* Without a key, an ipc caller is not heard. */
+	struct tsec_client_opts plain = { ipc, NULL, NULL, NULL, 300 };
+	assert_int_equal(tsec_client_open(&c, &plain, &err), 0);
+	assert_int_equal(tsec_client_call(c, "health", NULL, NULL, &err), TSEC_ETIMEDOUT);
+	tsec_client_close(&c);
+	kill(pid, SIGTERM);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 struct burst {
 	atomic_int timeouts, answered, stopped;
 };
@@ -657,6 +720,7 @@ int main(void)
 		cmocka_unit_test(test_daemon_reload),
 		cmocka_unit_test(test_daemon_decision_log),
 		cmocka_unit_test(test_daemon_cli),
+		cmocka_unit_test(test_daemon_ipc_curve),
 		cmocka_unit_test(test_daemon_sigterm_burst),
 	};
 	return cmocka_run_group_tests_name("daemon", tests, setup, teardown);

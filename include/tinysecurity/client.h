@@ -19,7 +19,8 @@ struct tsec_client;
 
 struct tsec_client_opts {
 	const char *endpoint;            /* "tcp://host:port" or "ipc://path" */
-	const char *server_public_key;   /* Z85 (40 chars); tcp needs it */
+	const char *server_public_key;   /* Z85 (40 chars); tcp needs it, and
+					    ipc when the broker sets ipc_curve */
 	const char *public_key;          /* the client's CURVE key pair, Z85 */
 	const char *secret_key;
 	int timeout_ms;                  /* per call; 0 means 5000 */
