@@ -163,6 +163,8 @@ static int cfg_roles(json_t *roles, struct caller *c)
 		total += json_string_length(v) + 1;
 	}
 	c->roles_buf = malloc(total + 1);
+	if (!c->roles_buf)
+		return -1;
 	json_array_foreach(roles, i, v) {
 		size_t n = json_string_length(v);
 		memcpy(c->roles_buf + o, json_string_value(v), n + 1);
