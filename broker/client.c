@@ -10,6 +10,7 @@
 
 #include "tinysecurity/client.h"
 #include "broker/wire.h"
+#include "common/clock.h"
 #include "common/error.h"
 
 struct tsec_client {
@@ -18,13 +19,6 @@ struct tsec_client {
 	int timeout_ms;
 	long next_id;
 };
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int tsec_client_open(struct tsec_client **out,
 		     const struct tsec_client_opts *o, struct tsec_error *err)
@@ -85,7 +79,7 @@ static int recv_reply(struct tsec_client *c, int64_t deadline, char **out,
 {
 	for (;;) {
 		zmq_pollitem_t it = { c->sock, 0, ZMQ_POLLIN, 0 };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - tsec__mono_ms();
 		zmq_msg_t m;
 		int more = 1;
 		size_t msz = sizeof(more);
@@ -123,7 +117,7 @@ int tsec_client_raw(struct tsec_client *c, const void *frame, size_t len,
 	*reply = NULL;
 	if (!c || (!frame && len))
 		return tsec__seterr(err, TSEC_EINVAL, "", "no client or no frame");
-	deadline = mono_ms() + c->timeout_ms;
+	deadline = tsec__mono_ms() + c->timeout_ms;
 	if (zmq_send(c->sock, "", 0, ZMQ_SNDMORE) < 0 ||
 	    zmq_send(c->sock, frame, len, 0) < 0)
 		return tsec__seterr(err, TSEC_EIO, "", "send: %s", zmq_strerror(errno));
@@ -153,7 +147,7 @@ int tsec_client_call(struct tsec_client *c, const char *method,
 	json_decref(msg);
 	if (!text)
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
-	deadline = mono_ms() + c->timeout_ms;
+	deadline = tsec__mono_ms() + c->timeout_ms;
 	if (zmq_send(c->sock, "", 0, ZMQ_SNDMORE) < 0 ||
 	    zmq_send(c->sock, text, strlen(text), 0) < 0) {
 		free(text);

@@ -3,6 +3,7 @@
 #define TSEC_STORE_PRIVATE_H
 
 #include "tinysecurity/store.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/key.h"
 
@@ -80,9 +81,5 @@ int tsec__open_beneath(struct tsec_store *s, const struct tsec__skey *sk,
 /* Fills buf with ".tsec-<what>-" and 16 random hex digits. */
 void tsec__temp_name(char *buf, size_t n, const char *what);
 
-/* Monotonic and wall-clock time in milliseconds. */
-int64_t tsec__mono_ms(void);
-uint64_t tsec__mono_ns(void);
-int64_t tsec__wall_ms(void);
 
 #endif

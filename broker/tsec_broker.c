@@ -31,6 +31,7 @@
 #include "broker/declog.h"
 #include "broker/sign.h"
 #include "broker/wire.h"
+#include "common/clock.h"
 #include "common/error.h"
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
@@ -104,20 +105,6 @@ static struct {
 	int64_t started_ms;
 	int sigpipe[2];
 } B;
-
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
@@ -444,7 +431,7 @@ static void log_decision(const struct call *c, const char *action,
 	json_t *o = json_object();
 	char *line;
 
-	json_object_set_new(o, "time_ms", json_integer(wall_ms()));
+	json_object_set_new(o, "time_ms", json_integer(tsec__wall_ms()));
 	json_object_set(o, "id", c->id ? c->id : json_null());
 	json_object_set_new(o, "principal", json_string(c->who->principal));
 	json_object_set_new(o, "action", json_string(action ? action : ""));
@@ -494,10 +481,10 @@ static json_t *do_check(struct call *c, json_t **result)
 		r[i].roles = c->p.roles;
 		r[i].nroles = c->p.nroles;
 	}
-	t0 = mono_ns();
+	t0 = (int64_t)tsec__mono_ns();
 	if (tsec_bus_check(B.bus, "policy", r, n, d, &err))
 		return err_json(&err);
-	lat = (mono_ns() - t0) / (int64_t)n;
+	lat = ((int64_t)tsec__mono_ns() - t0) / (int64_t)n;
 	out = json_array();
 	for (i = 0; i < n; i++) {
 		json_t *dj = tsec__decision_to_json(&d[i]);
@@ -733,7 +720,7 @@ static json_t *do_stats(json_t **result)
 	for (size_t i = 0; i < NMETHODS; i++)
 		json_object_set_new(bym, methods[i], json_integer((json_int_t)atomic_load(&B.st.by_method[i])));
 	*result = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
-		"uptime_ms", (json_int_t)(wall_ms() - B.started_ms),
+		"uptime_ms", (json_int_t)(tsec__wall_ms() - B.started_ms),
 		"calls", (json_int_t)atomic_load(&B.st.calls),
 		"errors", (json_int_t)atomic_load(&B.st.errors),
 		"denied", (json_int_t)atomic_load(&B.st.denied),
@@ -1134,7 +1121,7 @@ int main(int argc, char **argv)
 		return 2;
 	pthread_mutex_init(&B.reload_lock, NULL);
 	pthread_mutex_init(&B.locks_lock, NULL);
-	B.started_ms = wall_ms();
+	B.started_ms = tsec__wall_ms();
 	if (tsec_bus_new(&B.bus))
 		return 2;
 	if (policy_text(&text, &len, &err) ||
@@ -1225,7 +1212,7 @@ int main(int argc, char **argv)
 				} else if (!draining) {
 					say("stopping: answering %ld calls in flight", inflight);
 					draining = 1;
-					drain_until = mono_ns() / 1000000 + DRAIN_LINGER_MS;
+					drain_until = tsec__mono_ms() + DRAIN_LINGER_MS;
 				}
 			}
 		}
@@ -1255,7 +1242,7 @@ int main(int argc, char **argv)
 				inflight--;
 			}
 		}
-		if (draining && inflight == 0 && mono_ns() / 1000000 >= drain_until)
+		if (draining && inflight == 0 && tsec__mono_ms() >= drain_until)
 			break;
 	}
 	rc = 0;

@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include "tinysecurity/bus.h"
+#include "common/clock.h"
 #include "verifier/verify.h"
 
 #define ARCHIVE_MAX (256u << 20)
@@ -28,13 +29,6 @@ struct buf {
 	size_t n, cap;
 	int too_big;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static size_t on_data(char *d, size_t size, size_t n, void *arg)
 {
@@ -285,13 +279,13 @@ int tsec_verify_archive(const struct tsec_verify_opts *o, const char *url,
 	snprintf(full, sizeof(full), "%s%s%s", url,
 		 url[strlen(url) - 1] == '/' ? "" : "/", name);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	t[0] = now_ns();
+	t[0] = tsec__mono_ns();
 	if (fetch(full, &b, errf))
 		goto out;
-	t[1] = now_ns();
+	t[1] = tsec__mono_ns();
 	if (check_digest(&b, digest, errf))
 		goto out;
-	t[2] = now_ns();
+	t[2] = tsec__mono_ns();
 	if (!mkdtemp(dir)) {
 		fprintf(errf, "verify_module: mkdtemp: %s\n", strerror(errno));
 		goto out;
@@ -299,7 +293,7 @@ int tsec_verify_archive(const struct tsec_verify_opts *o, const char *url,
 	made = 1;
 	if (unpack(&b, dir, module, sizeof(module), policy, sizeof(policy), errf))
 		goto out;
-	t[3] = now_ns();
+	t[3] = tsec__mono_ns();
 	if (!o->policy_given && *policy)
 		run.policy = policy;
 	if (tsec_bus_new(&bus) ||
@@ -307,7 +301,7 @@ int tsec_verify_archive(const struct tsec_verify_opts *o, const char *url,
 		fprintf(errf, "verify_module: cannot load %s: %s\n", module, bus ? err.msg : "no memory");
 		goto out;
 	}
-	t[4] = now_ns();
+	t[4] = tsec__mono_ns();
 	rep = malloc(sizeof(*rep));
 	{
 		struct tsec_request r = {
@@ -320,7 +314,7 @@ int tsec_verify_archive(const struct tsec_verify_opts *o, const char *url,
 			goto out;
 		}
 	}
-	t[5] = now_ns();
+	t[5] = tsec__mono_ns();
 	tsec_bus_free(&bus);
 	if (!o->json) {
 		fprintf(out, "archive  %s (%zu bytes, SHA-256 verified)\n", full, b.n);

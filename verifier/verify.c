@@ -12,16 +12,10 @@
 
 #include "tinysecurity/bus.h"
 #include "broker/wire.h"
+#include "common/clock.h"
 #include "verifier/verify.h"
 
 #define ENDPOINT "policy"
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int parse_us(const char *name, uint64_t *out, FILE *errf)
 {
@@ -249,9 +243,9 @@ static uint64_t one_evaluate(struct tsec_bus *bus, const struct workload *w,
 	uint64_t t0, t1;
 	int rc;
 
-	t0 = now_ns();
+	t0 = tsec__mono_ns();
 	rc = tsec_bus_evaluate(bus, ENDPOINT, &w->ev, rep, &err);
-	t1 = now_ns();
+	t1 = tsec__mono_ns();
 	if (rc) {
 		fprintf(errf, "verify_module: evaluate failed: %s\n", err.msg);
 		return 0;
@@ -271,9 +265,9 @@ static uint64_t one_check(struct tsec_bus *bus, const struct workload *w,
 	uint64_t t0, t1;
 	int rc;
 
-	t0 = now_ns();
+	t0 = tsec__mono_ns();
 	rc = tsec_bus_check(bus, ENDPOINT, w->ck, w->nck, out, &err);
-	t1 = now_ns();
+	t1 = tsec__mono_ns();
 	if (rc) {
 		fprintf(errf, "verify_module: check failed: %s\n", err.msg);
 		return 0;
