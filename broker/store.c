@@ -818,7 +818,7 @@ int tsec_store_put_many(struct tsec_store *s, const struct tsec_principal *who,
 {
 	struct txn_item *it = NULL;
 	struct tsec_request *r = NULL;
-	size_t i, done = 0;
+	size_t i;
 	int rc;
 
 	if (!s)
@@ -888,7 +888,6 @@ int tsec_store_put_many(struct tsec_store *s, const struct tsec_principal *who,
 					      true, err)))
 			goto rollback;
 		t->written = 1;
-		done++;
 	}
 	for (i = 0; i < n; i++)
 		if (it[i].had_old)
@@ -907,7 +906,6 @@ rollback:
 			unlinkat(t->dirfd, leaf, 0);
 		fsync(t->dirfd);
 	}
-	(void)done;
 out:
 	for (i = 0; it && i < n; i++)
 		if (it[i].dirfd >= 0)

@@ -163,6 +163,19 @@ static int cfg_roles(json_t *roles, struct caller *c)
 	return 0;
 }
 
+/* What clients and ipc_uids entries share: principal, roles, admin. */
+static int cfg_caller(json_t *x, struct caller *cl)
+{
+	const char *p = json_string_value(json_object_get(x, "principal"));
+
+	if (!p || !*p || strlen(p) >= sizeof(cl->principal) ||
+	    cfg_roles(json_object_get(x, "roles"), cl))
+		return -1;
+	snprintf(cl->principal, sizeof(cl->principal), "%s", p);
+	cl->admin = json_is_true(json_object_get(x, "admin"));
+	return 0;
+}
+
 static int load_config(const char *path, struct config *c)
 {
 	json_error_t je;
@@ -246,16 +259,12 @@ static int load_config(const char *path, struct config *c)
 	json_array_foreach(v, i, x) {
 		struct caller *cl = &c->callers[c->ncallers];
 		const char *key = json_string_value(json_object_get(x, "public_key"));
-		const char *p = json_string_value(json_object_get(x, "principal"));
-		if (c->ncallers == MAX_CALLERS || !key || strlen(key) != 40 || !p ||
-		    !zmq_z85_decode(cl->key, key) || strlen(p) >= sizeof(cl->principal) ||
-		    cfg_roles(json_object_get(x, "roles"), cl)) {
+		if (c->ncallers == MAX_CALLERS || !key || strlen(key) != 40 ||
+		    !zmq_z85_decode(cl->key, key) || cfg_caller(x, cl)) {
 			say("config: client %zu needs a 40-character Z85 \"public_key\", a \"principal\""
 			    " and at most 16 string \"roles\"", i);
 			goto out;
 		}
-		snprintf(cl->principal, sizeof(cl->principal), "%s", p);
-		cl->admin = json_is_true(json_object_get(x, "admin"));
 		cl->uid = -1;
 		c->ncallers++;
 	}
@@ -263,16 +272,12 @@ static int load_config(const char *path, struct config *c)
 	json_array_foreach(v, i, x) {
 		struct caller *cl = &c->callers[c->ncallers];
 		json_t *uid = json_object_get(x, "uid");
-		const char *p = json_string_value(json_object_get(x, "principal"));
 		if (c->ncallers == MAX_CALLERS || !json_is_integer(uid) ||
-		    json_integer_value(uid) < 0 || !p || strlen(p) >= sizeof(cl->principal) ||
-		    cfg_roles(json_object_get(x, "roles"), cl)) {
+		    json_integer_value(uid) < 0 || cfg_caller(x, cl)) {
 			say("config: ipc_uids %zu needs an integer \"uid\", a \"principal\""
 			    " and at most 16 string \"roles\"", i);
 			goto out;
 		}
-		snprintf(cl->principal, sizeof(cl->principal), "%s", p);
-		cl->admin = json_is_true(json_object_get(x, "admin"));
 		cl->uid = (long)json_integer_value(uid);
 		c->ncallers++;
 	}

@@ -347,7 +347,6 @@ static void test_store_certificates(void **state)
 	struct tsec_cert_files f = { 0 }, got;
 	struct tsec_error err;
 	char crt[256], key[256], meta[256];
-	size_t n;
 
 	assert_int_equal(tsec_cert_keys("acme-v02", "*.Example.com", crt, key, meta, sizeof(crt)), 0);
 	assert_string_equal(crt, "certificates/acme-v02/wildcard_.example.com/wildcard_.example.com.crt");
@@ -384,7 +383,6 @@ static void test_store_certificates(void **state)
 			 TSEC_EINCOMPLETE);
 	assert_null(got.cert);
 	tsec_cert_files_free(&f);
-	(void)n;
 }
 
 /* Every denied operation leaves the disk byte for byte unchanged. */
