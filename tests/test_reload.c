@@ -4,6 +4,7 @@
  * is not concurrency-safe is serialised by the bus.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -76,6 +77,14 @@ static void test_reload_under_load(void **state)
 		assert_int_equal(pthread_create(&t[i], NULL, caller, &sh), 0);
 	for (int i = 0; i < RELOADS; i++) {
 		const char *p = i % 2 ? policy_a : policy_b;
+		/*
+		 * Each reload waits for a call to finish after the one before,
+		 * so calls and reloads interleave however the scheduler runs
+		 * the threads (no timing decides this test).
+		 */
+		unsigned seen = atomic_load(&sh.calls) + atomic_load(&sh.failures);
+		while (atomic_load(&sh.calls) + atomic_load(&sh.failures) == seen)
+			sched_yield();
 		assert_int_equal(tsec_bus_reload(sh.bus, "policy", p, strlen(p), &err), 0);
 		if (i % 10 == 0) {
 			/* A broken policy is refused and changes nothing. */
