@@ -59,29 +59,40 @@ Q := @
 msg = @printf '  %-6s %s\n' $(1) $(2)
 endif
 
-COMMON_SRC := common/error.c common/key.c
+# The parts, one folder each (README, "Layout").
+CORE_SRC := common/error.c common/key.c
+SHARED_SRC := $(CORE_SRC) common/wire.c common/sign.c
 MODULE_SRC := module/match.c module/compile.c module/eval.c \
 	module/cert.c module/entry.c
-BROKER_SRC := broker/bus.c broker/loader.c broker/store.c broker/lock.c \
-	broker/certcache.c broker/wire.c broker/sign.c broker/declog.c \
-	broker/client.c
+BUS_SRC := broker/bus/bus.c broker/bus/loader.c
+STORAGE_SRC := broker/storage/store.c broker/storage/lock.c \
+	broker/storage/certcache.c
+CLIENT_SRC := broker/client/client.c
+BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(CLIENT_SRC)
+DAEMON_SRC := $(addprefix broker/daemon/,main.c config.c policy.c auth.c \
+	methods.c storage.c held.c dispatch.c serve.c declog.c)
+CLI_SRC := broker/cli/tsec.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 mobj = $(patsubst %.c,$(B)/mobj/%.o,$(1))
 
-MODULE_OBJ := $(call mobj,$(MODULE_SRC) $(COMMON_SRC))
-BROKER_OBJ := $(call obj,$(BROKER_SRC) $(COMMON_SRC))
+MODULE_OBJ := $(call mobj,$(MODULE_SRC) $(CORE_SRC))
+BROKER_OBJ := $(call mobj,$(BROKER_SRC) $(SHARED_SRC))
+DAEMON_OBJ := $(call obj,$(DAEMON_SRC))
+CLI_OBJ := $(call obj,$(CLI_SRC))
 VERIFY_OBJ := $(call obj,$(VERIFY_SRC))
 
 MODULE_SO := $(B)/libtinysecurity_module.so
 BROKER_A := $(B)/libtinysecurity.a
+SONAME := libtinysecurity.so.0
+BROKER_SO_REAL := $(B)/libtinysecurity.so.$(VERSION)
 BROKER_SO := $(B)/libtinysecurity.so
 VERIFY := $(B)/verify_module
 DAEMON := $(B)/tsec-broker
 CLI := $(B)/tsec
 
-TESTS := key match compile cert decision loader reload exports verifier \
+TESTS := key match compile cert decision loader reload exports verifier wire \
 	store lock certcache daemon archive
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
 FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
@@ -151,7 +162,9 @@ install:
 	install -m 0755 $(R)/tsec $(R)/tsec-broker $(R)/verify_module $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(R)/libtinysecurity_module.so $(DESTDIR)$(PREFIX)/lib/tinysecurity/
 	install -m 0644 $(R)/libtinysecurity.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 0755 $(R)/libtinysecurity.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 0755 $(R)/libtinysecurity.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libtinysecurity.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libtinysecurity.so
 	install -m 0644 include/tinysecurity/*.h $(DESTDIR)$(PREFIX)/include/tinysecurity/
 	$(subst_in) packaging/tinysecurity.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tinysecurity.pc
 	$(subst_in) packaging/tsec.1 > $(DESTDIR)$(PREFIX)/share/man/man1/tsec.1
@@ -176,7 +189,7 @@ $(B)/obj/%.o: %.c
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-# Module objects: symbols hidden unless marked for export.
+# Library and module objects: symbols hidden unless marked for export.
 $(B)/mobj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$@)
@@ -192,19 +205,25 @@ $(BROKER_A): $(BROKER_OBJ)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BROKER_SO): $(BROKER_OBJ)
+# Only what the public headers mark TSEC_API leaves the library (the
+# objects are built with -fvisibility=hidden); tests/test_exports.c checks.
+$(BROKER_SO_REAL): $(BROKER_OBJ)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -shared -o $@ $^ $(ALL_LDFLAGS) -Wl,-z,defs $(BROKER_LIBS)
+	$(Q)$(CC) -shared -o $@ $^ $(ALL_LDFLAGS) -Wl,-soname,$(SONAME) -Wl,-z,defs \
+		$(BROKER_LIBS)
+
+$(BROKER_SO): $(BROKER_SO_REAL)
+	$(Q)ln -sf $(notdir $<) $(B)/$(SONAME) && ln -sf $(SONAME) $@
 
 $(VERIFY): $(B)/obj/verifier/main.o $(VERIFY_OBJ) $(BROKER_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(ARCHIVE_LIBS) $(BROKER_LIBS) -lm
 
-$(DAEMON): $(B)/obj/broker/tsec_broker.o $(BROKER_A)
+$(DAEMON): $(DAEMON_OBJ) $(BROKER_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(ZMQ_LIBS) $(BROKER_LIBS)
 
-$(CLI): $(B)/obj/broker/tsec_cli.o $(BROKER_A)
+$(CLI): $(CLI_OBJ) $(BROKER_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(ZMQ_LIBS) $(BROKER_LIBS)
 

@@ -9,35 +9,43 @@
 
 #include "common/error.h"
 
+/* The message and name tables, generated from TSEC_ERRNO_MAP. */
+static const struct {
+	int code;
+	const char *name, *msg;
+} errors[] = {
+#define ERRNO_ROW(name, value, wire, msg) { value, wire, msg },
+	TSEC_ERRNO_MAP(ERRNO_ROW)
+#undef ERRNO_ROW
+};
+#define NERRORS (sizeof(errors) / sizeof(errors[0]))
+
+/* The codes run 0, -1, -2, ... with no gap, so a code is its own index. */
+static int row_of(int code)
+{
+	return code <= 0 && (size_t)-code < NERRORS ? -code : -1;
+}
+
 const char *tsec_strerror(int code)
 {
-	switch (code) {
-	case TSEC_OK: return "success";
-	case TSEC_EINVAL: return "invalid argument";
-	case TSEC_ENOMEM: return "out of memory";
-	case TSEC_EIO: return "input/output error";
-	case TSEC_ENOENT: return "not found";
-	case TSEC_ENOTSO: return "not a loadable shared object";
-	case TSEC_ENOSYM: return "module entry symbol missing";
-	case TSEC_EABI: return "module ABI major mismatch";
-	case TSEC_ESHORT: return "module descriptor too short";
-	case TSEC_ENULLFN: return "module descriptor lacks a function";
-	case TSEC_EPOLICY: return "invalid policy";
-	case TSEC_EDENIED: return "denied by policy";
-	case TSEC_EEXIST: return "conflict: target exists";
-	case TSEC_EBUSY: return "busy";
-	case TSEC_ETOOBIG: return "value too large";
-	case TSEC_EMODULE: return "module failure";
-	case TSEC_EKEY: return "invalid key";
-	case TSEC_ETIMEDOUT: return "deadline passed";
-	case TSEC_EINCOMPLETE: return "incomplete value";
-	case TSEC_ESIGNATURE: return "bad or missing signature";
-	case TSEC_EPROTO: return "malformed message";
-	case TSEC_EBUDGET: return "performance budget exceeded";
-	case TSEC_ENOTOWNER: return "lock held by another owner";
-	case TSEC_ECERT: return "certificate does not parse";
-	default: return "unknown error";
-	}
+	int r = row_of(code);
+
+	return r >= 0 ? errors[r].msg : "unknown error";
+}
+
+const char *tsec_errname(int code)
+{
+	int r = row_of(code);
+
+	return r >= 0 ? errors[r].name : "unknown";
+}
+
+int tsec_errcode(const char *name)
+{
+	for (size_t i = 0; name && i < NERRORS; i++)
+		if (!strcmp(errors[i].name, name))
+			return errors[i].code;
+	return TSEC_EPROTO;
 }
 
 int tsec__seterr(struct tsec_error *err, int code, const char *where,

@@ -439,11 +439,14 @@ struct seen {
 	char last_action[32];
 };
 
-static void observer(void *ctx, const struct tsec_request *reqs,
+static int seen_call;
+
+static void observer(void *ctx, void *call_ctx, const struct tsec_request *reqs,
 		     const struct tsec_decision *d, size_t n, uint64_t latency_ns)
 {
 	struct seen *s = ctx;
 	(void)latency_ns;
+	assert_ptr_equal(call_ctx, &seen_call); /* the principal's, handed back */
 	s->calls++;
 	s->decisions += n;
 	for (size_t i = 0; i < n; i++)
@@ -463,6 +466,7 @@ static void test_store_observer(void **state)
 	struct tsec_lock lk;
 
 	tsec_store_set_observer(t->store, observer, &seen);
+	app.call_ctx = &seen_call;
 	assert_int_equal(tsec_store_put_many(t->store, &app, two, 2, &err), 0);
 	assert_int_equal(seen.calls, 1);
 	assert_int_equal(seen.decisions, 2);
@@ -475,6 +479,7 @@ static void test_store_observer(void **state)
 	assert_int_equal(tsec_lock_release(t->store, &app, &lk, &err), 0);
 	assert_string_equal(seen.last_action, "lock.release");
 	tsec_store_set_observer(t->store, NULL, NULL);
+	app.call_ctx = NULL;
 }
 
 static void test_store_bad_input(void **state)

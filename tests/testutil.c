@@ -38,7 +38,7 @@ struct tsec_bus *tu_bus_with_text(const char *text)
 
 struct tsec_principal tu_who(const char *id)
 {
-	struct tsec_principal p = { tsec_str_c(id), NULL, 0 };
+	struct tsec_principal p = { .id = tsec_str_c(id) };
 	return p;
 }
 

@@ -10,6 +10,7 @@
 #include "tinysecurity/bus.h"
 
 #define MODULE_PATH TSEC_BUILD_DIR "/libtinysecurity_module.so"
+#define LIBRARY_PATH TSEC_BUILD_DIR "/libtinysecurity.so"
 #define FIXTURE(name) TSEC_BUILD_DIR "/fixtures/" name ".so"
 
 /* A new bus with the real module on "policy" loaded from a policy file. */

@@ -11,7 +11,7 @@
 #include <jansson.h>
 
 #include "tinysecurity/bus.h"
-#include "broker/wire.h"
+#include "common/wire.h"
 #include "common/clock.h"
 #include "verifier/verify.h"
 

@@ -28,7 +28,7 @@ struct tsec_module_info {
 };
 
 /* Creates an empty bus into *out.  Returns 0 or TSEC_ENOMEM. */
-int tsec_bus_new(struct tsec_bus **out);
+TSEC_API int tsec_bus_new(struct tsec_bus **out);
 
 /* Where the bus and its modules log (load, reload, fini; never per call). */
 typedef void (*tsec_log_fn)(void *ctx, int level, const char *msg);
@@ -37,13 +37,13 @@ typedef void (*tsec_log_fn)(void *ctx, int level, const char *msg);
  * Sets the log sink of the bus (NULL: discard).  The default writes
  * "tsec: LEVEL: message" lines to stderr.  Call before loading modules.
  */
-void tsec_bus_set_log(struct tsec_bus *bus, tsec_log_fn fn, void *ctx);
+TSEC_API void tsec_bus_set_log(struct tsec_bus *bus, tsec_log_fn fn, void *ctx);
 
 /*
  * Finalises every module, unloads them and frees the bus; sets *bus to
  * NULL.  No call may be in flight.  Accepts NULL and *bus == NULL.
  */
-void tsec_bus_free(struct tsec_bus **bus);
+TSEC_API void tsec_bus_free(struct tsec_bus **bus);
 
 /*
  * Loads the module at `path` onto the endpoint `name` and initialises it
@@ -53,16 +53,16 @@ void tsec_bus_free(struct tsec_bus **bus);
  * compile), TSEC_EBUSY (endpoint taken or bus full), TSEC_EINVAL.
  * Thread-safe against calls on other endpoints.
  */
-int tsec_bus_load(struct tsec_bus *bus, const char *name, const char *path,
+TSEC_API int tsec_bus_load(struct tsec_bus *bus, const char *name, const char *path,
 		  const char *policy, size_t len, struct tsec_error *err);
 
 /* As tsec_bus_load, reading the policy from `policy_path`. */
-int tsec_bus_load_file(struct tsec_bus *bus, const char *name,
+TSEC_API int tsec_bus_load_file(struct tsec_bus *bus, const char *name,
 		       const char *path, const char *policy_path,
 		       struct tsec_error *err);
 
 /* Fills *info for the endpoint.  Returns 0 or TSEC_ENOENT. */
-int tsec_bus_info(struct tsec_bus *bus, const char *name,
+TSEC_API int tsec_bus_info(struct tsec_bus *bus, const char *name,
 		  struct tsec_module_info *info);
 
 /*
@@ -70,12 +70,12 @@ int tsec_bus_info(struct tsec_bus *bus, const char *name,
  * decision in out[0..n-1] is forced to deny.  Thread-safe; a module that
  * does not declare TSEC_MODULE_CONCURRENT is serialised by the bus.
  */
-int tsec_bus_check(struct tsec_bus *bus, const char *name,
+TSEC_API int tsec_bus_check(struct tsec_bus *bus, const char *name,
 		   const struct tsec_request *reqs, size_t n,
 		   struct tsec_decision *out, struct tsec_error *err);
 
 /* Evaluate one request; same rules as tsec_bus_check. */
-int tsec_bus_evaluate(struct tsec_bus *bus, const char *name,
+TSEC_API int tsec_bus_evaluate(struct tsec_bus *bus, const char *name,
 		      const struct tsec_request *req, struct tsec_report *out,
 		      struct tsec_error *err);
 
@@ -83,7 +83,7 @@ int tsec_bus_evaluate(struct tsec_bus *bus, const char *name,
  * Recompiles the endpoint's policy and swaps it in atomically.  On error
  * the old policy keeps serving.  Safe while other threads call.
  */
-int tsec_bus_reload(struct tsec_bus *bus, const char *name,
+TSEC_API int tsec_bus_reload(struct tsec_bus *bus, const char *name,
 		    const char *policy, size_t len, struct tsec_error *err);
 
 /*
@@ -92,7 +92,7 @@ int tsec_bus_reload(struct tsec_bus *bus, const char *name,
  * for a good policy, TSEC_EPOLICY for a bad one, TSEC_EMODULE when the
  * module offers no lint (ABI 1.0).
  */
-int tsec_bus_lint(struct tsec_bus *bus, const char *name, const char *policy,
+TSEC_API int tsec_bus_lint(struct tsec_bus *bus, const char *name, const char *policy,
 		  size_t len, struct tsec_error *errs, size_t max,
 		  size_t *nerrs);
 
@@ -101,7 +101,7 @@ int tsec_bus_lint(struct tsec_bus *bus, const char *name, const char *policy,
  * buffer (*out, caller frees) of *len bytes.  Returns 0, TSEC_ENOENT,
  * TSEC_EIO, TSEC_ETOOBIG or TSEC_ENOMEM, with details in err.
  */
-int tsec_read_file(const char *path, size_t max, char **out, size_t *len,
+TSEC_API int tsec_read_file(const char *path, size_t max, char **out, size_t *len,
 		   struct tsec_error *err);
 
 /* A tsec_str over a NUL-terminated string (NULL gives an empty one). */

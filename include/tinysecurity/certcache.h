@@ -39,11 +39,11 @@ struct tsec_cert_match {
  * evicts the oldest.  free_data (may be NULL) is called on an entry's data
  * once it is out of the cache and no reader can see it.
  */
-int tsec_certcache_new(struct tsec_certcache **out, size_t capacity,
+TSEC_API int tsec_certcache_new(struct tsec_certcache **out, size_t capacity,
 		       void (*free_data)(void *data));
 
 /* Frees the cache and every entry; no reader may be inside.  *c = NULL. */
-void tsec_certcache_free(struct tsec_certcache **c);
+TSEC_API void tsec_certcache_free(struct tsec_certcache **c);
 
 /*
  * Inserts the first certificate of a PEM, indexed by its DNS SANs.
@@ -51,34 +51,34 @@ void tsec_certcache_free(struct tsec_certcache **c);
  * once; `data` is not taken), TSEC_ECERT if the PEM does not parse or has
  * no DNS name, TSEC_ENOMEM.
  */
-int tsec_certcache_insert(struct tsec_certcache *c, const char *pem,
+TSEC_API int tsec_certcache_insert(struct tsec_certcache *c, const char *pem,
 			  size_t len, void *data, struct tsec_error *err);
 
 /* The same with the names and identity given directly. */
-int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t id[32],
+TSEC_API int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t id[32],
 				const char *const *names, size_t nnames,
 				int64_t not_after, void *data,
 				struct tsec_error *err);
 
 /* Removes a certificate by id; TSEC_ENOENT if absent. */
-int tsec_certcache_remove(struct tsec_certcache *c, const uint8_t id[32]);
+TSEC_API int tsec_certcache_remove(struct tsec_certcache *c, const uint8_t id[32]);
 
 /* How many certificates the cache holds. */
-size_t tsec_certcache_count(struct tsec_certcache *c);
+TSEC_API size_t tsec_certcache_count(struct tsec_certcache *c);
 
 /*
  * A read section: between begin and end, what lookups return stays
  * valid (its data is not freed).  Outside one, a returned `data` may be
  * freed by a concurrent remove.  Sections nest; keep them short.
  */
-unsigned tsec_certcache_read_begin(struct tsec_certcache *c);
-void tsec_certcache_read_end(struct tsec_certcache *c, unsigned token);
+TSEC_API unsigned tsec_certcache_read_begin(struct tsec_certcache *c);
+TSEC_API void tsec_certcache_read_end(struct tsec_certcache *c, unsigned token);
 
 /*
  * The first certificate for a server name: an exact match, else a
  * wildcard one.  Returns 0 or TSEC_ENOENT.  Never blocks.
  */
-int tsec_certcache_lookup(struct tsec_certcache *c, const char *name,
+TSEC_API int tsec_certcache_lookup(struct tsec_certcache *c, const char *name,
 			  struct tsec_cert_match *out);
 
 /*
@@ -86,7 +86,7 @@ int tsec_certcache_lookup(struct tsec_certcache *c, const char *name,
  * wildcard ones, each group oldest first; up to max into out.  Returns how
  * many matched in all (may exceed max).
  */
-size_t tsec_certcache_lookup_all(struct tsec_certcache *c, const char *name,
+TSEC_API size_t tsec_certcache_lookup_all(struct tsec_certcache *c, const char *name,
 				 struct tsec_cert_match *out, size_t max);
 
 /*
@@ -95,7 +95,7 @@ size_t tsec_certcache_lookup_all(struct tsec_certcache *c, const char *name,
  * 0 or the first error of the listing; certificates that do not parse are
  * skipped and counted in *skipped (may be NULL).
  */
-int tsec_certcache_fill(struct tsec_certcache *c, struct tsec_store *s,
+TSEC_API int tsec_certcache_fill(struct tsec_certcache *c, struct tsec_store *s,
 			const struct tsec_principal *who, size_t *skipped,
 			struct tsec_error *err);
 

@@ -27,12 +27,12 @@ struct tsec_client_opts {
 };
 
 /* Connects (lazily, as ZeroMQ does).  0, TSEC_EINVAL or TSEC_ENOMEM. */
-int tsec_client_open(struct tsec_client **out,
+TSEC_API int tsec_client_open(struct tsec_client **out,
 		     const struct tsec_client_opts *opts,
 		     struct tsec_error *err);
 
 /* Closes; *c = NULL.  Accepts NULL. */
-void tsec_client_close(struct tsec_client **c);
+TSEC_API void tsec_client_close(struct tsec_client **c);
 
 /*
  * Calls a method with params (a JSON object as text, or NULL) and waits
@@ -42,7 +42,7 @@ void tsec_client_close(struct tsec_client **c);
  * TSEC_ETIMEDOUT when no reply came in time (an unknown key is refused
  * at the handshake and ends so).
  */
-int tsec_client_call(struct tsec_client *c, const char *method,
+TSEC_API int tsec_client_call(struct tsec_client *c, const char *method,
 		     const char *params, char **result,
 		     struct tsec_error *err);
 
@@ -50,14 +50,14 @@ int tsec_client_call(struct tsec_client *c, const char *method,
  * Sends one raw frame as a request and returns the raw reply (new text),
  * for tests and tools that speak the wire themselves.
  */
-int tsec_client_raw(struct tsec_client *c, const void *frame, size_t len,
+TSEC_API int tsec_client_raw(struct tsec_client *c, const void *frame, size_t len,
 		    char **reply, struct tsec_error *err);
 
 /*
  * Check through the broker: n requests (their principal and roles are
  * ignored), one decision each.  Any failure leaves every decision a deny.
  */
-int tsec_client_check(struct tsec_client *c, const struct tsec_request *reqs,
+TSEC_API int tsec_client_check(struct tsec_client *c, const struct tsec_request *reqs,
 		      size_t n, struct tsec_decision *out,
 		      struct tsec_error *err);
 

@@ -26,11 +26,16 @@ extern "C" {
 
 struct tsec_store;
 
-/* Who calls.  Borrowed for the call. */
+/*
+ * Who calls.  Borrowed for the call.  call_ctx is the caller's own: the
+ * store never reads it and hands it to the observer with each decision
+ * it makes for this call (NULL when unused).
+ */
 struct tsec_principal {
 	struct tsec_str id;
 	const struct tsec_str *roles;
 	uint32_t nroles;
+	void *call_ctx;
 };
 
 #define TSEC_STORE_VALUE_MAX (16u << 20)  /* default largest value: 16 MiB */
@@ -40,46 +45,47 @@ struct tsec_principal {
  * through `bus` at `endpoint` (NULL: "policy").  The bus must outlive the
  * store.  Returns 0, TSEC_EIO, TSEC_ENOMEM or TSEC_EINVAL.
  */
-int tsec_store_open(struct tsec_store **out, const char *root,
+TSEC_API int tsec_store_open(struct tsec_store **out, const char *root,
 		    struct tsec_bus *bus, const char *endpoint,
 		    struct tsec_error *err);
 
 /*
  * Called after every policy check the store makes, with the requests (the
- * principal filled in), their decisions and the check's duration; for an
+ * principal filled in), their decisions and the check's duration, and
+ * the principal's call_ctx; for an
  * audit trail.  It runs in the calling thread, so it must be thread-safe
  * and quick.  Set it before the store is shared; NULL removes it.
  */
-typedef void (*tsec_store_observer_fn)(void *ctx,
+typedef void (*tsec_store_observer_fn)(void *ctx, void *call_ctx,
 				       const struct tsec_request *reqs,
 				       const struct tsec_decision *decisions,
 				       size_t n, uint64_t latency_ns);
 
-void tsec_store_set_observer(struct tsec_store *s, tsec_store_observer_fn fn,
+TSEC_API void tsec_store_set_observer(struct tsec_store *s, tsec_store_observer_fn fn,
 			     void *ctx);
 
 /* Closes the store; sets *s to NULL.  Accepts NULL. */
-void tsec_store_close(struct tsec_store **s);
+TSEC_API void tsec_store_close(struct tsec_store **s);
 
 /* Writes value[0..len) under key, replacing a file (never a folder). */
-int tsec_store_put(struct tsec_store *s, const struct tsec_principal *who,
+TSEC_API int tsec_store_put(struct tsec_store *s, const struct tsec_principal *who,
 		   const char *key, const void *value, size_t len,
 		   struct tsec_error *err);
 
 /* Reads a value into a new buffer (*out, free() it; NUL-terminated). */
-int tsec_store_get(struct tsec_store *s, const struct tsec_principal *who,
+TSEC_API int tsec_store_get(struct tsec_store *s, const struct tsec_principal *who,
 		   const char *key, char **out, size_t *len,
 		   struct tsec_error *err);
 
 /* *exists = whether key names a file or a folder. */
-int tsec_store_exists(struct tsec_store *s, const struct tsec_principal *who,
+TSEC_API int tsec_store_exists(struct tsec_store *s, const struct tsec_principal *who,
 		      const char *key, int *exists, struct tsec_error *err);
 
 /*
  * exists[i] = whether keys[i] names a file (not a folder), for n keys in
  * one policy batch; any invalid or denied key fails the whole call.
  */
-int tsec_store_exists_many(struct tsec_store *s,
+TSEC_API int tsec_store_exists_many(struct tsec_store *s,
 			   const struct tsec_principal *who,
 			   const char *const *keys, size_t n, int *exists,
 			   struct tsec_error *err);
@@ -90,7 +96,7 @@ int tsec_store_exists_many(struct tsec_store *s,
  * deleting a folder without it is refused (TSEC_EINVAL) and changes
  * nothing.  TSEC_ENOENT if nothing is there.
  */
-int tsec_store_delete(struct tsec_store *s, const struct tsec_principal *who,
+TSEC_API int tsec_store_delete(struct tsec_store *s, const struct tsec_principal *who,
 		      const char *key, int recursive, struct tsec_error *err);
 
 /* A list of keys, sorted; free with tsec_strlist_free. */
@@ -99,7 +105,7 @@ struct tsec_strlist {
 	size_t n;
 };
 
-void tsec_strlist_free(struct tsec_strlist *l);
+TSEC_API void tsec_strlist_free(struct tsec_strlist *l);
 
 /*
  * Lists under prefix ("" for the root).  Flat: the files and folders
@@ -107,7 +113,7 @@ void tsec_strlist_free(struct tsec_strlist *l);
  * below, as full keys.  TSEC_ENOENT if prefix is missing, TSEC_EINVAL if
  * it is a file.
  */
-int tsec_store_list(struct tsec_store *s, const struct tsec_principal *who,
+TSEC_API int tsec_store_list(struct tsec_store *s, const struct tsec_principal *who,
 		    const char *prefix, int recursive, struct tsec_strlist *out,
 		    struct tsec_error *err);
 
@@ -117,7 +123,7 @@ struct tsec_stat {
 	int is_file;                 /* 0: a folder */
 };
 
-int tsec_store_stat(struct tsec_store *s, const struct tsec_principal *who,
+TSEC_API int tsec_store_stat(struct tsec_store *s, const struct tsec_principal *who,
 		    const char *key, struct tsec_stat *st,
 		    struct tsec_error *err);
 
@@ -125,7 +131,7 @@ int tsec_store_stat(struct tsec_store *s, const struct tsec_principal *who,
  * Moves one value from src to dst.  Refuses folders (TSEC_EINVAL) and
  * never replaces dst (TSEC_EEXIST, src kept).  The policy checks both.
  */
-int tsec_store_move(struct tsec_store *s, const struct tsec_principal *who,
+TSEC_API int tsec_store_move(struct tsec_store *s, const struct tsec_principal *who,
 		    const char *src, const char *dst, struct tsec_error *err);
 
 /* One write of a transaction. */
@@ -140,7 +146,7 @@ struct tsec_put {
  * nothing); if any write fails, every key is restored to what it held
  * (or removed, if it held nothing).
  */
-int tsec_store_put_many(struct tsec_store *s, const struct tsec_principal *who,
+TSEC_API int tsec_store_put_many(struct tsec_store *s, const struct tsec_principal *who,
 			const struct tsec_put *puts, size_t n,
 			struct tsec_error *err);
 
@@ -155,7 +161,7 @@ struct tsec_cert_files {
 };
 
 /* Frees the buffers and zeroes the struct. */
-void tsec_cert_files_free(struct tsec_cert_files *f);
+TSEC_API void tsec_cert_files_free(struct tsec_cert_files *f);
 
 /*
  * The keys of a certificate: certificates/<issuer>/<d>/<d>.{crt,key,json}
@@ -163,14 +169,14 @@ void tsec_cert_files_free(struct tsec_cert_files *f);
  * the three keys into crt, key and meta (each of size n).  Returns 0 or
  * TSEC_EKEY (issuer or domain unusable).
  */
-int tsec_cert_keys(const char *issuer, const char *domain, char *crt,
+TSEC_API int tsec_cert_keys(const char *issuer, const char *domain, char *crt,
 		   char *key, char *meta, size_t n);
 
 /*
  * Saves a certificate's three files as one transaction; the policy sees
  * the PEM of the certificate (cert_pem) with the .crt write.
  */
-int tsec_store_save_cert(struct tsec_store *s, const struct tsec_principal *who,
+TSEC_API int tsec_store_save_cert(struct tsec_store *s, const struct tsec_principal *who,
 			 const char *issuer, const char *domain,
 			 const struct tsec_cert_files *files,
 			 struct tsec_error *err);
@@ -179,7 +185,7 @@ int tsec_store_save_cert(struct tsec_store *s, const struct tsec_principal *who,
  * Loads them: 0 with all three, TSEC_ENOENT when none exists,
  * TSEC_EINCOMPLETE when only some do.
  */
-int tsec_store_load_cert(struct tsec_store *s, const struct tsec_principal *who,
+TSEC_API int tsec_store_load_cert(struct tsec_store *s, const struct tsec_principal *who,
 			 const char *issuer, const char *domain,
 			 struct tsec_cert_files *files, struct tsec_error *err);
 
@@ -201,12 +207,12 @@ struct tsec_lock {
  * any value, however large, is safe).  An expired lease is taken over.
  * TSEC_ETIMEDOUT when the deadline passes.
  */
-int tsec_lock_acquire(struct tsec_store *s, const struct tsec_principal *who,
+TSEC_API int tsec_lock_acquire(struct tsec_store *s, const struct tsec_principal *who,
 		      const char *name, uint64_t ttl_ms, uint64_t timeout_ms,
 		      struct tsec_lock *out, struct tsec_error *err);
 
 /* Takes the lock only if it is free now; TSEC_EBUSY otherwise. */
-int tsec_lock_try_acquire(struct tsec_store *s,
+TSEC_API int tsec_lock_try_acquire(struct tsec_store *s,
 			  const struct tsec_principal *who, const char *name,
 			  uint64_t ttl_ms, struct tsec_lock *out,
 			  struct tsec_error *err);
@@ -217,12 +223,12 @@ int tsec_lock_try_acquire(struct tsec_store *s,
  * lease expired and someone took the lock), TSEC_ENOENT when there is no
  * lock.  Tokens are compared in constant time.
  */
-int tsec_lock_renew(struct tsec_store *s, const struct tsec_principal *who,
+TSEC_API int tsec_lock_renew(struct tsec_store *s, const struct tsec_principal *who,
 		    struct tsec_lock *lk, uint64_t ttl_ms,
 		    struct tsec_error *err);
 
 /* Releases a lock this caller holds; same errors as renew. */
-int tsec_lock_release(struct tsec_store *s, const struct tsec_principal *who,
+TSEC_API int tsec_lock_release(struct tsec_store *s, const struct tsec_principal *who,
 		      const struct tsec_lock *lk, struct tsec_error *err);
 
 #ifdef __cplusplus

@@ -14,38 +14,65 @@ extern "C" {
 #endif
 
 /*
- * Error codes.  One enum, append-only, never renumbered: the values travel
- * over the module ABI and the wire.
+ * Marks what leaves the shared library: everything else is built hidden
+ * (-fvisibility=hidden), and tests/test_exports.c checks that the
+ * library's dynamic symbols are exactly the TSEC_API declarations.
  */
+#if defined(__GNUC__)
+#define TSEC_API __attribute__((visibility("default")))
+#else
+#define TSEC_API
+#endif
+
+/*
+ * Error codes: one list, append-only, never renumbered (the values travel
+ * over the module ABI and the wire).  X(NAME, value, wire name, message)
+ * generates the enum, the names the wire and the CLI use (tsec_errname)
+ * and the messages (tsec_strerror), so the three can never disagree.
+ */
+#define TSEC_ERRNO_MAP(X) \
+	X(OK,          0,   "ok",                 "success") \
+	X(EINVAL,     -1,   "invalid_argument",   "invalid argument") \
+	X(ENOMEM,     -2,   "out_of_memory",      "out of memory") \
+	X(EIO,        -3,   "io",                 "input/output error") \
+	X(ENOENT,     -4,   "not_found",          "not found") \
+	X(ENOTSO,     -5,   "not_shared_object",  "not a loadable shared object") \
+	X(ENOSYM,     -6,   "no_entry_symbol",    "module entry symbol missing") \
+	X(EABI,       -7,   "abi_mismatch",       "module ABI major mismatch") \
+	X(ESHORT,     -8,   "short_descriptor",   "module descriptor too short") \
+	X(ENULLFN,    -9,   "null_function",      "module descriptor lacks a function") \
+	X(EPOLICY,   -10,   "invalid_policy",     "invalid policy") \
+	X(EDENIED,   -11,   "denied",             "denied by policy") \
+	X(EEXIST,    -12,   "conflict",           "conflict: target exists") \
+	X(EBUSY,     -13,   "busy",               "busy") \
+	X(ETOOBIG,   -14,   "too_big",            "value too large") \
+	X(EMODULE,   -15,   "module_failure",     "module failure") \
+	X(EKEY,      -16,   "invalid_key",        "invalid key") \
+	X(ETIMEDOUT, -17,   "timed_out",          "deadline passed") \
+	X(EINCOMPLETE, -18, "incomplete",         "incomplete value") \
+	X(ESIGNATURE, -19,  "bad_signature",      "bad or missing signature") \
+	X(EPROTO,    -20,   "bad_request",        "malformed message") \
+	X(EBUDGET,   -21,   "budget_exceeded",    "performance budget exceeded") \
+	X(ENOTOWNER, -22,   "not_owner",          "lock held by another owner") \
+	X(ECERT,     -23,   "bad_certificate",    "certificate does not parse")
+
 enum tsec_errno {
-	TSEC_OK = 0,
-	TSEC_EINVAL = -1,       /* invalid argument */
-	TSEC_ENOMEM = -2,       /* out of memory */
-	TSEC_EIO = -3,          /* I/O error */
-	TSEC_ENOENT = -4,       /* no such file, key or endpoint */
-	TSEC_ENOTSO = -5,       /* file is not a loadable shared object */
-	TSEC_ENOSYM = -6,       /* module lacks the entry symbol */
-	TSEC_EABI = -7,         /* module built for another ABI major */
-	TSEC_ESHORT = -8,       /* module descriptor shorter than this ABI needs */
-	TSEC_ENULLFN = -9,      /* module descriptor has a NULL mandatory function */
-	TSEC_EPOLICY = -10,     /* policy failed to parse or compile */
-	TSEC_EDENIED = -11,     /* the policy denied the operation */
-	TSEC_EEXIST = -12,      /* conflict: the target exists */
-	TSEC_EBUSY = -13,       /* resource busy (endpoint taken, lock held) */
-	TSEC_ETOOBIG = -14,     /* a value is larger than allowed */
-	TSEC_EMODULE = -15,     /* the module failed or refused the host */
-	TSEC_EKEY = -16,        /* a storage key breaks the key rules */
-	TSEC_ETIMEDOUT = -17,   /* a deadline passed */
-	TSEC_EINCOMPLETE = -18, /* only part of a multi-file value exists */
-	TSEC_ESIGNATURE = -19,  /* a signature is missing or does not verify */
-	TSEC_EPROTO = -20,      /* malformed message */
-	TSEC_EBUDGET = -21,     /* a performance budget was exceeded */
-	TSEC_ENOTOWNER = -22,   /* the lock belongs to another owner */
-	TSEC_ECERT = -23,       /* a certificate does not parse */
+#define TSEC__ERRNO_ENUM(name, value, wire, msg) TSEC_##name = value,
+	TSEC_ERRNO_MAP(TSEC__ERRNO_ENUM)
+#undef TSEC__ERRNO_ENUM
 };
 
-/* Returns a static, human-readable name for a TSEC_E* code. */
-const char *tsec_strerror(int code);
+/* Returns a static, human-readable message for a TSEC_E* code. */
+TSEC_API const char *tsec_strerror(int code);
+
+/*
+ * Returns the code's short name ("denied", "not_found"), as the wire and
+ * the CLI spell it; "unknown" for a code not in the map.
+ */
+TSEC_API const char *tsec_errname(int code);
+
+/* Returns the code a name stands for, or TSEC_EPROTO for an unknown name. */
+TSEC_API int tsec_errcode(const char *name);
 
 #define TSEC_ERR_WHERE 128
 #define TSEC_ERR_MSG 256

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "broker/bus_private.h"
+#include "broker/bus/bus_private.h"
 
 /* Whether the file starts with the ELF magic; errno-style result. */
 static int is_elf(const char *path, struct tsec_error *err)

@@ -1,7 +1,7 @@
 /* The JSON of the wire (see wire.h). */
 #include <string.h>
 
-#include "broker/wire.h"
+#include "common/wire.h"
 #include "common/error.h"
 
 static int bad(struct tsec_error *err, const char *where, const char *msg)
@@ -212,37 +212,33 @@ json_t *tsec__report_to_json(const struct tsec_report *r)
 	return o;
 }
 
-const char *tsec__errcode_name(int code)
-{
-	switch (code) {
-	case TSEC_EINVAL: return "invalid_argument";
-	case TSEC_ENOMEM: return "out_of_memory";
-	case TSEC_EIO: return "io";
-	case TSEC_ENOENT: return "not_found";
-	case TSEC_EPOLICY: return "invalid_policy";
-	case TSEC_EDENIED: return "denied";
-	case TSEC_EEXIST: return "conflict";
-	case TSEC_EBUSY: return "busy";
-	case TSEC_ETOOBIG: return "too_big";
-	case TSEC_EKEY: return "invalid_key";
-	case TSEC_ETIMEDOUT: return "timed_out";
-	case TSEC_EINCOMPLETE: return "incomplete";
-	case TSEC_ESIGNATURE: return "bad_signature";
-	case TSEC_EPROTO: return "bad_request";
-	case TSEC_ENOTOWNER: return "not_owner";
-	case TSEC_ECERT: return "bad_certificate";
-	default: return "error";
-	}
-}
-
 json_t *tsec__error_json(int code, const char *where, const char *message)
 {
 	json_t *o = json_object();
 
-	json_object_set_new(o, "code", json_string(tsec__errcode_name(code)));
+	json_object_set_new(o, "code", json_string(tsec_errname(code)));
 	json_object_set_new(o, "errno", json_integer(code));
 	json_object_set_new(o, "message", json_string(message ? message : tsec_strerror(code)));
 	if (where && *where)
 		json_object_set_new(o, "where", json_string(where));
 	return o;
+}
+
+int tsec__error_from_json(json_t *e, struct tsec_error *err)
+{
+	const char *name = json_string_value(json_object_get(e, "code"));
+	const char *msg = json_string_value(json_object_get(e, "message"));
+	json_t *num = json_object_get(e, "errno");
+	int code = TSEC_EPROTO;
+
+	/* The name is the contract; a peer that sends only a number is heard. */
+	if (name && strcmp(tsec_errname(tsec_errcode(name)), name) == 0)
+		code = tsec_errcode(name);
+	else if (!name && json_is_integer(num) && json_integer_value(num) < 0 &&
+		 strcmp(tsec_errname((int)json_integer_value(num)), "unknown"))
+		code = (int)json_integer_value(num);
+	if (code == TSEC_OK)
+		code = TSEC_EPROTO; /* an error reply is never a success */
+	return tsec__seterr(err, code, json_string_value(json_object_get(e, "where")),
+			    "%s", msg ? msg : tsec_strerror(code));
 }

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/bus_private.h"
+#include "broker/bus/bus_private.h"
 
 static void default_log(void *host, int level, const char *msg)
 {

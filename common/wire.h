@@ -37,11 +37,18 @@ int tsec__decision_from_json(json_t *o, struct tsec_decision *d);
 
 json_t *tsec__report_to_json(const struct tsec_report *r);
 
-/* Short wire names: "allowed", "floor", ...; and the error codes. */
+/* Short wire names of decision statuses: "allowed", "floor", ... */
 const char *tsec__status_name(unsigned status);
-const char *tsec__errcode_name(int code);
 
-/* A reply's error object. */
+/* A reply's error object: {"code": tsec_errname(code), "errno", "message",
+ * "where"}. */
 json_t *tsec__error_json(int code, const char *where, const char *message);
+
+/*
+ * Reads a reply's error object back into err and returns its code (never
+ * 0: an unknown or missing code is TSEC_EPROTO).  The name decides; the
+ * number is read only when no name came.
+ */
+int tsec__error_from_json(json_t *e, struct tsec_error *err);
 
 #endif

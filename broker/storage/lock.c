@@ -19,7 +19,7 @@
 
 #include <sodium.h>
 
-#include "broker/store_private.h"
+#include "broker/storage/store_private.h"
 
 #define LOCK_FILE_MAX 256
 #define GUARD_WAIT_MS 1000            /* renew/release: wait for the guard */

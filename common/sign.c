@@ -5,7 +5,7 @@
 
 #include <sodium.h>
 
-#include "broker/sign.h"
+#include "common/sign.h"
 #include "common/error.h"
 #include "tinysecurity/bus.h"
 

@@ -18,7 +18,7 @@
 #include <linux/openat2.h>
 #include <sodium.h>
 
-#include "broker/store_private.h"
+#include "broker/storage/store_private.h"
 
 #define S(lit) ((struct tsec_str){ lit, sizeof(lit) - 1 })
 
@@ -92,7 +92,7 @@ int tsec__store_check(struct tsec_store *s, const struct tsec_principal *who,
 	t0 = s->observer ? tsec__mono_ns() : 0;
 	rc = tsec_bus_check(s->bus, s->endpoint, reqs, n, d, err);
 	if (rc == 0 && s->observer)
-		s->observer(s->observer_ctx, reqs, d, n, tsec__mono_ns() - t0);
+		s->observer(s->observer_ctx, who->call_ctx, reqs, d, n, tsec__mono_ns() - t0);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		char rules[TSEC_DECISION_RULES * (TSEC_ID_MAX + 2)] = "";
 		size_t o = 0;

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "broker/declog.h"
+#include "broker/daemon/declog.h"
 #include "common/error.h"
 
 #define SLOT 2048 /* a line holds at most a 1 KiB key and 4 rule ids */

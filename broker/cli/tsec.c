@@ -20,8 +20,8 @@
 #include "tinysecurity/bus.h"
 #include "tinysecurity/client.h"
 #include "tinysecurity/store.h"
-#include "broker/sign.h"
-#include "broker/wire.h"
+#include "common/sign.h"
+#include "common/wire.h"
 #include "common/error.h"
 
 #define EXIT_ALLOW 0

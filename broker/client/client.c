@@ -9,7 +9,7 @@
 #include <zmq.h>
 
 #include "tinysecurity/client.h"
-#include "broker/wire.h"
+#include "common/wire.h"
 #include "common/clock.h"
 #include "common/error.h"
 
@@ -172,12 +172,7 @@ int tsec_client_call(struct tsec_client *c, const char *method,
 		json_decref(rep);
 	}
 	if ((e = json_object_get(rep, "error"))) {
-		json_t *code = json_object_get(e, "errno");
-		rc = json_is_integer(code) && json_integer_value(code) < 0
-			? (int)json_integer_value(code) : TSEC_EPROTO;
-		tsec__seterr(err, rc, json_string_value(json_object_get(e, "where")), "%s",
-			     json_string_value(json_object_get(e, "message"))
-			     ? json_string_value(json_object_get(e, "message")) : "error");
+		rc = tsec__error_from_json(e, err);
 	} else {
 		rc = 0;
 		if (result)

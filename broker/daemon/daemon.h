@@ -1,0 +1,205 @@
+/*
+ * Internal: tsec-broker, the daemon.  One struct holds its state and is
+ * passed to every part; each job lives in a file of its own:
+ *
+ *   main.c       parse the command line, start, serve, stop
+ *   config.c     the JSON configuration
+ *   policy.c     loading and reloading the policy
+ *   auth.c       ZAP: who a connection is (CURVE key or ipc peer uid)
+ *   methods.c    the method table and the policy, health and stats calls
+ *   storage.c    the store.* and lock.* calls
+ *   held.c       the locks taken through the broker, released at exit
+ *   dispatch.c   one call: parse, authenticate, look up, run, reply
+ *   serve.c      sockets, workers and the event loop
+ *   declog.c     the decision log writer
+ */
+#ifndef TSEC_DAEMON_H
+#define TSEC_DAEMON_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "tinysecurity/bus.h"
+#include "tinysecurity/store.h"
+#include "broker/daemon/declog.h"
+
+#define TSEC_D_MAX_ENDPOINTS 8
+#define TSEC_D_MAX_CALLERS 1024
+#define TSEC_D_MAX_WORKERS 32
+#define TSEC_D_MAX_ROLES 16
+#define TSEC_D_MAX_BATCH 256
+#define TSEC_D_MAX_HELD 4096
+#define TSEC_D_LOCK_WAIT_MAX_MS 30000
+#define TSEC_D_DRAIN_LINGER_MS 300
+
+#define TSEC_D_ZAP_ENDPOINT "inproc://zeromq.zap.01"
+#define TSEC_D_WORK_ENDPOINT "inproc://tsec-work"
+#define TSEC_D_REPLY_ENDPOINT "inproc://tsec-replies"
+#define TSEC_D_IPC_DOMAIN "tsec-ipc"
+#define TSEC_D_TCP_DOMAIN "tsec-tcp"
+
+/* One authenticated caller, as the configuration names it. */
+struct tsec__caller {
+	char principal[256];
+	char *roles_buf;
+	struct tsec_str roles[TSEC_D_MAX_ROLES];
+	uint32_t nroles;
+	int admin;
+	uint8_t key[32];             /* CURVE public key (tcp callers) */
+	long uid;                    /* peer uid (ipc callers), -1 if none */
+};
+
+struct tsec__config {
+	char *module, *policy, *storage, *decision_log;
+	char *endpoints[TSEC_D_MAX_ENDPOINTS];
+	int nendpoints;
+	char server_secret[41];      /* Z85 */
+	int have_secret;
+	unsigned char policy_pk[32];
+	int have_pk;
+	int ipc_curve;               /* ipc callers use CURVE, not their uid */
+	size_t max_message;
+	int workers;
+	size_t log_lines;
+	struct tsec__caller callers[TSEC_D_MAX_CALLERS];
+	int ncallers;
+};
+
+/* ---- the method table ---- */
+
+struct tsec__daemon;
+struct tsec__call;
+
+/*
+ * A method's handler: fills *result (new JSON) and returns NULL, or
+ * returns an error object (new JSON) for the reply.
+ */
+typedef json_t *(*tsec__method_fn)(struct tsec__daemon *d,
+				   struct tsec__call *c, json_t **result);
+
+#define TSEC_M_INLINE  (1u << 0) /* microseconds of work: run in the loop */
+#define TSEC_M_ADMIN   (1u << 1) /* admin callers only */
+#define TSEC_M_STORAGE (1u << 2) /* touches the store (disk, lock waits) */
+
+struct tsec__method {
+	const char *name;
+	tsec__method_fn fn;
+	unsigned flags;
+};
+
+/* The table, and its length; counters are indexed by the same position. */
+extern const struct tsec__method tsec__methods[];
+extern const size_t tsec__nmethods;
+
+/* Returns the method named name[0..len), or NULL. */
+const struct tsec__method *tsec__method_find(const char *name, size_t len);
+
+/* ---- counters ---- */
+
+struct tsec__stats {
+	_Atomic uint64_t calls, errors, denied, malformed, oversized, mismatched;
+	_Atomic uint64_t zap_ok, zap_refused, reloads, reload_failures;
+	_Atomic uint64_t *by_method;  /* tsec__nmethods counters */
+};
+
+/* ---- held locks ---- */
+
+struct tsec__held {
+	struct tsec_lock lk;
+	int caller;
+	int used;
+};
+
+struct tsec__held_table {
+	pthread_mutex_t lock;
+	struct tsec__held slot[TSEC_D_MAX_HELD];
+};
+
+/* ---- the daemon ---- */
+
+struct tsec__daemon {
+	struct tsec__config cfg;
+	struct tsec_bus *bus;
+	struct tsec_store *store;
+	struct tsec__declog *log;
+	void *zmq;                   /* the ZeroMQ context */
+	struct tsec__stats st;
+	pthread_mutex_t reload_lock;
+	struct tsec__held_table held;
+	int64_t started_ms;
+	int sigpipe[2];
+};
+
+/* One call in flight: who asks, and the message's id and params. */
+struct tsec__call {
+	const struct tsec__caller *who;
+	int index;                   /* the caller's place in cfg.callers */
+	struct tsec_principal p;     /* p.call_ctx points back at this call */
+	json_t *id;
+	json_t *params;
+};
+
+/* Writes "tsec-broker: " and the message to stderr. */
+void tsec__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* config.c: reads path into *c (zeroed first).  0, or -1 after saying why. */
+int tsec__config_load(const char *path, struct tsec__config *c);
+void tsec__config_free(struct tsec__config *c);
+
+/* policy.c: the policy text, signature checked when the config names a key. */
+int tsec__policy_text(struct tsec__daemon *d, char **text, size_t *len,
+		      struct tsec_error *err);
+/* Recompiles the policy; on failure the old one keeps serving. */
+int tsec__policy_reload(struct tsec__daemon *d, struct tsec_error *err);
+
+/* auth.c: binds the ZAP handler and starts its thread. */
+int tsec__auth_start(struct tsec__daemon *d, pthread_t *thread);
+
+/* methods.c: the store's observer (one log line per store decision). */
+void tsec__observe(void *ctx, void *call_ctx, const struct tsec_request *reqs,
+		   const struct tsec_decision *dec, size_t n,
+		   uint64_t latency_ns);
+/* One decision-log line. */
+void tsec__log_decision(struct tsec__daemon *d, const struct tsec__call *c,
+			const char *action, const char *resource, int allow,
+			const char *status, json_t *rules, int floor,
+			int64_t latency_ns);
+
+/* storage.c: the store.* and lock.* handlers the method table names. */
+json_t *tsec__m_store_put(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_store_get(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_store_exists(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_store_delete(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_store_list(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_store_stat(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_store_move(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_lock_acquire(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_lock_renew(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_lock_release(struct tsec__daemon *, struct tsec__call *, json_t **);
+
+/* held.c: the locks taken through the broker. */
+void tsec__held_init(struct tsec__held_table *h);
+void tsec__held_put(struct tsec__held_table *h, const struct tsec_lock *lk,
+		    int caller);
+void tsec__held_drop(struct tsec__held_table *h, const struct tsec_lock *lk);
+void tsec__held_release_all(struct tsec__daemon *d);
+
+/* dispatch.c: runs one call; returns the reply text (new). */
+char *tsec__dispatch(struct tsec__daemon *d, int caller, const char *payload,
+		     size_t len);
+/* A reply with a null id and an error (new text). */
+char *tsec__error_reply(int code, const char *msg);
+/* Whether the payload names a method marked TSEC_M_INLINE. */
+int tsec__is_inline(const char *payload, size_t len);
+/* Helpers for handlers. */
+json_t *tsec__fail(int code, const char *where, const char *msg);
+json_t *tsec__err_json(const struct tsec_error *e);
+const char *tsec__param_str(const struct tsec__call *c, const char *k);
+
+/* serve.c: binds, serves until SIGTERM, stops the workers.  0 or -1. */
+int tsec__serve(struct tsec__daemon *d);
+
+#endif

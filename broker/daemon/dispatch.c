@@ -1,0 +1,158 @@
+/*
+ * tsec-broker: one call, from its text to its reply.  The caller is who
+ * ZAP said (never anything in the payload); the method comes from the
+ * table in methods.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/daemon/daemon.h"
+#include "common/error.h"
+#include "common/wire.h"
+
+json_t *tsec__fail(int code, const char *where, const char *msg)
+{
+	return tsec__error_json(code, where, msg);
+}
+
+json_t *tsec__err_json(const struct tsec_error *e)
+{
+	return tsec__error_json(e->code, e->where, e->msg);
+}
+
+const char *tsec__param_str(const struct tsec__call *c, const char *k)
+{
+	return json_string_value(json_object_get(c->params, k));
+}
+
+char *tsec__error_reply(int code, const char *msg)
+{
+	json_t *r = json_pack("{s:n,s:o}", "id", "error", tsec__fail(code, "", msg));
+	char *t = json_dumps(r, JSON_COMPACT);
+
+	json_decref(r);
+	return t;
+}
+
+/*
+ * Whether a call is quick enough to run in the main thread: a method the
+ * table marks inline, without a certificate to parse.  Policy work takes
+ * microseconds, while handing a call to a worker and back costs two
+ * thread wake-ups; slow calls (disk, lock waits, certificates) go to the
+ * workers so the main thread never waits on them.  The method is sniffed
+ * from the text; a wrong guess only changes which thread runs the call.
+ */
+int tsec__is_inline(const char *p, size_t n)
+{
+	const char *m = memmem(p, n, "\"method\"", 8), *end = p + n, *v;
+	const struct tsec__method *meth;
+
+	if (!m || memmem(p, n, "cert_pem", 8))
+		return 0;
+	for (m += 8; m < end && (*m == ' ' || *m == ':' || *m == '\t' || *m == '\n'); m++)
+		;
+	if (m >= end || *m++ != '"')
+		return 0;
+	for (v = m; v < end && *v != '"' && *v != '\\'; v++)
+		;
+	if (v >= end || *v != '"')
+		return 0;
+	meth = tsec__method_find(m, (size_t)(v - m));
+	return meth && (meth->flags & TSEC_M_INLINE);
+}
+
+/*
+ * Reads the message into c: its id and params, refusing a payload that
+ * names another principal.  Returns NULL or the error for the reply.
+ */
+static json_t *read_call(struct tsec__daemon *d, json_t *msg, struct tsec__call *c,
+			 const struct tsec__method **meth)
+{
+	json_t *claim, *mv = json_object_get(msg, "method");
+
+	c->id = json_object_get(msg, "id");
+	c->params = json_object_get(msg, "params");
+	if (c->params && !json_is_object(c->params)) {
+		atomic_fetch_add(&d->st.malformed, 1);
+		return tsec__fail(TSEC_EPROTO, "params", "params must be an object");
+	}
+	/* The principal is the authenticated one; a payload may not name another. */
+	claim = json_object_get(msg, "principal");
+	if (!claim && c->params)
+		claim = json_object_get(c->params, "principal");
+	if (claim && !(json_is_string(claim) &&
+		       !strcmp(json_string_value(claim), c->who->principal))) {
+		atomic_fetch_add(&d->st.mismatched, 1);
+		tsec__say("refused: caller %s sent a request naming principal %s",
+			  c->who->principal,
+			  json_is_string(claim) ? json_string_value(claim) : "(not a string)");
+		return tsec__fail(TSEC_EDENIED, "principal",
+				  "the request names another principal than the authenticated caller");
+	}
+	if (!c->params) {
+		json_object_set_new(msg, "params", json_object());
+		c->params = json_object_get(msg, "params");
+	}
+	if (!json_is_string(mv) ||
+	    !(*meth = tsec__method_find(json_string_value(mv), json_string_length(mv)))) {
+		atomic_fetch_add(&d->st.malformed, 1);
+		return tsec__fail(TSEC_EPROTO, "method",
+				  json_is_string(mv) ? "unknown method" : "need a \"method\" string");
+	}
+	return NULL;
+}
+
+char *tsec__dispatch(struct tsec__daemon *d, int caller, const char *payload, size_t len)
+{
+	const struct tsec__method *meth = NULL;
+	json_t *msg = NULL, *result = NULL, *error = NULL, *reply;
+	struct tsec__call c;
+	json_error_t je;
+	char *text;
+
+	memset(&c, 0, sizeof(c));
+	atomic_fetch_add(&d->st.calls, 1);
+	if (caller < 0 || caller >= d->cfg.ncallers) {
+		error = tsec__fail(TSEC_EDENIED, "", "unauthenticated caller");
+		goto reply;
+	}
+	c.who = &d->cfg.callers[caller];
+	c.index = caller;
+	c.p.id = tsec_str_c(c.who->principal);
+	c.p.roles = c.who->roles;
+	c.p.nroles = c.who->nroles;
+	c.p.call_ctx = &c;
+	msg = json_loadb(payload, len, JSON_REJECT_DUPLICATES, &je);
+	if (!msg || !json_is_object(msg)) {
+		atomic_fetch_add(&d->st.malformed, 1);
+		error = tsec__fail(TSEC_EPROTO, "", msg ? "message must be a JSON object" : je.text);
+		goto reply;
+	}
+	if ((error = read_call(d, msg, &c, &meth)))
+		goto reply;
+	atomic_fetch_add(&d->st.by_method[meth - tsec__methods], 1);
+	if ((meth->flags & TSEC_M_ADMIN) && !c.who->admin) {
+		char why[96];
+		snprintf(why, sizeof(why), "%s needs an admin caller", meth->name);
+		error = tsec__fail(TSEC_EDENIED, "method", why);
+	} else {
+		error = meth->fn(d, &c, &result);
+	}
+reply:
+	if (error) {
+		atomic_fetch_add(&d->st.errors, 1);
+		json_decref(result);
+		result = NULL;
+	}
+	reply = json_object();
+	json_object_set(reply, "id", c.id ? c.id : json_null());
+	if (error)
+		json_object_set_new(reply, "error", error);
+	else
+		json_object_set_new(reply, "result", result ? result : json_object());
+	text = json_dumps(reply, JSON_COMPACT);
+	json_decref(reply);
+	json_decref(msg);
+	return text;
+}

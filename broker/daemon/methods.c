@@ -1,0 +1,225 @@
+/*
+ * tsec-broker: the method table, and the policy, health, stats and reload
+ * calls.  The table is the one place a method is named: dispatch looks
+ * methods up in it, its flags decide where a call runs and who may make
+ * it, and the per-method counters follow its order.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/daemon/daemon.h"
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/wire.h"
+
+static json_t *m_evaluate(struct tsec__daemon *, struct tsec__call *, json_t **);
+static json_t *m_check(struct tsec__daemon *, struct tsec__call *, json_t **);
+static json_t *m_health(struct tsec__daemon *, struct tsec__call *, json_t **);
+static json_t *m_stats(struct tsec__daemon *, struct tsec__call *, json_t **);
+static json_t *m_reload(struct tsec__daemon *, struct tsec__call *, json_t **);
+
+const struct tsec__method tsec__methods[] = {
+	{ "evaluate",     m_evaluate,           TSEC_M_INLINE },
+	{ "check",        m_check,              TSEC_M_INLINE },
+	{ "health",       m_health,             TSEC_M_INLINE },
+	{ "stats",        m_stats,              TSEC_M_INLINE },
+	{ "reload",       m_reload,             TSEC_M_ADMIN },
+	{ "store.put",    tsec__m_store_put,    TSEC_M_STORAGE },
+	{ "store.get",    tsec__m_store_get,    TSEC_M_STORAGE },
+	{ "store.exists", tsec__m_store_exists, TSEC_M_STORAGE },
+	{ "store.delete", tsec__m_store_delete, TSEC_M_STORAGE },
+	{ "store.list",   tsec__m_store_list,   TSEC_M_STORAGE },
+	{ "store.stat",   tsec__m_store_stat,   TSEC_M_STORAGE },
+	{ "store.move",   tsec__m_store_move,   TSEC_M_STORAGE },
+	{ "lock.acquire", tsec__m_lock_acquire, TSEC_M_STORAGE },
+	{ "lock.renew",   tsec__m_lock_renew,   TSEC_M_STORAGE },
+	{ "lock.release", tsec__m_lock_release, TSEC_M_STORAGE },
+};
+const size_t tsec__nmethods = sizeof(tsec__methods) / sizeof(tsec__methods[0]);
+
+const struct tsec__method *tsec__method_find(const char *name, size_t len)
+{
+	for (size_t i = 0; i < tsec__nmethods; i++)
+		if (strlen(tsec__methods[i].name) == len &&
+		    !memcmp(tsec__methods[i].name, name, len))
+			return &tsec__methods[i];
+	return NULL;
+}
+
+void tsec__log_decision(struct tsec__daemon *d, const struct tsec__call *c,
+			const char *action, const char *resource, int allow,
+			const char *status, json_t *rules, int floor,
+			int64_t latency_ns)
+{
+	json_t *o = json_object();
+	char *line;
+
+	if (!d->log) {
+		json_decref(o);
+		return;
+	}
+	json_object_set_new(o, "time_ms", json_integer(tsec__wall_ms()));
+	json_object_set(o, "id", c->id ? c->id : json_null());
+	json_object_set_new(o, "principal", json_string(c->who->principal));
+	json_object_set_new(o, "action", json_string(action ? action : ""));
+	json_object_set_new(o, "resource", json_string(resource ? resource : ""));
+	json_object_set_new(o, "decision", json_string(allow ? "allow" : "deny"));
+	json_object_set_new(o, "status", json_string(status));
+	json_object_set(o, "rules", rules ? rules : json_array());
+	json_object_set_new(o, "floor", json_boolean(floor));
+	json_object_set_new(o, "latency_ns", json_integer(latency_ns));
+	line = json_dumps(o, JSON_COMPACT);
+	if (line)
+		tsec__declog_push(d->log, line, strlen(line));
+	free(line);
+	json_decref(o);
+}
+
+/*
+ * The store's observer: one log line per decision the store's own policy
+ * checks made (storage and lock calls), with the deciding rules.  The
+ * call comes back through the principal's call_ctx, so a store used by
+ * anything but a call of ours logs nothing here.
+ */
+void tsec__observe(void *ctx, void *call_ctx, const struct tsec_request *reqs,
+		   const struct tsec_decision *dec, size_t n, uint64_t latency_ns)
+{
+	struct tsec__daemon *d = ctx;
+	const struct tsec__call *c = call_ctx;
+
+	if (!c)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		json_t *dj = tsec__decision_to_json(&dec[i]);
+		char action[32], res[TSEC_KEY_MAX + 1];
+		tsec__strlcpy(action, reqs[i].action.ptr, reqs[i].action.len, sizeof(action));
+		tsec__strlcpy(res, reqs[i].resource.ptr, reqs[i].resource.len, sizeof(res));
+		tsec__log_decision(d, c, action, res, dec[i].allow,
+				   tsec__status_name(dec[i].status),
+				   json_object_get(dj, "rules"),
+				   dec[i].status == TSEC_STATUS_FLOOR,
+				   (int64_t)(latency_ns / n));
+		if (!dec[i].allow)
+			atomic_fetch_add(&d->st.denied, 1);
+		json_decref(dj);
+	}
+}
+
+/* Decodes one request of the payload; the principal is the caller's. */
+static json_t *request_of(const struct tsec__call *c, json_t *v,
+			  struct tsec_request *r)
+{
+	struct tsec_error err;
+
+	if (tsec__request_from_json(v, r, &err))
+		return tsec__err_json(&err);
+	r->principal = c->p.id;
+	r->roles = c->p.roles;
+	r->nroles = c->p.nroles;
+	return NULL;
+}
+
+static json_t *m_check(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	json_t *reqs = json_object_get(c->params, "requests"), *out, *v, *e;
+	struct tsec_request r[TSEC_D_MAX_BATCH];
+	struct tsec_decision dec[TSEC_D_MAX_BATCH];
+	struct tsec_error err;
+	int64_t t0, lat;
+	size_t i, n;
+
+	if (!json_is_array(reqs) || (n = json_array_size(reqs)) == 0 || n > TSEC_D_MAX_BATCH)
+		return tsec__fail(TSEC_EPROTO, "params.requests", "need an array of 1-256 requests");
+	json_array_foreach(reqs, i, v)
+		if ((e = request_of(c, v, &r[i])))
+			return e;
+	t0 = (int64_t)tsec__mono_ns();
+	if (tsec_bus_check(d->bus, "policy", r, n, dec, &err))
+		return tsec__err_json(&err);
+	lat = ((int64_t)tsec__mono_ns() - t0) / (int64_t)n;
+	out = json_array();
+	for (i = 0; i < n; i++) {
+		json_t *dj = tsec__decision_to_json(&dec[i]);
+		char res[TSEC_KEY_MAX + 1];
+		tsec__strlcpy(res, r[i].resource.ptr, r[i].resource.len, sizeof(res));
+		tsec__log_decision(d, c, json_string_value(json_object_get(json_array_get(reqs, i),
+									   "action")),
+				   res, dec[i].allow, tsec__status_name(dec[i].status),
+				   json_object_get(dj, "rules"),
+				   dec[i].status == TSEC_STATUS_FLOOR, lat);
+		if (!dec[i].allow)
+			atomic_fetch_add(&d->st.denied, 1);
+		json_array_append_new(out, dj);
+	}
+	*result = json_pack("{s:o}", "decisions", out);
+	return NULL;
+}
+
+static json_t *m_evaluate(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	struct tsec_request r;
+	struct tsec_report *rep;
+	struct tsec_error err;
+	json_t *e;
+
+	if ((e = request_of(c, json_object_get(c->params, "request"), &r)))
+		return e;
+	/* A report is tens of kilobytes: too big for a worker's stack. */
+	rep = malloc(sizeof(*rep));
+	if (!rep)
+		return tsec__fail(TSEC_ENOMEM, "", NULL);
+	if (tsec_bus_evaluate(d->bus, "policy", &r, rep, &err))
+		e = tsec__err_json(&err);
+	else
+		*result = tsec__report_to_json(rep);
+	free(rep);
+	return e;
+}
+
+static json_t *m_health(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	struct tsec_module_info info;
+
+	(void)c;
+	tsec_bus_info(d->bus, "policy", &info);
+	*result = json_pack("{s:s,s:s,s:s,s:s}", "status", "ok", "module", info.name,
+			    "version", info.version, "build", tsec_build_name(info.build));
+	return NULL;
+}
+
+static json_t *m_stats(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	json_t *bym = json_object();
+
+	(void)c;
+	for (size_t i = 0; i < tsec__nmethods; i++)
+		json_object_set_new(bym, tsec__methods[i].name,
+				    json_integer((json_int_t)atomic_load(&d->st.by_method[i])));
+	*result = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
+		"uptime_ms", (json_int_t)(tsec__wall_ms() - d->started_ms),
+		"calls", (json_int_t)atomic_load(&d->st.calls),
+		"errors", (json_int_t)atomic_load(&d->st.errors),
+		"denied", (json_int_t)atomic_load(&d->st.denied),
+		"malformed", (json_int_t)atomic_load(&d->st.malformed),
+		"oversized", (json_int_t)atomic_load(&d->st.oversized),
+		"principal_mismatch", (json_int_t)atomic_load(&d->st.mismatched),
+		"zap_accepted", (json_int_t)atomic_load(&d->st.zap_ok),
+		"zap_refused", (json_int_t)atomic_load(&d->st.zap_refused),
+		"reloads", (json_int_t)atomic_load(&d->st.reloads),
+		"reload_failures", (json_int_t)atomic_load(&d->st.reload_failures),
+		"log_written", (json_int_t)tsec__declog_written(d->log),
+		"log_dropped", (json_int_t)tsec__declog_dropped(d->log),
+		"by_method", bym);
+	return NULL;
+}
+
+static json_t *m_reload(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	struct tsec_error err;
+
+	(void)c;
+	if (tsec__policy_reload(d, &err))
+		return tsec__err_json(&err);
+	*result = json_object();
+	return NULL;
+}

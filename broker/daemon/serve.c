@@ -1,0 +1,399 @@
+/*
+ * tsec-broker: sockets, workers and the event loop.
+ *
+ * The main thread owns the client sockets (one ROUTER for CURVE endpoints,
+ * one for ipc endpoints authenticated by the peer's uid), runs inline
+ * methods itself and hands the rest to a pool of workers over inproc
+ * sockets, with the caller's identity as ZAP gave it (never anything from
+ * the payload); it routes the workers' replies back.  Signals reach the
+ * loop through a pipe.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zmq.h>
+
+#include "broker/daemon/daemon.h"
+#include "common/clock.h"
+#include "common/error.h"
+
+/* The process's daemon, for the signal handler only. */
+static struct tsec__daemon *signalled;
+
+static void on_signal(int sig)
+{
+	char c = sig == SIGHUP ? 'H' : 'T';
+	ssize_t r = write(signalled->sigpipe[1], &c, 1);
+	(void)r;
+}
+
+static int signals_start(struct tsec__daemon *d)
+{
+	struct sigaction sa;
+
+	if (pipe2(d->sigpipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -1;
+	signalled = d;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+/* ---- workers ---- */
+
+/* The caller index a "User-Id" frame or property carries, or -1. */
+static int caller_of(const char *user, size_t n)
+{
+	char who[16];
+
+	if (!user || n == 0 || n > 15)
+		return -1;
+	memcpy(who, user, n);
+	who[n] = '\0';
+	return atoi(who);
+}
+
+static void *worker_main(void *arg)
+{
+	struct tsec__daemon *d = arg;
+	void *in = zmq_socket(d->zmq, ZMQ_PULL), *out = zmq_socket(d->zmq, ZMQ_PUSH);
+	int zero = 0;
+
+	zmq_setsockopt(in, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_setsockopt(out, ZMQ_LINGER, &zero, sizeof(zero));
+	if (zmq_connect(in, TSEC_D_WORK_ENDPOINT) || zmq_connect(out, TSEC_D_REPLY_ENDPOINT))
+		goto out;
+	for (;;) {
+		/* Frames: client identity, router index, caller, payload. */
+		zmq_msg_t f[4];
+		int n = 0, more = 1;
+		size_t msz = sizeof(more);
+		while (more && n < 4) {
+			zmq_msg_init(&f[n]);
+			if (zmq_msg_recv(&f[n], in, 0) < 0) {
+				for (int i = 0; i <= n; i++)
+					zmq_msg_close(&f[i]);
+				goto out; /* context terminated */
+			}
+			n++;
+			zmq_getsockopt(in, ZMQ_RCVMORE, &more, &msz);
+		}
+		if (n == 4) {
+			char *reply = tsec__dispatch(d, caller_of(zmq_msg_data(&f[2]),
+								  zmq_msg_size(&f[2])),
+						     zmq_msg_data(&f[3]), zmq_msg_size(&f[3]));
+			zmq_msg_send(&f[0], out, ZMQ_SNDMORE);
+			zmq_msg_send(&f[1], out, ZMQ_SNDMORE);
+			zmq_send(out, reply ? reply : "", reply ? strlen(reply) : 0, 0);
+			free(reply);
+			zmq_msg_close(&f[2]);
+			zmq_msg_close(&f[3]);
+		} else {
+			for (int i = 0; i < n; i++)
+				zmq_msg_close(&f[i]);
+		}
+	}
+out:
+	zmq_close(in);
+	zmq_close(out);
+	return NULL;
+}
+
+/* ---- client sockets ---- */
+
+static void *make_router(struct tsec__daemon *d, int curve)
+{
+	void *s = zmq_socket(d->zmq, ZMQ_ROUTER);
+	int one = 1, zero = 0;
+	int64_t max = (int64_t)d->cfg.max_message * 2 + 4096;
+
+	zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+	/* Past twice the configured maximum a peer is cut off; between the
+	 * two, it gets an error reply. */
+	zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof(max));
+	if (curve) {
+		zmq_setsockopt(s, ZMQ_CURVE_SERVER, &one, sizeof(one));
+		zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, d->cfg.server_secret, 40);
+		zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, TSEC_D_TCP_DOMAIN, strlen(TSEC_D_TCP_DOMAIN));
+	} else {
+		zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, TSEC_D_IPC_DOMAIN, strlen(TSEC_D_IPC_DOMAIN));
+	}
+	return s;
+}
+
+/* Binds an ipc endpoint with its socket file 0600 in a 0700 folder. */
+static int bind_ipc(void *s, const char *ep)
+{
+	char path[1024], *slash;
+	mode_t old;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s", ep + 6);
+	slash = strrchr(path, '/');
+	if (slash) {
+		*slash = '\0';
+		if (*path && mkdir(path, 0700) < 0 && errno != EEXIST)
+			return -1;
+		if (*path)
+			chmod(path, 0700);
+		*slash = '/';
+	}
+	old = umask(077);
+	rc = zmq_bind(s, ep);
+	umask(old);
+	if (rc == 0)
+		chmod(path, 0600);
+	return rc;
+}
+
+static void send_client(void *router, zmq_msg_t *ident, const char *text, size_t n)
+{
+	zmq_msg_send(ident, router, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(router, text, n, ZMQ_DONTWAIT);
+}
+
+/*
+ * Reads one message (identity, empty delimiter, one payload frame) into
+ * *payload.  Returns -1 when nothing is waiting, else 0, with *bad set
+ * when the framing is wrong.
+ */
+static int recv_client(void *router, zmq_msg_t *ident, zmq_msg_t *payload, int *bad)
+{
+	int more = 0, nframes = 0;
+	size_t msz = sizeof(more);
+
+	*bad = 0;
+	zmq_msg_init(ident);
+	zmq_msg_init(payload);
+	if (zmq_msg_recv(ident, router, ZMQ_DONTWAIT) < 0)
+		return -1;
+	zmq_getsockopt(router, ZMQ_RCVMORE, &more, &msz);
+	while (more) {
+		zmq_msg_t f;
+		zmq_msg_init(&f);
+		if (zmq_msg_recv(&f, router, 0) < 0) {
+			zmq_msg_close(&f);
+			break;
+		}
+		zmq_getsockopt(router, ZMQ_RCVMORE, &more, &msz);
+		nframes++;
+		if (nframes == 1 && zmq_msg_size(&f) != 0)
+			*bad = 1;
+		if (nframes == 2)
+			zmq_msg_move(payload, &f);
+		zmq_msg_close(&f);
+	}
+	if (nframes != 2)
+		*bad = 1;
+	return 0;
+}
+
+struct loop {
+	struct tsec__daemon *d;
+	void *routers[2];            /* [0] CURVE, [1] ipc by uid */
+	void *work, *replies;
+	int draining;
+	long inflight;
+	int64_t drain_until;
+};
+
+/* Reads one client message and runs it, inline or on a worker.  0 when
+ * nothing was waiting. */
+static int from_client(struct loop *l, int r)
+{
+	void *router = l->routers[r];
+	zmq_msg_t ident, payload;
+	int bad;
+
+	if (recv_client(router, &ident, &payload, &bad) < 0) {
+		zmq_msg_close(&ident);
+		zmq_msg_close(&payload);
+		return 0;
+	}
+	if (bad || l->draining || zmq_msg_size(&payload) > l->d->cfg.max_message) {
+		char *reply;
+		if (l->draining) {
+			reply = tsec__error_reply(TSEC_EBUSY, "shutting down");
+		} else if (bad) {
+			atomic_fetch_add(&l->d->st.malformed, 1);
+			reply = tsec__error_reply(TSEC_EPROTO,
+						  "expected an empty delimiter frame and one JSON frame");
+		} else {
+			atomic_fetch_add(&l->d->st.oversized, 1);
+			reply = tsec__error_reply(TSEC_ETOOBIG,
+						  "message larger than the configured max_message");
+		}
+		send_client(router, &ident, reply ? reply : "", reply ? strlen(reply) : 0);
+		free(reply);
+	} else {
+		const char *user = zmq_msg_gets(&payload, "User-Id");
+		size_t ulen = user ? strlen(user) : 0;
+		if (tsec__is_inline(zmq_msg_data(&payload), zmq_msg_size(&payload))) {
+			char *reply = tsec__dispatch(l->d, caller_of(user, ulen),
+						     zmq_msg_data(&payload),
+						     zmq_msg_size(&payload));
+			send_client(router, &ident, reply ? reply : "", reply ? strlen(reply) : 0);
+			free(reply);
+		} else {
+			unsigned char ix = (unsigned char)r;
+			zmq_msg_send(&ident, l->work, ZMQ_SNDMORE);
+			zmq_send(l->work, &ix, 1, ZMQ_SNDMORE);
+			zmq_send(l->work, user ? user : "", ulen, ZMQ_SNDMORE);
+			zmq_msg_send(&payload, l->work, 0);
+			l->inflight++;
+		}
+	}
+	zmq_msg_close(&payload);
+	zmq_msg_close(&ident);
+	return 1;
+}
+
+/* Sends every reply the workers have finished back to its client. */
+static void from_workers(struct loop *l)
+{
+	for (;;) {
+		zmq_msg_t ident, ix, body;
+		int r;
+
+		zmq_msg_init(&ident);
+		if (zmq_msg_recv(&ident, l->replies, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&ident);
+			break;
+		}
+		zmq_msg_init(&ix);
+		zmq_msg_init(&body);
+		zmq_msg_recv(&ix, l->replies, 0);
+		zmq_msg_recv(&body, l->replies, 0);
+		r = zmq_msg_size(&ix) == 1 ? *(unsigned char *)zmq_msg_data(&ix) : -1;
+		if (r >= 0 && r < 2 && l->routers[r])
+			send_client(l->routers[r], &ident, zmq_msg_data(&body), zmq_msg_size(&body));
+		zmq_msg_close(&ident);
+		zmq_msg_close(&ix);
+		zmq_msg_close(&body);
+		l->inflight--;
+	}
+}
+
+static void on_signals(struct loop *l)
+{
+	struct tsec_error err;
+	char c;
+
+	while (read(l->d->sigpipe[0], &c, 1) == 1) {
+		if (c == 'H') {
+			tsec__policy_reload(l->d, &err);
+			tsec__declog_reopen(l->d->log);
+		} else if (!l->draining) {
+			tsec__say("stopping: answering %ld calls in flight", l->inflight);
+			l->draining = 1;
+			l->drain_until = tsec__mono_ms() + TSEC_D_DRAIN_LINGER_MS;
+		}
+	}
+}
+
+static int bind_all(struct loop *l)
+{
+	const struct tsec__config *cfg = &l->d->cfg;
+
+	for (int e = 0; e < cfg->nendpoints; e++) {
+		const char *ep = cfg->endpoints[e];
+		int tcp = !strncmp(ep, "tcp://", 6);
+		int curve = tcp || cfg->ipc_curve;
+		void **r = &l->routers[curve ? 0 : 1];
+		if (!*r)
+			*r = make_router(l->d, curve);
+		if ((tcp ? zmq_bind(*r, ep) : bind_ipc(*r, ep)) != 0) {
+			tsec__say("cannot bind %s: %s", ep, zmq_strerror(errno));
+			return -1;
+		}
+		tsec__say("listening on %s (%s)", ep, curve ? "CURVE" : "peer uid");
+	}
+	return 0;
+}
+
+static void run_loop(struct loop *l)
+{
+	for (;;) {
+		zmq_pollitem_t it[4];
+		int n = 0, ri[2] = { -1, -1 }, rep, sig;
+
+		for (int r = 0; r < 2; r++)
+			if (l->routers[r]) {
+				ri[r] = n;
+				it[n++] = (zmq_pollitem_t){ l->routers[r], 0, ZMQ_POLLIN, 0 };
+			}
+		rep = n;
+		it[n++] = (zmq_pollitem_t){ l->replies, 0, ZMQ_POLLIN, 0 };
+		sig = n;
+		it[n++] = (zmq_pollitem_t){ NULL, l->d->sigpipe[0], ZMQ_POLLIN, 0 };
+		if (zmq_poll(it, n, l->draining ? 50 : -1) < 0 && errno != EINTR)
+			break;
+		if (it[sig].revents & ZMQ_POLLIN)
+			on_signals(l);
+		for (int r = 0; r < 2; r++)
+			if (ri[r] >= 0 && (it[ri[r]].revents & ZMQ_POLLIN))
+				for (int k = 0; k < 64 && from_client(l, r); k++)
+					;
+		if (it[rep].revents & ZMQ_POLLIN)
+			from_workers(l);
+		if (l->draining && l->inflight == 0 && tsec__mono_ms() >= l->drain_until)
+			break;
+	}
+}
+
+int tsec__serve(struct tsec__daemon *d)
+{
+	struct loop l = { .d = d };
+	pthread_t workers[TSEC_D_MAX_WORKERS], zapt;
+	int nworkers = 0, zap = 0, rc = -1, zero = 0;
+
+	if (signals_start(d))
+		return -1;
+	d->zmq = zmq_ctx_new();
+	if (!d->zmq)
+		return -1;
+	if (tsec__auth_start(d, &zapt))
+		goto stop;
+	zap = 1;
+	l.work = zmq_socket(d->zmq, ZMQ_PUSH);
+	l.replies = zmq_socket(d->zmq, ZMQ_PULL);
+	zmq_setsockopt(l.work, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_setsockopt(l.replies, ZMQ_LINGER, &zero, sizeof(zero));
+	if (zmq_bind(l.work, TSEC_D_WORK_ENDPOINT) || zmq_bind(l.replies, TSEC_D_REPLY_ENDPOINT))
+		goto stop;
+	for (; nworkers < d->cfg.workers; nworkers++)
+		if (pthread_create(&workers[nworkers], NULL, worker_main, d))
+			goto stop;
+	if (bind_all(&l))
+		goto stop;
+	tsec__say("serving policy %s with module %s", d->cfg.policy, d->cfg.module);
+	run_loop(&l);
+	rc = 0;
+stop:
+	for (int r = 0; r < 2; r++)
+		if (l.routers[r])
+			zmq_close(l.routers[r]);
+	if (l.work)
+		zmq_close(l.work);
+	if (l.replies)
+		zmq_close(l.replies);
+	zmq_ctx_shutdown(d->zmq);
+	for (int i = 0; i < nworkers; i++)
+		pthread_join(workers[i], NULL);
+	if (zap)
+		pthread_join(zapt, NULL);
+	zmq_ctx_term(d->zmq);
+	d->zmq = NULL;
+	return rc;
+}

@@ -1,0 +1,231 @@
+/*
+ * tsec-broker: the store.* and lock.* calls.  Each checks its parameters,
+ * then calls the gated store as the authenticated caller; the store asks
+ * the policy before touching anything.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "broker/daemon/daemon.h"
+#include "common/error.h"
+#include "common/sign.h"
+
+/* The reply for a store call: its error, or *result (an empty object if
+ * the handler set none). */
+static json_t *done(int rc, const struct tsec_error *err, json_t **result)
+{
+	if (rc)
+		return tsec__err_json(err);
+	if (!*result)
+		*result = json_object();
+	return NULL;
+}
+
+json_t *tsec__m_store_put(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	json_t *v = json_object_get(c->params, "value");
+	json_t *b = json_object_get(c->params, "value_b64");
+	const char *key = tsec__param_str(c, "key");
+	struct tsec_error err;
+	int rc;
+
+	if (json_is_string(v)) {
+		rc = tsec_store_put(d->store, &c->p, key, json_string_value(v),
+				    json_string_length(v), &err);
+	} else if (json_is_string(b)) {
+		size_t cap = json_string_length(b), n = 0;
+		unsigned char *buf = malloc(cap + 1);
+		if (!buf || sodium_base642bin(buf, cap, json_string_value(b), cap, NULL, &n,
+					      NULL, sodium_base64_VARIANT_ORIGINAL)) {
+			free(buf);
+			return tsec__fail(TSEC_EPROTO, "params.value_b64", "not base64");
+		}
+		rc = tsec_store_put(d->store, &c->p, key, buf, n, &err);
+		free(buf);
+	} else {
+		return tsec__fail(TSEC_EPROTO, "params.value", "need \"value\" or \"value_b64\"");
+	}
+	return done(rc, &err, result);
+}
+
+/* A value as {"value": text}, or {"value_b64": ...} when not UTF-8. */
+static json_t *value_json(const char *v, size_t n)
+{
+	json_t *s = json_stringn(v, n);
+	size_t bl;
+	char *b;
+
+	if (s)
+		return json_pack("{s:o}", "value", s);
+	bl = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+	if (!(b = malloc(bl)))
+		return NULL;
+	sodium_bin2base64(b, bl, (const unsigned char *)v, n, sodium_base64_VARIANT_ORIGINAL);
+	s = json_pack("{s:s}", "value_b64", b);
+	free(b);
+	return s;
+}
+
+json_t *tsec__m_store_get(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	struct tsec_error err;
+	char *v;
+	size_t n;
+	int rc = tsec_store_get(d->store, &c->p, tsec__param_str(c, "key"), &v, &n, &err);
+
+	if (!rc) {
+		*result = value_json(v, n);
+		free(v);
+		if (!*result)
+			return tsec__fail(TSEC_ENOMEM, "", NULL);
+	}
+	return done(rc, &err, result);
+}
+
+json_t *tsec__m_store_exists(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	struct tsec_error err;
+	int ex, rc = tsec_store_exists(d->store, &c->p, tsec__param_str(c, "key"), &ex, &err);
+
+	if (!rc)
+		*result = json_pack("{s:b}", "exists", ex);
+	return done(rc, &err, result);
+}
+
+json_t *tsec__m_store_delete(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	struct tsec_error err;
+	int rc = tsec_store_delete(d->store, &c->p, tsec__param_str(c, "key"),
+				   json_is_true(json_object_get(c->params, "recursive")), &err);
+
+	return done(rc, &err, result);
+}
+
+json_t *tsec__m_store_list(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	const char *prefix = tsec__param_str(c, "prefix");
+	struct tsec_strlist l;
+	struct tsec_error err;
+	int rc = tsec_store_list(d->store, &c->p, prefix ? prefix : "",
+				 json_is_true(json_object_get(c->params, "recursive")), &l, &err);
+
+	if (!rc) {
+		json_t *a = json_array();
+		for (size_t i = 0; i < l.n; i++)
+			json_array_append_new(a, json_string(l.v[i]));
+		tsec_strlist_free(&l);
+		*result = json_pack("{s:o}", "keys", a);
+	}
+	return done(rc, &err, result);
+}
+
+json_t *tsec__m_store_stat(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	struct tsec_stat st;
+	struct tsec_error err;
+	int rc = tsec_store_stat(d->store, &c->p, tsec__param_str(c, "key"), &st, &err);
+
+	if (!rc)
+		*result = json_pack("{s:I,s:I,s:b}", "size", (json_int_t)st.size,
+				    "mtime_ns", (json_int_t)st.mtime_ns, "is_file", st.is_file);
+	return done(rc, &err, result);
+}
+
+json_t *tsec__m_store_move(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	struct tsec_error err;
+	int rc = tsec_store_move(d->store, &c->p, tsec__param_str(c, "src"),
+				 tsec__param_str(c, "dst"), &err);
+
+	return done(rc, &err, result);
+}
+
+/* params.ttl_ms, a positive integer; 0 when absent or bad. */
+static uint64_t ttl_of(const struct tsec__call *c)
+{
+	json_t *ttl = json_object_get(c->params, "ttl_ms");
+
+	return json_is_integer(ttl) && json_integer_value(ttl) > 0
+		? (uint64_t)json_integer_value(ttl) : 0;
+}
+
+json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	json_t *tmo = json_object_get(c->params, "timeout_ms");
+	uint64_t ttl = ttl_of(c), wait = 0;
+	struct tsec_lock lk;
+	struct tsec_error err;
+	char hex[33];
+	int rc;
+
+	if (!ttl)
+		return tsec__fail(TSEC_EPROTO, "params.ttl_ms", "need a positive integer");
+	if (tmo && (!json_is_integer(tmo) || json_integer_value(tmo) < 0))
+		return tsec__fail(TSEC_EPROTO, "params.timeout_ms", "need a non-negative integer");
+	if (tmo)
+		wait = (uint64_t)json_integer_value(tmo);
+	/* A worker waits at most this long; longer waits retry. */
+	if (wait > TSEC_D_LOCK_WAIT_MAX_MS)
+		wait = TSEC_D_LOCK_WAIT_MAX_MS;
+	memset(&lk, 0, sizeof(lk));
+	rc = wait ? tsec_lock_acquire(d->store, &c->p, tsec__param_str(c, "name"), ttl,
+				      wait, &lk, &err)
+		  : tsec_lock_try_acquire(d->store, &c->p, tsec__param_str(c, "name"), ttl,
+					  &lk, &err);
+	if (!rc) {
+		tsec__held_put(&d->held, &lk, c->index);
+		sodium_bin2hex(hex, sizeof(hex), lk.token, 16);
+		*result = json_pack("{s:s,s:s,s:I}", "name", lk.name, "token", hex,
+				    "expires_ms", (json_int_t)lk.expires_ms);
+	}
+	return done(rc, &err, result);
+}
+
+/* The lock a renew or release names: params.name and params.token. */
+static json_t *lock_of(const struct tsec__call *c, struct tsec_lock *lk)
+{
+	const char *name = tsec__param_str(c, "name"), *tok = tsec__param_str(c, "token");
+
+	memset(lk, 0, sizeof(*lk));
+	if (!name || !tok || tsec__hex_decode(tok, lk->token, 16) ||
+	    strlen(name) > TSEC_LOCK_NAME_MAX)
+		return tsec__fail(TSEC_EPROTO, "params",
+				  "need \"name\" and a 32-digit hex \"token\"");
+	snprintf(lk->name, sizeof(lk->name), "%s", name);
+	return NULL;
+}
+
+json_t *tsec__m_lock_renew(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	uint64_t ttl = ttl_of(c);
+	struct tsec_lock lk;
+	struct tsec_error err;
+	json_t *e;
+	int rc;
+
+	if (!ttl)
+		return tsec__fail(TSEC_EPROTO, "params.ttl_ms", "need a positive integer");
+	if ((e = lock_of(c, &lk)))
+		return e;
+	rc = tsec_lock_renew(d->store, &c->p, &lk, ttl, &err);
+	if (!rc)
+		*result = json_pack("{s:I}", "expires_ms", (json_int_t)lk.expires_ms);
+	return done(rc, &err, result);
+}
+
+json_t *tsec__m_lock_release(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	struct tsec_lock lk;
+	struct tsec_error err;
+	json_t *e;
+	int rc;
+
+	if ((e = lock_of(c, &lk)))
+		return e;
+	rc = tsec_lock_release(d->store, &c->p, &lk, &err);
+	if (!rc)
+		tsec__held_drop(&d->held, &lk);
+	return done(rc, &err, result);
+}
