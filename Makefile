@@ -62,11 +62,12 @@ endif
 # The parts, one folder each (README, "Layout").
 CORE_SRC := common/error.c common/key.c
 SHARED_SRC := $(CORE_SRC) common/wire.c common/sign.c
-MODULE_SRC := module/match.c module/compile.c module/eval.c \
+MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
+	module/tables.c module/eval.c \
 	module/cert.c module/entry.c
 BUS_SRC := broker/bus/bus.c broker/bus/loader.c
 STORAGE_SRC := broker/storage/store.c broker/storage/lock.c \
-	broker/storage/certcache.c
+	broker/storage/txn.c broker/storage/certfiles.c broker/storage/certcache.c
 CLIENT_SRC := broker/client/client.c
 BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(CLIENT_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c config.c policy.c auth.c \
@@ -96,7 +97,7 @@ TESTS := key match compile cert decision loader reload exports verifier wire \
 	store lock certcache daemon archive
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
 FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
-	mod_serial mod_proxy
+	mod_serial mod_proxy mod_future mod_abi10
 FIXTURE_SOS := $(addprefix $(B)/fixtures/,$(addsuffix .so,$(FIXTURES))) \
 	$(B)/fixtures/not_elf.so
 BENCHES := bench_bus bench_policy_scale bench_certcache bench_store bench_zmq

@@ -190,13 +190,14 @@ tsec_module_entry(const struct tsec_host_api *host);
 
 /*
  * Entry point.  Refuses (returns NULL) a host whose API major differs or
- * whose table is shorter than version 1.
+ * whose table is shorter than version 1.0; any later 1.x host, shorter
+ * or longer than ours, is served.  Nothing past the 1.0 fields is needed.
  */
 TSEC_EXPORT const struct tsec_module_desc *
 tsec_module_entry(const struct tsec_host_api *host)
 {
 	if (!host || host->abi_major != TSEC_MODULE_ABI_MAJOR ||
-	    host->size < sizeof(struct tsec_host_api))
+	    host->size < TSEC_HOST_API_MIN_SIZE)
 		return NULL;
 	return &desc;
 }

@@ -1,4 +1,5 @@
 /* The module loader: each refusal with its own code, and a good module. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -90,6 +91,83 @@ static void test_loader_refuses_host(void **state)
 {
 	(void)state;
 	refused(FIXTURE("mod_refuse"), TSEC_EMODULE, "refused the host");
+	/* The module's own reason, through the 1.2 refuse callback. */
+	refused(FIXTURE("mod_refuse"), TSEC_EMODULE, "needs host ABI 1.9");
+}
+
+/* Today's host loads modules of ABI 1.0 and of a later 1.x alike. */
+static void test_loader_older_and_newer_modules(void **state)
+{
+	const struct tsec_request r = { .principal = tsec_str_c("svc:x"),
+					.action = tsec_str_c("storage.load"),
+					.resource = tsec_str_c("a") };
+	struct tsec_bus *bus = NULL;
+	struct tsec_module_info info;
+	struct tsec_decision d;
+	struct tsec_error errs[2], err;
+	size_t n;
+	(void)state;
+
+	assert_int_equal(tsec_bus_new(&bus), 0);
+	assert_int_equal(tsec_bus_load(bus, "old", FIXTURE("mod_abi10"), "", 0, &err), 0);
+	assert_int_equal(tsec_bus_load(bus, "new", FIXTURE("mod_future"), "", 0, &err), 0);
+	assert_int_equal(tsec_bus_info(bus, "new", &info), 0);
+	assert_string_equal(info.name, "future");
+	assert_int_equal(tsec_bus_check(bus, "old", &r, 1, &d, &err), 0);
+	assert_int_equal(tsec_bus_check(bus, "new", &r, 1, &d, &err), 0);
+	/* A 1.0 descriptor has no lint: the host says so rather than read past it. */
+	assert_int_equal(tsec_bus_lint(bus, "old", "{}", 2, errs, 2, &n), TSEC_EMODULE);
+	tsec_bus_free(&bus);
+}
+
+static void host_log(void *host, int level, const char *msg)
+{
+	(void)host; (void)level; (void)msg;
+}
+
+/*
+ * Today's module under hosts of other versions: a 1.0 host table (no
+ * refuse) and a longer, later 1.x one are served; a table shorter than
+ * 1.0 or of another major is refused.
+ */
+static void test_loader_module_under_other_hosts(void **state)
+{
+	union {
+		struct tsec_host_api api;
+		unsigned char bytes[sizeof(struct tsec_host_api) + 64];
+	} h;
+	tsec_module_entry_fn entry;
+	const struct tsec_module_desc *d;
+	struct tsec_error err;
+	void *dl, *sym, *st = NULL;
+	(void)state;
+
+	dl = dlopen(MODULE_PATH, RTLD_NOW | RTLD_LOCAL);
+	assert_non_null(dl);
+	sym = dlsym(dl, TSEC_MODULE_ENTRY_NAME);
+	assert_non_null(sym);
+	memcpy(&entry, &sym, sizeof(entry));
+
+	memset(&h, 0, sizeof(h));
+	h.api.abi_major = 1;
+	h.api.abi_minor = 0;
+	h.api.size = TSEC_HOST_API_MIN_SIZE;
+	h.api.log = host_log;
+	d = entry(&h.api);
+	assert_non_null(d);
+	assert_int_equal(d->init(&h.api, policy, strlen(policy), &st, &err), 0);
+	d->fini(st);
+
+	h.api.abi_minor = 9;
+	h.api.size = sizeof(h);
+	assert_non_null(entry(&h.api));
+	h.api.size = TSEC_HOST_API_MIN_SIZE - 1;
+	assert_null(entry(&h.api));
+	h.api.size = sizeof(h.api);
+	h.api.abi_major = 2;
+	assert_null(entry(&h.api));
+	assert_null(entry(NULL));
+	dlclose(dl);
 }
 
 static void test_loader_bad_policy(void **state)
@@ -203,6 +281,8 @@ int main(void)
 		cmocka_unit_test(test_loader_short_desc),
 		cmocka_unit_test(test_loader_null_fn),
 		cmocka_unit_test(test_loader_refuses_host),
+		cmocka_unit_test(test_loader_older_and_newer_modules),
+		cmocka_unit_test(test_loader_module_under_other_hosts),
 		cmocka_unit_test(test_loader_bad_policy),
 		cmocka_unit_test(test_loader_good),
 		cmocka_unit_test(test_loader_full_bus),

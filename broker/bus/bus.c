@@ -7,6 +7,8 @@
  * the module did not declare TSEC_MODULE_CONCURRENT.
  */
 #include <dlfcn.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,7 @@ int tsec_bus_new(struct tsec_bus **out)
 	bus->host.size = sizeof(bus->host);
 	bus->host.host = bus;
 	bus->host.log = default_log;
+	bus->host.refuse = tsec__host_refuse;
 	for (int i = 0; i < TSEC_BUS_ENDPOINTS; i++)
 		atomic_init(&bus->ep[i].ready, 0);
 	*out = bus;
@@ -61,6 +64,30 @@ void tsec_bus_free(struct tsec_bus **busp)
 	pthread_mutex_destroy(&bus->admin);
 	free(bus);
 	*busp = NULL;
+}
+
+/* The host table is the bus's own member, so the bus is found from it
+ * whatever tsec_bus_set_log made host->host. */
+static struct tsec_bus *bus_of(const struct tsec_host_api *host)
+{
+	return (struct tsec_bus *)(void *)((char *)(uintptr_t)host -
+					   offsetof(struct tsec_bus, host));
+}
+
+void tsec__host_refuse(const struct tsec_host_api *host, const char *reason)
+{
+	struct tsec_bus *bus = bus_of(host);
+	size_t i = 0;
+
+	/* One line of printable text: the reason goes into messages and logs. */
+	for (; reason && reason[i] && i + 1 < sizeof(bus->refusal); i++)
+		bus->refusal[i] = reason[i] >= 0x20 && reason[i] < 0x7f ? reason[i] : '?';
+	bus->refusal[i] = '\0';
+}
+
+const char *tsec__host_refusal(const struct tsec_host_api *host)
+{
+	return bus_of(host)->refusal;
 }
 
 static void discard_log(void *ctx, int level, const char *msg)

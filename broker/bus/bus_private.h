@@ -22,6 +22,7 @@ struct tsec__endpoint {
 struct tsec_bus {
 	pthread_mutex_t admin;           /* load and free; never on calls */
 	struct tsec_host_api host;
+	char refusal[TSEC_ERR_MSG];      /* why a module refused, under admin */
 	struct tsec__endpoint ep[TSEC_BUS_ENDPOINTS];
 };
 
@@ -32,6 +33,12 @@ struct tsec_bus {
  * TSEC_ENOENT, TSEC_ENOTSO, TSEC_ENOSYM, TSEC_EMODULE, TSEC_EABI,
  * TSEC_ESHORT, TSEC_ENULLFN, each with the file and the cause in err.
  */
+/* host->refuse: keeps a module's reason for the loader (under admin). */
+void tsec__host_refuse(const struct tsec_host_api *host, const char *reason);
+
+/* The reason the last refusing module gave, or "" (under admin). */
+const char *tsec__host_refusal(const struct tsec_host_api *host);
+
 int tsec__module_open(const char *path, const struct tsec_host_api *host,
 		      void **dl, const struct tsec_module_desc **desc,
 		      struct tsec_error *err);

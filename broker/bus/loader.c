@@ -71,11 +71,14 @@ int tsec__module_open(const char *path, const struct tsec_host_api *host,
 	}
 	/* POSIX guarantees data and function pointers convert via dlsym. */
 	memcpy(&entry, &sym, sizeof(entry));
+	tsec__host_refuse(host, "");
 	d = entry(host);
 	if (!d) {
+		const char *why = tsec__host_refusal(host);
 		rc = tsec__seterr(err, TSEC_EMODULE, path,
-				  "%s: module refused the host API (host ABI %u.%u)",
-				  path, host->abi_major, host->abi_minor);
+				  "%s: module refused the host API (host ABI %u.%u)%s%s",
+				  path, host->abi_major, host->abi_minor,
+				  *why ? ": " : "", why);
 		goto out;
 	}
 	if (d->abi_major != TSEC_MODULE_ABI_MAJOR) {

@@ -32,7 +32,7 @@ void tsec__temp_name(char *buf, size_t n, const char *what)
 	snprintf(buf, n, TSEC__RESERVED "%s-%s", what, hex);
 }
 
-static int io_err(struct tsec_error *err, const char *where, const char *what)
+int tsec__io_err(struct tsec_error *err, const char *where, const char *what)
 {
 	int e = errno;
 	return tsec__seterr(err, e == ENOENT ? TSEC_ENOENT : TSEC_EIO, where,
@@ -119,7 +119,7 @@ int tsec__store_check(struct tsec_store *s, const struct tsec_principal *who,
 }
 
 /* One request for a key. */
-static void req_for(struct tsec_request *r, const char *action,
+void tsec__req_for(struct tsec_request *r, const char *action,
 		    const struct tsec__skey *sk)
 {
 	memset(r, 0, sizeof(*r));
@@ -128,7 +128,7 @@ static void req_for(struct tsec_request *r, const char *action,
 	r->resource.len = strlen(sk->text);
 }
 
-static bool is_cert_key(const struct tsec__skey *sk)
+bool tsec__is_cert_key(const struct tsec__skey *sk)
 {
 	return sk->k.kind == TSEC_KIND_CERT;
 }
@@ -148,10 +148,10 @@ int tsec_store_open(struct tsec_store **out, const char *root,
 	if (sodium_init() < 0)
 		return tsec__seterr(err, TSEC_EIO, "", "libsodium failed to initialise");
 	if (mkdir(root, 0700) < 0 && errno != EEXIST)
-		return io_err(err, root, "cannot create store root");
+		return tsec__io_err(err, root, "cannot create store root");
 	fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
-		return io_err(err, root, "cannot open store root");
+		return tsec__io_err(err, root, "cannot open store root");
 	s = calloc(1, sizeof(*s));
 	if (!s) {
 		close(fd);
@@ -191,13 +191,13 @@ int tsec__open_dirs(struct tsec_store *s, const struct tsec__skey *sk,
 
 	*dirfd = -1;
 	if (fd < 0)
-		return io_err(err, "", "dup");
+		return tsec__io_err(err, "", "dup");
 	for (unsigned i = 0; i < upto; i++) {
 		int next = openat(fd, sk->seg[i],
 				  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (next < 0 && errno == ENOENT && create) {
 			if (mkdirat(fd, sk->seg[i], 0700) < 0 && errno != EEXIST) {
-				int rc = io_err(err, sk->text, "cannot create folder");
+				int rc = tsec__io_err(err, sk->text, "cannot create folder");
 				close(fd);
 				return rc;
 			}
@@ -217,7 +217,7 @@ int tsec__open_dirs(struct tsec_store *s, const struct tsec__skey *sk,
 						  "'%s' is a symbolic link; the store follows none",
 						  sk->seg[i]);
 			else
-				rc = io_err(err, sk->text, "cannot open folder");
+				rc = tsec__io_err(err, sk->text, "cannot open folder");
 			close(fd);
 			return rc;
 		}
@@ -228,7 +228,7 @@ int tsec__open_dirs(struct tsec_store *s, const struct tsec__skey *sk,
 	return 0;
 }
 
-static int write_all(int fd, const void *data, size_t len)
+int tsec__write_all(int fd, const void *data, size_t len)
 {
 	const char *p = data;
 
@@ -258,25 +258,25 @@ int tsec__write_atomic(int dirfd, const char *leaf, const void *data,
 	tsec__temp_name(tmp, sizeof(tmp), "tmp");
 	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
-		return io_err(err, leaf, "cannot create temporary file");
-	if (fchmod(fd, 0600) < 0 || write_all(fd, data, len) < 0 ||
+		return tsec__io_err(err, leaf, "cannot create temporary file");
+	if (fchmod(fd, 0600) < 0 || tsec__write_all(fd, data, len) < 0 ||
 	    (durable && fsync(fd) < 0)) {
-		rc = io_err(err, leaf, "cannot write");
+		rc = tsec__io_err(err, leaf, "cannot write");
 		close(fd);
 		goto fail;
 	}
 	if (close(fd) < 0) {
-		rc = io_err(err, leaf, "cannot write");
+		rc = tsec__io_err(err, leaf, "cannot write");
 		goto fail;
 	}
 	if (renameat(dirfd, tmp, dirfd, leaf) < 0) {
 		rc = errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST
 			? tsec__seterr(err, TSEC_EEXIST, leaf, "'%s' is a folder", leaf)
-			: io_err(err, leaf, "cannot rename into place");
+			: tsec__io_err(err, leaf, "cannot rename into place");
 		goto fail;
 	}
 	if (durable && fsync(dirfd) < 0)
-		return io_err(err, leaf, "cannot sync folder");
+		return tsec__io_err(err, leaf, "cannot sync folder");
 	return 0;
 fail:
 	unlinkat(dirfd, tmp, 0);
@@ -293,7 +293,7 @@ int tsec_store_put(struct tsec_store *s, const struct tsec_principal *who,
 }
 
 /* Reads at most max bytes of an open file into a new NUL-ended buffer. */
-static int read_fd(int fd, size_t max, char **out, size_t *len,
+int tsec__read_fd(int fd, size_t max, char **out, size_t *len,
 		   struct tsec_error *err, const char *where)
 {
 	struct stat sb;
@@ -301,7 +301,7 @@ static int read_fd(int fd, size_t max, char **out, size_t *len,
 	char *buf;
 
 	if (fstat(fd, &sb) < 0)
-		return io_err(err, where, "cannot stat");
+		return tsec__io_err(err, where, "cannot stat");
 	if (!S_ISREG(sb.st_mode))
 		return tsec__seterr(err, S_ISDIR(sb.st_mode) ? TSEC_EINVAL : TSEC_ENOENT,
 				    where, "not a value (a folder or a special file)");
@@ -352,11 +352,11 @@ static int open_err(const struct tsec__skey *sk, struct tsec_error *err)
 		return tsec__seterr(err, TSEC_ENOENT, sk->text,
 				    "%s: reached through a symbolic link; the store follows none",
 				    sk->text);
-	return io_err(err, sk->text, "cannot open");
+	return tsec__io_err(err, sk->text, "cannot open");
 }
 
 /* Opens the value at sk for reading (after the check). */
-static int open_value(struct tsec_store *s, const struct tsec__skey *sk,
+int tsec__open_value(struct tsec_store *s, const struct tsec__skey *sk,
 		      int *fdp, struct tsec_error *err)
 {
 	int dirfd, fd, rc;
@@ -373,7 +373,7 @@ static int open_value(struct tsec_store *s, const struct tsec__skey *sk,
 	if (fd < 0) {
 		rc = errno == ELOOP
 			? tsec__seterr(err, TSEC_ENOENT, sk->text, "a symbolic link is not a value")
-			: io_err(err, sk->text, "cannot open");
+			: tsec__io_err(err, sk->text, "cannot open");
 		close(dirfd);
 		return rc;
 	}
@@ -397,12 +397,12 @@ int tsec_store_get(struct tsec_store *s, const struct tsec_principal *who,
 	*len = 0;
 	if ((rc = tsec__skey_parse(key, false, &sk, err)))
 		return rc;
-	req_for(&r, "storage.load", &sk);
+	tsec__req_for(&r, "storage.load", &sk);
 	if ((rc = tsec__store_check(s, who, &r, 1, err)))
 		return rc;
-	if ((rc = open_value(s, &sk, &fd, err)))
+	if ((rc = tsec__open_value(s, &sk, &fd, err)))
 		return rc;
-	rc = read_fd(fd, s->value_max, out, len, err, sk.text);
+	rc = tsec__read_fd(fd, s->value_max, out, len, err, sk.text);
 	close(fd);
 	return rc;
 }
@@ -456,7 +456,7 @@ int tsec_store_exists(struct tsec_store *s, const struct tsec_principal *who,
 	*exists = 0;
 	if ((rc = tsec__skey_parse(key, false, &sk, err)))
 		return rc;
-	req_for(&r, "storage.exists", &sk);
+	tsec__req_for(&r, "storage.exists", &sk);
 	if ((rc = tsec__store_check(s, who, &r, 1, err)))
 		return rc;
 	*exists = kind_at(s, &sk) != 0;
@@ -487,7 +487,7 @@ int tsec_store_exists_many(struct tsec_store *s,
 		exists[i] = 0;
 		if ((rc = tsec__skey_parse(keys[i], false, &sk[i], err)))
 			goto out;
-		req_for(&r[i], "storage.exists", &sk[i]);
+		tsec__req_for(&r[i], "storage.exists", &sk[i]);
 	}
 	if ((rc = tsec__store_check(s, who, r, n, err)))
 		goto out;
@@ -546,7 +546,7 @@ int tsec_store_delete(struct tsec_store *s, const struct tsec_principal *who,
 
 	if ((rc = tsec__skey_parse(key, false, &sk, err)))
 		return rc;
-	req_for(&r, "storage.delete", &sk);
+	tsec__req_for(&r, "storage.delete", &sk);
 	if (recursive) {
 		r.ctx.has |= TSEC_CTX_RECURSIVE;
 		r.ctx.recursive = 1;
@@ -556,15 +556,15 @@ int tsec_store_delete(struct tsec_store *s, const struct tsec_principal *who,
 	if ((rc = tsec__open_dirs(s, &sk, sk.n - 1, false, &dirfd, err)))
 		return rc;
 	if (fstatat(dirfd, sk.seg[sk.n - 1], &sb, AT_SYMLINK_NOFOLLOW) < 0) {
-		rc = io_err(err, sk.text, "cannot delete");
+		rc = tsec__io_err(err, sk.text, "cannot delete");
 	} else if (S_ISDIR(sb.st_mode)) {
 		if (!recursive)
 			rc = tsec__seterr(err, TSEC_EINVAL, sk.text,
 					  "'%s' is a folder; delete it recursively", sk.text);
 		else if (rm_tree(dirfd, sk.seg[sk.n - 1]) < 0)
-			rc = io_err(err, sk.text, "cannot delete all of the folder");
+			rc = tsec__io_err(err, sk.text, "cannot delete all of the folder");
 	} else if (unlinkat(dirfd, sk.seg[sk.n - 1], 0) < 0) {
-		rc = io_err(err, sk.text, "cannot delete");
+		rc = tsec__io_err(err, sk.text, "cannot delete");
 	}
 	if (rc == 0)
 		fsync(dirfd);
@@ -677,7 +677,7 @@ int tsec_store_list(struct tsec_store *s, const struct tsec_principal *who,
 	out->n = 0;
 	if ((rc = tsec__skey_parse(prefix, true, &sk, err)))
 		return rc;
-	req_for(&r, "storage.list", &sk);
+	tsec__req_for(&r, "storage.list", &sk);
 	if (recursive) {
 		r.ctx.has |= TSEC_CTX_RECURSIVE;
 		r.ctx.recursive = 1;
@@ -712,7 +712,7 @@ int tsec_store_stat(struct tsec_store *s, const struct tsec_principal *who,
 	memset(st, 0, sizeof(*st));
 	if ((rc = tsec__skey_parse(key, false, &sk, err)))
 		return rc;
-	req_for(&r, "storage.stat", &sk);
+	tsec__req_for(&r, "storage.stat", &sk);
 	if ((rc = tsec__store_check(s, who, &r, 1, err)))
 		return rc;
 	if (stat_key(s, &sk, &sb) < 0)
@@ -723,314 +723,4 @@ int tsec_store_stat(struct tsec_store *s, const struct tsec_principal *who,
 	st->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
 	st->is_file = S_ISREG(sb.st_mode);
 	return 0;
-}
-
-int tsec_store_move(struct tsec_store *s, const struct tsec_principal *who,
-		    const char *src, const char *dst, struct tsec_error *err)
-{
-	struct tsec__skey a, b;
-	struct tsec_request r;
-	char *data = NULL, tmp[64];
-	size_t len;
-	int sfd = -1, srcdir = -1, dstdir = -1, fd = -1, rc;
-
-	if (!s)
-		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
-
-	if ((rc = tsec__skey_parse(src, false, &a, err)) ||
-	    (rc = tsec__skey_parse(dst, false, &b, err)))
-		return rc;
-	req_for(&r, "storage.move", &a);
-	r.ctx.has = TSEC_CTX_DEST;
-	r.ctx.dest.ptr = b.text;
-	r.ctx.dest.len = strlen(b.text);
-	if ((rc = tsec__store_check(s, who, &r, 1, err)))
-		return rc;
-	if (strcmp(a.text, b.text) == 0)
-		return tsec__seterr(err, TSEC_EEXIST, b.text, "source and destination are the same");
-	if ((rc = tsec__open_dirs(s, &a, a.n - 1, false, &srcdir, err)))
-		return rc;
-	sfd = openat(srcdir, a.seg[a.n - 1], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (sfd < 0) {
-		rc = io_err(err, a.text, "cannot open source");
-		goto out;
-	}
-	if ((rc = read_fd(sfd, s->value_max, &data, &len, err, a.text))) {
-		if (rc == TSEC_EINVAL)
-			tsec__seterr(err, TSEC_EINVAL, a.text, "'%s' is a folder; only values move", a.text);
-		goto out;
-	}
-	if ((rc = tsec__open_dirs(s, &b, b.n - 1, true, &dstdir, err)))
-		goto out;
-	/* Copy into a temporary file, then link it: link never replaces. */
-	tsec__temp_name(tmp, sizeof(tmp), "tmp");
-	fd = openat(dstdir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0) {
-		rc = io_err(err, b.text, "cannot create temporary file");
-		goto out;
-	}
-	if (write_all(fd, data, len) < 0 || fsync(fd) < 0) {
-		rc = io_err(err, b.text, "cannot write");
-		goto unlink_tmp;
-	}
-	if (linkat(dstdir, tmp, dstdir, b.seg[b.n - 1], 0) < 0) {
-		rc = errno == EEXIST
-			? tsec__seterr(err, TSEC_EEXIST, b.text, "'%s' exists; move never replaces", b.text)
-			: io_err(err, b.text, "cannot link into place");
-		goto unlink_tmp;
-	}
-	unlinkat(dstdir, tmp, 0);
-	fsync(dstdir);
-	if (unlinkat(srcdir, a.seg[a.n - 1], 0) < 0) {
-		rc = io_err(err, a.text, "moved, but cannot remove the source");
-		goto out;
-	}
-	fsync(srcdir);
-	rc = 0;
-	goto out;
-unlink_tmp:
-	unlinkat(dstdir, tmp, 0);
-out:
-	if (fd >= 0)
-		close(fd);
-	if (sfd >= 0)
-		close(sfd);
-	if (srcdir >= 0)
-		close(srcdir);
-	if (dstdir >= 0)
-		close(dstdir);
-	free(data);
-	return rc;
-}
-
-/* State of one write of a transaction, for the rollback. */
-struct txn_item {
-	struct tsec__skey sk;
-	int dirfd;
-	int had_old;                 /* a backup link holds the old value */
-	int written;
-	char backup[64];
-};
-
-int tsec_store_put_many(struct tsec_store *s, const struct tsec_principal *who,
-			const struct tsec_put *puts, size_t n,
-			struct tsec_error *err)
-{
-	struct txn_item *it = NULL;
-	struct tsec_request *r = NULL;
-	size_t i;
-	int rc;
-
-	if (!s)
-		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
-
-	if (n == 0)
-		return 0;
-	if (!puts)
-		return tsec__seterr(err, TSEC_EINVAL, "", "no values");
-	it = calloc(n, sizeof(*it));
-	r = calloc(n, sizeof(*r));
-	if (!it || !r) {
-		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
-		goto out;
-	}
-	for (i = 0; i < n; i++)
-		it[i].dirfd = -1;
-	for (i = 0; i < n; i++) {
-		if ((rc = tsec__skey_parse(puts[i].key, false, &it[i].sk, err)))
-			goto out;
-		if (puts[i].len > s->value_max) {
-			rc = tsec__seterr(err, TSEC_ETOOBIG, it[i].sk.text,
-					  "value larger than %zu bytes", s->value_max);
-			goto out;
-		}
-		if (!puts[i].value && puts[i].len) {
-			rc = tsec__seterr(err, TSEC_EINVAL, it[i].sk.text, "NULL value");
-			goto out;
-		}
-		for (size_t j = 0; j < i; j++)
-			if (!strcmp(it[j].sk.text, it[i].sk.text)) {
-				rc = tsec__seterr(err, TSEC_EINVAL, it[i].sk.text,
-						  "key written twice in one transaction");
-				goto out;
-			}
-		req_for(&r[i], "storage.store", &it[i].sk);
-		r[i].ctx.has = TSEC_CTX_SIZE;
-		r[i].ctx.size = puts[i].len;
-		if (is_cert_key(&it[i].sk) && puts[i].len) {
-			/* The policy judges the certificate being stored. */
-			r[i].ctx.has |= TSEC_CTX_CERT_PEM;
-			r[i].ctx.cert_pem.ptr = puts[i].value;
-			r[i].ctx.cert_pem.len = puts[i].len;
-		}
-	}
-	if ((rc = tsec__store_check(s, who, r, n, err)))
-		goto out;
-
-	/* Keep the old values by hard links, then write each new one. */
-	for (i = 0; i < n; i++) {
-		struct txn_item *t = &it[i];
-		const char *leaf = t->sk.seg[t->sk.n - 1];
-		struct stat sb;
-
-		if ((rc = tsec__open_dirs(s, &t->sk, t->sk.n - 1, true, &t->dirfd, err)))
-			goto rollback;
-		if (n > 1 && fstatat(t->dirfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    S_ISREG(sb.st_mode)) {
-			tsec__temp_name(t->backup, sizeof(t->backup), "bak");
-			if (linkat(t->dirfd, leaf, t->dirfd, t->backup, 0) < 0) {
-				rc = io_err(err, t->sk.text, "cannot keep the old value");
-				goto rollback;
-			}
-			t->had_old = 1;
-		}
-		if ((rc = tsec__write_atomic(t->dirfd, leaf, puts[i].value, puts[i].len,
-					      true, err)))
-			goto rollback;
-		t->written = 1;
-	}
-	for (i = 0; i < n; i++)
-		if (it[i].had_old)
-			unlinkat(it[i].dirfd, it[i].backup, 0);
-	rc = 0;
-	goto out;
-rollback:
-	for (i = 0; i < n; i++) {
-		struct txn_item *t = &it[i];
-		const char *leaf = t->sk.seg[t->sk.n - 1];
-		if (t->dirfd < 0)
-			continue;
-		if (t->had_old)
-			renameat(t->dirfd, t->backup, t->dirfd, leaf);
-		else if (t->written)
-			unlinkat(t->dirfd, leaf, 0);
-		fsync(t->dirfd);
-	}
-out:
-	for (i = 0; it && i < n; i++)
-		if (it[i].dirfd >= 0)
-			close(it[i].dirfd);
-	free(it);
-	free(r);
-	return rc;
-}
-
-void tsec_cert_files_free(struct tsec_cert_files *f)
-{
-	if (!f)
-		return;
-	free(f->cert);
-	free(f->key);
-	free(f->meta);
-	memset(f, 0, sizeof(*f));
-}
-
-/* certmagic's safe form of a name: lower case, "*" as "wildcard_". */
-static int safe_name(const char *in, char *out, size_t n)
-{
-	size_t o = 0;
-
-	if (!in || !*in)
-		return -1;
-	for (; *in; in++) {
-		const char *rep = NULL;
-		char c = *in;
-		char one[2] = { (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c, '\0' };
-		if (c == '*')
-			rep = "wildcard_";
-		else if (c == '/' || c == '\\' || c == ':')
-			return -1;
-		else
-			rep = one;
-		for (; *rep; rep++) {
-			if (o + 1 >= n)
-				return -1;
-			out[o++] = *rep;
-		}
-	}
-	out[o] = '\0';
-	return 0;
-}
-
-int tsec_cert_keys(const char *issuer, const char *domain, char *crt,
-		   char *key, char *meta, size_t n)
-{
-	char iss[256], dom[300];
-	struct tsec__key k;
-	char why[96];
-
-	if (safe_name(issuer, iss, sizeof(iss)) || safe_name(domain, dom, sizeof(dom)))
-		return TSEC_EKEY;
-	if ((size_t)snprintf(crt, n, "certificates/%s/%s/%s.crt", iss, dom, dom) >= n ||
-	    (size_t)snprintf(key, n, "certificates/%s/%s/%s.key", iss, dom, dom) >= n ||
-	    (size_t)snprintf(meta, n, "certificates/%s/%s/%s.json", iss, dom, dom) >= n)
-		return TSEC_EKEY;
-	if (tsec__key_parse(crt, strlen(crt), false, &k, why, sizeof(why)) || k.nseg != 4)
-		return TSEC_EKEY;
-	return 0;
-}
-
-int tsec_store_save_cert(struct tsec_store *s, const struct tsec_principal *who,
-			 const char *issuer, const char *domain,
-			 const struct tsec_cert_files *f, struct tsec_error *err)
-{
-	char crt[TSEC_KEY_MAX], key[TSEC_KEY_MAX], meta[TSEC_KEY_MAX];
-	struct tsec_put puts[3];
-
-	if (!s)
-		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
-
-	if (tsec_cert_keys(issuer, domain, crt, key, meta, sizeof(crt)))
-		return tsec__seterr(err, TSEC_EKEY, "", "unusable issuer or domain");
-	if (!f || !f->cert || !f->key || !f->meta)
-		return tsec__seterr(err, TSEC_EINVAL, "", "a certificate needs its cert, key and metadata");
-	puts[0] = (struct tsec_put){ crt, f->cert, f->cert_len };
-	puts[1] = (struct tsec_put){ key, f->key, f->key_len };
-	puts[2] = (struct tsec_put){ meta, f->meta, f->meta_len };
-	return tsec_store_put_many(s, who, puts, 3, err);
-}
-
-int tsec_store_load_cert(struct tsec_store *s, const struct tsec_principal *who,
-			 const char *issuer, const char *domain,
-			 struct tsec_cert_files *f, struct tsec_error *err)
-{
-	char keys[3][TSEC_KEY_MAX];
-	struct tsec__skey sk[3];
-	struct tsec_request r[3];
-	char **bufs[3] = { &f->cert, &f->key, &f->meta };
-	size_t *lens[3] = { &f->cert_len, &f->key_len, &f->meta_len };
-	int present = 0, rc;
-
-	if (!s)
-		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
-
-	memset(f, 0, sizeof(*f));
-	if (tsec_cert_keys(issuer, domain, keys[0], keys[1], keys[2], sizeof(keys[0])))
-		return tsec__seterr(err, TSEC_EKEY, "", "unusable issuer or domain");
-	for (int i = 0; i < 3; i++) {
-		if ((rc = tsec__skey_parse(keys[i], false, &sk[i], err)))
-			return rc;
-		req_for(&r[i], "storage.load", &sk[i]);
-	}
-	if ((rc = tsec__store_check(s, who, r, 3, err)))
-		return rc;
-	for (int i = 0; i < 3; i++) {
-		int fd;
-		if (open_value(s, &sk[i], &fd, err) == 0) {
-			rc = read_fd(fd, s->value_max, bufs[i], lens[i], err, sk[i].text);
-			close(fd);
-			if (rc) {
-				tsec_cert_files_free(f);
-				return rc;
-			}
-			present++;
-		}
-	}
-	if (present == 3)
-		return 0;
-	tsec_cert_files_free(f);
-	if (present == 0)
-		return tsec__seterr(err, TSEC_ENOENT, keys[0], "no certificate for %s", domain);
-	return tsec__seterr(err, TSEC_EINCOMPLETE, keys[0],
-			    "only %d of the certificate's 3 files exist", present);
 }

@@ -78,6 +78,27 @@ int tsec__write_atomic(int dirfd, const char *leaf, const void *data,
 int tsec__open_beneath(struct tsec_store *s, const struct tsec__skey *sk,
 		       int flags);
 
+/* An I/O error from errno: TSEC_ENOENT for ENOENT, else TSEC_EIO. */
+int tsec__io_err(struct tsec_error *err, const char *where, const char *what);
+
+/* Fills *r with one request: action on the key sk (borrowed). */
+void tsec__req_for(struct tsec_request *r, const char *action,
+		   const struct tsec__skey *sk);
+
+/* Whether the key names a certificate (a .crt under certificates/). */
+bool tsec__is_cert_key(const struct tsec__skey *sk);
+
+/* Writes all of data to fd, retrying short writes.  0 or -1 (errno). */
+int tsec__write_all(int fd, const void *data, size_t len);
+
+/* Reads at most max bytes of an open file into a new NUL-ended buffer. */
+int tsec__read_fd(int fd, size_t max, char **out, size_t *len,
+		  struct tsec_error *err, const char *where);
+
+/* Opens the value at sk for reading (after the check). */
+int tsec__open_value(struct tsec_store *s, const struct tsec__skey *sk,
+		     int *fdp, struct tsec_error *err);
+
 /* Fills buf with ".tsec-<what>-" and 16 random hex digits. */
 void tsec__temp_name(char *buf, size_t n, const char *what);
 

@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define TSEC_MODULE_ABI_MAJOR 1
-#define TSEC_MODULE_ABI_MINOR 1
+#define TSEC_MODULE_ABI_MINOR 2
 #define TSEC_MODULE_ENTRY_NAME "tsec_module_entry"
 
 #define TSEC_BUILD_DEBUG 1
@@ -51,7 +51,13 @@ static inline const char *tsec_build_name(uint32_t build)
 #define TSEC_LOG_WARN 1
 #define TSEC_LOG_INFO 2
 
-/* What the host offers a module.  Version 1. */
+/*
+ * What the host offers a module.  The first four fields stay where they
+ * are in every ABI major, so any module can read which host it met.
+ * Fields are only appended; a module reads one only when
+ * TSEC_HOST_API_HAS says the host's table holds it, and accepts any
+ * table of at least TSEC_HOST_API_MIN_SIZE (a host of ABI 1.0).
+ */
 struct tsec_host_api {
 	uint32_t abi_major;
 	uint32_t abi_minor;
@@ -60,10 +66,28 @@ struct tsec_host_api {
 	void *host;                  /* opaque, passed back to log */
 	/* Off the hot path only (load, reload, fini). Thread-safe. */
 	void (*log)(void *host, int level, const char *msg);
+
+	/* ---- ABI 1.2 ---- */
+
+	/*
+	 * A module's entry that refuses this host calls refuse with why
+	 * (one line, copied by the host) and then returns NULL; the loader
+	 * puts the reason in its error.  Only during the entry call.
+	 */
+	void (*refuse)(const struct tsec_host_api *host, const char *reason);
 };
 
+/* The size of a version 1.0 host table: the least a module may accept. */
+#define TSEC_HOST_API_MIN_SIZE \
+	(offsetof(struct tsec_host_api, log) + sizeof(void (*)(void)))
+
+/* Whether a host table is long enough to hold `field`. */
+#define TSEC_HOST_API_HAS(h, field) \
+	((h)->size >= offsetof(struct tsec_host_api, field) + sizeof((h)->field))
+
 /*
- * What a module offers.  Version 1.  The host refuses a descriptor whose
+ * What a module offers.  Versioned like the host table: appended fields,
+ * TSEC_MODULE_DESC_HAS before reading one.  The host refuses a descriptor whose
  * abi_major differs, whose size is below TSEC_MODULE_DESC_MIN_SIZE, or with
  * a NULL function among init, fini, reload, evaluate and check.
  */

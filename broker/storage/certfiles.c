@@ -1,0 +1,132 @@
+/*
+ * Certificates in the store, in certmagic's layout:
+ * certificates/<issuer>/<domain>/<domain>.{crt,key,json}, saved as one
+ * transaction and loaded as complete, absent or incomplete.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "broker/storage/store_private.h"
+
+void tsec_cert_files_free(struct tsec_cert_files *f)
+{
+	if (!f)
+		return;
+	free(f->cert);
+	free(f->key);
+	free(f->meta);
+	memset(f, 0, sizeof(*f));
+}
+
+/* certmagic's safe form of a name: lower case, "*" as "wildcard_". */
+static int safe_name(const char *in, char *out, size_t n)
+{
+	size_t o = 0;
+
+	if (!in || !*in)
+		return -1;
+	for (; *in; in++) {
+		const char *rep = NULL;
+		char c = *in;
+		char one[2] = { (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c, '\0' };
+		if (c == '*')
+			rep = "wildcard_";
+		else if (c == '/' || c == '\\' || c == ':')
+			return -1;
+		else
+			rep = one;
+		for (; *rep; rep++) {
+			if (o + 1 >= n)
+				return -1;
+			out[o++] = *rep;
+		}
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+int tsec_cert_keys(const char *issuer, const char *domain, char *crt,
+		   char *key, char *meta, size_t n)
+{
+	char iss[256], dom[300];
+	struct tsec__key k;
+	char why[96];
+
+	if (safe_name(issuer, iss, sizeof(iss)) || safe_name(domain, dom, sizeof(dom)))
+		return TSEC_EKEY;
+	if ((size_t)snprintf(crt, n, "certificates/%s/%s/%s.crt", iss, dom, dom) >= n ||
+	    (size_t)snprintf(key, n, "certificates/%s/%s/%s.key", iss, dom, dom) >= n ||
+	    (size_t)snprintf(meta, n, "certificates/%s/%s/%s.json", iss, dom, dom) >= n)
+		return TSEC_EKEY;
+	if (tsec__key_parse(crt, strlen(crt), false, &k, why, sizeof(why)) || k.nseg != 4)
+		return TSEC_EKEY;
+	return 0;
+}
+
+int tsec_store_save_cert(struct tsec_store *s, const struct tsec_principal *who,
+			 const char *issuer, const char *domain,
+			 const struct tsec_cert_files *f, struct tsec_error *err)
+{
+	char crt[TSEC_KEY_MAX], key[TSEC_KEY_MAX], meta[TSEC_KEY_MAX];
+	struct tsec_put puts[3];
+
+	if (!s)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
+
+	if (tsec_cert_keys(issuer, domain, crt, key, meta, sizeof(crt)))
+		return tsec__seterr(err, TSEC_EKEY, "", "unusable issuer or domain");
+	if (!f || !f->cert || !f->key || !f->meta)
+		return tsec__seterr(err, TSEC_EINVAL, "", "a certificate needs its cert, key and metadata");
+	puts[0] = (struct tsec_put){ crt, f->cert, f->cert_len };
+	puts[1] = (struct tsec_put){ key, f->key, f->key_len };
+	puts[2] = (struct tsec_put){ meta, f->meta, f->meta_len };
+	return tsec_store_put_many(s, who, puts, 3, err);
+}
+
+int tsec_store_load_cert(struct tsec_store *s, const struct tsec_principal *who,
+			 const char *issuer, const char *domain,
+			 struct tsec_cert_files *f, struct tsec_error *err)
+{
+	char keys[3][TSEC_KEY_MAX];
+	struct tsec__skey sk[3];
+	struct tsec_request r[3];
+	char **bufs[3] = { &f->cert, &f->key, &f->meta };
+	size_t *lens[3] = { &f->cert_len, &f->key_len, &f->meta_len };
+	int present = 0, rc;
+
+	if (!s)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
+
+	memset(f, 0, sizeof(*f));
+	if (tsec_cert_keys(issuer, domain, keys[0], keys[1], keys[2], sizeof(keys[0])))
+		return tsec__seterr(err, TSEC_EKEY, "", "unusable issuer or domain");
+	for (int i = 0; i < 3; i++) {
+		if ((rc = tsec__skey_parse(keys[i], false, &sk[i], err)))
+			return rc;
+		tsec__req_for(&r[i], "storage.load", &sk[i]);
+	}
+	if ((rc = tsec__store_check(s, who, r, 3, err)))
+		return rc;
+	for (int i = 0; i < 3; i++) {
+		int fd;
+		if (tsec__open_value(s, &sk[i], &fd, err) == 0) {
+			rc = tsec__read_fd(fd, s->value_max, bufs[i], lens[i], err, sk[i].text);
+			close(fd);
+			if (rc) {
+				tsec_cert_files_free(f);
+				return rc;
+			}
+			present++;
+		}
+	}
+	if (present == 3)
+		return 0;
+	tsec_cert_files_free(f);
+	if (present == 0)
+		return tsec__seterr(err, TSEC_ENOENT, keys[0], "no certificate for %s", domain);
+	return tsec__seterr(err, TSEC_EINCOMPLETE, keys[0],
+			    "only %d of the certificate's 3 files exist", present);
+}

@@ -1,0 +1,103 @@
+/*
+ * The policy document's reader.
+ *
+ * The policy is read as a stream of top-level members and, inside "floor"
+ * and "rules", of single rules: jansson parses each member value and each
+ * rule on its own (JSON_DISABLE_EOF_CHECK reports how many bytes it read)
+ * and the tree is freed before the next rule.  Peak memory stays at one
+ * rule's tree instead of the whole document's, and the allocator reuses
+ * the same few hot chunks.  This file only checks the punctuation between
+ * values; every value is parsed by jansson.
+ */
+#include <string.h>
+
+#include "module/compile_private.h"
+
+void tsec__doc_skip_ws(struct tsec__doc *d)
+{
+	while (d->p < d->end && (*d->p == ' ' || *d->p == '\t' ||
+				 *d->p == '\n' || *d->p == '\r'))
+		d->p++;
+}
+
+/* A syntax error at the current position, with line and column. */
+int tsec__doc_syntax(struct tsec__doc *d, const char *at, const char *what)
+{
+	int line = 1, col = 1;
+
+	for (const char *q = d->base; q < at && q < d->end; q++) {
+		if (*q == '\n') {
+			line++;
+			col = 1;
+		} else {
+			col++;
+		}
+	}
+	return tsec__seterr(d->err, TSEC_EPOLICY, "",
+			    "JSON error at line %d column %d: %s", line, col, what);
+}
+
+int tsec__doc_expect(struct tsec__doc *d, char c, const char *what)
+{
+	tsec__doc_skip_ws(d);
+	if (d->p >= d->end || *d->p != c)
+		return tsec__doc_syntax(d, d->p, what);
+	d->p++;
+	return 0;
+}
+
+/* Parses one JSON value at the current position into *out (new ref). */
+int tsec__doc_value(struct tsec__doc *d, json_t **out)
+{
+	json_error_t je;
+
+	tsec__doc_skip_ws(d);
+	*out = json_loadb(d->p, (size_t)(d->end - d->p), JFLAGS, &je);
+	if (!*out)
+		return tsec__doc_syntax(d, d->p + (je.position > 0 ? je.position : 0), je.text);
+	d->p += je.position;
+	return 0;
+}
+
+/*
+ * Skips one value without building it, for the first pass: strings are
+ * followed through their escapes and brackets are counted.  Returns NULL
+ * on an unterminated value.  Only finds the end; the second pass has
+ * jansson parse what was skipped.
+ */
+const char *tsec__doc_skip_value(const char *p, const char *end, size_t *items)
+{
+	int depth = 0;
+
+	do {
+		if (p >= end)
+			return NULL;
+		if (*p == '"') {
+			for (p++; p < end && *p != '"'; p++)
+				if (*p == '\\')
+					p++;
+			if (p >= end)
+				return NULL;
+			p++;
+		} else if (*p == '[' || *p == '{') {
+			/* Counts the elements of a top-level array, roughly:
+			 * one per object that opens directly inside it. */
+			if (depth == 1 && *p == '{' && items)
+				(*items)++;
+			depth++;
+			p++;
+		} else if (*p == ']' || *p == '}') {
+			if (--depth < 0)
+				return NULL;
+			p++;
+		} else if (depth == 0) {
+			while (p < end && *p != ',' && *p != '}' && *p != ']' &&
+			       *p != ' ' && *p != '\n' && *p != '\t' && *p != '\r')
+				p++;
+		} else {
+			p++;
+		}
+	} while (depth > 0);
+	return p;
+}
+

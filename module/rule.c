@@ -1,0 +1,491 @@
+/*
+ * One rule: its fields checked (each error with its JSON place), then
+ * indexed into the tries of its principals.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "module/compile_private.h"
+
+#define PRINCIPAL_MAX 255
+#define DOMAIN_MAX 253
+#define DSTAR_MAX 2
+
+static bool id_ok(const char *s, size_t n)
+{
+	if (n == 0 || n >= TSEC_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+		      c == '.' || c == ':'))
+			return false;
+	}
+	return true;
+}
+
+/* Returns NULL if ok, else why. */
+static const char *principal_bad(const char *s, size_t n)
+{
+	if (n == 0)
+		return "empty principal";
+	if (n > PRINCIPAL_MAX)
+		return "principal longer than 255 bytes";
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c <= 0x20 || c == 0x7f)
+			return "principal holds a space or control character";
+		if (c == '*' && n != 1)
+			return "'*' must be the whole principal";
+	}
+	if (n == 5 && memcmp(s, "role:", 5) == 0)
+		return "role name is empty";
+	return NULL;
+}
+
+static const char *domain_bad(const char *s, size_t n)
+{
+	size_t label = 0;
+	int stars = 0;
+
+	if (n == 0 || n > DOMAIN_MAX)
+		return "domain pattern empty or longer than 253 bytes";
+	for (size_t i = 0; i <= n; i++) {
+		char c = i < n ? s[i] : '.';
+		if (c == '.') {
+			if (label == 0)
+				return "empty label in domain pattern";
+			label = 0;
+			continue;
+		}
+		label++;
+		if (c == '*') {
+			if ((i > 0 && s[i - 1] != '.') ||
+			    (i + 1 < n && s[i + 1] != '.'))
+				return "'*' must be a whole label";
+			if (++stars > 1)
+				return "at most one '*' label per domain pattern";
+		} else if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			     (c >= '0' && c <= '9') || c == '-' || c == '_')) {
+			return "invalid character in domain pattern";
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Validates a resource pattern; on success fills segment offsets/lengths
+ * (consecutive "**" collapsed).
+ */
+static const char *resource_bad(const char *s, size_t n, uint16_t *off,
+				uint16_t *len, unsigned *nseg)
+{
+	size_t i = 0;
+	unsigned dstars = 0;
+
+	*nseg = 0;
+	if (n == 0)
+		return "empty resource pattern";
+	if (n > TSEC_KEY_MAX)
+		return "resource pattern longer than 1024 bytes";
+	if (s[0] == '/')
+		return "resource pattern starts with '/'";
+	while (i <= n) {
+		size_t start = i, l;
+		bool star = false;
+		while (i < n && s[i] != '/') {
+			unsigned char c = (unsigned char)s[i];
+			if (c < 0x20 || c == 0x7f)
+				return "control character in resource pattern";
+			if (c == '\\' || c == ':')
+				return "backslash or colon in resource pattern";
+			if (c == '*')
+				star = true;
+			i++;
+		}
+		l = i - start;
+		i++;
+		if (l == 0)
+			return "empty segment in resource pattern";
+		if ((l == 1 && s[start] == '.') ||
+		    (l == 2 && s[start] == '.' && s[start + 1] == '.'))
+			return "'.' or '..' segment in resource pattern";
+		if (s[start + l - 1] == '.' || s[start + l - 1] == ' ')
+			return "segment ends in dot or space";
+		if (l > 255)
+			return "segment longer than 255 bytes";
+		if (star && memmem(s + start, l, "**", 2)) {
+			if (l != 2)
+				return "'**' must stand alone as a segment";
+			if (*nseg && len[*nseg - 1] == 2 &&
+			    memcmp(s + off[*nseg - 1], "**", 2) == 0)
+				continue; /* a run of "**" is one "**" */
+			if (++dstars > DSTAR_MAX)
+				return "more than two '**' segments";
+		}
+		if (*nseg == TSEC_KEY_SEGMENTS)
+			return "resource pattern has more than 64 segments";
+		off[*nseg] = (uint16_t)start;
+		len[*nseg] = (uint16_t)l;
+		(*nseg)++;
+	}
+	return NULL;
+}
+
+static int want_array(struct tsec__cc *c, json_t *v, const char *field)
+{
+	if (!json_is_array(v))
+		return tsec__cc_fail(c, field, -1, "must be an array of strings");
+	if (json_array_size(v) == 0)
+		return tsec__cc_fail(c, field, -1, "must not be empty");
+	for (size_t i = 0; i < json_array_size(v); i++)
+		if (!json_is_string(json_array_get(v, i)))
+			return tsec__cc_fail(c, field, (long)i, "must be a string");
+	return 0;
+}
+
+static int parse_actions(struct tsec__cc *c, json_t *v, uint16_t *mask)
+{
+	size_t i;
+	json_t *a;
+
+	*mask = 0;
+	json_array_foreach(v, i, a) {
+		const char *s = json_string_value(a);
+		size_t n = json_string_length(a);
+		int act;
+		if (n == 1 && s[0] == '*') {
+			*mask |= (1u << TSEC_ACTION__COUNT) - 1;
+		} else if (n == 9 && memcmp(s, "storage.*", 9) == 0) {
+			*mask |= (1u << TSEC_ACTION_LOCK_ACQUIRE) - 1;
+		} else if (n == 6 && memcmp(s, "lock.*", 6) == 0) {
+			*mask |= (1u << TSEC_ACTION_LOCK_ACQUIRE) |
+				 (1u << TSEC_ACTION_LOCK_RENEW) |
+				 (1u << TSEC_ACTION_LOCK_RELEASE);
+		} else if ((act = tsec__action_parse(s, n)) >= 0) {
+			*mask |= (uint16_t)(1u << act);
+		} else {
+			return tsec__cc_fail(c, "action", (long)i, "unknown action '%s'", s);
+		}
+	}
+	return 0;
+}
+
+static int uint_field(struct tsec__cc *c, json_t *v, const char *name, uint64_t *out)
+{
+	char field[64];
+
+	snprintf(field, sizeof(field), "when/%s", name);
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return tsec__cc_fail(c, field, -1, "must be a non-negative integer");
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+static int parse_cert(struct tsec__cc *c, json_t *o, struct tsec__rule *r)
+{
+	const char *k;
+	json_t *v, *t;
+	uint64_t n;
+	size_t i;
+	int rc;
+
+	if (!json_is_object(o))
+		return tsec__cc_fail(c, "when/cert", -1, "must be an object");
+	json_object_foreach(o, k, v) {
+		if (!strcmp(k, "san_covers_domain")) {
+			if (!json_is_boolean(v))
+				return tsec__cc_fail(c, "when/cert/san_covers_domain", -1,
+					       "must be true or false");
+			if (json_is_true(v))
+				r->cert |= TSEC__CERT_SAN;
+		} else if (!strcmp(k, "min_remaining_s")) {
+			if ((rc = uint_field(c, v, "cert/min_remaining_s", &n)))
+				return rc;
+			r->min_remaining_s = n;
+			r->cert |= TSEC__CERT_REMAINING;
+		} else if (!strcmp(k, "min_rsa_bits")) {
+			if ((rc = uint_field(c, v, "cert/min_rsa_bits", &n)))
+				return rc;
+			if (n > 65536)
+				return tsec__cc_fail(c, "when/cert/min_rsa_bits", -1,
+					       "must be at most 65536");
+			r->min_rsa_bits = (uint32_t)n;
+			r->cert |= TSEC__CERT_RSA_BITS;
+		} else if (!strcmp(k, "key_types")) {
+			if ((rc = want_array(c, v, "when/cert/key_types")))
+				return rc;
+			json_array_foreach(v, i, t) {
+				int kt = tsec__key_type_parse(json_string_value(t),
+							      json_string_length(t));
+				if (kt < 0)
+					return tsec__cc_fail(c, "when/cert/key_types", (long)i,
+						       "unknown key type '%s' (rsa, ec-p256, ec-p384, ed25519)",
+						       json_string_value(t));
+				r->key_types |= 1u << kt;
+			}
+			r->cert |= TSEC__CERT_KEY_TYPES;
+		} else {
+			char field[80];
+			snprintf(field, sizeof(field), "when/cert/%s", k);
+			return tsec__cc_fail(c, field, -1, "unknown certificate condition");
+		}
+	}
+	return 0;
+}
+
+static int parse_when(struct tsec__cc *c, json_t *w, struct tsec__rule *r)
+{
+	const char *k;
+	json_t *v;
+	int rc;
+
+	if (!json_is_object(w))
+		return tsec__cc_fail(c, "when", -1, "must be an object");
+	json_object_foreach(w, k, v) {
+		if (strcmp(k, "ttl_ms_max") == 0) {
+			if ((rc = uint_field(c, v, k, &r->ttl_ms_max)))
+				return rc;
+			r->when |= TSEC__WHEN_TTL_MAX;
+		} else if (strcmp(k, "size_max") == 0) {
+			if ((rc = uint_field(c, v, k, &r->size_max)))
+				return rc;
+			r->when |= TSEC__WHEN_SIZE_MAX;
+		} else if (strcmp(k, "recursive") == 0) {
+			if (!json_is_boolean(v))
+				return tsec__cc_fail(c, "when/recursive", -1,
+					       "must be true or false");
+			r->recursive = json_is_true(v);
+			r->when |= TSEC__WHEN_RECURSIVE;
+		} else if (strcmp(k, "cert") == 0) {
+			if ((rc = parse_cert(c, v, r)))
+				return rc;
+			r->when |= TSEC__WHEN_CERT;
+		} else {
+			char field[64];
+			snprintf(field, sizeof(field), "when/%s", k);
+			return tsec__cc_fail(c, field, -1, "unknown condition");
+		}
+	}
+	return 0;
+}
+
+/* The members of one rule object, borrowed from it. */
+struct rule_json {
+	json_t *id, *eff, *prin, *act, *res, *dom, *when;
+};
+
+/* Sorts the members into j; refuses unknown ones. */
+static int rule_members(struct tsec__cc *c, json_t *obj, struct rule_json *j)
+{
+	const char *k;
+	json_t *v;
+
+	memset(j, 0, sizeof(*j));
+	if (!json_is_object(obj))
+		return tsec__cc_fail(c, NULL, -1, "rule must be an object");
+	json_object_foreach(obj, k, v) {
+		if (!strcmp(k, "id")) j->id = v;
+		else if (!strcmp(k, "effect")) j->eff = v;
+		else if (!strcmp(k, "principal")) j->prin = v;
+		else if (!strcmp(k, "action")) j->act = v;
+		else if (!strcmp(k, "resource")) j->res = v;
+		else if (!strcmp(k, "domain")) j->dom = v;
+		else if (!strcmp(k, "when")) j->when = v;
+		else if (!strcmp(k, "description")) {
+			if (!json_is_string(v))
+				return tsec__cc_fail(c, k, -1, "must be a string");
+		} else
+			return tsec__cc_fail(c, k, -1, "unknown field");
+	}
+	return 0;
+}
+
+/* The rule's id: well formed and not used before. */
+static int parse_id(struct tsec__cc *c, json_t *id, struct tsec__rule *r, uint32_t ri)
+{
+	uint32_t slot = ri + 1;
+	bool found;
+
+	if (!id)
+		return tsec__cc_fail(c, "id", -1, "missing rule id");
+	if (!json_is_string(id) ||
+	    !id_ok(json_string_value(id), json_string_length(id)))
+		return tsec__cc_fail(c, "id", -1,
+				     "id must be 1-63 characters of A-Z a-z 0-9 - _ . :");
+	memcpy(r->id, json_string_value(id), json_string_length(id) + 1);
+	if (tsec__edge_put(c->pol, TSEC__NS_RULE_ID, r->id, strlen(r->id), &slot, &found))
+		return tsec__cc_oom(c);
+	if (found)
+		return tsec__cc_fail(c, "id", -1, "duplicate rule id '%s'", r->id);
+	return 0;
+}
+
+/* The effect: a floor may only deny; a rule must say allow or deny. */
+static int parse_effect(struct tsec__cc *c, json_t *eff, uint8_t section,
+			struct tsec__rule *r)
+{
+	if (section == TSEC_EFFECT_FLOOR) {
+		if (eff && !(json_is_string(eff) && !strcmp(json_string_value(eff), "deny")))
+			return tsec__cc_fail(c, "effect", -1, "a floor rule can only deny");
+		return 0;
+	}
+	if (!eff)
+		return tsec__cc_fail(c, "effect", -1, "missing effect");
+	if (json_is_string(eff) && !strcmp(json_string_value(eff), "allow"))
+		r->effect = TSEC_EFFECT_ALLOW;
+	else if (json_is_string(eff) && !strcmp(json_string_value(eff), "deny"))
+		r->effect = TSEC_EFFECT_DENY;
+	else
+		return tsec__cc_fail(c, "effect", -1, "effect must be \"allow\" or \"deny\"");
+	return 0;
+}
+
+static int parse_principals(struct tsec__cc *c, json_t *prin)
+{
+	json_t *p;
+	size_t i;
+	int rc;
+
+	if (!prin)
+		return 0;
+	if ((rc = want_array(c, prin, "principal")))
+		return rc;
+	json_array_foreach(prin, i, p) {
+		const char *why = principal_bad(json_string_value(p), json_string_length(p));
+		if (why)
+			return tsec__cc_fail(c, "principal", (long)i, "%s", why);
+	}
+	return 0;
+}
+
+/* The domains, lower-cased into the arena as the rule's dom_first.. run. */
+static int parse_domains(struct tsec__cc *c, json_t *dom, struct tsec__rule *r)
+{
+	struct tsec__policy *pol = c->pol;
+	json_t *p;
+	size_t i;
+	int rc;
+
+	if (!dom)
+		return 0;
+	if ((rc = want_array(c, dom, "domain")))
+		return rc;
+	r->dom_first = pol->ndoms;
+	json_array_foreach(dom, i, p) {
+		const char *s = json_string_value(p);
+		size_t n = json_string_length(p);
+		const char *why = domain_bad(s, n);
+		char low[DOMAIN_MAX];
+		if (why)
+			return tsec__cc_fail(c, "domain", (long)i, "%s", why);
+		for (size_t j = 0; j < n; j++)
+			low[j] = (s[j] >= 'A' && s[j] <= 'Z') ? (char)(s[j] + 32) : s[j];
+		if (tsec__grow((void **)&pol->doms, &pol->cap_doms, pol->ndoms + 1,
+			       sizeof(*pol->doms)) ||
+		    tsec__arena_add(pol, low, n, &pol->doms[pol->ndoms].off))
+			return tsec__cc_oom(c);
+		pol->doms[pol->ndoms++].len = (uint32_t)n;
+	}
+	r->dom_count = pol->ndoms - r->dom_first;
+	return 0;
+}
+
+/*
+ * Parses one rule into the next slot of pol->rules (counted in nrules
+ * only when every field is good), leaving j for the index.
+ */
+static int parse_rule(struct tsec__cc *c, json_t *obj, uint8_t effect,
+		      struct rule_json *j)
+{
+	struct tsec__policy *pol = c->pol;
+	struct tsec__rule *r;
+	uint32_t ri;
+	int rc;
+
+	if ((rc = rule_members(c, obj, j)))
+		return rc;
+	if (tsec__grow((void **)&pol->rules, &pol->cap_rules, pol->nrules + 1,
+		       sizeof(*pol->rules)))
+		return tsec__cc_oom(c);
+	ri = pol->nrules;
+	r = &pol->rules[ri];
+	memset(r, 0, sizeof(*r));
+	r->order = ri;
+	r->effect = effect;
+	if ((rc = parse_id(c, j->id, r, ri)) || (rc = parse_effect(c, j->eff, effect, r)))
+		return rc;
+	if (!j->act)
+		return tsec__cc_fail(c, "action", -1, "missing action list");
+	if ((rc = want_array(c, j->act, "action")) ||
+	    (rc = parse_actions(c, j->act, &r->actions)))
+		return rc;
+	if (!j->res)
+		return tsec__cc_fail(c, "resource", -1, "missing resource list");
+	if ((rc = want_array(c, j->res, "resource")) ||
+	    (rc = parse_principals(c, j->prin)) ||
+	    (rc = parse_domains(c, j->dom, r)))
+		return rc;
+	if (j->when && (rc = parse_when(c, j->when, r)))
+		return rc;
+	pol->nrules++;
+	return 0;
+}
+
+/* The trie root of one principal pattern: "*", "role:NAME" or an id. */
+static int principal_root(struct tsec__policy *pol, const char *ps, size_t pn,
+			  uint32_t *node)
+{
+	if (pn == 1 && ps[0] == '*') {
+		*node = pol->any_root;
+		return 0;
+	}
+	if (pn > 5 && !memcmp(ps, "role:", 5))
+		return tsec__child_literal(pol, TSEC__NS_ROLE, ps + 5, pn - 5, node);
+	return tsec__child_literal(pol, TSEC__NS_PRINCIPAL, ps, pn, node);
+}
+
+/* Indexes rule ri: every principal pattern times every resource pattern. */
+static int index_rule(struct tsec__cc *c, uint32_t ri, const struct rule_json *j)
+{
+	struct tsec__policy *pol = c->pol;
+	size_t np = j->prin ? json_array_size(j->prin) : 1, i, k;
+	json_t *v;
+
+	json_array_foreach(j->res, k, v) {
+		const char *s = json_string_value(v);
+		uint16_t off[TSEC_KEY_SEGMENTS], len[TSEC_KEY_SEGMENTS];
+		unsigned nseg;
+		const char *why = resource_bad(s, json_string_length(v), off, len, &nseg);
+		if (why)
+			return tsec__cc_fail(c, "resource", (long)k, "%s", why);
+		for (i = 0; i < np; i++) {
+			json_t *pj = j->prin ? json_array_get(j->prin, i) : NULL;
+			uint32_t node;
+			int rc = principal_root(pol, pj ? json_string_value(pj) : "*",
+						pj ? json_string_length(pj) : 1, &node);
+			for (unsigned si = 0; si < nseg && !rc; si++) {
+				const char *seg = s + off[si];
+				if (len[si] == 2 && !memcmp(seg, "**", 2))
+					rc = tsec__child_dstar(pol, node, &node);
+				else if (memchr(seg, '*', len[si]))
+					rc = tsec__child_glob(pol, node, seg, len[si], &node);
+				else
+					rc = tsec__child_literal(pol, node, seg, len[si], &node);
+			}
+			if (rc || tsec__term_add(pol, node, ri))
+				return tsec__cc_oom(c);
+		}
+	}
+	return 0;
+}
+
+int tsec__rule_compile(struct tsec__cc *c, json_t *obj, uint8_t effect)
+{
+	struct rule_json j;
+	uint32_t ri = c->pol->nrules;
+	int rc = parse_rule(c, obj, effect, &j);
+
+	return rc ? rc : index_rule(c, ri, &j);
+}

@@ -1,0 +1,286 @@
+/*
+ * The compiled tables: one string arena, one hash table of literal edges
+ * shared by every trie, nodes with their glob and "**" children, and the
+ * terminal entries that name rules (module_private.h shows their shape).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "module/compile_private.h"
+
+/* Grows an array of `size`-byte items to hold at least need items. */
+int tsec__grow(void **arr, uint32_t *cap, uint32_t need, size_t size)
+{
+	uint32_t ncap;
+	void *n;
+
+	if (need <= *cap)
+		return 0;
+	ncap = *cap ? *cap : 16;
+	while (ncap < need) {
+		if (ncap > UINT32_MAX / 2)
+			return TSEC_ENOMEM;
+		ncap *= 2;
+	}
+	n = realloc(*arr, (size_t)ncap * size);
+	if (!n)
+		return TSEC_ENOMEM;
+	*arr = n;
+	*cap = ncap;
+	return 0;
+}
+
+int tsec__arena_add(struct tsec__policy *pol, const char *p, size_t n,
+		     uint32_t *off)
+{
+	if (pol->arena_len + n > UINT32_MAX)
+		return TSEC_ENOMEM;
+	if (pol->arena_len + n > pol->arena_cap) {
+		size_t ncap = pol->arena_cap ? pol->arena_cap : 4096;
+		char *a;
+		while (ncap < pol->arena_len + n)
+			ncap *= 2;
+		a = realloc(pol->arena, ncap);
+		if (!a)
+			return TSEC_ENOMEM;
+		pol->arena = a;
+		pol->arena_cap = ncap;
+	}
+	memcpy(pol->arena + pol->arena_len, p, n);
+	*off = (uint32_t)pol->arena_len;
+	pol->arena_len += n;
+	return 0;
+}
+
+static uint64_t edge_hash(const struct tsec__policy *pol, uint32_t parent,
+			  const char *p, size_t n)
+{
+	return tsec__edge_hash(tsec__hash(pol->seed, p, n), parent);
+}
+
+uint32_t tsec__edge_find(const struct tsec__policy *pol, uint32_t parent,
+			 uint64_t hs, const char *p, size_t n)
+{
+	uint64_t h = tsec__edge_hash(hs, parent);
+	uint32_t i = (uint32_t)h & pol->edge_mask;
+
+	for (;;) {
+		const struct tsec__edge *e = &pol->edges[i];
+		if (e->child == 0)
+			return 0;
+		if (e->hash == h && e->parent == parent && e->len == n &&
+		    memcmp(pol->arena + e->off, p, n) == 0)
+			return e->child;
+		i = (i + 1) & pol->edge_mask;
+	}
+}
+
+static int edges_resize(struct tsec__policy *pol, uint32_t nsize)
+{
+	struct tsec__edge *n = calloc(nsize, sizeof(*n));
+
+	if (!n)
+		return TSEC_ENOMEM;
+	for (uint32_t i = 0; pol->edges && i <= pol->edge_mask; i++) {
+		const struct tsec__edge *e = &pol->edges[i];
+		uint32_t j;
+		if (!e->child)
+			continue;
+		j = (uint32_t)e->hash & (nsize - 1);
+		while (n[j].child)
+			j = (j + 1) & (nsize - 1);
+		n[j] = *e;
+	}
+	free(pol->edges);
+	pol->edges = n;
+	pol->edge_mask = nsize - 1;
+	return 0;
+}
+
+/*
+ * Finds or adds the edge (parent, bytes) -> value.  A new edge takes
+ * *value as its child; an existing one returns its child in *value and
+ * sets *found.
+ */
+int tsec__edge_put(struct tsec__policy *pol, uint32_t parent, const char *p,
+		    size_t n, uint32_t *value, bool *found)
+{
+	uint64_t h;
+	uint32_t i, off;
+
+	if ((pol->nedges + 1) * 2 > pol->edge_mask + 1 &&
+	    edges_resize(pol, (pol->edge_mask + 1) * 2))
+		return TSEC_ENOMEM;
+	h = edge_hash(pol, parent, p, n);
+	i = (uint32_t)h & pol->edge_mask;
+	for (;;) {
+		struct tsec__edge *e = &pol->edges[i];
+		if (e->child == 0)
+			break;
+		if (e->hash == h && e->parent == parent && e->len == n &&
+		    memcmp(pol->arena + e->off, p, n) == 0) {
+			*value = e->child;
+			*found = true;
+			return 0;
+		}
+		i = (i + 1) & pol->edge_mask;
+	}
+	if (tsec__arena_add(pol, p, n, &off))
+		return TSEC_ENOMEM;
+	pol->edges[i] = (struct tsec__edge){ h, parent, off, (uint32_t)n, *value };
+	pol->nedges++;
+	*found = false;
+	return 0;
+}
+
+static int node_new(struct tsec__policy *pol, uint32_t *id)
+{
+	if (tsec__grow((void **)&pol->nodes, &pol->cap_nodes, pol->nnodes + 1,
+		 sizeof(*pol->nodes)))
+		return TSEC_ENOMEM;
+	pol->nodes[pol->nnodes] = (struct tsec__node){ 0, 0, 0 };
+	*id = pol->nnodes++;
+	return 0;
+}
+
+/* Child of `node` along a literal segment, created if missing. */
+int tsec__child_literal(struct tsec__policy *pol, uint32_t node,
+			 const char *s, size_t n, uint32_t *out)
+{
+	uint32_t id = pol->nnodes;
+	bool found;
+
+	if (tsec__edge_put(pol, node, s, n, &id, &found))
+		return TSEC_ENOMEM;
+	if (!found && node_new(pol, &id))
+		return TSEC_ENOMEM;
+	*out = id;
+	return 0;
+}
+
+int tsec__child_glob(struct tsec__policy *pol, uint32_t node, const char *s,
+		      size_t n, uint32_t *out)
+{
+	uint32_t g, id;
+
+	for (g = pol->nodes[node].globs; g; g = pol->globs[g].next) {
+		if (pol->globs[g].len == n &&
+		    memcmp(pol->arena + pol->globs[g].off, s, n) == 0) {
+			*out = pol->globs[g].child;
+			return 0;
+		}
+	}
+	if (tsec__grow((void **)&pol->globs, &pol->cap_globs, pol->nglobs + 1,
+		 sizeof(*pol->globs)) || node_new(pol, &id))
+		return TSEC_ENOMEM;
+	g = pol->nglobs++;
+	if (tsec__arena_add(pol, s, n, &pol->globs[g].off))
+		return TSEC_ENOMEM;
+	pol->globs[g].len = (uint32_t)n;
+	{
+		const char *star = memchr(s, '*', n);
+		bool one = memchr(star + 1, '*', n - (size_t)(star - s) - 1) == NULL;
+		pol->globs[g].kind = n == 1 ? TSEC__GLOB_ANY
+			: one && star == s ? TSEC__GLOB_SUFFIX
+			: one && star == s + n - 1 ? TSEC__GLOB_PREFIX
+			: TSEC__GLOB_GENERAL;
+	}
+	pol->globs[g].child = id;
+	pol->globs[g].next = pol->nodes[node].globs;
+	pol->nodes[node].globs = g;
+	*out = id;
+	return 0;
+}
+
+int tsec__child_dstar(struct tsec__policy *pol, uint32_t node, uint32_t *out)
+{
+	uint32_t id;
+
+	if (pol->nodes[node].dstar) {
+		*out = pol->nodes[node].dstar;
+		return 0;
+	}
+	if (node_new(pol, &id))
+		return TSEC_ENOMEM;
+	pol->nodes[node].dstar = id;
+	*out = id;
+	return 0;
+}
+
+int tsec__term_add(struct tsec__policy *pol, uint32_t node, uint32_t rule)
+{
+	uint32_t t;
+
+	for (t = pol->nodes[node].terms; t; t = pol->terms[t].next)
+		if (pol->terms[t].rule == rule)
+			return 0;
+	if (tsec__grow((void **)&pol->terms, &pol->cap_terms, pol->nterms + 1,
+		 sizeof(*pol->terms)))
+		return TSEC_ENOMEM;
+	t = pol->nterms++;
+	pol->terms[t].rule = rule;
+	pol->terms[t].next = pol->nodes[node].terms;
+	pol->nodes[node].terms = t;
+	return 0;
+}
+
+/*
+ * A new, empty policy with room for about `rules` rules, so that compiling
+ * a large policy does not spend its time copying arrays as they grow.
+ * The estimates are per rule of a typical policy; arrays still grow past
+ * them when needed.
+ */
+int tsec__policy_new(struct tsec__policy **out, size_t len, size_t rules)
+{
+	struct tsec__policy *pol = calloc(1, sizeof(*pol));
+	uint32_t unused, slots = 64;
+
+	if (rules > len / 16 || rules > (1u << 24))
+		rules = len / 16 < (1u << 24) ? len / 16 : (1u << 24);
+	while (slots < rules * 8)
+		slots *= 2;
+
+	*out = pol;
+	if (!pol)
+		return TSEC_ENOMEM;
+	/* The seed only spreads hash slots; the policy itself is trusted. */
+	pol->seed = 0x7473656370656c69ull ^ (uint64_t)len;
+	/* Index 0 of nodes, globs and terms ends a list: reserve it. */
+	if (edges_resize(pol, slots) ||
+	    tsec__grow((void **)&pol->rules, &pol->cap_rules, (uint32_t)rules + 1,
+		 sizeof(*pol->rules)) ||
+	    tsec__grow((void **)&pol->nodes, &pol->cap_nodes, (uint32_t)rules * 4 + 2,
+		 sizeof(*pol->nodes)) ||
+	    tsec__grow((void **)&pol->terms, &pol->cap_terms, (uint32_t)rules * 2 + 1,
+		 sizeof(*pol->terms)) ||
+	    tsec__grow((void **)&pol->doms, &pol->cap_doms, (uint32_t)rules + 1,
+		 sizeof(*pol->doms)) ||
+	    tsec__grow((void **)&pol->globs, &pol->cap_globs, (uint32_t)rules + 1,
+		 sizeof(*pol->globs)) ||
+	    node_new(pol, &unused) || node_new(pol, &pol->any_root))
+		return TSEC_ENOMEM;
+	pol->arena_cap = rules * 48 + 4096;
+	if (!(pol->arena = malloc(pol->arena_cap)))
+		return TSEC_ENOMEM;
+	pol->nglobs = 1;
+	pol->nterms = 1;
+	return 0;
+}
+
+void tsec__policy_free(struct tsec__policy **pp)
+{
+	struct tsec__policy *p;
+
+	if (!pp || !*pp)
+		return;
+	p = *pp;
+	free(p->rules);
+	free(p->nodes);
+	free(p->globs);
+	free(p->terms);
+	free(p->doms);
+	free(p->edges);
+	free(p->arena);
+	free(p);
+	*pp = NULL;
+}
