@@ -1,30 +1,91 @@
 #!/bin/sh
-# A-B-B-A comparison of two module builds through bench_bus.
+# A-B-B-A comparison of two builds on any benchmark.
 #
-#   perf/abba.sh MODULE_A.so MODULE_B.so [ROUNDS] [CALLS]
+#   perf/abba.sh [-n RUNS] [-o RAW.csv] DIR_A DIR_B PROGRAM [ARGS...]
 #
-# Each round runs bench_bus on A, B, B, A (so drift on this shared
-# machine hits both sides alike) and keeps each run's p50 of check2 and
-# evaluate.  Prints every run as CSV, then the median p50 per side and the
-# ratio B/A.  Build both modules in release first, e.g. keep a copy of
-# build/release/libtinysecurity_module.so before a change.
+# Runs DIR/PROGRAM ARGS for each side in four phases, A1 B1 B2 A2, RUNS
+# times per phase (default 3), so drift on this shared machine hits both
+# sides alike.  An "@" at the start of an argument stands for the side's
+# build folder, e.g.
+#
+#   perf/abba.sh old/build/release build/release \
+#       bench_bus @/libtinysecurity_module.so examples/policy.json 100000
+#   perf/abba.sh old/build/release build/release \
+#       verify_module --csv --calls 2000 @/libtinysecurity_module.so
+#
+# The program prints the benchmarks' CSV: rows "case,sample,iterations,
+# elapsed_ns,ns_per_op" (a case's value is ns_per_op) and rows
+# "latency,case,samples,first,p50,p90,p99,p999,max" (cases CASE.p50 and
+# CASE.p99).  For each case and phase the median of its values is taken;
+# a side's figure is the mean of its two phase medians.  Drift is
+# A2/A1 - 1 (and B2/B1 - 1 for the other side): over 10% on either,
+# the case is shown as excluded.  An effect (B/A - 1)
+# under 5% is shown as unchanged.  Every case is shown; every value goes
+# to RAW.csv (default: a file under perf/results/).
 set -eu
-a=$1; b=$2; rounds=${3:-5}; calls=${4:-100000}
-bench=${BENCH:-build/release/bench_bus}
-policy=${POLICY:-examples/policy.json}
-out=$(mktemp); trap 'rm -f "$out"' EXIT
-run() {
-	"$bench" "$2" "$policy" "$calls" 2>/dev/null |
-		awk -F, -v side="$1" -v r="$3" '$1 == "latency" { print side "," r "," $2 "," $5 }'
-}
-echo "side,round,case,p50_ns"
-i=1
-while [ "$i" -le "$rounds" ]; do
-	run A "$a" "$i"; run B "$b" "$i"; run B "$b" "$i"; run A "$a" "$i"
-	i=$((i + 1))
-done | tee "$out"
-for c in check2 evaluate; do
-	ma=$(awk -F, -v c=$c '$1 == "A" && $3 == c { print $4 }' "$out" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-	mb=$(awk -F, -v c=$c '$1 == "B" && $3 == c { print $4 }' "$out" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-	awk -v c=$c -v a="$ma" -v b="$mb" 'BEGIN { printf "# %s: median p50 A %d ns, B %d ns, B/A %.3f\n", c, a, b, b / a }'
+runs=3
+raw=
+while [ $# -gt 0 ]; do
+	case $1 in
+	-n) runs=$2; shift 2 ;;
+	-o) raw=$2; shift 2 ;;
+	-h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+	*) break ;;
+	esac
 done
+if [ $# -lt 3 ]; then
+	echo "usage: perf/abba.sh [-n RUNS] [-o RAW.csv] DIR_A DIR_B PROGRAM [ARGS...]" >&2
+	exit 2
+fi
+a=$1 b=$2 prog=$3
+shift 3
+for d in "$a" "$b"; do
+	[ -x "$d/$prog" ] || { echo "abba: $d/$prog is not a program" >&2; exit 2; }
+done
+[ -n "$raw" ] || raw=perf/results/abba-$prog-$(date +%Y%m%d-%H%M%S).csv
+mkdir -p "$(dirname "$raw")"
+echo "phase,run,case,value" > "$raw"
+
+# run PHASE DIR N: one run of the program for a side, values appended.
+run() {
+	phase=$1 dir=$2 n=$3
+	set --
+	for x in $args; do
+		case $x in @*) set -- "$@" "$dir${x#@}" ;; *) set -- "$@" "$x" ;; esac
+	done
+	"$dir/$prog" "$@" 2>/dev/null | awk -F, -v p="$phase" -v r="$n" '
+		$1 == "latency" && NF >= 7 { print p "," r "," $2 ".p50," $5; print p "," r "," $2 ".p99," $7; next }
+		NF == 5 && $2 ~ /^[0-9]+$/ { print p "," r "," $1 "," $5 }' >> "$raw"
+}
+args=$*
+for phase in A1 B1 B2 A2; do
+	case $phase in A*) dir=$a ;; *) dir=$b ;; esac
+	i=1
+	while [ "$i" -le "$runs" ]; do
+		run "$phase" "$dir" "$i"
+		i=$((i + 1))
+	done
+done
+
+echo "# A = $a, B = $b; $prog $args; $runs runs per phase; raw values: $raw"
+awk -F, 'NR > 1 { k = $3 SUBSEP $1; n[k]++; v[k, n[k]] = $4; cases[$3] = 1 }
+function med(c, p,   k, m, i, j, t, x) {
+	k = c SUBSEP p; m = n[k]
+	if (!m) return -1
+	for (i = 1; i <= m; i++) x[i] = v[k, i] + 0
+	for (i = 2; i <= m; i++) { t = x[i]; for (j = i - 1; j >= 1 && x[j] > t; j--) x[j + 1] = x[j]; x[j + 1] = t }
+	return m % 2 ? x[(m + 1) / 2] : (x[m / 2] + x[m / 2 + 1]) / 2
+}
+END {
+	printf "%-28s %12s %12s %8s %9s %9s  %s\n", "case", "A", "B", "B/A", "drift A", "drift B", "verdict"
+	for (c in cases) {
+		a1 = med(c, "A1"); a2 = med(c, "A2"); b1 = med(c, "B1"); b2 = med(c, "B2")
+		if (a1 <= 0 || a2 <= 0 || b1 <= 0 || b2 <= 0) { printf "%-28s missing on a side\n", c; continue }
+		A = (a1 + a2) / 2; B = (b1 + b2) / 2; da = a2 / a1 - 1; db = b2 / b1 - 1; e = B / A - 1
+		if (da > 0.10 || da < -0.10) verdict = sprintf("excluded (A drifted %+.1f%%)", da * 100)
+		else if (db > 0.10 || db < -0.10) verdict = sprintf("excluded (B drifted %+.1f%%)", db * 100)
+		else if (e < 0.05 && e > -0.05) verdict = "unchanged"
+		else verdict = sprintf("%s %.1f%%", e < 0 ? "B faster by" : "B slower by", (e < 0 ? -e : e) * 100)
+		printf "%-28s %12.1f %12.1f %8.3f %+8.1f%% %+8.1f%%  %s\n", c, A, B, B / A, da * 100, db * 100, verdict
+	}
+}' "$raw" | { IFS= read -r head; echo "$head"; sort; }

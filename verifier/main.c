@@ -24,6 +24,7 @@ static void usage(FILE *f)
 		"  --calls N       measured calls per method (default: 500)\n"
 		"  --warmup N      warm-up rounds before measuring (default: 100)\n"
 		"  --json          print one JSON object instead of the table\n"
+		"  --csv           print latency rows as the benchmarks do (for perf/abba.sh)\n"
 		"  --archive URL NAME DIGEST  fetch URL/NAME (file, http, https), check its\n"
 		"                  SHA-256 against DIGEST, unpack it privately and time the\n"
 		"                  module inside (with its policy.json unless --policy)\n"
@@ -100,6 +101,8 @@ int main(int argc, char **argv)
 				return TSEC_VERIFY_EXIT_REFUSED;
 		} else if (!strcmp(a, "--json")) {
 			o.json = 1;
+		} else if (!strcmp(a, "--csv")) {
+			o.csv = 1;
 		} else if (a[0] == '-') {
 			fprintf(stderr, "verify_module: unknown option %s\n", a);
 			usage(stderr);

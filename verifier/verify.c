@@ -309,6 +309,16 @@ static void print_row(FILE *out, const char *name,
 	fputc('\n', out);
 }
 
+static void csv_row(FILE *out, const char *name, const struct tsec_verify_stats *s)
+{
+	fprintf(out, "latency,%s,%u,%llu,%llu,%llu,%llu,", name, s->samples,
+		(unsigned long long)s->first_ns, (unsigned long long)s->p50_ns,
+		(unsigned long long)s->p90_ns, (unsigned long long)s->p99_ns);
+	if (s->samples >= 1000)
+		fprintf(out, "%llu", (unsigned long long)s->p999_ns);
+	fprintf(out, ",%llu\n", (unsigned long long)s->max_ns);
+}
+
 static void json_stats(FILE *out, const char *name,
 		       const struct tsec_verify_stats *s, int comma)
 {
@@ -409,7 +419,12 @@ int tsec_verify_run(const struct tsec_verify_opts *o, FILE *out, FILE *errf)
 	}
 	pass = tsec_verify_within(o, &ev) && tsec_verify_within(o, &ck);
 
-	if (o->json) {
+	if (o->csv) {
+		fputs("# latency rows: latency,case,samples,first_ns,p50_ns,p90_ns,p99_ns,"
+		      "p999_ns,max_ns\n", out);
+		csv_row(out, "evaluate", &ev);
+		csv_row(out, "check", &ck);
+	} else if (o->json) {
 		fprintf(out, "{\"build\": \"%s\", \"module_build\": \"%s\", \"module\": ",
 			tsec_build_name(o->verifier_build), tsec_build_name(info.build));
 		print_json_string(out, o->module);

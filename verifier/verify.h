@@ -22,6 +22,7 @@ struct tsec_verify_opts {
 	unsigned calls;                 /* measured calls per method */
 	unsigned warmup;
 	int json;
+	int csv;                        /* latency rows as the benchmarks print them */
 	int budget;                     /* enforce the budget */
 	uint64_t p50_ns;                /* limits in force */
 	uint64_t p99_ns;
