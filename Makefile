@@ -66,8 +66,9 @@ MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
 	module/tables.c module/eval.c \
 	module/cert.c module/entry.c
 BUS_SRC := broker/bus/bus.c broker/bus/loader.c
-STORAGE_SRC := broker/storage/store.c broker/storage/lock.c \
-	broker/storage/txn.c broker/storage/certfiles.c broker/storage/certcache.c
+STORAGE_SRC := $(addprefix broker/storage/,store.c txn.c lock.c certfiles.c \
+	gates.c lease.c file.c file_journal.c file_lock.c memory.c localcache.c \
+	certcache.c)
 CLIENT_SRC := broker/client/client.c
 BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(CLIENT_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c config.c policy.c auth.c \

@@ -205,14 +205,14 @@ static void test_store_failed_write(void **state)
 	assert_int_equal(tsec_store_put(t->store, &app, "w/value", big, sizeof(big), &err), TSEC_EIO);
 	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
 	check_value(t->store, "w/value", "old value");
-	assert_int_equal(tu_count_prefixed(t->root, ".tsec-"), 0);
+	assert_int_equal(tu_count_litter(t->root), 0);
 	/* A folder is never replaced by a file. */
 	put(t->store, "w/folder/inner", "1");
 	assert_int_equal(tsec_store_put(t->store, &app, "w/folder", "x", 1, &err), TSEC_EEXIST);
 	check_value(t->store, "w/folder/inner", "1");
 	/* A file where a folder must be is a conflict. */
 	assert_int_equal(tsec_store_put(t->store, &app, "w/value/below", "x", 1, &err), TSEC_EEXIST);
-	assert_int_equal(tu_count_prefixed(t->root, ".tsec-"), 0);
+	assert_int_equal(tu_count_litter(t->root), 0);
 	snprintf(path, sizeof(path), "%s/w/folder/inner", t->root);
 	assert_int_equal(access(path, F_OK), 0);
 }
@@ -239,7 +239,7 @@ static void test_store_move(void **state)
 	assert_int_equal(tsec_store_exists(t->store, &app, "mv/src", &ex, &err), 0);
 	assert_false(ex);
 	assert_int_equal(tsec_store_move(t->store, &app, "mv/none", "mv/x", &err), TSEC_ENOENT);
-	assert_int_equal(tu_count_prefixed(t->root, ".tsec-"), 0);
+	assert_int_equal(tu_count_litter(t->root), 0);
 	/* A move into a denied folder is denied at its destination. */
 	assert_int_equal(tsec_store_move(t->store, &app, "mv/dst", "frozen/x", &err), TSEC_EDENIED);
 	check_value(t->store, "mv/dst", "destination");
@@ -263,7 +263,7 @@ static void test_store_transaction(void **state)
 	assert_int_equal(tsec_store_exists(t->store, &app, "tx/new", &ex, &err), 0);
 	assert_false(ex);
 	check_value(t->store, "tx/dir/x", "in a folder");
-	assert_int_equal(tu_count_prefixed(t->root, ".tsec-"), 0);
+	assert_int_equal(tu_count_litter(t->root), 0);
 	/* A key twice is refused. */
 	struct tsec_put twice[2] = { { "tx/a", "1", 1 }, { "tx//a", "2", 1 } };
 	assert_int_equal(tsec_store_put_many(t->store, &app, twice, 2, &err), TSEC_EINVAL);

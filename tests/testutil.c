@@ -167,3 +167,17 @@ int tu_count_prefixed(const char *path, const char *prefix)
 {
 	return count_dir(path, prefix);
 }
+
+/* What belongs to the store and is always there: the journal folder and
+ * its commit lock.  Anything else named ".tsec-" is litter. */
+int tu_count_litter(const char *root)
+{
+	char journal[4096];
+
+	int n = count_dir(root, ".tsec-");
+
+	snprintf(journal, sizeof(journal), "%s/.tsec-journal", root);
+	if (access(journal, F_OK) == 0)
+		n -= 1 + count_dir(journal, ".tsec-commit");
+	return n;
+}

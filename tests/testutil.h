@@ -45,5 +45,8 @@ char *tu_snapshot(const char *path);
 
 /* Counts entries below path whose name starts with prefix. */
 int tu_count_prefixed(const char *path, const char *prefix);
+/* Names starting with ".tsec-" under a store's root, less the journal
+ * folder and its commit lock: temporaries, records, guards, backups. */
+int tu_count_litter(const char *root);
 
 #endif

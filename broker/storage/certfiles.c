@@ -7,9 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "broker/storage/store_private.h"
+#include "broker/storage/backend.h"
 
 void tsec_cert_files_free(struct tsec_cert_files *f)
 {
@@ -111,15 +110,12 @@ int tsec_store_load_cert(struct tsec_store *s, const struct tsec_principal *who,
 	if ((rc = tsec__store_check(s, who, r, 3, err)))
 		return rc;
 	for (int i = 0; i < 3; i++) {
-		int fd;
-		if (tsec__open_value(s, &sk[i], &fd, err) == 0) {
-			rc = tsec__read_fd(fd, s->value_max, bufs[i], lens[i], err, sk[i].text);
-			close(fd);
-			if (rc) {
-				tsec_cert_files_free(f);
-				return rc;
-			}
+		rc = s->be->ops->get(s->be, &sk[i], s->value_max, bufs[i], lens[i], err);
+		if (rc == 0) {
 			present++;
+		} else if (rc != TSEC_ENOENT) {
+			tsec_cert_files_free(f);
+			return rc;
 		}
 	}
 	if (present == 3)

@@ -1,30 +1,26 @@
 /*
  * The store's multi-key operations: move (one value, never replacing the
  * destination; the policy checks both ends) and put_many (a group of
- * writes that is restored whole if any write fails).
+ * writes, all or nothing), plain or fenced by a lock.  Each takes the
+ * per-key gates of all its keys, in one canonical order, before it
+ * reaches the backend.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "broker/storage/store_private.h"
+#include "broker/storage/backend.h"
 
 int tsec_store_move(struct tsec_store *s, const struct tsec_principal *who,
 		    const char *src, const char *dst, struct tsec_error *err)
 {
 	struct tsec__skey a, b;
 	struct tsec_request r;
-	char *data = NULL, tmp[64];
-	size_t len;
-	int sfd = -1, srcdir = -1, dstdir = -1, fd = -1, rc;
+	struct tsec__gateset g;
+	const char *keys[2];
+	int rc;
 
 	if (!s)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
-
 	if ((rc = tsec__skey_parse(src, false, &a, err)) ||
 	    (rc = tsec__skey_parse(dst, false, &b, err)))
 		return rc;
@@ -36,170 +32,106 @@ int tsec_store_move(struct tsec_store *s, const struct tsec_principal *who,
 		return rc;
 	if (strcmp(a.text, b.text) == 0)
 		return tsec__seterr(err, TSEC_EEXIST, b.text, "source and destination are the same");
-	if ((rc = tsec__open_dirs(s, &a, a.n - 1, false, &srcdir, err)))
-		return rc;
-	sfd = openat(srcdir, a.seg[a.n - 1], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (sfd < 0) {
-		rc = tsec__io_err(err, a.text, "cannot open source");
-		goto out;
-	}
-	if ((rc = tsec__read_fd(sfd, s->value_max, &data, &len, err, a.text))) {
-		if (rc == TSEC_EINVAL)
-			tsec__seterr(err, TSEC_EINVAL, a.text, "'%s' is a folder; only values move", a.text);
-		goto out;
-	}
-	if ((rc = tsec__open_dirs(s, &b, b.n - 1, true, &dstdir, err)))
-		goto out;
-	/* Copy into a temporary file, then link it: link never replaces. */
-	tsec__temp_name(tmp, sizeof(tmp), "tmp");
-	fd = openat(dstdir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0) {
-		rc = tsec__io_err(err, b.text, "cannot create temporary file");
-		goto out;
-	}
-	if (tsec__write_all(fd, data, len) < 0 || fsync(fd) < 0) {
-		rc = tsec__io_err(err, b.text, "cannot write");
-		goto unlink_tmp;
-	}
-	if (linkat(dstdir, tmp, dstdir, b.seg[b.n - 1], 0) < 0) {
-		rc = errno == EEXIST
-			? tsec__seterr(err, TSEC_EEXIST, b.text, "'%s' exists; move never replaces", b.text)
-			: tsec__io_err(err, b.text, "cannot link into place");
-		goto unlink_tmp;
-	}
-	unlinkat(dstdir, tmp, 0);
-	fsync(dstdir);
-	if (unlinkat(srcdir, a.seg[a.n - 1], 0) < 0) {
-		rc = tsec__io_err(err, a.text, "moved, but cannot remove the source");
-		goto out;
-	}
-	fsync(srcdir);
-	rc = 0;
-	goto out;
-unlink_tmp:
-	unlinkat(dstdir, tmp, 0);
-out:
-	if (fd >= 0)
-		close(fd);
-	if (sfd >= 0)
-		close(sfd);
-	if (srcdir >= 0)
-		close(srcdir);
-	if (dstdir >= 0)
-		close(dstdir);
-	free(data);
+	keys[0] = a.text;
+	keys[1] = b.text;
+	if ((rc = tsec__gates_lock(s->gates, keys, 2, &g)))
+		return tsec__seterr(err, rc, "", NULL);
+	rc = s->be->ops->move(s->be, &a, &b, err);
+	tsec__gates_unlock(s->gates, &g);
 	return rc;
 }
 
-/* State of one write of a transaction, for the rollback. */
-struct txn_item {
-	struct tsec__skey sk;
-	int dirfd;
-	int had_old;                 /* a backup link holds the old value */
-	int written;
-	char backup[64];
-};
-
-int tsec_store_put_many(struct tsec_store *s, const struct tsec_principal *who,
-			const struct tsec_put *puts, size_t n,
-			struct tsec_error *err)
+/* Validates, checks and writes a group; f: only while that lease holds. */
+static int put_group(struct tsec_store *s, const struct tsec_principal *who,
+		     const struct tsec_put *puts, size_t n, const struct tsec__fence *f,
+		     struct tsec_error *err)
 {
-	struct txn_item *it = NULL;
+	struct tsec__skey *sk = NULL;
 	struct tsec_request *r = NULL;
+	struct tsec__bput *bp = NULL;
+	const char **keys = NULL;
+	struct tsec__gateset g;
 	size_t i;
 	int rc;
 
 	if (!s)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
-
 	if (n == 0)
 		return 0;
 	if (!puts)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no values");
-	it = calloc(n, sizeof(*it));
+	sk = calloc(n, sizeof(*sk));
 	r = calloc(n, sizeof(*r));
-	if (!it || !r) {
+	bp = calloc(n, sizeof(*bp));
+	keys = calloc(n, sizeof(*keys));
+	if (!sk || !r || !bp || !keys) {
 		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 		goto out;
 	}
-	for (i = 0; i < n; i++)
-		it[i].dirfd = -1;
 	for (i = 0; i < n; i++) {
-		if ((rc = tsec__skey_parse(puts[i].key, false, &it[i].sk, err)))
+		if ((rc = tsec__skey_parse(puts[i].key, false, &sk[i], err)))
 			goto out;
 		if (puts[i].len > s->value_max) {
-			rc = tsec__seterr(err, TSEC_ETOOBIG, it[i].sk.text,
+			rc = tsec__seterr(err, TSEC_ETOOBIG, sk[i].text,
 					  "value larger than %zu bytes", s->value_max);
 			goto out;
 		}
 		if (!puts[i].value && puts[i].len) {
-			rc = tsec__seterr(err, TSEC_EINVAL, it[i].sk.text, "NULL value");
+			rc = tsec__seterr(err, TSEC_EINVAL, sk[i].text, "NULL value");
 			goto out;
 		}
 		for (size_t j = 0; j < i; j++)
-			if (!strcmp(it[j].sk.text, it[i].sk.text)) {
-				rc = tsec__seterr(err, TSEC_EINVAL, it[i].sk.text,
+			if (!strcmp(sk[j].text, sk[i].text)) {
+				rc = tsec__seterr(err, TSEC_EINVAL, sk[i].text,
 						  "key written twice in one transaction");
 				goto out;
 			}
-		tsec__req_for(&r[i], "storage.store", &it[i].sk);
+		tsec__req_for(&r[i], "storage.store", &sk[i]);
 		r[i].ctx.has = TSEC_CTX_SIZE;
 		r[i].ctx.size = puts[i].len;
-		if (tsec__is_cert_key(&it[i].sk) && puts[i].len) {
+		if (tsec__is_cert_key(&sk[i]) && puts[i].len) {
 			/* The policy judges the certificate being stored. */
 			r[i].ctx.has |= TSEC_CTX_CERT_PEM;
 			r[i].ctx.cert_pem.ptr = puts[i].value;
 			r[i].ctx.cert_pem.len = puts[i].len;
 		}
+		bp[i] = (struct tsec__bput){ &sk[i], puts[i].value ? puts[i].value : "", puts[i].len };
+		keys[i] = sk[i].text;
 	}
 	if ((rc = tsec__store_check(s, who, r, n, err)))
 		goto out;
-
-	/* Keep the old values by hard links, then write each new one. */
-	for (i = 0; i < n; i++) {
-		struct txn_item *t = &it[i];
-		const char *leaf = t->sk.seg[t->sk.n - 1];
-		struct stat sb;
-
-		if ((rc = tsec__open_dirs(s, &t->sk, t->sk.n - 1, true, &t->dirfd, err)))
-			goto rollback;
-		if (n > 1 && fstatat(t->dirfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    S_ISREG(sb.st_mode)) {
-			tsec__temp_name(t->backup, sizeof(t->backup), "bak");
-			if (linkat(t->dirfd, leaf, t->dirfd, t->backup, 0) < 0) {
-				rc = tsec__io_err(err, t->sk.text, "cannot keep the old value");
-				goto rollback;
-			}
-			t->had_old = 1;
-		}
-		if ((rc = tsec__write_atomic(t->dirfd, leaf, puts[i].value, puts[i].len,
-					      true, err)))
-			goto rollback;
-		t->written = 1;
+	if ((rc = tsec__gates_lock(s->gates, keys, n, &g))) {
+		rc = tsec__seterr(err, rc, "", NULL);
+		goto out;
 	}
-	for (i = 0; i < n; i++)
-		if (it[i].had_old)
-			unlinkat(it[i].dirfd, it[i].backup, 0);
-	rc = 0;
-	goto out;
-rollback:
-	for (i = 0; i < n; i++) {
-		struct txn_item *t = &it[i];
-		const char *leaf = t->sk.seg[t->sk.n - 1];
-		if (t->dirfd < 0)
-			continue;
-		if (t->had_old)
-			renameat(t->dirfd, t->backup, t->dirfd, leaf);
-		else if (t->written)
-			unlinkat(t->dirfd, leaf, 0);
-		fsync(t->dirfd);
-	}
+	rc = s->be->ops->put_many(s->be, bp, n, f, err);
+	tsec__gates_unlock(s->gates, &g);
 out:
-	for (i = 0; it && i < n; i++)
-		if (it[i].dirfd >= 0)
-			close(it[i].dirfd);
-	free(it);
+	free(sk);
 	free(r);
+	free(bp);
+	free(keys);
 	return rc;
 }
 
+int tsec_store_put_many(struct tsec_store *s, const struct tsec_principal *who,
+			const struct tsec_put *puts, size_t n, struct tsec_error *err)
+{
+	return put_group(s, who, puts, n, NULL, err);
+}
+
+int tsec_store_put_fenced(struct tsec_store *s, const struct tsec_principal *who,
+			  const struct tsec_lock *lk, const struct tsec_put *puts, size_t n,
+			  struct tsec_error *err)
+{
+	struct tsec__fence f;
+
+	if (!lk)
+		return tsec__seterr(err, TSEC_EINVAL, "", "a fenced write needs its lock");
+	if (!lk->name[0] || memchr(lk->name, '/', strnlen(lk->name, sizeof(lk->name))))
+		return tsec__seterr(err, TSEC_EKEY, "name", "lock name must be one key segment");
+	f.name = lk->name;
+	memcpy(f.token, lk->token, sizeof(f.token));
+	f.fence = lk->fence;
+	return put_group(s, who, puts, n, &f, err);
+}

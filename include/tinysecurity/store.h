@@ -43,11 +43,34 @@ struct tsec_principal {
 /*
  * Opens a store on the folder `root` (created 0700 if missing), checking
  * through `bus` at `endpoint` (NULL: "policy").  The bus must outlive the
- * store.  Returns 0, TSEC_EIO, TSEC_ENOMEM or TSEC_EINVAL.
+ * store.  Opening recovers the folder: transactions a crash interrupted
+ * are completed or undone, and temporary files of dead writers removed.
+ * Returns 0, TSEC_EIO, TSEC_ENOMEM or TSEC_EINVAL.
  */
 TSEC_API int tsec_store_open(struct tsec_store **out, const char *root,
 		    struct tsec_bus *bus, const char *endpoint,
 		    struct tsec_error *err);
+
+/* Where a store keeps its values. */
+struct tsec_store_opts {
+	const char *backend;         /* "file" (default) or "memory" */
+	const char *root;            /* file: the folder */
+	uint32_t delay_us;           /* memory: wait this long in each operation
+					(a simulated remote store) */
+	size_t cache_bytes;          /* > 0: a LocalCache of this many bytes of
+					values in front of the backend */
+};
+
+/*
+ * Opens a store on the backend `o` names (see tsec_store_open).  The
+ * LocalCache serves repeated reads from memory and writes through; use it
+ * only where this store is the one writer of its keys.  An unknown
+ * backend name is TSEC_EINVAL.
+ */
+TSEC_API int tsec_store_open_opts(struct tsec_store **out,
+				  const struct tsec_store_opts *o,
+				  struct tsec_bus *bus, const char *endpoint,
+				  struct tsec_error *err);
 
 /*
  * Called after every policy check the store makes, with the requests (the
@@ -142,9 +165,10 @@ struct tsec_put {
 };
 
 /*
- * Writes n values together: all are checked first (any deny changes
- * nothing); if any write fails, every key is restored to what it held
- * (or removed, if it held nothing).
+ * Writes n values together, all or nothing, a crash included: all are
+ * checked first (any deny changes nothing), and either every key ends up
+ * with its new value or every key keeps what it held.  Groups that share
+ * a key run one after the other; disjoint groups run in parallel.
  */
 TSEC_API int tsec_store_put_many(struct tsec_store *s, const struct tsec_principal *who,
 			const struct tsec_put *puts, size_t n,
@@ -193,11 +217,17 @@ TSEC_API int tsec_store_load_cert(struct tsec_store *s, const struct tsec_princi
 
 #define TSEC_LOCK_NAME_MAX 200
 
-/* What the holder of a lock keeps: the name and its secret owner token. */
+/*
+ * What the holder of a lock keeps: the name, its secret owner token, and
+ * the fence: a number that grows with every acquire of this name, so a
+ * write made under an old lease can be told from one made under the
+ * current one (see tsec_store_put_fenced).
+ */
 struct tsec_lock {
 	char name[TSEC_LOCK_NAME_MAX + 1];
 	uint8_t token[16];
 	int64_t expires_ms;          /* lease end, unix milliseconds */
+	uint64_t fence;
 };
 
 /*
@@ -219,9 +249,9 @@ TSEC_API int tsec_lock_try_acquire(struct tsec_store *s,
 
 /*
  * Extends the lease of a lock this caller holds to now + ttl_ms.
- * TSEC_ENOTOWNER when the lock file holds another token (the caller's
- * lease expired and someone took the lock), TSEC_ENOENT when there is no
- * lock.  Tokens are compared in constant time.
+ * TSEC_ENOTOWNER when the lease has ended (whether or not someone took
+ * the lock since) or the lock holds another token.  Tokens are compared
+ * in constant time.
  */
 TSEC_API int tsec_lock_renew(struct tsec_store *s, const struct tsec_principal *who,
 		    struct tsec_lock *lk, uint64_t ttl_ms,
@@ -230,6 +260,18 @@ TSEC_API int tsec_lock_renew(struct tsec_store *s, const struct tsec_principal *
 /* Releases a lock this caller holds; same errors as renew. */
 TSEC_API int tsec_lock_release(struct tsec_store *s, const struct tsec_principal *who,
 		      const struct tsec_lock *lk, struct tsec_error *err);
+
+/*
+ * tsec_store_put_many made only while lk is still held with its token
+ * and fence, checked and written as one step (the If-Match of storage):
+ * a holder whose lease ended, or who was overtaken, gets TSEC_ENOTOWNER
+ * and nothing is written.
+ */
+TSEC_API int tsec_store_put_fenced(struct tsec_store *s,
+				   const struct tsec_principal *who,
+				   const struct tsec_lock *lk,
+				   const struct tsec_put *puts, size_t n,
+				   struct tsec_error *err);
 
 #ifdef __cplusplus
 }

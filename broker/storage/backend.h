@@ -1,0 +1,182 @@
+/*
+ * Internal: the backend interface under the gated store, in the spirit of
+ * SQLite's VFS and certmagic's Storage / Locker / TryLocker /
+ * LockLeaseRenewer.  The store (store.c, lock.c) validates keys, asks the
+ * policy once per call and takes the per-key gates; a backend only keeps
+ * values and leases.  Keys reach a backend parsed and normalised
+ * (struct tsec__skey); lock names are one key segment.
+ *
+ * Every backend keeps the same promises, checked by one conformance suite
+ * (tests/test_conformance.c):
+ * - put_many is all-or-nothing, across a crash too;
+ * - move never replaces its destination and leaves the value under
+ *   exactly one name;
+ * - a lease has one holder; renew and release by a holder whose lease
+ *   ended fail; every acquire returns a fence, strictly increasing per
+ *   lock name;
+ * - a fenced write is applied only while the lease it names is held,
+ *   checked in the same step as the write.
+ *
+ * Backends: file.c (files under one folder), memory.c (tests and
+ * benchmarks, with an injectable delay), and localcache.c, a decorator
+ * that caches any of them.
+ */
+#ifndef TSEC_STORAGE_BACKEND_H
+#define TSEC_STORAGE_BACKEND_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "broker/storage/store_private.h"
+
+/* One write of a group. */
+struct tsec__bput {
+	const struct tsec__skey *sk;
+	const void *value;
+	size_t len;
+};
+
+/* "Only if lock `name` is still held with this token and fence." */
+struct tsec__fence {
+	const char *name;
+	uint8_t token[16];
+	uint64_t fence;
+};
+
+/* What an acquire hands back. */
+struct tsec__lease {
+	uint8_t token[16];
+	uint64_t fence;
+	int64_t expires_ms;          /* unix milliseconds */
+};
+
+struct tsec__backend;
+
+/*
+ * Every function returns 0 or a negative TSEC_E* code with err filled.
+ * All are thread-safe.  Values are at most `max` bytes (TSEC_ETOOBIG).
+ */
+struct tsec__backend_ops {
+	const char *name;
+	void (*close)(struct tsec__backend *b);
+	/* *out is new (free() it), NUL-terminated.  TSEC_ENOENT if absent;
+	 * TSEC_EINVAL for a folder. */
+	int (*get)(struct tsec__backend *b, const struct tsec__skey *k, size_t max,
+		   char **out, size_t *len, struct tsec_error *err);
+	/* *kind: 0 nothing, 1 a value, 2 a folder. */
+	int (*kind)(struct tsec__backend *b, const struct tsec__skey *k, int *kind,
+		    struct tsec_error *err);
+	int (*stat)(struct tsec__backend *b, const struct tsec__skey *k,
+		    struct tsec_stat *st, struct tsec_error *err);
+	/* Unsorted; the store sorts.  TSEC_ENOENT, or TSEC_EINVAL for a value. */
+	int (*list)(struct tsec__backend *b, const struct tsec__skey *prefix,
+		    int recursive, struct tsec_strlist *out, struct tsec_error *err);
+	/* A value, or with recursive a folder and everything below it. */
+	int (*del)(struct tsec__backend *b, const struct tsec__skey *k, int recursive,
+		   struct tsec_error *err);
+	/* One value; TSEC_EEXIST if dst exists, TSEC_EINVAL for a folder. */
+	int (*move)(struct tsec__backend *b, const struct tsec__skey *src,
+		    const struct tsec__skey *dst, struct tsec_error *err);
+	/* All or nothing; with f, only while f's lease is held. */
+	int (*put_many)(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
+			const struct tsec__fence *f, struct tsec_error *err);
+	/*
+	 * One attempt: takes the lock if it is free (or its lease ended) and
+	 * no other live waiter is queued before `waiter` (NULL: take only if
+	 * nobody waits).  TSEC_EBUSY otherwise, after queueing `waiter` when
+	 * the queue slot is free, so that waiters are served in turn.
+	 */
+	int (*lock_try)(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
+			const uint8_t *waiter, struct tsec__lease *out,
+			struct tsec_error *err);
+	/* TSEC_ENOTOWNER when the token differs or the lease has ended. */
+	int (*lock_renew)(struct tsec__backend *b, const char *name,
+			  const uint8_t token[16], uint64_t ttl_ms, int64_t *expires_ms,
+			  struct tsec_error *err);
+	int (*lock_release)(struct tsec__backend *b, const char *name,
+			    const uint8_t token[16], struct tsec_error *err);
+};
+
+struct tsec__backend {
+	const struct tsec__backend_ops *ops;
+};
+
+/* file.c: values under root; recovers its journal and litter on open. */
+int tsec__file_open(struct tsec__backend **out, const char *root,
+		    struct tsec_error *err);
+
+/* memory.c: everything in memory; each operation first waits delay_us. */
+int tsec__memory_open(struct tsec__backend **out, uint32_t delay_us,
+		      struct tsec_error *err);
+
+/* localcache.c: caches `inner` (owned), at most max_bytes of values. */
+int tsec__localcache_open(struct tsec__backend **out, struct tsec__backend *inner,
+			  size_t max_bytes, struct tsec_error *err);
+
+/* ---- lease.c: the lease rules every backend applies ---- */
+
+/* A lock's state as a backend keeps it. */
+struct tsec__lease_state {
+	uint8_t token[16];           /* all zero: free */
+	uint64_t fence;              /* the last fence handed out */
+	int64_t expires_ms;
+	uint8_t waiter[16];          /* the queued waiter, all zero: none */
+	int64_t waiter_seen_ms;      /* when it last asked */
+};
+
+/*
+ * Decides one acquire attempt on *st at wall time now_ms: 0 and *out
+ * when taken (st updated), TSEC_EBUSY when not (st may have queued the
+ * waiter).  *dirty says whether st changed and must be written back.
+ */
+int tsec__lease_try(struct tsec__lease_state *st, const uint8_t *waiter,
+		    uint64_t ttl_ms, int64_t now_ms, struct tsec__lease *out,
+		    bool *dirty);
+
+/* 0 when token holds a live lease in st; TSEC_ENOENT when nobody holds
+ * it, else TSEC_ENOTOWNER (another token, or the lease ended). */
+int tsec__lease_owned(const struct tsec__lease_state *st, const uint8_t token[16],
+		      int64_t now_ms, const char *name, struct tsec_error *err);
+
+/* The same for a fenced write: token, fence and a live lease. */
+int tsec__lease_fenced(const struct tsec__lease_state *st, const struct tsec__fence *f,
+		       int64_t now_ms, struct tsec_error *err);
+
+/* Marks st released (the fence is kept for the next holder). */
+void tsec__lease_release(struct tsec__lease_state *st);
+
+/* now + ms, saturating. */
+int64_t tsec__deadline_after(int64_t now, uint64_t ms);
+
+/* ---- gates.c: per-key gates for the store and the cache ---- */
+
+#define TSEC__GATES 1024
+
+struct tsec__gates {
+	pthread_mutex_t m[TSEC__GATES];
+};
+
+void tsec__gates_init(struct tsec__gates *g);
+void tsec__gates_destroy(struct tsec__gates *g);
+
+/* A set of gates to hold together, in one canonical (ascending) order. */
+struct tsec__gateset {
+	uint16_t idx[8];
+	uint16_t *v;                 /* idx or a larger allocation */
+	size_t n;
+	bool all;                    /* every gate (a prefix barrier) */
+};
+
+/* The gate of one normalised key. */
+uint16_t tsec__gate_of(const char *key);
+
+/*
+ * Takes the gates of keys[0..n) (sorted, each once), or every gate when
+ * n is (size_t)-1, so reversed or aliased groups cannot deadlock.
+ * TSEC_ENOMEM only for groups of more than 8 keys.
+ */
+int tsec__gates_lock(struct tsec__gates *g, const char *const *keys, size_t n,
+		     struct tsec__gateset *set);
+void tsec__gates_unlock(struct tsec__gates *g, struct tsec__gateset *set);
+
+#endif

@@ -1,0 +1,585 @@
+/*
+ * The file backend: values as files under one root folder.
+ *
+ * Paths are resolved beneath a held root descriptor without following
+ * any symbolic link (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, or a
+ * walk with O_NOFOLLOW where the kernel lacks openat2).  A value is read
+ * only if it is a regular file with one link, opened without blocking: a
+ * FIFO, socket, device or hard link planted in the tree is refused and
+ * never stalls the caller.  Writes go to a temporary file that is
+ * fsynced and renamed into place, then the folder is fsynced; groups go
+ * through the journal (file_journal.c); locks are in file_lock.c.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <linux/openat2.h>
+#include <sodium.h>
+
+#include "broker/storage/file_private.h"
+
+#define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+
+static struct tsec__filebe *fb_of(struct tsec__backend *b)
+{
+	return (struct tsec__filebe *)b;
+}
+
+static int io_err(struct tsec_error *err, const char *where, const char *what)
+{
+	int e = errno;
+
+	return tsec__seterr(err, e == ENOENT ? TSEC_ENOENT : TSEC_EIO, where,
+			    "%s: %s", what, strerror(e));
+}
+
+void tsec__fb_temp_name(char *buf, size_t n)
+{
+	unsigned char r[8];
+	char hex[17];
+
+	randombytes_buf(r, sizeof(r));
+	sodium_bin2hex(hex, sizeof(hex), r, sizeof(r));
+	snprintf(buf, n, TSEC__TMP_PREFIX "%ld-%s", (long)getpid(), hex);
+}
+
+int tsec__fb_open_dirs(struct tsec__filebe *fb, const struct tsec__skey *sk,
+		       unsigned upto, bool create, int *dirfd, struct tsec_error *err)
+{
+	/* A descriptor of our own: a dup would share the root's offset. */
+	int fd = openat(fb->rootfd, ".", DIR_FLAGS);
+
+	*dirfd = -1;
+	if (fd < 0)
+		return io_err(err, "", "cannot open the store root");
+	for (unsigned i = 0; i < upto; i++) {
+		int next = openat(fd, sk->seg[i], DIR_FLAGS);
+		if (next < 0 && errno == ENOENT && create) {
+			if (mkdirat(fd, sk->seg[i], 0700) < 0 && errno != EEXIST) {
+				int rc = io_err(err, sk->text, "cannot create folder");
+				close(fd);
+				return rc;
+			}
+			/* Make the new folder's name durable. */
+			fsync(fd);
+			next = openat(fd, sk->seg[i], DIR_FLAGS);
+		}
+		if (next < 0) {
+			int e = errno, rc;
+			if (e == ENOTDIR)
+				rc = tsec__seterr(err, create ? TSEC_EEXIST : TSEC_ENOENT, sk->text,
+						  "'%s' is a file, not a folder", sk->seg[i]);
+			else if (e == ELOOP)
+				rc = tsec__seterr(err, TSEC_EIO, sk->text,
+						  "'%s' is a symbolic link; the store follows none",
+						  sk->seg[i]);
+			else
+				rc = io_err(err, sk->text, "cannot open folder");
+			close(fd);
+			return rc;
+		}
+		close(fd);
+		fd = next;
+	}
+	*dirfd = fd;
+	return 0;
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+int tsec__fb_write_temp(int dirfd, const void *data, size_t len, bool durable,
+			char *tmp, size_t tmpn, const char *where, struct tsec_error *err)
+{
+	int fd, rc;
+
+	tsec__fb_temp_name(tmp, tmpn);
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return io_err(err, where, "cannot create temporary file");
+	if (write_all(fd, data, len) < 0 || (durable && fsync(fd) < 0)) {
+		rc = io_err(err, where, "cannot write");
+		close(fd);
+		unlinkat(dirfd, tmp, 0);
+		return rc;
+	}
+	if (close(fd) < 0) {
+		rc = io_err(err, where, "cannot write");
+		unlinkat(dirfd, tmp, 0);
+		return rc;
+	}
+	return 0;
+}
+
+int tsec__fb_write_atomic(int dirfd, const char *leaf, const void *data, size_t len,
+			  bool durable, struct tsec_error *err)
+{
+	char tmp[64];
+	struct stat sb;
+	int rc;
+
+	if (fstatat(dirfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode))
+		return tsec__seterr(err, TSEC_EEXIST, leaf,
+				    "'%s' is a folder; a folder is never replaced by a file", leaf);
+	if ((rc = tsec__fb_write_temp(dirfd, data, len, durable, tmp, sizeof(tmp), leaf, err)))
+		return rc;
+	if (renameat(dirfd, tmp, dirfd, leaf) < 0) {
+		rc = errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST
+			? tsec__seterr(err, TSEC_EEXIST, leaf, "'%s' is a folder", leaf)
+			: io_err(err, leaf, "cannot rename into place");
+		unlinkat(dirfd, tmp, 0);
+		return rc;
+	}
+	if (durable && fsync(dirfd) < 0)
+		return io_err(err, leaf, "cannot sync folder");
+	return 0;
+}
+
+/* Opens the key's path beneath the root, off every link; -1 and errno. */
+static int open_beneath(struct tsec__filebe *fb, const struct tsec__skey *sk, int flags)
+{
+#ifdef SYS_openat2
+	struct open_how how;
+	int fd;
+
+	memset(&how, 0, sizeof(how));
+	how.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW);
+	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+	fd = (int)syscall(SYS_openat2, fb->rootfd, sk->text, &how, sizeof(how));
+	if (fd >= 0 || errno != ENOSYS)
+		return fd;
+#endif
+	{
+		struct tsec_error ignore;
+		int dirfd, vfd, e;
+
+		/* No openat2: walk the folders one by one instead. */
+		if (tsec__fb_open_dirs(fb, sk, sk->n - 1, false, &dirfd, &ignore)) {
+			errno = ENOENT;
+			return -1;
+		}
+		vfd = openat(dirfd, sk->seg[sk->n - 1], flags | O_CLOEXEC | O_NOFOLLOW);
+		e = errno;
+		close(dirfd);
+		errno = e;
+		return vfd;
+	}
+}
+
+static int open_err(const struct tsec__skey *sk, struct tsec_error *err)
+{
+	if (errno == ENOENT || errno == ENOTDIR)
+		return tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
+	if (errno == ELOOP || errno == EXDEV)
+		return tsec__seterr(err, TSEC_ENOENT, sk->text,
+				    "%s: reached through a symbolic link; the store follows none",
+				    sk->text);
+	return io_err(err, sk->text, "cannot open");
+}
+
+/* Refuses anything but a regular file with one link, or a folder when
+ * folder_ok. */
+static int plain(const struct stat *sb, const struct tsec__skey *sk, bool folder_ok,
+		 struct tsec_error *err)
+{
+	if (S_ISDIR(sb->st_mode))
+		return folder_ok ? 0 : tsec__seterr(err, TSEC_EINVAL, sk->text,
+						    "'%s' is a folder, not a value", sk->text);
+	if (!S_ISREG(sb->st_mode) || sb->st_nlink != 1)
+		return tsec__seterr(err, TSEC_EIO, sk->text,
+				    "'%s' is not a regular file with one link (a FIFO, "
+				    "socket, device or hard link planted in the store); refused",
+				    sk->text);
+	return 0;
+}
+
+static int fb_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t max,
+		  char **out, size_t *len, struct tsec_error *err)
+{
+	struct stat sb;
+	size_t n = 0;
+	char *buf;
+	int fd, rc;
+
+	*out = NULL;
+	*len = 0;
+	/* O_NONBLOCK: opening a planted FIFO must not wait for a writer. */
+	fd = open_beneath(fb_of(b), sk, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return open_err(sk, err);
+	if (fstat(fd, &sb) < 0) {
+		rc = io_err(err, sk->text, "cannot stat");
+		goto out;
+	}
+	if ((rc = plain(&sb, sk, false, err)))
+		goto out;
+	if ((uint64_t)sb.st_size > max) {
+		rc = tsec__seterr(err, TSEC_ETOOBIG, sk->text, "value larger than %zu bytes", max);
+		goto out;
+	}
+	if (!(buf = malloc((size_t)sb.st_size + 1))) {
+		rc = tsec__seterr(err, TSEC_ENOMEM, sk->text, NULL);
+		goto out;
+	}
+	while (n < (size_t)sb.st_size) {
+		ssize_t r = read(fd, buf + n, (size_t)sb.st_size - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
+/* Stats the key's path (never through a link).  0, or -1 with errno. */
+static int stat_key(struct tsec__filebe *fb, const struct tsec__skey *sk, struct stat *sb)
+{
+	int fd, rc;
+
+	if (sk->n == 0) /* the root */
+		return fstat(fb->rootfd, sb);
+	fd = open_beneath(fb, sk, O_PATH);
+	if (fd < 0)
+		return -1;
+	rc = fstat(fd, sb);
+	close(fd);
+	return rc;
+}
+
+static int fb_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
+		   struct tsec_error *err)
+{
+	struct stat sb;
+
+	(void)err;
+	*kind = 0;
+	if (stat_key(fb_of(b), sk, &sb) == 0) {
+		if (S_ISDIR(sb.st_mode))
+			*kind = 2;
+		else if (S_ISREG(sb.st_mode) && sb.st_nlink == 1)
+			*kind = 1;
+	}
+	return 0;
+}
+
+static int fb_stat(struct tsec__backend *b, const struct tsec__skey *sk,
+		   struct tsec_stat *st, struct tsec_error *err)
+{
+	struct stat sb;
+	int rc;
+
+	if (stat_key(fb_of(b), sk, &sb) < 0)
+		return open_err(sk, err);
+	if ((rc = plain(&sb, sk, true, err)))
+		return rc;
+	st->size = S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size : 0;
+	st->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	st->is_file = S_ISREG(sb.st_mode);
+	return 0;
+}
+
+struct listing {
+	struct tsec_strlist *out;
+	size_t cap;
+	int failed;
+};
+
+static void list_add(struct listing *l, const char *prefix, const char *name,
+		     const char *suffix)
+{
+	char *k;
+	int n;
+
+	if (l->failed)
+		return;
+	if (l->out->n == l->cap) {
+		size_t nc = l->cap ? l->cap * 2 : 32;
+		char **nv = realloc(l->out->v, nc * sizeof(*nv));
+		if (!nv) {
+			l->failed = 1;
+			return;
+		}
+		l->out->v = nv;
+		l->cap = nc;
+	}
+	n = *prefix ? asprintf(&k, "%s/%s%s", prefix, name, suffix)
+		    : asprintf(&k, "%s%s", name, suffix);
+	if (n < 0) {
+		l->failed = 1;
+		return;
+	}
+	l->out->v[l->out->n++] = k;
+}
+
+/* Lists folder fd (whose key is prefix); consumes fd. */
+static void list_dir(struct listing *l, int fd, const char *prefix, int recursive,
+		     unsigned depth)
+{
+	struct dirent *e;
+	DIR *d = fdopendir(fd);
+
+	if (!d) {
+		close(fd);
+		l->failed = 1;
+		return;
+	}
+	while ((e = readdir(d))) {
+		struct stat sb;
+		const char *nm = e->d_name;
+		if (!strcmp(nm, ".") || !strcmp(nm, "..") ||
+		    !strncmp(nm, TSEC__RESERVED, TSEC__RESERVED_LEN))
+			continue;
+		if (fstatat(fd, nm, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISREG(sb.st_mode) && sb.st_nlink == 1) {
+			list_add(l, prefix, nm, "");
+		} else if (S_ISDIR(sb.st_mode)) {
+			if (!recursive) {
+				list_add(l, prefix, nm, "/");
+			} else if (depth < TSEC_KEY_SEGMENTS) {
+				char sub[TSEC_KEY_MAX * 2];
+				int cfd = openat(fd, nm, DIR_FLAGS);
+				if (cfd < 0)
+					continue;
+				snprintf(sub, sizeof(sub), "%s%s%s", prefix, *prefix ? "/" : "", nm);
+				list_dir(l, cfd, sub, recursive, depth + 1);
+			}
+		}
+	}
+	closedir(d);
+}
+
+static int fb_list(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
+		   struct tsec_strlist *out, struct tsec_error *err)
+{
+	struct listing l = { out, 0, 0 };
+	int fd, rc, kind;
+
+	if ((rc = tsec__fb_open_dirs(fb_of(b), sk, sk->n, false, &fd, err))) {
+		if (rc == TSEC_ENOENT && fb_kind(b, sk, &kind, err) == 0 && kind == 1)
+			return tsec__seterr(err, TSEC_EINVAL, sk->text,
+					    "'%s' is a file, not a folder", sk->text);
+		return rc;
+	}
+	list_dir(&l, fd, sk->text, recursive, sk->n);
+	if (l.failed) {
+		tsec_strlist_free(out);
+		return tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
+	}
+	return 0;
+}
+
+/* Removes the folder `name` in dirfd and everything below it. */
+static int rm_tree(int dirfd, const char *name)
+{
+	struct dirent *e;
+	DIR *d;
+	int fd, rc = 0;
+
+	fd = openat(dirfd, name, DIR_FLAGS);
+	if (fd < 0)
+		return -1;
+	if (!(d = fdopendir(fd))) {
+		close(fd);
+		return -1;
+	}
+	while ((e = readdir(d))) {
+		struct stat sb;
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = -1;
+			continue;
+		}
+		if (S_ISDIR(sb.st_mode))
+			rc |= rm_tree(fd, e->d_name);
+		else if (unlinkat(fd, e->d_name, 0) < 0)
+			rc = -1;
+	}
+	closedir(d);
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0)
+		rc = -1;
+	return rc;
+}
+
+static int fb_del(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
+		  struct tsec_error *err)
+{
+	struct stat sb;
+	int dirfd, rc;
+
+	if ((rc = tsec__fb_open_dirs(fb_of(b), sk, sk->n - 1, false, &dirfd, err)))
+		return rc;
+	if (fstatat(dirfd, sk->seg[sk->n - 1], &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+		rc = io_err(err, sk->text, "cannot delete");
+	} else if (S_ISDIR(sb.st_mode)) {
+		if (!recursive)
+			rc = tsec__seterr(err, TSEC_EINVAL, sk->text,
+					  "'%s' is a folder; delete it recursively", sk->text);
+		else if (rm_tree(dirfd, sk->seg[sk->n - 1]) < 0)
+			rc = io_err(err, sk->text, "cannot delete all of the folder");
+	} else if (unlinkat(dirfd, sk->seg[sk->n - 1], 0) < 0) {
+		rc = io_err(err, sk->text, "cannot delete");
+	}
+	if (rc == 0)
+		fsync(dirfd);
+	close(dirfd);
+	return rc;
+}
+
+/*
+ * A move is one rename that never replaces (renameat2 RENAME_NOREPLACE):
+ * the value is under exactly one name at every moment, a crash included.
+ */
+static int fb_move(struct tsec__backend *b, const struct tsec__skey *src,
+		   const struct tsec__skey *dst, struct tsec_error *err)
+{
+	struct tsec__filebe *fb = fb_of(b);
+	int srcdir = -1, dstdir = -1, rc;
+	struct stat sb;
+
+	if ((rc = tsec__fb_open_dirs(fb, src, src->n - 1, false, &srcdir, err)))
+		return rc;
+	if (fstatat(srcdir, src->seg[src->n - 1], &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+		rc = open_err(src, err);
+		goto out;
+	}
+	if (S_ISDIR(sb.st_mode)) {
+		rc = tsec__seterr(err, TSEC_EINVAL, src->text,
+				  "'%s' is a folder; only values move", src->text);
+		goto out;
+	}
+	if ((rc = plain(&sb, src, false, err)))
+		goto out;
+	if ((rc = tsec__fb_open_dirs(fb, dst, dst->n - 1, true, &dstdir, err)))
+		goto out;
+	if (renameat2(srcdir, src->seg[src->n - 1], dstdir, dst->seg[dst->n - 1],
+		      RENAME_NOREPLACE) < 0) {
+		rc = errno == EEXIST
+			? tsec__seterr(err, TSEC_EEXIST, dst->text,
+				       "'%s' exists; move never replaces", dst->text)
+			: errno == EINVAL
+			? tsec__seterr(err, TSEC_EIO, dst->text,
+				       "this file system cannot rename without replacing")
+			: io_err(err, dst->text, "cannot move");
+		goto out;
+	}
+	fsync(dstdir);
+	fsync(srcdir);
+	rc = 0;
+out:
+	if (srcdir >= 0)
+		close(srcdir);
+	if (dstdir >= 0)
+		close(dstdir);
+	return rc;
+}
+
+static int fb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
+		       const struct tsec__fence *f, struct tsec_error *err)
+{
+	struct tsec__filebe *fb = fb_of(b);
+	int dirfd, rc;
+
+	if (f)
+		return tsec__fb_put_fenced(fb, p, n, f, err);
+	if (n > 1)
+		return tsec__fb_put_group(fb, p, n, err);
+	/* One value: the rename alone is atomic. */
+	if ((rc = tsec__fb_open_dirs(fb, p->sk, p->sk->n - 1, true, &dirfd, err)))
+		return rc;
+	rc = tsec__fb_write_atomic(dirfd, p->sk->seg[p->sk->n - 1], p->value, p->len,
+				   true, err);
+	close(dirfd);
+	return rc;
+}
+
+static void fb_close(struct tsec__backend *b)
+{
+	struct tsec__filebe *fb = fb_of(b);
+
+	if (!fb)
+		return;
+	close(fb->journalfd);
+	close(fb->rootfd);
+	free(fb);
+}
+
+static const struct tsec__backend_ops file_ops = {
+	.name = "file",
+	.close = fb_close,
+	.get = fb_get,
+	.kind = fb_kind,
+	.stat = fb_stat,
+	.list = fb_list,
+	.del = fb_del,
+	.move = fb_move,
+	.put_many = fb_put_many,
+	.lock_try = tsec__fb_lock_try,
+	.lock_renew = tsec__fb_lock_renew,
+	.lock_release = tsec__fb_lock_release,
+};
+
+int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_error *err)
+{
+	struct tsec__filebe *fb;
+	int rc;
+
+	*out = NULL;
+	if (mkdir(root, 0700) < 0 && errno != EEXIST)
+		return io_err(err, root, "cannot create store root");
+	if (!(fb = calloc(1, sizeof(*fb))))
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	fb->base.ops = &file_ops;
+	fb->journalfd = -1;
+	fb->rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fb->rootfd < 0) {
+		rc = io_err(err, root, "cannot open store root");
+		free(fb);
+		return rc;
+	}
+	if (mkdirat(fb->rootfd, TSEC__JOURNAL, 0700) < 0 && errno != EEXIST) {
+		rc = io_err(err, root, "cannot create the journal folder");
+		goto fail;
+	}
+	fb->journalfd = openat(fb->rootfd, TSEC__JOURNAL, DIR_FLAGS);
+	if (fb->journalfd < 0) {
+		rc = io_err(err, root, "cannot open the journal folder");
+		goto fail;
+	}
+	if ((rc = tsec__fb_recover(fb, err)))
+		goto fail;
+	*out = &fb->base;
+	return 0;
+fail:
+	fb_close(&fb->base);
+	return rc;
+}

@@ -1,0 +1,321 @@
+/*
+ * The file backend's transactions: a group of writes (put_many,
+ * save_cert) that is applied whole or not at all, across SIGKILL and
+ * power loss.
+ *
+ * 1. An intent record .tsec-journal/<txid> is created and flocked; the
+ *    flock says "its writer is alive" to anyone recovering.
+ * 2. Each new value is written to a temporary file beside its target
+ *    and fsynced.  A failure here removes the temporaries: nothing
+ *    changed.
+ * 3. The record gets one line per write (temporary, key) and a final
+ *    "commit" line, in one write; it and its folder are fsynced.  This
+ *    is the commit point.
+ * 4. Under the store-wide commit flock (so two groups' renames never
+ *    interleave, even across processes), each temporary is renamed over
+ *    its target and the folders are fsynced.
+ * 5. The record is removed.
+ *
+ * Recovery (when a store opens): a record whose flock can be taken
+ * belongs to a dead writer; with its commit line it is rolled forward
+ * (renames whose temporary is gone had happened), without it its
+ * temporaries are removed.  Temporaries of dead processes (by the pid in
+ * their name) and old backup files are removed, and so are the guard
+ * files of free locks.
+ *
+ * What a crash can do: lose a group that had not reached its commit
+ * point (the old values stay), or delay a committed one until the store
+ * next opens.  It cannot leave a group half applied once a store has
+ * opened on the folder again.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "broker/storage/file_private.h"
+
+#define COMMIT_LOCK ".tsec-commit"
+#define RECORD_MAX (64u << 10)
+
+struct item {
+	int dirfd;
+	char tmp[64];
+};
+
+static void record_name(char *buf, size_t n)
+{
+	unsigned char r[12];
+	char hex[25];
+
+	randombytes_buf(r, sizeof(r));
+	sodium_bin2hex(hex, sizeof(hex), r, sizeof(r));
+	snprintf(buf, n, "tx-%s", hex);
+}
+
+/* Appends "put\t<tmp>\t<key>\n" lines and "commit\n"; NULL when too big. */
+static char *record_text(const struct tsec__bput *p, const struct item *it, size_t n,
+			 size_t *len)
+{
+	size_t cap = 32, o;
+	char *t;
+
+	for (size_t i = 0; i < n; i++)
+		cap += strlen(it[i].tmp) + strlen(p[i].sk->text) + 8;
+	if (cap > RECORD_MAX || !(t = malloc(cap)))
+		return NULL;
+	o = (size_t)snprintf(t, cap, "tsec-journal 1\n");
+	for (size_t i = 0; i < n; i++)
+		o += (size_t)snprintf(t + o, cap - o, "put\t%s\t%s\n", it[i].tmp, p[i].sk->text);
+	o += (size_t)snprintf(t + o, cap - o, "commit\n");
+	*len = o;
+	return t;
+}
+
+static int write_full(int fd, const char *t, size_t len)
+{
+	while (len) {
+		ssize_t w = write(fd, t, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		t += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Takes the store-wide commit flock; returns its descriptor or -1. */
+static int commit_lock(struct tsec__filebe *fb)
+{
+	int fd = openat(fb->journalfd, COMMIT_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+			0600);
+
+	if (fd < 0)
+		return -1;
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			close(fd);
+			return -1;
+		}
+	}
+	return fd;
+}
+
+int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p, size_t n,
+		       struct tsec_error *err)
+{
+	struct item *it = calloc(n, sizeof(*it));
+	char rec[64], *text = NULL;
+	size_t len = 0, i;
+	int recfd = -1, cfd = -1, rc, committed = 0;
+
+	if (!it)
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	for (i = 0; i < n; i++)
+		it[i].dirfd = -1;
+	record_name(rec, sizeof(rec));
+	recfd = openat(fb->journalfd, rec, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+		       0600);
+	if (recfd < 0 || flock(recfd, LOCK_EX) < 0) {
+		rc = tsec__seterr(err, TSEC_EIO, "", "cannot start a transaction: %s",
+				  strerror(errno));
+		goto out;
+	}
+	/* 2: the new values, beside their targets. */
+	for (i = 0; i < n; i++) {
+		const struct tsec__skey *sk = p[i].sk;
+		struct stat sb;
+		if ((rc = tsec__fb_open_dirs(fb, sk, sk->n - 1, true, &it[i].dirfd, err)))
+			goto out;
+		if (fstatat(it[i].dirfd, sk->seg[sk->n - 1], &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISDIR(sb.st_mode)) {
+			rc = tsec__seterr(err, TSEC_EEXIST, sk->text,
+					  "'%s' is a folder; a folder is never replaced by a file",
+					  sk->text);
+			goto out;
+		}
+		if ((rc = tsec__fb_write_temp(it[i].dirfd, p[i].value, p[i].len, true, it[i].tmp,
+					      sizeof(it[i].tmp), sk->text, err)))
+			goto out;
+	}
+	/* 3: the commit point. */
+	if (!(text = record_text(p, it, n, &len))) {
+		rc = tsec__seterr(err, TSEC_ETOOBIG, "", "transaction too large");
+		goto out;
+	}
+	if (write_full(recfd, text, len) < 0 || fsync(recfd) < 0 || fsync(fb->journalfd) < 0) {
+		rc = tsec__seterr(err, TSEC_EIO, "", "cannot commit: %s", strerror(errno));
+		goto out;
+	}
+	committed = 1;
+	/* 4: apply, one group at a time across the store. */
+	if ((cfd = commit_lock(fb)) < 0) {
+		rc = tsec__seterr(err, TSEC_EIO, "", "committed, but cannot apply now (%s); "
+				  "the store completes it when it next opens", strerror(errno));
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		const struct tsec__skey *sk = p[i].sk;
+		if (renameat(it[i].dirfd, it[i].tmp, it[i].dirfd, sk->seg[sk->n - 1]) < 0) {
+			rc = tsec__seterr(err, TSEC_EIO, sk->text,
+					  "committed, but cannot apply now (%s); the store "
+					  "completes it when it next opens", strerror(errno));
+			goto out;
+		}
+		it[i].tmp[0] = '\0';
+	}
+	for (i = 0; i < n; i++)
+		fsync(it[i].dirfd);
+	/* 5: done; a record left by a crash here is harmless to replay. */
+	unlinkat(fb->journalfd, rec, 0);
+	rc = 0;
+out:
+	if (cfd >= 0)
+		close(cfd);
+	for (i = 0; i < n; i++) {
+		if (!committed && it[i].dirfd >= 0 && it[i].tmp[0])
+			unlinkat(it[i].dirfd, it[i].tmp, 0);
+		if (it[i].dirfd >= 0)
+			close(it[i].dirfd);
+	}
+	if (recfd >= 0) {
+		if (!committed)
+			unlinkat(fb->journalfd, rec, 0);
+		close(recfd);
+	}
+	free(text);
+	free(it);
+	return rc;
+}
+
+/* Applies (forward) or undoes (back) one line "put\t<tmp>\t<key>". */
+static void replay_line(struct tsec__filebe *fb, char *line, bool forward)
+{
+	char *tmp, *key, *tab;
+	struct tsec__skey sk;
+	struct tsec_error err;
+	int dirfd;
+
+	if (strncmp(line, "put\t", 4))
+		return;
+	tmp = line + 4;
+	if (!(tab = strchr(tmp, '\t')))
+		return;
+	*tab = '\0';
+	key = tab + 1;
+	/* Only our own temporary names, only keys by the key rules. */
+	if (strncmp(tmp, TSEC__TMP_PREFIX, strlen(TSEC__TMP_PREFIX)) || strchr(tmp, '/') ||
+	    tsec__skey_parse(key, false, &sk, &err))
+		return;
+	if (tsec__fb_open_dirs(fb, &sk, sk.n - 1, false, &dirfd, &err))
+		return;
+	if (forward)
+		renameat(dirfd, tmp, dirfd, sk.seg[sk.n - 1]);
+	else
+		unlinkat(dirfd, tmp, 0);
+	fsync(dirfd);
+	close(dirfd);
+}
+
+/* Recovers one record if its writer is dead; removes it. */
+static void recover_record(struct tsec__filebe *fb, const char *name)
+{
+	char *text, *line, *next;
+	ssize_t n;
+	bool commit;
+	int fd = openat(fb->journalfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+
+	if (fd < 0)
+		return;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0 || !(text = malloc(RECORD_MAX + 1))) {
+		close(fd); /* a live writer holds it */
+		return;
+	}
+	n = pread(fd, text, RECORD_MAX, 0);
+	text[n > 0 ? n : 0] = '\0';
+	commit = n >= 7 && !strcmp(text + n - 7, "commit\n");
+	for (line = text; line && *line; line = next) {
+		if ((next = strchr(line, '\n')))
+			*next++ = '\0';
+		replay_line(fb, line, commit);
+	}
+	unlinkat(fb->journalfd, name, 0);
+	free(text);
+	close(fd);
+}
+
+/* Whether ".tsec-tmp-<pid>-..." names a process that no longer runs. */
+static bool dead_writer(const char *name)
+{
+	long pid = strtol(name + strlen(TSEC__TMP_PREFIX), NULL, 10);
+
+	if (pid <= 0)
+		return true;
+	if (pid == (long)getpid())
+		return false;
+	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+/* Removes dead writers' temporaries and old backups below folder fd. */
+static void sweep(int fd, unsigned depth)
+{
+	struct dirent *e;
+	DIR *d = fdopendir(fd);
+
+	if (!d) {
+		close(fd);
+		return;
+	}
+	while ((e = readdir(d))) {
+		const char *nm = e->d_name;
+		struct stat sb;
+		if (!strcmp(nm, ".") || !strcmp(nm, "..") || !strcmp(nm, TSEC__JOURNAL))
+			continue;
+		if (fstatat(fd, nm, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISDIR(sb.st_mode)) {
+			int cfd;
+			if (depth < TSEC_KEY_SEGMENTS &&
+			    (cfd = openat(fd, nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0)
+				sweep(cfd, depth + 1);
+		} else if ((!strncmp(nm, TSEC__TMP_PREFIX, strlen(TSEC__TMP_PREFIX)) &&
+			    dead_writer(nm)) ||
+			   !strncmp(nm, TSEC__RESERVED "bak-", TSEC__RESERVED_LEN + 4)) {
+			unlinkat(fd, nm, 0);
+		}
+	}
+	closedir(d);
+}
+
+int tsec__fb_recover(struct tsec__filebe *fb, struct tsec_error *err)
+{
+	int jfd = openat(fb->journalfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), rfd;
+	struct dirent *e;
+	DIR *d;
+
+	if (jfd < 0 || !(d = fdopendir(jfd))) {
+		if (jfd >= 0)
+			close(jfd);
+		return tsec__seterr(err, TSEC_EIO, TSEC__JOURNAL, "cannot read the journal: %s",
+				    strerror(errno));
+	}
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			recover_record(fb, e->d_name);
+	closedir(d);
+	fsync(fb->journalfd);
+	if ((rfd = openat(fb->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0)
+		sweep(rfd, 0);
+	tsec__fb_clean_guards(fb);
+	return 0;
+}

@@ -1,0 +1,80 @@
+/*
+ * Internal to the file backend (file.c, file_journal.c, file_lock.c).
+ *
+ * Layout under the root: values as files (0600) in folders (0700); names
+ * starting with ".tsec-" belong to the backend:
+ *   .tsec-tmp-<pid>-<random>     a value being written
+ *   .tsec-journal/<txid>         a transaction's intent record
+ *   .tsec-journal/.tsec-commit   the lock taken while records are applied
+ *   locks/<name>.lock            a lease (token, fence, expiry, waiter)
+ *   locks/.tsec-guard-<name>     the flock that guards it
+ */
+#ifndef TSEC_STORAGE_FILE_PRIVATE_H
+#define TSEC_STORAGE_FILE_PRIVATE_H
+
+#include "broker/storage/backend.h"
+
+#define TSEC__JOURNAL ".tsec-journal"
+#define TSEC__TMP_PREFIX ".tsec-tmp-"
+
+struct tsec__filebe {
+	struct tsec__backend base;
+	int rootfd;                  /* O_DIRECTORY, never closed early */
+	int journalfd;               /* root/.tsec-journal */
+};
+
+/*
+ * Opens the folders seg[0..upto) below the root, never following a
+ * symbolic link, creating missing ones (0700) when `create`.  *dirfd is
+ * a new descriptor with its own offset.  Errors: TSEC_ENOENT, TSEC_EEXIST
+ * (a file stands where a folder must), TSEC_EIO.
+ */
+int tsec__fb_open_dirs(struct tsec__filebe *fb, const struct tsec__skey *sk,
+		       unsigned upto, bool create, int *dirfd,
+		       struct tsec_error *err);
+
+/* Fills buf with ".tsec-tmp-<pid>-<16 hex digits>". */
+void tsec__fb_temp_name(char *buf, size_t n);
+
+/*
+ * Writes data into a new temporary file in dirfd (created exclusively,
+ * 0600), fsynced when `durable`; *tmp names it.  On failure nothing is
+ * left behind.
+ */
+int tsec__fb_write_temp(int dirfd, const void *data, size_t len, bool durable,
+			char *tmp, size_t tmpn, const char *where,
+			struct tsec_error *err);
+
+/*
+ * Writes data atomically as `leaf` in dirfd (a temporary file renamed
+ * over it; with `durable`, the file is fsynced before the rename and the
+ * folder after).  Never replaces a folder (TSEC_EEXIST).
+ */
+int tsec__fb_write_atomic(int dirfd, const char *leaf, const void *data,
+			  size_t len, bool durable, struct tsec_error *err);
+
+/* file_journal.c: a group of writes, all or nothing across a crash. */
+int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p,
+		       size_t n, struct tsec_error *err);
+
+/* Rolls every dead transaction forward or back and removes the litter of
+ * dead writers.  Called when the backend opens. */
+int tsec__fb_recover(struct tsec__filebe *fb, struct tsec_error *err);
+
+/* file_lock.c */
+int tsec__fb_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
+		      const uint8_t *waiter, struct tsec__lease *out,
+		      struct tsec_error *err);
+int tsec__fb_lock_renew(struct tsec__backend *b, const char *name,
+			const uint8_t token[16], uint64_t ttl_ms, int64_t *expires_ms,
+			struct tsec_error *err);
+int tsec__fb_lock_release(struct tsec__backend *b, const char *name,
+			  const uint8_t token[16], struct tsec_error *err);
+/* A write made only while the fence's lease is held, under its guard. */
+int tsec__fb_put_fenced(struct tsec__filebe *fb, const struct tsec__bput *p,
+			size_t n, const struct tsec__fence *f,
+			struct tsec_error *err);
+/* Removes the guard files of free locks nobody is using. */
+void tsec__fb_clean_guards(struct tsec__filebe *fb);
+
+#endif

@@ -1,0 +1,392 @@
+/*
+ * LocalCache: a read-through, write-through decorator over any backend,
+ * as certmagic's Rust port keeps in front of remote storage.
+ *
+ * - A hit takes one shard's mutex for a hash lookup and a copy; no I/O is
+ *   ever done under a shard mutex, so a hit never waits on the backend.
+ * - A miss takes the key's gate, looks again, and only then reads the
+ *   backend and fills the cache: concurrent misses of one key coalesce
+ *   into one backend read.  Gates are a fixed table (gates.c), reused by
+ *   every operation; nothing is allocated for them.
+ * - A write holds the gates of its keys around the backend write and the
+ *   cache update, so a concurrent miss can never put back an older value.
+ * - A recursive delete holds every gate (a barrier): no fill can race it,
+ *   and every cached key below the folder is dropped.  Keys arrive
+ *   normalised, so aliases of one key ("a//b", "a/./b") are one entry.
+ * - Memory is bounded: each shard keeps at most max_bytes / SHARDS bytes
+ *   of keys and values and evicts its oldest entries first.
+ *
+ * Only values are cached (not absence, listings or stats), and only what
+ * this process writes is seen: use it where the store is the one writer
+ * of its keys.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/storage/backend.h"
+
+#define SHARDS 16
+#define BUCKETS 1024                 /* per shard; a power of two */
+
+struct centry {
+	struct centry *next;         /* in its bucket */
+	struct centry *older, *newer;/* in its shard's age list */
+	uint32_t hash;
+	size_t klen, len;
+	char *val;                   /* points into the same allocation */
+	char key[];
+};
+
+struct shard {
+	pthread_mutex_t mu;
+	struct centry *bucket[BUCKETS];
+	struct centry *oldest, *newest;
+	size_t bytes;
+};
+
+struct cache {
+	struct tsec__backend base;
+	struct tsec__backend *inner;
+	size_t shard_max;
+	struct tsec__gates gates;
+	struct shard shard[SHARDS];
+};
+
+static struct cache *c_of(struct tsec__backend *b)
+{
+	return (struct cache *)b;
+}
+
+static uint32_t hash_of(const char *k, size_t n)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)k[i]) * 16777619u;
+	return h ^ (h >> 15);
+}
+
+static struct shard *shard_of(struct cache *c, uint32_t h)
+{
+	return &c->shard[h % SHARDS];
+}
+
+/* The entry for key in its shard (the shard's mutex held), or NULL. */
+static struct centry *lookup(struct shard *sh, const char *key, size_t klen, uint32_t h)
+{
+	struct centry *e = sh->bucket[(h / SHARDS) & (BUCKETS - 1)];
+
+	for (; e; e = e->next)
+		if (e->hash == h && e->klen == klen && !memcmp(e->key, key, klen))
+			return e;
+	return NULL;
+}
+
+/* Unlinks and frees e (the shard's mutex held). */
+static void unlink_entry(struct shard *sh, struct centry *e)
+{
+	struct centry **pp = &sh->bucket[(e->hash / SHARDS) & (BUCKETS - 1)];
+
+	while (*pp != e)
+		pp = &(*pp)->next;
+	*pp = e->next;
+	if (e->older)
+		e->older->newer = e->newer;
+	else
+		sh->oldest = e->newer;
+	if (e->newer)
+		e->newer->older = e->older;
+	else
+		sh->newest = e->older;
+	sh->bytes -= e->klen + e->len;
+	free(e);
+}
+
+/* Drops the entry of key, if any. */
+static void forget(struct cache *c, const char *key)
+{
+	size_t klen = strlen(key);
+	uint32_t h = hash_of(key, klen);
+	struct shard *sh = shard_of(c, h);
+	struct centry *e;
+
+	pthread_mutex_lock(&sh->mu);
+	if ((e = lookup(sh, key, klen, h)))
+		unlink_entry(sh, e);
+	pthread_mutex_unlock(&sh->mu);
+}
+
+/* Caches a copy of key's value, evicting the shard's oldest to fit.  The
+ * allocation is made before the shard's mutex is taken. */
+static void remember(struct cache *c, const char *key, const char *val, size_t len)
+{
+	size_t klen = strlen(key);
+	uint32_t h = hash_of(key, klen);
+	struct shard *sh = shard_of(c, h);
+	struct centry *e, *old, **b;
+
+	if (klen + len > c->shard_max / 4 || !(e = malloc(sizeof(*e) + klen + 1 + len)))
+		return forget(c, key);
+	e->hash = h;
+	e->klen = klen;
+	e->len = len;
+	memcpy(e->key, key, klen + 1);
+	e->val = e->key + klen + 1;
+	memcpy(e->val, val, len);
+	pthread_mutex_lock(&sh->mu);
+	if ((old = lookup(sh, key, klen, h)))
+		unlink_entry(sh, old);
+	while (sh->oldest && sh->bytes + klen + len > c->shard_max)
+		unlink_entry(sh, sh->oldest);
+	b = &sh->bucket[(h / SHARDS) & (BUCKETS - 1)];
+	e->next = *b;
+	*b = e;
+	e->older = sh->newest;
+	e->newer = NULL;
+	if (sh->newest)
+		sh->newest->newer = e;
+	else
+		sh->oldest = e;
+	sh->newest = e;
+	sh->bytes += klen + len;
+	pthread_mutex_unlock(&sh->mu);
+}
+
+/* A hit: a new copy of the value in *out.  1 hit, 0 miss, -1 no memory. */
+static int hit(struct cache *c, const char *key, size_t max, char **out, size_t *len)
+{
+	size_t klen = strlen(key);
+	uint32_t h = hash_of(key, klen);
+	struct shard *sh = shard_of(c, h);
+	struct centry *e;
+	int rc = 0;
+
+	pthread_mutex_lock(&sh->mu);
+	if ((e = lookup(sh, key, klen, h)) && e->len <= max) {
+		rc = -1;
+		if ((*out = malloc(e->len + 1))) {
+			memcpy(*out, e->val, e->len);
+			(*out)[e->len] = '\0';
+			*len = e->len;
+			rc = 1;
+		}
+	}
+	pthread_mutex_unlock(&sh->mu);
+	return rc;
+}
+
+static int lc_get(struct tsec__backend *b, const struct tsec__skey *k, size_t max,
+		  char **out, size_t *len, struct tsec_error *err)
+{
+	struct cache *c = c_of(b);
+	struct tsec__gateset g;
+	const char *key = k->text;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	if ((rc = hit(c, key, max, out, len)) != 0)
+		return rc > 0 ? 0 : tsec__seterr(err, TSEC_ENOMEM, key, NULL);
+	/* A miss: one reader per key goes to the backend, the rest wait here
+	 * and find what it cached. */
+	tsec__gates_lock(&c->gates, &key, 1, &g);
+	if ((rc = hit(c, key, max, out, len)) == 0) {
+		rc = c->inner->ops->get(c->inner, k, max, out, len, err);
+		if (rc == 0)
+			remember(c, key, *out, *len);
+	} else {
+		rc = rc > 0 ? 0 : tsec__seterr(err, TSEC_ENOMEM, key, NULL);
+	}
+	tsec__gates_unlock(&c->gates, &g);
+	return rc;
+}
+
+static int lc_kind(struct tsec__backend *b, const struct tsec__skey *k, int *kind,
+		   struct tsec_error *err)
+{
+	struct cache *c = c_of(b);
+	size_t klen = strlen(k->text);
+	uint32_t h = hash_of(k->text, klen);
+	struct shard *sh = shard_of(c, h);
+	bool cached;
+
+	pthread_mutex_lock(&sh->mu);
+	cached = lookup(sh, k->text, klen, h) != NULL;
+	pthread_mutex_unlock(&sh->mu);
+	if (cached) {
+		*kind = 1;
+		return 0;
+	}
+	return c->inner->ops->kind(c->inner, k, kind, err);
+}
+
+static int lc_stat(struct tsec__backend *b, const struct tsec__skey *k, struct tsec_stat *st,
+		   struct tsec_error *err)
+{
+	struct cache *c = c_of(b);
+
+	return c->inner->ops->stat(c->inner, k, st, err);
+}
+
+static int lc_list(struct tsec__backend *b, const struct tsec__skey *k, int recursive,
+		   struct tsec_strlist *out, struct tsec_error *err)
+{
+	struct cache *c = c_of(b);
+
+	return c->inner->ops->list(c->inner, k, recursive, out, err);
+}
+
+/* Drops every cached key below folder prefix (every gate held). */
+static void forget_below(struct cache *c, const char *prefix)
+{
+	size_t plen = strlen(prefix);
+
+	for (size_t s = 0; s < SHARDS; s++) {
+		struct shard *sh = &c->shard[s];
+		struct centry *e, *next;
+		pthread_mutex_lock(&sh->mu);
+		for (e = sh->oldest; e; e = next) {
+			next = e->newer;
+			if (e->klen > plen && !memcmp(e->key, prefix, plen) && e->key[plen] == '/')
+				unlink_entry(sh, e);
+		}
+		pthread_mutex_unlock(&sh->mu);
+	}
+}
+
+static int lc_del(struct tsec__backend *b, const struct tsec__skey *k, int recursive,
+		  struct tsec_error *err)
+{
+	struct cache *c = c_of(b);
+	struct tsec__gateset g;
+	const char *key = k->text;
+	int rc;
+
+	tsec__gates_lock(&c->gates, &key, recursive ? (size_t)-1 : 1, &g);
+	rc = c->inner->ops->del(c->inner, k, recursive, err);
+	/* Whatever the backend answered, nothing stale may stay. */
+	forget(c, key);
+	if (recursive)
+		forget_below(c, key);
+	tsec__gates_unlock(&c->gates, &g);
+	return rc;
+}
+
+static int lc_move(struct tsec__backend *b, const struct tsec__skey *src,
+		   const struct tsec__skey *dst, struct tsec_error *err)
+{
+	struct cache *c = c_of(b);
+	const char *keys[2] = { src->text, dst->text };
+	struct tsec__gateset g;
+	int rc;
+
+	tsec__gates_lock(&c->gates, keys, 2, &g);
+	rc = c->inner->ops->move(c->inner, src, dst, err);
+	forget(c, src->text);
+	forget(c, dst->text);
+	tsec__gates_unlock(&c->gates, &g);
+	return rc;
+}
+
+static int lc_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
+		       const struct tsec__fence *f, struct tsec_error *err)
+{
+	struct cache *c = c_of(b);
+	const char *few[8], **keys = n <= 8 ? few : malloc(n * sizeof(*keys));
+	struct tsec__gateset g;
+	int rc;
+
+	if (!keys)
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	for (size_t i = 0; i < n; i++)
+		keys[i] = p[i].sk->text;
+	if ((rc = tsec__gates_lock(&c->gates, keys, n, &g))) {
+		rc = tsec__seterr(err, rc, "", NULL);
+		goto out;
+	}
+	rc = c->inner->ops->put_many(c->inner, p, n, f, err);
+	for (size_t i = 0; i < n; i++) {
+		if (rc == 0)
+			remember(c, p[i].sk->text, p[i].value, p[i].len);
+		else
+			forget(c, p[i].sk->text);
+	}
+	tsec__gates_unlock(&c->gates, &g);
+out:
+	if (keys != few)
+		free(keys);
+	return rc;
+}
+
+static int lc_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
+		       const uint8_t *waiter, struct tsec__lease *out, struct tsec_error *err)
+{
+	struct cache *c = c_of(b);
+
+	return c->inner->ops->lock_try(c->inner, name, ttl_ms, waiter, out, err);
+}
+
+static int lc_lock_renew(struct tsec__backend *b, const char *name, const uint8_t token[16],
+			 uint64_t ttl_ms, int64_t *expires_ms, struct tsec_error *err)
+{
+	struct cache *c = c_of(b);
+
+	return c->inner->ops->lock_renew(c->inner, name, token, ttl_ms, expires_ms, err);
+}
+
+static int lc_lock_release(struct tsec__backend *b, const char *name,
+			   const uint8_t token[16], struct tsec_error *err)
+{
+	struct cache *c = c_of(b);
+
+	return c->inner->ops->lock_release(c->inner, name, token, err);
+}
+
+static void lc_close(struct tsec__backend *b)
+{
+	struct cache *c = c_of(b);
+
+	if (!c)
+		return;
+	for (size_t s = 0; s < SHARDS; s++) {
+		while (c->shard[s].oldest)
+			unlink_entry(&c->shard[s], c->shard[s].oldest);
+		pthread_mutex_destroy(&c->shard[s].mu);
+	}
+	tsec__gates_destroy(&c->gates);
+	c->inner->ops->close(c->inner);
+	free(c);
+}
+
+static const struct tsec__backend_ops cache_ops = {
+	.name = "localcache",
+	.close = lc_close,
+	.get = lc_get,
+	.kind = lc_kind,
+	.stat = lc_stat,
+	.list = lc_list,
+	.del = lc_del,
+	.move = lc_move,
+	.put_many = lc_put_many,
+	.lock_try = lc_lock_try,
+	.lock_renew = lc_lock_renew,
+	.lock_release = lc_lock_release,
+};
+
+int tsec__localcache_open(struct tsec__backend **out, struct tsec__backend *inner,
+			  size_t max_bytes, struct tsec_error *err)
+{
+	struct cache *c = calloc(1, sizeof(*c));
+
+	*out = NULL;
+	if (!c)
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	c->base.ops = &cache_ops;
+	c->inner = inner;
+	c->shard_max = max_bytes / SHARDS ? max_bytes / SHARDS : 1;
+	tsec__gates_init(&c->gates);
+	for (size_t s = 0; s < SHARDS; s++)
+		pthread_mutex_init(&c->shard[s].mu, NULL);
+	*out = &c->base;
+	return 0;
+}
