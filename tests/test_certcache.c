@@ -4,6 +4,7 @@
  * running while a writer inserts and removes.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,9 @@
 #include "tinysecurity/certcache.h"
 
 static atomic_int freed;
+
+/* A not_after far from any test's clock: these certificates stay live. */
+#define LIVE ((int64_t)4102444800) /* 2100-01-01 */
 
 static void count_free(void *data)
 {
@@ -40,7 +44,7 @@ static void add(struct tsec_certcache *c, int n, const char *names_csv, void *da
 	for (char *t = strtok_r(copy, ",", &save); t && k < 8; t = strtok_r(NULL, ",", &save))
 		names[k++] = t;
 	id_of(id, n);
-	if (tsec_certcache_insert_names(c, id, names, k, 0, data, &err))
+	if (tsec_certcache_insert_names(c, id, names, k, LIVE, data, &err))
 		fail_msg("insert %d: %s", n, err.msg);
 	free(copy);
 }
@@ -76,10 +80,20 @@ static void test_certcache_lookups(void **state)
 	assert_ptr_equal(all[2].data, &three);
 	assert_int_equal(tsec_certcache_lookup_all(c, "api.example.com", all, 1), 3);
 	assert_int_equal(tsec_certcache_lookup_all(c, "nothing.test", all, 8), 0);
-	/* A wildcard in an inner label works too, by the same one-label rule. */
+	/*
+	 * certmagic's progressive rule: leftmost labels become "*", one more
+	 * at a time; a "*" in an inner label alone never matches.
+	 */
 	add(c, 4, "www.*.test", &one);
-	assert_int_equal(tsec_certcache_lookup(c, "www.site.test", &m), 0);
-	assert_int_equal(tsec_certcache_lookup(c, "www.a.b.test", &m), TSEC_ENOENT);
+	assert_int_equal(tsec_certcache_lookup(c, "www.site.test", &m), TSEC_ENOENT);
+	add(c, 5, "*.*.deep.test", &two);
+	assert_int_equal(tsec_certcache_lookup(c, "a.b.deep.test", &m), 0);
+	assert_ptr_equal(m.data, &two);
+	assert_int_equal(tsec_certcache_lookup(c, "b.deep.test", &m), TSEC_ENOENT);
+	assert_int_equal(tsec_certcache_lookup(c, "x.a.b.deep.test", &m), TSEC_ENOENT);
+	add(c, 6, "*.*.*.deep.test", &three);
+	assert_int_equal(tsec_certcache_lookup_all(c, "x.a.b.deep.test", all, 8), 1);
+	assert_ptr_equal(all[0].data, &three);
 	tsec_certcache_free(&c);
 	assert_null(c);
 }
@@ -97,8 +111,8 @@ static void test_certcache_duplicates_and_remove(void **state)
 	atomic_store(&freed, 0);
 	assert_int_equal(tsec_certcache_new(&c, 4, count_free), 0);
 	id_of(id, 7);
-	assert_int_equal(tsec_certcache_insert_names(c, id, names, 2, 0, &data, &err), 0);
-	assert_int_equal(tsec_certcache_insert_names(c, id, names, 2, 0, &data, &err), TSEC_EEXIST);
+	assert_int_equal(tsec_certcache_insert_names(c, id, names, 2, LIVE, &data, &err), 0);
+	assert_int_equal(tsec_certcache_insert_names(c, id, names, 2, LIVE, &data, &err), TSEC_EEXIST);
 	assert_int_equal(tsec_certcache_count(c), 1);
 	assert_int_equal(tsec_certcache_lookup_all(c, "dup.test", &m, 1), 1); /* one name, once */
 	assert_int_equal(tsec_certcache_remove(c, id), 0);
@@ -135,6 +149,63 @@ static void test_certcache_eviction(void **state)
 	assert_int_equal(tsec_certcache_lookup(c, "three.test", &m), 0);
 	tsec_certcache_free(&c);
 	assert_int_equal(atomic_load(&freed), 3);
+}
+
+static int64_t fake_now;
+
+static int64_t fake_clock(void)
+{
+	return fake_now;
+}
+
+static void add_until(struct tsec_certcache *c, int n, const char *name, int64_t not_after,
+		      void *data)
+{
+	struct tsec_error err;
+	uint8_t id[32];
+
+	id_of(id, n);
+	if (tsec_certcache_insert_names(c, id, &name, 1, not_after, data, &err))
+		fail_msg("insert %d: %s", n, err.msg);
+}
+
+/*
+ * Expired certificates are never served nor counted, and a full cache
+ * drops them before it evicts a live one (the oldest live one stays).
+ */
+static void test_certcache_expiry(void **state)
+{
+	struct tsec_certcache *c;
+	struct tsec_cert_match m, all[4];
+	int y, x, z;
+	(void)state;
+
+	atomic_store(&freed, 0);
+	fake_now = 50;
+	assert_int_equal(tsec_certcache_new(&c, 2, count_free), 0);
+	tsec_certcache_set_clock(c, fake_clock);
+	add_until(c, 1, "y.test", 1000, &y);       /* the oldest, long-lived */
+	add_until(c, 2, "x.test", 100, &x);        /* expires at 100 */
+	assert_int_equal(tsec_certcache_count(c), 2);
+	assert_int_equal(tsec_certcache_lookup(c, "x.test", &m), 0);
+	fake_now = 100;                            /* not_after reached */
+	assert_int_equal(tsec_certcache_lookup(c, "x.test", &m), TSEC_ENOENT);
+	assert_int_equal(tsec_certcache_lookup_all(c, "x.test", all, 4), 0);
+	/* Full: the expired one makes room, the oldest live one stays. */
+	add_until(c, 3, "z.test", 1000, &z);
+	assert_int_equal(atomic_load(&freed), 1);
+	assert_int_equal(tsec_certcache_lookup(c, "y.test", &m), 0);
+	assert_ptr_equal(m.data, &y);
+	assert_int_equal(tsec_certcache_lookup(c, "z.test", &m), 0);
+	assert_int_equal(tsec_certcache_count(c), 2);
+	/* Counting drops the expired: only the live are counted. */
+	fake_now = 1000;
+	assert_int_equal(tsec_certcache_count(c), 0);
+	assert_int_equal(atomic_load(&freed), 3);
+	/* A wildcard that expired serves nothing either. */
+	add_until(c, 4, "*.w.test", 999, &x);
+	assert_int_equal(tsec_certcache_lookup(c, "a.w.test", &m), TSEC_ENOENT);
+	tsec_certcache_free(&c);
 }
 
 static void test_certcache_pem_and_store(void **state)
@@ -188,6 +259,16 @@ struct rw {
 	atomic_long lookups, misses;
 };
 
+/* Waits until the readers have made another `more` lookups: interleaving
+ * by count, so no timing decides the test. */
+static void await_lookups(struct rw *rw, long more)
+{
+	long want = atomic_load(&rw->lookups) + more;
+
+	while (atomic_load(&rw->lookups) < want)
+		sched_yield();
+}
+
 static void *reader(void *arg)
 {
 	struct rw *rw = arg;
@@ -221,9 +302,12 @@ static void test_certcache_readers_and_writer(void **state)
 	add(rw.c, 1000, "stable.test,*.stable.test", &stable);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, reader, &rw), 0);
+	await_lookups(&rw, 4);
 	for (int i = 0; i < 2000; i++) {
 		uint8_t id[32];
 		int *d = malloc(sizeof(int));
+		if (i % 100 == 0)
+			await_lookups(&rw, 1); /* readers run between the writes */
 		*d = i;
 		add(rw.c, i % 5, "churn.test", d);
 		id_of(id, i % 5);
@@ -245,6 +329,7 @@ int main(void)
 		cmocka_unit_test(test_certcache_lookups),
 		cmocka_unit_test(test_certcache_duplicates_and_remove),
 		cmocka_unit_test(test_certcache_eviction),
+		cmocka_unit_test(test_certcache_expiry),
 		cmocka_unit_test(test_certcache_pem_and_store),
 		cmocka_unit_test(test_certcache_readers_and_writer),
 	};

@@ -182,9 +182,14 @@ json_t *tsec__m_lock_release(struct tsec__daemon *, struct tsec__call *, json_t 
 
 /* held.c: the locks taken through the broker. */
 void tsec__held_init(struct tsec__held_table *h);
-void tsec__held_put(struct tsec__held_table *h, const struct tsec_lock *lk,
-		    int caller);
+/* Records a lock; -1 when every slot holds a live lease. */
+int tsec__held_put(struct tsec__held_table *h, const struct tsec_lock *lk,
+		   int caller);
+/* A renewed lease's new end. */
+void tsec__held_touch(struct tsec__held_table *h, const struct tsec_lock *lk);
 void tsec__held_drop(struct tsec__held_table *h, const struct tsec_lock *lk);
+/* Live locks recorded. */
+size_t tsec__held_count(struct tsec__held_table *h);
 void tsec__held_release_all(struct tsec__daemon *d);
 
 /* dispatch.c: runs one call; returns the reply text (new). */

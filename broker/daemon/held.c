@@ -1,12 +1,17 @@
 /*
  * tsec-broker: the locks taken through the broker, so that a stopping
- * broker releases what its callers still hold.
+ * broker releases what its callers still hold.  The table is bounded; a
+ * slot whose lease has ended is free again (its lock is nobody's to
+ * release), and when every slot holds a live lease a new acquire is
+ * undone and refused rather than forgotten.
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include <sodium.h>
 
 #include "broker/daemon/daemon.h"
+#include "common/clock.h"
 
 void tsec__held_init(struct tsec__held_table *h)
 {
@@ -14,16 +19,36 @@ void tsec__held_init(struct tsec__held_table *h)
 	memset(h->slot, 0, sizeof(h->slot));
 }
 
-void tsec__held_put(struct tsec__held_table *h, const struct tsec_lock *lk, int caller)
+static bool same(const struct tsec__held *s, const struct tsec_lock *lk)
 {
+	return s->used && !strcmp(s->lk.name, lk->name) &&
+	       !sodium_memcmp(s->lk.token, lk->token, sizeof(lk->token));
+}
+
+int tsec__held_put(struct tsec__held_table *h, const struct tsec_lock *lk, int caller)
+{
+	int64_t now = tsec__wall_ms();
+	int rc = -1;
+
 	pthread_mutex_lock(&h->lock);
 	for (int i = 0; i < TSEC_D_MAX_HELD; i++)
-		if (!h->slot[i].used) {
+		if (!h->slot[i].used || h->slot[i].lk.expires_ms <= now) {
 			h->slot[i].lk = *lk;
 			h->slot[i].caller = caller;
 			h->slot[i].used = 1;
+			rc = 0;
 			break;
 		}
+	pthread_mutex_unlock(&h->lock);
+	return rc;
+}
+
+void tsec__held_touch(struct tsec__held_table *h, const struct tsec_lock *lk)
+{
+	pthread_mutex_lock(&h->lock);
+	for (int i = 0; i < TSEC_D_MAX_HELD; i++)
+		if (same(&h->slot[i], lk))
+			h->slot[i].lk.expires_ms = lk->expires_ms;
 	pthread_mutex_unlock(&h->lock);
 }
 
@@ -31,22 +56,34 @@ void tsec__held_drop(struct tsec__held_table *h, const struct tsec_lock *lk)
 {
 	pthread_mutex_lock(&h->lock);
 	for (int i = 0; i < TSEC_D_MAX_HELD; i++)
-		if (h->slot[i].used && !strcmp(h->slot[i].lk.name, lk->name) &&
-		    !sodium_memcmp(h->slot[i].lk.token, lk->token, 16))
+		if (same(&h->slot[i], lk))
 			h->slot[i].used = 0;
 	pthread_mutex_unlock(&h->lock);
+}
+
+size_t tsec__held_count(struct tsec__held_table *h)
+{
+	int64_t now = tsec__wall_ms();
+	size_t n = 0;
+
+	pthread_mutex_lock(&h->lock);
+	for (int i = 0; i < TSEC_D_MAX_HELD; i++)
+		n += h->slot[i].used && h->slot[i].lk.expires_ms > now;
+	pthread_mutex_unlock(&h->lock);
+	return n;
 }
 
 void tsec__held_release_all(struct tsec__daemon *d)
 {
 	struct tsec__held_table *h = &d->held;
+	int64_t now = tsec__wall_ms();
 
 	for (int i = 0; i < TSEC_D_MAX_HELD; i++) {
 		const struct tsec__caller *c;
 		struct tsec_principal p;
 		struct tsec_error err;
 
-		if (!h->slot[i].used)
+		if (!h->slot[i].used || h->slot[i].lk.expires_ms <= now)
 			continue;
 		c = &d->cfg.callers[h->slot[i].caller];
 		memset(&p, 0, sizeof(p));

@@ -195,7 +195,7 @@ static json_t *m_stats(struct tsec__daemon *d, struct tsec__call *c, json_t **re
 	for (size_t i = 0; i < tsec__nmethods; i++)
 		json_object_set_new(bym, tsec__methods[i].name,
 				    json_integer((json_int_t)atomic_load(&d->st.by_method[i])));
-	*result = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
+	*result = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
 		"uptime_ms", (json_int_t)(tsec__wall_ms() - d->started_ms),
 		"calls", (json_int_t)atomic_load(&d->st.calls),
 		"errors", (json_int_t)atomic_load(&d->st.errors),
@@ -209,6 +209,7 @@ static json_t *m_stats(struct tsec__daemon *d, struct tsec__call *c, json_t **re
 		"reload_failures", (json_int_t)atomic_load(&d->st.reload_failures),
 		"log_written", (json_int_t)tsec__declog_written(d->log),
 		"log_dropped", (json_int_t)tsec__declog_dropped(d->log),
+		"locks_held", (json_int_t)tsec__held_count(&d->held),
 		"by_method", bym);
 	return NULL;
 }

@@ -23,17 +23,40 @@ static json_t *done(int rc, const struct tsec_error *err, json_t **result)
 	return NULL;
 }
 
+static json_t *lock_of(json_t *o, struct tsec_lock *lk);
+
+/* One put, fenced by params.lock {name, token, fence} when given. */
+static int put_one(struct tsec__daemon *d, struct tsec__call *c, const struct tsec_lock *lk,
+		   const char *key, const void *v, size_t n, struct tsec_error *err)
+{
+	struct tsec_put p = { key, v, n };
+
+	return lk ? tsec_store_put_fenced(d->store, &c->p, lk, &p, 1, err)
+		  : tsec_store_put(d->store, &c->p, key, v, n, err);
+}
+
 json_t *tsec__m_store_put(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
 {
 	json_t *v = json_object_get(c->params, "value");
 	json_t *b = json_object_get(c->params, "value_b64");
+	json_t *lj = json_object_get(c->params, "lock");
 	const char *key = tsec__param_str(c, "key");
+	struct tsec_lock lk, *fence = NULL;
 	struct tsec_error err;
+	json_t *e;
 	int rc;
 
+	if (lj) {
+		json_t *f = json_object_get(lj, "fence");
+		if ((e = lock_of(lj, &lk)))
+			return e;
+		if (!json_is_integer(f) || json_integer_value(f) <= 0)
+			return tsec__fail(TSEC_EPROTO, "params.lock.fence", "need a positive integer");
+		lk.fence = (uint64_t)json_integer_value(f);
+		fence = &lk;
+	}
 	if (json_is_string(v)) {
-		rc = tsec_store_put(d->store, &c->p, key, json_string_value(v),
-				    json_string_length(v), &err);
+		rc = put_one(d, c, fence, key, json_string_value(v), json_string_length(v), &err);
 	} else if (json_is_string(b)) {
 		size_t cap = json_string_length(b), n = 0;
 		unsigned char *buf = malloc(cap + 1);
@@ -42,7 +65,7 @@ json_t *tsec__m_store_put(struct tsec__daemon *d, struct tsec__call *c, json_t *
 			free(buf);
 			return tsec__fail(TSEC_EPROTO, "params.value_b64", "not base64");
 		}
-		rc = tsec_store_put(d->store, &c->p, key, buf, n, &err);
+		rc = put_one(d, c, fence, key, buf, n, &err);
 		free(buf);
 	} else {
 		return tsec__fail(TSEC_EPROTO, "params.value", "need \"value\" or \"value_b64\"");
@@ -174,19 +197,26 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 				      wait, &lk, &err)
 		  : tsec_lock_try_acquire(d->store, &c->p, tsec__param_str(c, "name"), ttl,
 					  &lk, &err);
+	if (!rc && tsec__held_put(&d->held, &lk, c->index)) {
+		/* Never hold a lock the broker could not release at exit. */
+		tsec_lock_release(d->store, &c->p, &lk, &err);
+		return tsec__fail(TSEC_EBUSY, "params.name",
+				  "the broker holds as many live locks as it can track");
+	}
 	if (!rc) {
-		tsec__held_put(&d->held, &lk, c->index);
 		sodium_bin2hex(hex, sizeof(hex), lk.token, 16);
-		*result = json_pack("{s:s,s:s,s:I}", "name", lk.name, "token", hex,
-				    "expires_ms", (json_int_t)lk.expires_ms);
+		*result = json_pack("{s:s,s:s,s:I,s:I}", "name", lk.name, "token", hex,
+				    "expires_ms", (json_int_t)lk.expires_ms,
+				    "fence", (json_int_t)lk.fence);
 	}
 	return done(rc, &err, result);
 }
 
-/* The lock a renew or release names: params.name and params.token. */
-static json_t *lock_of(const struct tsec__call *c, struct tsec_lock *lk)
+/* The lock an object names: its "name" and "token". */
+static json_t *lock_of(json_t *o, struct tsec_lock *lk)
 {
-	const char *name = tsec__param_str(c, "name"), *tok = tsec__param_str(c, "token");
+	const char *name = json_string_value(json_object_get(o, "name"));
+	const char *tok = json_string_value(json_object_get(o, "token"));
 
 	memset(lk, 0, sizeof(*lk));
 	if (!name || !tok || tsec__hex_decode(tok, lk->token, 16) ||
@@ -207,11 +237,13 @@ json_t *tsec__m_lock_renew(struct tsec__daemon *d, struct tsec__call *c, json_t 
 
 	if (!ttl)
 		return tsec__fail(TSEC_EPROTO, "params.ttl_ms", "need a positive integer");
-	if ((e = lock_of(c, &lk)))
+	if ((e = lock_of(c->params, &lk)))
 		return e;
 	rc = tsec_lock_renew(d->store, &c->p, &lk, ttl, &err);
-	if (!rc)
+	if (!rc) {
+		tsec__held_touch(&d->held, &lk);
 		*result = json_pack("{s:I}", "expires_ms", (json_int_t)lk.expires_ms);
+	}
 	return done(rc, &err, result);
 }
 
@@ -222,7 +254,7 @@ json_t *tsec__m_lock_release(struct tsec__daemon *d, struct tsec__call *c, json_
 	json_t *e;
 	int rc;
 
-	if ((e = lock_of(c, &lk)))
+	if ((e = lock_of(c->params, &lk)))
 		return e;
 	rc = tsec_lock_release(d->store, &c->p, &lk, &err);
 	if (!rc)

@@ -3,6 +3,18 @@
  * nodes that readers walk with acquire loads, changed only by writers
  * under one mutex; memory is reclaimed after a grace period observed on
  * striped reader counters.
+ *
+ * Expiry: a lookup skips every certificate past its not_after (it reads
+ * the clock once).  Writers keep a min-heap of entries by not_after, so
+ * an insert into a full cache and a count reclaim the expired ones first,
+ * each in O(log n), before any live certificate is evicted (oldest
+ * first); no operation scans the whole cache.
+ *
+ * Names match by certmagic's progressive rule: the name itself, then the
+ * name with its leftmost label replaced by "*", then its two leftmost
+ * labels, and so on ("*.*.example.com" serves "a.b.example.com").  Each
+ * candidate is one hash-bucket probe, compared in place; candidates past
+ * the first "*" are tried only while some cached name starts "*.*".
  */
 #include <pthread.h>
 #include <sched.h>
@@ -39,6 +51,7 @@ struct entry {
 	uint8_t id[32];
 	void *data;
 	int64_t not_after;
+	size_t heap_at;              /* writer-only place in the expiry heap */
 	uint64_t seq;                /* insertion order */
 	struct entry *older, *newer; /* writer-only FIFO */
 	struct entry *id_next;       /* writer-only id index */
@@ -60,9 +73,13 @@ struct tsec_certcache {
 	struct entry *oldest, *newest;
 	size_t count, capacity;
 	uint64_t seq;
-	_Atomic size_t inner_wild;   /* names with '*' past the first label */
+	struct entry **heap;         /* writer-only, by not_after */
+	_Atomic size_t multi_wild;   /* names starting "*.*" */
+	int64_t (*clock)(void);      /* unix seconds */
 	void (*free_data)(void *);
 };
+
+static int64_t wall_s(void);
 
 static _Atomic unsigned next_stripe;
 static _Thread_local int my_stripe = -1;
@@ -152,12 +169,15 @@ int tsec_certcache_new(struct tsec_certcache **out, size_t capacity,
 	memset(c, 0, sizeof(*c));
 	c->buckets = calloc(nb, sizeof(*c->buckets));
 	c->ids = calloc(nb, sizeof(*c->ids));
-	if (!c->buckets || !c->ids) {
+	c->heap = calloc(capacity, sizeof(*c->heap));
+	if (!c->buckets || !c->ids || !c->heap) {
 		free(c->buckets);
 		free(c->ids);
+		free(c->heap);
 		free(c);
 		return TSEC_ENOMEM;
 	}
+	c->clock = wall_s;
 	c->mask = nb - 1;
 	c->capacity = capacity;
 	c->free_data = free_data;
@@ -191,6 +211,7 @@ void tsec_certcache_free(struct tsec_certcache **pc)
 	pthread_mutex_destroy(&c->wlock);
 	free(c->buckets);
 	free(c->ids);
+	free(c->heap);
 	free(c);
 	*pc = NULL;
 }
@@ -208,10 +229,64 @@ static struct entry *find_id(struct tsec_certcache *c, const uint8_t id[32],
 	return *pp;
 }
 
-static bool inner_wild(const char *n)
+static bool multi_wild(const char *n)
 {
-	const char *dot = strchr(n, '.');
-	return dot && strchr(dot, '*') != NULL;
+	return n[0] == '*' && n[1] == '.' && n[2] == '*';
+}
+
+/* ---- the expiry heap (writer-only) ---- */
+
+static void heap_set(struct tsec_certcache *c, size_t i, struct entry *e)
+{
+	c->heap[i] = e;
+	e->heap_at = i;
+}
+
+static void heap_up(struct tsec_certcache *c, size_t i)
+{
+	struct entry *e = c->heap[i];
+
+	while (i > 0 && c->heap[(i - 1) / 2]->not_after > e->not_after) {
+		heap_set(c, i, c->heap[(i - 1) / 2]);
+		i = (i - 1) / 2;
+	}
+	heap_set(c, i, e);
+}
+
+static void heap_down(struct tsec_certcache *c, size_t i)
+{
+	struct entry *e = c->heap[i];
+
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		int64_t best = e->not_after;
+		if (l < c->count && c->heap[l]->not_after < best)
+			m = l, best = c->heap[l]->not_after;
+		if (l + 1 < c->count && c->heap[l + 1]->not_after < best)
+			m = l + 1;
+		if (m == i)
+			break;
+		heap_set(c, i, c->heap[m]);
+		i = m;
+	}
+	heap_set(c, i, e);
+}
+
+/* Removes e from the heap; c->count still counts it. */
+static void heap_remove(struct tsec_certcache *c, struct entry *e)
+{
+	size_t i = e->heap_at, last = c->count - 1;
+
+	if (i != last) {
+		heap_set(c, i, c->heap[last]);
+		heap_down(c, i);
+		heap_up(c, c->heap[i]->heap_at);
+	}
+}
+
+static int64_t wall_s(void)
+{
+	return (int64_t)time(NULL);
 }
 
 /* Writer: unlinks an entry from every index; the caller synchronises. */
@@ -228,9 +303,10 @@ static void unlink_entry(struct tsec_certcache *c, struct entry *e)
 		if (cur)
 			atomic_store_explicit(pp, atomic_load_explicit(&n->next, memory_order_relaxed),
 					      memory_order_release);
-		if (inner_wild(n->name))
-			atomic_fetch_sub(&c->inner_wild, 1);
+		if (multi_wild(n->name))
+			atomic_fetch_sub(&c->multi_wild, 1);
 	}
+	heap_remove(c, e);
 	if (find_id(c, e->id, &link))
 		*link = e->id_next;
 	if (e->older)
@@ -309,7 +385,8 @@ int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t id[32],
 		return tsec__seterr(err, TSEC_EEXIST, "", "certificate already cached");
 	}
 	if (c->count == c->capacity) {
-		evict = c->oldest;
+		/* The soonest to expire goes first if it has; else the oldest. */
+		evict = c->heap[0]->not_after <= c->clock() ? c->heap[0] : c->oldest;
 		unlink_entry(c, evict);
 	}
 	e->seq = ++c->seq;
@@ -320,8 +397,8 @@ int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t id[32],
 		while ((cur = atomic_load_explicit(pp, memory_order_relaxed)))
 			pp = &cur->next;
 		atomic_store_explicit(pp, n, memory_order_release);
-		if (inner_wild(n->name))
-			atomic_fetch_add(&c->inner_wild, 1);
+		if (multi_wild(n->name))
+			atomic_fetch_add(&c->multi_wild, 1);
 	}
 	e->id_next = c->ids[id_slot(c, id)];
 	c->ids[id_slot(c, id)] = e;
@@ -332,6 +409,8 @@ int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t id[32],
 		c->oldest = e;
 	c->newest = e;
 	c->count++;
+	heap_set(c, c->count - 1, e);
+	heap_up(c, c->count - 1);
 	if (evict)
 		synchronize(c);
 	pthread_mutex_unlock(&c->wlock);
@@ -357,33 +436,73 @@ int tsec_certcache_remove(struct tsec_certcache *c, const uint8_t id[32])
 	return 0;
 }
 
+/*
+ * Unlinks every expired entry (the heap's top while it has expired) onto
+ * *gone; the caller synchronises, then frees them.  Under wlock.
+ */
+static struct entry *reclaim(struct tsec_certcache *c)
+{
+	struct entry *gone = NULL, *e;
+	int64_t now = c->clock();
+
+	while (c->count && (e = c->heap[0])->not_after <= now) {
+		unlink_entry(c, e);
+		e->newer = gone;
+		gone = e;
+	}
+	return gone;
+}
+
 size_t tsec_certcache_count(struct tsec_certcache *c)
 {
+	struct entry *gone, *next;
 	size_t n;
 
+	if (!c)
+		return 0;
 	pthread_mutex_lock(&c->wlock);
+	gone = reclaim(c);
 	n = c->count;
+	if (gone)
+		synchronize(c);
 	pthread_mutex_unlock(&c->wlock);
+	for (; gone; gone = next) {
+		next = gone->newer;
+		entry_free(c, gone);
+	}
 	return n;
 }
 
+void tsec_certcache_set_clock(struct tsec_certcache *c, int64_t (*now)(void))
+{
+	if (c)
+		c->clock = now ? now : wall_s;
+}
+
 /*
- * Collects the entries named exactly (star ? "*" : "") + name[0..n) (lower
- * case, hash h) into out; the wildcard candidate is compared in place, so
- * a miss builds no string.
+ * Collects the live entries named exactly k "*" labels ("*", "*.*", ...;
+ * k = 0: none) followed by suffix[0..n) (lower case; with k > 0 it starts
+ * with its '.'), hash h, into out; compared in place, so a miss builds no
+ * string.
  */
-static size_t scan_star(struct tsec_certcache *c, int star, const char *name,
-			size_t n, uint64_t h, struct tsec_cert_match *out,
-			size_t max, size_t got, bool first_only)
+static size_t scan(struct tsec_certcache *c, size_t k, const char *suffix, size_t n,
+		   uint64_t h, int64_t now, struct tsec_cert_match *out, size_t max,
+		   size_t got, bool first_only)
 {
 	struct node *nd = atomic_load_explicit(&c->buckets[h & c->mask],
 					       memory_order_acquire);
+	size_t stars = k ? 2 * k - 1 : 0;
 
 	for (; nd; nd = atomic_load_explicit(&nd->next, memory_order_acquire)) {
-		if (nd->hash != h || nd->len != n + (size_t)star ||
-		    (star && nd->name[0] != '*') ||
-		    memcmp(nd->name + star, name, n) != 0)
+		size_t i;
+		if (nd->hash != h || nd->len != stars + n)
 			continue;
+		for (i = 0; i < stars && nd->name[i] == (i % 2 ? '.' : '*'); i++)
+			;
+		if (i < stars || memcmp(nd->name + stars, suffix, n) != 0)
+			continue;
+		if (nd->e->not_after <= now)
+			continue; /* expired: never served */
 		if (got < max) {
 			memcpy(out[got].id, nd->e->id, 32);
 			out[got].data = nd->e->data;
@@ -396,24 +515,20 @@ static size_t scan_star(struct tsec_certcache *c, int star, const char *name,
 	return got;
 }
 
-static size_t scan(struct tsec_certcache *c, const char *name, size_t n,
-		   uint64_t h, struct tsec_cert_match *out, size_t max,
-		   size_t got, bool first_only)
-{
-	return scan_star(c, 0, name, n, h, out, max, got, first_only);
-}
+#define MAX_LABELS 127
 
 /*
- * Exact, then each wildcard candidate: the name with one label replaced
- * by "*".  Only the first label is tried unless some cached name has a
- * "*" further right.
+ * The name, then each progressive wildcard candidate.  Names hash from
+ * their last byte to their first, so candidate k's hash continues the
+ * state the backward pass had at the k-th dot: no candidate is built.
  */
 static size_t lookup(struct tsec_certcache *c, const char *name,
 		     struct tsec_cert_match *out, size_t max, bool first_only)
 {
-	char low[NAME_MAX_LEN + 1], cand[NAME_MAX_LEN + 2];
-	size_t got = 0, n, dot = 0, start;
-	uint64_t h = HASH_SEED, hsuffix = 0;
+	char low[NAME_MAX_LEN + 1];
+	size_t got = 0, n, ndots = 0, dots[MAX_LABELS];
+	uint64_t h = HASH_SEED, at[MAX_LABELS];
+	int64_t now;
 	unsigned tok;
 
 	if (!c || !name)
@@ -421,43 +536,35 @@ static size_t lookup(struct tsec_certcache *c, const char *name,
 	n = strnlen(name, NAME_MAX_LEN + 1);
 	if (n == 0 || n > NAME_MAX_LEN)
 		return 0;
-	/* One backward pass: lower case, hash, and the first label's end. */
+	/* One backward pass: lower case, hash, and the state at each dot. */
 	for (size_t i = n; i-- > 0;) {
 		char ch = name[i];
 		if (ch >= 'A' && ch <= 'Z')
 			ch = (char)(ch + 32);
 		low[i] = ch;
 		h = hash_step(h, (unsigned char)ch);
-		if (ch == '.') {
-			dot = i;
-			hsuffix = h;         /* state after low[i..n) */
+		if (ch == '.' && ndots < MAX_LABELS) {
+			dots[ndots] = i;     /* right to left */
+			at[ndots++] = h;     /* state after low[i..n) */
 		}
 	}
 	low[n] = '\0';
+	now = c->clock();
 	tok = tsec_certcache_read_begin(c);
-	got = scan(c, low, n, hash_final(h), out, max, 0, first_only);
-	if (!(first_only && got) && dot > 0) {
-		/* "*" + low[dot..n): its hash continues the suffix's. */
-		got = scan_star(c, 1, low + dot, n - dot,
-				hash_final(hash_step(hsuffix, '*')), out, max, got,
-				first_only);
-		/* Inner labels, only when some cached name needs them. */
-		start = dot + 1;
-		while (!(first_only && got) && start < n &&
-		       atomic_load_explicit(&c->inner_wild, memory_order_relaxed)) {
-			size_t end = start;
-			while (end < n && low[end] != '.')
-				end++;
-			if (end == start)
-				break;
-			memcpy(cand, low, start);
-			cand[start] = '*';
-			memcpy(cand + start + 1, low + end, n - end);
-			got = scan(c, cand, start + 1 + n - end,
-				   hash_name(cand, start + 1 + n - end), out, max,
-				   got, first_only);
-			start = end + 1;
-		}
+	got = scan(c, 0, low, n, hash_final(h), now, out, max, 0, first_only);
+	/* Candidate k replaces the k leftmost labels: its suffix starts at
+	 * the k-th dot from the left, dots[ndots - k]. */
+	for (size_t k = 1; k <= ndots && !(first_only && got); k++) {
+		size_t d = dots[ndots - k];
+		uint64_t hk = at[ndots - k];
+		if (d == 0 || low[d - 1] == '.')
+			break; /* an empty label: no candidate */
+		if (k > 1 && !atomic_load_explicit(&c->multi_wild, memory_order_relaxed))
+			break;
+		hk = hash_step(hk, '*');
+		for (size_t j = 1; j < k; j++)
+			hk = hash_step(hash_step(hk, '.'), '*');
+		got = scan(c, k, low + d, n - d, hash_final(hk), now, out, max, got, first_only);
 	}
 	tsec_certcache_read_end(c, tok);
 	return got;

@@ -11,9 +11,12 @@
  * remove, eviction) are serialised among themselves and wait for readers
  * when they free.
  *
- * Names match by the Go rule: exact (without case), then a "*" label for
- * exactly one label ("*.example.com" serves "api.example.com", not
- * "a.b.example.com" nor "example.com").
+ * Names match by certmagic's progressive rule, without case: the name
+ * itself, then the name with its leftmost label replaced by "*", then its
+ * two leftmost labels, and so on: "*.example.com" serves
+ * "api.example.com", not "a.b.example.com" nor "example.com";
+ * "*.*.example.com" serves "a.b.example.com".  A certificate past its
+ * not_after is never returned, and counts no more.
  */
 #ifndef TINYSECURITY_CERTCACHE_H
 #define TINYSECURITY_CERTCACHE_H
@@ -36,7 +39,8 @@ struct tsec_cert_match {
 
 /*
  * A cache holding at most `capacity` certificates; when full, inserting
- * evicts the oldest.  free_data (may be NULL) is called on an entry's data
+ * drops the expired ones first and evicts the oldest live one only when
+ * none has expired.  free_data (may be NULL) is called on an entry's data
  * once it is out of the cache and no reader can see it.
  */
 TSEC_API int tsec_certcache_new(struct tsec_certcache **out, size_t capacity,
@@ -63,8 +67,16 @@ TSEC_API int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t
 /* Removes a certificate by id; TSEC_ENOENT if absent. */
 TSEC_API int tsec_certcache_remove(struct tsec_certcache *c, const uint8_t id[32]);
 
-/* How many certificates the cache holds. */
+/* How many live (unexpired) certificates the cache holds; the expired
+ * ones are dropped on the way. */
 TSEC_API size_t tsec_certcache_count(struct tsec_certcache *c);
+
+/*
+ * The clock that decides expiry, in unix seconds (NULL: the system
+ * clock).  For tests and for hosts with a clock of their own; set it
+ * before the cache is shared.
+ */
+TSEC_API void tsec_certcache_set_clock(struct tsec_certcache *c, int64_t (*now)(void));
 
 /*
  * A read section: between begin and end, what lookups return stays
