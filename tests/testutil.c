@@ -42,19 +42,26 @@ struct tsec_principal tu_who(const char *id)
 	return p;
 }
 
-void tu_store_open(struct tu_store *t)
+void tu_store_open_on(struct tu_store *t, const char *backend, size_t cache_bytes)
 {
 	char tmpl[] = "/tmp/tsec-test-XXXXXX";
+	struct tsec_store_opts o = { .backend = backend, .cache_bytes = cache_bytes };
 	struct tsec_error err;
 
 	assert_non_null(mkdtemp(tmpl));
 	t->dir = strdup(tmpl);
 	assert_true(asprintf(&t->root, "%s/store", tmpl) > 0);
 	t->bus = tu_bus_with_policy("tests/data/store_policy.json");
-	if (tsec_store_open(&t->store, t->root, t->bus, NULL, &err)) {
+	o.root = t->root;
+	if (tsec_store_open_opts(&t->store, &o, t->bus, NULL, &err)) {
 		fprintf(stderr, "store open: %s\n", err.msg);
 		fail();
 	}
+}
+
+void tu_store_open(struct tu_store *t)
+{
+	tu_store_open_on(t, "file", 0);
 }
 
 void tu_store_close(struct tu_store *t)

@@ -34,6 +34,9 @@ struct tu_store {
 };
 
 void tu_store_open(struct tu_store *t);
+/* The same on a backend ("file", "memory"), with a LocalCache of
+ * cache_bytes when not 0. */
+void tu_store_open_on(struct tu_store *t, const char *backend, size_t cache_bytes);
 void tu_store_close(struct tu_store *t);
 
 /*

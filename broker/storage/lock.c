@@ -60,7 +60,7 @@ static int acquire(struct tsec_store *s, const struct tsec_principal *who, const
 		   uint64_t ttl_ms, uint64_t timeout_ms, int wait, struct tsec_lock *out,
 		   struct tsec_error *err)
 {
-	int64_t deadline, backoff = BACKOFF_MIN_MS;
+	int64_t deadline_ns, backoff = BACKOFF_MIN_MS;
 	struct tsec__lease lease;
 	uint8_t me[16];
 	int rc;
@@ -71,13 +71,18 @@ static int acquire(struct tsec_store *s, const struct tsec_principal *who, const
 	if ((rc = check(s, who, name, "lock.acquire", ttl_ms, true, err)))
 		return rc;
 	randombytes_buf(me, sizeof(me));
-	deadline = wait ? tsec__deadline_after(tsec__mono_ms(), timeout_ms) : 0;
+	/* In nanoseconds: a deadline in whole milliseconds could end up to
+	 * one early. */
+	deadline_ns = wait ? tsec__deadline_after((int64_t)tsec__mono_ns(),
+						   timeout_ms > UINT64_MAX / 1000000
+						   ? UINT64_MAX : timeout_ms * 1000000) : 0;
 	for (;;) {
 		int64_t left, nap;
 		rc = s->be->ops->lock_try(s->be, name, ttl_ms, wait ? me : NULL, &lease, err);
 		if (rc != TSEC_EBUSY || !wait)
 			break;
-		left = deadline - tsec__mono_ms();
+		left = deadline_ns - (int64_t)tsec__mono_ns();
+		left = left <= 0 ? 0 : left / 1000000 + (left % 1000000 != 0);
 		if (left <= 0)
 			return tsec__seterr(err, TSEC_ETIMEDOUT, name,
 					    "lock still held when the deadline passed");

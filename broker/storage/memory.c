@@ -249,7 +249,8 @@ static void drop(struct membe *m, size_t i, size_t count)
 		free(m->e[j].key);
 		free(m->e[j].val);
 	}
-	memmove(&m->e[i], &m->e[i + count], (m->n - i - count) * sizeof(*m->e));
+	if (m->n > i + count)
+		memmove(&m->e[i], &m->e[i + count], (m->n - i - count) * sizeof(*m->e));
 	m->n -= count;
 }
 

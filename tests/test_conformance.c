@@ -1,0 +1,453 @@
+/*
+ * One conformance suite for the store.h contract, run unchanged over
+ * every backend and over a LocalCache on each: errors, folders, listing,
+ * move never replaces, groups all or nothing and serialised, one lock
+ * holder, takeover after a lease ends, old owners refused, fences that
+ * increase and fence writes, deadlines, and the cache's barrier.
+ *
+ * No assertion depends on speed: waits are bounded below by what the
+ * code must wait for (a lease's end), never above.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tests/testutil.h"
+
+struct variant {
+	const char *backend;
+	size_t cache_bytes;
+};
+
+static const struct variant *cur;
+static struct tsec_principal app;
+
+static int setup(void **state)
+{
+	struct tu_store *t = calloc(1, sizeof(*t));
+
+	app = tu_who("svc:app");
+	tu_store_open_on(t, cur->backend, cur->cache_bytes);
+	*state = t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	tu_store_close(*state);
+	free(*state);
+	return 0;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+	while (nanosleep(&ts, &ts))
+		;
+}
+
+static void put(struct tsec_store *s, const char *k, const char *v)
+{
+	struct tsec_error err;
+
+	if (tsec_store_put(s, &app, k, v, strlen(v), &err))
+		fail_msg("put %s: %s", k, err.msg);
+}
+
+static void want(struct tsec_store *s, const char *k, const char *v)
+{
+	struct tsec_error err;
+	char *got;
+	size_t n;
+
+	if (tsec_store_get(s, &app, k, &got, &n, &err))
+		fail_msg("get %s: %s (want '%s')", k, err.msg, v);
+	assert_int_equal(n, strlen(v));
+	assert_string_equal(got, v);
+	free(got);
+}
+
+static void absent(struct tsec_store *s, const char *k)
+{
+	struct tsec_error err;
+	char *got;
+	size_t n;
+
+	assert_int_equal(tsec_store_get(s, &app, k, &got, &n, &err), TSEC_ENOENT);
+	assert_null(got);
+}
+
+static void test_conf_values_and_folders(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_stat st;
+	struct tsec_error err;
+	char *v;
+	size_t n;
+	int ex;
+
+	absent(t->store, "v/a");
+	put(t->store, "v/a", "one");
+	want(t->store, "v/a", "one");
+	put(t->store, "v/a", "two");               /* replace */
+	want(t->store, "v/a", "two");
+	put(t->store, "v/empty", "");
+	want(t->store, "v/empty", "");
+	assert_int_equal(tsec_store_exists(t->store, &app, "v/a", &ex, &err), 0);
+	assert_true(ex);
+	assert_int_equal(tsec_store_exists(t->store, &app, "v", &ex, &err), 0);
+	assert_true(ex);                           /* a folder exists */
+	assert_int_equal(tsec_store_stat(t->store, &app, "v/a", &st, &err), 0);
+	assert_int_equal(st.size, 3);
+	assert_true(st.is_file);
+	assert_true(st.mtime_ns > 0);
+	assert_int_equal(tsec_store_stat(t->store, &app, "v/none", &st, &err), TSEC_ENOENT);
+	/* A folder is not a value, is never replaced by one, and a value
+	 * cannot stand where a folder must. */
+	assert_int_equal(tsec_store_get(t->store, &app, "v", &v, &n, &err), TSEC_EINVAL);
+	assert_int_equal(tsec_store_put(t->store, &app, "v", "x", 1, &err), TSEC_EEXIST);
+	assert_int_equal(tsec_store_put(t->store, &app, "v/a/below", "x", 1, &err), TSEC_EEXIST);
+	want(t->store, "v/a", "two");
+	/* Aliases of one key are one key. */
+	put(t->store, "v//alias/./k", "aliased");
+	want(t->store, "/v/alias/k", "aliased");
+	/* Hostile keys never reach the backend. */
+	assert_int_equal(tsec_store_put(t->store, &app, "../x", "x", 1, &err), TSEC_EKEY);
+	assert_int_equal(tsec_store_put(t->store, &app, "v/.tsec-tmp-1", "x", 1, &err), TSEC_EKEY);
+	assert_int_equal(tsec_store_get(t->store, &app, "", &v, &n, &err), TSEC_EKEY);
+	/* A deny changes nothing. */
+	assert_int_equal(tsec_store_put(t->store, &app, "frozen/x", "x", 1, &err), TSEC_EDENIED);
+	absent(t->store, "frozen/x");
+}
+
+static void test_conf_list(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_strlist l;
+	struct tsec_error err;
+
+	/* The root of a new store lists as empty, every time. */
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(tsec_store_list(t->store, &app, "", 0, &l, &err), 0);
+		assert_int_equal(l.n, 0);
+		tsec_strlist_free(&l);
+	}
+	put(t->store, "ls/b", "1");
+	put(t->store, "ls/a", "1");
+	put(t->store, "ls/sub/c", "1");
+	put(t->store, "ls/sub/deeper/d", "1");
+	put(t->store, "ls-sibling", "1");
+	for (int i = 0; i < 2; i++) {            /* the same answer twice */
+		assert_int_equal(tsec_store_list(t->store, &app, "ls", 0, &l, &err), 0);
+		assert_int_equal(l.n, 3);
+		assert_string_equal(l.v[0], "ls/a");
+		assert_string_equal(l.v[1], "ls/b");
+		assert_string_equal(l.v[2], "ls/sub/");
+		tsec_strlist_free(&l);
+	}
+	assert_int_equal(tsec_store_list(t->store, &app, "ls", 1, &l, &err), 0);
+	assert_int_equal(l.n, 4);
+	assert_string_equal(l.v[3], "ls/sub/deeper/d");
+	tsec_strlist_free(&l);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(tsec_store_list(t->store, &app, "", 0, &l, &err), 0);
+		assert_int_equal(l.n, 2);
+		assert_string_equal(l.v[0], "ls-sibling");
+		assert_string_equal(l.v[1], "ls/");
+		tsec_strlist_free(&l);
+	}
+	assert_int_equal(tsec_store_list(t->store, &app, "ls/a", 0, &l, &err), TSEC_EINVAL);
+	assert_int_equal(tsec_store_list(t->store, &app, "nothing", 0, &l, &err), TSEC_ENOENT);
+}
+
+static void test_conf_delete(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_error err;
+
+	put(t->store, "del/a", "1");
+	put(t->store, "del/sub/b", "1");
+	assert_int_equal(tsec_store_delete(t->store, &app, "del/a", 0, &err), 0);
+	absent(t->store, "del/a");
+	assert_int_equal(tsec_store_delete(t->store, &app, "del/a", 0, &err), TSEC_ENOENT);
+	assert_int_equal(tsec_store_delete(t->store, &app, "del", 0, &err), TSEC_EINVAL);
+	want(t->store, "del/sub/b", "1");
+	assert_int_equal(tsec_store_delete(t->store, &app, "del", 1, &err), 0);
+	absent(t->store, "del/sub/b");
+}
+
+static void test_conf_move(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_error err;
+
+	put(t->store, "mv/src", "source");
+	put(t->store, "mv/dst", "destination");
+	assert_int_equal(tsec_store_move(t->store, &app, "mv/src", "mv/dst", &err), TSEC_EEXIST);
+	want(t->store, "mv/src", "source");
+	want(t->store, "mv/dst", "destination");
+	put(t->store, "mv/dir/f", "f");
+	assert_int_equal(tsec_store_move(t->store, &app, "mv/dir", "mv/dir2", &err), TSEC_EINVAL);
+	assert_int_equal(tsec_store_move(t->store, &app, "mv/src", "mv/dir", &err), TSEC_EEXIST);
+	assert_int_equal(tsec_store_move(t->store, &app, "mv/src", "elsewhere/deep/new", &err), 0);
+	want(t->store, "elsewhere/deep/new", "source");
+	absent(t->store, "mv/src");
+	assert_int_equal(tsec_store_move(t->store, &app, "mv/none", "mv/x", &err), TSEC_ENOENT);
+	assert_int_equal(tsec_store_move(t->store, &app, "mv/dst", "frozen/x", &err), TSEC_EDENIED);
+	want(t->store, "mv/dst", "destination");
+}
+
+static void test_conf_group_all_or_nothing(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_error err;
+	struct tsec_put ok[3] = { { "tx/a", "A1", 2 }, { "tx/b", "B1", 2 }, { "tx/c/d", "C1", 2 } };
+	struct tsec_put bad[3] = { { "tx/a", "A2", 2 }, { "tx/new", "N", 1 }, { "tx/c", "X", 1 } };
+	struct tsec_put twice[2] = { { "tx/a", "1", 1 }, { "tx//a", "2", 1 } };
+
+	assert_int_equal(tsec_store_put_many(t->store, &app, ok, 3, &err), 0);
+	want(t->store, "tx/a", "A1");
+	want(t->store, "tx/c/d", "C1");
+	/* The last write cannot be made (a folder): none is. */
+	assert_int_equal(tsec_store_put_many(t->store, &app, bad, 3, &err), TSEC_EEXIST);
+	want(t->store, "tx/a", "A1");
+	absent(t->store, "tx/new");
+	assert_int_equal(tsec_store_put_many(t->store, &app, twice, 2, &err), TSEC_EINVAL);
+	want(t->store, "tx/a", "A1");
+}
+
+/*
+ * A group that keeps failing races plain puts of one of its keys: the
+ * failed group must never write over a put it did not make.
+ */
+struct race {
+	struct tsec_store *s;
+	atomic_int stop, failed_groups;
+};
+
+static void *failing_groups(void *arg)
+{
+	struct race *r = arg;
+	struct tsec_put g[2] = { { "race/a", "from-group", 10 }, { "race/dir", "x", 1 } };
+	struct tsec_error err;
+
+	while (!atomic_load(&r->stop))
+		if (tsec_store_put_many(r->s, &app, g, 2, &err) == TSEC_EEXIST)
+			atomic_fetch_add(&r->failed_groups, 1);
+	return NULL;
+}
+
+static void test_conf_failed_group_loses_nothing(void **state)
+{
+	struct tu_store *t = *state;
+	struct race r = { .s = t->store };
+	pthread_t th;
+	char v[32];
+
+	put(t->store, "race/dir/inner", "1");        /* makes the group fail */
+	assert_int_equal(pthread_create(&th, NULL, failing_groups, &r), 0);
+	for (int i = 0; i < 300; i++) {
+		snprintf(v, sizeof(v), "put-%d", i);
+		put(t->store, "race/a", v);
+		want(t->store, "race/a", v);
+	}
+	/* Let at least one group fail after the last put, then look again. */
+	for (int seen = atomic_load(&r.failed_groups); atomic_load(&r.failed_groups) < seen + 2;)
+		sleep_ms(1);
+	atomic_store(&r.stop, 1);
+	pthread_join(th, NULL);
+	want(t->store, "race/a", "put-299");
+}
+
+static void test_conf_one_holder_and_takeover(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_lock a, b, c;
+	struct tsec_error err;
+
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "one", 60000, 0, &a, &err), 0);
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "one", 60000, &b, &err), TSEC_EBUSY);
+	assert_int_equal(tsec_lock_renew(t->store, &app, &a, 60000, &err), 0);
+	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), 0);
+	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), TSEC_ENOENT);
+	/* A lease that ended is taken over; the old owner is powerless. */
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "short", 30, 0, &a, &err), 0);
+	sleep_ms(60);
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "short", 60000, &b, &err), 0);
+	assert_int_equal(tsec_lock_renew(t->store, &app, &a, 60000, &err), TSEC_ENOTOWNER);
+	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), TSEC_ENOTOWNER);
+	assert_int_equal(tsec_lock_release(t->store, &app, &b, &err), 0);
+	/* Nobody took it: an ended lease still cannot be renewed or released. */
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "lapsed", 30, 0, &c, &err), 0);
+	sleep_ms(60);
+	assert_int_equal(tsec_lock_renew(t->store, &app, &c, 60000, &err), TSEC_ENOTOWNER);
+	assert_int_equal(tsec_lock_release(t->store, &app, &c, &err), TSEC_ENOTOWNER);
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "lapsed", 60000, &b, &err), 0);
+	assert_int_equal(tsec_lock_release(t->store, &app, &b, &err), 0);
+}
+
+static void test_conf_fences(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_lock lk, old;
+	struct tsec_error err;
+	struct tsec_put p = { "fenced/v", "first", 5 };
+	uint64_t last = 0;
+
+	for (int i = 0; i < 20; i++) {
+		assert_int_equal(tsec_lock_acquire(t->store, &app, "fence", 60000, 0, &lk, &err), 0);
+		assert_true(lk.fence > last);            /* strictly increasing */
+		last = lk.fence;
+		assert_int_equal(tsec_lock_release(t->store, &app, &lk, &err), 0);
+	}
+	/* A write fenced by the current holder is made. */
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "fence", 60000, 0, &old, &err), 0);
+	assert_int_equal(tsec_store_put_fenced(t->store, &app, &old, &p, 1, &err), 0);
+	want(t->store, "fenced/v", "first");
+	/* After the lock changed hands, the old holder's write is refused
+	 * in the same step, and nothing is written. */
+	assert_int_equal(tsec_lock_release(t->store, &app, &old, &err), 0);
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "fence", 60000, 0, &lk, &err), 0);
+	p.value = "stale";
+	assert_int_equal(tsec_store_put_fenced(t->store, &app, &old, &p, 1, &err), TSEC_ENOTOWNER);
+	want(t->store, "fenced/v", "first");
+	/* The right token with a wrong fence is refused too. */
+	struct tsec_lock forged = lk;
+	forged.fence = old.fence;
+	assert_int_equal(tsec_store_put_fenced(t->store, &app, &forged, &p, 1, &err), TSEC_ENOTOWNER);
+	/* A fenced group is all or nothing like any other. */
+	struct tsec_put g[2] = { { "fenced/a", "A", 1 }, { "fenced/b", "B", 1 } };
+	assert_int_equal(tsec_store_put_fenced(t->store, &app, &lk, g, 2, &err), 0);
+	want(t->store, "fenced/b", "B");
+	assert_int_equal(tsec_lock_release(t->store, &app, &lk, &err), 0);
+	assert_int_equal(tsec_store_put_fenced(t->store, &app, &lk, g, 2, &err), TSEC_ENOENT);
+}
+
+static void test_conf_deadline(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_lock a, b;
+	struct tsec_error err;
+	struct timespec t0, t1;
+
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 600000, 0, &a, &err), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 1000, 80, &b, &err), TSEC_ETIMEDOUT);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_true((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 80);
+	/* A huge timeout does not overflow: it waits, and the release ends it. */
+	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), 0);
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 1000, UINT64_MAX, &b, &err), 0);
+	assert_int_equal(tsec_lock_release(t->store, &app, &b, &err), 0);
+}
+
+/* Threads racing for one lock: one holder at a time, fences increase. */
+struct contend {
+	struct tsec_store *s;
+	atomic_int inside, overlaps, rounds;
+	_Atomic uint64_t last_fence;
+	atomic_int fence_backwards;
+};
+
+static void *contender(void *arg)
+{
+	struct contend *c = arg;
+	struct tsec_error err;
+	struct tsec_lock lk;
+
+	for (int i = 0; i < 25; i++) {
+		if (tsec_lock_acquire(c->s, &app, "contended", 60000, 60000, &lk, &err))
+			continue;
+		if (atomic_fetch_add(&c->inside, 1))
+			atomic_fetch_add(&c->overlaps, 1);
+		if (lk.fence <= atomic_load(&c->last_fence))
+			atomic_fetch_add(&c->fence_backwards, 1);
+		atomic_store(&c->last_fence, lk.fence);
+		atomic_fetch_sub(&c->inside, 1);
+		tsec_lock_release(c->s, &app, &lk, &err);
+		atomic_fetch_add(&c->rounds, 1);
+	}
+	return NULL;
+}
+
+static void test_conf_contention(void **state)
+{
+	struct tu_store *t = *state;
+	struct contend c = { .s = t->store };
+	pthread_t th[6];
+
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, contender, &c), 0);
+	for (int i = 0; i < 6; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(atomic_load(&c.rounds), 150);
+	assert_int_equal(atomic_load(&c.overlaps), 0);
+	assert_int_equal(atomic_load(&c.fence_backwards), 0);
+}
+
+/* A recursive delete is a barrier: nothing below it stays readable,
+ * through any alias, cached or not. */
+static void test_conf_prefix_delete_barrier(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_error err;
+	int ex;
+
+	put(t->store, "bar/a", "1");
+	put(t->store, "bar/sub/b", "2");
+	want(t->store, "bar/a", "1");                  /* now cached, if a cache */
+	want(t->store, "bar//sub/./b", "2");
+	assert_int_equal(tsec_store_delete(t->store, &app, "bar", 1, &err), 0);
+	absent(t->store, "bar/a");
+	absent(t->store, "bar/sub/b");
+	absent(t->store, "/bar/sub//b");
+	assert_int_equal(tsec_store_exists(t->store, &app, "bar/a", &ex, &err), 0);
+	assert_false(ex);
+	/* And a moved value is not served from its old name. */
+	put(t->store, "bar2/x", "moved");
+	want(t->store, "bar2/x", "moved");
+	assert_int_equal(tsec_store_move(t->store, &app, "bar2/x", "bar2/y", &err), 0);
+	absent(t->store, "bar2/x");
+	want(t->store, "bar2/y", "moved");
+}
+
+#define CONF_TESTS(name) \
+	const struct CMUnitTest name[] = { \
+		cmocka_unit_test_setup_teardown(test_conf_values_and_folders, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_list, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_delete, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_move, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_group_all_or_nothing, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_failed_group_loses_nothing, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_one_holder_and_takeover, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_fences, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_deadline, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_contention, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_prefix_delete_barrier, setup, teardown), \
+	}
+
+int main(void)
+{
+	static const struct variant variants[] = {
+		{ "file", 0 },
+		{ "memory", 0 },
+		{ "file", 1 << 20 },
+		{ "memory", 1 << 20 },
+	};
+	static const char *const names[] = {
+		"conformance: file", "conformance: memory",
+		"conformance: LocalCache over file", "conformance: LocalCache over memory",
+	};
+	CONF_TESTS(tests);
+	int failed = 0;
+
+	for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+		cur = &variants[v];
+		failed += _cmocka_run_group_tests(names[v], tests, sizeof(tests) / sizeof(tests[0]),
+						  NULL, NULL);
+	}
+	return failed ? 1 : 0;
+}
