@@ -482,6 +482,118 @@ static void test_store_observer(void **state)
 	app.call_ctx = NULL;
 }
 
+/* Writes a file at root/rel (folders made as needed). */
+static void plant(const char *root, const char *rel, const char *text)
+{
+	char path[4096], cmd[8192];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", path);
+	assert_int_equal(system(cmd), 0);
+	assert_non_null(f = fopen(path, "w"));
+	fputs(text, f);
+	fclose(f);
+}
+
+/*
+ * Planted files: a FIFO, a socket-like special file and a hard link to a
+ * file outside the root are refused at once (nothing blocks), never
+ * listed, never counted as values.
+ */
+static void test_store_planted_files(void **state)
+{
+	struct tu_store *t = *state;
+	char path[4096], outside[4096];
+	struct tsec_strlist l;
+	struct tsec_error err;
+	char *v;
+	size_t n;
+	int ex;
+
+	put(t->store, "planted/ok", "fine");
+	snprintf(path, sizeof(path), "%s/planted/fifo", t->root);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	/* Opening a FIFO for reading would wait for a writer forever. */
+	assert_int_equal(tsec_store_get(t->store, &app, "planted/fifo", &v, &n, &err), TSEC_EIO);
+	assert_non_null(strstr(err.msg, "not a regular file"));
+	assert_int_equal(tsec_store_exists(t->store, &app, "planted/fifo", &ex, &err), 0);
+	assert_false(ex);
+	snprintf(outside, sizeof(outside), "%s/outside-secret", t->dir);
+	plant(t->dir, "outside-secret", "secret");
+	snprintf(path, sizeof(path), "%s/planted/hardlink", t->root);
+	assert_int_equal(link(outside, path), 0);
+	assert_int_equal(tsec_store_get(t->store, &app, "planted/hardlink", &v, &n, &err), TSEC_EIO);
+	assert_int_equal(tsec_store_move(t->store, &app, "planted/hardlink", "planted/moved", &err),
+			 TSEC_EIO);
+	assert_int_equal(tsec_store_list(t->store, &app, "planted", 0, &l, &err), 0);
+	assert_int_equal(l.n, 1);
+	assert_string_equal(l.v[0], "planted/ok");
+	tsec_strlist_free(&l);
+}
+
+/* An empty folder lists as empty; the root lists the same every time. */
+static void test_store_list_empty_and_again(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_strlist l, again;
+	struct tsec_error err;
+
+	put(t->store, "emptied/x", "1");
+	assert_int_equal(tsec_store_delete(t->store, &app, "emptied/x", 0, &err), 0);
+	assert_int_equal(tsec_store_list(t->store, &app, "emptied", 0, &l, &err), 0);
+	assert_int_equal(l.n, 0);
+	tsec_strlist_free(&l);
+	assert_int_equal(tsec_store_list(t->store, &app, "", 0, &l, &err), 0);
+	assert_true(l.n > 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(tsec_store_list(t->store, &app, "", 0, &again, &err), 0);
+		assert_int_equal(again.n, l.n);
+		for (size_t k = 0; k < l.n; k++)
+			assert_string_equal(again.v[k], l.v[k]);
+		tsec_strlist_free(&again);
+	}
+	tsec_strlist_free(&l);
+}
+
+/*
+ * Opening a store recovers: a committed record is rolled forward, an
+ * uncommitted one undone, dead writers' temporaries and old backups
+ * removed; a live writer's temporary (our own pid) is left alone.
+ */
+static void test_store_reopen_recovers(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_store *again;
+	struct tsec_error err;
+	char rec[8192];
+
+	put(t->store, "rec/value", "old");
+	plant(t->root, "rec/.tsec-tmp-999999999-aaaa", "committed new");
+	plant(t->root, "rec/.tsec-tmp-999999999-bbbb", "never committed");
+	plant(t->root, "rec/.tsec-tmp-999999999-cccc", "stray");
+	plant(t->root, "rec/deep/.tsec-bak-0123", "old backup");
+	snprintf(rec, sizeof(rec), "tsec-journal 1\nput\t.tsec-tmp-999999999-aaaa\trec/value\n"
+		 "put\t.tsec-tmp-999999999-gone\trec/other\ncommit\n");
+	plant(t->root, ".tsec-journal/tx-committed", rec);
+	plant(t->root, ".tsec-journal/tx-torn",
+	      "tsec-journal 1\nput\t.tsec-tmp-999999999-bbbb\trec/never\n");
+	/* A record naming a path outside the store is ignored. */
+	plant(t->root, ".tsec-journal/tx-hostile",
+	      "tsec-journal 1\nput\t.tsec-tmp-x\t../../etc/passwd\ncommit\n");
+	snprintf(rec, sizeof(rec), "rec/.tsec-tmp-%ld-live", (long)getpid());
+	plant(t->root, rec, "a write in flight");
+	assert_int_equal(tsec_store_open(&again, t->root, t->bus, NULL, &err), 0);
+	check_value(again, "rec/value", "committed new");
+	assert_int_equal(tsec_store_get(again, &app, "rec/never", &(char *){ NULL },
+					&(size_t){ 0 }, &err), TSEC_ENOENT);
+	assert_int_equal(tu_count_litter(t->root), 1); /* only the live one */
+	tsec_store_close(&again);
+	snprintf(rec, sizeof(rec), "%s/rec/.tsec-tmp-%ld-live", t->root, (long)getpid());
+	unlink(rec);
+	assert_int_equal(tu_count_litter(t->root), 0);
+}
+
 static void test_store_bad_input(void **state)
 {
 	struct tu_store *t = *state;
@@ -523,6 +635,9 @@ int main(void)
 		cmocka_unit_test(test_store_denied_changes_nothing),
 		cmocka_unit_test(test_store_observer),
 		cmocka_unit_test(test_store_bad_input),
+		cmocka_unit_test(test_store_planted_files),
+		cmocka_unit_test(test_store_list_empty_and_again),
+		cmocka_unit_test(test_store_reopen_recovers),
 	};
 	return cmocka_run_group_tests_name("store", tests, setup, teardown);
 }
