@@ -102,7 +102,8 @@ FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 	mod_serial mod_proxy mod_future mod_abi10
 FIXTURE_SOS := $(addprefix $(B)/fixtures/,$(addsuffix .so,$(FIXTURES))) \
 	$(B)/fixtures/not_elf.so
-BENCHES := bench_bus bench_policy_scale bench_certcache bench_store bench_zmq
+BENCHES := bench_bus bench_policy_scale bench_certcache bench_store bench_zmq \
+	bench_backend
 BENCH_BINS := $(addprefix $(B)/,$(BENCHES))
 
 .PHONY: all build both test check run verify bench deps clean dist install

@@ -139,6 +139,35 @@ static void lock_contended(void)
 		pthread_join(th[i], NULL);
 }
 
+/* The crash-safe 3-key group against three single puts of the same keys
+ * (each single put is itself atomic and durable: write, fsync, rename,
+ * fsync the folder). */
+#define PUTS 100
+static char cert_value[4096];
+
+static void put_many_3(void)
+{
+	struct tsec_error err;
+	struct tsec_put p[3] = {
+		{ crt, cert_value, 4096 }, { key, cert_value, 2048 },
+		{ "certificates/acme/example.com/example.com.json", cert_value, 200 },
+	};
+	for (int i = 0; i < PUTS; i++)
+		if (tsec_store_put_many(store, &app, p, 3, &err))
+			abort();
+}
+
+static void put_single_x3(void)
+{
+	struct tsec_error err;
+	for (int i = 0; i < PUTS; i++)
+		if (tsec_store_put(store, &app, crt, cert_value, 4096, &err) ||
+		    tsec_store_put(store, &app, key, cert_value, 2048, &err) ||
+		    tsec_store_put(store, &app, "certificates/acme/example.com/example.com.json",
+				   cert_value, 200, &err))
+			abort();
+}
+
 static void run(const char *name, void (*fn)(void), int iters)
 {
 	fn();
@@ -184,6 +213,9 @@ int main(int argc, char **argv)
 	run("exists_gated", gated_exists, N);
 	run("exists_plain", plain_exists, N);
 	run("policy_check_only", check_only, N);
+	memset(cert_value, 'p', sizeof(cert_value));
+	run("put_many_3_crash_safe", put_many_3, PUTS);
+	run("put_single_x3", put_single_x3, PUTS);
 	run("lock_acquire_release", lock_uncontended, 500);
 	run("lock_acquire_release_4_threads", lock_contended, 400);
 	tsec_store_close(&store);

@@ -25,11 +25,7 @@ void tsec__gates_destroy(struct tsec__gates *g)
 
 uint16_t tsec__gate_of(const char *key)
 {
-	uint32_t h = 2166136261u;     /* FNV-1a */
-
-	for (const unsigned char *p = (const unsigned char *)key; *p; p++)
-		h = (h ^ *p) * 16777619u;
-	return (uint16_t)((h ^ (h >> 16)) % TSEC__GATES);
+	return (uint16_t)(tsec__hash(key, strlen(key)) % TSEC__GATES);
 }
 
 static int cmp_u16(const void *a, const void *b)
@@ -54,7 +50,8 @@ int tsec__gates_lock(struct tsec__gates *g, const char *const *keys, size_t n,
 		return TSEC_ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		set->v[i] = tsec__gate_of(keys[i]);
-	qsort(set->v, n, sizeof(*set->v), cmp_u16);
+	if (n > 1)
+		qsort(set->v, n, sizeof(*set->v), cmp_u16);
 	for (size_t i = 0; i < n; i++)
 		if (k == 0 || set->v[k - 1] != set->v[i])
 			set->v[k++] = set->v[i];

@@ -28,14 +28,17 @@
 #define SHARDS 16
 #define BUCKETS 1024                 /* per shard; a power of two */
 
+/* One cached value: a 40-byte header, the key, then the value, in one
+ * allocation, so a hit touches as few cache lines as it can. */
 struct centry {
 	struct centry *next;         /* in its bucket */
 	struct centry *older, *newer;/* in its shard's age list */
 	uint32_t hash;
-	size_t klen, len;
-	char *val;                   /* points into the same allocation */
-	char key[];
+	uint32_t klen, len, cap;     /* cap: room for the value */
+	char key[];                  /* klen + 1 bytes, then the value */
 };
+
+#define VAL_OF(e) ((e)->key + (e)->klen + 1)
 
 struct shard {
 	pthread_mutex_t mu;
@@ -59,11 +62,7 @@ static struct cache *c_of(struct tsec__backend *b)
 
 static uint32_t hash_of(const char *k, size_t n)
 {
-	uint32_t h = 2166136261u;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)k[i]) * 16777619u;
-	return h ^ (h >> 15);
+	return (uint32_t)tsec__hash(k, n);
 }
 
 static struct shard *shard_of(struct cache *c, uint32_t h)
@@ -116,23 +115,38 @@ static void forget(struct cache *c, const char *key)
 	pthread_mutex_unlock(&sh->mu);
 }
 
-/* Caches a copy of key's value, evicting the shard's oldest to fit.  The
- * allocation is made before the shard's mutex is taken. */
+/*
+ * Caches a copy of key's value, evicting the shard's oldest to fit.  A
+ * new value that fits its entry's room is copied in place (a rewrite of
+ * a cached key allocates nothing); otherwise the new entry is allocated
+ * before the shard's mutex is taken.
+ */
 static void remember(struct cache *c, const char *key, const char *val, size_t len)
 {
-	size_t klen = strlen(key);
+	size_t klen = strlen(key), cap = (len + 63) & ~(size_t)63;
 	uint32_t h = hash_of(key, klen);
 	struct shard *sh = shard_of(c, h);
 	struct centry *e, *old, **b;
 
-	if (klen + len > c->shard_max / 4 || !(e = malloc(sizeof(*e) + klen + 1 + len)))
+	if (klen + len > c->shard_max / 4 || len > UINT32_MAX / 2 || klen > TSEC_KEY_MAX)
+		return forget(c, key);
+	pthread_mutex_lock(&sh->mu);
+	if ((old = lookup(sh, key, klen, h)) && old->cap >= len && old->cap <= cap * 2) {
+		sh->bytes = sh->bytes - old->len + len;
+		memcpy(VAL_OF(old), val, len);
+		old->len = (uint32_t)len;
+		pthread_mutex_unlock(&sh->mu);
+		return;
+	}
+	pthread_mutex_unlock(&sh->mu);
+	if (!(e = malloc(sizeof(*e) + klen + 1 + cap)))
 		return forget(c, key);
 	e->hash = h;
-	e->klen = klen;
-	e->len = len;
+	e->klen = (uint32_t)klen;
+	e->len = (uint32_t)len;
+	e->cap = (uint32_t)cap;
 	memcpy(e->key, key, klen + 1);
-	e->val = e->key + klen + 1;
-	memcpy(e->val, val, len);
+		memcpy(VAL_OF(e), val, len);
 	pthread_mutex_lock(&sh->mu);
 	if ((old = lookup(sh, key, klen, h)))
 		unlink_entry(sh, old);
@@ -165,7 +179,7 @@ static int hit(struct cache *c, const char *key, size_t max, char **out, size_t 
 	if ((e = lookup(sh, key, klen, h)) && e->len <= max) {
 		rc = -1;
 		if ((*out = malloc(e->len + 1))) {
-			memcpy(*out, e->val, e->len);
+			memcpy(*out, VAL_OF(e), e->len);
 			(*out)[e->len] = '\0';
 			*len = e->len;
 			rc = 1;
@@ -292,7 +306,7 @@ static int lc_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 		       const struct tsec__fence *f, struct tsec_error *err)
 {
 	struct cache *c = c_of(b);
-	const char *few[8], **keys = n <= 8 ? few : malloc(n * sizeof(*keys));
+	const char *few[8] = { NULL }, **keys = n <= 8 ? few : malloc(n * sizeof(*keys));
 	struct tsec__gateset g;
 	int rc;
 

@@ -1,7 +1,9 @@
 /*
- * The memory backend: values in one sorted array (binary search for a
- * key, a contiguous run for a prefix), folders implied by the keys below
- * them, leases in a second array.  For tests and benchmarks: every
+ * The memory backend: values in one hash table, folders in another (each
+ * folder counts the values below it, so "is this a folder?" and "does a
+ * value stand where a folder must?" are hash lookups), leases in an
+ * array.  Listing and recursive delete walk every value: they are rare,
+ * writes are not.  For tests and benchmarks: every
  * operation first waits delay_us, outside any lock, so that a simulated
  * remote store's latency overlaps between threads as a real one's does.
  * One read-write lock makes every operation, groups included, atomic.
@@ -16,10 +18,26 @@
 #include "broker/storage/backend.h"
 
 struct entry {
-	char *key;
-	char *val;
-	size_t len;
+	struct entry *next;          /* in its bucket */
+	uint64_t h;
+	size_t klen, len;
 	int64_t mtime_ns;
+	char *val;
+	char key[];
+};
+
+/* A folder: a proper prefix of some value's key, counted by values below. */
+struct folder {
+	struct folder *next;
+	uint64_t h;
+	size_t klen;
+	size_t below;
+	char key[];
+};
+
+struct table {
+	void **b;                    /* buckets of entries or folders */
+	size_t mask, n;
 };
 
 struct lease {
@@ -31,8 +49,7 @@ struct membe {
 	struct tsec__backend base;
 	pthread_rwlock_t rw;
 	uint32_t delay_us;
-	struct entry *e;
-	size_t n, cap;
+	struct table vals, dirs;
 	struct lease *locks;
 	size_t nlocks, caplocks;
 };
@@ -54,78 +71,160 @@ static void delay(struct membe *m)
 		;
 }
 
+/* Modification times at the coarse clock's resolution (a few ms): this
+ * backend is for tests and benchmarks, and the fine clock costs a write
+ * more than its lookup does. */
 static int64_t now_ns(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* The first entry whose key is >= key. */
-static size_t lower(const struct membe *m, const char *key)
-{
-	size_t lo = 0, hi = m->n;
+/* Both kinds of node start with next, h, klen; keys follow later. */
+#define VAL(p) ((struct entry *)(p))
+#define DIR(p) ((struct folder *)(p))
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (strcmp(m->e[mid].key, key) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
+static struct entry *val_find(const struct membe *m, const char *k, size_t n, uint64_t h)
+{
+	struct entry *e = m->vals.b ? m->vals.b[h & m->vals.mask] : NULL;
+
+	for (; e; e = e->next)
+		if (e->h == h && e->klen == n && !memcmp(e->key, k, n))
+			return e;
+	return NULL;
+}
+
+static struct folder *dir_find(const struct membe *m, const char *k, size_t n, uint64_t h)
+{
+	struct folder *f = m->dirs.b ? m->dirs.b[h & m->dirs.mask] : NULL;
+
+	for (; f; f = f->next)
+		if (f->h == h && f->klen == n && !memcmp(f->key, k, n))
+			return f;
+	return NULL;
+}
+
+/* Makes room for `more` nodes (load factor 1).  -1 without memory. */
+static int table_reserve(struct table *t, size_t more, bool dirs)
+{
+	size_t nb = t->b ? t->mask + 1 : 64, i;
+	void **b;
+
+	while (nb < t->n + more)
+		nb *= 2;
+	if (t->b && nb == t->mask + 1)
+		return 0;
+	if (!(b = calloc(nb, sizeof(*b))))
+		return -1;
+	for (i = 0; t->b && i <= t->mask; i++) {
+		void *p = t->b[i], *next;
+		for (; p; p = next) {
+			uint64_t h = dirs ? DIR(p)->h : VAL(p)->h;
+			void **slot = &b[h & (nb - 1)];
+			next = dirs ? (void *)DIR(p)->next : (void *)VAL(p)->next;
+			if (dirs)
+				DIR(p)->next = *slot;
+			else
+				VAL(p)->next = *slot;
+			*slot = p;
+		}
 	}
-	return lo;
+	free(t->b);
+	t->b = b;
+	t->mask = nb - 1;
+	return 0;
 }
 
-static struct entry *find(const struct membe *m, const char *key)
+static void val_link(struct membe *m, struct entry *e)
 {
-	size_t i = lower(m, key);
+	void **slot = &m->vals.b[e->h & m->vals.mask];
 
-	return i < m->n && !strcmp(m->e[i].key, key) ? &m->e[i] : NULL;
+	e->next = *slot;
+	*slot = e;
+	m->vals.n++;
 }
 
-/* Whether some value lies below folder key ("" is the root). */
-static bool has_below(const struct membe *m, const char *key)
+static void val_unlink(struct membe *m, struct entry *e)
 {
-	char p[TSEC_KEY_MAX + 2];
-	size_t i;
+	struct entry **pp = (struct entry **)&m->vals.b[e->h & m->vals.mask];
 
-	if (!*key)
-		return m->n > 0;
-	snprintf(p, sizeof(p), "%s/", key);
-	i = lower(m, p);
-	return i < m->n && !strncmp(m->e[i].key, p, strlen(p));
+	while (*pp != e)
+		pp = &(*pp)->next;
+	*pp = e->next;
+	m->vals.n--;
+}
+
+/* The lengths of sk's folders: text[0..len[i]) for i < sk->n - 1. */
+static unsigned parents(const struct tsec__skey *sk, size_t *len)
+{
+	unsigned i;
+
+	for (i = 0; i + 1 < sk->n; i++)
+		len[i] = (size_t)(sk->seg[i + 1] - sk->seg[0]) - 1;
+	return i;
+}
+
+/* Counts one more (or one fewer) value below each of sk's folders; a
+ * count reaching 0 frees the folder.  The nodes exist when adding (see
+ * prepare). */
+static void count_below(struct membe *m, const struct tsec__skey *sk, int delta,
+			struct folder **spare)
+{
+	size_t len[TSEC_KEY_SEGMENTS];
+	unsigned np = parents(sk, len);
+
+	for (unsigned i = 0; i < np; i++) {
+		uint64_t h = tsec__hash(sk->text, len[i]);
+		struct folder *f = dir_find(m, sk->text, len[i], h), **pp;
+		if (!f && delta > 0 && spare && *spare) {
+			f = *spare;
+			*spare = f->next;
+			f->h = h;
+			f->klen = len[i];
+			f->below = 0;
+			memcpy(f->key, sk->text, len[i]);
+			f->key[len[i]] = '\0';
+			pp = (struct folder **)&m->dirs.b[h & m->dirs.mask];
+			f->next = *pp;
+			*pp = f;
+			m->dirs.n++;
+		}
+		if (!f)
+			continue;
+		f->below += (size_t)delta;
+		if (f->below == 0) {
+			pp = (struct folder **)&m->dirs.b[h & m->dirs.mask];
+			while (*pp != f)
+				pp = &(*pp)->next;
+			*pp = f->next;
+			m->dirs.n--;
+			free(f);
+		}
+	}
 }
 
 /* 0 nothing, 1 value, 2 folder; the root is always a folder. */
 static int kind_of(const struct membe *m, const struct tsec__skey *sk)
 {
+	size_t n = strlen(sk->text);
+	uint64_t h;
+
 	if (sk->n == 0)
 		return 2;
-	if (find(m, sk->text))
+	h = tsec__hash(sk->text, n);
+	if (val_find(m, sk->text, n, h))
 		return 1;
-	return has_below(m, sk->text) ? 2 : 0;
-}
-
-/* Whether a value stands where one of sk's folders must be. */
-static bool parent_is_value(const struct membe *m, const struct tsec__skey *sk)
-{
-	char p[TSEC_KEY_MAX + 1];
-
-	for (unsigned i = 0; i + 1 < sk->n; i++) {
-		size_t len = (size_t)(sk->seg[i + 1] - sk->seg[0]) - 1;
-		memcpy(p, sk->text, len);
-		p[len] = '\0';
-		if (find(m, p))
-			return true;
-	}
-	return false;
+	return dir_find(m, sk->text, n, h) ? 2 : 0;
 }
 
 static int mb_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t max,
 		  char **out, size_t *len, struct tsec_error *err)
 {
 	struct membe *m = mb_of(b);
+	size_t n = strlen(sk->text);
+	uint64_t h = tsec__hash(sk->text, n);
 	const struct entry *e;
 	int rc = 0;
 
@@ -133,8 +232,8 @@ static int mb_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t m
 	*len = 0;
 	delay(m);
 	pthread_rwlock_rdlock(&m->rw);
-	if (!(e = find(m, sk->text)))
-		rc = has_below(m, sk->text)
+	if (!(e = val_find(m, sk->text, n, h)))
+		rc = dir_find(m, sk->text, n, h)
 			? tsec__seterr(err, TSEC_EINVAL, sk->text, "'%s' is a folder, not a value", sk->text)
 			: tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
 	else if (e->len > max)
@@ -167,13 +266,14 @@ static int mb_stat(struct tsec__backend *b, const struct tsec__skey *sk,
 		   struct tsec_stat *st, struct tsec_error *err)
 {
 	struct membe *m = mb_of(b);
+	size_t n = strlen(sk->text);
 	const struct entry *e;
 	int rc = 0;
 
 	delay(m);
 	pthread_rwlock_rdlock(&m->rw);
 	memset(st, 0, sizeof(*st));
-	if ((e = find(m, sk->text))) {
+	if ((e = val_find(m, sk->text, n, tsec__hash(sk->text, n)))) {
 		st->size = e->len;
 		st->mtime_ns = e->mtime_ns;
 		st->is_file = 1;
@@ -203,12 +303,22 @@ static int add(struct tsec_strlist *l, size_t *cap, const char *k, size_t n,
 	return 0;
 }
 
+/* Whether key lies below the folder p[0..plen) ("" is the root). */
+static bool below(const char *key, size_t klen, const char *p, size_t plen)
+{
+	return plen == 0 || (klen > plen && key[plen] == '/' && !memcmp(key, p, plen));
+}
+
+/*
+ * Lists by one pass over the values (a listing is rare; a write must
+ * stay cheap).  A flat listing names each folder once: the folder nodes
+ * directly inside the prefix.
+ */
 static int mb_list(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
 		   struct tsec_strlist *out, struct tsec_error *err)
 {
 	struct membe *m = mb_of(b);
-	char p[TSEC_KEY_MAX + 2];
-	size_t plen, cap = 0, i;
+	size_t plen = strlen(sk->text), cap = 0, skip = plen ? plen + 1 : 0;
 	int kind, rc = 0;
 
 	delay(m);
@@ -220,128 +330,154 @@ static int mb_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 			       : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
 		goto out;
 	}
-	plen = (size_t)snprintf(p, sizeof(p), "%s%s", sk->text, sk->n ? "/" : "");
-	for (i = lower(m, p); i < m->n && !strncmp(m->e[i].key, p, plen); i++) {
-		const char *k = m->e[i].key, *slash = strchr(k + plen, '/');
-		if (recursive || !slash) {
-			rc = add(out, &cap, k, strlen(k), "");
-		} else {
-			/* One entry per folder: skip the rest of its run. */
-			size_t fl = (size_t)(slash - k) + 1;
-			rc = add(out, &cap, k, fl - 1, "/");
-			while (i + 1 < m->n && !strncmp(m->e[i + 1].key, k, fl))
-				i++;
-		}
-		if (rc) {
-			tsec_strlist_free(out);
-			rc = tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
-			break;
-		}
+	for (size_t i = 0; m->vals.b && i <= m->vals.mask && !rc; i++)
+		for (struct entry *e = m->vals.b[i]; e && !rc; e = e->next)
+			if (below(e->key, e->klen, sk->text, plen) &&
+			    (recursive || !memchr(e->key + skip, '/', e->klen - skip)))
+				rc = add(out, &cap, e->key, e->klen, "");
+	for (size_t i = 0; !recursive && m->dirs.b && i <= m->dirs.mask && !rc; i++)
+		for (struct folder *f = m->dirs.b[i]; f && !rc; f = f->next)
+			if (below(f->key, f->klen, sk->text, plen) &&
+			    !memchr(f->key + skip, '/', f->klen - skip))
+				rc = add(out, &cap, f->key, f->klen, "/");
+	if (rc) {
+		tsec_strlist_free(out);
+		rc = tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
 	}
 out:
 	pthread_rwlock_unlock(&m->rw);
 	return rc;
 }
 
-static void drop(struct membe *m, size_t i, size_t count)
+/* Removes value e (the lock held). */
+static void drop(struct membe *m, struct entry *e)
 {
-	for (size_t j = i; j < i + count; j++) {
-		free(m->e[j].key);
-		free(m->e[j].val);
-	}
-	if (m->n > i + count)
-		memmove(&m->e[i], &m->e[i + count], (m->n - i - count) * sizeof(*m->e));
-	m->n -= count;
+	struct tsec__skey sk;
+	struct tsec_error ignore;
+
+	val_unlink(m, e);
+	if (!tsec__skey_parse(e->key, false, &sk, &ignore))
+		count_below(m, &sk, -1, NULL);
+	free(e);
 }
 
 static int mb_del(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
 		  struct tsec_error *err)
 {
 	struct membe *m = mb_of(b);
-	char p[TSEC_KEY_MAX + 2];
-	size_t i, j, plen;
+	size_t n = strlen(sk->text);
+	uint64_t h = tsec__hash(sk->text, n);
+	struct entry *e;
 	int rc = 0;
 
 	delay(m);
 	pthread_rwlock_wrlock(&m->rw);
-	i = lower(m, sk->text);
-	if (i < m->n && !strcmp(m->e[i].key, sk->text)) {
-		drop(m, i, 1);
-	} else if (!has_below(m, sk->text)) {
+	if ((e = val_find(m, sk->text, n, h))) {
+		drop(m, e);
+	} else if (!dir_find(m, sk->text, n, h)) {
 		rc = tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
 	} else if (!recursive) {
 		rc = tsec__seterr(err, TSEC_EINVAL, sk->text,
 				  "'%s' is a folder; delete it recursively", sk->text);
 	} else {
-		plen = (size_t)snprintf(p, sizeof(p), "%s/", sk->text);
-		i = lower(m, p);
-		for (j = i; j < m->n && !strncmp(m->e[j].key, p, plen); j++)
-			;
-		drop(m, i, j - i);
+		for (size_t i = 0; i <= m->vals.mask; i++) {
+			struct entry *next;
+			for (e = m->vals.b[i]; e; e = next) {
+				next = e->next;
+				if (below(e->key, e->klen, sk->text, n))
+					drop(m, e);
+			}
+		}
 	}
 	pthread_rwlock_unlock(&m->rw);
 	return rc;
 }
 
-/* Why key cannot take a value now, or 0. */
+/* Why sk cannot take a value now, or 0. */
 static int refuse_put(const struct membe *m, const struct tsec__skey *sk,
 		      struct tsec_error *err)
 {
-	if (has_below(m, sk->text))
+	size_t len[TSEC_KEY_SEGMENTS], n = strlen(sk->text);
+	unsigned np = parents(sk, len);
+
+	if (dir_find(m, sk->text, n, tsec__hash(sk->text, n)))
 		return tsec__seterr(err, TSEC_EEXIST, sk->text,
 				    "'%s' is a folder; a folder is never replaced by a file", sk->text);
-	if (parent_is_value(m, sk))
-		return tsec__seterr(err, TSEC_EEXIST, sk->text,
-				    "a value stands where a folder of '%s' must be", sk->text);
+	for (unsigned i = 0; i < np; i++)
+		if (val_find(m, sk->text, len[i], tsec__hash(sk->text, len[i])))
+			return tsec__seterr(err, TSEC_EEXIST, sk->text,
+					    "a value stands where a folder of '%s' must be", sk->text);
 	return 0;
 }
 
-/* New copies of a group's keys and values, made before anything changes. */
+/* One write of a group, prepared before anything changes. */
 struct prep {
-	char *key;                   /* NULL when the key exists already */
-	char *val;
+	uint64_t h;
+	size_t kl;
+	struct entry *old;           /* the key's entry, when it has one */
+	struct entry *e;             /* else a new entry for it */
+	char *val;                   /* the new value's copy */
 };
 
-static int prepare(struct membe *m, const struct tsec__bput *p, size_t n, struct prep *pr)
+/* Entries for new keys and folder nodes they may need (the lock held). */
+static int prepare(struct membe *m, const struct tsec__bput *p, size_t n, struct prep *pr,
+		   struct folder **spare)
 {
-	if (m->n + n > m->cap) {
-		size_t nc = m->cap ? m->cap : 64;
-		struct entry *ne;
-		while (nc < m->n + n)
-			nc *= 2;
-		if (!(ne = realloc(m->e, nc * sizeof(*ne))))
-			return TSEC_ENOMEM;
-		m->e = ne;
-		m->cap = nc;
-	}
+	size_t fresh = 0, dirs = 0;
+
 	for (size_t i = 0; i < n; i++) {
-		if (!(pr[i].val = malloc(p[i].len ? p[i].len : 1)))
+		if (pr[i].old)
+			continue;
+		if (!(pr[i].e = malloc(sizeof(*pr[i].e) + pr[i].kl + 1)))
 			return TSEC_ENOMEM;
-		memcpy(pr[i].val, p[i].value, p[i].len);
-		if (!find(m, p[i].sk->text) && !(pr[i].key = strdup(p[i].sk->text)))
-			return TSEC_ENOMEM;
+		pr[i].e->klen = pr[i].kl;
+		pr[i].e->h = pr[i].h;
+		memcpy(pr[i].e->key, p[i].sk->text, pr[i].kl + 1);
+		fresh++;
+		/* At most one new folder node per folder of a new key. */
+		for (unsigned j = 0; j + 1 < p[i].sk->n; j++, dirs++) {
+			/* Each folder of the key is a prefix of it: kl bytes hold it. */
+			struct folder *f = malloc(sizeof(*f) + pr[i].kl + 1);
+			if (!f)
+				return TSEC_ENOMEM;
+			f->next = *spare;
+			*spare = f;
+		}
 	}
+	if (table_reserve(&m->vals, fresh, false) || table_reserve(&m->dirs, dirs, true))
+		return TSEC_ENOMEM;
 	return 0;
+}
+
+static void free_spare(struct folder *spare)
+{
+	while (spare) {
+		struct folder *next = spare->next;
+		free(spare);
+		spare = next;
+	}
 }
 
 /* Applies a prepared group; cannot fail. */
-static void apply(struct membe *m, const struct tsec__bput *p, size_t n, struct prep *pr)
+static void apply(struct membe *m, const struct tsec__bput *p, size_t n, struct prep *pr,
+		  struct folder **spare)
 {
 	int64_t t = now_ns();
 
 	for (size_t i = 0; i < n; i++) {
-		size_t at = lower(m, p[i].sk->text);
-		if (!pr[i].key) {
-			free(m->e[at].val);
+		struct entry *e = pr[i].old;
+		if (e) {
+			free(e->val);
 		} else {
-			memmove(&m->e[at + 1], &m->e[at], (m->n - at) * sizeof(*m->e));
-			m->n++;
-			m->e[at].key = pr[i].key;
+			e = pr[i].e;
+			val_link(m, e);
+			count_below(m, p[i].sk, 1, spare);
+			pr[i].e = NULL;
 		}
-		m->e[at].val = pr[i].val;
-		m->e[at].len = p[i].len;
-		m->e[at].mtime_ns = t;
-		pr[i].key = pr[i].val = NULL;
+		e->val = pr[i].val;
+		e->len = p[i].len;
+		e->mtime_ns = t;
+		pr[i].val = NULL;
 	}
 }
 
@@ -372,10 +508,24 @@ static int mb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 		       const struct tsec__fence *f, struct tsec_error *err)
 {
 	struct membe *m = mb_of(b);
-	struct prep *pr = NULL;
+	struct prep few[8], *pr = NULL;
+	struct folder *spare = NULL;
 	int rc = 0;
 
+	memset(few, 0, sizeof(few));
 	delay(m);
+	/* The copies of the values are made before the lock is taken. */
+	if (!(pr = n <= 8 ? few : calloc(n, sizeof(*pr))))
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	for (size_t i = 0; i < n; i++) {
+		pr[i].kl = strlen(p[i].sk->text);
+		pr[i].h = tsec__hash(p[i].sk->text, pr[i].kl);
+		if (!(pr[i].val = malloc(p[i].len ? p[i].len : 1))) {
+			rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+			goto freed;
+		}
+		memcpy(pr[i].val, p[i].value, p[i].len);
+	}
 	pthread_rwlock_wrlock(&m->rw);
 	if (f) {
 		struct lease *l = lease_find(m, f->name, false);
@@ -384,22 +534,30 @@ static int mb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 		if ((rc = tsec__lease_fenced(l ? &l->st : &none, f, tsec__wall_ms(), err)))
 			goto out;
 	}
-	/* Everything is checked and allocated before anything changes. */
+	/*
+	 * Everything is checked and allocated before anything changes.  A
+	 * key that holds a value already needs no check: a value is never a
+	 * folder, and never stands where a folder must.
+	 */
 	for (size_t i = 0; i < n; i++)
-		if ((rc = refuse_put(m, p[i].sk, err)))
+		if (!(pr[i].old = val_find(m, p[i].sk->text, pr[i].kl, pr[i].h)) &&
+		    (rc = refuse_put(m, p[i].sk, err)))
 			goto out;
-	if (!(pr = calloc(n, sizeof(*pr))) || prepare(m, p, n, pr)) {
+	if (prepare(m, p, n, pr, &spare)) {
 		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 		goto out;
 	}
-	apply(m, p, n, pr);
+	apply(m, p, n, pr, &spare);
 out:
 	pthread_rwlock_unlock(&m->rw);
+freed:
 	for (size_t i = 0; pr && i < n; i++) {
-		free(pr[i].key);
+		free(pr[i].e);
 		free(pr[i].val);
 	}
-	free(pr);
+	free_spare(spare);
+	if (pr != few)
+		free(pr);
 	return rc;
 }
 
@@ -407,46 +565,57 @@ static int mb_move(struct tsec__backend *b, const struct tsec__skey *src,
 		   const struct tsec__skey *dst, struct tsec_error *err)
 {
 	struct membe *m = mb_of(b);
-	struct entry *e;
-	size_t i;
+	size_t sn = strlen(src->text), dn = strlen(dst->text);
+	uint64_t sh = tsec__hash(src->text, sn), dh = tsec__hash(dst->text, dn);
+	struct folder *spare = NULL;
+	struct entry *e, *moved = NULL;
 	int rc = 0;
 
 	delay(m);
 	pthread_rwlock_wrlock(&m->rw);
-	if (!(e = find(m, src->text))) {
-		rc = has_below(m, src->text)
+	if (!(e = val_find(m, src->text, sn, sh))) {
+		rc = dir_find(m, src->text, sn, sh)
 			? tsec__seterr(err, TSEC_EINVAL, src->text, "'%s' is a folder; only values move",
 				       src->text)
 			: tsec__seterr(err, TSEC_ENOENT, src->text, "%s: not found", src->text);
 		goto out;
 	}
-	if (find(m, dst->text) || has_below(m, dst->text)) {
+	if (val_find(m, dst->text, dn, dh) || dir_find(m, dst->text, dn, dh)) {
 		rc = tsec__seterr(err, TSEC_EEXIST, dst->text, "'%s' exists; move never replaces",
 				  dst->text);
 		goto out;
 	}
 	if ((rc = refuse_put(m, dst, err)))
 		goto out;
-	/* Re-key the entry in place: its value is never under two names. */
-	{
-		struct entry moved = *e;
-		char *k = strdup(dst->text);
-		if (!k) {
+	/* Everything the move needs, allocated first; then it cannot fail,
+	 * and the value is never under two names. */
+	if (!(moved = malloc(sizeof(*moved) + dn + 1)) || table_reserve(&m->dirs, dst->n, true)) {
+		rc = tsec__seterr(err, TSEC_ENOMEM, dst->text, NULL);
+		goto out;
+	}
+	for (unsigned j = 0; j + 1 < dst->n; j++) {
+		struct folder *f = malloc(sizeof(*f) + dn + 1);
+		if (!f) {
 			rc = tsec__seterr(err, TSEC_ENOMEM, dst->text, NULL);
 			goto out;
 		}
-		i = (size_t)(e - m->e);
-		memmove(&m->e[i], &m->e[i + 1], (m->n - i - 1) * sizeof(*m->e));
-		m->n--;
-		free(moved.key);
-		moved.key = k;
-		i = lower(m, k);
-		memmove(&m->e[i + 1], &m->e[i], (m->n - i) * sizeof(*m->e));
-		m->e[i] = moved;
-		m->n++;
+		f->next = spare;
+		spare = f;
 	}
+	*moved = *e;
+	moved->h = dh;
+	moved->klen = dn;
+	memcpy(moved->key, dst->text, dn + 1);
+	val_unlink(m, e);
+	count_below(m, src, -1, NULL);
+	free(e);
+	val_link(m, moved);
+	count_below(m, dst, 1, &spare);
+	moved = NULL;
 out:
 	pthread_rwlock_unlock(&m->rw);
+	free(moved);
+	free_spare(spare);
 	return rc;
 }
 
@@ -510,8 +679,23 @@ static void mb_close(struct tsec__backend *b)
 
 	if (!m)
 		return;
-	drop(m, 0, m->n);
-	free(m->e);
+	for (size_t i = 0; m->vals.b && i <= m->vals.mask; i++) {
+		struct entry *e, *next;
+		for (e = m->vals.b[i]; e; e = next) {
+			next = e->next;
+			free(e->val);
+			free(e);
+		}
+	}
+	for (size_t i = 0; m->dirs.b && i <= m->dirs.mask; i++) {
+		struct folder *f, *next;
+		for (f = m->dirs.b[i]; f; f = next) {
+			next = f->next;
+			free(f);
+		}
+	}
+	free(m->vals.b);
+	free(m->dirs.b);
 	free(m->locks);
 	pthread_rwlock_destroy(&m->rw);
 	free(m);
