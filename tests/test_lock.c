@@ -124,8 +124,9 @@ static void test_lock_try_never_waits(void **state)
 
 	assert_int_equal(tsec_lock_acquire(t->store, &app, "tryme", 10000, 0, &lk, &err), 0);
 	assert_int_equal(tsec_lock_release(t->store, &app, &lk, &err), 0);
-	snprintf(guard, sizeof(guard), "%s/locks/.tsec-guard-tryme", t->root);
-	fd = open(guard, O_RDWR | O_CREAT, 0600); /* a released lock has no guard file */
+	/* The lock file is its own guard: another process holds its flock. */
+	snprintf(guard, sizeof(guard), "%s/locks/tryme.lock", t->root);
+	fd = open(guard, O_RDWR | O_CREAT, 0600); /* a released lock has no file */
 	assert_true(fd >= 0);
 	assert_int_equal(flock(fd, LOCK_EX), 0);
 	/* If try waited for the guard, this would hang here forever. */

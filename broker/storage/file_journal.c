@@ -20,8 +20,8 @@
  * belongs to a dead writer; with its commit line it is rolled forward
  * (renames whose temporary is gone had happened), without it its
  * temporaries are removed.  Temporaries of dead processes (by the pid in
- * their name) and old backup files are removed, and so are the guard
- * files of free locks.
+ * their name) and old backup files are removed, and so are the files of
+ * free locks.
  *
  * What a crash can do: lose a group that had not reached its commit
  * point (the old values stay), or delay a committed one until the store

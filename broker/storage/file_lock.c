@@ -1,24 +1,24 @@
 /*
  * The file backend's locks.  locks/<name>.lock holds a lease (owner
- * token, fence, expiry, queued waiter) and is read and changed only under
- * an OS file lock (flock) on the guard file locks/.tsec-guard-<name>.
- * flock works across processes and, because each attempt opens the guard
- * anew, across threads of one process too: a stale lock has exactly one
- * taker.  The lease rules themselves are lease.c's.
+ * token, fence, expiry, queued waiter) as one fixed-size record, read and
+ * rewritten in place only while its reader holds an OS file lock (flock)
+ * on that very file.  flock works across processes and, because each
+ * attempt opens the file anew, across threads of one process too: a stale
+ * lock has exactly one taker.  The lease rules themselves are lease.c's.
  *
- * Guards are removed when a lock is released (and by recovery): the
- * remover unlinks the guard while holding it, and a taker that got the
- * flock checks that the name still leads to the inode it locked,
- * starting over otherwise, so a removed guard never lets two in.
+ * A released lock nobody waits for is unlinked by its releaser while it
+ * still holds the flock.  A taker that got the flock checks that the file
+ * it locked still has a name (st_nlink > 0), starting over otherwise, so a
+ * removed file never lets two in; names are only ever removed, never
+ * replaced, so a linked file is the one the name leads to.
  *
- * The lock file is not fsynced: a lock is shared through the page cache;
- * one lost in a power failure only ends a lease early, and fences stay
- * increasing through lease.c's clock floor.
+ * The record is not fsynced: a lock is shared through the page cache; one
+ * lost or torn in a power failure reads as a free lock, which only ends a
+ * lease early, and fences stay increasing through lease.c's clock floor.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,32 +31,30 @@
 
 #include "broker/storage/file_private.h"
 
-#define LOCK_FILE_MAX 512
-#define GUARD_WAIT_MS 2000            /* the guard is held for microseconds */
-#define GUARD_PREFIX TSEC__RESERVED "guard-"
+#define RECORD 256                    /* bytes; one write, within a sector */
+#define LOCK_WAIT_MS 2000             /* the flock is held for microseconds */
+#define OLD_GUARD TSEC__RESERVED "guard-"
 
-/* The names of one lock's files, and the folder "locks". */
-struct lockfiles {
+/* One lock's file, and the folder "locks". */
+struct lockfile {
 	struct tsec__skey sk;        /* locks/<name> */
 	char file[TSEC_LOCK_NAME_MAX + 8];
-	char guard[TSEC_LOCK_NAME_MAX + 16];
 	int dirfd;
-	int gfd;
+	int fd;
 };
 
-static int names(const char *name, struct lockfiles *l, struct tsec_error *err)
+static int names(const char *name, struct lockfile *l, struct tsec_error *err)
 {
 	char key[TSEC_LOCK_NAME_MAX + 8];
 	int rc;
 
-	l->dirfd = l->gfd = -1;
+	l->dirfd = l->fd = -1;
 	snprintf(key, sizeof(key), "locks/%s", name);
 	if ((rc = tsec__skey_parse(key, false, &l->sk, err)))
 		return rc;
 	if (l->sk.n != 2)
 		return tsec__seterr(err, TSEC_EKEY, "name", "lock name must be one key segment");
 	snprintf(l->file, sizeof(l->file), "%s.lock", l->sk.seg[1]);
-	snprintf(l->guard, sizeof(l->guard), GUARD_PREFIX "%s", l->sk.seg[1]);
 	return 0;
 }
 
@@ -68,33 +66,36 @@ static void sleep_ms(long ms)
 		;
 }
 
-/* Whether fd is still the file the guard's name leads to. */
-static bool same_file(int dirfd, const char *name, int fd)
-{
-	struct stat a, b;
-
-	return fstat(fd, &a) == 0 && fstatat(dirfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-	       a.st_ino == b.st_ino && a.st_dev == b.st_dev;
-}
-
 /*
- * Opens locks/ and takes the guard; both stay open in l until done().
- * With `wait` false one attempt only (try-acquire never waits).
+ * Opens locks/<name>.lock (created when `create`) and takes its flock;
+ * both descriptors stay open in l until done().  With `wait` false, one
+ * attempt only (try-acquire never waits).  TSEC_ENOENT when the file is
+ * absent and not to be created.
  */
-static int guard_take(struct tsec__filebe *fb, struct lockfiles *l, bool wait,
-		      struct tsec_error *err)
+static int take(struct tsec__filebe *fb, struct lockfile *l, bool create, bool wait,
+		struct tsec_error *err)
 {
-	int64_t deadline = wait ? tsec__mono_ms() + GUARD_WAIT_MS : 0;
+	int64_t deadline = wait ? tsec__mono_ms() + LOCK_WAIT_MS : 0;
+	struct stat sb;
 	int rc;
 
-	if ((rc = tsec__fb_open_dirs(fb, &l->sk, 1, true, &l->dirfd, err)))
-		return rc;
+	if ((rc = tsec__fb_open_dirs(fb, &l->sk, 1, create, &l->dirfd, err)))
+		return rc == TSEC_ENOENT ? tsec__seterr(err, TSEC_ENOENT, l->sk.text,
+							"no such lock is held") : rc;
 	for (;;) {
-		int fd = openat(l->dirfd, l->guard, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
-				O_NONBLOCK, 0600);
+		int fd = openat(l->dirfd, l->file, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
+				(create ? O_CREAT : 0), 0600);
 		if (fd < 0)
-			return tsec__seterr(err, TSEC_EIO, l->sk.text, "cannot open lock guard: %s",
-					    strerror(errno));
+			return errno == ENOENT ? tsec__seterr(err, TSEC_ENOENT, l->sk.text,
+							      "no such lock is held")
+					       : tsec__seterr(err, TSEC_EIO, l->sk.text,
+							      "cannot open the lock: %s",
+							      strerror(errno));
+		if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+			close(fd);
+			return tsec__seterr(err, TSEC_EIO, l->sk.text,
+					    "the lock file is not a regular file; refused");
+		}
 		while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 			if (errno != EWOULDBLOCK && errno != EINTR) {
 				rc = tsec__seterr(err, TSEC_EIO, l->sk.text, "flock: %s",
@@ -104,29 +105,29 @@ static int guard_take(struct tsec__filebe *fb, struct lockfiles *l, bool wait,
 			}
 			if (tsec__mono_ms() >= deadline) {
 				close(fd);
-				return tsec__seterr(err, TSEC_EBUSY, l->sk.text, "lock guard busy");
+				return tsec__seterr(err, TSEC_EBUSY, l->sk.text, "lock file busy");
 			}
 			sleep_ms(1);
 		}
-		if (same_file(l->dirfd, l->guard, fd)) {
-			l->gfd = fd;
+		if (fstat(fd, &sb) == 0 && sb.st_nlink > 0) {
+			l->fd = fd;
 			return 0;
 		}
-		close(fd); /* removed by a releaser while we waited: again */
+		close(fd); /* unlinked by a releaser while we waited: again */
 	}
 }
 
-/* Lets the guard go (removing it first when `remove`) and closes. */
-static void done(struct lockfiles *l, bool remove)
+/* Lets the lock file go (unlinking it first when `remove`) and closes. */
+static void done(struct lockfile *l, bool remove)
 {
-	if (l->gfd >= 0) {
+	if (l->fd >= 0) {
 		if (remove)
-			unlinkat(l->dirfd, l->guard, 0);
-		close(l->gfd);
+			unlinkat(l->dirfd, l->file, 0);
+		close(l->fd);
 	}
 	if (l->dirfd >= 0)
 		close(l->dirfd);
-	l->gfd = l->dirfd = -1;
+	l->fd = l->dirfd = -1;
 }
 
 static bool hex16(const char *hex, uint8_t *out)
@@ -136,26 +137,16 @@ static bool hex16(const char *hex, uint8_t *out)
 	return sodium_hex2bin(out, 16, hex, 32, NULL, &bin, NULL) == 0 && bin == 16;
 }
 
-/* Reads the lease; a missing or unreadable file is a free lock, fence 0. */
-static void state_read(const struct lockfiles *l, struct tsec__lease_state *st)
+/* Reads the lease; an empty or unreadable record is a free lock, fence 0. */
+static void state_read(const struct lockfile *l, struct tsec__lease_state *st)
 {
-	char buf[LOCK_FILE_MAX + 1], tok[33], wt[33];
+	char buf[RECORD + 1], tok[33], wt[33];
 	unsigned long long fence;
 	long long expires, seen;
-	struct stat sb;
 	ssize_t n;
-	int fd;
 
 	memset(st, 0, sizeof(*st));
-	fd = openat(l->dirfd, l->file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return;
-	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_nlink != 1) {
-		close(fd);
-		return;
-	}
-	n = read(fd, buf, LOCK_FILE_MAX);
-	close(fd);
+	n = pread(l->fd, buf, RECORD, 0);
 	if (n <= 0)
 		return;
 	buf[n] = '\0';
@@ -170,10 +161,11 @@ static void state_read(const struct lockfiles *l, struct tsec__lease_state *st)
 	st->waiter_seen_ms = seen;
 }
 
-static int state_write(const struct lockfiles *l, const struct tsec__lease_state *st,
+/* Rewrites the record in place: one pwrite of RECORD bytes. */
+static int state_write(const struct lockfile *l, const struct tsec__lease_state *st,
 		       struct tsec_error *err)
 {
-	char buf[LOCK_FILE_MAX], tok[33], wt[33];
+	char buf[RECORD], tok[33], wt[33];
 	int n;
 
 	sodium_bin2hex(tok, sizeof(tok), st->token, 16);
@@ -181,7 +173,12 @@ static int state_write(const struct lockfiles *l, const struct tsec__lease_state
 	n = snprintf(buf, sizeof(buf), "tsec-lock 2\ntoken %s\nfence %llu\nexpires_ms %lld\n"
 		     "waiter %s\nwaiter_seen_ms %lld\n", tok, (unsigned long long)st->fence,
 		     (long long)st->expires_ms, wt, (long long)st->waiter_seen_ms);
-	return tsec__fb_write_atomic(l->dirfd, l->file, buf, (size_t)n, false, err);
+	memset(buf + n, ' ', sizeof(buf) - (size_t)n - 1);
+	buf[sizeof(buf) - 1] = '\n';
+	if (pwrite(l->fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf))
+		return tsec__seterr(err, TSEC_EIO, l->sk.text, "cannot write the lock: %s",
+				    strerror(errno));
+	return 0;
 }
 
 int tsec__fb_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
@@ -189,11 +186,11 @@ int tsec__fb_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms
 {
 	struct tsec__filebe *fb = (struct tsec__filebe *)b;
 	struct tsec__lease_state st;
-	struct lockfiles l;
+	struct lockfile l;
 	bool dirty;
 	int rc;
 
-	if ((rc = names(name, &l, err)) || (rc = guard_take(fb, &l, waiter != NULL, err)))
+	if ((rc = names(name, &l, err)) || (rc = take(fb, &l, true, waiter != NULL, err)))
 		goto out;
 	state_read(&l, &st);
 	rc = tsec__lease_try(&st, waiter, ttl_ms, tsec__wall_ms(), out, &dirty);
@@ -214,12 +211,12 @@ static int owned_op(struct tsec__filebe *fb, const char *name, const uint8_t tok
 		    uint64_t ttl_ms, int64_t *expires, struct tsec_error *err)
 {
 	struct tsec__lease_state st;
-	struct lockfiles l;
+	struct lockfile l;
 	bool gone = false;
 	int64_t now;
 	int rc;
 
-	if ((rc = names(name, &l, err)) || (rc = guard_take(fb, &l, true, err)))
+	if ((rc = names(name, &l, err)) || (rc = take(fb, &l, false, true, err)))
 		goto out;
 	state_read(&l, &st);
 	now = tsec__wall_ms();
@@ -232,16 +229,12 @@ static int owned_op(struct tsec__filebe *fb, const char *name, const uint8_t tok
 	} else if (!sodium_is_zero(st.waiter, 16)) {
 		tsec__lease_release(&st); /* kept: it holds the queued waiter */
 		rc = state_write(&l, &st, err);
-	} else if (unlinkat(l.dirfd, l.file, 0) < 0) {
-		/* Nobody waits: no file at all (the next fence comes from the
-		 * clock floor, lease.c). */
-		rc = tsec__seterr(err, TSEC_EIO, l.sk.text, "cannot remove lock: %s",
-				  strerror(errno));
 	} else {
+		/* Nobody waits: no file at all (the next fence comes from the
+		 * clock floor, lease.c); unlinked while still locked. */
 		gone = true;
 	}
 out:
-	/* A released lock nobody waits for needs no guard file either. */
 	done(&l, gone);
 	return rc;
 }
@@ -264,13 +257,13 @@ int tsec__fb_put_fenced(struct tsec__filebe *fb, const struct tsec__bput *p, siz
 			const struct tsec__fence *f, struct tsec_error *err)
 {
 	struct tsec__lease_state st;
-	struct lockfiles l;
+	struct lockfile l;
 	int dirfd, rc;
 
-	if ((rc = names(f->name, &l, err)) || (rc = guard_take(fb, &l, true, err)))
+	if ((rc = names(f->name, &l, err)) || (rc = take(fb, &l, false, true, err)))
 		goto out;
 	state_read(&l, &st);
-	/* Under the guard no one can take the lock between check and write. */
+	/* Under the flock no one can take the lock between check and write. */
 	if ((rc = tsec__lease_fenced(&st, f, tsec__wall_ms(), err)))
 		goto out;
 	if (n > 1) {
@@ -285,9 +278,15 @@ out:
 	return rc;
 }
 
+/*
+ * Recovery: removes the lock files of free locks (released or ended
+ * leases with no live waiter) nobody has open, and the guard files an
+ * older layout kept beside them.
+ */
 void tsec__fb_clean_guards(struct tsec__filebe *fb)
 {
 	int fd = openat(fb->rootfd, "locks", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int64_t now = tsec__wall_ms();
 	struct dirent *e;
 	DIR *d;
 
@@ -297,16 +296,27 @@ void tsec__fb_clean_guards(struct tsec__filebe *fb)
 		return;
 	}
 	while ((e = readdir(d))) {
-		int g;
-		if (strncmp(e->d_name, GUARD_PREFIX, strlen(GUARD_PREFIX)))
+		size_t n = strlen(e->d_name);
+		bool guard = !strncmp(e->d_name, OLD_GUARD, strlen(OLD_GUARD));
+		struct tsec__lease_state st;
+		struct lockfile l = { .dirfd = fd };
+		struct stat sb;
+		if (!guard && (n < 6 || strcmp(e->d_name + n - 5, ".lock")))
 			continue;
-		g = openat(fd, e->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-		if (g < 0)
+		l.fd = openat(fd, e->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		if (l.fd < 0)
 			continue;
-		/* Held by nobody now: removing it is safe (see the top). */
-		if (flock(g, LOCK_EX | LOCK_NB) == 0 && same_file(fd, e->d_name, g))
-			unlinkat(fd, e->d_name, 0);
-		close(g);
+		if (fstat(l.fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+		    flock(l.fd, LOCK_EX | LOCK_NB) == 0 && sb.st_nlink > 0) {
+			if (!guard)
+				state_read(&l, &st);
+			/* Held by nobody now: removing it is safe (see the top). */
+			if (guard || ((sodium_is_zero(st.token, 16) || st.expires_ms <= now) &&
+				      (sodium_is_zero(st.waiter, 16) ||
+				       now - st.waiter_seen_ms > 1000)))
+				unlinkat(fd, e->d_name, 0);
+		}
+		close(l.fd);
 	}
 	closedir(d);
 }

@@ -6,8 +6,8 @@
  *   .tsec-tmp-<pid>-<random>     a value being written
  *   .tsec-journal/<txid>         a transaction's intent record
  *   .tsec-journal/.tsec-commit   the lock taken while records are applied
- *   locks/<name>.lock            a lease (token, fence, expiry, waiter)
- *   locks/.tsec-guard-<name>     the flock that guards it
+ *   locks/<name>.lock            a lease (token, fence, expiry, waiter),
+ *                                flocked while it is read or changed
  */
 #ifndef TSEC_STORAGE_FILE_PRIVATE_H
 #define TSEC_STORAGE_FILE_PRIVATE_H
@@ -74,7 +74,7 @@ int tsec__fb_lock_release(struct tsec__backend *b, const char *name,
 int tsec__fb_put_fenced(struct tsec__filebe *fb, const struct tsec__bput *p,
 			size_t n, const struct tsec__fence *f,
 			struct tsec_error *err);
-/* Removes the guard files of free locks nobody is using. */
+/* Removes the files of free locks nobody is using (and old guards). */
 void tsec__fb_clean_guards(struct tsec__filebe *fb);
 
 #endif
