@@ -145,6 +145,7 @@ bench: deps
 	build/release/bench_bus
 	build/release/bench_policy_scale
 	build/release/bench_store
+	build/release/bench_backend
 	build/release/bench_certcache
 
 clean:
