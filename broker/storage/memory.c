@@ -358,6 +358,7 @@ static void drop(struct membe *m, struct entry *e)
 	val_unlink(m, e);
 	if (!tsec__skey_parse(e->key, false, &sk, &ignore))
 		count_below(m, &sk, -1, NULL);
+	free(e->val);
 	free(e);
 }
 
