@@ -61,7 +61,7 @@ endif
 
 # The parts, one folder each (README, "Layout").
 CORE_SRC := common/error.c common/key.c
-SHARED_SRC := $(CORE_SRC) common/wire.c common/sign.c
+SHARED_SRC := $(CORE_SRC) common/wire.c common/sign.c common/suggest.c
 MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
 	module/tables.c module/eval.c \
 	module/cert.c module/entry.c

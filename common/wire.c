@@ -30,7 +30,7 @@ static int uint_field(json_t *v, uint64_t *out, struct tsec_error *err,
 	return 0;
 }
 
-int tsec__request_from_json(json_t *o, struct tsec_request *r,
+int tsec__request_from_json(json_t *o, struct tsec_request *r, bool allow_now,
 			    struct tsec_error *err)
 {
 	json_t *ctx, *v;
@@ -77,6 +77,12 @@ int tsec__request_from_json(json_t *o, struct tsec_request *r,
 				return rc;
 			r->ctx.has |= TSEC_CTX_CERT_PEM;
 		} else if (!strcmp(k, "now")) {
+			/* The clock belongs to the server (conditions such as
+			 * min_remaining_s are measured against it). */
+			if (!allow_now)
+				return tsec__seterr(err, TSEC_EDENIED, "context.now",
+						    "the clock is the server's: a caller may not set "
+						    "\"now\" (see \"allow_caller_clock\")");
 			if (!json_is_integer(v))
 				return bad(err, "context.now", "must be an integer");
 			r->ctx.now = json_integer_value(v);

@@ -13,6 +13,8 @@
 #ifndef TSEC_WIRE_H
 #define TSEC_WIRE_H
 
+#include <stdbool.h>
+
 #include <jansson.h>
 
 #include "tinysecurity/types.h"
@@ -20,10 +22,11 @@
 /*
  * Decodes a policy request; strings are borrowed from o, which must
  * outlive r.  Principal and roles are left empty: they come from the
- * caller's authentication, never from the payload.  Returns 0 or
- * TSEC_EPROTO with the offending field in err->where.
+ * caller's authentication, never from the payload.  context.now is
+ * refused (TSEC_EDENIED) unless allow_now.  Returns 0 or TSEC_EPROTO with
+ * the offending field in err->where.
  */
-int tsec__request_from_json(json_t *o, struct tsec_request *r,
+int tsec__request_from_json(json_t *o, struct tsec_request *r, bool allow_now,
 			    struct tsec_error *err);
 
 /* Encodes a request's action, resource and context (not the principal). */

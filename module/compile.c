@@ -126,7 +126,7 @@ static int compile(const char *text, size_t len, struct tsec__policy **out,
 	struct tsec__doc d = { text, text, text + len, err };
 	struct tsec__cc c = { NULL, err, NULL, 0, errs, max, 0, false };
 	const char *floor_at = NULL, *rules_at = NULL;
-	bool have_version = false, have_desc = false;
+	bool have_version = false, have_desc = false, have_rev = false;
 	size_t nitems = 0;
 	json_t *key = NULL, *v = NULL;
 	int rc;
@@ -174,8 +174,9 @@ static int compile(const char *text, size_t len, struct tsec__policy **out,
 			}
 			*at = d.p;
 			d.p = e;
-		} else if (!strcmp(k, "version") || !strcmp(k, "description")) {
-			bool *seen = k[0] == 'v' ? &have_version : &have_desc;
+		} else if (!strcmp(k, "version") || !strcmp(k, "description") ||
+			   !strcmp(k, "revision")) {
+			bool *seen = k[0] == 'v' ? &have_version : k[0] == 'd' ? &have_desc : &have_rev;
 			if (*seen) {
 				rc = tsec__doc_syntax(&d, d.p, "duplicate object key");
 				goto out;
@@ -190,6 +191,11 @@ static int compile(const char *text, size_t len, struct tsec__policy **out,
 			}
 			if (k[0] == 'd' && !json_is_string(v)) {
 				rc = tsec__cc_fail(&c, "description", -1, "must be a string");
+				goto out;
+			}
+			/* The revision is the broker's (no rollback); checked here. */
+			if (k[0] == 'r' && (!json_is_integer(v) || json_integer_value(v) < 0)) {
+				rc = tsec__cc_fail(&c, "revision", -1, "must be a non-negative integer");
 				goto out;
 			}
 			json_decref(v);

@@ -80,8 +80,11 @@ static int cert_applies(struct walk *w, const struct tsec__rule *r,
 			return 0;
 	}
 	if (r->cert & TSEC__CERT_REMAINING) {
-		int64_t now = (ctx->has & TSEC_CTX_NOW) ? ctx->now : (int64_t)time(NULL);
-		if (f->not_after - now < (int64_t)r->min_remaining_s)
+		int64_t now = (ctx->has & TSEC_CTX_NOW) ? ctx->now : (int64_t)time(NULL), left;
+		/* Overflow-safe: any now and any not_after, saturating. */
+		if (__builtin_sub_overflow(f->not_after, now, &left))
+			left = now > 0 ? INT64_MIN : INT64_MAX;
+		if (left < 0 || (uint64_t)left < r->min_remaining_s)
 			return 0;
 	}
 	if ((r->cert & TSEC__CERT_RSA_BITS) && f->key_type == TSEC__KEYTYPE_RSA &&

@@ -326,7 +326,8 @@ static void start_broker(void)
 	snprintf(path, sizeof(path), "%s/broker.json", dir);
 	snprintf(cfg, sizeof(cfg),
 		 "{\"module\": \"build/release/libtinysecurity_module.so\","
-		 " \"policy\": \"examples/policy.json\", \"storage\": \"%s/store\","
+		 " \"policy\": \"examples/policy.json\", \"allow_unsigned_policy\": true,"
+		 " \"storage\": \"%s/store\","
 		 " %s%s%s \"endpoints\": [\"%s\", \"%s\"],"
 		 " \"server_secret_key\": \"%s\", \"workers\": 4,"
 		 " \"clients\": [{\"public_key\": \"%s\", \"principal\": \"svc:web-1\", \"roles\": [\"web\"]}],"

@@ -63,6 +63,17 @@ static void write_file(const char *path, const char *text)
 	fclose(f);
 }
 
+/* Writes a policy text with a "revision" (signed policies need one and
+ * never go back). */
+static void write_policy(const char *text, int revision)
+{
+	char buf[8192];
+
+	assert_true(text[0] == '{');
+	snprintf(buf, sizeof(buf), "{\"revision\": %d, %s", revision, text + 1);
+	write_file(D.policy, buf);
+}
+
 static void sign_policy(void)
 {
 	unsigned char sig[64];
@@ -181,7 +192,7 @@ static int setup(void **state)
 	zmq_curve_keypair(D.bad_pub, D.bad_sec);
 	zmq_curve_keypair(D.unk_pub, D.unk_sec);
 	crypto_sign_keypair(D.sign_pk, D.sign_sk);
-	write_file(D.policy, policy_v1);
+	write_policy(policy_v1, 1);
 	sign_policy();
 	{
 		char pkhex[65];
@@ -397,12 +408,12 @@ static void test_daemon_reload(void **state)
 
 	assert_false(bad_allowed());
 	/* Good and signed: serves at once. */
-	write_file(D.policy, policy_v2);
+	write_policy(policy_v2, 2);
 	sign_policy();
 	reload_rpc(0);
 	assert_true(bad_allowed());
 	/* Bad, though signed: refused, the old one serves. */
-	write_file(D.policy, "{\"version\": 1, \"rules\": [{\"id\": 1}]}");
+	write_policy("{\"version\": 1, \"rules\": [{\"id\": 1}]}", 10);
 	sign_policy();
 	reload_rpc(TSEC_EPOLICY);
 	assert_true(bad_allowed());
@@ -419,7 +430,7 @@ static void test_daemon_reload(void **state)
 	reload_rpc(TSEC_ESIGNATURE);
 	assert_true(bad_allowed());
 	/* SIGHUP reloads too. */
-	write_file(D.policy, policy_v1);
+	write_policy(policy_v1, 3);
 	sign_policy();
 	long reloads = stat_of("reloads");
 	kill(D.pid, SIGHUP);
@@ -427,6 +438,34 @@ static void test_daemon_reload(void **state)
 		usleep(20000);
 	assert_false(bad_allowed());
 	assert_true(stat_of("reload_failures") >= 3);
+	/* No rollback: an older, correctly signed policy is refused, and so
+	 * is other content under the running revision; the same one is fine. */
+	write_policy(policy_v2, 2);
+	sign_policy();
+	reload_rpc(TSEC_ESIGNATURE);
+	assert_false(bad_allowed());
+	write_policy(policy_v2, 3);
+	sign_policy();
+	reload_rpc(TSEC_ESIGNATURE);
+	write_policy(policy_v1, 3);
+	sign_policy();
+	reload_rpc(0);
+	/* The revision outlives the broker. */
+	char state_file[256], *text;
+	size_t len;
+	struct tsec_error err;
+	snprintf(state_file, sizeof(state_file), "%s/store/.tsec-policy-revision", D.dir);
+	assert_int_equal(tsec_read_file(state_file, 4096, &text, &len, &err), 0);
+	assert_int_equal(strncmp(text, "revision 3 sha256 ", 18), 0);
+	free(text);
+	/* health shows which policy serves. */
+	struct tsec_client *c = client("good", 3000);
+	char *res;
+	assert_int_equal(tsec_client_call(c, "health", NULL, &res, &err), 0);
+	assert_non_null(strstr(res, "\"policy_revision\":3"));
+	assert_non_null(strstr(res, "\"policy_sha256\":\""));
+	free(res);
+	tsec_client_close(&c);
 }
 
 /* Every Check answer is one line of the decision log. */
@@ -603,6 +642,7 @@ static void test_daemon_ipc_curve(void **state)
 	snprintf(cfg, sizeof(cfg),
 		 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"examples/policy.json\","
 		 " \"storage\": \"%s/store2\", \"endpoints\": [\"%s\"], \"ipc_curve\": true,"
+		 " \"allow_unsigned_policy\": true,"
 		 " \"server_secret_key\": \"%s\","
 		 " \"clients\": [{\"public_key\": \"%s\", \"principal\": \"svc:web-1\", \"roles\": [\"web\"]}],"
 		 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:acme-issuer\"}]}",

@@ -158,7 +158,7 @@ static int workload_entry(json_t *o, struct tsec_request *r, struct expect *e,
 		fprintf(errf, "verify_module: workload %s needs \"principal\" and \"expect\": {\"status\"}\n", where);
 		return -1;
 	}
-	if (tsec__request_from_json(json_object_get(o, "request"), r, &err)) {
+	if (tsec__request_from_json(json_object_get(o, "request"), r, true, &err)) {
 		fprintf(errf, "verify_module: workload %s.request: %s: %s\n", where, err.where, err.msg);
 		return -1;
 	}

@@ -1,4 +1,14 @@
-/* tsec-broker: the JSON configuration (see examples/broker.json). */
+/*
+ * tsec-broker: the JSON configuration (see examples/broker.json).
+ *
+ * Strict: every member must be a known setting, named by its JSON place
+ * when it is not ("/clients/0/principl: unknown setting; did you mean
+ * \"principal\"?"), so a misspelt security setting can never be skipped
+ * silently.  Running with an unsigned policy needs its own explicit
+ * setting.
+ */
+#include <grp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,20 +17,82 @@
 
 #include "broker/daemon/daemon.h"
 #include "common/sign.h"
+#include "common/suggest.h"
+
+static const char *const top_keys[] = {
+	"module", "policy", "policy_public_key", "allow_unsigned_policy", "storage",
+	"state_dir", "decision_log", "decision_log_group", "endpoints",
+	"server_secret_key", "ipc_curve", "clients", "ipc_uids", "max_message",
+	"workers", "log_buffer", "allow_caller_clock",
+};
+static const char *const client_keys[] = { "public_key", "principal", "roles", "admin" };
+static const char *const uid_keys[] = { "uid", "principal", "roles", "admin" };
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Refuses any member of o not in names; place is o's JSON pointer. */
+static int known_only(json_t *o, const char *place, const char *const *names, size_t n)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach(o, k, v) {
+		const char *near;
+		size_t i;
+		for (i = 0; i < n && strcmp(k, names[i]); i++)
+			;
+		if (i < n)
+			continue;
+		near = tsec__nearest(k, names, n);
+		tsec__say("config %s/%s: unknown setting%s%s%s", place, k,
+			  near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
+		return -1;
+	}
+	return 0;
+}
 
 static int cfg_string(json_t *o, const char *k, char **out, int required)
 {
 	json_t *v = json_object_get(o, k);
+
 	if (!v) {
 		if (required)
-			tsec__say("config: \"%s\" is required", k);
+			tsec__say("config /%s: required", k);
 		return required ? -1 : 0;
 	}
-	if (!json_is_string(v)) {
-		tsec__say("config: \"%s\" must be a string", k);
+	if (!json_is_string(v) || !json_string_length(v)) {
+		tsec__say("config /%s: must be a non-empty string", k);
 		return -1;
 	}
 	*out = strdup(json_string_value(v));
+	return *out ? 0 : -1;
+}
+
+static int cfg_bool(json_t *o, const char *k, int *out)
+{
+	json_t *v = json_object_get(o, k);
+
+	if (!v)
+		return 0;
+	if (!json_is_boolean(v)) {
+		tsec__say("config /%s: must be true or false", k);
+		return -1;
+	}
+	*out = json_is_true(v);
+	return 0;
+}
+
+static int cfg_int(json_t *o, const char *k, long long lo, long long hi, long long *out)
+{
+	json_t *v = json_object_get(o, k);
+
+	if (!v)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+		tsec__say("config /%s: must be an integer from %lld to %lld", k, lo, hi);
+		return -1;
+	}
+	*out = json_integer_value(v);
 	return 0;
 }
 
@@ -56,125 +128,197 @@ static int cfg_roles(json_t *roles, struct tsec__caller *c)
 static int cfg_caller(json_t *x, struct tsec__caller *cl)
 {
 	const char *p = json_string_value(json_object_get(x, "principal"));
+	json_t *admin = json_object_get(x, "admin");
 
 	if (!p || !*p || strlen(p) >= sizeof(cl->principal) ||
-	    cfg_roles(json_object_get(x, "roles"), cl))
+	    (admin && !json_is_boolean(admin)) || cfg_roles(json_object_get(x, "roles"), cl))
 		return -1;
 	snprintf(cl->principal, sizeof(cl->principal), "%s", p);
-	cl->admin = json_is_true(json_object_get(x, "admin"));
+	cl->admin = json_is_true(admin);
+	return 0;
+}
+
+static int cfg_callers(json_t *root, struct tsec__config *c)
+{
+	json_t *v, *x;
+	size_t i;
+	char place[64];
+
+	v = json_object_get(root, "clients");
+	if (v && !json_is_array(v)) {
+		tsec__say("config /clients: must be an array");
+		return -1;
+	}
+	json_array_foreach(v, i, x) {
+		struct tsec__caller *cl = &c->callers[c->ncallers];
+		const char *key = json_string_value(json_object_get(x, "public_key"));
+		snprintf(place, sizeof(place), "/clients/%zu", i);
+		if (!json_is_object(x) || known_only(x, place, client_keys, COUNT(client_keys)))
+			return -1;
+		if (c->ncallers == TSEC_D_MAX_CALLERS || !key || strlen(key) != 40 ||
+		    !zmq_z85_decode(cl->key, key) || cfg_caller(x, cl)) {
+			tsec__say("config %s: needs a 40-character Z85 \"public_key\", a \"principal\","
+				  " at most %d string \"roles\" and a boolean \"admin\"", place,
+				  TSEC_D_MAX_ROLES);
+			return -1;
+		}
+		cl->uid = -1;
+		c->ncallers++;
+	}
+	v = json_object_get(root, "ipc_uids");
+	if (v && !json_is_array(v)) {
+		tsec__say("config /ipc_uids: must be an array");
+		return -1;
+	}
+	json_array_foreach(v, i, x) {
+		struct tsec__caller *cl = &c->callers[c->ncallers];
+		json_t *uid = json_object_get(x, "uid");
+		snprintf(place, sizeof(place), "/ipc_uids/%zu", i);
+		if (!json_is_object(x) || known_only(x, place, uid_keys, COUNT(uid_keys)))
+			return -1;
+		if (c->ncallers == TSEC_D_MAX_CALLERS || !json_is_integer(uid) ||
+		    json_integer_value(uid) < 0 || cfg_caller(x, cl)) {
+			tsec__say("config %s: needs an integer \"uid\", a \"principal\","
+				  " at most %d string \"roles\" and a boolean \"admin\"", place,
+				  TSEC_D_MAX_ROLES);
+			return -1;
+		}
+		cl->uid = (long)json_integer_value(uid);
+		c->ncallers++;
+	}
+	return 0;
+}
+
+static int cfg_endpoints(json_t *root, struct tsec__config *c)
+{
+	json_t *v = json_object_get(root, "endpoints"), *x;
+	size_t i;
+
+	if (!json_is_array(v) || json_array_size(v) == 0 ||
+	    json_array_size(v) > TSEC_D_MAX_ENDPOINTS) {
+		tsec__say("config /endpoints: must list 1-%d endpoints", TSEC_D_MAX_ENDPOINTS);
+		return -1;
+	}
+	json_array_foreach(v, i, x) {
+		const char *e = json_string_value(x);
+		if (!e || (strncmp(e, "tcp://", 6) && strncmp(e, "ipc://", 6)) || strlen(e) < 7 ||
+		    strlen(e) > 512) {
+			tsec__say("config /endpoints/%zu: must be a tcp:// or ipc:// address", i);
+			return -1;
+		}
+		if (!(c->endpoints[c->nendpoints++] = strdup(e)))
+			return -1;
+	}
+	return 0;
+}
+
+/* The policy's trust: a key to verify it with, or an explicit "no". */
+static int cfg_trust(json_t *root, struct tsec__config *c)
+{
+	json_t *v = json_object_get(root, "policy_public_key");
+
+	if (v) {
+		if (!json_is_string(v) || tsec__hex_decode(json_string_value(v), c->policy_pk, 32)) {
+			tsec__say("config /policy_public_key: must be 64 hex digits");
+			return -1;
+		}
+		c->have_pk = 1;
+	}
+	if (cfg_bool(root, "allow_unsigned_policy", &c->allow_unsigned))
+		return -1;
+	if (c->have_pk && c->allow_unsigned) {
+		tsec__say("config: \"policy_public_key\" and \"allow_unsigned_policy\" contradict "
+			  "each other; keep one");
+		return -1;
+	}
+	if (!c->have_pk && !c->allow_unsigned) {
+		tsec__say("config: no \"policy_public_key\": the policy would load unsigned; set "
+			  "\"allow_unsigned_policy\": true to run so, or sign it (tsec sign)");
+		return -1;
+	}
+	return 0;
+}
+
+static int cfg_log_group(json_t *root, struct tsec__config *c)
+{
+	char *name = NULL;
+	struct group *g;
+
+	c->log_gid = -1;
+	if (cfg_string(root, "decision_log_group", &name, 0))
+		return -1;
+	if (!name)
+		return 0;
+	g = getgrnam(name);
+	if (!g) {
+		tsec__say("config /decision_log_group: no group \"%s\"", name);
+		free(name);
+		return -1;
+	}
+	c->log_gid = (long)g->gr_gid;
+	free(name);
 	return 0;
 }
 
 int tsec__config_load(const char *path, struct tsec__config *c)
 {
 	json_error_t je;
-	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je), *v, *x;
-	size_t i;
+	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je), *v;
+	long long n;
 	int rc = -1;
 
 	memset(c, 0, sizeof(*c));
+	c->log_gid = -1;
 	if (!root) {
 		tsec__say("config %s: line %d: %s", path, je.line, je.text);
 		return -1;
 	}
+	if (!json_is_object(root)) {
+		tsec__say("config %s: must be a JSON object", path);
+		goto out;
+	}
 	c->max_message = 1 << 20;
 	c->workers = 4;
 	c->log_lines = 4096;
-	if (cfg_string(root, "module", &c->module, 1) ||
+	if (known_only(root, "", top_keys, COUNT(top_keys)) ||
+	    cfg_string(root, "module", &c->module, 1) ||
 	    cfg_string(root, "policy", &c->policy, 1) ||
 	    cfg_string(root, "storage", &c->storage, 1) ||
-	    cfg_string(root, "decision_log", &c->decision_log, 0))
+	    cfg_string(root, "state_dir", &c->state_dir, 0) ||
+	    cfg_string(root, "decision_log", &c->decision_log, 0) ||
+	    cfg_log_group(root, c) || cfg_endpoints(root, c) || cfg_trust(root, c) ||
+	    cfg_bool(root, "ipc_curve", &c->ipc_curve) ||
+	    cfg_bool(root, "allow_caller_clock", &c->allow_caller_clock))
 		goto out;
-	v = json_object_get(root, "endpoints");
-	if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > TSEC_D_MAX_ENDPOINTS) {
-		tsec__say("config: \"endpoints\" must list 1-%d endpoints", TSEC_D_MAX_ENDPOINTS);
-		goto out;
-	}
-	json_array_foreach(v, i, x) {
-		const char *e = json_string_value(x);
-		if (!e || (strncmp(e, "tcp://", 6) && strncmp(e, "ipc://", 6))) {
-			tsec__say("config: endpoint %zu must be a tcp:// or ipc:// string", i);
-			goto out;
-		}
-		c->endpoints[c->nendpoints++] = strdup(e);
-	}
 	if ((v = json_object_get(root, "server_secret_key"))) {
 		if (!json_is_string(v) || json_string_length(v) != 40) {
-			tsec__say("config: \"server_secret_key\" must be 40 characters of Z85");
+			tsec__say("config /server_secret_key: must be 40 characters of Z85");
 			goto out;
 		}
 		memcpy(c->server_secret, json_string_value(v), 41);
 		c->have_secret = 1;
 	}
-	if ((v = json_object_get(root, "policy_public_key"))) {
-		if (!json_is_string(v) || tsec__hex_decode(json_string_value(v), c->policy_pk, 32)) {
-			tsec__say("config: \"policy_public_key\" must be 64 hex digits");
-			goto out;
-		}
-		c->have_pk = 1;
-	}
-	if ((v = json_object_get(root, "ipc_curve"))) {
-		if (!json_is_boolean(v)) {
-			tsec__say("config: \"ipc_curve\" must be true or false");
-			goto out;
-		}
-		c->ipc_curve = json_is_true(v);
-	}
-	if ((v = json_object_get(root, "max_message"))) {
-		if (!json_is_integer(v) || json_integer_value(v) < 256 ||
-		    json_integer_value(v) > (64 << 20)) {
-			tsec__say("config: \"max_message\" must be 256 bytes to 64 MiB");
-			goto out;
-		}
-		c->max_message = (size_t)json_integer_value(v);
-	}
-	if ((v = json_object_get(root, "workers"))) {
-		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-		    json_integer_value(v) > TSEC_D_MAX_WORKERS) {
-			tsec__say("config: \"workers\" must be 1-%d", TSEC_D_MAX_WORKERS);
-			goto out;
-		}
-		c->workers = (int)json_integer_value(v);
-	}
-	if ((v = json_object_get(root, "log_buffer"))) {
-		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-		    json_integer_value(v) > 1000000) {
-			tsec__say("config: \"log_buffer\" must be 1-1000000 lines");
-			goto out;
-		}
-		c->log_lines = (size_t)json_integer_value(v);
-	}
-	v = json_object_get(root, "clients");
-	json_array_foreach(v, i, x) {
-		struct tsec__caller *cl = &c->callers[c->ncallers];
-		const char *key = json_string_value(json_object_get(x, "public_key"));
-		if (c->ncallers == TSEC_D_MAX_CALLERS || !key || strlen(key) != 40 ||
-		    !zmq_z85_decode(cl->key, key) || cfg_caller(x, cl)) {
-			tsec__say("config: client %zu needs a 40-character Z85 \"public_key\", a \"principal\""
-			    " and at most 16 string \"roles\"", i);
-			goto out;
-		}
-		cl->uid = -1;
-		c->ncallers++;
-	}
-	v = json_object_get(root, "ipc_uids");
-	json_array_foreach(v, i, x) {
-		struct tsec__caller *cl = &c->callers[c->ncallers];
-		json_t *uid = json_object_get(x, "uid");
-		if (c->ncallers == TSEC_D_MAX_CALLERS || !json_is_integer(uid) ||
-		    json_integer_value(uid) < 0 || cfg_caller(x, cl)) {
-			tsec__say("config: ipc_uids %zu needs an integer \"uid\", a \"principal\""
-			    " and at most 16 string \"roles\"", i);
-			goto out;
-		}
-		cl->uid = (long)json_integer_value(uid);
-		c->ncallers++;
-	}
+	n = (long long)c->max_message;
+	if (cfg_int(root, "max_message", 256, 64 << 20, &n))
+		goto out;
+	c->max_message = (size_t)n;
+	n = c->workers;
+	if (cfg_int(root, "workers", 1, TSEC_D_MAX_WORKERS, &n))
+		goto out;
+	c->workers = (int)n;
+	n = (long long)c->log_lines;
+	if (cfg_int(root, "log_buffer", 1, 1000000, &n))
+		goto out;
+	c->log_lines = (size_t)n;
+	if (cfg_callers(root, c))
+		goto out;
 	for (int e = 0; e < c->nendpoints; e++)
 		if ((!strncmp(c->endpoints[e], "tcp://", 6) || c->ipc_curve) && !c->have_secret) {
 			tsec__say("config: tcp endpoints and ipc_curve need \"server_secret_key\" (CURVE)");
 			goto out;
 		}
+	if (!c->state_dir && !(c->state_dir = strdup(c->storage)))
+		goto out;
 	rc = 0;
 out:
 	json_decref(root);
@@ -188,6 +332,7 @@ void tsec__config_free(struct tsec__config *c)
 	free(c->module);
 	free(c->policy);
 	free(c->storage);
+	free(c->state_dir);
 	free(c->decision_log);
 	for (int i = 0; i < c->nendpoints; i++)
 		free(c->endpoints[i]);

@@ -54,6 +54,10 @@ struct tsec__caller {
 
 struct tsec__config {
 	char *module, *policy, *storage, *decision_log;
+	char *state_dir;             /* the last accepted policy revision */
+	long log_gid;                /* decision log group, or -1 */
+	int allow_unsigned;          /* run on a policy nobody signed */
+	int allow_caller_clock;      /* admin callers may send context.now */
 	char *endpoints[TSEC_D_MAX_ENDPOINTS];
 	int nendpoints;
 	char server_secret[41];      /* Z85 */
@@ -120,6 +124,12 @@ struct tsec__held_table {
 
 /* ---- the daemon ---- */
 
+/* Which policy serves: its revision (-1: none given) and SHA-256. */
+struct tsec__policy_id {
+	long long revision;
+	char sha256[65];
+};
+
 struct tsec__daemon {
 	struct tsec__config cfg;
 	struct tsec_bus *bus;
@@ -128,6 +138,8 @@ struct tsec__daemon {
 	void *zmq;                   /* the ZeroMQ context */
 	struct tsec__stats st;
 	pthread_mutex_t reload_lock;
+	pthread_mutex_t policy_lock;     /* guards policy (health reads it) */
+	struct tsec__policy_id policy;
 	struct tsec__held_table held;
 	int64_t started_ms;
 	int sigpipe[2];
@@ -154,6 +166,12 @@ int tsec__policy_text(struct tsec__daemon *d, char **text, size_t *len,
 		      struct tsec_error *err);
 /* Recompiles the policy; on failure the old one keeps serving. */
 int tsec__policy_reload(struct tsec__daemon *d, struct tsec_error *err);
+/* Identifies a policy's text and refuses a rollback (signed policies). */
+int tsec__policy_admit(struct tsec__daemon *d, const char *text, size_t len,
+		       struct tsec__policy_id *id, struct tsec_error *err);
+/* Records the policy as serving, and its revision across restarts. */
+int tsec__policy_commit(struct tsec__daemon *d, const struct tsec__policy_id *id,
+			struct tsec_error *err);
 
 /* auth.c: binds the ZAP handler and starts its thread. */
 int tsec__auth_start(struct tsec__daemon *d, pthread_t *thread);
@@ -203,6 +221,10 @@ int tsec__is_inline(const char *payload, size_t len);
 json_t *tsec__fail(int code, const char *where, const char *msg);
 json_t *tsec__err_json(const struct tsec_error *e);
 const char *tsec__param_str(const struct tsec__call *c, const char *k);
+
+/* serve.c: 1 when a live listener answers at the ipc path, 0 when the
+ * path is free (a stale socket file is removed), -1 when it is unusable. */
+int tsec__ipc_in_use(const char *path);
 
 /* serve.c: binds, serves until SIGTERM, stops the workers.  0 or -1. */
 int tsec__serve(struct tsec__daemon *d);

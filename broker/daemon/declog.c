@@ -1,15 +1,19 @@
 /* The decision log: a ring of fixed slots drained by one writer thread. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "broker/daemon/declog.h"
 #include "common/error.h"
 
-#define SLOT 2048 /* a line holds at most a 1 KiB key and 4 rule ids */
+#define SLOT TSEC_DECLOG_LINE_MAX /* callers cut their fields to fit */
+#define REPORT_EVERY_MS 1000
 
 struct tsec__declog {
 	pthread_mutex_t lock;
@@ -19,10 +23,53 @@ struct tsec__declog {
 	size_t lines, head, count;   /* head: next to write out */
 	int stop, reopen;
 	char *path;
+	long gid;                    /* group of a new file, or -1 */
 	FILE *f;
 	pthread_t writer;
 	_Atomic uint64_t dropped, written;
+	uint64_t reported;           /* writer-only: drops already reported */
+	int64_t reported_ms;
 };
+
+/* Writer: says on stderr how many lines were lost since the last word,
+ * at most once a second. */
+static void report_drops(struct tsec__declog *l)
+{
+	uint64_t now_dropped = atomic_load(&l->dropped);
+	struct timespec ts;
+	int64_t now;
+
+	if (now_dropped == l->reported)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	if (l->reported_ms && now - l->reported_ms < REPORT_EVERY_MS)
+		return;
+	fprintf(stderr, "tsec-broker: decision log: %llu lines dropped (buffer full or write "
+		"failed; %llu in all)\n", (unsigned long long)(now_dropped - l->reported),
+		(unsigned long long)now_dropped);
+	l->reported = now_dropped;
+	l->reported_ms = now;
+}
+
+/* Opens the log for appending, a new file private to its owner (0600) or
+ * to a group the configuration names (0640). */
+static FILE *open_log(const char *path, long gid)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+		      gid >= 0 ? 0640 : 0600);
+	FILE *f;
+
+	if (fd < 0)
+		return NULL;
+	if (gid >= 0 && (fchown(fd, (uid_t)-1, (gid_t)gid) < 0 || fchmod(fd, 0640) < 0)) {
+		close(fd);
+		return NULL;
+	}
+	if (!(f = fdopen(fd, "a")))
+		close(fd);
+	return f;
+}
 
 /*
  * The writer wakes when lines arrive, lets more gather for a few
@@ -39,13 +86,19 @@ static void *writer_main(void *arg)
 
 	pthread_mutex_lock(&l->lock);
 	for (;;) {
-		while (!l->count && !l->stop && !l->reopen)
-			pthread_cond_wait(&l->wake, &l->lock);
+		while (!l->count && !l->stop && !l->reopen) {
+			/* Idle: wake each second to report drops from a full ring. */
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			pthread_cond_timedwait(&l->wake, &l->lock, &ts);
+			report_drops(l);
+		}
 		if (l->reopen) {
 			FILE *nf;
 			l->reopen = 0;
 			pthread_mutex_unlock(&l->lock);
-			nf = fopen(l->path, "a");
+			nf = open_log(l->path, l->gid);
 			if (nf) {
 				if (l->f)
 					fclose(l->f);
@@ -82,6 +135,7 @@ static void *writer_main(void *arg)
 			atomic_fetch_add(&l->written, taken);
 		else
 			atomic_fetch_add(&l->dropped, taken);
+		report_drops(l);
 		pthread_mutex_lock(&l->lock);
 	}
 	pthread_mutex_unlock(&l->lock);
@@ -92,7 +146,7 @@ static void *writer_main(void *arg)
 }
 
 int tsec__declog_open(struct tsec__declog **out, const char *path,
-		      size_t lines, struct tsec_error *err)
+		      size_t lines, long gid, struct tsec_error *err)
 {
 	struct tsec__declog *l;
 
@@ -106,7 +160,8 @@ int tsec__declog_open(struct tsec__declog **out, const char *path,
 	l->ring = malloc(lines * SLOT);
 	l->lens = calloc(lines, sizeof(*l->lens));
 	l->path = strdup(path);
-	l->f = fopen(path, "a");
+	l->gid = gid;
+	l->f = open_log(path, gid);
 	if (!l->ring || !l->lens || !l->path || !l->f) {
 		int rc = tsec__seterr(err, l->f ? TSEC_ENOMEM : TSEC_EIO, path,
 				      "%s: cannot open the decision log", path);
@@ -130,7 +185,8 @@ void tsec__declog_push(struct tsec__declog *l, const char *line, size_t len)
 	if (!l)
 		return;
 	if (len > SLOT) {
-		atomic_fetch_add(&l->dropped, 1); /* never write half a line */
+		/* Callers cut their fields to fit (methods.c); never half a line. */
+		atomic_fetch_add(&l->dropped, 1);
 		return;
 	}
 	pthread_mutex_lock(&l->lock);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -15,15 +16,37 @@
 #include "common/clock.h"
 #include "common/error.h"
 
+/*
+ * One line on stderr.  Messages carry caller-supplied bytes (principals,
+ * keys, lock names), so the whole line is escaped: a control character,
+ * a backslash or any byte outside printable ASCII is written \xNN, and
+ * nothing a caller sends can end the line or forge another.  One write
+ * per line, so lines from threads never interleave.
+ */
 void tsec__say(const char *fmt, ...)
 {
+	char msg[2048], line[sizeof(msg) * 4 + 32];
+	size_t o;
 	va_list ap;
+	int n;
 
-	fprintf(stderr, "tsec-broker: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	if (n < 0)
+		return;
+	o = (size_t)snprintf(line, sizeof(line), "tsec-broker: ");
+	for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+		if (*p >= 0x20 && *p < 0x7f && *p != '\\')
+			line[o++] = (char)*p;
+		else
+			o += (size_t)snprintf(line + o, sizeof(line) - o, "\\x%02x", *p);
+	}
+	if ((size_t)n >= sizeof(msg))
+		o += (size_t)snprintf(line + o, sizeof(line) - o, "...");
+	line[o++] = '\n';
+	if (write(STDERR_FILENO, line, o) < 0)
+		return;
 }
 
 static void usage(FILE *f)
@@ -71,6 +94,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 /* Reads the configuration and brings up the bus, policy, store and log. */
 static int start(struct tsec__daemon *d, const char *config)
 {
+	struct tsec__policy_id id;
 	struct tsec_error err;
 	char *text = NULL;
 	size_t len;
@@ -78,29 +102,112 @@ static int start(struct tsec__daemon *d, const char *config)
 	if (sodium_init() < 0 || tsec__config_load(config, &d->cfg))
 		return -1;
 	pthread_mutex_init(&d->reload_lock, NULL);
+	pthread_mutex_init(&d->policy_lock, NULL);
 	tsec__held_init(&d->held);
 	d->started_ms = tsec__wall_ms();
 	d->st.by_method = calloc(tsec__nmethods, sizeof(*d->st.by_method));
 	if (!d->st.by_method || tsec_bus_new(&d->bus))
 		return -1;
 	if (tsec__policy_text(d, &text, &len, &err) ||
-	    tsec_bus_load(d->bus, "policy", d->cfg.module, text, len, &err)) {
+	    tsec__policy_admit(d, text, len, &id, &err) ||
+	    tsec_bus_load(d->bus, "policy", d->cfg.module, text, len, &err) ||
+	    tsec__policy_commit(d, &id, &err)) {
 		tsec__say("cannot load: %s%s%s", err.where, err.where[0] ? ": " : "", err.msg);
 		free(text);
 		return -1;
 	}
 	free(text);
+	if (!d->cfg.have_pk)
+		tsec__say("WARNING: the policy %s is NOT SIGNED (\"allow_unsigned_policy\"): "
+			  "whoever can write that file decides what is allowed", d->cfg.policy);
 	if (tsec_store_open(&d->store, d->cfg.storage, d->bus, "policy", &err)) {
 		tsec__say("storage: %s", err.msg);
 		return -1;
 	}
 	tsec_store_set_observer(d->store, tsec__observe, d);
 	if (d->cfg.decision_log &&
-	    tsec__declog_open(&d->log, d->cfg.decision_log, d->cfg.log_lines, &err)) {
+	    tsec__declog_open(&d->log, d->cfg.decision_log, d->cfg.log_lines,
+				   d->cfg.log_gid, &err)) {
 		tsec__say("decision log: %s", err.msg);
 		return -1;
 	}
 	return 0;
+}
+
+/* Whether a tcp:// endpoint reads as HOST:PORT with a port 1-65535. */
+static int tcp_ok(const char *ep)
+{
+	const char *colon = strrchr(ep + 6, ':');
+	char *end;
+	long port;
+
+	if (!colon || colon == ep + 6)
+		return 0;
+	port = strtol(colon + 1, &end, 10);
+	return *end == '\0' && port >= 1 && port <= 65535;
+}
+
+/*
+ * --check: says what was checked, one line each, and fails (exit 2) on
+ * anything it could not check.  Everything start() did is checked
+ * already (configuration, module, policy and its signature and revision,
+ * storage, log); this adds the endpoints and the callers.
+ */
+static int check_report(struct tsec__daemon *d, const char *config)
+{
+	const struct tsec__config *c = &d->cfg;
+	struct tsec_module_info info;
+	int bad = 0, keys = 0, uids = 0, admins = 0;
+
+	tsec__say("config %s: every setting known and valid", config);
+	tsec_bus_info(d->bus, "policy", &info);
+	tsec__say("module %s: %s %s, %s build, ABI %u.%u", c->module, info.name, info.version,
+		  tsec_build_name(info.build), info.abi_major, info.abi_minor);
+	tsec__say("policy %s: compiled; %s; revision %lld; sha256 %s", c->policy,
+		  c->have_pk ? "signature verified (Ed25519)"
+			     : "NOT SIGNED (allowed by \"allow_unsigned_policy\")",
+		  d->policy.revision, d->policy.sha256);
+	tsec__say("storage %s: opened and recovered", c->storage);
+	if (access(c->state_dir, W_OK) != 0) {
+		tsec__say("state_dir %s: not writable", c->state_dir);
+		bad = 1;
+	}
+	for (int e = 0; e < c->nendpoints; e++) {
+		const char *ep = c->endpoints[e];
+		if (!strncmp(ep, "tcp://", 6)) {
+			if (!tcp_ok(ep)) {
+				tsec__say("endpoint %s: not HOST:PORT", ep);
+				bad = 1;
+			} else {
+				tsec__say("endpoint %s: CURVE, callers by public key", ep);
+			}
+		} else {
+			int live = tsec__ipc_in_use(ep + 6);
+			if (live < 0) {
+				tsec__say("endpoint %s: unusable", ep);
+				bad = 1;
+			} else {
+				tsec__say("endpoint %s: %s%s", ep,
+					  c->ipc_curve ? "CURVE" : "callers by peer uid",
+					  live ? " (a broker is listening there now)" : "");
+			}
+		}
+	}
+	for (int i = 0; i < c->ncallers; i++) {
+		keys += c->callers[i].uid < 0;
+		uids += c->callers[i].uid >= 0;
+		admins += c->callers[i].admin;
+	}
+	tsec__say("callers: %d by CURVE key, %d by uid, %d admin", keys, uids, admins);
+	if (!c->ncallers) {
+		tsec__say("callers: none configured: nobody could call this broker");
+		bad = 1;
+	}
+	tsec__say("decision log: %s", c->decision_log ? c->decision_log : "off");
+	if (c->allow_caller_clock)
+		tsec__say("allow_caller_clock: admin callers may set context.now (tests only)");
+	tsec__say(bad ? "configuration has problems (above)" : "configuration and policy are good");
+	return bad ? 2 : 0;
 }
 
 static void stop(struct tsec__daemon *d)
@@ -126,8 +233,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (a.check_only) {
-		tsec__say("configuration and policy are good");
-		rc = 0;
+		rc = check_report(&d, a.config);
 	} else {
 		rc = tsec__serve(&d) ? 2 : 0;
 	}

@@ -46,6 +46,50 @@ const struct tsec__method *tsec__method_find(const char *name, size_t len)
 	return NULL;
 }
 
+/*
+ * The text of s[0..n) cut to `max` bytes (on a UTF-8 boundary) with a
+ * marker saying how much was cut; NULL if it needs no cut.  New JSON.
+ */
+static json_t *clipped(const char *s, size_t n, size_t max)
+{
+	char buf[TSEC_DECLOG_FIELD_MAX + 64];
+	size_t k = n < max ? n : max;
+
+	if (n <= max)
+		return NULL;
+	while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80)
+		k--;
+	snprintf(buf, sizeof(buf), "%.*s...[%zu bytes cut]", (int)k, s, n - k);
+	return json_string(buf);
+}
+
+/* Cuts a string member to max bytes (see clipped). */
+static void clip_member(json_t *o, const char *key, size_t max)
+{
+	json_t *v = json_object_get(o, key), *c;
+
+	if (json_is_string(v) && (c = clipped(json_string_value(v), json_string_length(v), max)))
+		json_object_set_new(o, key, c);
+}
+
+/*
+ * The request id as logged: a caller's id of any JSON type, cut when its
+ * text is long, so that no id can make a line too long to keep.
+ */
+static json_t *log_id(json_t *id, size_t max)
+{
+	char *text;
+	json_t *c;
+
+	if (!id)
+		return json_null();
+	if (!(text = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY)))
+		return json_string("[unprintable id]");
+	c = clipped(text, strlen(text), max);
+	free(text);
+	return c ? c : json_incref(id);
+}
+
 void tsec__log_decision(struct tsec__daemon *d, const struct tsec__call *c,
 			const char *action, const char *resource, int allow,
 			const char *status, json_t *rules, int floor,
@@ -59,7 +103,7 @@ void tsec__log_decision(struct tsec__daemon *d, const struct tsec__call *c,
 		return;
 	}
 	json_object_set_new(o, "time_ms", json_integer(tsec__wall_ms()));
-	json_object_set(o, "id", c->id ? c->id : json_null());
+	json_object_set_new(o, "id", log_id(c->id, TSEC_DECLOG_FIELD_MAX));
 	json_object_set_new(o, "principal", json_string(c->who->principal));
 	json_object_set_new(o, "action", json_string(action ? action : ""));
 	json_object_set_new(o, "resource", json_string(resource ? resource : ""));
@@ -68,7 +112,20 @@ void tsec__log_decision(struct tsec__daemon *d, const struct tsec__call *c,
 	json_object_set(o, "rules", rules ? rules : json_array());
 	json_object_set_new(o, "floor", json_boolean(floor));
 	json_object_set_new(o, "latency_ns", json_integer(latency_ns));
-	line = json_dumps(o, JSON_COMPACT);
+	/*
+	 * A decision is never dropped for its size: the caller's fields are
+	 * cut (with a marker) until the line fits.  Escapes can make a field
+	 * six times its bytes, so the second pass cuts harder.
+	 */
+	for (size_t max = TSEC_DECLOG_FIELD_MAX; ; max /= 8) {
+		line = json_dumps(o, JSON_COMPACT);
+		if (!line || strlen(line) <= TSEC_DECLOG_LINE_MAX || max < 16)
+			break;
+		free(line);
+		json_object_set_new(o, "id", log_id(c->id, max / 8));
+		clip_member(o, "resource", max / 8);
+		clip_member(o, "action", max / 8);
+	}
 	if (line)
 		tsec__declog_push(d->log, line, strlen(line));
 	free(line);
@@ -105,13 +162,17 @@ void tsec__observe(void *ctx, void *call_ctx, const struct tsec_request *reqs,
 	}
 }
 
-/* Decodes one request of the payload; the principal is the caller's. */
-static json_t *request_of(const struct tsec__call *c, json_t *v,
-			  struct tsec_request *r)
+/*
+ * Decodes one request of the payload; the principal is the caller's, and
+ * the clock the server's unless the configuration lets admin callers set
+ * it (for tests of time-bound conditions).
+ */
+static json_t *request_of(const struct tsec__daemon *d, const struct tsec__call *c,
+			  json_t *v, struct tsec_request *r)
 {
 	struct tsec_error err;
 
-	if (tsec__request_from_json(v, r, &err))
+	if (tsec__request_from_json(v, r, d->cfg.allow_caller_clock && c->who->admin, &err))
 		return tsec__err_json(&err);
 	r->principal = c->p.id;
 	r->roles = c->p.roles;
@@ -131,7 +192,7 @@ static json_t *m_check(struct tsec__daemon *d, struct tsec__call *c, json_t **re
 	if (!json_is_array(reqs) || (n = json_array_size(reqs)) == 0 || n > TSEC_D_MAX_BATCH)
 		return tsec__fail(TSEC_EPROTO, "params.requests", "need an array of 1-256 requests");
 	json_array_foreach(reqs, i, v)
-		if ((e = request_of(c, v, &r[i])))
+		if ((e = request_of(d, c, v, &r[i])))
 			return e;
 	t0 = (int64_t)tsec__mono_ns();
 	if (tsec_bus_check(d->bus, "policy", r, n, dec, &err))
@@ -162,7 +223,7 @@ static json_t *m_evaluate(struct tsec__daemon *d, struct tsec__call *c, json_t *
 	struct tsec_error err;
 	json_t *e;
 
-	if ((e = request_of(c, json_object_get(c->params, "request"), &r)))
+	if ((e = request_of(d, c, json_object_get(c->params, "request"), &r)))
 		return e;
 	/* A report is tens of kilobytes: too big for a worker's stack. */
 	rep = malloc(sizeof(*rep));
@@ -180,10 +241,17 @@ static json_t *m_health(struct tsec__daemon *d, struct tsec__call *c, json_t **r
 {
 	struct tsec_module_info info;
 
+	struct tsec__policy_id id;
+
 	(void)c;
 	tsec_bus_info(d->bus, "policy", &info);
-	*result = json_pack("{s:s,s:s,s:s,s:s}", "status", "ok", "module", info.name,
-			    "version", info.version, "build", tsec_build_name(info.build));
+	pthread_mutex_lock(&d->policy_lock);
+	id = d->policy;
+	pthread_mutex_unlock(&d->policy_lock);
+	*result = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:b}", "status", "ok", "module", info.name,
+			    "version", info.version, "build", tsec_build_name(info.build),
+			    "policy_sha256", id.sha256, "policy_revision", (json_int_t)id.revision,
+			    "policy_signed", d->cfg.have_pk);
 	return NULL;
 }
 

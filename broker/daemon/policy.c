@@ -1,8 +1,29 @@
-/* tsec-broker: loading and reloading the policy. */
+/*
+ * tsec-broker: loading and reloading the policy.
+ *
+ * No rollback: a signed policy carries a "revision" (inside the signed
+ * text, so it cannot be changed without the signing key).  The broker
+ * refuses a signed policy whose revision is below the last one it
+ * accepted, or equal to it with other content, and keeps that revision
+ * and the policy's SHA-256 in STATE_DIR/.tsec-policy-revision across
+ * restarts (written atomically, fsynced).  Replaying an older, correctly
+ * signed policy with its signature is therefore refused.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sodium.h>
 
 #include "broker/daemon/daemon.h"
+#include "common/error.h"
 #include "common/sign.h"
+
+#define STATE_FILE ".tsec-policy-revision"
 
 int tsec__policy_text(struct tsec__daemon *d, char **text, size_t *len,
 		      struct tsec_error *err)
@@ -11,8 +32,100 @@ int tsec__policy_text(struct tsec__daemon *d, char **text, size_t *len,
 				 text, len, err);
 }
 
+/* The policy's top-level "revision", or -1 when it has none. */
+static long long revision_of(const char *text, size_t len)
+{
+	json_t *root = json_loadb(text, len, 0, NULL), *v;
+	long long r = -1;
+
+	if ((v = json_object_get(root, "revision")) && json_is_integer(v))
+		r = json_integer_value(v);
+	json_decref(root);
+	return r;
+}
+
+static void state_path(const struct tsec__daemon *d, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s/%s", d->cfg.state_dir, STATE_FILE);
+}
+
+/* The last accepted revision and hash; 0 when there is none yet. */
+static int state_read(const struct tsec__daemon *d, long long *rev, char sha[65])
+{
+	char path[1100], buf[256];
+	FILE *f;
+	int got;
+
+	state_path(d, path, sizeof(path));
+	if (!(f = fopen(path, "re")))
+		return -1;
+	got = fgets(buf, sizeof(buf), f) && sscanf(buf, "revision %lld sha256 %64s", rev, sha) == 2;
+	fclose(f);
+	return got ? 0 : -1;
+}
+
+static int state_write(const struct tsec__daemon *d, long long rev, const char *sha,
+		       struct tsec_error *err)
+{
+	char path[1100], tmp[1200], line[128];
+	int fd, n, ok;
+
+	state_path(d, path, sizeof(path));
+	if (mkdir(d->cfg.state_dir, 0700) < 0 && errno != EEXIST)
+		return tsec__seterr(err, TSEC_EIO, d->cfg.state_dir, "cannot create %s: %s",
+				    d->cfg.state_dir, strerror(errno));
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%ld", path, (long)getpid());
+	n = snprintf(line, sizeof(line), "revision %lld sha256 %s\n", rev, sha);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return tsec__seterr(err, TSEC_EIO, path, "cannot keep the policy revision: %s",
+				    strerror(errno));
+	ok = write(fd, line, (size_t)n) == n && fsync(fd) == 0;
+	ok = close(fd) == 0 && ok && rename(tmp, path) == 0;
+	if (!ok) {
+		unlink(tmp);
+		return tsec__seterr(err, TSEC_EIO, path, "cannot keep the policy revision: %s",
+				    strerror(errno));
+	}
+	return 0;
+}
+
+int tsec__policy_admit(struct tsec__daemon *d, const char *text, size_t len,
+		       struct tsec__policy_id *id, struct tsec_error *err)
+{
+	unsigned char h[crypto_hash_sha256_BYTES];
+	long long last = -1;
+	char last_sha[65] = "";
+
+	crypto_hash_sha256(h, (const unsigned char *)text, len);
+	sodium_bin2hex(id->sha256, sizeof(id->sha256), h, sizeof(h));
+	id->revision = revision_of(text, len);
+	if (!d->cfg.have_pk)
+		return 0; /* unsigned: whoever can write the file decides anyway */
+	if (id->revision < 0)
+		return tsec__seterr(err, TSEC_ESIGNATURE, "/revision",
+				    "a signed policy needs a \"revision\" (a non-negative integer "
+				    "raised with every change)");
+	if (state_read(d, &last, last_sha) == 0 &&
+	    (id->revision < last || (id->revision == last && strcmp(id->sha256, last_sha))))
+		return tsec__seterr(err, TSEC_ESIGNATURE, "/revision",
+				    "revision %lld is not above the running %lld: refused "
+				    "(no rollback)", id->revision, last);
+	return 0;
+}
+
+int tsec__policy_commit(struct tsec__daemon *d, const struct tsec__policy_id *id,
+			struct tsec_error *err)
+{
+	pthread_mutex_lock(&d->policy_lock);
+	d->policy = *id;
+	pthread_mutex_unlock(&d->policy_lock);
+	return d->cfg.have_pk ? state_write(d, id->revision, id->sha256, err) : 0;
+}
+
 int tsec__policy_reload(struct tsec__daemon *d, struct tsec_error *err)
 {
+	struct tsec__policy_id id;
 	char *text = NULL;
 	size_t len;
 	int rc;
@@ -20,7 +133,13 @@ int tsec__policy_reload(struct tsec__daemon *d, struct tsec_error *err)
 	pthread_mutex_lock(&d->reload_lock);
 	rc = tsec__policy_text(d, &text, &len, err);
 	if (!rc)
+		rc = tsec__policy_admit(d, text, len, &id, err);
+	if (!rc)
 		rc = tsec_bus_reload(d->bus, "policy", text, len, err);
+	if (!rc && tsec__policy_commit(d, &id, err))
+		/* It serves already; say loudly that a restart could roll back. */
+		tsec__say("policy reloaded, but its revision was not kept (%s): until it is, a "
+			  "restart would accept an older signed policy", err->msg);
 	pthread_mutex_unlock(&d->reload_lock);
 	free(text);
 	if (rc) {
@@ -29,7 +148,8 @@ int tsec__policy_reload(struct tsec__daemon *d, struct tsec_error *err)
 			  err->where[0] ? ": " : "", err->msg);
 	} else {
 		atomic_fetch_add(&d->st.reloads, 1);
-		tsec__say("policy reloaded from %s", d->cfg.policy);
+		tsec__say("policy reloaded from %s (revision %lld, sha256 %.16s...)", d->cfg.policy,
+			  id.revision, id.sha256);
 	}
 	return rc;
 }

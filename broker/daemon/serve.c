@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <zmq.h>
@@ -131,7 +133,45 @@ static void *make_router(struct tsec__daemon *d, int curve)
 	return s;
 }
 
-/* Binds an ipc endpoint with its socket file 0600 in a 0700 folder. */
+/*
+ * One broker per endpoint: whether a live listener answers at path (the
+ * socket file of another broker).  1 live, 0 free or stale (a stale file
+ * is removed), -1 something else stands there (with errno-style message
+ * said).
+ */
+int tsec__ipc_in_use(const char *path)
+{
+	struct sockaddr_un sa;
+	struct stat sb;
+	int fd, rc;
+
+	if (lstat(path, &sb) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISSOCK(sb.st_mode)) {
+		tsec__say("%s exists and is not a socket; refusing to replace it", path);
+		return -1;
+	}
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, path, strlen(path));
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -1;
+	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	if (rc == 0)
+		return 1;
+	if (errno == ECONNREFUSED) {
+		/* Nobody listens: a dead broker's file; it may go. */
+		unlink(path);
+		return 0;
+	}
+	return -1;
+}
+
+/* Binds an ipc endpoint with its socket file 0600 in a 0700 folder,
+ * refusing one where a live broker answers. */
 static int bind_ipc(void *s, const char *ep)
 {
 	char path[1024], *slash;
@@ -147,6 +187,12 @@ static int bind_ipc(void *s, const char *ep)
 		if (*path)
 			chmod(path, 0700);
 		*slash = '/';
+	}
+	if ((rc = tsec__ipc_in_use(path)) != 0) {
+		if (rc > 0)
+			tsec__say("another broker is listening at %s; refusing to take its socket", ep);
+		errno = EADDRINUSE;
+		return -1;
 	}
 	old = umask(077);
 	rc = zmq_bind(s, ep);

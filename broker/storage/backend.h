@@ -150,6 +150,16 @@ void tsec__lease_release(struct tsec__lease_state *st);
 int64_t tsec__deadline_after(int64_t now, uint64_t ms);
 
 /*
+ * Milliseconds from then to now; INT64_MAX (long ago) when then is
+ * negative or in the future, as a time read from a planted or torn lock
+ * file may be: never an overflow.
+ */
+static inline int64_t tsec__ms_since(int64_t now, int64_t then)
+{
+	return then < 0 || then > now ? INT64_MAX : now - then;
+}
+
+/*
  * A 64-bit hash of p[0..n), eight bytes a step (keys run 30-80 bytes; a
  * byte-at-a-time hash costs several times more).  Not for adversaries'
  * collisions: chains stay short because keys come from the key rules and

@@ -313,7 +313,7 @@ void tsec__fb_clean_guards(struct tsec__filebe *fb)
 			/* Held by nobody now: removing it is safe (see the top). */
 			if (guard || ((sodium_is_zero(st.token, 16) || st.expires_ms <= now) &&
 				      (sodium_is_zero(st.waiter, 16) ||
-				       now - st.waiter_seen_ms > 1000)))
+				       tsec__ms_since(now, st.waiter_seen_ms) > 1000)))
 				unlinkat(fd, e->d_name, 0);
 		}
 		close(l.fd);

@@ -49,7 +49,8 @@ int tsec__lease_try(struct tsec__lease_state *st, const uint8_t *waiter,
 		    bool *dirty)
 {
 	bool held = !zero16(st->token) && st->expires_ms > now_ms;
-	bool queued = !zero16(st->waiter) && now_ms - st->waiter_seen_ms <= WAITER_STALE_MS;
+	bool queued = !zero16(st->waiter) &&
+		      tsec__ms_since(now_ms, st->waiter_seen_ms) <= WAITER_STALE_MS;
 	bool me = waiter && queued && sodium_memcmp(st->waiter, waiter, 16) == 0;
 	uint64_t us;
 
@@ -57,7 +58,7 @@ int tsec__lease_try(struct tsec__lease_state *st, const uint8_t *waiter,
 	if (held || (queued && !me)) {
 		if (waiter && (!queued || me)) {
 			/* Take or keep the queue slot; refresh it only now and then. */
-			if (!me || now_ms - st->waiter_seen_ms > WAITER_STALE_MS / 4) {
+			if (!me || tsec__ms_since(now_ms, st->waiter_seen_ms) > WAITER_STALE_MS / 4) {
 				memcpy(st->waiter, waiter, 16);
 				st->waiter_seen_ms = now_ms;
 				*dirty = true;
@@ -89,8 +90,7 @@ int tsec__lease_owned(const struct tsec__lease_state *st, const uint8_t token[16
 				    "the lock is not held with this token");
 	if (st->expires_ms <= now_ms)
 		return tsec__seterr(err, TSEC_ENOTOWNER, name,
-				    "the lease ended %lld ms ago; take the lock again",
-				    (long long)(now_ms - st->expires_ms));
+				    "the lease has ended; take the lock again");
 	return 0;
 }
 

@@ -1,0 +1,16 @@
+/* Internal: "did you mean ...?" for misspelt names (configuration keys,
+ * and anywhere a closed set of names is typed by hand). */
+#ifndef TSEC_COMMON_SUGGEST_H
+#define TSEC_COMMON_SUGGEST_H
+
+#include <stddef.h>
+
+/*
+ * The name of names[0..n) nearest to word by edit distance (insert,
+ * delete, substitute, swap two neighbours), if it is near enough to be a
+ * likely misspelling (at most a third of the longer word, and at least
+ * 2 edits allowed); else NULL.  Borrowed from names.
+ */
+const char *tsec__nearest(const char *word, const char *const *names, size_t n);
+
+#endif
