@@ -1,0 +1,258 @@
+/*
+ * The broker as an attacker or a careless operator meets it: misspelt
+ * settings fail closed, an unsigned policy needs saying so, a caller can
+ * neither forge a log line nor dodge the decision log nor set the clock,
+ * and a second broker cannot take a live broker's socket.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "tests/testutil.h"
+#include "tinysecurity/client.h"
+
+static char dir[64], sock[160], logpath[160];
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* A configuration: the example policy, ipc by this uid as an admin, and
+ * `extra` members spliced in. */
+static void config(const char *name, const char *extra)
+{
+	char path[256], cfg[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(cfg, sizeof(cfg),
+		 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"examples/policy.json\","
+		 " \"storage\": \"%s/store\", \"decision_log\": \"%s\","
+		 " \"endpoints\": [\"ipc://%s\"],"
+		 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:acme-issuer\", \"admin\": true}]%s}",
+		 TSEC_BUILD_DIR, dir, logpath, sock, (int)getuid(), extra);
+	write_text(path, cfg);
+}
+
+/* Runs tsec-broker with args; returns its exit status, stderr in *out. */
+static int broker_run(const char *args, char **out)
+{
+	char cmd[1024], errp[256];
+	size_t n;
+	int st;
+
+	snprintf(errp, sizeof(errp), "%s/run.err", dir);
+	snprintf(cmd, sizeof(cmd), "%s/tsec-broker %s 2>%s", TSEC_BUILD_DIR, args, errp);
+	st = system(cmd);
+	assert_int_equal(tsec_read_file(errp, 1 << 20, out, &n, &(struct tsec_error){ 0 }), 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/tsec-hard-XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(sock, sizeof(sock), "%s/run/tsec.sock", dir);
+	snprintf(logpath, sizeof(logpath), "%s/decisions.log", dir);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_hardening_misspelt_settings(void **state)
+{
+	char args[512], *out;
+	(void)state;
+
+	/* The security setting misspelt: refused, with the right name. */
+	config("typo.json", ", \"policy_pubkey\": \"00\"");
+	snprintf(args, sizeof(args), "--check --config %s/typo.json", dir);
+	assert_int_equal(broker_run(args, &out), 2);
+	assert_non_null(strstr(out, "/policy_pubkey: unknown setting"));
+	assert_non_null(strstr(out, "did you mean \"policy_public_key\""));
+	assert_null(strstr(out, "are good"));
+	free(out);
+	/* And any other, inside an array too. */
+	config("typo2.json", ", \"allow_unsigned_policy\": true, \"workrs\": 4");
+	snprintf(args, sizeof(args), "--check --config %s/typo2.json", dir);
+	assert_int_equal(broker_run(args, &out), 2);
+	assert_non_null(strstr(out, "did you mean \"workers\""));
+	free(out);
+	/* An unsigned policy needs saying so. */
+	config("unsigned.json", "");
+	snprintf(args, sizeof(args), "--check --config %s/unsigned.json", dir);
+	assert_int_equal(broker_run(args, &out), 2);
+	assert_non_null(strstr(out, "allow_unsigned_policy"));
+	free(out);
+	/* Said so: --check says what it checked, loudly about the signature. */
+	config("ok.json", ", \"allow_unsigned_policy\": true");
+	snprintf(args, sizeof(args), "--check --config %s/ok.json", dir);
+	assert_int_equal(broker_run(args, &out), 0);
+	assert_non_null(strstr(out, "NOT SIGNED"));
+	assert_non_null(strstr(out, "callers: 0 by CURVE key, 1 by uid, 1 admin"));
+	assert_non_null(strstr(out, "configuration and policy are good"));
+	free(out);
+}
+
+static pid_t start(const char *cfgname, const char *errname)
+{
+	char cfg[256], errp[256];
+	pid_t pid = fork();
+
+	snprintf(cfg, sizeof(cfg), "%s/%s", dir, cfgname);
+	snprintf(errp, sizeof(errp), "%s/%s", dir, errname);
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		FILE *e = freopen(errp, "w", stderr);
+		(void)e;
+		execl(TSEC_BUILD_DIR "/tsec-broker", "tsec-broker", "--config", cfg, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static struct tsec_client *client(void)
+{
+	struct tsec_client_opts o = { 0 };
+	struct tsec_client *c = NULL;
+	struct tsec_error err;
+	char ep[200];
+
+	snprintf(ep, sizeof(ep), "ipc://%s", sock);
+	o.endpoint = ep;
+	o.timeout_ms = 3000;
+	assert_int_equal(tsec_client_open(&c, &o, &err), 0);
+	return c;
+}
+
+static void wait_up(void)
+{
+	for (int i = 0; i < 200; i++) {
+		struct tsec_client_opts o = { 0 };
+		struct tsec_client *c = NULL;
+		struct tsec_error err;
+		char ep[200];
+		int rc;
+		snprintf(ep, sizeof(ep), "ipc://%s", sock);
+		o.endpoint = ep;
+		o.timeout_ms = 50;
+		assert_int_equal(tsec_client_open(&c, &o, &err), 0);
+		rc = tsec_client_call(c, "health", NULL, NULL, &err);
+		tsec_client_close(&c);
+		if (rc == 0)
+			return;
+	}
+	fail_msg("tsec-broker did not come up");
+}
+
+static void stop(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGTERM);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+}
+
+static void test_hardening_callers(void **state)
+{
+	char big[4200], msg[4600], *reply, *err_text, line[8192];
+	struct tsec_error err;
+	struct tsec_client *c;
+	struct stat sb;
+	size_t n;
+	pid_t pid, second;
+	int st, found = 0;
+	(void)state;
+
+	config("run.json", ", \"allow_unsigned_policy\": true");
+	pid = start("run.json", "run1.err");
+	wait_up();
+	c = client();
+	/* A forged log line in a claimed principal comes out escaped. */
+	const char *forge = "{\"id\": 1, \"method\": \"check\", \"principal\": "
+			    "\"x\\ntsec-broker: policy reloaded from /etc/evil.json\\u001b[2J\","
+			    " \"params\": {\"requests\": [{\"action\": \"storage.load\", \"resource\": \"x\"}]}}";
+	assert_int_equal(tsec_client_raw(c, forge, strlen(forge), &reply, &err), 0);
+	assert_non_null(strstr(reply, "\"code\":\"denied\""));
+	free(reply);
+	/* The clock is the server's. */
+	const char *clock = "{\"id\": 2, \"method\": \"check\", \"params\": {\"requests\": [{\"action\":"
+			    " \"storage.load\", \"resource\": \"x\", \"context\": {\"now\": 1}}]}}";
+	assert_int_equal(tsec_client_raw(c, clock, strlen(clock), &reply, &err), 0);
+	assert_non_null(strstr(reply, "\"where\":\"context.now\""));
+	free(reply);
+	/* A huge id cannot keep a decision out of the log. */
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	snprintf(msg, sizeof(msg), "{\"id\": \"%s\", \"method\": \"check\", \"params\": {\"requests\":"
+		 " [{\"action\": \"storage.load\", \"resource\": \"dodge/marker-91\"}]}}", big);
+	assert_int_equal(tsec_client_raw(c, msg, strlen(msg), &reply, &err), 0);
+	assert_non_null(strstr(reply, "\"decisions\""));
+	free(reply);
+	/* A second broker on the same socket is refused; the first serves on. */
+	second = start("run.json", "run2.err");
+	assert_int_equal(waitpid(second, &st, 0), second);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+	assert_int_equal(tsec_client_call(c, "health", NULL, NULL, &err), 0);
+	tsec_client_close(&c);
+	stop(pid);
+	snprintf(line, sizeof(line), "%s/run2.err", dir);
+	assert_int_equal(tsec_read_file(line, 1 << 20, &err_text, &n, &err), 0);
+	assert_non_null(strstr(err_text, "another broker is listening"));
+	free(err_text);
+	/* No forged line: the newline and the escape arrive as \x0a, \x1b. */
+	snprintf(line, sizeof(line), "%s/run1.err", dir);
+	assert_int_equal(tsec_read_file(line, 1 << 20, &err_text, &n, &err), 0);
+	assert_null(strstr(err_text, "\ntsec-broker: policy reloaded from /etc/evil.json"));
+	assert_non_null(strstr(err_text, "x\\x0atsec-broker: policy reloaded"));
+	assert_null(strchr(err_text, '\x1b'));
+	assert_non_null(strstr(err_text, "NOT SIGNED"));
+	free(err_text);
+	/* The decision log is private, and holds the dodger's line, cut. */
+	assert_int_equal(stat(logpath, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	FILE *f = fopen(logpath, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		json_t *j = json_loads(line, 0, NULL);
+		assert_non_null(j);
+		if (!strcmp(json_string_value(json_object_get(j, "resource")), "dodge/marker-91")) {
+			const char *id = json_string_value(json_object_get(j, "id"));
+			assert_non_null(id);
+			assert_non_null(strstr(id, "bytes cut]"));
+			found++;
+		}
+		json_decref(j);
+	}
+	fclose(f);
+	assert_int_equal(found, 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hardening_misspelt_settings),
+		cmocka_unit_test(test_hardening_callers),
+	};
+	return cmocka_run_group_tests_name("hardening", tests, setup, teardown);
+}
