@@ -602,9 +602,20 @@ static void test_daemon_cli(void **state)
 	struct stat sb;
 	assert_int_equal(stat(buf, &sb), 0);
 	assert_int_equal(sb.st_mode & 0777, 0600);
+	/* keygen never overwrites a key; --force keeps the old one. */
+	assert_int_equal(sh("%s keygen --sign %s/signer 2> /dev/null", tsec, D.dir), 2);
+	assert_int_equal(sh("%s keygen --curve %s/c --force > /dev/null 2>&1", tsec, D.dir), 0);
+	assert_int_equal(sh("ls %s/c.key.old-* > /dev/null", D.dir), 0);
+	/* sign refuses a policy that does not compile, and writes no .sig. */
+	snprintf(buf, sizeof(buf), "%s/broken.json", D.dir);
+	write_file(buf, "{\"version\": 1, \"rules\": [{\"id\": \"x\"}]}");
+	assert_int_equal(sh("%s sign --module %s --key %s/signer.sign.key %s 2> /dev/null", tsec,
+			    MODULE_PATH, D.dir, buf), 2);
+	assert_int_equal(sh("test -e %s.sig", buf), 1);
 	snprintf(buf, sizeof(buf), "%s/signed.json", D.dir);
 	write_file(buf, policy_v1);
-	assert_int_equal(sh("%s sign --key %s/signer.sign.key %s > /dev/null", tsec, D.dir, buf), 0);
+	assert_int_equal(sh("%s sign --module %s --key %s/signer.sign.key %s > /dev/null", tsec,
+			    MODULE_PATH, D.dir, buf), 0);
 	{
 		unsigned char pk[32], sig[64];
 		char *text, *sigtext;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -393,10 +394,11 @@ static int cmd_lint(struct opts *o)
 	return rc == 0 ? EXIT_ALLOW : EXIT_ERROR;
 }
 
+/* Creates a new secret file (never over an existing one), 0600. */
 static int write_secret(const char *path, const char *text)
 {
 	FILE *f;
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 
 	if (fd < 0 || !(f = fdopen(fd, "w"))) {
 		if (fd >= 0)
@@ -409,19 +411,67 @@ static int write_secret(const char *path, const char *text)
 
 static int write_public(const char *path, const char *text)
 {
-	FILE *f = fopen(path, "w");
-	if (!f)
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
 		return -1;
+	}
 	fprintf(f, "%s\n", text);
 	return fclose(f);
 }
 
+/*
+ * keygen never overwrites a key: an existing file is an error, unless
+ * --force, which first keeps the old file as FILE.old-<unix time>.
+ */
+static int make_room(const char *path, int force)
+{
+	char old[4200];
+
+	if (access(path, F_OK) != 0)
+		return 0;
+	if (!force) {
+		fprintf(stderr, "tsec keygen: %s exists; keygen never overwrites a key "
+			"(--force keeps the old one as %s.old-TIME)\n", path, path);
+		return -1;
+	}
+	snprintf(old, sizeof(old), "%s.old-%lld", path, (long long)time(NULL));
+	if (rename(path, old)) {
+		fprintf(stderr, "tsec keygen: cannot keep %s as %s: %s\n", path, old,
+			strerror(errno));
+		return -1;
+	}
+	fprintf(stderr, "tsec keygen: kept the old %s as %s\n", path, old);
+	return 0;
+}
+
 static int cmd_keygen(int argc, char **argv)
 {
-	char path[4096], pub[41], sec[41];
+	char path[4096], pub[41], sec[41], a[4200], b[4200];
+	int force = 0;
 
+	if (argc == 3 && !strcmp(argv[2], "--force")) {
+		force = 1;
+		argc = 2;
+	} else if (argc == 3 && !strcmp(argv[0], "--force")) {
+		force = 1;
+		argc = 2;
+		argv++;
+	}
 	if (argc != 2 || (strcmp(argv[0], "--curve") && strcmp(argv[0], "--sign")))
-		die_usage("keygen", "need --curve PREFIX or --sign PREFIX");
+		die_usage("keygen", "need --curve PREFIX or --sign PREFIX [--force]");
+	snprintf(a, sizeof(a), "%s%s.key", argv[1], strcmp(argv[0], "--sign") ? "" : ".sign");
+	snprintf(b, sizeof(b), "%s%s.pub", argv[1], strcmp(argv[0], "--sign") ? "" : ".sign");
+	/* Both files are checked before either is touched. */
+	if (!force && (access(a, F_OK) == 0 || access(b, F_OK) == 0)) {
+		make_room(access(a, F_OK) == 0 ? a : b, 0);
+		return EXIT_ERROR;
+	}
+	if (make_room(a, force) || make_room(b, force))
+		return EXIT_ERROR;
 	if (!strcmp(argv[0], "--curve")) {
 		if (zmq_curve_keypair(pub, sec)) {
 			fprintf(stderr, "tsec keygen: this libzmq has no CURVE\n");
@@ -458,6 +508,38 @@ fail:
 	return EXIT_ERROR;
 }
 
+/*
+ * Compiles the policy at path through the module without loading it:
+ * 0 when it is good, else the first error said on stderr (and how many).
+ */
+static int policy_compiles(const char *cmd, const struct opts *o, const char *path)
+{
+	struct tsec_error errs[8], err;
+	struct tsec_bus *bus = NULL;
+	const char *minimal = "{\"version\": 1}";
+	char *text = NULL;
+	size_t len, n = 0;
+	int rc;
+
+	if (tsec_read_file(path, TSEC_POLICY_MAX, &text, &len, &err) || tsec_bus_new(&bus)) {
+		fprintf(stderr, "tsec %s: %s\n", cmd, err.msg);
+		free(text);
+		return -1;
+	}
+	tsec_bus_set_log(bus, NULL, NULL);
+	rc = tsec_bus_load(bus, "lint", o->module ? o->module : default_module(), minimal,
+			   strlen(minimal), &err);
+	if (rc)
+		fprintf(stderr, "tsec %s: %s\n", cmd, err.msg);
+	else if ((rc = tsec_bus_lint(bus, "lint", text, len, errs, 8, &n)))
+		fprintf(stderr, "tsec %s: %s does not compile (%zu error%s; see tsec lint): %s%s%s\n",
+			cmd, path, n, n == 1 ? "" : "s", errs[0].where, errs[0].where[0] ? ": " : "",
+			errs[0].msg);
+	free(text);
+	tsec_bus_free(&bus);
+	return rc ? -1 : 0;
+}
+
 static int cmd_sign(struct opts *o, const char *keyfile)
 {
 	unsigned char sk[64];
@@ -465,6 +547,9 @@ static int cmd_sign(struct opts *o, const char *keyfile)
 
 	if (!keyfile || o->nargs != 1)
 		die_usage("sign", "need --key PREFIX.sign.key and one policy file");
+	/* A signature vouches for a policy: never for one that cannot load. */
+	if (policy_compiles("sign", o, o->args[0]))
+		return EXIT_ERROR;
 	if (tsec__key_file_read(keyfile, sk, sizeof(sk), &err) ||
 	    tsec__policy_sign(o->args[0], sk, &err)) {
 		sodium_memzero(sk, sizeof(sk));
@@ -621,7 +706,9 @@ static void command_help(const char *cmd)
 		printf("usage: tsec lint [--module SO] [--json] POLICY\n\n"
 		       "Prints every error with its JSON pointer; exit 0 if the policy is good, 2 if not.\n");
 	else if (!strcmp(cmd, "keygen"))
-		printf("usage: tsec keygen --curve PREFIX | --sign PREFIX\n\n"
+		printf("usage: tsec keygen --curve PREFIX | --sign PREFIX [--force]\n\n"
+		       "Never overwrites a key; --force first keeps the old files as\n"
+		       "FILE.old-TIME.\n\n"
 		       "--curve writes PREFIX.pub and PREFIX.key (Z85, for ZeroMQ CURVE);\n"
 		       "--sign writes PREFIX.sign.pub and PREFIX.sign.key (hex, Ed25519).\n");
 	else if (!strcmp(cmd, "sign"))
