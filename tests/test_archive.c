@@ -113,7 +113,9 @@ struct entry {
 	const char *path;
 	const char *from_file;       /* content from this file, or */
 	const char *text;            /* this text, or */
-	const char *symlink;         /* a symbolic link to this */
+	const char *symlink;         /* a symbolic link to this, or */
+	const char *hardlink;        /* a hard link to this entry, or */
+	size_t zeros;                /* this many zero bytes */
 };
 
 static void make_archive(const char *name, const struct entry *e, size_t n)
@@ -131,7 +133,17 @@ static void make_archive(const char *name, const struct entry *e, size_t n)
 		size_t len = 0;
 		struct tsec_error err;
 		archive_entry_set_pathname(ae, e[i].path);
-		if (e[i].symlink) {
+		if (e[i].hardlink) {
+			archive_entry_set_filetype(ae, AE_IFREG);
+			archive_entry_set_hardlink(ae, e[i].hardlink);
+			archive_entry_set_perm(ae, 0644);
+		} else if (e[i].zeros) {
+			assert_non_null(data = calloc(1, e[i].zeros));
+			len = e[i].zeros;
+			archive_entry_set_filetype(ae, AE_IFREG);
+			archive_entry_set_perm(ae, 0644);
+			archive_entry_set_size(ae, (la_int64_t)len);
+		} else if (e[i].symlink) {
 			archive_entry_set_filetype(ae, AE_IFLNK);
 			archive_entry_set_symlink(ae, e[i].symlink);
 			archive_entry_set_perm(ae, 0777);
@@ -170,6 +182,10 @@ static void digest_of(const char *name, char hex[65])
 	free(data);
 }
 
+/* Bounds for the next run (0: the defaults). */
+static uint64_t bound_all, bound_one;
+static unsigned bound_entries;
+
 static int run(const char *url, const char *name, const char *digest,
 	       char *out, size_t outlen, char *errs, size_t errlen)
 {
@@ -180,6 +196,9 @@ static int run(const char *url, const char *name, const char *digest,
 		.p50_ns = TSEC_BUDGET_P50_NS,
 		.p99_ns = TSEC_BUDGET_P99_NS,
 		.verifier_build = TSEC_BUILD_THIS,
+		.max_unpacked = bound_all,
+		.max_entry = bound_one,
+		.max_entries = bound_entries,
 	};
 	FILE *fo = fmemopen(out, outlen, "w"), *fe = fmemopen(errs, errlen, "w");
 	int rc;
@@ -193,9 +212,9 @@ static int run(const char *url, const char *name, const char *digest,
 }
 
 static const struct entry good[] = {
-	{ "tinysecurity-9/lib/tinysecurity/libtinysecurity_module.so", MODULE_PATH, NULL, NULL },
-	{ "tinysecurity-9/share/tinysecurity/examples/policy.json", "examples/policy.json", NULL, NULL },
-	{ "tinysecurity-9/share/tinysecurity/examples/link-to-policy", NULL, NULL, "policy.json" },
+	{ "tinysecurity-9/lib/tinysecurity/libtinysecurity_module.so", MODULE_PATH, NULL, NULL, NULL, 0 },
+	{ "tinysecurity-9/share/tinysecurity/examples/policy.json", "examples/policy.json", NULL, NULL, NULL, 0 },
+	{ "tinysecurity-9/share/tinysecurity/examples/link-to-policy", NULL, NULL, "policy.json", NULL, 0 },
 };
 
 static void test_archive_good(void **state)
@@ -227,11 +246,11 @@ static void test_archive_good(void **state)
 static void test_archive_refused(void **state)
 {
 	static char out[16384], errs[4096];
-	static const struct entry nomod[] = { { "pkg/README", NULL, "nothing here", NULL } };
-	static const struct entry absolute[] = { { "/tmp/tsec-evil", NULL, "x", NULL } };
-	static const struct entry dotdot[] = { { "pkg/../../tsec-evil", NULL, "x", NULL } };
-	static const struct entry symabs[] = { { "pkg/evil", NULL, NULL, "/etc/passwd" } };
-	static const struct entry symrel[] = { { "pkg/evil", NULL, NULL, "../../etc/passwd" } };
+	static const struct entry nomod[] = { { "pkg/README", NULL, "nothing here", NULL, NULL, 0 } };
+	static const struct entry absolute[] = { { "/tmp/tsec-evil", NULL, "x", NULL, NULL, 0 } };
+	static const struct entry dotdot[] = { { "pkg/../../tsec-evil", NULL, "x", NULL, NULL, 0 } };
+	static const struct entry symabs[] = { { "pkg/evil", NULL, NULL, "/etc/passwd", NULL, 0 } };
+	static const struct entry symrel[] = { { "pkg/evil", NULL, NULL, "../../etc/passwd", NULL, 0 } };
 	struct {
 		const char *name;
 		const struct entry *e;
@@ -293,11 +312,66 @@ static void test_archive_refused(void **state)
 			 TSEC_VERIFY_EXIT_REFUSED);
 }
 
+/*
+ * Bounded unpacking: a decompression bomb stops at the bound, counted
+ * while unpacking; so do too many entries; and a hard link to a symbolic
+ * link is checked as the link it makes, where it makes it.
+ */
+static void test_archive_bounds(void **state)
+{
+	static char out[16384], errs[4096];
+	static struct entry bomb[3], many[24], chained[4];
+	char url[128], hex[65], names[24][32];
+	(void)state;
+
+	snprintf(url, sizeof(url), "file://%s", dir);
+	bomb[0] = good[0];
+	bomb[1] = good[1];
+	bomb[2] = (struct entry){ .path = "tinysecurity-9/zeros", .zeros = 48u << 20 };
+	make_archive("bomb.tar.gz", bomb, 3);
+	digest_of("bomb.tar.gz", hex);
+	bound_all = 16u << 20;
+	assert_int_equal(run(url, "bomb.tar.gz", hex, out, sizeof(out), errs, sizeof(errs)),
+			 TSEC_VERIFY_EXIT_REFUSED);
+	assert_non_null(strstr(errs, "unpacks past the archive's bound (16 MiB)"));
+	bound_all = 0;
+	bound_one = 8u << 20;
+	assert_int_equal(run(url, "bomb.tar.gz", hex, out, sizeof(out), errs, sizeof(errs)),
+			 TSEC_VERIFY_EXIT_REFUSED);
+	assert_non_null(strstr(errs, "unpacks past an entry's bound (8 MiB)"));
+	bound_one = 0;
+	/* Within the defaults it unpacks. */
+	assert_int_equal(run(url, "bomb.tar.gz", hex, out, sizeof(out), errs, sizeof(errs)), 0);
+
+	many[0] = good[0];
+	for (int i = 1; i < 24; i++) {
+		snprintf(names[i], sizeof(names[i]), "tinysecurity-9/f%d", i);
+		many[i] = (struct entry){ .path = names[i], .text = "x" };
+	}
+	make_archive("many.tar.gz", many, 24);
+	digest_of("many.tar.gz", hex);
+	bound_entries = 10;
+	assert_int_equal(run(url, "many.tar.gz", hex, out, sizeof(out), errs, sizeof(errs)),
+			 TSEC_VERIFY_EXIT_REFUSED);
+	assert_non_null(strstr(errs, "more than 10 entries"));
+	bound_entries = 0;
+
+	chained[0] = good[0];
+	chained[1] = (struct entry){ .path = "pkg/a/b/s", .symlink = "../../t" };
+	chained[2] = (struct entry){ .path = "h", .hardlink = "pkg/a/b/s" };
+	make_archive("chained.tar.gz", chained, 3);
+	digest_of("chained.tar.gz", hex);
+	assert_int_equal(run(url, "chained.tar.gz", hex, out, sizeof(out), errs, sizeof(errs)),
+			 TSEC_VERIFY_EXIT_REFUSED);
+	assert_non_null(strstr(errs, "'h': a link leaving"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_archive_good),
 		cmocka_unit_test(test_archive_refused),
+		cmocka_unit_test(test_archive_bounds),
 	};
 	return cmocka_run_group_tests_name("archive", tests, setup, teardown);
 }

@@ -158,12 +158,61 @@ static int link_inside(const char *path, const char *target)
 	return 1;
 }
 
-static int unpack(const struct buf *b, const char *dir, char *module,
-		  size_t modlen, char *policy, size_t pollen, FILE *errf)
+/*
+ * The symbolic links met so far, by path: a hard link to one of them
+ * makes another symbolic link with the same target at a new place, so it
+ * must be checked as a link at that place ("chained" links).
+ */
+struct links {
+	char (*path)[1024];
+	char (*target)[1024];
+	size_t n, cap;
+};
+
+static const char *symlink_target(const struct links *l, const char *path)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (!strcmp(l->path[i], path))
+			return l->target[i];
+	return NULL;
+}
+
+static int remember_link(struct links *l, const char *path, const char *target)
+{
+	if (strlen(path) >= sizeof(l->path[0]) || strlen(target) >= sizeof(l->target[0]))
+		return -1;
+	if (l->n == l->cap) {
+		size_t nc = l->cap ? l->cap * 2 : 16;
+		void *p = realloc(l->path, nc * sizeof(*l->path));
+		void *t = p ? realloc(l->target, nc * sizeof(*l->target)) : NULL;
+		if (p)
+			l->path = p;
+		if (!t)
+			return -1;
+		l->target = t;
+		l->cap = nc;
+	}
+	snprintf(l->path[l->n], sizeof(l->path[0]), "%s", path);
+	snprintf(l->target[l->n], sizeof(l->target[0]), "%s", target);
+	l->n++;
+	return 0;
+}
+
+/*
+ * Unpacks under dir, counting as it goes: at most max_entries entries,
+ * max_entry bytes in one and max_unpacked in all, whatever the headers
+ * claim (a decompression bomb is stopped at the bound, not after).
+ */
+static int unpack(const struct tsec_verify_opts *o, const struct buf *b, const char *dir,
+		  char *module, size_t modlen, char *policy, size_t pollen, FILE *errf)
 {
 	struct archive *a = archive_read_new();
 	struct archive *w = archive_write_disk_new();
 	struct archive_entry *e;
+	struct links links = { 0 };
+	uint64_t total = 0, max_all = o->max_unpacked ? o->max_unpacked : TSEC_VERIFY_MAX_UNPACKED;
+	uint64_t max_one = o->max_entry ? o->max_entry : TSEC_VERIFY_MAX_ENTRY;
+	unsigned entries = 0, max_n = o->max_entries ? o->max_entries : TSEC_VERIFY_MAX_ENTRIES;
 	int rc = -1, r;
 
 	archive_read_support_filter_all(a);
@@ -191,13 +240,23 @@ static int unpack(const struct buf *b, const char *dir, char *module,
 			fprintf(errf, "verify_module: refusing an archive entry without a name\n");
 			goto out;
 		}
+		if (++entries > max_n) {
+			fprintf(errf, "verify_module: refusing the archive: more than %u entries\n", max_n);
+			goto out;
+		}
 		snprintf(p, sizeof(p), "%s", archive_entry_pathname(e));
 		if (!path_inside(p)) {
 			fprintf(errf, "verify_module: refusing archive entry '%s': absolute or with '..'\n", p);
 			goto out;
 		}
+		if (hard && symlink_target(&links, hard))
+			sym = symlink_target(&links, hard); /* a hard link to a symbolic link */
 		if ((sym && !link_inside(p, sym)) || (hard && !path_inside(hard))) {
 			fprintf(errf, "verify_module: refusing archive entry '%s': a link leaving the folder\n", p);
+			goto out;
+		}
+		if (sym && remember_link(&links, p, sym)) {
+			fprintf(errf, "verify_module: refusing archive entry '%s': link too long\n", p);
 			goto out;
 		}
 		snprintf(dest, sizeof(dest), "%s/%s", dir, p);
@@ -215,9 +274,18 @@ static int unpack(const struct buf *b, const char *dir, char *module,
 			const void *blk;
 			size_t sz;
 			la_int64_t off;
-			while ((r = archive_read_data_block(a, &blk, &sz, &off)) == ARCHIVE_OK)
+			while ((r = archive_read_data_block(a, &blk, &sz, &off)) == ARCHIVE_OK) {
+				total += sz;
+				if (off < 0 || (uint64_t)off + sz > max_one || total > max_all) {
+					fprintf(errf, "verify_module: refusing the archive: entry '%s' "
+						"unpacks past %s (%llu MiB)\n", p,
+						total > max_all ? "the archive's bound" : "an entry's bound",
+						(unsigned long long)((total > max_all ? max_all : max_one) >> 20));
+					goto out;
+				}
 				if (archive_write_data_block(w, blk, sz, off) != ARCHIVE_OK)
 					break;
+			}
 			if (r != ARCHIVE_EOF) {
 				fprintf(errf, "verify_module: archive entry '%s' is cut short: %s\n", p,
 					archive_error_string(a));
@@ -247,6 +315,8 @@ static int unpack(const struct buf *b, const char *dir, char *module,
 out:
 	archive_read_free(a);
 	archive_write_free(w);
+	free(links.path);
+	free(links.target);
 	return rc;
 }
 
@@ -291,7 +361,7 @@ int tsec_verify_archive(const struct tsec_verify_opts *o, const char *url,
 		goto out;
 	}
 	made = 1;
-	if (unpack(&b, dir, module, sizeof(module), policy, sizeof(policy), errf))
+	if (unpack(o, &b, dir, module, sizeof(module), policy, sizeof(policy), errf))
 		goto out;
 	t[3] = tsec__mono_ns();
 	if (!o->policy_given && *policy)

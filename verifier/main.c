@@ -28,6 +28,9 @@ static void usage(FILE *f)
 		"  --archive URL NAME DIGEST  fetch URL/NAME (file, http, https), check its\n"
 		"                  SHA-256 against DIGEST, unpack it privately and time the\n"
 		"                  module inside (with its policy.json unless --policy)\n"
+		"  --max-unpacked MiB, --max-entry MiB, --max-entries N\n"
+		"                  archive bounds, counted while unpacking (defaults 512 MiB,\n"
+		"                  256 MiB, 10000)\n"
 		"  -h, --help      this text\n"
 		"\n"
 		"Environment:\n"
@@ -98,6 +101,14 @@ int main(int argc, char **argv)
 				return TSEC_VERIFY_EXIT_REFUSED;
 		} else if (!strcmp(a, "--warmup")) {
 			if (count(a, i + 1 < argc ? argv[++i] : NULL, &o.warmup))
+				return TSEC_VERIFY_EXIT_REFUSED;
+		} else if (!strcmp(a, "--max-unpacked") || !strcmp(a, "--max-entry")) {
+			unsigned mib;
+			if (count(a, i + 1 < argc ? argv[++i] : NULL, &mib) || mib == 0)
+				return TSEC_VERIFY_EXIT_REFUSED;
+			*(a[6] == 'u' ? &o.max_unpacked : &o.max_entry) = (uint64_t)mib << 20;
+		} else if (!strcmp(a, "--max-entries")) {
+			if (count(a, i + 1 < argc ? argv[++i] : NULL, &o.max_entries) || !o.max_entries)
 				return TSEC_VERIFY_EXIT_REFUSED;
 		} else if (!strcmp(a, "--json")) {
 			o.json = 1;

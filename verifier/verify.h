@@ -29,7 +29,15 @@ struct tsec_verify_opts {
 	uint32_t verifier_build;        /* TSEC_BUILD_* of the verifier */
 	int policy_given;               /* --policy was given */
 	const char *workload;           /* requests and expected answers, or NULL */
+	/* Archive mode's bounds, counted while unpacking (0: the default). */
+	uint64_t max_unpacked;          /* bytes in all */
+	uint64_t max_entry;             /* bytes in one entry */
+	unsigned max_entries;
 };
+
+#define TSEC_VERIFY_MAX_UNPACKED (512ull << 20)
+#define TSEC_VERIFY_MAX_ENTRY (256ull << 20)
+#define TSEC_VERIFY_MAX_ENTRIES 10000u
 
 /* Percentiles of one method, in nanoseconds. */
 struct tsec_verify_stats {
