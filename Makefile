@@ -163,7 +163,8 @@ install:
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/tinysecurity \
 		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8 \
 		$(DESTDIR)$(PREFIX)/share/tinysecurity/examples \
-		$(DESTDIR)$(PREFIX)/share/tinysecurity/systemd
+		$(DESTDIR)$(PREFIX)/share/tinysecurity/systemd \
+		$(DESTDIR)$(PREFIX)/lib/sysusers.d
 	install -m 0755 $(R)/tsec $(R)/tsec-broker $(R)/verify_module $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(R)/libtinysecurity_module.so $(DESTDIR)$(PREFIX)/lib/tinysecurity/
 	install -m 0644 $(R)/libtinysecurity.a $(DESTDIR)$(PREFIX)/lib/
@@ -176,8 +177,11 @@ install:
 	$(subst_in) packaging/tsec-broker.8 > $(DESTDIR)$(PREFIX)/share/man/man8/tsec-broker.8
 	$(subst_in) packaging/tsec-broker.service.in > \
 		$(DESTDIR)$(PREFIX)/share/tinysecurity/systemd/tsec-broker.service
-	install -m 0644 examples/policy.json examples/broker.json \
-		$(DESTDIR)$(PREFIX)/share/tinysecurity/examples/
+	install -m 0644 examples/policy.json $(DESTDIR)$(PREFIX)/share/tinysecurity/examples/
+	$(subst_in) packaging/broker.json.in > \
+		$(DESTDIR)$(PREFIX)/share/tinysecurity/examples/broker.json
+	install -m 0644 packaging/tinysecurity.sysusers \
+		$(DESTDIR)$(PREFIX)/lib/sysusers.d/tinysecurity.conf
 
 # A release archive and its SHA256SUMS, in build/dist/.
 dist:
