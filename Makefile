@@ -71,7 +71,7 @@ STORAGE_SRC := $(addprefix broker/storage/,store.c txn.c lock.c certfiles.c \
 	certcache.c)
 CLIENT_SRC := broker/client/client.c
 BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(CLIENT_SRC)
-DAEMON_SRC := $(addprefix broker/daemon/,main.c config.c policy.c auth.c \
+DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c policy.c auth.c \
 	methods.c storage.c held.c dispatch.c serve.c declog.c)
 CLI_SRC := broker/cli/tsec.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
@@ -106,7 +106,7 @@ BENCHES := bench_bus bench_policy_scale bench_certcache bench_store bench_zmq \
 	bench_backend
 BENCH_BINS := $(addprefix $(B)/,$(BENCHES))
 
-.PHONY: all build both test check run verify bench deps clean dist install
+.PHONY: all build both test check run verify bench deps clean dist install fuzz
 .DEFAULT_GOAL := both
 .SECONDARY:
 
@@ -150,6 +150,56 @@ bench: deps
 
 clean:
 	rm -rf build
+
+# ---- fuzzing (clang's libFuzzer) ----
+#
+#   make fuzz FUZZ_SECONDS=N    builds every harness with clang, ASan and
+#                               UBSan, and runs each for N seconds from its
+#                               seeds in tests/fuzz/corpus/NAME (new inputs
+#                               go to build/fuzz/corpus/NAME)
+
+FUZZ_SECONDS ?= 10
+FUZZERS := policy key request cert wire config storage archive
+FZ := build/fuzz
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -pthread -I. -Iinclude -DTSEC_VERSION='"$(VERSION)"' \
+	-DTSEC_FUZZ_MODULE='"$(FZ)/libtinysecurity_module.so"' -g -O1 \
+	-fno-omit-frame-pointer $(WARN)
+FUZZ_SAN := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+FUZZ_LIBS := $(BROKER_LIBS) $(ARCHIVE_LIBS) -lm
+FUZZ_MODULE_SRC := $(filter-out module/entry.c,$(MODULE_SRC)) $(CORE_SRC)
+FUZZ_DAEMON_SRC := $(filter-out broker/daemon/main.c,$(DAEMON_SRC))
+
+$(FZ)/libtinysecurity_module.so: $(MODULE_SRC) $(CORE_SRC) module/module.map
+	@mkdir -p $(dir $@)
+	$(call msg,FUZZ,$@)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fPIC -shared -fvisibility=hidden \
+		-fsanitize=fuzzer-no-link,address,undefined -o $@ $(MODULE_SRC) $(CORE_SRC) \
+		-Wl,--version-script=module/module.map $(JANSSON_LIBS) $(CRYPTO_LIBS)
+
+$(FZ)/fuzz_policy: tests/fuzz/fuzz_policy.c $(FUZZ_MODULE_SRC)
+$(FZ)/fuzz_key: tests/fuzz/fuzz_key.c $(CORE_SRC)
+$(FZ)/fuzz_request $(FZ)/fuzz_cert $(FZ)/fuzz_storage: $(FZ)/%: tests/fuzz/%.c \
+	$(BROKER_SRC) $(SHARED_SRC) $(FZ)/libtinysecurity_module.so
+$(FZ)/fuzz_wire $(FZ)/fuzz_config: $(FZ)/%: tests/fuzz/%.c $(FUZZ_DAEMON_SRC) \
+	$(BROKER_SRC) $(SHARED_SRC) $(FZ)/libtinysecurity_module.so
+$(FZ)/fuzz_archive: tests/fuzz/fuzz_archive.c $(VERIFY_SRC) $(BROKER_SRC) $(SHARED_SRC)
+
+$(FZ)/fuzz_%:
+	@mkdir -p $(dir $@)
+	$(call msg,FUZZ,$@)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) $(FUZZ_SAN) -o $@ $(filter %.c,$^) $(FUZZ_LIBS)
+
+fuzz: deps $(addprefix $(FZ)/fuzz_,$(FUZZERS))
+	$(Q)for f in $(FUZZERS); do \
+		mkdir -p $(FZ)/corpus/$$f; \
+		dict=; [ -f tests/fuzz/$$f.dict ] && dict=-dict=tests/fuzz/$$f.dict; \
+		echo "fuzz $$f: $(FUZZ_SECONDS) s"; \
+		$(FZ)/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 \
+			-print_final_stats=0 $$dict $(FZ)/corpus/$$f tests/fuzz/corpus/$$f \
+			2> $(FZ)/$$f.log || { tail -40 $(FZ)/$$f.log; exit 1; }; \
+		grep -E '^(#[0-9]+ *DONE|Done)' $(FZ)/$$f.log | tail -1; \
+	done
 
 # ---- install and release archives (always the release build) ----
 

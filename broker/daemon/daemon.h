@@ -3,6 +3,7 @@
  * passed to every part; each job lives in a file of its own:
  *
  *   main.c       parse the command line, start, serve, stop
+ *   say.c        lines on stderr, escaped
  *   config.c     the JSON configuration
  *   policy.c     loading and reloading the policy
  *   auth.c       ZAP: who a connection is (CURVE key or ipc peer uid)
@@ -154,8 +155,10 @@ struct tsec__call {
 	json_t *params;
 };
 
-/* Writes "tsec-broker: " and the message to stderr. */
+/* Writes "tsec-broker: " and the message, escaped, to tsec__say_fd
+ * (stderr; the fuzzing harnesses point it elsewhere). */
 void tsec__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+extern int tsec__say_fd;
 
 /* config.c: reads path into *c (zeroed first).  0, or -1 after saying why. */
 int tsec__config_load(const char *path, struct tsec__config *c);

@@ -1,0 +1,32 @@
+/* libFuzzer: the broker's configuration file, any bytes. */
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "broker/daemon/daemon.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static struct tsec__config c;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static char path[64];
+	FILE *f;
+
+	if (!path[0]) {
+		snprintf(path, sizeof(path), "/tmp/tsec-fuzz-config-%ld.json", (long)getpid());
+		if ((tsec__say_fd = open("/dev/null", O_WRONLY)) < 0)
+			abort();
+	}
+	if (!(f = fopen(path, "w")))
+		abort();
+	fwrite(data, 1, size, f);
+	fclose(f);
+	if (tsec__config_load(path, &c) == 0)
+		tsec__config_free(&c);
+	return 0;
+}
