@@ -3,7 +3,18 @@
 # As root: installs what is missing with apt-get.  Otherwise: prints the
 # exact apt-get line and fails.
 set -eu
+#
+#   sh scripts/deps.sh            what the build and `make test` need
+#   sh scripts/deps.sh clang      and clang with its fuzzing runtime (make fuzz)
+#   sh scripts/deps.sh valgrind   and valgrind (make memcheck)
 PKGS="gcc make binutils pkg-config libjansson-dev libcmocka-dev libssl-dev libsodium-dev libzmq3-dev libcurl4-openssl-dev libarchive-dev"
+for extra in "$@"; do
+	case $extra in
+	clang) PKGS="$PKGS clang libclang-rt-14-dev" ;;
+	valgrind) PKGS="$PKGS valgrind" ;;
+	*) echo "deps: unknown group '$extra' (clang, valgrind)" >&2; exit 2 ;;
+	esac
+done
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -160,9 +160,10 @@ static void start_broker(void)
 		execl(TSEC_BUILD_DIR "/tsec-broker", "tsec-broker", "--config", D.config, (char *)NULL);
 		_exit(127);
 	}
-	/* Ready when health answers (bounded wait: 10 s). */
+	/* Ready when health answers (bounded wait: about 60 s; each try waits
+	 * longer, for slow builds such as ThreadSanitizer's). */
 	for (int i = 0; i < 200; i++) {
-		struct tsec_client *c = client("good", 50);
+		struct tsec_client *c = client("good", i < 50 ? 50 : 500);
 		struct tsec_error err;
 		int rc = tsec_client_call(c, "health", NULL, NULL, &err);
 		tsec_client_close(&c);
