@@ -12,6 +12,16 @@
 
 #include "module/module_private.h"
 
+/*
+ * The most a compiled policy may hold.  A rule's principals times its
+ * resources times their segments become trie nodes, so a small text can
+ * ask for millions of them; past these bounds the policy is refused with
+ * the place of the rule that crossed them, before memory runs out.
+ * About 50 MiB of nodes, 64 MiB of terminal entries.
+ */
+#define TSEC__NODES_MAX (4u << 20)
+#define TSEC__TERMS_MAX (8u << 20)
+
 /* The namespace of rule ids in the edge table (duplicate ids). */
 #define TSEC__NS_RULE_ID 0xfffffffdu
 

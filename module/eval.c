@@ -5,6 +5,7 @@
  * into the caller's output.  The walk state lives on the stack.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -35,6 +36,10 @@ struct walk {
 	bool have_facts;
 	const char *cond_error;      /* first condition that failed to evaluate */
 	uint32_t cond_rule;
+	/* Evaluate only: which rules were counted, once the report's list of
+	 * TSEC_REPORT_MATCHES is full (see report_match). */
+	uint8_t **seen;
+	uint32_t listed[TSEC_REPORT_MATCHES];
 };
 
 /* The request's certificate, parsed (or found in the cache) once. */
@@ -149,16 +154,43 @@ static void report_error(struct tsec_report *rep, const struct tsec__rule *r,
 	rep->nerrors++;
 }
 
-static void report_match(struct tsec_report *rep, const struct tsec__rule *r)
+/*
+ * Counts a matching rule once, however many paths reach it.  The first
+ * TSEC_REPORT_MATCHES are listed and compared directly.  Past them, a
+ * bitmap of the policy's rules says which were counted: Evaluate (the
+ * diagnostic path, never Check) allocates it then, because a policy may
+ * have millions of rules and a report no room for them; without memory
+ * the count goes on without it and may count a rule twice.
+ */
+static void report_match(struct walk *w, const struct tsec__rule *r)
 {
+	struct tsec_report *rep = w->rep;
+	uint32_t ri = (uint32_t)(r - w->pol->rules);
+	uint8_t *seen = *w->seen;
+
+	if (seen) {
+		if (seen[ri / 8] & (1u << (ri % 8)))
+			return;
+		seen[ri / 8] |= (uint8_t)(1u << (ri % 8));
+		rep->nmatched_total++;
+		return;
+	}
 	for (uint32_t i = 0; i < rep->nmatched; i++)
-		if (strcmp(rep->matched[i].id, r->id) == 0)
+		if (w->listed[i] == ri)
 			return;
 	rep->nmatched_total++;
 	if (rep->nmatched < TSEC_REPORT_MATCHES) {
 		memcpy(rep->matched[rep->nmatched].id, r->id, TSEC_ID_MAX);
 		rep->matched[rep->nmatched].effect = r->effect;
-		rep->nmatched++;
+		w->listed[rep->nmatched++] = ri;
+		return;
+	}
+	/* The list is full: from here on, the bitmap. */
+	if ((seen = calloc((size_t)w->pol->nrules / 8 + 1, 1))) {
+		for (uint32_t i = 0; i < rep->nmatched; i++)
+			seen[w->listed[i] / 8] |= (uint8_t)(1u << (w->listed[i] % 8));
+		seen[ri / 8] |= (uint8_t)(1u << (ri % 8));
+		*w->seen = seen;
 	}
 }
 
@@ -195,7 +227,7 @@ static void hit(struct walk *w, uint32_t ri)
 	else
 		h->more[e] = 1;
 	if (w->rep)
-		report_match(w->rep, r);
+		report_match(w, r);
 }
 
 /*
@@ -436,6 +468,7 @@ void tsec__decide(const struct tsec__policy *pol,
 {
 	struct tsec__cert_facts cert;
 	struct tsec__key key, dest;
+	uint8_t *seen = NULL;
 	struct hits h;
 	struct walk w;
 	char why[96];
@@ -466,6 +499,7 @@ void tsec__decide(const struct tsec__policy *pol,
 	h.n[0] = h.n[1] = h.n[2] = 0;
 	h.more[0] = h.more[1] = h.more[2] = 0;
 	w.pol = pol;
+	w.seen = &seen;
 	w.req = req;
 	w.action = (unsigned)a;
 	w.h = &h;
@@ -505,4 +539,5 @@ void tsec__decide(const struct tsec__policy *pol,
 done:
 	if (rep)
 		rep->decision = *out;
+	free(seen);
 }

@@ -476,6 +476,12 @@ static int index_rule(struct tsec__cc *c, uint32_t ri, const struct rule_json *j
 			}
 			if (rc || tsec__term_add(pol, node, ri))
 				return tsec__cc_oom(c);
+			if (pol->nnodes > TSEC__NODES_MAX || pol->nterms > TSEC__TERMS_MAX)
+				return tsec__cc_fail(c, "resource", (long)k,
+						     "the compiled policy passes its bound (%u trie nodes, "
+						     "%u entries): this rule's principals times resources "
+						     "are too many; split it", TSEC__NODES_MAX,
+						     TSEC__TERMS_MAX);
 		}
 	}
 	return 0;

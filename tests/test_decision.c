@@ -374,9 +374,38 @@ static void test_decision_example_policy(void **state)
 	tsec_bus_free(&bus);
 }
 
+/* Evaluate counts each matching rule once, past the 32 it lists too,
+ * however many paths (principal patterns here) reach it. */
+static void test_decision_matched_total_once(void **state)
+{
+	char policy[16384];
+	size_t o = 0;
+	struct tsec_bus *bus;
+	static struct tsec_report rep;
+	struct tsec_error err;
+	const struct tsec_request r = { .principal = tsec_str_c("svc:x"),
+					.action = tsec_str_c("storage.load"),
+					.resource = tsec_str_c("a/b") };
+	(void)state;
+
+	o += (size_t)snprintf(policy + o, sizeof(policy) - o, "{\"version\": 1, \"rules\": [");
+	for (int i = 0; i < 40; i++)
+		o += (size_t)snprintf(policy + o, sizeof(policy) - o,
+				      "%s{\"id\": \"r%d\", \"effect\": \"allow\", \"principal\": "
+				      "[\"*\", \"svc:x\"], \"action\": [\"storage.load\"], "
+				      "\"resource\": [\"a/*\", \"a/b\"]}", i ? "," : "", i);
+	snprintf(policy + o, sizeof(policy) - o, "]}");
+	bus = tu_bus_with_text(policy);
+	assert_int_equal(tsec_bus_evaluate(bus, "policy", &r, &rep, &err), 0);
+	assert_int_equal(rep.nmatched, TSEC_REPORT_MATCHES);
+	assert_int_equal(rep.nmatched_total, 40);
+	tsec_bus_free(&bus);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_decision_matched_total_once),
 		cmocka_unit_test(test_decision_table),
 		cmocka_unit_test(test_decision_batch),
 		cmocka_unit_test(test_decision_reasons),
