@@ -214,6 +214,9 @@ static void test_hardening_callers(void **state)
 	assert_int_equal(waitpid(second, &st, 0), second);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
 	assert_int_equal(tsec_client_call(c, "health", NULL, NULL, &err), 0);
+	/* A reload rereads the configuration and says what needs a restart. */
+	config("run.json", ", \"allow_unsigned_policy\": true, \"workers\": 2");
+	assert_int_equal(tsec_client_call(c, "reload", NULL, NULL, &err), 0);
 	tsec_client_close(&c);
 	stop(pid);
 	snprintf(line, sizeof(line), "%s/run2.err", dir);
@@ -227,6 +230,7 @@ static void test_hardening_callers(void **state)
 	assert_non_null(strstr(err_text, "x\\x0atsec-broker: policy reloaded"));
 	assert_null(strchr(err_text, '\x1b'));
 	assert_non_null(strstr(err_text, "NOT SIGNED"));
+	assert_non_null(strstr(err_text, "\"workers\" changed; it takes effect after a restart"));
 	free(err_text);
 	/* The decision log is private, and holds the dodger's line, cut. */
 	assert_int_equal(stat(logpath, &sb), 0);

@@ -341,3 +341,74 @@ void tsec__config_free(struct tsec__config *c)
 		free(c->callers[i].roles_buf);
 	memset(c, 0, sizeof(*c));
 }
+
+static int str_differs(const char *a, const char *b)
+{
+	return (a == NULL) != (b == NULL) || (a && strcmp(a, b));
+}
+
+static int callers_differ(const struct tsec__config *a, const struct tsec__config *b)
+{
+	if (a->ncallers != b->ncallers)
+		return 1;
+	for (int i = 0; i < a->ncallers; i++) {
+		const struct tsec__caller *x = &a->callers[i], *y = &b->callers[i];
+		if (strcmp(x->principal, y->principal) || x->admin != y->admin || x->uid != y->uid ||
+		    memcmp(x->key, y->key, sizeof(x->key)) || x->nroles != y->nroles)
+			return 1;
+		for (uint32_t r = 0; r < x->nroles; r++)
+			if (x->roles[r].len != y->roles[r].len ||
+			    memcmp(x->roles[r].ptr, y->roles[r].ptr, x->roles[r].len))
+				return 1;
+	}
+	return 0;
+}
+
+void tsec__config_reread(const char *path, const struct tsec__config *running)
+{
+	struct tsec__config *c = calloc(1, sizeof(*c));
+	int changed = 0, ep;
+
+	if (!c)
+		return;
+	if (tsec__config_load(path, c)) {
+		tsec__say("config %s no longer loads (above); the running settings stay", path);
+		free(c);
+		return;
+	}
+	ep = c->nendpoints != running->nendpoints;
+	for (int i = 0; !ep && i < c->nendpoints; i++)
+		ep = strcmp(c->endpoints[i], running->endpoints[i]) != 0;
+#define CHANGED(cond, name)                                                         \
+	do {                                                                          \
+		if (cond) {                                                           \
+			tsec__say("config: \"%s\" changed; it takes effect after a restart", \
+				  name);                                              \
+			changed = 1;                                                  \
+		}                                                                     \
+	} while (0)
+	CHANGED(str_differs(c->module, running->module), "module");
+	CHANGED(str_differs(c->policy, running->policy), "policy");
+	CHANGED(str_differs(c->storage, running->storage), "storage");
+	CHANGED(str_differs(c->state_dir, running->state_dir), "state_dir");
+	CHANGED(str_differs(c->decision_log, running->decision_log), "decision_log");
+	CHANGED(c->log_gid != running->log_gid, "decision_log_group");
+	CHANGED(ep, "endpoints");
+	CHANGED(c->have_secret != running->have_secret ||
+		memcmp(c->server_secret, running->server_secret, sizeof(c->server_secret)),
+		"server_secret_key");
+	CHANGED(c->have_pk != running->have_pk ||
+		memcmp(c->policy_pk, running->policy_pk, sizeof(c->policy_pk)), "policy_public_key");
+	CHANGED(c->allow_unsigned != running->allow_unsigned, "allow_unsigned_policy");
+	CHANGED(c->allow_caller_clock != running->allow_caller_clock, "allow_caller_clock");
+	CHANGED(c->ipc_curve != running->ipc_curve, "ipc_curve");
+	CHANGED(callers_differ(c, running), "clients/ipc_uids");
+	CHANGED(c->max_message != running->max_message, "max_message");
+	CHANGED(c->workers != running->workers, "workers");
+	CHANGED(c->log_lines != running->log_lines, "log_buffer");
+#undef CHANGED
+	if (!changed)
+		tsec__say("config %s: unchanged", path);
+	tsec__config_free(c);
+	free(c);
+}

@@ -144,6 +144,7 @@ struct tsec__daemon {
 	struct tsec__held_table held;
 	int64_t started_ms;
 	int sigpipe[2];
+	const char *config_path;     /* --config, reread at each reload */
 };
 
 /* One call in flight: who asks, and the message's id and params. */
@@ -163,6 +164,13 @@ extern int tsec__say_fd;
 /* config.c: reads path into *c (zeroed first).  0, or -1 after saying why. */
 int tsec__config_load(const char *path, struct tsec__config *c);
 void tsec__config_free(struct tsec__config *c);
+/*
+ * At a reload: rereads the configuration file and says which settings
+ * changed; only the policy's text is applied live, the rest takes effect
+ * at the next start (the listening sockets, callers and threads are the
+ * running process's).  A file that no longer loads is said and ignored.
+ */
+void tsec__config_reread(const char *path, const struct tsec__config *running);
 
 /* policy.c: the policy text, signature checked when the config names a key. */
 int tsec__policy_text(struct tsec__daemon *d, char **text, size_t *len,

@@ -68,6 +68,7 @@ static int start(struct tsec__daemon *d, const char *config)
 
 	if (sodium_init() < 0 || tsec__config_load(config, &d->cfg))
 		return -1;
+	d->config_path = config;
 	pthread_mutex_init(&d->reload_lock, NULL);
 	pthread_mutex_init(&d->policy_lock, NULL);
 	tsec__held_init(&d->held);

@@ -131,6 +131,8 @@ int tsec__policy_reload(struct tsec__daemon *d, struct tsec_error *err)
 	int rc;
 
 	pthread_mutex_lock(&d->reload_lock);
+	if (d->config_path)
+		tsec__config_reread(d->config_path, &d->cfg);
 	rc = tsec__policy_text(d, &text, &len, err);
 	if (!rc)
 		rc = tsec__policy_admit(d, text, len, &id, err);
