@@ -86,6 +86,10 @@ int tsec__child_literal(struct tsec__policy *pol, uint32_t node,
 int tsec__child_glob(struct tsec__policy *pol, uint32_t node, const char *s,
 		     size_t n, uint32_t *out);
 int tsec__child_dstar(struct tsec__policy *pol, uint32_t node, uint32_t *out);
+/* A new node with no parent (a shared trie's root). */
+int tsec__node_new(struct tsec__policy *pol, uint32_t *id);
+/* Lets a principal's root jump to a shared trie. */
+int tsec__jump_add(struct tsec__policy *pol, uint32_t root, uint32_t target);
 /* Ends rule `rule`'s pattern at node. */
 int tsec__term_add(struct tsec__policy *pol, uint32_t node, uint32_t rule);
 

@@ -230,6 +230,18 @@ static void hit(struct walk *w, uint32_t ri)
 		report_match(w, r);
 }
 
+static void walk(struct walk *w, uint32_t node, unsigned i);
+
+/* A principal's root, and the tries of the rules it shares (jumps). */
+static void walk_root(struct walk *w, uint32_t root)
+{
+	const struct tsec__policy *pol = w->pol;
+
+	walk(w, root, 0);
+	for (uint32_t j = pol->nodes[root].jumps; j; j = pol->jumps[j].next)
+		walk(w, pol->jumps[j].target, 0);
+}
+
 /*
  * Visits every trie node the key's segments i.. can reach from `node`.
  * Recursion depth is bounded by the 64-segment key limit; "**" fans out
@@ -300,7 +312,7 @@ static void match_key(struct walk *w, const struct tsec__key *k)
 					  req->principal.len),
 			       req->principal.ptr, req->principal.len);
 	if (root)
-		walk(w, root, 0);
+		walk_root(w, root);
 	for (uint32_t r = 0; r < req->nroles; r++) {
 		struct tsec_str role = req->roles[r];
 		strip_role(&role);
@@ -308,9 +320,9 @@ static void match_key(struct walk *w, const struct tsec__key *k)
 				       tsec__hash(pol->seed, role.ptr, role.len),
 				       role.ptr, role.len);
 		if (root)
-			walk(w, root, 0);
+			walk_root(w, root);
 	}
-	walk(w, pol->any_root, 0);
+	walk_root(w, pol->any_root);
 	w->domain = NULL;
 	w->domain_len = 0;
 }

@@ -139,6 +139,18 @@ struct tsec__node {
 	uint32_t globs;              /* first glob edge */
 	uint32_t dstar;              /* child reached through "**", or 0 */
 	uint32_t terms;              /* first terminal entry */
+	uint32_t jumps;              /* principal roots only: shared tries */
+};
+
+/*
+ * A principal root's link to a trie it shares: a rule with several
+ * principal patterns indexes its resources once, under a root of its
+ * own, and each principal's root jumps there, so principals times
+ * resources never multiply into nodes.
+ */
+struct tsec__jump {
+	uint32_t target;
+	uint32_t next;
 };
 
 /* Shapes of a glob segment, decided at compile time for a fast match. */
@@ -210,6 +222,8 @@ struct tsec__policy {
 	uint32_t nglobs;
 	struct tsec__term *terms;
 	uint32_t nterms;
+	struct tsec__jump *jumps;
+	uint32_t njumps;
 	struct tsec__dom *doms;
 	uint32_t ndoms;
 	struct tsec__edge *edges;
@@ -221,7 +235,7 @@ struct tsec__policy {
 	size_t arena_len;
 	size_t arena_cap;
 	/* Allocation sizes, kept for growth during compile. */
-	uint32_t cap_rules, cap_nodes, cap_globs, cap_terms, cap_doms;
+	uint32_t cap_rules, cap_nodes, cap_globs, cap_terms, cap_doms, cap_jumps;
 };
 
 /*

@@ -446,13 +446,45 @@ static int principal_root(struct tsec__policy *pol, const char *ps, size_t pn,
 	return tsec__child_literal(pol, TSEC__NS_PRINCIPAL, ps, pn, node);
 }
 
-/* Indexes rule ri: every principal pattern times every resource pattern. */
+/* Indexes one resource pattern s under `node`, ending at rule ri. */
+static int index_pattern(struct tsec__cc *c, uint32_t node, const char *s,
+			 const uint16_t *off, const uint16_t *len, unsigned nseg, uint32_t ri)
+{
+	struct tsec__policy *pol = c->pol;
+	int rc = 0;
+
+	for (unsigned si = 0; si < nseg && !rc; si++) {
+		const char *seg = s + off[si];
+		if (len[si] == 2 && !memcmp(seg, "**", 2))
+			rc = tsec__child_dstar(pol, node, &node);
+		else if (memchr(seg, '*', len[si]))
+			rc = tsec__child_glob(pol, node, seg, len[si], &node);
+		else
+			rc = tsec__child_literal(pol, node, seg, len[si], &node);
+	}
+	if (rc || tsec__term_add(pol, node, ri))
+		return tsec__cc_oom(c);
+	if (pol->nnodes > TSEC__NODES_MAX || pol->nterms > TSEC__TERMS_MAX)
+		return TSEC_EPOLICY;
+	return 0;
+}
+
+/*
+ * Indexes rule ri.  With one principal pattern, its resources go into
+ * that principal's trie.  With several, they go once into a trie of the
+ * rule's own, and each principal's root jumps there: nodes grow with
+ * principals plus resources, never their product.
+ */
 static int index_rule(struct tsec__cc *c, uint32_t ri, const struct rule_json *j)
 {
 	struct tsec__policy *pol = c->pol;
 	size_t np = j->prin ? json_array_size(j->prin) : 1, i, k;
+	uint32_t shared = 0;
 	json_t *v;
+	int rc;
 
+	if (np > 1 && tsec__node_new(pol, &shared))
+		return tsec__cc_oom(c);
 	json_array_foreach(j->res, k, v) {
 		const char *s = json_string_value(v);
 		uint16_t off[TSEC_KEY_SEGMENTS], len[TSEC_KEY_SEGMENTS];
@@ -460,29 +492,28 @@ static int index_rule(struct tsec__cc *c, uint32_t ri, const struct rule_json *j
 		const char *why = resource_bad(s, json_string_length(v), off, len, &nseg);
 		if (why)
 			return tsec__cc_fail(c, "resource", (long)k, "%s", why);
-		for (i = 0; i < np; i++) {
+		for (i = 0; i < (shared ? 1 : np); i++) {
 			json_t *pj = j->prin ? json_array_get(j->prin, i) : NULL;
-			uint32_t node;
-			int rc = principal_root(pol, pj ? json_string_value(pj) : "*",
-						pj ? json_string_length(pj) : 1, &node);
-			for (unsigned si = 0; si < nseg && !rc; si++) {
-				const char *seg = s + off[si];
-				if (len[si] == 2 && !memcmp(seg, "**", 2))
-					rc = tsec__child_dstar(pol, node, &node);
-				else if (memchr(seg, '*', len[si]))
-					rc = tsec__child_glob(pol, node, seg, len[si], &node);
-				else
-					rc = tsec__child_literal(pol, node, seg, len[si], &node);
-			}
-			if (rc || tsec__term_add(pol, node, ri))
+			uint32_t node = shared;
+			if (!shared && principal_root(pol, pj ? json_string_value(pj) : "*",
+						      pj ? json_string_length(pj) : 1, &node))
 				return tsec__cc_oom(c);
-			if (pol->nnodes > TSEC__NODES_MAX || pol->nterms > TSEC__TERMS_MAX)
+			rc = index_pattern(c, node, s, off, len, nseg, ri);
+			if (rc == TSEC_EPOLICY)
 				return tsec__cc_fail(c, "resource", (long)k,
-						     "the compiled policy passes its bound (%u trie nodes, "
-						     "%u entries): this rule's principals times resources "
-						     "are too many; split it", TSEC__NODES_MAX,
-						     TSEC__TERMS_MAX);
+						     "the compiled policy passes its bound (%u trie "
+						     "nodes, %u entries); split the policy",
+						     TSEC__NODES_MAX, TSEC__TERMS_MAX);
+			if (rc)
+				return rc;
 		}
+	}
+	for (i = 0; shared && i < np; i++) {
+		json_t *pj = json_array_get(j->prin, i);
+		uint32_t root;
+		if (principal_root(pol, json_string_value(pj), json_string_length(pj), &root) ||
+		    tsec__jump_add(pol, root, shared))
+			return tsec__cc_oom(c);
 	}
 	return 0;
 }

@@ -133,12 +133,12 @@ int tsec__edge_put(struct tsec__policy *pol, uint32_t parent, const char *p,
 	return 0;
 }
 
-static int node_new(struct tsec__policy *pol, uint32_t *id)
+int tsec__node_new(struct tsec__policy *pol, uint32_t *id)
 {
 	if (tsec__grow((void **)&pol->nodes, &pol->cap_nodes, pol->nnodes + 1,
 		 sizeof(*pol->nodes)))
 		return TSEC_ENOMEM;
-	pol->nodes[pol->nnodes] = (struct tsec__node){ 0, 0, 0 };
+	pol->nodes[pol->nnodes] = (struct tsec__node){ 0, 0, 0, 0 };
 	*id = pol->nnodes++;
 	return 0;
 }
@@ -152,7 +152,7 @@ int tsec__child_literal(struct tsec__policy *pol, uint32_t node,
 
 	if (tsec__edge_put(pol, node, s, n, &id, &found))
 		return TSEC_ENOMEM;
-	if (!found && node_new(pol, &id))
+	if (!found && tsec__node_new(pol, &id))
 		return TSEC_ENOMEM;
 	*out = id;
 	return 0;
@@ -171,7 +171,7 @@ int tsec__child_glob(struct tsec__policy *pol, uint32_t node, const char *s,
 		}
 	}
 	if (tsec__grow((void **)&pol->globs, &pol->cap_globs, pol->nglobs + 1,
-		 sizeof(*pol->globs)) || node_new(pol, &id))
+		 sizeof(*pol->globs)) || tsec__node_new(pol, &id))
 		return TSEC_ENOMEM;
 	g = pol->nglobs++;
 	if (tsec__arena_add(pol, s, n, &pol->globs[g].off))
@@ -200,7 +200,7 @@ int tsec__child_dstar(struct tsec__policy *pol, uint32_t node, uint32_t *out)
 		*out = pol->nodes[node].dstar;
 		return 0;
 	}
-	if (node_new(pol, &id))
+	if (tsec__node_new(pol, &id))
 		return TSEC_ENOMEM;
 	pol->nodes[node].dstar = id;
 	*out = id;
@@ -226,6 +226,22 @@ int tsec__term_add(struct tsec__policy *pol, uint32_t node, uint32_t rule)
 	pol->terms[t].rule = rule;
 	pol->terms[t].next = pol->nodes[node].terms;
 	pol->nodes[node].terms = t;
+	return 0;
+}
+
+int tsec__jump_add(struct tsec__policy *pol, uint32_t root, uint32_t target)
+{
+	uint32_t j = pol->nodes[root].jumps;
+
+	if (j && pol->jumps[j].target == target)
+		return 0; /* the same principal twice in one rule */
+	if (tsec__grow((void **)&pol->jumps, &pol->cap_jumps, pol->njumps + 1,
+		       sizeof(*pol->jumps)))
+		return TSEC_ENOMEM;
+	j = pol->njumps++;
+	pol->jumps[j].target = target;
+	pol->jumps[j].next = pol->nodes[root].jumps;
+	pol->nodes[root].jumps = j;
 	return 0;
 }
 
@@ -262,13 +278,14 @@ int tsec__policy_new(struct tsec__policy **out, size_t len, size_t rules)
 		 sizeof(*pol->doms)) ||
 	    tsec__grow((void **)&pol->globs, &pol->cap_globs, (uint32_t)rules + 1,
 		 sizeof(*pol->globs)) ||
-	    node_new(pol, &unused) || node_new(pol, &pol->any_root))
+	    tsec__node_new(pol, &unused) || tsec__node_new(pol, &pol->any_root))
 		return TSEC_ENOMEM;
 	pol->arena_cap = rules * 48 + 4096;
 	if (!(pol->arena = malloc(pol->arena_cap)))
 		return TSEC_ENOMEM;
 	pol->nglobs = 1;
 	pol->nterms = 1;
+	pol->njumps = 1; /* index 0 ends a list */
 	return 0;
 }
 
@@ -283,6 +300,7 @@ void tsec__policy_free(struct tsec__policy **pp)
 	free(p->nodes);
 	free(p->globs);
 	free(p->terms);
+	free(p->jumps);
 	free(p->doms);
 	free(p->edges);
 	free(p->arena);

@@ -216,9 +216,10 @@ static void cat(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
 
 /*
  * Policies built to exhaust the compiler: one rule naming 3,000
- * principals and 3,000 resources is refused at its bound, with its place,
- * instead of building 18 million nodes; 20,000 rules on one resource
- * compile (each terminal entry is added in constant time).
+ * principals and 3,000 resources compiles into a few thousand nodes (its
+ * resources indexed once, its principals jumping there) instead of 18
+ * million; 20,000 rules on one resource compile (each terminal entry is
+ * added in constant time).
  */
 static void test_compile_size_attacks(void **state)
 {
@@ -237,10 +238,9 @@ static void test_compile_size_attacks(void **state)
 	for (int i = 0; i < 3000; i++)
 		cat(&p, &len, &cap, "%s\"certificates/r%d/x/*/y\"", i ? "," : "", i);
 	cat(&p, &len, &cap, "]}]}");
-	assert_int_equal(tsec__policy_compile(p, len, &pol, &err), TSEC_EPOLICY);
-	assert_null(pol);
-	assert_true(strncmp(err.where, "/rules/0/resource/", 18) == 0);
-	assert_non_null(strstr(err.msg, "passes its bound"));
+	assert_int_equal(tsec__policy_compile(p, len, &pol, &err), 0);
+	assert_true(pol->nnodes < 5 * 3000 + 3000 + 16);
+	tsec__policy_free(&pol);
 
 	len = 0;
 	cat(&p, &len, &cap, "{\"version\": 1, \"rules\": [");

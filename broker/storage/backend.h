@@ -165,7 +165,7 @@ static inline int64_t tsec__ms_since(int64_t now, int64_t then)
  * collisions: chains stay short because keys come from the key rules and
  * callers the policy allowed.
  */
-static inline uint64_t tsec__hash(const char *p, size_t n)
+static inline uint64_t tsec__strhash(const char *p, size_t n)
 {
 	uint64_t h = 0x9e3779b97f4a7c15ull ^ n, w;
 

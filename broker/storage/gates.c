@@ -25,7 +25,7 @@ void tsec__gates_destroy(struct tsec__gates *g)
 
 uint16_t tsec__gate_of(const char *key)
 {
-	return (uint16_t)(tsec__hash(key, strlen(key)) % TSEC__GATES);
+	return (uint16_t)(tsec__strhash(key, strlen(key)) % TSEC__GATES);
 }
 
 static int cmp_u16(const void *a, const void *b)

@@ -62,7 +62,7 @@ static struct cache *c_of(struct tsec__backend *b)
 
 static uint32_t hash_of(const char *k, size_t n)
 {
-	return (uint32_t)tsec__hash(k, n);
+	return (uint32_t)tsec__strhash(k, n);
 }
 
 static struct shard *shard_of(struct cache *c, uint32_t h)

@@ -176,7 +176,7 @@ static void count_below(struct membe *m, const struct tsec__skey *sk, int delta,
 	unsigned np = parents(sk, len);
 
 	for (unsigned i = 0; i < np; i++) {
-		uint64_t h = tsec__hash(sk->text, len[i]);
+		uint64_t h = tsec__strhash(sk->text, len[i]);
 		struct folder *f = dir_find(m, sk->text, len[i], h), **pp;
 		if (!f && delta > 0 && spare && *spare) {
 			f = *spare;
@@ -213,7 +213,7 @@ static int kind_of(const struct membe *m, const struct tsec__skey *sk)
 
 	if (sk->n == 0)
 		return 2;
-	h = tsec__hash(sk->text, n);
+	h = tsec__strhash(sk->text, n);
 	if (val_find(m, sk->text, n, h))
 		return 1;
 	return dir_find(m, sk->text, n, h) ? 2 : 0;
@@ -224,7 +224,7 @@ static int mb_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t m
 {
 	struct membe *m = mb_of(b);
 	size_t n = strlen(sk->text);
-	uint64_t h = tsec__hash(sk->text, n);
+	uint64_t h = tsec__strhash(sk->text, n);
 	const struct entry *e;
 	int rc = 0;
 
@@ -273,7 +273,7 @@ static int mb_stat(struct tsec__backend *b, const struct tsec__skey *sk,
 	delay(m);
 	pthread_rwlock_rdlock(&m->rw);
 	memset(st, 0, sizeof(*st));
-	if ((e = val_find(m, sk->text, n, tsec__hash(sk->text, n)))) {
+	if ((e = val_find(m, sk->text, n, tsec__strhash(sk->text, n)))) {
 		st->size = e->len;
 		st->mtime_ns = e->mtime_ns;
 		st->is_file = 1;
@@ -367,7 +367,7 @@ static int mb_del(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 {
 	struct membe *m = mb_of(b);
 	size_t n = strlen(sk->text);
-	uint64_t h = tsec__hash(sk->text, n);
+	uint64_t h = tsec__strhash(sk->text, n);
 	struct entry *e;
 	int rc = 0;
 
@@ -401,11 +401,11 @@ static int refuse_put(const struct membe *m, const struct tsec__skey *sk,
 	size_t len[TSEC_KEY_SEGMENTS], n = strlen(sk->text);
 	unsigned np = parents(sk, len);
 
-	if (dir_find(m, sk->text, n, tsec__hash(sk->text, n)))
+	if (dir_find(m, sk->text, n, tsec__strhash(sk->text, n)))
 		return tsec__seterr(err, TSEC_EEXIST, sk->text,
 				    "'%s' is a folder; a folder is never replaced by a file", sk->text);
 	for (unsigned i = 0; i < np; i++)
-		if (val_find(m, sk->text, len[i], tsec__hash(sk->text, len[i])))
+		if (val_find(m, sk->text, len[i], tsec__strhash(sk->text, len[i])))
 			return tsec__seterr(err, TSEC_EEXIST, sk->text,
 					    "a value stands where a folder of '%s' must be", sk->text);
 	return 0;
@@ -520,7 +520,7 @@ static int mb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	for (size_t i = 0; i < n; i++) {
 		pr[i].kl = strlen(p[i].sk->text);
-		pr[i].h = tsec__hash(p[i].sk->text, pr[i].kl);
+		pr[i].h = tsec__strhash(p[i].sk->text, pr[i].kl);
 		if (!(pr[i].val = malloc(p[i].len ? p[i].len : 1))) {
 			rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 			goto freed;
@@ -567,7 +567,7 @@ static int mb_move(struct tsec__backend *b, const struct tsec__skey *src,
 {
 	struct membe *m = mb_of(b);
 	size_t sn = strlen(src->text), dn = strlen(dst->text);
-	uint64_t sh = tsec__hash(src->text, sn), dh = tsec__hash(dst->text, dn);
+	uint64_t sh = tsec__strhash(src->text, sn), dh = tsec__strhash(dst->text, dn);
 	struct folder *spare = NULL;
 	struct entry *e, *moved = NULL;
 	int rc = 0;
