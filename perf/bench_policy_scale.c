@@ -14,6 +14,10 @@
  * the policy, one denied by a floor).
  *
  * Output: one CSV row per size: rules,compile_ms,rss_kib,check_p50_ns,check_p99_ns
+ *
+ * Then the shapes built to exhaust a compiler, one row each
+ * (shape,compile_ms,rss_kib,check_p50_ns): one rule naming 3,000
+ * principals and 3,000 resources; 80,000 rules on one resource.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -184,6 +188,54 @@ int main(int argc, char **argv)
 		printf("%llu,", (unsigned long long)bench_quantile(v, CALLS, 0.5));
 		printf("%llu\n", (unsigned long long)bench_quantile(v, CALLS, 0.99));
 		fflush(stdout);
+	}
+	printf("shape,compile_ms,rss_kib,check_p50_ns\n");
+	for (int shape = 0; shape < 2; shape++) {
+		struct tsec_request r;
+		struct tsec_decision d;
+		long rss0 = bench_rss_kib();
+		uint64_t t0, compile_ns;
+		static uint64_t lat[CALLS];
+
+		b.n = 0;
+		if (shape == 0) {
+			add(&b, "{\"version\": 1, \"rules\": [{\"id\": \"wide\", \"effect\": \"allow\","
+			    " \"action\": [\"storage.load\"], \"principal\": [");
+			for (int i = 0; i < 3000; i++)
+				add(&b, "%s\"svc:p%d\"", i ? "," : "", i);
+			add(&b, "], \"resource\": [");
+			for (int i = 0; i < 3000; i++)
+				add(&b, "%s\"certificates/r%d/x/*/y.crt\"", i ? "," : "", i);
+			add(&b, "]}]}");
+		} else {
+			add(&b, "{\"version\": 1, \"rules\": [");
+			for (int i = 0; i < 80000; i++)
+				add(&b, "%s{\"id\": \"r%d\", \"effect\": \"allow\", \"action\":"
+				    " [\"storage.load\"], \"resource\": [\"certificates/one/x/a/y.crt\"]}",
+				    i ? "," : "", i);
+			add(&b, "]}");
+		}
+		t0 = bench_now();
+		if (tsec_bus_reload(bus, "policy", b.p, b.n, &err)) {
+			fprintf(stderr, "bench_policy_scale: shape %d: %s %s\n", shape, err.where, err.msg);
+			return 1;
+		}
+		compile_ns = bench_now() - t0;
+		memset(&r, 0, sizeof(r));
+		r.principal = tsec_str_c("svc:p2999");
+		r.action = tsec_str_c("storage.load");
+		r.resource = tsec_str_c(shape ? "certificates/one/x/a/y.crt"
+					      : "certificates/r2999/x/a/y.crt");
+		for (int i = 0; i < CALLS; i++) {
+			t0 = bench_now();
+			if (tsec_bus_check(bus, "policy", &r, 1, &d, &err) || !d.allow)
+				abort();
+			lat[i] = bench_now() - t0;
+		}
+		printf("%s,%.2f,%ld,%llu\n", shape ? "rules_80000_one_resource"
+						 : "principals_3000_x_resources_3000",
+		       compile_ns / 1e6, bench_rss_kib() - rss0,
+		       (unsigned long long)bench_quantile(lat, CALLS, 0.5));
 	}
 	free(b.p);
 	tsec_bus_free(&bus);
