@@ -246,6 +246,10 @@ static int compile(const char *text, size_t len, struct tsec__policy **out,
 		rc = TSEC_EPOLICY;
 		goto out;
 	}
+	if ((rc = tsec__terms_finish(c.pol))) {
+		rc = tsec__cc_oom(&c);
+		goto out;
+	}
 	*out = c.pol;
 	c.pol = NULL;
 	rc = 0;

@@ -90,6 +90,9 @@ int tsec__child_dstar(struct tsec__policy *pol, uint32_t node, uint32_t *out);
 int tsec__node_new(struct tsec__policy *pol, uint32_t *id);
 /* Lets a principal's root jump to a shared trie. */
 int tsec__jump_add(struct tsec__policy *pol, uint32_t root, uint32_t target);
+/* Orders every node's entries by effect, then rule order, with the skip
+ * links Check uses (after the last rule). */
+int tsec__terms_finish(struct tsec__policy *pol);
 /* Ends rule `rule`'s pattern at node. */
 int tsec__term_add(struct tsec__policy *pol, uint32_t node, uint32_t rule);
 

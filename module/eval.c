@@ -194,7 +194,8 @@ static void report_match(struct walk *w, const struct tsec__rule *r)
 	}
 }
 
-static void hit(struct walk *w, uint32_t ri)
+/* Records rule ri if it applies; returns whether it did. */
+static bool hit(struct walk *w, uint32_t ri)
 {
 	const struct tsec__rule *r = &w->pol->rules[ri];
 	unsigned e = r->effect - 1u;
@@ -204,7 +205,7 @@ static void hit(struct walk *w, uint32_t ri)
 	int a = rule_applies(w, r, &why);
 
 	if (a == 0)
-		return;
+		return false;
 	if (a < 0) {
 		/*
 		 * Fail closed: an unevaluable condition never lets an allow
@@ -217,17 +218,45 @@ static void hit(struct walk *w, uint32_t ri)
 		if (w->rep)
 			report_error(w->rep, r, why);
 		if (r->effect == TSEC_EFFECT_ALLOW)
-			return;
+			return false;
 	}
 	for (unsigned i = 0; i < h->n[e]; i++)
 		if (h->rule[e][i] == ri)
-			return;
+			return true;
 	if (h->n[e] < HIT_MAX)
 		h->rule[e][h->n[e]++] = ri;
 	else
 		h->more[e] = 1;
 	if (w->rep)
 		report_match(w, r);
+	return true;
+}
+
+/*
+ * The rules ending at a node.  Its entries run by effect, each run by
+ * rule order (tables.c), so Check has what a decision can show once a
+ * run gave HIT_MAX rules that apply: the rest of that run only sets
+ * "more", and the walk skips to the next run.  A request's cost is then
+ * bounded by what it can match, not by how many rules share a node.
+ * Evaluate reports every match, so it reads every entry.
+ */
+static void hit_node(struct walk *w, const struct tsec__node *n)
+{
+	const struct tsec__policy *pol = w->pol;
+	unsigned got[3] = { 0, 0, 0 };
+
+	for (uint32_t t = n->terms; t;) {
+		const struct tsec__term *term = &pol->terms[t];
+		unsigned e = pol->rules[term->rule].effect - 1u;
+		if (!w->rep && got[e] >= HIT_MAX) {
+			w->h->more[e] = 1;
+			t = term->skip;
+			continue;
+		}
+		if (hit(w, term->rule))
+			got[e]++;
+		t = term->next;
+	}
 }
 
 static void walk(struct walk *w, uint32_t node, unsigned i);
@@ -255,8 +284,7 @@ static void walk(struct walk *w, uint32_t node, unsigned i)
 	const struct tsec__key *k = w->key;
 
 	if (i == k->nseg) {
-		for (uint32_t t = n->terms; t; t = pol->terms[t].next)
-			hit(w, pol->terms[t].rule);
+		hit_node(w, n);
 	} else {
 		const char *s = k->base + k->off[i];
 		size_t l = k->len[i];

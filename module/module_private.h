@@ -188,9 +188,15 @@ static inline bool tsec__glob_edge_match(const char *a,
 	}
 }
 
+/*
+ * A rule ending at a node.  Once compiled, a node's entries run by effect
+ * (floor, deny, allow), each run by rule order; `skip` is the first entry
+ * of the next run, so Check can leave a run once it has all it needs.
+ */
 struct tsec__term {
 	uint32_t rule;
 	uint32_t next;
+	uint32_t skip;
 };
 
 /*

@@ -3,6 +3,7 @@
  * shared by every trie, nodes with their glob and "**" children, and the
  * terminal entries that name rules (module_private.h shows their shape).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -227,6 +228,66 @@ int tsec__term_add(struct tsec__policy *pol, uint32_t node, uint32_t rule)
 	pol->terms[t].next = pol->nodes[node].terms;
 	pol->nodes[node].terms = t;
 	return 0;
+}
+
+static const struct tsec__policy *sorting;
+
+static int by_effect_then_order(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	const struct tsec__rule *rx = &sorting->rules[sorting->terms[x].rule];
+	const struct tsec__rule *ry = &sorting->rules[sorting->terms[y].rule];
+
+	if (rx->effect != ry->effect)
+		return rx->effect < ry->effect ? -1 : 1;
+	return rx->order < ry->order ? -1 : rx->order > ry->order;
+}
+
+int tsec__terms_finish(struct tsec__policy *pol)
+{
+	uint32_t *v = NULL, cap = 0;
+	int rc = 0;
+
+	/* qsort has no context argument; compiling is single-threaded per
+	 * policy, but two policies may compile at once: a lock keeps the
+	 * comparator's policy for the one sort it serves. */
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+	pthread_mutex_lock(&mu);
+	sorting = pol;
+	for (uint32_t nd = 0; nd < pol->nnodes && !rc; nd++) {
+		uint32_t n = 0, t;
+		for (t = pol->nodes[nd].terms; t; t = pol->terms[t].next)
+			n++;
+		if (n == 0)
+			continue;
+		if (n > cap) {
+			uint32_t *nv = realloc(v, (size_t)n * sizeof(*v));
+			if (!nv) {
+				rc = TSEC_ENOMEM;
+				break;
+			}
+			v = nv;
+			cap = n;
+		}
+		n = 0;
+		for (t = pol->nodes[nd].terms; t; t = pol->terms[t].next)
+			v[n++] = t;
+		qsort(v, n, sizeof(*v), by_effect_then_order);
+		pol->nodes[nd].terms = v[0];
+		/* Backwards, so each entry's skip is known in one pass. */
+		for (uint32_t i = n, skip = 0; i-- > 0;) {
+			if (i + 1 < n && pol->rules[pol->terms[v[i]].rule].effect !=
+					 pol->rules[pol->terms[v[i + 1]].rule].effect)
+				skip = v[i + 1];
+			pol->terms[v[i]].next = i + 1 < n ? v[i + 1] : 0;
+			pol->terms[v[i]].skip = skip;
+		}
+	}
+	sorting = NULL;
+	pthread_mutex_unlock(&mu);
+	free(v);
+	return rc;
 }
 
 int tsec__jump_add(struct tsec__policy *pol, uint32_t root, uint32_t target)

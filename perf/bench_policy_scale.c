@@ -17,7 +17,8 @@
  *
  * Then the shapes built to exhaust a compiler, one row each
  * (shape,compile_ms,rss_kib,check_p50_ns): one rule naming 3,000
- * principals and 3,000 resources; 80,000 rules on one resource.
+ * principals and 3,000 resources; 80,000 rules on one resource; 10,000
+ * rules on one general glob after "**", asked with a 24-segment key.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -190,7 +191,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	printf("shape,compile_ms,rss_kib,check_p50_ns\n");
-	for (int shape = 0; shape < 2; shape++) {
+	for (int shape = 0; shape < 3; shape++) {
 		struct tsec_request r;
 		struct tsec_decision d;
 		long rss0 = bench_rss_kib();
@@ -207,6 +208,13 @@ int main(int argc, char **argv)
 			for (int i = 0; i < 3000; i++)
 				add(&b, "%s\"certificates/r%d/x/*/y.crt\"", i ? "," : "", i);
 			add(&b, "]}]}");
+		} else if (shape == 2) {
+			add(&b, "{\"version\": 1, \"rules\": [");
+			for (int i = 0; i < 10000; i++)
+				add(&b, "%s{\"id\": \"g%d\", \"effect\": \"allow\", \"action\":"
+				    " [\"storage.load\"], \"resource\": [\"**/*aaaaaaaaab*\"]}",
+				    i ? "," : "", i);
+			add(&b, "]}");
 		} else {
 			add(&b, "{\"version\": 1, \"rules\": [");
 			for (int i = 0; i < 80000; i++)
@@ -221,10 +229,17 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		compile_ns = bench_now() - t0;
+		static char longkey[4096];
+		if (!longkey[0]) {
+			size_t o = 0;
+			for (int i = 0; i < 24; i++)
+				o += (size_t)snprintf(longkey + o, sizeof(longkey) - o, "%saaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab",
+						      i ? "/" : "");
+		}
 		memset(&r, 0, sizeof(r));
 		r.principal = tsec_str_c("svc:p2999");
 		r.action = tsec_str_c("storage.load");
-		r.resource = tsec_str_c(shape ? "certificates/one/x/a/y.crt"
+		r.resource = tsec_str_c(shape == 2 ? longkey : shape ? "certificates/one/x/a/y.crt"
 					      : "certificates/r2999/x/a/y.crt");
 		for (int i = 0; i < CALLS; i++) {
 			t0 = bench_now();
@@ -232,8 +247,9 @@ int main(int argc, char **argv)
 				abort();
 			lat[i] = bench_now() - t0;
 		}
-		printf("%s,%.2f,%ld,%llu\n", shape ? "rules_80000_one_resource"
-						 : "principals_3000_x_resources_3000",
+		printf("%s,%.2f,%ld,%llu\n", shape == 2 ? "rules_10000_one_glob_long_key"
+					      : shape ? "rules_80000_one_resource"
+						      : "principals_3000_x_resources_3000",
 		       compile_ns / 1e6, bench_rss_kib() - rss0,
 		       (unsigned long long)bench_quantile(lat, CALLS, 0.5));
 	}
