@@ -104,11 +104,11 @@ FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 FIXTURE_SOS := $(addprefix $(B)/fixtures/,$(addsuffix .so,$(FIXTURES))) \
 	$(B)/fixtures/not_elf.so
 BENCHES := bench_bus bench_policy_scale bench_certcache bench_store bench_zmq \
-	bench_backend
+	bench_backend bench_instructions
 BENCH_BINS := $(addprefix $(B)/,$(BENCHES))
 
 .PHONY: all build both test check run verify bench deps clean dist install fuzz \
-	tsan memcheck
+	tsan memcheck instructions
 .DEFAULT_GOAL := both
 .SECONDARY:
 
@@ -149,6 +149,12 @@ bench: deps
 	build/release/bench_store
 	build/release/bench_backend
 	build/release/bench_certcache
+
+# Instructions per Check of two and per Evaluate (callgrind; exact).
+instructions: deps
+	$(Q)sh scripts/deps.sh valgrind
+	$(Q)$(MAKE) --no-print-directory MODE=release build
+	sh perf/instructions.sh build/release
 
 clean:
 	rm -rf build
