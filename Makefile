@@ -104,7 +104,7 @@ FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 FIXTURE_SOS := $(addprefix $(B)/fixtures/,$(addsuffix .so,$(FIXTURES))) \
 	$(B)/fixtures/not_elf.so
 BENCHES := bench_bus bench_policy_scale bench_certcache bench_store bench_zmq \
-	bench_backend bench_instructions
+	bench_backend bench_instructions bench_turn
 BENCH_BINS := $(addprefix $(B)/,$(BENCHES))
 
 .PHONY: all build both test check run verify bench deps clean dist install fuzz \
