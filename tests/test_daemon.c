@@ -596,6 +596,18 @@ static void test_daemon_cli(void **state)
 		assert_null(strstr(got, "/rules/1/"));
 	}
 	assert_int_equal(sh("%s lint --module %s examples/policy.json > %s", tsec, MODULE_PATH, out), 0);
+	/* Usage errors exit 2 and name the bad value; --version everywhere. */
+	assert_int_equal(sh("%s check --action storage.read --resource a/b 2> %s", tsec, out), 2);
+	assert_int_equal(sh("grep -q \"did you mean 'storage.load'\" %s", out), 0);
+	assert_int_equal(sh("%s check --action storage.store --resource a/b 2> /dev/null", tsec), 2);
+	assert_int_equal(sh("%s check --action storage.load --resource a/b extra 2> /dev/null", tsec), 2);
+	assert_int_equal(sh("%s check --timeout-ms -5 --action storage.load --resource a/b 2> /dev/null",
+			    tsec), 2);
+	assert_int_equal(sh("%s check --endpoint=%s --action=storage.load --resource=a/b > /dev/null",
+			    tsec, D.ipc), 0);
+	assert_int_equal(sh("%s --version | grep -q '^tsec '", tsec), 0);
+	assert_int_equal(sh("%s/tsec-broker --version | grep -q '^tsec-broker '", TSEC_BUILD_DIR), 0);
+	assert_int_equal(sh("%s/verify_module --version | grep -q '^verify_module '", TSEC_BUILD_DIR), 0);
 	/* keygen and sign make what the broker verifies. */
 	assert_int_equal(sh("%s keygen --sign %s/signer > /dev/null && %s keygen --curve %s/c > /dev/null",
 			    tsec, D.dir, tsec, D.dir), 0);

@@ -75,6 +75,10 @@ int main(int argc, char **argv)
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage(stdout);
 			return 0;
+		} else if (!strcmp(a, "--version")) {
+			printf("verify_module %s (%s build)\n", TSEC_VERSION,
+			       tsec_build_name(TSEC_BUILD_THIS));
+			return 0;
 		} else if (!strcmp(a, "--policy")) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "verify_module: --policy needs a file\n");

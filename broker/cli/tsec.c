@@ -22,6 +22,7 @@
 #include "tinysecurity/client.h"
 #include "tinysecurity/store.h"
 #include "common/sign.h"
+#include "common/suggest.h"
 #include "common/wire.h"
 #include "common/error.h"
 
@@ -63,20 +64,44 @@ static const char *const req_help =
 	"  --resource KEY       the key or lock resource\n"
 	"  --ttl-ms N --size N --recursive --dest KEY --cert-file PEM --now UNIX_SECONDS\n";
 
-static long long num(const char *cmd, const char *flag, const char *v)
+/* A number flag's value, refused (exit 2) unless a whole number in [lo, hi]. */
+static long long num(const char *cmd, const char *flag, const char *v, long long lo,
+		     long long hi)
 {
 	char *end;
 	long long n;
 
-	if (!v)
-		die_usage(cmd, "a flag needs a value");
+	if (!v) {
+		fprintf(stderr, "tsec %s: %s needs a value\nTry 'tsec %s --help'.\n", cmd, flag, cmd);
+		exit(EXIT_ERROR);
+	}
 	errno = 0;
 	n = strtoll(v, &end, 10);
-	if (errno || *end || !*v) {
-		fprintf(stderr, "tsec %s: %s: '%s' is not a number\n", cmd, flag, v);
+	if (errno || *end || !*v || n < lo || n > hi) {
+		fprintf(stderr, "tsec %s: %s: '%s' is not a whole number from %lld to %lld\n", cmd,
+			flag, v, lo, hi);
 		exit(EXIT_ERROR);
 	}
 	return n;
+}
+
+#define BIG 9007199254740991LL /* the largest integer JSON carries exactly */
+
+/* The request's action, refused (exit 2) unless it is one, with a
+ * suggestion for a near miss. */
+static void check_action(const char *cmd, const char *a)
+{
+	const char *names[TSEC_ACTION__COUNT], *near;
+
+	for (unsigned i = 0; i < TSEC_ACTION__COUNT; i++) {
+		names[i] = tsec_action_name(i);
+		if (!strcmp(a, names[i]))
+			return;
+	}
+	near = tsec__nearest(a, names, TSEC_ACTION__COUNT);
+	fprintf(stderr, "tsec %s: --action: unknown action '%s'%s%s%s\nTry 'tsec %s --help'.\n",
+		cmd, a, near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "", cmd);
+	exit(EXIT_ERROR);
 }
 
 static void parse(const char *cmd, int argc, char **argv, struct opts *o)
@@ -86,28 +111,43 @@ static void parse(const char *cmd, int argc, char **argv, struct opts *o)
 	o->key_prefix = getenv("TSEC_KEY");
 	o->module = getenv("TSEC_MODULE");
 	for (int i = 0; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define TAKE() (i++, v)
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL, *eq;
+		static char flag[64];
+		int inline_value = 0, took = 0;
+		/* --opt=value is --opt value. */
+		if (!strncmp(a, "--", 2) && (eq = strchr(a, '=')) && (size_t)(eq - a) < sizeof(flag)) {
+			memcpy(flag, a, (size_t)(eq - a));
+			flag[eq - a] = '\0';
+			a = flag;
+			v = eq + 1;
+			inline_value = 1;
+		}
+#define TAKE() (took = 1, inline_value ? v : (i++, v))
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) o->help = 1;
 		else if (!strcmp(a, "--json")) o->json = 1;
 		else if (!strcmp(a, "--endpoint")) o->endpoint = TAKE();
 		else if (!strcmp(a, "--server-key")) o->server_key = TAKE();
 		else if (!strcmp(a, "--key")) o->key_prefix = TAKE();
 		else if (!strcmp(a, "--module")) o->module = TAKE();
-		else if (!strcmp(a, "--timeout-ms")) o->timeout_ms = (int)num(cmd, a, TAKE());
+		else if (!strcmp(a, "--timeout-ms")) o->timeout_ms = (int)num(cmd, a, TAKE(), 1, 3600000);
 		else if (!strcmp(a, "--action")) o->action = TAKE();
 		else if (!strcmp(a, "--resource")) o->resource = TAKE();
 		else if (!strcmp(a, "--dest")) o->dest = TAKE();
 		else if (!strcmp(a, "--cert-file")) o->cert_file = TAKE();
-		else if (!strcmp(a, "--ttl-ms")) { o->ttl_ms = num(cmd, a, TAKE()); o->have_ttl = 1; }
-		else if (!strcmp(a, "--size")) { o->size = num(cmd, a, TAKE()); o->have_size = 1; }
-		else if (!strcmp(a, "--now")) { o->now = num(cmd, a, TAKE()); o->have_now = 1; }
-		else if (!strcmp(a, "--wait-ms")) o->timeout_lock = num(cmd, a, TAKE());
+		else if (!strcmp(a, "--ttl-ms")) { o->ttl_ms = num(cmd, a, TAKE(), 1, BIG); o->have_ttl = 1; }
+		else if (!strcmp(a, "--size")) { o->size = num(cmd, a, TAKE(), 0, BIG); o->have_size = 1; }
+		else if (!strcmp(a, "--now")) { o->now = num(cmd, a, TAKE(), -BIG, BIG); o->have_now = 1; }
+		else if (!strcmp(a, "--wait-ms")) o->timeout_lock = num(cmd, a, TAKE(), 0, BIG);
 		else if (!strcmp(a, "--recursive") || !strcmp(a, "-r")) { o->recursive = 1; o->have_recursive = 1; }
 		else if (a[0] == '-' && a[1]) {
-			fprintf(stderr, "tsec %s: unknown option %s\n", cmd, a);
+			fprintf(stderr, "tsec %s: unknown option %s\nTry 'tsec %s --help'.\n", cmd, a, cmd);
 			exit(EXIT_ERROR);
 		} else if (o->nargs < 8) o->args[o->nargs++] = argv[i];
+		else die_usage(cmd, "too many arguments");
+		if (inline_value && !took) {
+			fprintf(stderr, "tsec %s: %s takes no value\n", cmd, a);
+			exit(EXIT_ERROR);
+		}
 #undef TAKE
 	}
 	if (!o->endpoint)
@@ -196,6 +236,14 @@ static json_t *request_json(const char *cmd, struct opts *o)
 
 	if (!o->action || !o->resource)
 		die_usage(cmd, "need --action and --resource");
+	/* A request the policy would call invalid is a usage error here. */
+	check_action(cmd, o->action);
+	if (!strcmp(o->action, "storage.store") && !o->have_size)
+		die_usage(cmd, "storage.store needs --size (the value's bytes)");
+	if ((!strcmp(o->action, "lock.acquire") || !strcmp(o->action, "lock.renew")) && !o->have_ttl)
+		die_usage(cmd, "lock.acquire and lock.renew need --ttl-ms");
+	if (!strcmp(o->action, "storage.move") && !o->dest)
+		die_usage(cmd, "storage.move needs --dest");
 	json_object_set_new(r, "action", json_string(o->action));
 	json_object_set_new(r, "resource", json_string(o->resource));
 	if (o->have_ttl)
@@ -740,6 +788,18 @@ int main(int argc, char **argv)
 	if (sodium_init() < 0)
 		return EXIT_ERROR;
 	cmd = argv[1];
+	if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+		printf("tsec %s (%s build)\n", TSEC_VERSION, tsec_build_name(TSEC_BUILD_THIS));
+		return 0;
+	}
+	if (!strcmp(cmd, "help")) {
+		if (argc > 2) {
+			command_help(argv[2]);
+			return 0;
+		}
+		usage(stdout);
+		return 0;
+	}
 	if (!strcmp(cmd, "keygen")) {
 		if (argc == 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) {
 			command_help(cmd);
@@ -752,6 +812,19 @@ int main(int argc, char **argv)
 	if (o.help) {
 		command_help(cmd);
 		return 0;
+	}
+	{
+		/* Positional arguments each command takes, at most. */
+		static const struct { const char *cmd; int max; } arity[] = {
+			{ "check", 0 }, { "eval", 0 }, { "lint", 1 }, { "sign", 1 },
+			{ "store", 3 }, { "lock", 2 }, { "stats", 0 }, { "health", 0 },
+		};
+		for (size_t i = 0; i < sizeof(arity) / sizeof(arity[0]); i++)
+			if (!strcmp(cmd, arity[i].cmd) && o.nargs > arity[i].max) {
+				fprintf(stderr, "tsec %s: unexpected argument '%s'\nTry 'tsec %s --help'.\n",
+					cmd, o.args[arity[i].max], cmd);
+				return EXIT_ERROR;
+			}
 	}
 	if (!strcmp(cmd, "check"))
 		return cmd_check(&o);

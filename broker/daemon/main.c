@@ -26,7 +26,9 @@ static void usage(FILE *f)
 		"after answering every call in flight and releasing the locks it holds.\n"
 		"\n"
 		"  --config FILE   JSON configuration (see examples/broker.json)\n"
-		"  --check         load the configuration and the policy, then exit\n"
+		"  --check         load the configuration and the policy, say what was\n"
+		"                  checked, then exit (2 on any problem)\n"
+		"  --version       the version and build type\n"
 		"  -h, --help      this text\n");
 }
 
@@ -45,6 +47,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->check_only = 1;
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			usage(stdout);
+			return -1;
+		} else if (!strcmp(argv[i], "--version")) {
+			printf("tsec-broker %s (%s build)\n", TSEC_VERSION,
+			       tsec_build_name(TSEC_BUILD_THIS));
 			return -1;
 		} else {
 			usage(stderr);
