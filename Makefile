@@ -74,7 +74,7 @@ CLIENT_SRC := broker/client/client.c
 BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(CLIENT_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c policy.c auth.c \
 	methods.c storage.c held.c dispatch.c serve.c declog.c)
-CLI_SRC := broker/cli/tsec.c
+CLI_SRC := broker/cli/tsec.c broker/cli/offline.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))

@@ -1,0 +1,38 @@
+/*
+ * Internal to tsec (broker/cli): what its files share.  tsec.c holds the
+ * options, the calls to a broker and main; offline.c what needs no
+ * broker (lint, keygen, sign).
+ */
+#ifndef TSEC_CLI_H
+#define TSEC_CLI_H
+
+#include <stdio.h>
+
+#define EXIT_ALLOW 0
+#define EXIT_DENY 1
+#define EXIT_ERROR 2
+
+struct opts {
+	const char *endpoint, *server_key, *key_prefix, *module;
+	int json, timeout_ms;
+	/* Request flags. */
+	const char *action, *resource, *dest, *cert_file;
+	long long ttl_ms, size, now, timeout_lock;
+	int recursive, have_ttl, have_size, have_now, have_recursive;
+	char *args[8];
+	int nargs;
+	int help;
+};
+
+/* argv[0], to find the module beside this program. */
+extern const char *tsec_cli_argv0;
+
+/* Says "tsec CMD: TEXT" and how to get help, then exits 2. */
+void die_usage(const char *cmd, const char *text) __attribute__((noreturn));
+
+/* offline.c */
+int cmd_lint(struct opts *o);
+int cmd_keygen(int argc, char **argv);
+int cmd_sign(struct opts *o, const char *keyfile);
+
+#endif

@@ -1,0 +1,256 @@
+/*
+ * tsec: what needs no broker: lint (through the module's lint entry),
+ * keygen (CURVE and signing keys, never overwritten) and sign (a policy
+ * that compiles).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sodium.h>
+#include <zmq.h>
+
+#include "tinysecurity/bus.h"
+#include "broker/cli/cli.h"
+#include "common/sign.h"
+
+/* The module beside this program, or installed beside its bin/, else the build's. */
+static const char *default_module(void)
+{
+	static char path[4096];
+	char *copy = strdup(tsec_cli_argv0);
+	const char *dir = dirname(copy);
+
+	snprintf(path, sizeof(path), "%s/libtinysecurity_module.so", dir);
+	if (access(path, R_OK) != 0)
+		snprintf(path, sizeof(path), "%s/../lib/tinysecurity/libtinysecurity_module.so", dir);
+	if (access(path, R_OK) != 0)
+		snprintf(path, sizeof(path), "build/release/libtinysecurity_module.so");
+	free(copy);
+	return path;
+}
+
+int cmd_lint(struct opts *o)
+{
+	struct tsec_error errs[64], err;
+	struct tsec_bus *bus = NULL;
+	const char *minimal = "{\"version\": 1}";
+	char *text;
+	size_t len, n = 0;
+	int rc;
+
+	if (o->nargs != 1)
+		die_usage("lint", "need one policy file");
+	if (tsec_read_file(o->args[0], TSEC_POLICY_MAX, &text, &len, &err)) {
+		fprintf(stderr, "tsec lint: %s\n", err.msg);
+		return EXIT_ERROR;
+	}
+	tsec_bus_new(&bus);
+	tsec_bus_set_log(bus, NULL, NULL);
+	if (tsec_bus_load(bus, "lint", o->module ? o->module : default_module(), minimal,
+			  strlen(minimal), &err)) {
+		fprintf(stderr, "tsec lint: %s\n", err.msg);
+		free(text);
+		tsec_bus_free(&bus);
+		return EXIT_ERROR;
+	}
+	rc = tsec_bus_lint(bus, "lint", text, len, errs, 64, &n);
+	free(text);
+	tsec_bus_free(&bus);
+	if (rc == TSEC_EMODULE) {
+		fprintf(stderr, "tsec lint: the module cannot lint (ABI 1.0)\n");
+		return EXIT_ERROR;
+	}
+	if (o->json) {
+		json_t *a = json_array();
+		for (size_t i = 0; i < n && i < 64; i++)
+			json_array_append_new(a, json_pack("{s:s,s:s}", "where", errs[i].where,
+							   "message", errs[i].msg));
+		json_t *r = json_pack("{s:b,s:o}", "ok", rc == 0, "errors", a);
+		json_dumpf(r, stdout, JSON_COMPACT);
+		putchar('\n');
+		json_decref(r);
+	} else if (rc == 0) {
+		printf("%s: ok\n", o->args[0]);
+	} else {
+		for (size_t i = 0; i < n && i < 64; i++)
+			printf("%s: %s%s%s\n", o->args[0], errs[i].where,
+			       errs[i].where[0] ? ": " : "", errs[i].msg);
+		if (n > 64)
+			printf("%s: ... %zu errors in all\n", o->args[0], n);
+	}
+	return rc == 0 ? EXIT_ALLOW : EXIT_ERROR;
+}
+
+/* Creates a new secret file (never over an existing one), 0600. */
+static int write_secret(const char *path, const char *text)
+{
+	FILE *f;
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+	if (fd < 0 || !(f = fdopen(fd, "w"))) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	fprintf(f, "%s\n", text);
+	return fclose(f);
+}
+
+static int write_public(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	fprintf(f, "%s\n", text);
+	return fclose(f);
+}
+
+/*
+ * keygen never overwrites a key: an existing file is an error, unless
+ * --force, which first keeps the old file as FILE.old-<unix time>.
+ */
+static int make_room(const char *path, int force)
+{
+	char old[4200];
+
+	if (access(path, F_OK) != 0)
+		return 0;
+	if (!force) {
+		fprintf(stderr, "tsec keygen: %s exists; keygen never overwrites a key "
+			"(--force keeps the old one as %s.old-TIME)\n", path, path);
+		return -1;
+	}
+	snprintf(old, sizeof(old), "%s.old-%lld", path, (long long)time(NULL));
+	if (rename(path, old)) {
+		fprintf(stderr, "tsec keygen: cannot keep %s as %s: %s\n", path, old,
+			strerror(errno));
+		return -1;
+	}
+	fprintf(stderr, "tsec keygen: kept the old %s as %s\n", path, old);
+	return 0;
+}
+
+int cmd_keygen(int argc, char **argv)
+{
+	char path[4096], pub[41], sec[41], a[4200], b[4200];
+	int force = 0;
+
+	if (argc == 3 && !strcmp(argv[2], "--force")) {
+		force = 1;
+		argc = 2;
+	} else if (argc == 3 && !strcmp(argv[0], "--force")) {
+		force = 1;
+		argc = 2;
+		argv++;
+	}
+	if (argc != 2 || (strcmp(argv[0], "--curve") && strcmp(argv[0], "--sign")))
+		die_usage("keygen", "need --curve PREFIX or --sign PREFIX [--force]");
+	snprintf(a, sizeof(a), "%s%s.key", argv[1], strcmp(argv[0], "--sign") ? "" : ".sign");
+	snprintf(b, sizeof(b), "%s%s.pub", argv[1], strcmp(argv[0], "--sign") ? "" : ".sign");
+	/* Both files are checked before either is touched. */
+	if (!force && (access(a, F_OK) == 0 || access(b, F_OK) == 0)) {
+		make_room(access(a, F_OK) == 0 ? a : b, 0);
+		return EXIT_ERROR;
+	}
+	if (make_room(a, force) || make_room(b, force))
+		return EXIT_ERROR;
+	if (!strcmp(argv[0], "--curve")) {
+		if (zmq_curve_keypair(pub, sec)) {
+			fprintf(stderr, "tsec keygen: this libzmq has no CURVE\n");
+			return EXIT_ERROR;
+		}
+		snprintf(path, sizeof(path), "%s.key", argv[1]);
+		if (write_secret(path, sec))
+			goto fail;
+		snprintf(path, sizeof(path), "%s.pub", argv[1]);
+		if (write_public(path, pub))
+			goto fail;
+		printf("CURVE key pair: %s.pub (public, Z85: %s) and %s.key (secret, 0600)\n",
+		       argv[1], pub, argv[1]);
+	} else {
+		unsigned char pk[32], sk[64];
+		char hpk[65], hsk[129];
+		crypto_sign_keypair(pk, sk);
+		sodium_bin2hex(hpk, sizeof(hpk), pk, sizeof(pk));
+		sodium_bin2hex(hsk, sizeof(hsk), sk, sizeof(sk));
+		snprintf(path, sizeof(path), "%s.sign.key", argv[1]);
+		if (write_secret(path, hsk))
+			goto fail;
+		snprintf(path, sizeof(path), "%s.sign.pub", argv[1]);
+		if (write_public(path, hpk))
+			goto fail;
+		sodium_memzero(sk, sizeof(sk));
+		sodium_memzero(hsk, sizeof(hsk));
+		printf("Ed25519 signing key pair: %s.sign.pub (%s) and %s.sign.key (secret, 0600)\n",
+		       argv[1], hpk, argv[1]);
+	}
+	return EXIT_ALLOW;
+fail:
+	fprintf(stderr, "tsec keygen: cannot write %s: %s\n", path, strerror(errno));
+	return EXIT_ERROR;
+}
+
+/*
+ * Compiles the policy at path through the module without loading it:
+ * 0 when it is good, else the first error said on stderr (and how many).
+ */
+static int policy_compiles(const char *cmd, const struct opts *o, const char *path)
+{
+	struct tsec_error errs[8], err;
+	struct tsec_bus *bus = NULL;
+	const char *minimal = "{\"version\": 1}";
+	char *text = NULL;
+	size_t len, n = 0;
+	int rc;
+
+	if (tsec_read_file(path, TSEC_POLICY_MAX, &text, &len, &err) || tsec_bus_new(&bus)) {
+		fprintf(stderr, "tsec %s: %s\n", cmd, err.msg);
+		free(text);
+		return -1;
+	}
+	tsec_bus_set_log(bus, NULL, NULL);
+	rc = tsec_bus_load(bus, "lint", o->module ? o->module : default_module(), minimal,
+			   strlen(minimal), &err);
+	if (rc)
+		fprintf(stderr, "tsec %s: %s\n", cmd, err.msg);
+	else if ((rc = tsec_bus_lint(bus, "lint", text, len, errs, 8, &n)))
+		fprintf(stderr, "tsec %s: %s does not compile (%zu error%s; see tsec lint): %s%s%s\n",
+			cmd, path, n, n == 1 ? "" : "s", errs[0].where, errs[0].where[0] ? ": " : "",
+			errs[0].msg);
+	free(text);
+	tsec_bus_free(&bus);
+	return rc ? -1 : 0;
+}
+
+int cmd_sign(struct opts *o, const char *keyfile)
+{
+	unsigned char sk[64];
+	struct tsec_error err;
+
+	if (!keyfile || o->nargs != 1)
+		die_usage("sign", "need --key PREFIX.sign.key and one policy file");
+	/* A signature vouches for a policy: never for one that cannot load. */
+	if (policy_compiles("sign", o, o->args[0]))
+		return EXIT_ERROR;
+	if (tsec__key_file_read(keyfile, sk, sizeof(sk), &err) ||
+	    tsec__policy_sign(o->args[0], sk, &err)) {
+		sodium_memzero(sk, sizeof(sk));
+		fprintf(stderr, "tsec sign: %s\n", err.msg);
+		return EXIT_ERROR;
+	}
+	sodium_memzero(sk, sizeof(sk));
+	printf("signed %s: %s.sig\n", o->args[0], o->args[0]);
+	return EXIT_ALLOW;
+}
