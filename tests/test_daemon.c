@@ -606,6 +606,9 @@ static void test_daemon_cli(void **state)
 	assert_int_equal(sh("%s check --endpoint=%s --action=storage.load --resource=a/b > /dev/null",
 			    tsec, D.ipc), 0);
 	assert_int_equal(sh("%s --version | grep -q '^tsec '", tsec), 0);
+	/* A missing broker is told apart from a timeout, at once. */
+	assert_int_equal(sh("%s health --endpoint ipc://%s/nowhere.sock 2> %s", tsec, D.dir, out), 2);
+	assert_int_equal(sh("grep -q 'no broker listening at ipc://%s/nowhere.sock' %s", D.dir, out), 0);
 	assert_int_equal(sh("%s/tsec-broker --version | grep -q '^tsec-broker '", TSEC_BUILD_DIR), 0);
 	assert_int_equal(sh("%s/verify_module --version | grep -q '^verify_module '", TSEC_BUILD_DIR), 0);
 	/* keygen and sign make what the broker verifies. */

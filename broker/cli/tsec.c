@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -150,9 +152,55 @@ static int read_z85(const char *path, char out[41])
 	return ok ? 0 : -1;
 }
 
+/*
+ * An ipc endpoint, made absolute (a relative one depends on where tsec
+ * runs), and checked before ZeroMQ hides the reason behind a timeout:
+ * "no broker listening at ..." when there is no socket or nobody answers
+ * on it.  Exits 2 then.
+ */
+static const char *ipc_endpoint(const char *cmd, const char *ep)
+{
+	static char abs_ep[4200];
+	char cwd[4096];
+	struct sockaddr_un sa;
+	struct stat sb;
+	const char *path;
+	int fd, rc;
+
+	if (strncmp(ep, "ipc://", 6))
+		return ep;
+	if (ep[6] != '/' && getcwd(cwd, sizeof(cwd)))
+		snprintf(abs_ep, sizeof(abs_ep), "ipc://%s/%s", cwd, ep + 6);
+	else
+		snprintf(abs_ep, sizeof(abs_ep), "%s", ep);
+	path = abs_ep + 6;
+	if (lstat(path, &sb) < 0) {
+		fprintf(stderr, "tsec %s: no broker listening at %s (no socket there)\n", cmd, abs_ep);
+		exit(EXIT_ERROR);
+	}
+	if (!S_ISSOCK(sb.st_mode)) {
+		fprintf(stderr, "tsec %s: %s is not a socket\n", cmd, path);
+		exit(EXIT_ERROR);
+	}
+	if (strlen(path) < sizeof(sa.sun_path) && (fd = socket(AF_UNIX, SOCK_STREAM, 0)) >= 0) {
+		memset(&sa, 0, sizeof(sa));
+		sa.sun_family = AF_UNIX;
+		memcpy(sa.sun_path, path, strlen(path));
+		rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		close(fd);
+		if (rc < 0 && errno == ECONNREFUSED) {
+			fprintf(stderr, "tsec %s: no broker listening at %s (a stale socket)\n", cmd,
+				abs_ep);
+			exit(EXIT_ERROR);
+		}
+	}
+	return abs_ep;
+}
+
 static struct tsec_client *connect_or_die(const char *cmd, struct opts *o)
 {
-	struct tsec_client_opts co = { o->endpoint, NULL, NULL, NULL, o->timeout_ms };
+	struct tsec_client_opts co = { ipc_endpoint(cmd, o->endpoint), NULL, NULL, NULL,
+				       o->timeout_ms };
 	static char pub[41], sec[41], srv[41];
 	struct tsec_client *c;
 	struct tsec_error err;
