@@ -606,6 +606,29 @@ static void test_daemon_cli(void **state)
 	assert_int_equal(sh("%s check --endpoint=%s --action=storage.load --resource=a/b > /dev/null",
 			    tsec, D.ipc), 0);
 	assert_int_equal(sh("%s --version | grep -q '^tsec '", tsec), 0);
+	/* Raw bytes (a NUL, not UTF-8) go in and come out exactly. */
+	snprintf(buf, sizeof(buf), "%s/raw.bin", D.dir);
+	assert_int_equal(sh("printf 'a\\000b\\377c' > %s", buf), 0);
+	assert_int_equal(sh("%s store put --endpoint %s raw/bytes %s > /dev/null", tsec, D.ipc, buf), 1);
+	{
+		/* The ipc caller may only load and check; write as svc:good over tcp. */
+		char srvpub[256], keyp[256];
+		snprintf(srvpub, sizeof(srvpub), "%s/srv.pub", D.dir);
+		snprintf(keyp, sizeof(keyp), "%s/good", D.dir);
+		write_file(srvpub, D.srv_pub);
+		snprintf(buf, sizeof(buf), "%s/good.pub", D.dir);
+		write_file(buf, D.good_pub);
+		snprintf(buf, sizeof(buf), "%s/good.key", D.dir);
+		write_file(buf, D.good_sec);
+		snprintf(buf, sizeof(buf), "%s/raw.bin", D.dir);
+		assert_int_equal(sh("%s store put --endpoint %s --server-key %s --key %s raw/bytes %s"
+				    " > /dev/null", tsec, D.tcp, srvpub, keyp, buf), 0);
+		assert_int_equal(sh("%s store get --endpoint %s --server-key %s --key %s raw/bytes"
+				    " | cmp - %s", tsec, D.tcp, srvpub, keyp, buf), 0);
+		/* tsec reload, as an admin. */
+		assert_int_equal(sh("%s reload --endpoint %s --server-key %s --key %s > /dev/null",
+				    tsec, D.tcp, srvpub, keyp), 0);
+	}
 	/* A missing broker is told apart from a timeout, at once. */
 	assert_int_equal(sh("%s health --endpoint ipc://%s/nowhere.sock 2> %s", tsec, D.dir, out), 2);
 	assert_int_equal(sh("grep -q 'no broker listening at ipc://%s/nowhere.sock' %s", D.dir, out), 0);

@@ -408,13 +408,23 @@ static int cmd_eval(struct opts *o)
 	return rc;
 }
 
+/* A value's bytes, exactly as stored, text or not. */
 static void human_value(json_t *r)
 {
-	json_t *v = json_object_get(r, "value");
-	if (v)
+	json_t *v = json_object_get(r, "value"), *b = json_object_get(r, "value_b64");
+
+	if (v) {
 		fwrite(json_string_value(v), 1, json_string_length(v), stdout);
-	else
-		printf("(binary, base64) %s\n", json_string_value(json_object_get(r, "value_b64")));
+	} else if (json_is_string(b)) {
+		size_t cap = json_string_length(b), n = 0;
+		unsigned char *raw = malloc(cap + 1);
+		if (raw && !sodium_base642bin(raw, cap, json_string_value(b), cap, NULL, &n, NULL,
+					      sodium_base64_VARIANT_ORIGINAL))
+			fwrite(raw, 1, n, stdout);
+		else
+			fprintf(stderr, "tsec store get: the broker sent a value that is not base64\n");
+		free(raw);
+	}
 }
 
 static void human_keys(json_t *r)
@@ -458,7 +468,9 @@ static int cmd_store(struct opts *o)
 			json_decref(p);
 			return EXIT_ERROR;
 		}
-		json_t *s = json_stringn(data, len);
+		/* Raw bytes travel as base64: text with a NUL byte or that is not
+		 * UTF-8 would not survive JSON text. */
+		json_t *s = memchr(data, 0, len) ? NULL : json_stringn(data, len);
 		if (s) {
 			json_object_set_new(p, "value", s);
 		} else {
@@ -539,7 +551,8 @@ static void usage(FILE *f)
 		"  lock        acquire NAME --ttl-ms N [--wait-ms N], renew NAME TOKEN --ttl-ms N,\n"
 		"              release NAME TOKEN\n"
 		"  stats       the broker's counters\n"
-		"  health      whether the broker serves, and its module\n"
+		"  health      whether the broker serves, its module and policy\n"
+		"  reload      reread the policy (admin callers)\n"
 		"\n"
 		"Exit status: 0 allow or success, 1 deny, 2 error.  'tsec COMMAND --help' for more.\n");
 }
@@ -617,6 +630,7 @@ int main(int argc, char **argv)
 		static const struct { const char *cmd; int max; } arity[] = {
 			{ "check", 0 }, { "eval", 0 }, { "lint", 1 }, { "sign", 1 },
 			{ "store", 3 }, { "lock", 2 }, { "stats", 0 }, { "health", 0 },
+			{ "reload", 0 },
 		};
 		for (size_t i = 0; i < sizeof(arity) / sizeof(arity[0]); i++)
 			if (!strcmp(cmd, arity[i].cmd) && o.nargs > arity[i].max) {
@@ -641,6 +655,8 @@ int main(int argc, char **argv)
 		return call_print("stats", &o, "stats", NULL, human_object);
 	if (!strcmp(cmd, "health"))
 		return call_print("health", &o, "health", NULL, human_object);
+	if (!strcmp(cmd, "reload"))
+		return call_print("reload", &o, "reload", NULL, human_ok);
 	fprintf(stderr, "tsec: unknown command '%s'\n", cmd);
 	usage(stderr);
 	return EXIT_ERROR;
