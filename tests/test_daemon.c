@@ -487,7 +487,7 @@ static void test_daemon_decision_log(void **state)
 		"{\"key\": \"logged/marker-7f3a\"}", NULL, &err), 0);
 	tsec_client_close(&good);
 	for (int tries = 0; tries < 100 && lines < 4; tries++) {
-		char line[4096];
+		char line[4096], last_did[64] = "";
 		FILE *f = fopen(D.log, "r");
 		lines = 0;
 		while (f && fgets(line, sizeof(line), f)) {
@@ -503,6 +503,13 @@ static void test_daemon_decision_log(void **state)
 				assert_true(json_is_false(json_object_get(j, "floor")));
 				assert_true(json_integer_value(json_object_get(j, "latency_ns")) > 0);
 				assert_non_null(json_object_get(j, "time_ms"));
+				/* Each line its own decision id; the policy that decided. */
+				const char *did = json_string_value(json_object_get(j, "decision_id"));
+				assert_non_null(did);
+				assert_string_not_equal(did, last_did);
+				snprintf(last_did, sizeof(last_did), "%s", did);
+				assert_int_equal(strlen(json_string_value(json_object_get(j, "policy_sha256"))), 64);
+				assert_true(json_is_array(json_object_get(j, "roles")));
 				lines++;
 			}
 			json_decref(j);

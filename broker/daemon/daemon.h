@@ -145,6 +145,8 @@ struct tsec__daemon {
 	int64_t started_ms;
 	int sigpipe[2];
 	const char *config_path;     /* --config, reread at each reload */
+	char broker_id[17];          /* random, per process: names its decisions */
+	_Atomic uint64_t decisions;  /* numbers them */
 };
 
 /* One call in flight: who asks, and the message's id and params. */

@@ -75,6 +75,11 @@ static int start(struct tsec__daemon *d, const char *config)
 	if (sodium_init() < 0 || tsec__config_load(config, &d->cfg))
 		return -1;
 	d->config_path = config;
+	{
+		unsigned char rnd[8];
+		randombytes_buf(rnd, sizeof(rnd));
+		sodium_bin2hex(d->broker_id, sizeof(d->broker_id), rnd, sizeof(rnd));
+	}
 	pthread_mutex_init(&d->reload_lock, NULL);
 	pthread_mutex_init(&d->policy_lock, NULL);
 	tsec__held_init(&d->held);

@@ -95,16 +95,32 @@ void tsec__log_decision(struct tsec__daemon *d, const struct tsec__call *c,
 			const char *status, json_t *rules, int floor,
 			int64_t latency_ns)
 {
-	json_t *o = json_object();
+	json_t *o = json_object(), *roles;
+	struct tsec__policy_id pid;
+	char did[48];
 	char *line;
 
 	if (!d->log) {
 		json_decref(o);
 		return;
 	}
+	/* Unique across brokers and restarts without a syscall per line. */
+	snprintf(did, sizeof(did), "%s-%llu", d->broker_id,
+		 (unsigned long long)atomic_fetch_add(&d->decisions, 1));
+	pthread_mutex_lock(&d->policy_lock);
+	pid = d->policy;
+	pthread_mutex_unlock(&d->policy_lock);
+	roles = json_array();
+	for (uint32_t i = 0; i < c->who->nroles; i++)
+		json_array_append_new(roles, json_stringn(c->who->roles[i].ptr, c->who->roles[i].len));
 	json_object_set_new(o, "time_ms", json_integer(tsec__wall_ms()));
+	json_object_set_new(o, "decision_id", json_string(did));
+	json_object_set_new(o, "broker", json_string(d->broker_id));
 	json_object_set_new(o, "id", log_id(c->id, TSEC_DECLOG_FIELD_MAX));
 	json_object_set_new(o, "principal", json_string(c->who->principal));
+	json_object_set_new(o, "roles", roles);
+	json_object_set_new(o, "policy_sha256", json_string(pid.sha256));
+	json_object_set_new(o, "policy_revision", json_integer(pid.revision));
 	json_object_set_new(o, "action", json_string(action ? action : ""));
 	json_object_set_new(o, "resource", json_string(resource ? resource : ""));
 	json_object_set_new(o, "decision", json_string(allow ? "allow" : "deny"));
