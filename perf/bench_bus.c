@@ -15,16 +15,7 @@
 #include "tinysecurity/bus.h"
 #include "perf/benchutil.h"
 
-#define S(lit) { lit, sizeof(lit) - 1 }
 
-static const struct tsec_str roles[] = { S("role:web") };
-static const struct tsec_request reqs[2] = {
-	{ .principal = S("svc:web-1"), .roles = roles, .nroles = 1,
-	  .action = S("storage.load"),
-	  .resource = S("certificates/acme-v02/example.com/example.com.crt") },
-	{ .principal = S("svc:acme-issuer"), .action = S("storage.list"),
-	  .resource = S("certificates/acme-v02/example.com/example.com.key") },
-};
 
 static struct tsec_bus *bus;
 static struct tsec_report rep;
@@ -33,7 +24,7 @@ static void check2(void)
 {
 	struct tsec_decision out[2];
 	struct tsec_error err;
-	if (tsec_bus_check(bus, "policy", reqs, 2, out, &err) ||
+	if (tsec_bus_check(bus, "policy", bench_reqs, 2, out, &err) ||
 	    out[0].status != TSEC_STATUS_ALLOWED || out[1].status != TSEC_STATUS_FLOOR) {
 		fprintf(stderr, "bench_bus: wrong check answer\n");
 		exit(1);
@@ -43,7 +34,7 @@ static void check2(void)
 static void evaluate(void)
 {
 	struct tsec_error err;
-	if (tsec_bus_evaluate(bus, "policy", &reqs[0], &rep, &err) ||
+	if (tsec_bus_evaluate(bus, "policy", &bench_reqs[0], &rep, &err) ||
 	    rep.decision.status != TSEC_STATUS_ALLOWED) {
 		fprintf(stderr, "bench_bus: wrong evaluate answer\n");
 		exit(1);

@@ -5,24 +5,17 @@
  *
  *   build/release/bench_instructions MODULE.so POLICY N
  *
- * The requests are bench_bus's: a Check of a rule allow and a floor deny,
- * and an Evaluate of the allowed one.
+ * The requests are bench_reqs (benchutil.c), as bench_bus times them: a
+ * Check of a rule allow and a floor deny, and an Evaluate of the allowed
+ * one.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "tinysecurity/bus.h"
+#include "perf/benchutil.h"
 
-#define S(lit) { lit, sizeof(lit) - 1 }
 
-static const struct tsec_str roles[] = { S("role:web") };
-static const struct tsec_request reqs[2] = {
-	{ .principal = S("svc:web-1"), .roles = roles, .nroles = 1,
-	  .action = S("storage.load"),
-	  .resource = S("certificates/acme-v02/example.com/example.com.crt") },
-	{ .principal = S("svc:acme-issuer"), .action = S("storage.list"),
-	  .resource = S("certificates/acme-v02/example.com/example.com.key") },
-};
 
 /* Kept apart so callgrind can count each by name (--toggle-collect). */
 __attribute__((noinline)) void instr_check2(struct tsec_bus *bus, struct tsec_decision *d);
@@ -32,7 +25,7 @@ void instr_check2(struct tsec_bus *bus, struct tsec_decision *d)
 {
 	struct tsec_error err;
 
-	if (tsec_bus_check(bus, "policy", reqs, 2, d, &err))
+	if (tsec_bus_check(bus, "policy", bench_reqs, 2, d, &err))
 		abort();
 }
 
@@ -40,7 +33,7 @@ void instr_evaluate(struct tsec_bus *bus, struct tsec_report *rep)
 {
 	struct tsec_error err;
 
-	if (tsec_bus_evaluate(bus, "policy", &reqs[0], rep, &err))
+	if (tsec_bus_evaluate(bus, "policy", &bench_reqs[0], rep, &err))
 		abort();
 }
 

@@ -5,6 +5,18 @@
 
 #include "perf/benchutil.h"
 
+#define S(lit) { lit, sizeof(lit) - 1 }
+
+static const struct tsec_str web_role[] = { S("role:web") };
+
+const struct tsec_request bench_reqs[2] = {
+	{ .principal = S("svc:web-1"), .roles = web_role, .nroles = 1,
+	  .action = S("storage.load"),
+	  .resource = S("certificates/acme-v02/example.com/example.com.crt") },
+	{ .principal = S("svc:acme-issuer"), .action = S("storage.list"),
+	  .resource = S("certificates/acme-v02/example.com/example.com.key") },
+};
+
 uint64_t bench_now(void)
 {
 	struct timespec ts;

@@ -5,6 +5,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tinysecurity/types.h"
+
+/*
+ * The requests bench_bus and bench_instructions time: [0] is allowed by a
+ * rule (svc:web-1 with role web loads a certificate), [1] is denied by a
+ * floor (listing keys) on the example policy.
+ */
+extern const struct tsec_request bench_reqs[2];
+
 /* Monotonic time in nanoseconds. */
 uint64_t bench_now(void);
 

@@ -70,6 +70,11 @@ static void test_lock_basics(void **state)
 	assert_string_equal(l.v[0], "locks/listed.lock");
 	tsec_strlist_free(&l);
 	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), 0);
+	/* Released locks leave no file behind: no lock file, no guard. */
+	assert_int_equal(tsec_store_list(t->store, &app, "locks", 0, &l, &err), 0);
+	assert_int_equal(l.n, 0);
+	tsec_strlist_free(&l);
+	assert_int_equal(tu_count_litter(t->root), 0);
 }
 
 static void test_lock_bad_input(void **state)

@@ -125,7 +125,7 @@ void tsec__log_decision(struct tsec__daemon *d, const struct tsec__call *c,
 	json_object_set_new(o, "resource", json_string(resource ? resource : ""));
 	json_object_set_new(o, "decision", json_string(allow ? "allow" : "deny"));
 	json_object_set_new(o, "status", json_string(status));
-	json_object_set(o, "rules", rules ? rules : json_array());
+	json_object_set_new(o, "rules", rules ? json_incref(rules) : json_array());
 	json_object_set_new(o, "floor", json_boolean(floor));
 	json_object_set_new(o, "latency_ns", json_integer(latency_ns));
 	/*
