@@ -49,7 +49,7 @@ ARCHIVE_LIBS := -lcurl -larchive
 CRYPTO_LIBS := -lcrypto
 SODIUM_LIBS := -lsodium
 # What a program linking the broker library needs.
-BROKER_LIBS = $(JANSSON_LIBS) $(ZMQ_LIBS) $(SODIUM_LIBS) $(CRYPTO_LIBS) -ldl
+BROKER_LIBS = $(JANSSON_LIBS) $(ZMQ_LIBS) $(SODIUM_LIBS) $(CRYPTO_LIBS) -lcurl -lhiredis -ldl
 CMOCKA_LIBS := -lcmocka
 
 ifeq ($(V),1)
@@ -69,6 +69,7 @@ MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
 BUS_SRC := broker/bus/bus.c broker/bus/loader.c
 STORAGE_SRC := $(addprefix broker/storage/,store.c txn.c lock.c certfiles.c \
 	gates.c lease.c file.c file_journal.c file_lock.c memory.c localcache.c \
+	envelope.c etcd_http.c etcd.c etcd_lock.c etcd_feed.c redis.c \
 	certcache.c)
 CLIENT_SRC := broker/client/client.c
 BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(CLIENT_SRC)
@@ -124,6 +125,7 @@ deps:
 
 # README command 1.
 test: deps
+	$(Q)sh scripts/deps.sh servers
 	$(Q)$(MAKE) --no-print-directory MODE=debug check
 	$(Q)$(MAKE) --no-print-directory MODE=debug SANITIZE=address,undefined check
 	$(Q)$(MAKE) --no-print-directory MODE=release check
@@ -363,7 +365,7 @@ $(B)/tests/test_verifier $(B)/tests/test_archive: $(B)/tests/test_%: \
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(CMOCKA_LIBS) $(ARCHIVE_LIBS) $(BROKER_LIBS) -lm
 
 $(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/testutil.o \
-		$(B)/tobj/tests/certgen.o $(BROKER_A)
+		$(B)/tobj/tests/certgen.o $(B)/tobj/tests/servers.o $(BROKER_A)
 	@mkdir -p $(dir $@)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) $(BROKER_LIBS)

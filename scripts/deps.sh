@@ -7,12 +7,15 @@ set -eu
 #   sh scripts/deps.sh            what the build and `make test` need
 #   sh scripts/deps.sh clang      and clang with its fuzzing runtime (make fuzz)
 #   sh scripts/deps.sh valgrind   and valgrind (make memcheck)
-PKGS="gcc make binutils pkg-config libjansson-dev libcmocka-dev libssl-dev libsodium-dev libzmq3-dev libcurl4-openssl-dev libarchive-dev"
+#   sh scripts/deps.sh servers    and etcd and redis-server (the tests start
+#                                 their own on loopback; make test)
+PKGS="gcc make binutils pkg-config libjansson-dev libcmocka-dev libssl-dev libsodium-dev libzmq3-dev libcurl4-openssl-dev libarchive-dev libhiredis-dev"
 for extra in "$@"; do
 	case $extra in
 	clang) PKGS="$PKGS clang libclang-rt-14-dev" ;;
 	valgrind) PKGS="$PKGS valgrind" ;;
-	*) echo "deps: unknown group '$extra' (clang, valgrind)" >&2; exit 2 ;;
+	servers) PKGS="$PKGS etcd-server redis-server" ;;
+	*) echo "deps: unknown group '$extra' (clang, valgrind, servers)" >&2; exit 2 ;;
 	esac
 done
 missing=""
@@ -24,7 +27,17 @@ if [ "$(id -u)" = 0 ]; then
 	echo "deps: installing:$missing"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends $missing
+	# Servers are for the tests, which start their own: keep the
+	# packages from starting system-wide ones.
+	blocked=""
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+		chmod 755 /usr/sbin/policy-rc.d
+		blocked=1
+	fi
+	apt-get install -y -qq --no-install-recommends $missing || {
+		[ -n "$blocked" ] && rm -f /usr/sbin/policy-rc.d; exit 1; }
+	[ -n "$blocked" ] && rm -f /usr/sbin/policy-rc.d
 else
 	echo "deps: missing packages:$missing" >&2
 	echo "deps: run: sudo apt-get install -y$missing" >&2

@@ -59,6 +59,21 @@ void tu_store_open_on(struct tu_store *t, const char *backend, size_t cache_byte
 	}
 }
 
+void tu_store_open_with(struct tu_store *t, const struct tsec_store_opts *opts)
+{
+	char tmpl[] = "/tmp/tsec-test-XXXXXX";
+	struct tsec_error err;
+
+	assert_non_null(mkdtemp(tmpl));
+	t->dir = strdup(tmpl);
+	assert_true(asprintf(&t->root, "%s/store", tmpl) > 0);
+	t->bus = tu_bus_with_policy("tests/data/store_policy.json");
+	if (tsec_store_open_opts(&t->store, opts, t->bus, NULL, &err)) {
+		fprintf(stderr, "store open: %s\n", err.msg);
+		fail();
+	}
+}
+
 void tu_store_open(struct tu_store *t)
 {
 	tu_store_open_on(t, "file", 0);

@@ -37,6 +37,8 @@ void tu_store_open(struct tu_store *t);
 /* The same on a backend ("file", "memory"), with a LocalCache of
  * cache_bytes when not 0. */
 void tu_store_open_on(struct tu_store *t, const char *backend, size_t cache_bytes);
+/* The same with any options (dir is made, root unused). */
+void tu_store_open_with(struct tu_store *t, const struct tsec_store_opts *o);
 void tu_store_close(struct tu_store *t);
 
 /*

@@ -16,14 +16,18 @@
  * - Memory is bounded: each shard keeps at most max_bytes / SHARDS bytes
  *   of keys and values and evicts its oldest entries first.
  *
- * Only values are cached (not absence, listings or stats), and only what
- * this process writes is seen: use it where the store is the one writer
- * of its keys.
+ * Only values are cached (not absence, listings or stats).  Over file and
+ * memory only what this process writes is seen: use it where the store
+ * is the one writer of its keys.  Over etcd and redis the backend's feed
+ * (remote.h) drops what other writers change; a miss remembers what it
+ * read only if no invalidation reached its shard meanwhile, so a value
+ * read just before a peer's write is never kept after that write's
+ * invalidation.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/storage/backend.h"
+#include "broker/storage/remote.h"
 
 #define SHARDS 16
 #define BUCKETS 1024                 /* per shard; a power of two */
@@ -42,6 +46,7 @@ struct centry {
 
 struct shard {
 	pthread_mutex_t mu;
+	uint64_t gen;                /* bumped by each invalidation */
 	struct centry *bucket[BUCKETS];
 	struct centry *oldest, *newest;
 	size_t bytes;
@@ -121,7 +126,29 @@ static void forget(struct cache *c, const char *key)
  * a cached key allocates nothing); otherwise the new entry is allocated
  * before the shard's mutex is taken.
  */
+static void remember_if(struct cache *c, const char *key, const char *val, size_t len,
+			const uint64_t *gen);
+
 static void remember(struct cache *c, const char *key, const char *val, size_t len)
+{
+	remember_if(c, key, val, len, NULL);
+}
+
+/* The shard's invalidation count, for remember_if. */
+static uint64_t gen_of(struct cache *c, const char *key)
+{
+	struct shard *sh = shard_of(c, hash_of(key, strlen(key)));
+	uint64_t g;
+
+	pthread_mutex_lock(&sh->mu);
+	g = sh->gen;
+	pthread_mutex_unlock(&sh->mu);
+	return g;
+}
+
+/* remember, unless gen is given and an invalidation came since. */
+static void remember_if(struct cache *c, const char *key, const char *val, size_t len,
+			const uint64_t *gen)
 {
 	size_t klen = strlen(key), cap = (len + 63) & ~(size_t)63;
 	uint32_t h = hash_of(key, klen);
@@ -131,6 +158,10 @@ static void remember(struct cache *c, const char *key, const char *val, size_t l
 	if (klen + len > c->shard_max / 4 || len > UINT32_MAX / 2 || klen > TSEC_KEY_MAX)
 		return forget(c, key);
 	pthread_mutex_lock(&sh->mu);
+	if (gen && sh->gen != *gen) {
+		pthread_mutex_unlock(&sh->mu);
+		return;
+	}
 	if ((old = lookup(sh, key, klen, h)) && old->cap >= len && old->cap <= cap * 2) {
 		sh->bytes = sh->bytes - old->len + len;
 		memcpy(VAL_OF(old), val, len);
@@ -148,6 +179,11 @@ static void remember(struct cache *c, const char *key, const char *val, size_t l
 	memcpy(e->key, key, klen + 1);
 		memcpy(VAL_OF(e), val, len);
 	pthread_mutex_lock(&sh->mu);
+	if (gen && sh->gen != *gen) {
+		pthread_mutex_unlock(&sh->mu);
+		free(e);
+		return;
+	}
 	if ((old = lookup(sh, key, klen, h)))
 		unlink_entry(sh, old);
 	while (sh->oldest && sh->bytes + klen + len > c->shard_max)
@@ -205,9 +241,11 @@ static int lc_get(struct tsec__backend *b, const struct tsec__skey *k, size_t ma
 	 * and find what it cached. */
 	tsec__gates_lock(&c->gates, &key, 1, &g);
 	if ((rc = hit(c, key, max, out, len)) == 0) {
+		uint64_t gen = gen_of(c, key);
+
 		rc = c->inner->ops->get(c->inner, k, max, out, len, err);
 		if (rc == 0)
-			remember(c, key, *out, *len);
+			remember_if(c, key, *out, *len, &gen);
 	} else {
 		rc = rc > 0 ? 0 : tsec__seterr(err, TSEC_ENOMEM, key, NULL);
 	}
@@ -362,14 +400,41 @@ static void lc_close(struct tsec__backend *b)
 
 	if (!c)
 		return;
+	/* First the backend: it stops its feed, which calls into the cache. */
+	c->inner->ops->close(c->inner);
 	for (size_t s = 0; s < SHARDS; s++) {
 		while (c->shard[s].oldest)
 			unlink_entry(&c->shard[s], c->shard[s].oldest);
 		pthread_mutex_destroy(&c->shard[s].mu);
 	}
 	tsec__gates_destroy(&c->gates);
-	c->inner->ops->close(c->inner);
 	free(c);
+}
+
+void tsec__localcache_invalidate(void *cache, const char *key)
+{
+	struct cache *c = cache;
+
+	for (size_t s = 0; s < SHARDS; s++) {
+		struct shard *sh = &c->shard[s];
+		struct centry *e;
+		uint32_t h = 0;
+
+		if (key) {
+			h = hash_of(key, strlen(key));
+			sh = shard_of(c, h);
+		}
+		pthread_mutex_lock(&sh->mu);
+		sh->gen++;
+		if (!key)
+			while (sh->oldest)
+				unlink_entry(sh, sh->oldest);
+		else if ((e = lookup(sh, key, strlen(key), h)))
+			unlink_entry(sh, e);
+		pthread_mutex_unlock(&sh->mu);
+		if (key)
+			break;
+	}
 }
 
 static const struct tsec__backend_ops cache_ops = {

@@ -12,7 +12,7 @@
 
 #include <sodium.h>
 
-#include "broker/storage/backend.h"
+#include "broker/storage/remote.h"
 
 int tsec__skey_parse(const char *key, bool root_ok, struct tsec__skey *sk,
 		     struct tsec_error *err)
@@ -120,21 +120,39 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 		return tsec__seterr(err, TSEC_EINVAL, "", "endpoint name too long");
 	if (sodium_init() < 0)
 		return tsec__seterr(err, TSEC_EIO, "", "libsodium failed to initialise");
+	if ((!strcmp(kind, "file") || !strcmp(kind, "memory")) &&
+	    (o->endpoints || o->prefix || o->key_file || o->tls_ca || o->tls_cert ||
+	     o->tls_key || o->username || o->password_file || o->request_max ||
+	     o->clock_skew_ms || o->timeout_ms))
+		return tsec__seterr(err, TSEC_EINVAL, "backend", "the %s backend takes no "
+				    "endpoints, prefix, key_file, TLS or authentication", kind);
 	if (!strcmp(kind, "file")) {
 		if (!o->root || !*o->root)
 			return tsec__seterr(err, TSEC_EINVAL, "root", "the file backend needs a root");
 		rc = tsec__file_open(&be, o->root, err);
 	} else if (!strcmp(kind, "memory")) {
 		rc = tsec__memory_open(&be, o->delay_us, err);
+	} else if (!strcmp(kind, "etcd")) {
+		rc = tsec__etcd_open(&be, o, err);
+	} else if (!strcmp(kind, "redis")) {
+		rc = tsec__redis_open(&be, o, err);
 	} else {
 		return tsec__seterr(err, TSEC_EINVAL, "backend",
-				    "unknown backend '%s' (file, memory)", kind);
+				    "unknown backend '%s' (file, memory, etcd, redis)", kind);
 	}
 	if (rc)
 		return rc;
 	if (o->cache_bytes) {
 		if ((rc = tsec__localcache_open(&cached, be, o->cache_bytes, err))) {
 			be->ops->close(be);
+			return rc;
+		}
+		/* Over a shared backend, other writers' changes drop cached values. */
+		if (!strcmp(kind, "etcd") || !strcmp(kind, "redis"))
+			rc = (kind[0] == 'e' ? tsec__etcd_feed : tsec__redis_feed)(
+				be, tsec__localcache_invalidate, cached, err);
+		if (rc) {
+			cached->ops->close(cached);
 			return rc;
 		}
 		be = cached;

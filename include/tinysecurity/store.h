@@ -51,21 +51,54 @@ TSEC_API int tsec_store_open(struct tsec_store **out, const char *root,
 		    struct tsec_bus *bus, const char *endpoint,
 		    struct tsec_error *err);
 
-/* Where a store keeps its values. */
+/*
+ * Where a store keeps its values.  Zero every field you do not set: a
+ * zero means the default.
+ */
 struct tsec_store_opts {
-	const char *backend;         /* "file" (default) or "memory" */
+	const char *backend;         /* "file" (default), "memory", "etcd" or
+					"redis" */
 	const char *root;            /* file: the folder */
 	uint32_t delay_us;           /* memory: wait this long in each operation
 					(a simulated remote store) */
 	size_t cache_bytes;          /* > 0: a LocalCache of this many bytes of
 					values in front of the backend */
+
+	/* ---- etcd and redis ---- */
+	const char *endpoints;       /* etcd: "http://h:2379,https://h2:2379"
+					(tried in turn; failover per request);
+					redis: "host:port" or "unix:/path" */
+	const char *prefix;          /* every key lives under "<prefix>/";
+					a key itself (default "tsec") */
+	const char *key_file;        /* encryption at rest: a file of 32 bytes
+					(or 64 hex digits), mode 0600; values
+					are sealed with XChaCha20-Poly1305,
+					the full key as associated data.  No
+					default key. */
+	uint32_t timeout_ms;         /* one call's deadline, failovers
+					included (default 5000) */
+	uint32_t clock_skew_ms;      /* etcd: a lease ends for others this long
+					after its holder's deadline (the
+					brokers' clocks may differ; default
+					1000).  etcd's own lease ends it too. */
+	size_t request_max;          /* etcd: largest request (default 1.5 MiB,
+					etcd's --max-request-bytes); larger
+					is TSEC_ETOOBIG */
+	const char *tls_ca;          /* etcd https: CA file; redis: unused */
+	const char *tls_cert;        /* etcd: client certificate file */
+	const char *tls_key;         /* etcd: its private key file */
+	const char *username;        /* etcd / redis authentication */
+	const char *password_file;   /* a file whose first line is the password */
 };
 
 /*
  * Opens a store on the backend `o` names (see tsec_store_open).  The
- * LocalCache serves repeated reads from memory and writes through; use it
- * only where this store is the one writer of its keys.  An unknown
- * backend name is TSEC_EINVAL.
+ * LocalCache serves repeated reads from memory and writes through.  Over
+ * file and memory, use it only where this store is the one writer of its
+ * keys; over etcd (a watch) and redis (a channel every write publishes
+ * on) other writers' changes drop the cached values they touch.  An
+ * unknown backend name, or an option the backend does not take, is
+ * TSEC_EINVAL.
  */
 TSEC_API int tsec_store_open_opts(struct tsec_store **out,
 				  const struct tsec_store_opts *o,

@@ -1,0 +1,216 @@
+/*
+ * The value envelope of the fleet backends (remote.h) and the small
+ * readers their options need: the encryption key file, the password
+ * file and the key prefix.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "broker/storage/remote.h"
+
+/* Reads a small secret file that only its owner may read. */
+static int read_secret(const char *path, char *buf, size_t cap, size_t *len,
+		       struct tsec_error *err)
+{
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	if (!path || !*path)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no file named");
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return tsec__seterr(err, TSEC_EIO, path, "cannot open %s: %s", path, strerror(errno));
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return tsec__seterr(err, TSEC_EINVAL, path, "%s is not a regular file", path);
+	}
+	if (st.st_mode & 077) {
+		close(fd);
+		return tsec__seterr(err, TSEC_EINVAL, path,
+				    "%s is readable by others (mode %03o); chmod 600 it",
+				    path, (unsigned)(st.st_mode & 0777));
+	}
+	n = read(fd, buf, cap);
+	close(fd);
+	if (n < 0)
+		return tsec__seterr(err, TSEC_EIO, path, "cannot read %s: %s", path, strerror(errno));
+	if ((size_t)n == cap)
+		return tsec__seterr(err, TSEC_EINVAL, path, "%s is too long", path);
+	*len = (size_t)n;
+	return 0;
+}
+
+int tsec__seal_load(struct tsec__seal *s, const char *path, struct tsec_error *err)
+{
+	char buf[130];
+	size_t n, bin = 0;
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	if ((rc = read_secret(path, buf, sizeof(buf), &n, err)))
+		return rc;
+	if (n == sizeof(s->key)) {
+		memcpy(s->key, buf, n);
+	} else {
+		while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+			n--;
+		if (n != 2 * sizeof(s->key) ||
+		    sodium_hex2bin(s->key, sizeof(s->key), buf, n, NULL, &bin, NULL) ||
+		    bin != sizeof(s->key)) {
+			sodium_memzero(buf, sizeof(buf));
+			return tsec__seterr(err, TSEC_EINVAL, path,
+					    "%s must hold 32 bytes or 64 hex digits", path);
+		}
+	}
+	sodium_memzero(buf, sizeof(buf));
+	s->on = true;
+	return 0;
+}
+
+int tsec__password_load(const char *path, char *out, size_t outlen, struct tsec_error *err)
+{
+	char buf[512];
+	size_t n;
+	int rc;
+
+	if ((rc = read_secret(path, buf, sizeof(buf), &n, err)))
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		if (buf[i] == '\n' || buf[i] == '\r') {
+			n = i;
+			break;
+		}
+	if (n == 0 || n >= outlen) {
+		sodium_memzero(buf, sizeof(buf));
+		return tsec__seterr(err, TSEC_EINVAL, path, "%s: empty or too long a password", path);
+	}
+	memcpy(out, buf, n);
+	out[n] = '\0';
+	sodium_memzero(buf, sizeof(buf));
+	return 0;
+}
+
+int tsec__prefix_norm(const char *prefix, char *out, size_t outlen, struct tsec_error *err)
+{
+	struct tsec__key k;
+	char why[96];
+
+	if (!prefix)
+		prefix = TSEC__PREFIX_DEFAULT;
+	if (tsec__key_parse(prefix, strlen(prefix), false, &k, why, sizeof(why)))
+		return tsec__seterr(err, TSEC_EINVAL, "prefix", "invalid prefix '%s': %s",
+				    prefix, why);
+	if (tsec__key_format(&k, out, outlen) >= outlen - 1)
+		return tsec__seterr(err, TSEC_EINVAL, "prefix", "prefix too long");
+	return 0;
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* The associated data: the backend key, then the header. */
+static uint8_t *ad_of(const char *bkey, size_t bklen, const uint8_t *hdr, size_t *adlen)
+{
+	uint8_t *ad = malloc(bklen + TSEC__ENV_HDR);
+
+	if (ad) {
+		memcpy(ad, bkey, bklen);
+		memcpy(ad + bklen, hdr, TSEC__ENV_HDR);
+		*adlen = bklen + TSEC__ENV_HDR;
+	}
+	return ad;
+}
+
+int tsec__env_wrap(const struct tsec__seal *s, const char *bkey, size_t bklen,
+		   const void *value, size_t len, int64_t mtime_ns,
+		   uint8_t **out, size_t *outlen, struct tsec_error *err)
+{
+	size_t cap = len + (s->on ? TSEC__ENV_OVERHEAD : TSEC__ENV_HDR), adlen = 0;
+	unsigned long long clen;
+	uint8_t *e, *ad;
+
+	*out = NULL;
+	if (!(e = malloc(cap ? cap : 1)))
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	e[0] = s->on ? TSEC__ENV_SEALED : TSEC__ENV_PLAIN;
+	put64(e + 1, (uint64_t)mtime_ns);
+	if (!s->on) {
+		if (len)
+			memcpy(e + TSEC__ENV_HDR, value, len);
+		*out = e;
+		*outlen = cap;
+		return 0;
+	}
+	if (!(ad = ad_of(bkey, bklen, e, &adlen))) {
+		free(e);
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	}
+	randombytes_buf(e + TSEC__ENV_HDR, crypto_aead_xchacha20poly1305_ietf_NPUBBYTES);
+	crypto_aead_xchacha20poly1305_ietf_encrypt(
+		e + TSEC__ENV_HDR + crypto_aead_xchacha20poly1305_ietf_NPUBBYTES, &clen,
+		value, len, ad, adlen, NULL, e + TSEC__ENV_HDR, s->key);
+	free(ad);
+	*out = e;
+	*outlen = TSEC__ENV_HDR + crypto_aead_xchacha20poly1305_ietf_NPUBBYTES + (size_t)clen;
+	return 0;
+}
+
+int tsec__env_unwrap(const struct tsec__seal *s, const char *bkey, size_t bklen,
+		     uint8_t *env, size_t envlen, uint8_t **val, size_t *len,
+		     int64_t *mtime_ns, struct tsec_error *err)
+{
+	const size_t nb = crypto_aead_xchacha20poly1305_ietf_NPUBBYTES;
+	unsigned long long plen;
+	size_t adlen = 0;
+	uint8_t *ad;
+	int bad;
+
+	if (envlen < TSEC__ENV_HDR || (env[0] != TSEC__ENV_PLAIN && env[0] != TSEC__ENV_SEALED))
+		return tsec__seterr(err, TSEC_EIO, "", "a stored value is not in tinysecurity's "
+				    "format (torn or written by something else)");
+	*mtime_ns = (int64_t)get64(env + 1);
+	if (env[0] == TSEC__ENV_PLAIN) {
+		if (s->on)
+			return tsec__seterr(err, TSEC_EIO, "", "a stored value is not encrypted "
+					    "though encryption is on: refused");
+		*val = env + TSEC__ENV_HDR;
+		*len = envlen - TSEC__ENV_HDR;
+		return 0;
+	}
+	if (!s->on)
+		return tsec__seterr(err, TSEC_EIO, "", "a stored value is encrypted and no "
+				    "key_file is configured");
+	if (envlen < TSEC__ENV_OVERHEAD)
+		return tsec__seterr(err, TSEC_EIO, "", "a sealed value is truncated");
+	if (!(ad = ad_of(bkey, bklen, env, &adlen)))
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	bad = crypto_aead_xchacha20poly1305_ietf_decrypt(
+		env + TSEC__ENV_HDR + nb, &plen, NULL, env + TSEC__ENV_HDR + nb,
+		envlen - TSEC__ENV_HDR - nb, ad, adlen, env + TSEC__ENV_HDR, s->key);
+	free(ad);
+	if (bad)
+		return tsec__seterr(err, TSEC_EIO, "", "a sealed value does not open with the "
+				    "configured key (another key, or altered)");
+	*val = env + TSEC__ENV_HDR + nb;
+	*len = (size_t)plen;
+	return 0;
+}

@@ -1,0 +1,642 @@
+/*
+ * etcd's v3 JSON gateway over libcurl (etcd_http.h).  Each request takes
+ * a pooled curl handle (each keeps its connection alive), so threads do
+ * not share a handle and a request costs no new connection.  Endpoints
+ * are tried in turn; the one that answered last is tried first.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "broker/storage/etcd_http.h"
+
+#define POOL 32
+#define ENDPOINTS_MAX 16
+#define RESPONSE_MAX ((size_t)96 << 20)
+#define BACKOFF_MAX_MS 200
+
+struct tsec__etcd_conn {
+	char *ep[ENDPOINTS_MAX];
+	size_t nep;
+	atomic_uint cur;
+	uint32_t timeout_ms;
+	size_t request_max;
+	char *ca, *cert, *key;
+	bool auth;
+	char user[256], pass[512];
+	pthread_mutex_t mu;          /* the pool, the token, the watch */
+	CURL *pool[POOL];
+	size_t npool;
+	char token[512];
+	unsigned token_gen;
+	CURLM *watch;                /* the running watch, to wake it */
+	atomic_int watch_stop;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+json_t *tsec__b64(const void *p, size_t n)
+{
+	size_t cap = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+	char *s = malloc(cap);
+	json_t *j;
+
+	if (!s)
+		return NULL;
+	sodium_bin2base64(s, cap, p, n, sodium_base64_VARIANT_ORIGINAL);
+	j = json_string(s);
+	free(s);
+	return j;
+}
+
+int tsec__unb64(const json_t *o, const char *name, uint8_t **out, size_t *len)
+{
+	const char *s = json_string_value(json_object_get(o, name));
+	size_t sl, bl = 0;
+
+	*out = NULL;
+	*len = 0;
+	if (!s)
+		s = "";                  /* the gateway leaves out empty values */
+	sl = strlen(s);
+	if (!(*out = malloc(sl / 4 * 3 + 4)))
+		return -1;
+	if (sodium_base642bin(*out, sl / 4 * 3 + 3, s, sl, NULL, &bl, NULL,
+			      sodium_base64_VARIANT_ORIGINAL)) {
+		free(*out);
+		*out = NULL;
+		return -1;
+	}
+	(*out)[bl] = '\0';
+	*len = bl;
+	return 0;
+}
+
+int64_t tsec__jint(const json_t *o, const char *name, int64_t def)
+{
+	const json_t *v = json_object_get(o, name);
+	const char *s;
+	char *end;
+	long long n;
+
+	if (json_is_integer(v))
+		return (int64_t)json_integer_value(v);
+	if (!(s = json_string_value(v)) || !*s)
+		return def;
+	errno = 0;
+	n = strtoll(s, &end, 10);
+	return errno || *end ? def : (int64_t)n;
+}
+
+json_t *tsec__jnum(int64_t v)
+{
+	char b[24];
+
+	snprintf(b, sizeof(b), "%lld", (long long)v);
+	return json_string(b);
+}
+
+void tsec__etcd_conn_close(struct tsec__etcd_conn *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->npool; i++)
+		curl_easy_cleanup(c->pool[i]);
+	for (size_t i = 0; i < c->nep; i++)
+		free(c->ep[i]);
+	free(c->ca);
+	free(c->cert);
+	free(c->key);
+	sodium_memzero(c->pass, sizeof(c->pass));
+	sodium_memzero(c->token, sizeof(c->token));
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
+int tsec__etcd_conn_open(struct tsec__etcd_conn **out, const struct tsec_store_opts *o,
+			 struct tsec_error *err)
+{
+	struct tsec__etcd_conn *c;
+	const char *p;
+	int rc;
+
+	*out = NULL;
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK)
+		return tsec__seterr(err, TSEC_EIO, "", "libcurl failed to initialise");
+	if (!o->endpoints || !*o->endpoints)
+		return tsec__seterr(err, TSEC_EINVAL, "endpoints",
+				    "etcd needs endpoints (\"http://127.0.0.1:2379\")");
+	if (!(c = calloc(1, sizeof(*c))))
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	pthread_mutex_init(&c->mu, NULL);
+	c->timeout_ms = o->timeout_ms ? o->timeout_ms : TSEC__REMOTE_TIMEOUT_MS;
+	c->request_max = o->request_max ? o->request_max : TSEC__ETCD_REQUEST_MAX;
+	for (p = o->endpoints; *p;) {
+		size_t n = strcspn(p, ", ");
+
+		if (n) {
+			if (c->nep == ENDPOINTS_MAX) {
+				rc = tsec__seterr(err, TSEC_EINVAL, "endpoints",
+						  "more than %d endpoints", ENDPOINTS_MAX);
+				goto fail;
+			}
+			if ((n < 8 || strncmp(p, "http://", 7)) && (n < 9 || strncmp(p, "https://", 8))) {
+				rc = tsec__seterr(err, TSEC_EINVAL, "endpoints",
+						  "etcd endpoint '%.*s' is not http:// or https://",
+						  (int)(n > 64 ? 64 : n), p);
+				goto fail;
+			}
+			if (!(c->ep[c->nep++] = strndup(p, n))) {
+				rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+				goto fail;
+			}
+		}
+		p += n;
+		p += strspn(p, ", ");
+	}
+	if (!c->nep) {
+		rc = tsec__seterr(err, TSEC_EINVAL, "endpoints", "no etcd endpoint");
+		goto fail;
+	}
+	if ((o->tls_ca && !(c->ca = strdup(o->tls_ca))) ||
+	    (o->tls_cert && !(c->cert = strdup(o->tls_cert))) ||
+	    (o->tls_key && !(c->key = strdup(o->tls_key)))) {
+		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+		goto fail;
+	}
+	if (!!o->tls_cert != !!o->tls_key) {
+		rc = tsec__seterr(err, TSEC_EINVAL, "tls_cert",
+				  "a client certificate needs its key (tls_cert and tls_key)");
+		goto fail;
+	}
+	if (o->username || o->password_file) {
+		if (!o->username || !o->password_file || !*o->username ||
+		    strlen(o->username) >= sizeof(c->user)) {
+			rc = tsec__seterr(err, TSEC_EINVAL, "username",
+					  "etcd authentication needs username and password_file");
+			goto fail;
+		}
+		snprintf(c->user, sizeof(c->user), "%s", o->username);
+		if ((rc = tsec__password_load(o->password_file, c->pass, sizeof(c->pass), err)))
+			goto fail;
+		c->auth = true;
+	}
+	*out = c;
+	return 0;
+fail:
+	tsec__etcd_conn_close(c);
+	return rc;
+}
+
+struct buf {
+	char *p;
+	size_t n, cap, max;
+};
+
+static size_t on_data(char *d, size_t sz, size_t nm, void *ud)
+{
+	struct buf *b = ud;
+	size_t n = sz * nm;
+
+	if (b->n + n + 1 > b->max)
+		return 0;                /* too big an answer: fail the transfer */
+	if (b->n + n + 1 > b->cap) {
+		size_t nc = (b->n + n + 1) * 2;
+		char *np = realloc(b->p, nc);
+		if (!np)
+			return 0;
+		b->p = np;
+		b->cap = nc;
+	}
+	memcpy(b->p + b->n, d, n);
+	b->n += n;
+	b->p[b->n] = '\0';
+	return n;
+}
+
+static CURL *take(struct tsec__etcd_conn *c)
+{
+	CURL *h = NULL;
+
+	pthread_mutex_lock(&c->mu);
+	if (c->npool)
+		h = c->pool[--c->npool];
+	pthread_mutex_unlock(&c->mu);
+	return h ? h : curl_easy_init();
+}
+
+static void give(struct tsec__etcd_conn *c, CURL *h)
+{
+	pthread_mutex_lock(&c->mu);
+	if (c->npool < POOL) {
+		c->pool[c->npool++] = h;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (h)
+		curl_easy_cleanup(h);
+}
+
+static void setup(struct tsec__etcd_conn *c, CURL *h, const char *url, const char *body,
+		  struct curl_slist *hdr, struct buf *b, long timeout_ms)
+{
+	curl_easy_reset(h);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+	if (timeout_ms > 0) {
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+		curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 1000 ? timeout_ms : 1000);
+	}
+	if (c->ca)
+		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca);
+	if (c->cert) {
+		curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert);
+		curl_easy_setopt(h, CURLOPT_SSLKEY, c->key);
+	}
+}
+
+static void nap_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* What one attempt came to. */
+enum outcome { OK, NOT_SENT, UNKNOWN, FAILED, REAUTH };
+
+/* Classifies an error answer of the gateway ({"error","code","message"}). */
+static enum outcome gw_error(const json_t *j, long status, int *code, struct tsec_error *err,
+			     const char *url)
+{
+	const char *m = json_string_value(json_object_get(j, "message"));
+	int g = (int)tsec__jint(j, "code", -1);
+
+	if (!m)
+		m = json_string_value(json_object_get(j, "error"));
+	if (!m)
+		m = "no message";
+	/* No leader or the member is stopping: nothing was proposed. */
+	if (g == 14 && (strstr(m, "no leader") || strstr(m, "not capable") ||
+			strstr(m, "stopped") || strstr(m, "too many requests")))
+		return NOT_SENT;
+	if (g == 8)
+		return NOT_SENT;         /* too many requests: refused, retry */
+	if (g == 16 && strstr(m, "invalid auth token"))
+		return REAUTH;
+	if (g == 14 || g == 4 || status >= 500) {
+		tsec__seterr(err, TSEC_EIO, url, "etcd at %s: %s (the request may or may not "
+			     "have been applied)", url, m);
+		return UNKNOWN;
+	}
+	*code = strstr(m, "request is too large") ? TSEC_ETOOBIG
+		: g == 5 ? TSEC_ENOENT
+		: g == 7 || g == 16 ? TSEC_EDENIED : TSEC_EIO;
+	tsec__seterr(err, *code, url, "etcd at %s: %s", url, m);
+	return FAILED;
+}
+
+static int authenticate(struct tsec__etcd_conn *c, CURL *h, const char *base, long tmo,
+			unsigned seen_gen, struct tsec_error *err);
+
+/* One request to one endpoint. */
+static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const char *path,
+			    const char *body, long tmo, json_t **resp, int *code,
+			    struct tsec_error *err)
+{
+	struct curl_slist *hdr = NULL, *h2;
+	struct buf b = { .max = RESPONSE_MAX + c->request_max };
+	char url[512], auth[600];
+	enum outcome oc;
+	long status = 0;
+	json_error_t je;
+	unsigned gen = 0;
+	CURLcode cc;
+	json_t *j;
+
+	snprintf(url, sizeof(url), "%s%s", c->ep[ep], path);
+	hdr = curl_slist_append(hdr, "Content-Type: application/json");
+	if (c->auth && strcmp(path, "/v3/auth/authenticate")) {
+		pthread_mutex_lock(&c->mu);
+		gen = c->token_gen;
+		if (!c->token[0]) {
+			pthread_mutex_unlock(&c->mu);
+			if (authenticate(c, h, c->ep[ep], tmo, gen, err)) {
+				curl_slist_free_all(hdr);
+				return NOT_SENT;
+			}
+			pthread_mutex_lock(&c->mu);
+			gen = c->token_gen;
+		}
+		snprintf(auth, sizeof(auth), "Authorization: %s", c->token);
+		pthread_mutex_unlock(&c->mu);
+		if ((h2 = curl_slist_append(hdr, auth)))
+			hdr = h2;
+		sodium_memzero(auth, sizeof(auth));
+	}
+	if (!hdr) {
+		*code = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+		return FAILED;
+	}
+	setup(c, h, url, body, hdr, &b, tmo);
+	cc = curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_slist_free_all(hdr);
+	if (cc != CURLE_OK) {
+		free(b.p);
+		tsec__seterr(err, TSEC_EIO, c->ep[ep], "etcd at %s: %s", c->ep[ep],
+			     curl_easy_strerror(cc));
+		if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
+		    cc == CURLE_COULDNT_RESOLVE_PROXY || cc == CURLE_SSL_CONNECT_ERROR)
+			return NOT_SENT;
+		if (cc == CURLE_WRITE_ERROR) {
+			*code = tsec__seterr(err, TSEC_ETOOBIG, c->ep[ep],
+					     "etcd's answer is larger than %zu bytes", b.max);
+			return FAILED;
+		}
+		return UNKNOWN;
+	}
+	j = b.p ? json_loadb(b.p, b.n, 0, &je) : NULL;
+	free(b.p);
+	if (!j) {
+		tsec__seterr(err, TSEC_EIO, c->ep[ep], "etcd at %s answered HTTP %ld without JSON",
+			     c->ep[ep], status);
+		return status >= 500 ? UNKNOWN : (*code = TSEC_EIO, FAILED);
+	}
+	if (status != 200 || json_object_get(j, "error")) {
+		oc = gw_error(j, status, code, err, c->ep[ep]);
+		json_decref(j);
+		if (oc == REAUTH) {
+			pthread_mutex_lock(&c->mu);
+			if (c->token_gen == gen)
+				c->token[0] = '\0';
+			pthread_mutex_unlock(&c->mu);
+		}
+		return oc;
+	}
+	*resp = j;
+	return OK;
+}
+
+static int authenticate(struct tsec__etcd_conn *c, CURL *h, const char *base, long tmo,
+			unsigned seen_gen, struct tsec_error *err)
+{
+	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+	struct buf b = { .max = 1 << 16 };
+	json_t *req = json_pack("{ssss}", "name", c->user, "password", c->pass), *j = NULL;
+	char url[512], *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+	const char *tok;
+	long status = 0;
+	CURLcode cc;
+	int rc = 0;
+
+	json_decref(req);
+	if (!hdr || !body) {
+		curl_slist_free_all(hdr);
+		free(body);
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	}
+	snprintf(url, sizeof(url), "%s/v3/auth/authenticate", base);
+	setup(c, h, url, body, hdr, &b, tmo);
+	cc = curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_slist_free_all(hdr);
+	sodium_memzero(body, strlen(body));
+	free(body);
+	if (cc == CURLE_OK && b.p)
+		j = json_loadb(b.p, b.n, 0, NULL);
+	if (b.p)
+		sodium_memzero(b.p, b.n);
+	free(b.p);
+	tok = json_string_value(json_object_get(j, "token"));
+	if (cc != CURLE_OK)
+		rc = tsec__seterr(err, TSEC_EIO, base, "etcd at %s: %s", base, curl_easy_strerror(cc));
+	else if (status != 200 || !tok || strlen(tok) >= sizeof(c->token))
+		rc = tsec__seterr(err, TSEC_EDENIED, base, "etcd at %s refused user '%s' "
+				  "(HTTP %ld)", base, c->user, status);
+	pthread_mutex_lock(&c->mu);
+	if (!rc && c->token_gen == seen_gen) {
+		snprintf(c->token, sizeof(c->token), "%s", tok);
+		c->token_gen++;
+	}
+	pthread_mutex_unlock(&c->mu);
+	json_decref(j);
+	return rc;
+}
+
+int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, int retry,
+		    json_t **resp, struct tsec_error *err)
+{
+	int64_t deadline, left;
+	long backoff = 5;
+	size_t len;
+	char *body;
+	int code = TSEC_EIO;
+	CURL *h;
+
+	*resp = NULL;
+	body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+	json_decref(req);
+	if (!body)
+		return tsec__seterr(err, TSEC_ENOMEM, "", "cannot build an etcd request");
+	if ((len = strlen(body)) > c->request_max) {
+		free(body);
+		return tsec__seterr(err, TSEC_ETOOBIG, path, "an etcd request of %zu bytes is over "
+				    "request_max (%zu)", len, c->request_max);
+	}
+	if (!(h = take(c))) {
+		free(body);
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	}
+	deadline = tsec__mono_ms() + c->timeout_ms;
+	for (unsigned round = 0;; round++) {
+		unsigned first = atomic_load(&c->cur);
+		bool reauthed = false;
+
+		for (size_t i = 0; i < c->nep; i++) {
+			size_t ep = (first + i) % c->nep;
+			enum outcome oc;
+
+			if ((left = deadline - tsec__mono_ms()) <= 0)
+				goto timeout;
+			oc = attempt(c, h, ep, path, body, (long)left, resp, &code, err);
+			if (oc == REAUTH && !reauthed) {
+				reauthed = true;
+				i--;             /* the same endpoint, with a new token */
+				continue;
+			}
+			if (oc == OK) {
+				if (ep != first)
+					atomic_store(&c->cur, (unsigned)ep);
+				free(body);
+				give(c, h);
+				return 0;
+			}
+			if (oc == FAILED || (oc == UNKNOWN && retry != TSEC__ETCD_IDEMPOTENT)) {
+				free(body);
+				give(c, h);
+				return oc == FAILED ? code : TSEC_EIO;
+			}
+		}
+		if ((left = deadline - tsec__mono_ms()) <= 0)
+			goto timeout;
+		nap_ms(backoff < left ? backoff : (long)left);
+		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+	}
+timeout:
+	free(body);
+	give(c, h);
+	/* err holds the last endpoint's failure. */
+	return TSEC_EIO;
+}
+
+/* ---- watch ---- */
+
+struct wstate {
+	struct buf b;
+	tsec__etcd_event_fn fn;
+	void *ctx;
+	int stopped;
+};
+
+static size_t on_stream(char *d, size_t sz, size_t nm, void *ud)
+{
+	struct wstate *w = ud;
+	size_t n = sz * nm, start = 0;
+
+	if (on_data(d, sz, nm, &w->b) != n)
+		return 0;
+	/* One JSON object per line. */
+	for (size_t i = 0; i < w->b.n; i++) {
+		json_t *j;
+
+		if (w->b.p[i] != '\n')
+			continue;
+		j = json_loadb(w->b.p + start, i - start, 0, NULL);
+		start = i + 1;
+		if (!j)
+			continue;
+		if (w->fn(w->ctx, json_object_get(j, "result") ? json_object_get(j, "result") : j))
+			w->stopped = 1;
+		json_decref(j);
+		if (w->stopped)
+			return 0;
+	}
+	memmove(w->b.p, w->b.p + start, w->b.n - start);
+	w->b.n -= start;
+	return n;
+}
+
+void tsec__etcd_watch_stop(struct tsec__etcd_conn *c)
+{
+	pthread_mutex_lock(&c->mu);
+	atomic_store(&c->watch_stop, 1);
+	if (c->watch)
+		curl_multi_wakeup(c->watch);
+	pthread_mutex_unlock(&c->mu);
+}
+
+int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
+		     const char *range_end, size_t relen, int64_t start_rev,
+		     tsec__etcd_event_fn fn, void *ctx, struct tsec_error *err)
+{
+	struct wstate w = { .b = { .max = RESPONSE_MAX }, .fn = fn, .ctx = ctx };
+	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+	json_t *cr = json_object(), *req = json_object();
+	char url[512], auth[600], *body;
+	size_t ep = atomic_load(&c->cur) % c->nep;
+	CURLM *m = curl_multi_init();
+	CURL *h = curl_easy_init();
+	int running = 1, rc = 0;
+	CURLMsg *msg;
+	int left;
+
+	json_object_set_new(cr, "key", tsec__b64(key, klen));
+	json_object_set_new(cr, "range_end", tsec__b64(range_end, relen));
+	if (start_rev > 0)
+		json_object_set_new(cr, "start_revision", tsec__jnum(start_rev));
+	json_object_set_new(req, "create_request", cr);
+	body = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	if (!m || !h || !hdr || !body) {
+		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+		goto out;
+	}
+	if (c->auth) {
+		pthread_mutex_lock(&c->mu);
+		if (!c->token[0]) {
+			unsigned gen = c->token_gen;
+			pthread_mutex_unlock(&c->mu);
+			if ((rc = authenticate(c, h, c->ep[ep], (long)c->timeout_ms, gen, err)))
+				goto out;
+			pthread_mutex_lock(&c->mu);
+		}
+		snprintf(auth, sizeof(auth), "Authorization: %s", c->token);
+		pthread_mutex_unlock(&c->mu);
+		hdr = curl_slist_append(hdr, auth);
+		sodium_memzero(auth, sizeof(auth));
+	}
+	snprintf(url, sizeof(url), "%s/v3/watch", c->ep[ep]);
+	setup(c, h, url, body, hdr, &w.b, 0);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->timeout_ms);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &w);
+	/* A dead member must not hold a watch forever: TCP keepalive. */
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 5L);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 2L);
+	curl_multi_add_handle(m, h);
+	pthread_mutex_lock(&c->mu);
+	c->watch = m;
+	pthread_mutex_unlock(&c->mu);
+	while (running && !atomic_load(&c->watch_stop) && !w.stopped) {
+		if (curl_multi_perform(m, &running) != CURLM_OK)
+			break;
+		if (running)
+			curl_multi_poll(m, NULL, 0, 1000, NULL);
+	}
+	pthread_mutex_lock(&c->mu);
+	c->watch = NULL;
+	pthread_mutex_unlock(&c->mu);
+	if (!atomic_load(&c->watch_stop) && !w.stopped) {
+		rc = tsec__seterr(err, TSEC_EIO, c->ep[ep], "the watch at %s ended", c->ep[ep]);
+		while ((msg = curl_multi_info_read(m, &left)))
+			if (msg->msg == CURLMSG_DONE && msg->data.result != CURLE_OK)
+				tsec__seterr(err, TSEC_EIO, c->ep[ep], "the watch at %s ended: %s",
+					     c->ep[ep], curl_easy_strerror(msg->data.result));
+		/* Try the next endpoint next time. */
+		atomic_compare_exchange_strong(&c->cur, &(unsigned){ (unsigned)ep },
+					       (unsigned)((ep + 1) % c->nep));
+	}
+	curl_multi_remove_handle(m, h);
+out:
+	if (h)
+		curl_easy_cleanup(h);
+	if (m)
+		curl_multi_cleanup(m);
+	curl_slist_free_all(hdr);
+	free(body);
+	free(w.b.p);
+	return rc;
+}

@@ -1,0 +1,59 @@
+/*
+ * Internal: a client of etcd's v3 JSON gateway (libcurl + jansson).  C
+ * has no good gRPC client and the gateway exists for this.  On that
+ * gateway keys and values are base64 and 64-bit numbers are strings.
+ */
+#ifndef TSEC_STORAGE_ETCD_HTTP_H
+#define TSEC_STORAGE_ETCD_HTTP_H
+
+#include <jansson.h>
+
+#include "broker/storage/remote.h"
+
+struct tsec__etcd_conn;
+
+/* Connects lazily; reads the options' endpoints, TLS and auth files. */
+int tsec__etcd_conn_open(struct tsec__etcd_conn **out, const struct tsec_store_opts *o,
+			 struct tsec_error *err);
+void tsec__etcd_conn_close(struct tsec__etcd_conn *c);
+
+/* How a request may be retried on another endpoint when its outcome is
+ * unknown (sent, then the connection failed or etcd timed out). */
+enum { TSEC__ETCD_ONCE = 0, TSEC__ETCD_IDEMPOTENT = 1 };
+
+/*
+ * POSTs req (consumed) to path ("/v3/kv/txn") and parses the answer into
+ * *resp.  Fails over to the next endpoint when a request cannot have
+ * been applied (no connection, no leader), and for IDEMPOTENT requests
+ * on any transport failure, within the call's deadline.  An unknown
+ * outcome is TSEC_EIO saying so.  A request longer than request_max is
+ * TSEC_ETOOBIG, unsent.
+ */
+int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, int retry,
+		    json_t **resp, struct tsec_error *err);
+
+/*
+ * Watches [key, range_end) from revision start_rev (0: from now) and
+ * calls fn for each answer object until fn returns nonzero,
+ * tsec__etcd_watch_stop is called (returns 0) or the stream ends
+ * (TSEC_EIO; the next watch tries the next endpoint).  One watch at a
+ * time per connection.
+ */
+typedef int (*tsec__etcd_event_fn)(void *ctx, json_t *result);
+int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
+		     const char *range_end, size_t relen, int64_t start_rev,
+		     tsec__etcd_event_fn fn, void *ctx, struct tsec_error *err);
+void tsec__etcd_watch_stop(struct tsec__etcd_conn *c);
+
+/* ---- JSON helpers ---- */
+
+/* A base64 string of p[0..n) (the gateway's bytes). */
+json_t *tsec__b64(const void *p, size_t n);
+/* Decodes base64 member `name` of o; *out is new (free()), NUL-terminated. */
+int tsec__unb64(const json_t *o, const char *name, uint8_t **out, size_t *len);
+/* A 64-bit number member, given as a string or a number; def if absent. */
+int64_t tsec__jint(const json_t *o, const char *name, int64_t def);
+/* A decimal string of v, for the gateway's 64-bit fields. */
+json_t *tsec__jnum(int64_t v);
+
+#endif

@@ -1,0 +1,384 @@
+/*
+ * Locks on etcd.  A lock is three keys: P/l/<name> (the holder's token)
+ * and P/d/<name> (its deadline, unix ms as 16 digits, so that etcd
+ * compares deadlines as bytes), both attached to an etcd lease, and
+ * P/h/<name> (the last holder's token, no lease: it tells "released"
+ * from "your lease ended").
+ *
+ * - Acquire: grant a lease, then one txn "create_revision of l is 0 ->
+ *   put l, d, h with the lease".  The fence is l's create_revision, which
+ *   etcd makes strictly increasing.  A lock whose deadline passed more
+ *   than clock_skew_ms ago (by the taker's clock) is deleted by a txn
+ *   guarded by what was read, then taken the same way.
+ * - Renew: one txn "l is my token and d is still ahead -> move d", then
+ *   a lease keepalive (no TTL back: the lease is gone, not the owner).
+ * - Release: one txn with the same guard deletes l, d and h; then the
+ *   lease is revoked.
+ * - A fenced write's txn compares l's create_revision and token and d,
+ *   so a stale holder's write fails in the same step as the write.
+ *
+ * etcd's lease (whole seconds, at least the lease asked for) ends the
+ * lock of a holder that died, whatever the brokers' clocks say; the
+ * deadline in d gives leases their exact length.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/storage/etcd_private.h"
+
+static size_t deadline_str(int64_t ms, char out[24])
+{
+	return (size_t)snprintf(out, 24, "%016" PRId64, ms < 0 ? 0 : ms);
+}
+
+static json_t *put_op(const char *k, size_t kn, const void *v, size_t vn, int64_t lease,
+		      bool ignore_lease)
+{
+	json_t *p = json_pack("{soso}", "key", tsec__b64(k, kn), "value", tsec__b64(v, vn));
+
+	if (lease)
+		json_object_set_new(p, "lease", tsec__jnum(lease));
+	if (ignore_lease)
+		json_object_set_new(p, "ignore_lease", json_true());
+	return json_pack("{so}", "request_put", p);
+}
+
+static json_t *del_op(const char *k, size_t kn)
+{
+	return json_pack("{s{so}}", "request_delete_range", "key", tsec__b64(k, kn));
+}
+
+/* Whether kv's value is token. */
+static bool holds(const json_t *kv, const uint8_t token[16])
+{
+	uint8_t *v;
+	size_t n;
+	bool same;
+
+	if (!kv || tsec__unb64(kv, "value", &v, &n))
+		return false;
+	same = n == 16 && sodium_memcmp(v, token, 16) == 0;
+	free(v);
+	return same;
+}
+
+static int64_t deadline_of(const json_t *kv)
+{
+	uint8_t *v;
+	size_t n;
+	int64_t d = 0;
+
+	if (!kv || tsec__unb64(kv, "value", &v, &n))
+		return 0;
+	if (n == 16) {
+		d = 0;
+		for (size_t i = 0; i < 16; i++) {
+			if (v[i] < '0' || v[i] > '9') {
+				d = 0;           /* planted or torn: already ended */
+				break;
+			}
+			d = d * 10 + (v[i] - '0');
+		}
+	}
+	free(v);
+	return d;
+}
+
+static int lease_call(struct etcd *e, const char *path, int64_t id, int64_t ttl_s,
+		      int64_t *got_id, int64_t *got_ttl, struct tsec_error *err)
+{
+	json_t *req = json_object(), *r, *res;
+	int rc;
+
+	if (id)
+		json_object_set_new(req, "ID", tsec__jnum(id));
+	if (ttl_s)
+		json_object_set_new(req, "TTL", tsec__jnum(ttl_s));
+	if ((rc = tsec__etcd_post(e->c, path, req, TSEC__ETCD_IDEMPOTENT, &r, err)))
+		return rc;
+	res = json_object_get(r, "result") ? json_object_get(r, "result") : r;
+	if (got_id)
+		*got_id = tsec__jint(res, "ID", 0);
+	if (got_ttl)
+		*got_ttl = tsec__jint(res, "TTL", 0);
+	json_decref(r);
+	return 0;
+}
+
+static void revoke(struct etcd *e, int64_t lease)
+{
+	struct tsec_error ignored;
+
+	if (lease)
+		lease_call(e, "/v3/lease/revoke", lease, 0, NULL, NULL, &ignored);
+}
+
+static int64_t ttl_seconds(uint64_t ttl_ms)
+{
+	uint64_t s = ttl_ms / 1000 + (ttl_ms % 1000 != 0);
+
+	return s > INT32_MAX ? INT32_MAX : (int64_t)s;
+}
+
+/* Why a guarded lock txn failed, from its failure reads [l, h]. */
+static int why(const json_t *r, const char *name, const uint8_t token[16],
+	       struct tsec_error *err)
+{
+	const json_t *l = tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"));
+	const json_t *h = tsec__etcd_kv0(tsec__etcd_resp(r, 1, "response_range"));
+
+	if (l || holds(h, token))
+		return tsec__seterr(err, TSEC_ENOTOWNER, name, "lock '%s': %s", name,
+				    l && !holds(l, token) ? "held by another owner"
+							  : "your lease has ended");
+	return tsec__seterr(err, TSEC_ENOENT, name, "lock '%s' is not held", name);
+}
+
+struct keys {
+	char l[TSEC__BK_MAX], d[TSEC__BK_MAX], h[TSEC__BK_MAX];
+	size_t ln, dn, hn;
+};
+
+static void keys_of(struct etcd *e, const char *name, struct keys *k)
+{
+	k->ln = tsec__etcd_bk(e, 'l', name, k->l);
+	k->dn = tsec__etcd_bk(e, 'd', name, k->d);
+	k->hn = tsec__etcd_bk(e, 'h', name, k->h);
+}
+
+/* The guard of renew and release: l is token and d is still ahead. */
+static json_t *guard(const struct keys *k, const uint8_t token[16], int64_t now_ms)
+{
+	char ds[24];
+	size_t dl = deadline_str(now_ms, ds);
+	json_t *cmp = json_array();
+
+	json_array_append_new(cmp, tsec__etcd_cmp(k->l, k->ln, false, "VALUE", "EQUAL",
+						  tsec__b64(token, 16)));
+	json_array_append_new(cmp, tsec__etcd_cmp(k->d, k->dn, false, "VALUE", "GREATER",
+						  tsec__b64(ds, dl)));
+	return cmp;
+}
+
+static json_t *why_reads(const struct keys *k)
+{
+	json_t *ko = json_array();
+
+	json_array_append_new(ko, tsec__etcd_range(k->l, k->ln, false, false));
+	json_array_append_new(ko, tsec__etcd_range(k->h, k->hn, false, false));
+	return ko;
+}
+
+int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
+			const uint8_t *waiter, struct tsec__lease *out, struct tsec_error *err)
+{
+	struct etcd *e = tsec__etcd_of(b);
+	struct keys k;
+	json_t *r, *ops, *cmp;
+	const json_t *l, *d;
+	int64_t now, lease = 0, granted = 0;
+	uint8_t token[16];
+	char ds[24];
+	size_t dl;
+	bool succ;
+	int rc;
+
+	(void)waiter;                    /* waiting is capped backoff (lock.c) */
+	keys_of(e, name, &k);
+	/* Is it held, and is its holder's deadline long past? */
+	ops = json_array();
+	json_array_append_new(ops, tsec__etcd_range(k.l, k.ln, false, false));
+	json_array_append_new(ops, tsec__etcd_range(k.d, k.dn, false, false));
+	if ((rc = tsec__etcd_txn(e, NULL, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ, err)))
+		return rc;
+	l = tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"));
+	d = tsec__etcd_kv0(tsec__etcd_resp(r, 1, "response_range"));
+	now = tsec__wall_ms();
+	if (l) {
+		int64_t until = deadline_of(d);
+
+		if (until > now - (int64_t)e->skew_ms) {
+			json_decref(r);
+			return tsec__seterr(err, TSEC_EBUSY, name, "lock '%s' is held", name);
+		}
+		/* Ended: delete it, unless it changed since we looked. */
+		cmp = json_array();
+		json_array_append_new(cmp, tsec__etcd_cmp(k.l, k.ln, false, "CREATE", "EQUAL",
+							  tsec__jnum(tsec__jint(l, "create_revision", 0))));
+		json_array_append_new(cmp, d ? tsec__etcd_cmp(k.d, k.dn, false, "MOD", "EQUAL",
+							      tsec__jnum(tsec__jint(d, "mod_revision", 0)))
+					     : tsec__etcd_cmp(k.d, k.dn, false, "VERSION", "EQUAL",
+							      tsec__jnum(0)));
+		ops = json_array();
+		json_array_append_new(ops, del_op(k.l, k.ln));
+		json_array_append_new(ops, del_op(k.d, k.dn));
+		lease = tsec__jint(l, "lease", 0);
+		json_decref(r);
+		if ((rc = tsec__etcd_txn(e, cmp, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ, err)))
+			return rc;
+		if (succ)
+			revoke(e, lease);    /* only once it is ours to end */
+		lease = 0;
+	}
+	json_decref(r);
+	/* The deadline counts from before the lease exists, so that etcd
+	 * never ends the lease before the deadline. */
+	now = tsec__wall_ms();
+	if ((rc = lease_call(e, "/v3/lease/grant", 0, ttl_seconds(ttl_ms), &lease, &granted, err)))
+		return rc;
+	if (!lease || granted <= 0)
+		return tsec__seterr(err, TSEC_EIO, name, "etcd granted no lease");
+	randombytes_buf(token, sizeof(token));
+	dl = deadline_str(tsec__deadline_after(now, ttl_ms), ds);
+	cmp = json_array();
+	json_array_append_new(cmp, tsec__etcd_cmp(k.l, k.ln, false, "CREATE", "EQUAL", tsec__jnum(0)));
+	ops = json_array();
+	json_array_append_new(ops, put_op(k.l, k.ln, token, 16, lease, false));
+	json_array_append_new(ops, put_op(k.d, k.dn, ds, dl, lease, false));
+	json_array_append_new(ops, put_op(k.h, k.hn, token, 16, 0, false));
+	if ((rc = tsec__etcd_txn(e, cmp, ops, why_reads(&k), TSEC__ETCD_IDEMPOTENT, &r, &succ, err))) {
+		revoke(e, lease);
+		return rc;
+	}
+	l = succ ? NULL : tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"));
+	if (succ) {
+		out->fence = (uint64_t)tsec__jint(json_object_get(r, "header"), "revision", 0);
+	} else if (holds(l, token)) {
+		/* Our own write, answered late and retried. */
+		out->fence = (uint64_t)tsec__jint(l, "create_revision", 0);
+	} else {
+		json_decref(r);
+		revoke(e, lease);
+		return tsec__seterr(err, TSEC_EBUSY, name, "lock '%s' is held", name);
+	}
+	json_decref(r);
+	memcpy(out->token, token, sizeof(token));
+	out->expires_ms = tsec__deadline_after(now, ttl_ms);
+	return 0;
+}
+
+int tsec__etcd_lock_renew(struct tsec__backend *b, const char *name, const uint8_t token[16],
+			  uint64_t ttl_ms, int64_t *expires_ms, struct tsec_error *err)
+{
+	struct etcd *e = tsec__etcd_of(b);
+	int64_t now = tsec__wall_ms(), lease, ttl = 0, until;
+	struct keys k;
+	json_t *r, *ops;
+	char ds[24];
+	size_t dl;
+	bool succ;
+	int rc;
+
+	keys_of(e, name, &k);
+	until = tsec__deadline_after(now, ttl_ms);
+	dl = deadline_str(until, ds);
+	ops = json_array();
+	json_array_append_new(ops, tsec__etcd_range(k.l, k.ln, false, false));
+	json_array_append_new(ops, put_op(k.d, k.dn, ds, dl, 0, true));
+	if ((rc = tsec__etcd_txn(e, guard(&k, token, now), ops, why_reads(&k),
+				 TSEC__ETCD_IDEMPOTENT, &r, &succ, err)))
+		return rc;
+	if (!succ) {
+		rc = why(r, name, token, err);
+		json_decref(r);
+		return rc;
+	}
+	lease = tsec__jint(tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range")), "lease", 0);
+	json_decref(r);
+	if ((rc = lease_call(e, "/v3/lease/keepalive", lease, 0, NULL, &ttl, err)))
+		return rc;
+	if (ttl <= 0)
+		return tsec__seterr(err, TSEC_ENOTOWNER, name, "lock '%s': its etcd lease is gone",
+				    name);
+	if ((uint64_t)ttl * 1000 < ttl_ms) {
+		/* A longer lease than etcd's: move the lock to a new etcd lease. */
+		int64_t fresh = 0, got = 0;
+		json_t *cmp = json_array();
+
+		if ((rc = lease_call(e, "/v3/lease/grant", 0, ttl_seconds(ttl_ms), &fresh, &got, err)))
+			return rc;
+		json_array_append_new(cmp, tsec__etcd_cmp(k.l, k.ln, false, "VALUE", "EQUAL",
+							  tsec__b64(token, 16)));
+		ops = json_array();
+		json_array_append_new(ops, put_op(k.l, k.ln, token, 16, fresh, false));
+		json_array_append_new(ops, put_op(k.d, k.dn, ds, dl, fresh, false));
+		if ((rc = tsec__etcd_txn(e, cmp, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ, err))) {
+			revoke(e, fresh);
+			return rc;
+		}
+		json_decref(r);
+		revoke(e, succ ? lease : fresh);
+		if (!succ)
+			return tsec__seterr(err, TSEC_ENOTOWNER, name, "lock '%s': lost while renewing",
+					    name);
+	}
+	*expires_ms = until;
+	return 0;
+}
+
+int tsec__etcd_lock_release(struct tsec__backend *b, const char *name,
+			    const uint8_t token[16], struct tsec_error *err)
+{
+	struct etcd *e = tsec__etcd_of(b);
+	struct keys k;
+	json_t *r, *ops;
+	int64_t lease;
+	bool succ;
+	int rc;
+
+	keys_of(e, name, &k);
+	ops = json_array();
+	json_array_append_new(ops, tsec__etcd_range(k.l, k.ln, false, false));
+	json_array_append_new(ops, del_op(k.l, k.ln));
+	json_array_append_new(ops, del_op(k.d, k.dn));
+	json_array_append_new(ops, del_op(k.h, k.hn));
+	if ((rc = tsec__etcd_txn(e, guard(&k, token, tsec__wall_ms()), ops, why_reads(&k),
+				 TSEC__ETCD_ONCE, &r, &succ, err)))
+		return rc;
+	if (!succ) {
+		rc = why(r, name, token, err);
+		json_decref(r);
+		return rc;
+	}
+	lease = tsec__jint(tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range")), "lease", 0);
+	json_decref(r);
+	revoke(e, lease);
+	return 0;
+}
+
+void tsec__etcd_fence_cmp(struct etcd *e, const struct tsec__fence *f, json_t *cmp, json_t *ko)
+{
+	struct keys k;
+	char ds[24];
+	size_t dl = deadline_str(tsec__wall_ms(), ds);
+
+	keys_of(e, f->name, &k);
+	json_array_append_new(cmp, tsec__etcd_cmp(k.l, k.ln, false, "CREATE", "EQUAL",
+						  tsec__jnum((int64_t)f->fence)));
+	json_array_append_new(cmp, tsec__etcd_cmp(k.l, k.ln, false, "VALUE", "EQUAL",
+						  tsec__b64(f->token, 16)));
+	json_array_append_new(cmp, tsec__etcd_cmp(k.d, k.dn, false, "VALUE", "GREATER",
+						  tsec__b64(ds, dl)));
+	json_array_append_new(ko, tsec__etcd_range(k.l, k.ln, false, false));
+	json_array_append_new(ko, tsec__etcd_range(k.h, k.hn, false, false));
+	json_array_append_new(ko, tsec__etcd_range(k.d, k.dn, false, false));
+}
+
+int tsec__etcd_fence_why(struct etcd *e, const struct tsec__fence *f, const json_t *resp,
+			 struct tsec_error *err)
+{
+	const json_t *l = tsec__etcd_kv0(tsec__etcd_resp(resp, 0, "response_range"));
+	const json_t *d = tsec__etcd_kv0(tsec__etcd_resp(resp, 2, "response_range"));
+
+	(void)e;
+	if (l && holds(l, f->token) &&
+	    (uint64_t)tsec__jint(l, "create_revision", 0) == f->fence &&
+	    deadline_of(d) > tsec__wall_ms())
+		return 0;                /* the lock is fine: a folder was in the way */
+	if (l && holds(l, f->token) && (uint64_t)tsec__jint(l, "create_revision", 0) != f->fence)
+		return tsec__seterr(err, TSEC_ENOTOWNER, f->name, "lock '%s': another fence",
+				    f->name);
+	return why(resp, f->name, f->token, err);
+}

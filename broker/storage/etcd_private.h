@@ -1,0 +1,66 @@
+/* Internal: what etcd.c, etcd_lock.c and etcd_feed.c share. */
+#ifndef TSEC_STORAGE_ETCD_PRIVATE_H
+#define TSEC_STORAGE_ETCD_PRIVATE_H
+
+#include <stdatomic.h>
+
+#include "broker/storage/etcd_http.h"
+
+/* "<prefix>/x/<key>" */
+#define TSEC__BK_MAX (2 * TSEC_KEY_MAX + 8)
+
+struct etcd {
+	struct tsec__backend base;
+	struct tsec__etcd_conn *c;
+	char prefix[TSEC_KEY_MAX + 1];
+	size_t plen;
+	struct tsec__seal seal;
+	uint32_t skew_ms;
+	size_t max_ops;
+	/* the invalidation feed */
+	pthread_t feed;
+	atomic_bool feed_on;
+	tsec__inval_fn fn;
+	void *fn_ctx;
+};
+
+struct etcd *tsec__etcd_of(struct tsec__backend *b);
+bool tsec__is_etcd(const struct tsec__backend *b);
+
+/* Writes "<prefix>/<ns>/<key>" into out (TSEC__BK_MAX); returns its length. */
+size_t tsec__etcd_bk(const struct etcd *e, char ns, const char *key, char *out);
+
+/* A request_range op on k, or with below on [k/, k0); count_only: keys
+ * only, at most one. */
+json_t *tsec__etcd_range(const char *k, size_t n, bool below, bool count_only);
+/* A compare on k (or [k/, k0)): target VERSION/CREATE/MOD/VALUE, result
+ * EQUAL/GREATER/LESS/NOT_EQUAL, val consumed. */
+json_t *tsec__etcd_cmp(const char *k, size_t n, bool below, const char *target,
+		       const char *result, json_t *val);
+/* The i-th answer of a txn, of kind "response_range" etc. */
+json_t *tsec__etcd_resp(const json_t *txn, size_t i, const char *kind);
+/* The first kv of a range answer, or NULL. */
+const json_t *tsec__etcd_kv0(const json_t *range);
+/* One txn (all three arrays consumed; NULL for none). */
+int tsec__etcd_txn(struct etcd *e, json_t *cmp, json_t *ok, json_t *ko, int retry,
+		   json_t **resp, bool *succeeded, struct tsec_error *err);
+
+/* etcd_lock.c */
+int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
+			const uint8_t *waiter, struct tsec__lease *out, struct tsec_error *err);
+int tsec__etcd_lock_renew(struct tsec__backend *b, const char *name, const uint8_t token[16],
+			  uint64_t ttl_ms, int64_t *expires_ms, struct tsec_error *err);
+int tsec__etcd_lock_release(struct tsec__backend *b, const char *name,
+			    const uint8_t token[16], struct tsec_error *err);
+/* Adds f's compares to cmp (and to ko the reads that say why they failed). */
+void tsec__etcd_fence_cmp(struct etcd *e, const struct tsec__fence *f, json_t *cmp, json_t *ko);
+/* After a failed fenced txn: TSEC_ENOTOWNER / TSEC_ENOENT if the lock was
+ * the cause, else 0. */
+int tsec__etcd_fence_why(struct etcd *e, const struct tsec__fence *f, const json_t *resp,
+			 struct tsec_error *err);
+
+/* etcd_feed.c */
+void tsec__etcd_feed_stop(struct etcd *e);
+
+
+#endif

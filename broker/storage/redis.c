@@ -1,0 +1,827 @@
+/*
+ * The redis backend (hiredis): one primary.  Values are P/k/<key> (the
+ * envelope of remote.h), and the sorted set P/i holds every key with
+ * score 0, so that folders and listings are lexicographic ranges
+ * (ZRANGEBYLEX).  Every write and every lock operation is one Lua script
+ * (redis_scripts.h), atomic on the server.  Locks: P/l/<name> holds the
+ * token with a PX expiry (redis's clock ends the lease), P/f/<name> the
+ * fence counter and the last holder.
+ *
+ * What redis cannot promise: replication is asynchronous, so a failover
+ * can lose acknowledged writes, lock grants and fence increments (a
+ * fence may then repeat).  Where that matters, use etcd.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+#include <openssl/sha.h>
+
+#include "broker/storage/remote.h"
+#include "broker/storage/redis_scripts.h"
+
+#define POOL 32
+#define PAGE 1000
+#define BK_MAX (2 * TSEC_KEY_MAX + 8)
+
+enum { S_PUT, S_DEL, S_MOVE, S_ACQUIRE, S_RENEW, S_RELEASE, S_COUNT };
+
+static const char *const scripts[S_COUNT] = {
+	tsec__lua_put, tsec__lua_del, tsec__lua_move,
+	tsec__lua_acquire, tsec__lua_renew, tsec__lua_release,
+};
+
+struct redisbe {
+	struct tsec__backend base;
+	char host[256];
+	int port;                    /* 0: host is a unix socket path */
+	struct timeval tmo;
+	char user[256], pass[512];
+	char prefix[TSEC_KEY_MAX + 1];
+	size_t plen;
+	struct tsec__seal seal;
+	char sha[S_COUNT][41];       /* the scripts' SHA-1, for EVALSHA */
+	pthread_mutex_t mu;
+	redisContext *pool[POOL];
+	size_t npool;
+	/* the invalidation feed */
+	pthread_t feed;
+	atomic_bool feed_on;
+	redisContext *feed_ctx;      /* under mu, to wake it */
+	tsec__inval_fn fn;
+	void *fn_ctx;
+};
+
+static struct redisbe *rb_of(struct tsec__backend *b)
+{
+	return (struct redisbe *)b;
+}
+
+static size_t bk_of(const struct redisbe *r, const char *key, char *out)
+{
+	return (size_t)snprintf(out, BK_MAX, "%s/k/%s", r->prefix, key);
+}
+
+static redisContext *dial(struct redisbe *r, struct tsec_error *err)
+{
+	redisContext *c = r->port ? redisConnectWithTimeout(r->host, r->port, r->tmo)
+				  : redisConnectUnixWithTimeout(r->host, r->tmo);
+	redisReply *rep;
+
+	if (!c || c->err) {
+		tsec__seterr(err, TSEC_EIO, r->host, "redis at %s:%d: %s", r->host, r->port,
+			     c ? c->errstr : "cannot allocate");
+		redisFree(c);
+		return NULL;
+	}
+	redisSetTimeout(c, r->tmo);
+	if (r->pass[0]) {
+		rep = r->user[0] ? redisCommand(c, "AUTH %s %s", r->user, r->pass)
+				 : redisCommand(c, "AUTH %s", r->pass);
+		if (!rep || rep->type == REDIS_REPLY_ERROR) {
+			tsec__seterr(err, TSEC_EDENIED, r->host, "redis at %s refused the password%s",
+				     r->host, r->user[0] ? " (or user)" : "");
+			freeReplyObject(rep);
+			redisFree(c);
+			return NULL;
+		}
+		freeReplyObject(rep);
+	}
+	return c;
+}
+
+static redisContext *take(struct redisbe *r, struct tsec_error *err)
+{
+	redisContext *c = NULL;
+
+	pthread_mutex_lock(&r->mu);
+	if (r->npool)
+		c = r->pool[--r->npool];
+	pthread_mutex_unlock(&r->mu);
+	return c ? c : dial(r, err);
+}
+
+/* Returns c to the pool, or drops it when it failed. */
+static void give(struct redisbe *r, redisContext *c)
+{
+	if (c && !c->err) {
+		pthread_mutex_lock(&r->mu);
+		if (r->npool < POOL) {
+			r->pool[r->npool++] = c;
+			c = NULL;
+		}
+		pthread_mutex_unlock(&r->mu);
+	}
+	redisFree(c);
+}
+
+/*
+ * One command.  A read (idempotent) that meets a dead pooled connection
+ * is tried again once on a new one; a write reports the unknown outcome.
+ */
+static redisReply *call(struct redisbe *r, int argc, const char **argv, const size_t *lens,
+			bool idempotent, struct tsec_error *err)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		redisContext *c = take(r, err);
+		redisReply *rep;
+
+		if (!c)
+			return NULL;
+		rep = redisCommandArgv(c, argc, argv, lens);
+		if (rep) {
+			give(r, c);
+			if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8)) {
+				tsec__seterr(err, TSEC_EIO, r->host, "redis: %.200s", rep->str);
+				freeReplyObject(rep);
+				return NULL;
+			}
+			return rep;
+		}
+		tsec__seterr(err, TSEC_EIO, r->host, "redis at %s: %s%s", r->host, c->errstr,
+			     idempotent ? "" : " (the write may or may not have been applied)");
+		redisFree(c);
+		if (!idempotent)
+			return NULL;
+	}
+	return NULL;
+}
+
+/* Runs script s with args (prefix first, added here). */
+static redisReply *script(struct redisbe *r, int s, int nargs, const char **args,
+			  const size_t *lens, bool idempotent, struct tsec_error *err)
+{
+	const char *argv[3 + 64 + 2 * 64 + 8];
+	size_t len[sizeof(argv) / sizeof(argv[0])];
+	const char **av = argv;
+	size_t *lv = len;
+	redisReply *rep;
+	int argc = 4 + nargs;
+
+	if ((size_t)argc > sizeof(argv) / sizeof(argv[0])) {
+		av = malloc((size_t)argc * sizeof(*av));
+		lv = malloc((size_t)argc * sizeof(*lv));
+		if (!av || !lv) {
+			free(av);
+			free(lv);
+			tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+			return NULL;
+		}
+	}
+	av[0] = "EVALSHA";
+	lv[0] = 7;
+	av[1] = r->sha[s];
+	lv[1] = 40;
+	av[2] = "0";
+	lv[2] = 1;
+	av[3] = r->prefix;
+	lv[3] = r->plen;
+	for (int i = 0; i < nargs; i++) {
+		av[4 + i] = args[i];
+		lv[4 + i] = lens ? lens[i] : strlen(args[i]);
+	}
+	rep = call(r, argc, av, lv, idempotent, err);
+	if (rep && rep->type == REDIS_REPLY_ERROR) {
+		/* NOSCRIPT: a restarted server; send the text (and so load it). */
+		freeReplyObject(rep);
+		av[0] = "EVAL";
+		lv[0] = 4;
+		av[1] = scripts[s];
+		lv[1] = strlen(scripts[s]);
+		rep = call(r, argc, av, lv, idempotent, err);
+	}
+	if (av != argv) {
+		free(av);
+		free(lv);
+	}
+	return rep;
+}
+
+/* A script's error name ("EEXIST") as our code; 0 for "OK". */
+static int verdict(const redisReply *rep, const char *what, struct tsec_error *err)
+{
+	const char *s = rep->type == REDIS_REPLY_STATUS || rep->type == REDIS_REPLY_STRING
+		? rep->str : "";
+
+	if (!strcmp(s, "OK"))
+		return 0;
+	if (!strcmp(s, "EEXIST"))
+		return tsec__seterr(err, TSEC_EEXIST, what, "%s: a folder stands where a value would "
+				    "go, or a value where a folder would", what);
+	if (!strcmp(s, "ENOENT"))
+		return tsec__seterr(err, TSEC_ENOENT, what, "%s: not found or not held", what);
+	if (!strcmp(s, "ENOTOWNER"))
+		return tsec__seterr(err, TSEC_ENOTOWNER, what, "lock '%s': held by another owner, "
+				    "or your lease has ended", what);
+	if (!strcmp(s, "EINVAL"))
+		return tsec__seterr(err, TSEC_EINVAL, what, "'%s' is a folder", what);
+	return tsec__seterr(err, TSEC_EIO, what, "redis answered unexpectedly");
+}
+
+/* GET and the folder probe in one round trip. */
+static int look(struct redisbe *r, const struct tsec__skey *sk, redisReply **val, bool *folder,
+		struct tsec_error *err)
+{
+	char bk[BK_MAX], lo[TSEC_KEY_MAX + 3], hi[TSEC_KEY_MAX + 3];
+	const char *a1[2] = { "GET", bk };
+	const char *a2[7] = { "ZRANGEBYLEX", NULL, lo, hi, "LIMIT", "0", "1" };
+	char ikey[TSEC_KEY_MAX + 4];
+	redisReply *r1 = NULL, *r2 = NULL;
+	redisContext *c;
+	int rc = 0;
+
+	*val = NULL;
+	bk_of(r, sk->text, bk);
+	snprintf(ikey, sizeof(ikey), "%s/i", r->prefix);
+	a2[1] = ikey;
+	snprintf(lo, sizeof(lo), "[%s/", sk->text);
+	snprintf(hi, sizeof(hi), "(%s0", sk->text);
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (!(c = take(r, err)))
+			return TSEC_EIO;
+		redisAppendCommandArgv(c, 2, a1, NULL);
+		redisAppendCommandArgv(c, 7, a2, NULL);
+		if (redisGetReply(c, (void **)&r1) == REDIS_OK &&
+		    redisGetReply(c, (void **)&r2) == REDIS_OK)
+			break;
+		freeReplyObject(r1);
+		r1 = NULL;
+		tsec__seterr(err, TSEC_EIO, r->host, "redis at %s: %s", r->host, c->errstr);
+		redisFree(c);
+		c = NULL;
+	}
+	if (!c)
+		return TSEC_EIO;
+	give(r, c);
+	if (r1->type == REDIS_REPLY_ERROR || r2->type != REDIS_REPLY_ARRAY)
+		rc = tsec__seterr(err, TSEC_EIO, sk->text, "redis: %.200s",
+				  r1->type == REDIS_REPLY_ERROR ? r1->str : "bad answer");
+	*folder = r2->type == REDIS_REPLY_ARRAY && r2->elements > 0;
+	freeReplyObject(r2);
+	if (rc || r1->type != REDIS_REPLY_STRING)
+		freeReplyObject(r1);
+	else
+		*val = r1;
+	return rc;
+}
+
+static int open_val(struct redisbe *r, const char *text, redisReply *v, size_t max,
+		    char **out, size_t *len, int64_t *mtime, struct tsec_error *err)
+{
+	char bk[BK_MAX];
+	size_t bn = bk_of(r, text, bk), vl;
+	uint8_t *val;
+	int64_t mt;
+	int rc;
+
+	if ((rc = tsec__env_unwrap(&r->seal, bk, bn, (uint8_t *)v->str, v->len, &val, &vl, &mt,
+				   err))) {
+		snprintf(err->where, sizeof(err->where), "%s", text);
+		return rc;
+	}
+	if (mtime)
+		*mtime = mt;
+	if (len)
+		*len = vl;
+	if (vl > max)
+		return tsec__seterr(err, TSEC_ETOOBIG, text, "value larger than %zu bytes", max);
+	if (out) {
+		if (!(*out = malloc(vl + 1)))
+			return tsec__seterr(err, TSEC_ENOMEM, text, NULL);
+		memcpy(*out, val, vl);
+		(*out)[vl] = '\0';
+	}
+	return 0;
+}
+
+static int rd_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t max,
+		  char **out, size_t *len, struct tsec_error *err)
+{
+	struct redisbe *r = rb_of(b);
+	redisReply *v;
+	bool folder;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	if ((rc = look(r, sk, &v, &folder, err)))
+		return rc;
+	if (v) {
+		rc = open_val(r, sk->text, v, max, out, len, NULL, err);
+		freeReplyObject(v);
+		if (rc)
+			*len = 0;
+		return rc;
+	}
+	return folder ? tsec__seterr(err, TSEC_EINVAL, sk->text, "'%s' is a folder, not a value",
+				     sk->text)
+		      : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
+}
+
+static int rd_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
+		   struct tsec_error *err)
+{
+	redisReply *v;
+	bool folder;
+	int rc;
+
+	if ((rc = look(rb_of(b), sk, &v, &folder, err)))
+		return rc;
+	*kind = v ? 1 : folder ? 2 : 0;
+	freeReplyObject(v);
+	return 0;
+}
+
+static int rd_stat(struct tsec__backend *b, const struct tsec__skey *sk, struct tsec_stat *st,
+		   struct tsec_error *err)
+{
+	struct redisbe *r = rb_of(b);
+	redisReply *v;
+	bool folder;
+	size_t len = 0;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	if ((rc = look(r, sk, &v, &folder, err)))
+		return rc;
+	if (v) {
+		rc = open_val(r, sk->text, v, SIZE_MAX, NULL, &len, &st->mtime_ns, err);
+		st->size = len;
+		st->is_file = 1;
+		freeReplyObject(v);
+		return rc;
+	}
+	return folder ? 0 : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
+}
+
+static int add(struct tsec_strlist *l, size_t *cap, const char *k, size_t n, const char *suffix)
+{
+	char *s;
+
+	if (l->n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		char **v = realloc(l->v, nc * sizeof(*v));
+		if (!v)
+			return -1;
+		l->v = v;
+		*cap = nc;
+	}
+	if (asprintf(&s, "%.*s%s", (int)n, k, suffix) < 0)
+		return -1;
+	l->v[l->n++] = s;
+	return 0;
+}
+
+/* A flat listing jumps past each folder, as etcd.c does. */
+static int rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
+		   struct tsec_strlist *out, struct tsec_error *err)
+{
+	struct redisbe *r = rb_of(b);
+	char ikey[TSEC_KEY_MAX + 4], base[TSEC_KEY_MAX + 2], lo[TSEC_KEY_MAX + 4],
+		hi[TSEC_KEY_MAX + 4], page[16];
+	size_t bl, cap = 0;
+	int rc = 0;
+
+	snprintf(ikey, sizeof(ikey), "%s/i", r->prefix);
+	bl = (size_t)snprintf(base, sizeof(base), "%s%s", sk->text, sk->text[0] ? "/" : "");
+	snprintf(lo, sizeof(lo), "[%s", base);
+	if (bl)
+		snprintf(hi, sizeof(hi), "(%.*s0", (int)bl - 1, base);
+	else
+		snprintf(hi, sizeof(hi), "+");
+	snprintf(page, sizeof(page), "%d", PAGE);
+	for (;;) {
+		const char *av[7] = { "ZRANGEBYLEX", ikey, lo, hi, "LIMIT", "0", page };
+		redisReply *rep = call(r, 7, av, NULL, true, err);
+		size_t i, n;
+
+		if (!rep)
+			return TSEC_EIO;
+		n = rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0;
+		for (i = 0; i < n && !rc; i++) {
+			const redisReply *e = rep->element[i];
+			const char *slash;
+
+			if (e->type != REDIS_REPLY_STRING || e->len <= bl || e->len > TSEC_KEY_MAX)
+				continue;
+			slash = recursive ? NULL : memchr(e->str + bl, '/', e->len - bl);
+			if (slash) {
+				size_t cn = (size_t)(slash - e->str);
+
+				rc = add(out, &cap, e->str, cn, "/");
+				snprintf(lo, sizeof(lo), "[%.*s0", (int)cn, e->str);
+				break;
+			}
+			rc = add(out, &cap, e->str, e->len, "");
+			snprintf(lo, sizeof(lo), "(%.*s", (int)e->len, e->str);
+		}
+		freeReplyObject(rep);
+		if (rc) {
+			tsec_strlist_free(out);
+			return tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
+		}
+		if (i == n && n < PAGE)
+			break;
+	}
+	if (out->n == 0 && sk->text[0]) {
+		int kind;
+
+		if ((rc = rd_kind(b, sk, &kind, err)))
+			return rc;
+		return kind == 1 ? tsec__seterr(err, TSEC_EINVAL, sk->text, "'%s' is a file, not a "
+						"folder", sk->text)
+				 : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
+	}
+	return 0;
+}
+
+static int rd_del(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
+		  struct tsec_error *err)
+{
+	const char *args[2] = { sk->text, recursive ? "1" : "0" };
+	redisReply *rep = script(rb_of(b), S_DEL, 2, args, NULL, true, err);
+	int rc;
+
+	if (!rep)
+		return TSEC_EIO;
+	if (rep->type == REDIS_REPLY_INTEGER)
+		rc = rep->integer > 0 ? 0 : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found",
+							  sk->text);
+	else
+		rc = verdict(rep, sk->text, err);
+	freeReplyObject(rep);
+	return rc;
+}
+
+static bool is_below(const char *key, const char *folder)
+{
+	size_t n = strlen(folder);
+
+	return !strncmp(key, folder, n) && key[n] == '/';
+}
+
+static int rd_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
+		       const struct tsec__fence *f, struct tsec_error *err)
+{
+	struct redisbe *r = rb_of(b);
+	size_t nargs = 4 + 2 * n, i;
+	const char **args = calloc(nargs, sizeof(*args));
+	size_t *lens = calloc(nargs, sizeof(*lens));
+	uint8_t **env = calloc(n, sizeof(*env));
+	int64_t now = tsec__wall_ms() * 1000000;
+	char count[24], fence[24];
+	redisReply *rep = NULL;
+	int rc = 0;
+
+	if (!args || !lens || !env) {
+		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++)
+			if (is_below(p[j].sk->text, p[i].sk->text)) {
+				rc = tsec__seterr(err, TSEC_EEXIST, p[i].sk->text, "'%s' would be a "
+						  "value and a folder", p[i].sk->text);
+				goto out;
+			}
+	/* ARGV: P (added by script), n, lock name, token, fence, pairs. */
+	args[0] = count;
+	lens[0] = (size_t)snprintf(count, sizeof(count), "%zu", n);
+	args[1] = f ? f->name : "";
+	lens[1] = strlen(args[1]);
+	args[2] = f ? (const char *)f->token : "";
+	lens[2] = f ? 16 : 0;
+	args[3] = fence;
+	lens[3] = (size_t)snprintf(fence, sizeof(fence), "%llu",
+				   f ? (unsigned long long)f->fence : 0ull);
+	for (i = 0; i < n; i++) {
+		char bk[BK_MAX];
+		size_t bn = bk_of(r, p[i].sk->text, bk);
+
+		if ((rc = tsec__env_wrap(&r->seal, bk, bn, p[i].value, p[i].len, now, &env[i],
+					 &lens[5 + 2 * i], err)))
+			goto out;
+		args[4 + 2 * i] = p[i].sk->text;
+		lens[4 + 2 * i] = strlen(p[i].sk->text);
+		args[5 + 2 * i] = (const char *)env[i];
+	}
+	if (!(rep = script(r, S_PUT, (int)nargs, args, lens, true, err))) {
+		rc = TSEC_EIO;
+		goto out;
+	}
+	rc = verdict(rep, f && strcmp(rep->str ? rep->str : "", "EEXIST") ? f->name
+			  : p[0].sk->text, err);
+out:
+	freeReplyObject(rep);
+	for (i = 0; env && i < n; i++)
+		free(env[i]);
+	free(env);
+	free(args);
+	free(lens);
+	return rc;
+}
+
+static int rd_move(struct tsec__backend *b, const struct tsec__skey *src,
+		   const struct tsec__skey *dst, struct tsec_error *err)
+{
+	struct redisbe *r = rb_of(b);
+
+	if (is_below(dst->text, src->text) || is_below(src->text, dst->text))
+		return tsec__seterr(err, TSEC_EEXIST, dst->text, "'%s' and '%s' are a value and a "
+				    "folder", src->text, dst->text);
+	for (int tries = 0; tries < 8; tries++) {
+		char bd[BK_MAX];
+		size_t bdn = bk_of(r, dst->text, bd), nl = 0;
+		redisReply *v, *rep;
+		uint8_t *nenv = NULL;
+		char *val = NULL;
+		int64_t mt;
+		size_t len;
+		bool folder;
+		int rc;
+
+		if ((rc = look(r, src, &v, &folder, err)))
+			return rc;
+		if (!v)
+			return folder ? tsec__seterr(err, TSEC_EINVAL, src->text, "'%s' is a folder; "
+						     "only values move", src->text)
+				      : tsec__seterr(err, TSEC_ENOENT, src->text, "%s: not found",
+						     src->text);
+		/* Sealed values are bound to their key: seal it again for dst. */
+		if (!(rc = open_val(r, src->text, v, SIZE_MAX, &val, &len, &mt, err)))
+			rc = tsec__env_wrap(&r->seal, bd, bdn, val, len, mt, &nenv, &nl, err);
+		if (val)
+			sodium_memzero(val, len);
+		free(val);
+		if (!rc) {
+			const char *args[4] = { src->text, dst->text, v->str, (const char *)nenv };
+			size_t lens[4] = { strlen(src->text), strlen(dst->text), v->len, nl };
+
+			if (!(rep = script(r, S_MOVE, 4, args, lens, false, err)))
+				rc = TSEC_EIO;
+			else if (rep->type == REDIS_REPLY_STATUS && !strcmp(rep->str, "RETRY"))
+				rc = 1;
+			else
+				rc = verdict(rep, !strcmp(rep->str ? rep->str : "", "EEXIST")
+					     ? dst->text : src->text, err);
+			freeReplyObject(rep);
+		}
+		free(nenv);
+		freeReplyObject(v);
+		if (rc != 1)
+			return rc;
+	}
+	return tsec__seterr(err, TSEC_EBUSY, src->text, "%s kept changing during the move", src->text);
+}
+
+static int rd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
+		       const uint8_t *waiter, struct tsec__lease *out, struct tsec_error *err)
+{
+	struct redisbe *r = rb_of(b);
+	char ttl[24];
+	uint8_t token[16];
+	const char *args[3] = { name, (const char *)token, ttl };
+	size_t lens[3] = { strlen(name), 16, 0 };
+	int64_t now = tsec__wall_ms();
+	redisReply *rep;
+
+	(void)waiter;                    /* waiting is capped backoff (lock.c) */
+	randombytes_buf(token, sizeof(token));
+	lens[2] = (size_t)snprintf(ttl, sizeof(ttl), "%llu",
+				   (unsigned long long)(ttl_ms > INT64_MAX / 2 ? INT64_MAX / 2 : ttl_ms));
+	/* Idempotent: a retried grant of our own token is ours. */
+	if (!(rep = script(r, S_ACQUIRE, 3, args, lens, false, err)))
+		return TSEC_EIO;
+	if (rep->type != REDIS_REPLY_INTEGER) {
+		freeReplyObject(rep);
+		return tsec__seterr(err, TSEC_EBUSY, name, "lock '%s' is held", name);
+	}
+	out->fence = (uint64_t)rep->integer;
+	memcpy(out->token, token, sizeof(token));
+	out->expires_ms = tsec__deadline_after(now, ttl_ms);
+	freeReplyObject(rep);
+	return 0;
+}
+
+static int rd_lock_renew(struct tsec__backend *b, const char *name, const uint8_t token[16],
+			 uint64_t ttl_ms, int64_t *expires_ms, struct tsec_error *err)
+{
+	char ttl[24];
+	const char *args[3] = { name, (const char *)token, ttl };
+	size_t lens[3] = { strlen(name), 16, 0 };
+	int64_t now = tsec__wall_ms();
+	redisReply *rep;
+	int rc;
+
+	lens[2] = (size_t)snprintf(ttl, sizeof(ttl), "%llu",
+				   (unsigned long long)(ttl_ms > INT64_MAX / 2 ? INT64_MAX / 2 : ttl_ms));
+	if (!(rep = script(rb_of(b), S_RENEW, 3, args, lens, true, err)))
+		return TSEC_EIO;
+	if (!(rc = verdict(rep, name, err)))
+		*expires_ms = tsec__deadline_after(now, ttl_ms);
+	freeReplyObject(rep);
+	return rc;
+}
+
+static int rd_lock_release(struct tsec__backend *b, const char *name, const uint8_t token[16],
+			   struct tsec_error *err)
+{
+	const char *args[2] = { name, (const char *)token };
+	size_t lens[2] = { strlen(name), 16 };
+	redisReply *rep;
+	int rc;
+
+	if (!(rep = script(rb_of(b), S_RELEASE, 2, args, lens, false, err)))
+		return TSEC_EIO;
+	rc = verdict(rep, name, err);
+	freeReplyObject(rep);
+	return rc;
+}
+
+/* ---- the invalidation feed: SUBSCRIBE P/inval ---- */
+
+static void *feed(void *arg)
+{
+	struct redisbe *r = arg;
+	char chan[TSEC_KEY_MAX + 8];
+	long backoff = 10;
+
+	snprintf(chan, sizeof(chan), "%s/inval", r->prefix);
+	while (atomic_load(&r->feed_on)) {
+		struct tsec_error err;
+		struct timespec ts;
+		redisContext *c = dial(r, &err);
+		redisReply *rep;
+
+		if (c) {
+			struct timeval none = { 0, 0 };
+
+			redisSetTimeout(c, none);        /* block; close wakes us */
+			pthread_mutex_lock(&r->mu);
+			r->feed_ctx = c;
+			pthread_mutex_unlock(&r->mu);
+			if (!atomic_load(&r->feed_on))
+				shutdown(c->fd, SHUT_RDWR);
+			rep = redisCommand(c, "SUBSCRIBE %b", chan, strlen(chan));
+			freeReplyObject(rep);
+			/* Subscribed: whatever was cached before may be stale. */
+			r->fn(r->fn_ctx, NULL);
+			backoff = 10;
+			while (atomic_load(&r->feed_on) && redisGetReply(c, (void **)&rep) == REDIS_OK) {
+				const redisReply *m = rep && rep->type == REDIS_REPLY_ARRAY &&
+					rep->elements == 3 ? rep->element[2] : NULL;
+
+				if (m && m->type == REDIS_REPLY_STRING) {
+					char *s = strndup(m->str, m->len), *save = NULL;
+
+					for (char *k = s ? strtok_r(s, "\n", &save) : NULL; k;
+					     k = strtok_r(NULL, "\n", &save))
+						r->fn(r->fn_ctx, strcmp(k, "*") ? k : NULL);
+					if (!s)
+						r->fn(r->fn_ctx, NULL);
+					free(s);
+				}
+				freeReplyObject(rep);
+			}
+			pthread_mutex_lock(&r->mu);
+			r->feed_ctx = NULL;
+			pthread_mutex_unlock(&r->mu);
+			redisFree(c);
+		}
+		if (!atomic_load(&r->feed_on))
+			break;
+		r->fn(r->fn_ctx, NULL);          /* missed messages: drop all */
+		ts.tv_sec = backoff / 1000;
+		ts.tv_nsec = (backoff % 1000) * 1000000;
+		nanosleep(&ts, NULL);
+		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
+	}
+	return NULL;
+}
+
+int tsec__redis_feed(struct tsec__backend *b, tsec__inval_fn fn, void *ctx,
+		     struct tsec_error *err)
+{
+	struct redisbe *r = rb_of(b);
+	int rc;
+
+	r->fn = fn;
+	r->fn_ctx = ctx;
+	atomic_store(&r->feed_on, true);
+	if ((rc = pthread_create(&r->feed, NULL, feed, r))) {
+		atomic_store(&r->feed_on, false);
+		return tsec__seterr(err, TSEC_EIO, "", "cannot start the redis feed: %s",
+				    strerror(rc));
+	}
+	return 0;
+}
+
+static void rd_close(struct tsec__backend *b)
+{
+	struct redisbe *r = rb_of(b);
+
+	if (!r)
+		return;
+	if (atomic_exchange(&r->feed_on, false)) {
+		pthread_mutex_lock(&r->mu);
+		if (r->feed_ctx)
+			shutdown(r->feed_ctx->fd, SHUT_RDWR);
+		pthread_mutex_unlock(&r->mu);
+		pthread_join(r->feed, NULL);
+	}
+	for (size_t i = 0; i < r->npool; i++)
+		redisFree(r->pool[i]);
+	pthread_mutex_destroy(&r->mu);
+	sodium_memzero(r, sizeof(*r));
+	free(r);
+}
+
+static const struct tsec__backend_ops redis_ops = {
+	.name = "redis",
+	.close = rd_close,
+	.get = rd_get,
+	.kind = rd_kind,
+	.stat = rd_stat,
+	.list = rd_list,
+	.del = rd_del,
+	.move = rd_move,
+	.put_many = rd_put_many,
+	.lock_try = rd_lock_try,
+	.lock_renew = rd_lock_renew,
+	.lock_release = rd_lock_release,
+};
+
+int tsec__redis_open(struct tsec__backend **out, const struct tsec_store_opts *o,
+		     struct tsec_error *err)
+{
+	const char *ep = o->endpoints;
+	struct redisbe *r;
+	redisContext *c;
+	int rc;
+
+	*out = NULL;
+	if (o->root || o->delay_us || o->tls_ca || o->tls_cert || o->tls_key || o->request_max ||
+	    o->clock_skew_ms)
+		return tsec__seterr(err, TSEC_EINVAL, "backend", "redis takes endpoints, prefix, "
+				    "key_file, timeout_ms, username and password_file only");
+	if (!ep || !*ep || strchr(ep, ','))
+		return tsec__seterr(err, TSEC_EINVAL, "endpoints", "redis needs one endpoint, "
+				    "\"host:port\" or \"unix:/path\" (one primary)");
+	if (!(r = calloc(1, sizeof(*r))))
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	r->base.ops = &redis_ops;
+	pthread_mutex_init(&r->mu, NULL);
+	if (!strncmp(ep, "unix:", 5)) {
+		snprintf(r->host, sizeof(r->host), "%s", ep + 5);
+	} else {
+		const char *colon = strrchr(ep, ':');
+		char *end;
+		long port = colon ? strtol(colon + 1, &end, 10) : 0;
+
+		if (!colon || *end || port <= 0 || port > 65535 ||
+		    (size_t)(colon - ep) >= sizeof(r->host)) {
+			rd_close(&r->base);
+			return tsec__seterr(err, TSEC_EINVAL, "endpoints", "redis endpoint '%.64s' is "
+					    "not host:port", ep);
+		}
+		snprintf(r->host, sizeof(r->host), "%.*s", (int)(colon - ep), ep);
+		r->port = (int)port;
+	}
+	{
+		uint32_t t = o->timeout_ms ? o->timeout_ms : TSEC__REMOTE_TIMEOUT_MS;
+		r->tmo.tv_sec = t / 1000;
+		r->tmo.tv_usec = (t % 1000) * 1000;
+	}
+	if (o->username)
+		snprintf(r->user, sizeof(r->user), "%s", o->username);
+	if ((o->password_file &&
+	     (rc = tsec__password_load(o->password_file, r->pass, sizeof(r->pass), err))) ||
+	    (rc = tsec__prefix_norm(o->prefix, r->prefix, sizeof(r->prefix), err)) ||
+	    (o->key_file && (rc = tsec__seal_load(&r->seal, o->key_file, err)))) {
+		rd_close(&r->base);
+		return rc;
+	}
+	r->plen = strlen(r->prefix);
+	for (int s = 0; s < S_COUNT; s++) {
+		unsigned char d[SHA_DIGEST_LENGTH];
+
+		/* The SHA-1 redis names a script by, for EVALSHA (not a
+		 * security use). */
+		SHA1((const unsigned char *)scripts[s], strlen(scripts[s]), d);
+		sodium_bin2hex(r->sha[s], sizeof(r->sha[s]), d, sizeof(d));
+	}
+	/* Connect now, so a wrong address or password is said at open. */
+	if (!(c = dial(r, err))) {
+		rd_close(&r->base);
+		return TSEC_EIO;
+	}
+	give(r, c);
+	*out = &r->base;
+	return 0;
+}

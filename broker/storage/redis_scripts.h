@@ -1,0 +1,125 @@
+/*
+ * Internal: the Lua scripts of the redis backend (redis.c).  Redis runs
+ * a script as one step, so each rule is checked in the same step as the
+ * write it guards.  ARGV[1] is always the prefix P.  Every write
+ * publishes the keys it touched on P/inval (one message, keys
+ * separated by newlines; "*" for "everything").
+ */
+#ifndef TSEC_STORAGE_REDIS_SCRIPTS_H
+#define TSEC_STORAGE_REDIS_SCRIPTS_H
+
+/* Shared: may a value stand at key k? (no value above, no folder at) */
+#define TSEC__LUA_MAY_STAND \
+	"local function may_stand(P, k)\n" \
+	"  local pos = 1\n" \
+	"  while true do\n" \
+	"    local s = string.find(k, '/', pos, true)\n" \
+	"    if not s then break end\n" \
+	"    if redis.call('EXISTS', P..'/k/'..string.sub(k, 1, s - 1)) == 1 then return false end\n" \
+	"    pos = s + 1\n" \
+	"  end\n" \
+	"  return #redis.call('ZRANGEBYLEX', P..'/i', '['..k..'/', '('..k..'0', 'LIMIT', 0, 1) == 0\n" \
+	"end\n"
+
+/* Is the lock ARGV[n] held by token ARGV[n+1] (with fence ARGV[n+2] if
+ * given)?  'OK', 'ENOTOWNER' or 'ENOENT'. */
+#define TSEC__LUA_OWNED \
+	"local function owned(P, name, token, fence)\n" \
+	"  local f = P..'/f/'..name\n" \
+	"  local cur = redis.call('GET', P..'/l/'..name)\n" \
+	"  if cur == token then\n" \
+	"    if fence and redis.call('HGET', f, 'fence') ~= fence then return 'ENOTOWNER' end\n" \
+	"    return 'OK'\n" \
+	"  end\n" \
+	"  if cur or redis.call('HGET', f, 'holder') == token then return 'ENOTOWNER' end\n" \
+	"  return 'ENOENT'\n" \
+	"end\n"
+
+/* put_many: ARGV P, n, lock name or '', token, fence, then n key/value. */
+static const char tsec__lua_put[] =
+	TSEC__LUA_MAY_STAND TSEC__LUA_OWNED
+	"local P, n = ARGV[1], tonumber(ARGV[2])\n"
+	"if ARGV[3] ~= '' then\n"
+	"  local o = owned(P, ARGV[3], ARGV[4], ARGV[5])\n"
+	"  if o ~= 'OK' then return o end\n"
+	"end\n"
+	"local keys = {}\n"
+	"for i = 0, n - 1 do\n"
+	"  local k = ARGV[6 + 2 * i]\n"
+	"  if not may_stand(P, k) then return 'EEXIST' end\n"
+	"  keys[#keys + 1] = k\n"
+	"end\n"
+	"for i = 0, n - 1 do\n"
+	"  redis.call('SET', P..'/k/'..ARGV[6 + 2 * i], ARGV[7 + 2 * i])\n"
+	"  redis.call('ZADD', P..'/i', 0, ARGV[6 + 2 * i])\n"
+	"end\n"
+	"redis.call('PUBLISH', P..'/inval', table.concat(keys, '\\n'))\n"
+	"return 'OK'\n";
+
+/* delete: ARGV P, key, recursive ('1' or '0').  Count deleted, or an
+ * error name. */
+static const char tsec__lua_del[] =
+	"local P, k, rec = ARGV[1], ARGV[2], ARGV[3] == '1'\n"
+	"local n = redis.call('DEL', P..'/k/'..k)\n"
+	"if n == 1 then redis.call('ZREM', P..'/i', k) end\n"
+	"local below = redis.call('ZRANGEBYLEX', P..'/i', '['..k..'/', '('..k..'0')\n"
+	"if not rec then\n"
+	"  if n == 1 then redis.call('PUBLISH', P..'/inval', k) return 1 end\n"
+	"  if #below > 0 then return 'EINVAL' end\n"
+	"  return 'ENOENT'\n"
+	"end\n"
+	"for _, b in ipairs(below) do\n"
+	"  redis.call('DEL', P..'/k/'..b)\n"
+	"  redis.call('ZREM', P..'/i', b)\n"
+	"end\n"
+	"n = n + #below\n"
+	"if n > 0 then\n"
+	"  if #below > 1000 then redis.call('PUBLISH', P..'/inval', '*')\n"
+	"  else below[#below + 1] = k redis.call('PUBLISH', P..'/inval', table.concat(below, '\\n')) end\n"
+	"end\n"
+	"return n\n";
+
+/* move: ARGV P, src, dst, the envelope read from src, the new one. */
+static const char tsec__lua_move[] =
+	TSEC__LUA_MAY_STAND
+	"local P, s, d = ARGV[1], ARGV[2], ARGV[3]\n"
+	"local cur = redis.call('GET', P..'/k/'..s)\n"
+	"if not cur then\n"
+	"  if #redis.call('ZRANGEBYLEX', P..'/i', '['..s..'/', '('..s..'0', 'LIMIT', 0, 1) > 0 then return 'EINVAL' end\n"
+	"  return 'ENOENT'\n"
+	"end\n"
+	"if cur ~= ARGV[4] then return 'RETRY' end\n"
+	"if redis.call('EXISTS', P..'/k/'..d) == 1 or not may_stand(P, d) then return 'EEXIST' end\n"
+	"redis.call('SET', P..'/k/'..d, ARGV[5])\n"
+	"redis.call('ZADD', P..'/i', 0, d)\n"
+	"redis.call('DEL', P..'/k/'..s)\n"
+	"redis.call('ZREM', P..'/i', s)\n"
+	"redis.call('PUBLISH', P..'/inval', s..'\\n'..d)\n"
+	"return 'OK'\n";
+
+/* acquire: ARGV P, name, token, ttl_ms.  The fence, or false if held. */
+static const char tsec__lua_acquire[] =
+	"local P, name, token = ARGV[1], ARGV[2], ARGV[3]\n"
+	"if not redis.call('SET', P..'/l/'..name, token, 'NX', 'PX', ARGV[4]) then return false end\n"
+	"local f = redis.call('HINCRBY', P..'/f/'..name, 'fence', 1)\n"
+	"redis.call('HSET', P..'/f/'..name, 'holder', token)\n"
+	"return f\n";
+
+/* renew: ARGV P, name, token, ttl_ms. */
+static const char tsec__lua_renew[] =
+	TSEC__LUA_OWNED
+	"local o = owned(ARGV[1], ARGV[2], ARGV[3], nil)\n"
+	"if o == 'OK' then redis.call('PEXPIRE', ARGV[1]..'/l/'..ARGV[2], ARGV[4]) end\n"
+	"return o\n";
+
+/* release: ARGV P, name, token. */
+static const char tsec__lua_release[] =
+	TSEC__LUA_OWNED
+	"local o = owned(ARGV[1], ARGV[2], ARGV[3], nil)\n"
+	"if o == 'OK' then\n"
+	"  redis.call('DEL', ARGV[1]..'/l/'..ARGV[2])\n"
+	"  redis.call('HDEL', ARGV[1]..'/f/'..ARGV[2], 'holder')\n"
+	"end\n"
+	"return o\n";
+
+#endif

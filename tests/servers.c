@@ -1,0 +1,275 @@
+/* Real servers for the tests (servers.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <hiredis/hiredis.h>
+
+#include "tests/servers.h"
+
+bool tu_have(const char *program)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", program);
+	return system(cmd) == 0;
+}
+
+static int free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+static void nap_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* Runs argv with output to log, dying with the test process. */
+static pid_t spawn(char *const argv[], const char *log)
+{
+	pid_t parent = getpid(), pid = fork();
+
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		setpgid(0, 0);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static size_t sink(char *d, size_t sz, size_t n, void *ud)
+{
+	(void)d;
+	(void)ud;
+	return sz * n;
+}
+
+static bool etcd_answers(const char *url)
+{
+	CURL *h = curl_easy_init();
+	char u[128];
+	long status = 0;
+	CURLcode cc;
+
+	snprintf(u, sizeof(u), "%s/v3/kv/range", url);
+	curl_easy_setopt(h, CURLOPT_URL, u);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"key\":\"AA==\"}");
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 1000L);
+	cc = curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(h);
+	return cc == CURLE_OK && status == 200;
+}
+
+static pid_t etcd_member(struct tu_server *s, int i, bool existing)
+{
+	char name[16], data[96], curl_[64], purl[64], cluster[256] = "", log[96];
+	size_t o = 0;
+
+	snprintf(name, sizeof(name), "m%d", i);
+	snprintf(data, sizeof(data), "%s/%s", s->dir, name);
+	snprintf(curl_, sizeof(curl_), "http://127.0.0.1:%d", s->client_port[i]);
+	snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", s->peer_port[i]);
+	snprintf(log, sizeof(log), "%s/%s.log", s->dir, name);
+	for (int j = 0; j < s->n; j++)
+		o += (size_t)snprintf(cluster + o, sizeof(cluster) - o, "%sm%d=http://127.0.0.1:%d",
+				      j ? "," : "", j, s->peer_port[j]);
+	{
+		char *argv[] = {
+			"etcd", "--name", name, "--data-dir", data,
+			"--listen-client-urls", curl_, "--advertise-client-urls", curl_,
+			"--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
+			"--initial-cluster", cluster,
+			"--initial-cluster-state", existing ? "existing" : "new",
+			"--initial-cluster-token", s->dir,
+			/* Fast elections, so a test sees a failover quickly. */
+			"--heartbeat-interval", "50", "--election-timeout", "500",
+			"--log-level", "warn", "--logger", "zap", NULL,
+		};
+		return spawn(argv, log);
+	}
+}
+
+static int wait_etcd(struct tu_server *s, int i)
+{
+	for (int t = 0; t < 300; t++) {
+		if (etcd_answers(s->url[i]))
+			return 0;
+		nap_ms(50);
+	}
+	fprintf(stderr, "etcd member %d did not come up (see %s/m%d.log)\n", i, s->dir, i);
+	return -1;
+}
+
+int tu_etcd_start(struct tu_server *s, int n)
+{
+	size_t o = 0;
+
+	memset(s, 0, sizeof(*s));
+	if (n < 1 || n > TU_MEMBERS_MAX || !tu_have("etcd"))
+		return -1;
+	snprintf(s->dir, sizeof(s->dir), "/tmp/tsec-etcd-XXXXXX");
+	if (!mkdtemp(s->dir))
+		return -1;
+	s->n = n;
+	for (int i = 0; i < n; i++) {
+		s->client_port[i] = free_port();
+		s->peer_port[i] = free_port();
+		snprintf(s->url[i], sizeof(s->url[i]), "http://127.0.0.1:%d", s->client_port[i]);
+		o += (size_t)snprintf(s->endpoints + o, sizeof(s->endpoints) - o, "%s%s",
+				      i ? "," : "", s->url[i]);
+	}
+	for (int i = 0; i < n; i++)
+		s->pid[i] = etcd_member(s, i, false);
+	for (int i = 0; i < n; i++)
+		if (wait_etcd(s, i)) {
+			tu_server_stop(s);
+			return -1;
+		}
+	return 0;
+}
+
+int tu_redis_start(struct tu_server *s)
+{
+	char port[16], log[96];
+
+	memset(s, 0, sizeof(*s));
+	if (!tu_have("redis-server"))
+		return -1;
+	snprintf(s->dir, sizeof(s->dir), "/tmp/tsec-redis-XXXXXX");
+	if (!mkdtemp(s->dir))
+		return -1;
+	s->n = 1;
+	s->client_port[0] = free_port();
+	snprintf(port, sizeof(port), "%d", s->client_port[0]);
+	snprintf(log, sizeof(log), "%s/redis.log", s->dir);
+	snprintf(s->endpoints, sizeof(s->endpoints), "127.0.0.1:%d", s->client_port[0]);
+	{
+		char *argv[] = { "redis-server", "--port", port, "--bind", "127.0.0.1",
+				 "--dir", s->dir, "--save", "", "--appendonly", "yes",
+				 "--appendfsync", "always", "--daemonize", "no", NULL };
+		s->pid[0] = spawn(argv, log);
+	}
+	for (int t = 0; t < 300; t++) {
+		struct timeval tv = { 1, 0 };
+		redisContext *c = redisConnectWithTimeout("127.0.0.1", s->client_port[0], tv);
+		redisReply *r = c && !c->err ? redisCommand(c, "PING") : NULL;
+		bool up = r && r->type == REDIS_REPLY_STATUS;
+
+		freeReplyObject(r);
+		redisFree(c);
+		if (up)
+			return 0;
+		nap_ms(50);
+	}
+	fprintf(stderr, "redis-server did not come up (see %s)\n", log);
+	tu_server_stop(s);
+	return -1;
+}
+
+void tu_member_kill(struct tu_server *s, int i)
+{
+	if (s->pid[i] > 0) {
+		kill(s->pid[i], SIGKILL);
+		waitpid(s->pid[i], NULL, 0);
+		s->pid[i] = 0;
+	}
+}
+
+int tu_member_restart(struct tu_server *s, int i)
+{
+	s->pid[i] = etcd_member(s, i, true);
+	return wait_etcd(s, i);
+}
+
+static size_t keep(char *d, size_t sz, size_t n, void *ud)
+{
+	char *b = ud;
+	size_t have = strlen(b), add = sz * n;
+
+	if (have + add < 4096) {
+		memcpy(b + have, d, add);
+		b[have + add] = '\0';
+	}
+	return sz * n;
+}
+
+int tu_etcd_leader(struct tu_server *s)
+{
+	for (int i = 0; i < s->n; i++) {
+		char body[4096] = "", u[128], *l, *m;
+		CURL *h;
+
+		if (s->pid[i] <= 0)
+			continue;
+		h = curl_easy_init();
+		snprintf(u, sizeof(u), "%s/v3/maintenance/status", s->url[i]);
+		curl_easy_setopt(h, CURLOPT_URL, u);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{}");
+		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep);
+		curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 1000L);
+		curl_easy_perform(h);
+		curl_easy_cleanup(h);
+		/* {"header":{...,"member_id":"X",...},...,"leader":"Y",...} */
+		if ((m = strstr(body, "\"member_id\":\"")) && (l = strstr(body, "\"leader\":\"")) &&
+		    !strncmp(m + 13, l + 10, strcspn(l + 10, "\"")) &&
+		    strcspn(l + 10, "\"") == strcspn(m + 13, "\""))
+			return i;
+	}
+	return -1;
+}
+
+void tu_server_stop(struct tu_server *s)
+{
+	char cmd[128];
+
+	for (int i = 0; i < s->n; i++)
+		if (s->pid[i] > 0) {
+			kill(s->pid[i], SIGTERM);
+			for (int t = 0; t < 100 && waitpid(s->pid[i], NULL, WNOHANG) == 0; t++)
+				nap_ms(20);
+			kill(s->pid[i], SIGKILL);
+			waitpid(s->pid[i], NULL, 0);
+			s->pid[i] = 0;
+		}
+	if (s->dir[0]) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s->dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", s->dir);
+		s->dir[0] = '\0';
+	}
+}

@@ -1,0 +1,42 @@
+/*
+ * Real etcd and redis servers for the tests: started on loopback ports
+ * with a temporary data folder, stopped (and the folder removed) by
+ * tu_server_stop, and killed with the test process if it dies first
+ * (PR_SET_PDEATHSIG).  A test that finds no etcd or redis-server
+ * installed fails: `make test` installs them (scripts/deps.sh).
+ */
+#ifndef TSEC_TESTS_SERVERS_H
+#define TSEC_TESTS_SERVERS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define TU_MEMBERS_MAX 3
+
+struct tu_server {
+	int n;                       /* members */
+	pid_t pid[TU_MEMBERS_MAX];
+	int client_port[TU_MEMBERS_MAX], peer_port[TU_MEMBERS_MAX];
+	char dir[64];
+	char endpoints[256];         /* for tsec_store_opts.endpoints */
+	char url[TU_MEMBERS_MAX][64];
+};
+
+/* One etcd member, or a cluster of n (1..3).  Returns 0 or -1. */
+int tu_etcd_start(struct tu_server *s, int n);
+/* One redis-server (appendfsync always). */
+int tu_redis_start(struct tu_server *s);
+/* Stops every member still running and removes the data folder. */
+void tu_server_stop(struct tu_server *s);
+
+/* Kills member i (SIGKILL) and reaps it. */
+void tu_member_kill(struct tu_server *s, int i);
+/* Starts member i again on its data folder; waits until it answers. */
+int tu_member_restart(struct tu_server *s, int i);
+/* The index of the etcd cluster's leader, or -1. */
+int tu_etcd_leader(struct tu_server *s);
+
+/* Whether etcd and redis-server are installed. */
+bool tu_have(const char *program);
+
+#endif
