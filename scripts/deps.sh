@@ -35,9 +35,10 @@ if [ "$(id -u)" = 0 ]; then
 		chmod 755 /usr/sbin/policy-rc.d
 		blocked=1
 	fi
-	apt-get install -y -qq --no-install-recommends $missing || {
-		[ -n "$blocked" ] && rm -f /usr/sbin/policy-rc.d; exit 1; }
-	[ -n "$blocked" ] && rm -f /usr/sbin/policy-rc.d
+	rc=0
+	apt-get install -y -qq --no-install-recommends $missing || rc=$?
+	if [ -n "$blocked" ]; then rm -f /usr/sbin/policy-rc.d; fi
+	exit $rc
 else
 	echo "deps: missing packages:$missing" >&2
 	echo "deps: run: sudo apt-get install -y$missing" >&2

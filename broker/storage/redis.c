@@ -540,7 +540,8 @@ static int rd_move(struct tsec__backend *b, const struct tsec__skey *src,
 		size_t bdn = bk_of(r, dst->text, bd), nl = 0;
 		redisReply *v, *rep;
 		uint8_t *nenv = NULL;
-		char *val = NULL;
+		char *val = NULL, *old;
+		size_t oldlen;
 		int64_t mt;
 		size_t len;
 		bool folder;
@@ -553,15 +554,22 @@ static int rd_move(struct tsec__backend *b, const struct tsec__skey *src,
 						     "only values move", src->text)
 				      : tsec__seterr(err, TSEC_ENOENT, src->text, "%s: not found",
 						     src->text);
-		/* Sealed values are bound to their key: seal it again for dst. */
+		/* Sealed values are bound to their key: seal it again for dst.
+		 * Opening decrypts in place: keep the stored bytes to compare. */
+		if (!(old = malloc(v->len ? v->len : 1))) {
+			freeReplyObject(v);
+			return tsec__seterr(err, TSEC_ENOMEM, src->text, NULL);
+		}
+		oldlen = v->len;
+		memcpy(old, v->str, oldlen);
 		if (!(rc = open_val(r, src->text, v, SIZE_MAX, &val, &len, &mt, err)))
 			rc = tsec__env_wrap(&r->seal, bd, bdn, val, len, mt, &nenv, &nl, err);
 		if (val)
 			sodium_memzero(val, len);
 		free(val);
 		if (!rc) {
-			const char *args[4] = { src->text, dst->text, v->str, (const char *)nenv };
-			size_t lens[4] = { strlen(src->text), strlen(dst->text), v->len, nl };
+			const char *args[4] = { src->text, dst->text, old, (const char *)nenv };
+			size_t lens[4] = { strlen(src->text), strlen(dst->text), oldlen, nl };
 
 			if (!(rep = script(r, S_MOVE, 4, args, lens, false, err)))
 				rc = TSEC_EIO;
@@ -573,6 +581,7 @@ static int rd_move(struct tsec__backend *b, const struct tsec__skey *src,
 			freeReplyObject(rep);
 		}
 		free(nenv);
+		free(old);
 		freeReplyObject(v);
 		if (rc != 1)
 			return rc;

@@ -1,0 +1,482 @@
+/*
+ * The fleet backends beyond the conformance suite, against real servers
+ * started here on loopback: two processes racing for one lock, a
+ * three-member etcd cluster losing its leader mid-run, a LocalCache
+ * seeing another writer's change, encryption at rest, etcd's request
+ * limit, and options that are wrong.
+ *
+ * No assertion depends on speed: waits are bounded by generous deadlines
+ * on things that must happen, never by how fast they happen.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/servers.h"
+#include "tests/testutil.h"
+
+static struct tu_server etcd, redis;
+static struct tsec_principal app;
+static int serial;
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+	while (nanosleep(&ts, &ts))
+		;
+}
+
+static struct tsec_store_opts opts_for(const char *backend, char *prefix, size_t cap)
+{
+	struct tsec_store_opts o = { .backend = backend, .prefix = prefix };
+
+	snprintf(prefix, cap, "fleet/%d-%d", (int)getpid(), ++serial);
+	o.endpoints = backend[0] == 'e' ? etcd.endpoints : redis.endpoints;
+	if (backend[0] == 'e')
+		o.clock_skew_ms = 1;
+	return o;
+}
+
+/* ---- two processes x threads, one lock ---- */
+
+struct shared {
+	atomic_int inside, overlaps, rounds, backwards, stale_ok, errors;
+	_Atomic uint64_t last_fence;
+};
+
+struct racer {
+	struct tsec_store *s;
+	struct shared *sh;
+};
+
+static void *racer(void *arg)
+{
+	struct racer *r = arg;
+	struct tsec_lock lk, prev = { 0 };
+	struct tsec_error err;
+	struct tsec_put p = { "race/v", "x", 1 };
+
+	for (int i = 0; i < 15; i++) {
+		if (tsec_lock_acquire(r->s, &app, "race", 60000, 60000, &lk, &err)) {
+			atomic_fetch_add(&r->sh->errors, 1);
+			continue;
+		}
+		if (atomic_fetch_add(&r->sh->inside, 1))
+			atomic_fetch_add(&r->sh->overlaps, 1);
+		/* One holder at a time, so this read-then-write is the holder's. */
+		if (lk.fence <= atomic_load(&r->sh->last_fence))
+			atomic_fetch_add(&r->sh->backwards, 1);
+		atomic_store(&r->sh->last_fence, lk.fence);
+		if (tsec_store_put_fenced(r->s, &app, &lk, &p, 1, &err))
+			atomic_fetch_add(&r->sh->errors, 1);
+		/* An older holding of this thread is stale now: refused. */
+		if (prev.fence && tsec_store_put_fenced(r->s, &app, &prev, &p, 1, &err) == 0)
+			atomic_fetch_add(&r->sh->stale_ok, 1);
+		atomic_fetch_sub(&r->sh->inside, 1);
+		prev = lk;
+		if (tsec_lock_release(r->s, &app, &lk, &err))
+			atomic_fetch_add(&r->sh->errors, 1);
+		atomic_fetch_add(&r->sh->rounds, 1);
+	}
+	return NULL;
+}
+
+static void race_on(const char *backend)
+{
+	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	char prefix[64];
+	struct tsec_store_opts o = opts_for(backend, prefix, sizeof(prefix));
+	pid_t kid[2];
+
+	assert_true(sh != MAP_FAILED);
+	memset(sh, 0, sizeof(*sh));
+	for (int k = 0; k < 2; k++) {
+		if ((kid[k] = fork()) == 0) {
+			struct tu_store t;
+			struct racer r;
+			pthread_t th[4];
+
+			tu_store_open_with(&t, &o);
+			r.s = t.store;
+			r.sh = sh;
+			for (int i = 0; i < 4; i++)
+				pthread_create(&th[i], NULL, racer, &r);
+			for (int i = 0; i < 4; i++)
+				pthread_join(th[i], NULL);
+			tu_store_close(&t);
+			_exit(0);
+		}
+		assert_true(kid[k] > 0);
+	}
+	for (int k = 0; k < 2; k++) {
+		int st;
+
+		assert_int_equal(waitpid(kid[k], &st, 0), kid[k]);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	assert_int_equal(atomic_load(&sh->rounds), 2 * 4 * 15);
+	assert_int_equal(atomic_load(&sh->overlaps), 0);
+	assert_int_equal(atomic_load(&sh->backwards), 0);
+	assert_int_equal(atomic_load(&sh->stale_ok), 0);
+	assert_int_equal(atomic_load(&sh->errors), 0);
+	munmap(sh, sizeof(*sh));
+}
+
+static void test_race_etcd(void **state)
+{
+	(void)state;
+	race_on("etcd");
+}
+
+static void test_race_redis(void **state)
+{
+	(void)state;
+	race_on("redis");
+}
+
+/* ---- a LocalCache sees another writer's change ---- */
+
+static void peer_change_on(const char *backend)
+{
+	char prefix[64];
+	struct tsec_store_opts o = opts_for(backend, prefix, sizeof(prefix));
+	struct tu_store cached, plain;
+	struct tsec_error err;
+	char *v = NULL;
+	size_t n;
+	int seen = 0;
+
+	tu_store_open_with(&plain, &o);
+	o.cache_bytes = 1 << 20;
+	tu_store_open_with(&cached, &o);
+	assert_int_equal(tsec_store_put(plain.store, &app, "peer/k", "one", 3, &err), 0);
+	/* Read until the cache holds it (the watch may still be starting). */
+	assert_int_equal(tsec_store_get(cached.store, &app, "peer/k", &v, &n, &err), 0);
+	assert_string_equal(v, "one");
+	free(v);
+	assert_int_equal(tsec_store_put(plain.store, &app, "peer/k", "two", 3, &err), 0);
+	for (int i = 0; i < 1000 && !seen; i++) {
+		assert_int_equal(tsec_store_get(cached.store, &app, "peer/k", &v, &n, &err), 0);
+		seen = !strcmp(v, "two");
+		free(v);
+		if (!seen)
+			sleep_ms(10);
+	}
+	assert_true(seen);
+	/* And a peer's delete. */
+	assert_int_equal(tsec_store_delete(plain.store, &app, "peer", 1, &err), 0);
+	seen = 0;
+	for (int i = 0; i < 1000 && !seen; i++) {
+		seen = tsec_store_get(cached.store, &app, "peer/k", &v, &n, &err) == TSEC_ENOENT;
+		if (!seen) {
+			free(v);
+			sleep_ms(10);
+		}
+	}
+	assert_true(seen);
+	tu_store_close(&cached);
+	tu_store_close(&plain);
+}
+
+static void test_peer_change_etcd(void **state)
+{
+	(void)state;
+	peer_change_on("etcd");
+}
+
+static void test_peer_change_redis(void **state)
+{
+	(void)state;
+	peer_change_on("redis");
+}
+
+/* ---- encryption at rest ---- */
+
+static char *key_file(const char *dir, const char *name, const char *hex, int mode)
+{
+	char *path;
+	int fd;
+
+	assert_true(asprintf(&path, "%s/%s", dir, name) > 0);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, hex, strlen(hex)), (ssize_t)strlen(hex));
+	fchmod(fd, (mode_t)mode);
+	close(fd);
+	return path;
+}
+
+static void sealed_on(const char *backend)
+{
+	char prefix[64], dir[] = "/tmp/tsec-keys-XXXXXX";
+	struct tsec_store_opts o = opts_for(backend, prefix, sizeof(prefix));
+	struct tu_store a, b, plain;
+	struct tsec_error err;
+	char *v = NULL, *k1, *k2, *loose;
+	size_t n;
+	struct tsec_store *s;
+
+	assert_non_null(mkdtemp(dir));
+	k1 = key_file(dir, "k1", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n", 0600);
+	k2 = key_file(dir, "k2", "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100", 0600);
+	loose = key_file(dir, "k3", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", 0644);
+	tu_store_open_with(&plain, &o);
+	o.key_file = k1;
+	tu_store_open_with(&a, &o);
+	o.key_file = k2;
+	tu_store_open_with(&b, &o);
+	assert_int_equal(tsec_store_put(a.store, &app, "sec/key.pem", "PRIVATE", 7, &err), 0);
+	assert_int_equal(tsec_store_get(a.store, &app, "sec/key.pem", &v, &n, &err), 0);
+	assert_string_equal(v, "PRIVATE");
+	free(v);
+	/* Without the key, or with another, nothing is served. */
+	assert_int_equal(tsec_store_get(plain.store, &app, "sec/key.pem", &v, &n, &err), TSEC_EIO);
+	assert_null(v);
+	assert_int_equal(tsec_store_get(b.store, &app, "sec/key.pem", &v, &n, &err), TSEC_EIO);
+	/* A plain value planted where sealing is on is refused. */
+	assert_int_equal(tsec_store_put(plain.store, &app, "sec/planted", "evil", 4, &err), 0);
+	assert_int_equal(tsec_store_get(a.store, &app, "sec/planted", &v, &n, &err), TSEC_EIO);
+	/* A sealed value moved keeps opening under its new key. */
+	assert_int_equal(tsec_store_move(a.store, &app, "sec/key.pem", "sec/moved.pem", &err), 0);
+	assert_int_equal(tsec_store_get(a.store, &app, "sec/moved.pem", &v, &n, &err), 0);
+	assert_string_equal(v, "PRIVATE");
+	free(v);
+	/* A key file others may read is refused. */
+	o.key_file = loose;
+	assert_int_equal(tsec_store_open_opts(&s, &o, a.bus, NULL, &err), TSEC_EINVAL);
+	assert_non_null(strstr(err.msg, "readable by others"));
+	tu_store_close(&a);
+	tu_store_close(&b);
+	tu_store_close(&plain);
+	free(k1);
+	free(k2);
+	free(loose);
+	{
+		char cmd[64];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
+static void test_sealed_etcd(void **state)
+{
+	(void)state;
+	sealed_on("etcd");
+}
+
+static void test_sealed_redis(void **state)
+{
+	(void)state;
+	sealed_on("redis");
+}
+
+/* ---- limits and options ---- */
+
+static void test_etcd_request_limit(void **state)
+{
+	char prefix[64], *big = malloc(8192);
+	struct tsec_store_opts o = opts_for("etcd", prefix, sizeof(prefix));
+	struct tu_store t;
+	struct tsec_error err;
+	char *v = NULL;
+	size_t n;
+
+	(void)state;
+	o.request_max = 4096;
+	tu_store_open_with(&t, &o);
+	memset(big, 'x', 8192);
+	assert_int_equal(tsec_store_put(t.store, &app, "big/v", big, 8192, &err), TSEC_ETOOBIG);
+	assert_int_equal(tsec_store_get(t.store, &app, "big/v", &v, &n, &err), TSEC_ENOENT);
+	assert_int_equal(tsec_store_put(t.store, &app, "big/v", big, 1000, &err), 0);
+	tu_store_close(&t);
+	free(big);
+}
+
+static void test_bad_options(void **state)
+{
+	struct tsec_bus *bus = tu_bus_with_policy("tests/data/store_policy.json");
+	struct tsec_store *s = NULL;
+	struct tsec_error err;
+	struct {
+		struct tsec_store_opts o;
+		const char *says;
+	} bad[] = {
+		{ { .backend = "etcd" }, "needs endpoints" },
+		{ { .backend = "etcd", .endpoints = "ftp://127.0.0.1:1" }, "not http" },
+		{ { .backend = "etcd", .endpoints = etcd.endpoints, .prefix = "../x" }, "invalid prefix" },
+		{ { .backend = "etcd", .endpoints = etcd.endpoints, .root = "/tmp" }, "not root" },
+		{ { .backend = "etcd", .endpoints = etcd.endpoints, .tls_cert = "/x" }, "needs its key" },
+		{ { .backend = "redis", .endpoints = "127.0.0.1" }, "not host:port" },
+		{ { .backend = "redis", .endpoints = "a:1,b:2" }, "one endpoint" },
+		{ { .backend = "redis", .endpoints = redis.endpoints, .clock_skew_ms = 5 }, "takes" },
+		{ { .backend = "file", .root = "/tmp/x", .endpoints = "http://a" }, "takes no" },
+		{ { .backend = "etcdd" }, "unknown backend" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(tsec_store_open_opts(&s, &bad[i].o, bus, NULL, &err), TSEC_EINVAL);
+		if (!strstr(err.msg, bad[i].says))
+			fail_msg("case %zu: '%s' does not say '%s'", i, err.msg, bad[i].says);
+		assert_null(s);
+	}
+	/* A redis that is not there is said at open, not at first use. */
+	{
+		struct tsec_store_opts o = { .backend = "redis", .endpoints = "127.0.0.1:1",
+					     .timeout_ms = 500 };
+		assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), TSEC_EIO);
+	}
+	tsec_bus_free(&bus);
+}
+
+/* ---- a three-member etcd cluster loses its leader ---- */
+
+struct fleet_run {
+	struct tsec_store *s;
+	atomic_int stop, acked, failed, inside, overlaps, holds;
+	int acked_of[4];                 /* per writer: the last acknowledged i */
+};
+
+struct writer {
+	struct fleet_run *f;
+	int id;
+};
+
+static void *writer(void *arg)
+{
+	struct writer *w = arg;
+	struct tsec_error err;
+	char key[32], val[32];
+
+	snprintf(key, sizeof(key), "ha/w%d", w->id);
+	for (int i = 1; !atomic_load(&w->f->stop); i++) {
+		snprintf(val, sizeof(val), "%d", i);
+		if (tsec_store_put(w->f->s, &app, key, val, strlen(val), &err) == 0) {
+			w->f->acked_of[w->id] = i;
+			atomic_fetch_add(&w->f->acked, 1);
+		} else {
+			atomic_fetch_add(&w->f->failed, 1);
+			i--;                     /* try the same value again */
+		}
+	}
+	return NULL;
+}
+
+static void *holder(void *arg)
+{
+	struct fleet_run *f = arg;
+	struct tsec_error err;
+	struct tsec_lock lk;
+
+	while (!atomic_load(&f->stop)) {
+		if (tsec_lock_acquire(f->s, &app, "ha", 3000, 2000, &lk, &err))
+			continue;
+		if (atomic_fetch_add(&f->inside, 1))
+			atomic_fetch_add(&f->overlaps, 1);
+		atomic_fetch_add(&f->holds, 1);
+		tsec_lock_renew(f->s, &app, &lk, 3000, &err);
+		atomic_fetch_sub(&f->inside, 1);
+		tsec_lock_release(f->s, &app, &lk, &err);
+	}
+	return NULL;
+}
+
+static void test_etcd_cluster_leader_dies(void **state)
+{
+	struct tu_server c;
+	char prefix[64];
+	struct tsec_store_opts o = { .backend = "etcd", .prefix = prefix, .clock_skew_ms = 1 };
+	struct fleet_run f = { 0 };
+	struct writer w[4];
+	pthread_t wt[4], ht[2];
+	struct tu_store t;
+	struct tsec_error err;
+	int leader, before, holds_before;
+
+	(void)state;
+	assert_int_equal(tu_etcd_start(&c, 3), 0);
+	snprintf(prefix, sizeof(prefix), "ha/%d", (int)getpid());
+	o.endpoints = c.endpoints;
+	o.timeout_ms = 10000;
+	tu_store_open_with(&t, &o);
+	f.s = t.store;
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct writer){ &f, i };
+		pthread_create(&wt[i], NULL, writer, &w[i]);
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_create(&ht[i], NULL, holder, &f);
+	/* Some work, then the leader dies with writes and leases in flight. */
+	while (atomic_load(&f.acked) < 100)
+		sleep_ms(5);
+	for (int i = 0; i < 200 && (leader = tu_etcd_leader(&c)) < 0; i++)
+		sleep_ms(20);
+	assert_true(leader >= 0);
+	tu_member_kill(&c, leader);
+	before = atomic_load(&f.acked);
+	holds_before = atomic_load(&f.holds);
+	/* Service resumes: more writes and lock holdings are acknowledged. */
+	for (int i = 0; i < 3000 && (atomic_load(&f.acked) < before + 100 ||
+				     atomic_load(&f.holds) < holds_before + 5); i++)
+		sleep_ms(10);
+	atomic_store(&f.stop, 1);
+	for (int i = 0; i < 4; i++)
+		pthread_join(wt[i], NULL);
+	for (int i = 0; i < 2; i++)
+		pthread_join(ht[i], NULL);
+	assert_true(atomic_load(&f.acked) >= before + 100);
+	assert_true(atomic_load(&f.holds) >= holds_before + 5);
+	assert_int_equal(atomic_load(&f.overlaps), 0);
+	/* No acknowledged write is lost: each key holds its last ack (or,
+	 * for a write whose answer was lost, the one after it). */
+	for (int i = 0; i < 4; i++) {
+		char key[32], *v = NULL;
+		size_t n;
+
+		snprintf(key, sizeof(key), "ha/w%d", i);
+		assert_int_equal(tsec_store_get(t.store, &app, key, &v, &n, &err), 0);
+		assert_true(atol(v) == f.acked_of[i] || atol(v) == f.acked_of[i] + 1);
+		free(v);
+	}
+	tu_store_close(&t);
+	tu_server_stop(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_race_etcd),
+		cmocka_unit_test(test_race_redis),
+		cmocka_unit_test(test_peer_change_etcd),
+		cmocka_unit_test(test_peer_change_redis),
+		cmocka_unit_test(test_sealed_etcd),
+		cmocka_unit_test(test_sealed_redis),
+		cmocka_unit_test(test_etcd_request_limit),
+		cmocka_unit_test(test_bad_options),
+		cmocka_unit_test(test_etcd_cluster_leader_dies),
+	};
+	int failed;
+
+	app = tu_who("svc:app");
+	if (tu_etcd_start(&etcd, 1) || tu_redis_start(&redis)) {
+		fprintf(stderr, "fleet: cannot start etcd and redis-server "
+			"(scripts/deps.sh servers installs them)\n");
+		tu_server_stop(&etcd);
+		tu_server_stop(&redis);
+		return 1;
+	}
+	failed = cmocka_run_group_tests_name("fleet: etcd and redis", tests, NULL, NULL);
+	tu_server_stop(&etcd);
+	tu_server_stop(&redis);
+	return failed ? 1 : 0;
+}
