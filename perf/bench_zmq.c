@@ -123,8 +123,10 @@ struct bclient {
 
 static struct bclient *open_client(const char *ep, int curve)
 {
-	struct tsec_client_opts o = { ep, curve ? srv_pub : NULL, curve ? cli_pub : NULL,
-				      curve ? cli_sec : NULL, 10000 };
+	struct tsec_client_opts o = { .endpoint = ep,
+				      .server_public_key = curve ? srv_pub : NULL,
+				      .public_key = curve ? cli_pub : NULL,
+				      .secret_key = curve ? cli_sec : NULL, .timeout_ms = 10000 };
 	struct bclient *b = calloc(1, sizeof(*b));
 	struct tsec_error err;
 	int zero = 0;
@@ -349,7 +351,7 @@ static void start_broker(void)
 		_exit(127);
 	}
 	for (int i = 0; i < 200; i++) {
-		struct tsec_client_opts o = { broker_ipc, NULL, NULL, NULL, 50 };
+		struct tsec_client_opts o = { .endpoint = broker_ipc, .timeout_ms = 50 };
 		struct tsec_client *c;
 		struct tsec_error err;
 		if (tsec_client_open(&c, &o, &err))

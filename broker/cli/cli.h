@@ -12,8 +12,13 @@
 #define EXIT_DENY 1
 #define EXIT_ERROR 2
 
+#define CLI_ENDPOINTS_MAX 16
+
 struct opts {
 	const char *endpoint, *server_key, *key_prefix, *module;
+	/* --endpoint and --server-key given more than once: several brokers */
+	const char *eps[CLI_ENDPOINTS_MAX], *skeys[CLI_ENDPOINTS_MAX];
+	int neps, nskeys;
 	int json, timeout_ms;
 	/* Request flags. */
 	const char *action, *resource, *dest, *cert_file;

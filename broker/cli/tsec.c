@@ -40,8 +40,9 @@ void die_usage(const char *cmd, const char *text)
 
 static const char *const conn_help =
 	"Connection (also from TSEC_ENDPOINT, TSEC_SERVER_KEY, TSEC_KEY):\n"
-	"  --endpoint EP        tcp://host:port or ipc://path (default ipc://var/run/tsec.sock)\n"
-	"  --server-key Z85     the broker's CURVE public key (tcp)\n"
+	"  --endpoint EP        tcp://host:port or ipc://path (default ipc://var/run/tsec.sock);\n"
+	"                       again for more brokers: a call fails over to the next\n"
+	"  --server-key Z85     the broker's CURVE public key (tcp); again for each endpoint\n"
 	"  --key PREFIX         this client's CURVE key pair PREFIX.pub / PREFIX.key (tcp)\n"
 	"  --timeout-ms N       per call (default 5000)\n"
 	"  --json               print JSON\n";
@@ -113,8 +114,17 @@ static void parse(const char *cmd, int argc, char **argv, struct opts *o)
 #define TAKE() (took = 1, inline_value ? v : (i++, v))
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) o->help = 1;
 		else if (!strcmp(a, "--json")) o->json = 1;
-		else if (!strcmp(a, "--endpoint")) o->endpoint = TAKE();
-		else if (!strcmp(a, "--server-key")) o->server_key = TAKE();
+		else if (!strcmp(a, "--endpoint")) {
+			o->endpoint = TAKE();
+			if (o->neps == CLI_ENDPOINTS_MAX)
+				die_usage(cmd, "too many --endpoint");
+			o->eps[o->neps++] = o->endpoint;
+		} else if (!strcmp(a, "--server-key")) {
+			o->server_key = TAKE();
+			if (o->nskeys == CLI_ENDPOINTS_MAX)
+				die_usage(cmd, "too many --server-key");
+			o->skeys[o->nskeys++] = o->server_key;
+		}
 		else if (!strcmp(a, "--key")) o->key_prefix = TAKE();
 		else if (!strcmp(a, "--module")) o->module = TAKE();
 		else if (!strcmp(a, "--timeout-ms")) o->timeout_ms = (int)num(cmd, a, TAKE(), 1, 3600000);
@@ -140,6 +150,8 @@ static void parse(const char *cmd, int argc, char **argv, struct opts *o)
 	}
 	if (!o->endpoint)
 		o->endpoint = "ipc://var/run/tsec.sock";
+	if (o->neps > 1 && o->nskeys > 1 && o->nskeys != o->neps)
+		die_usage(cmd, "give one --server-key for every --endpoint, or one for all");
 }
 
 /* Reads "PREFIX.pub"/"PREFIX.key" (Z85) into pub/sec (41 bytes each). */
@@ -199,13 +211,33 @@ static const char *ipc_endpoint(const char *cmd, const char *ep)
 
 static struct tsec_client *connect_or_die(const char *cmd, struct opts *o)
 {
-	struct tsec_client_opts co = { ipc_endpoint(cmd, o->endpoint), NULL, NULL, NULL,
-				       o->timeout_ms };
-	static char pub[41], sec[41], srv[41];
+	struct tsec_client_opts co = { .timeout_ms = o->timeout_ms };
+	static struct tsec_client_endpoint eps[CLI_ENDPOINTS_MAX];
+	static char pub[41], sec[41], srv[41], srvs[CLI_ENDPOINTS_MAX][41];
 	struct tsec_client *c;
 	struct tsec_error err;
 
-	if (o->server_key) {
+	if (o->neps > 1) {
+		/* Several brokers: no one of them must answer now. */
+		for (int i = 0; i < o->neps; i++) {
+			const char *k = o->nskeys == o->neps ? o->skeys[i] : o->server_key;
+
+			eps[i].endpoint = o->eps[i];
+			if (k) {
+				if (strlen(k) == 40)
+					snprintf(srvs[i], sizeof(srvs[i]), "%s", k);
+				else if (read_z85(k, srvs[i]))
+					die_usage(cmd, "--server-key must be 40 characters of Z85 or "
+						  "a file holding them");
+				eps[i].server_public_key = srvs[i];
+			}
+		}
+		co.endpoints = eps;
+		co.nendpoints = (size_t)o->neps;
+	} else {
+		co.endpoint = ipc_endpoint(cmd, o->endpoint);
+	}
+	if (o->server_key && o->neps <= 1) {
 		if (strlen(o->server_key) == 40)
 			snprintf(srv, sizeof(srv), "%s", o->server_key);
 		else if (read_z85(o->server_key, srv))

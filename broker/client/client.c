@@ -1,4 +1,11 @@
-/* The client library: one DEALER socket, JSON requests with ids. */
+/*
+ * The client library: one DEALER socket, JSON requests with ids.  With
+ * several brokers it talks to one at a time and fails over per call:
+ * no answer within attempt_ms, or no connection at all (ZMQ_IMMEDIATE:
+ * nothing is queued for a broker that is not connected; heartbeats end
+ * a connection to a broker that died), and it reconnects to the next
+ * and sends the same call again.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,64 +20,160 @@
 #include "common/clock.h"
 #include "common/error.h"
 
+#define ENDPOINTS_MAX 16
+
 struct tsec_client {
 	void *ctx;
 	void *sock;
-	int timeout_ms;
+	int timeout_ms, attempt_ms;
 	long next_id;
+	struct tsec_client_endpoint ep[ENDPOINTS_MAX];
+	char *owned[2 * ENDPOINTS_MAX];
+	size_t nep, cur;
+	char pub[41], sec[41];
+	bool curve;
 };
+
+/* A fresh socket connected to endpoint cur. */
+static int connect_cur(struct tsec_client *c, struct tsec_error *err)
+{
+	const struct tsec_client_endpoint *e = &c->ep[c->cur];
+	int zero = 0, one = 1, ivl = 500, tmo = 1500, ttl = 3000;
+
+	if (c->sock)
+		zmq_close(c->sock);
+	if (!(c->sock = zmq_socket(c->ctx, ZMQ_DEALER)))
+		return tsec__seterr(err, TSEC_ENOMEM, "", "cannot create a ZeroMQ socket");
+	zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
+	if (c->nep > 1) {
+		/* Queue nothing for a broker that is not there, and notice one
+		 * that stopped answering. */
+		zmq_setsockopt(c->sock, ZMQ_IMMEDIATE, &one, sizeof(one));
+		zmq_setsockopt(c->sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof(ivl));
+		zmq_setsockopt(c->sock, ZMQ_HEARTBEAT_TIMEOUT, &tmo, sizeof(tmo));
+		zmq_setsockopt(c->sock, ZMQ_HEARTBEAT_TTL, &ttl, sizeof(ttl));
+	}
+	if (e->server_public_key &&
+	    (strlen(e->server_public_key) != 40 ||
+	     zmq_setsockopt(c->sock, ZMQ_CURVE_SERVERKEY, e->server_public_key, 40) ||
+	     zmq_setsockopt(c->sock, ZMQ_CURVE_PUBLICKEY, c->pub, 40) ||
+	     zmq_setsockopt(c->sock, ZMQ_CURVE_SECRETKEY, c->sec, 40)))
+		return tsec__seterr(err, TSEC_EINVAL, "keys", "keys must be 40 characters of Z85");
+	if (zmq_connect(c->sock, e->endpoint))
+		return tsec__seterr(err, TSEC_EINVAL, "endpoint", "%s: %s", e->endpoint,
+				    zmq_strerror(errno));
+	return 0;
+}
 
 int tsec_client_open(struct tsec_client **out,
 		     const struct tsec_client_opts *o, struct tsec_error *err)
 {
+	struct tsec_client_endpoint one;
+	const struct tsec_client_endpoint *eps;
 	struct tsec_client *c;
-	int zero = 0;
+	size_t n;
+	int rc;
 
 	*out = NULL;
-	if (!o || !o->endpoint)
+	if (!o)
 		return tsec__seterr(err, TSEC_EINVAL, "endpoint", "no endpoint");
-	if (!strncmp(o->endpoint, "tcp://", 6) &&
-	    (!o->server_public_key || !o->public_key || !o->secret_key))
-		return tsec__seterr(err, TSEC_EINVAL, "keys",
-				    "tcp needs the server's public key and a client key pair");
+	if (o->nendpoints) {
+		eps = o->endpoints;
+		n = o->nendpoints;
+		if (!eps || n > ENDPOINTS_MAX)
+			return tsec__seterr(err, TSEC_EINVAL, "endpoints", "1 to %d endpoints",
+					    ENDPOINTS_MAX);
+	} else {
+		if (!o->endpoint)
+			return tsec__seterr(err, TSEC_EINVAL, "endpoint", "no endpoint");
+		one.endpoint = o->endpoint;
+		one.server_public_key = o->server_public_key;
+		eps = &one;
+		n = 1;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
-	c->ctx = zmq_ctx_new();
-	c->sock = c->ctx ? zmq_socket(c->ctx, ZMQ_DEALER) : NULL;
-	if (!c->sock) {
-		if (c->ctx)
-			zmq_ctx_term(c->ctx);
-		free(c);
-		return tsec__seterr(err, TSEC_ENOMEM, "", "cannot create a ZeroMQ socket");
+	for (size_t i = 0; i < n; i++) {
+		if (!eps[i].endpoint ||
+		    (!strncmp(eps[i].endpoint, "tcp://", 6) &&
+		     (!eps[i].server_public_key || !o->public_key || !o->secret_key))) {
+			tsec_client_close(&c);
+			return tsec__seterr(err, TSEC_EINVAL, "keys", eps[i].endpoint
+					    ? "tcp needs the server's public key and a client key pair"
+					    : "an endpoint is missing");
+		}
+		c->ep[i].endpoint = c->owned[2 * i] = strdup(eps[i].endpoint);
+		if (eps[i].server_public_key)
+			c->ep[i].server_public_key = c->owned[2 * i + 1] =
+				strdup(eps[i].server_public_key);
+		c->curve |= eps[i].server_public_key != NULL;
 	}
-	zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
-	if (o->server_public_key &&
-	    (zmq_setsockopt(c->sock, ZMQ_CURVE_SERVERKEY, o->server_public_key, 40) ||
-	     zmq_setsockopt(c->sock, ZMQ_CURVE_PUBLICKEY, o->public_key, 40) ||
-	     zmq_setsockopt(c->sock, ZMQ_CURVE_SECRETKEY, o->secret_key, 40))) {
+	c->nep = n;
+	if (c->curve && (!o->public_key || !o->secret_key || strlen(o->public_key) != 40 ||
+			 strlen(o->secret_key) != 40)) {
 		tsec_client_close(&c);
 		return tsec__seterr(err, TSEC_EINVAL, "keys", "keys must be 40 characters of Z85");
 	}
-	if (zmq_connect(c->sock, o->endpoint)) {
-		int e = errno;
-		tsec_client_close(&c);
-		return tsec__seterr(err, TSEC_EINVAL, "endpoint", "%s: %s", o->endpoint,
-				    zmq_strerror(e));
+	if (c->curve) {
+		memcpy(c->pub, o->public_key, 41);
+		memcpy(c->sec, o->secret_key, 41);
 	}
 	c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 5000;
+	c->attempt_ms = n == 1 ? c->timeout_ms : o->attempt_ms > 0 ? o->attempt_ms : 1000;
+	if (!(c->ctx = zmq_ctx_new())) {
+		tsec_client_close(&c);
+		return tsec__seterr(err, TSEC_ENOMEM, "", "cannot create a ZeroMQ context");
+	}
+	if ((rc = connect_cur(c, err))) {
+		tsec_client_close(&c);
+		return rc;
+	}
 	*out = c;
 	return 0;
 }
 
 void tsec_client_close(struct tsec_client **pc)
 {
+	struct tsec_client *c;
+
 	if (!pc || !*pc)
 		return;
-	zmq_close((*pc)->sock);
-	zmq_ctx_term((*pc)->ctx);
-	free(*pc);
+	c = *pc;
+	if (c->sock)
+		zmq_close(c->sock);
+	if (c->ctx)
+		zmq_ctx_term(c->ctx);
+	for (size_t i = 0; i < 2 * ENDPOINTS_MAX; i++)
+		free(c->owned[i]);
+	memset(c->sec, 0, sizeof(c->sec));
+	free(c);
 	*pc = NULL;
+}
+
+/* Sends one request frame, failing over until one broker takes it. */
+static int send_frame(struct tsec_client *c, const void *frame, size_t len, int64_t deadline,
+		      struct tsec_error *err)
+{
+	for (size_t tries = 0;; tries++) {
+		zmq_pollitem_t it = { c->sock, 0, ZMQ_POLLOUT, 0 };
+		int64_t left = deadline - tsec__mono_ms();
+		long wait = (long)(left < c->attempt_ms ? left : c->attempt_ms);
+
+		if (left <= 0)
+			return tsec__seterr(err, TSEC_ETIMEDOUT, "", "no broker took the call in time");
+		/* With one broker, ZeroMQ queues until it connects. */
+		if (c->nep == 1 || zmq_poll(&it, 1, wait) > 0) {
+			if (zmq_send(c->sock, "", 0, ZMQ_SNDMORE | (c->nep > 1 ? ZMQ_DONTWAIT : 0)) >= 0 &&
+			    zmq_send(c->sock, frame, len, c->nep > 1 ? ZMQ_DONTWAIT : 0) >= 0)
+				return 0;
+			if (c->nep == 1)
+				return tsec__seterr(err, TSEC_EIO, "", "send: %s", zmq_strerror(errno));
+		}
+		c->cur = (c->cur + 1) % c->nep;
+		if (connect_cur(c, err))
+			return TSEC_EIO;
+	}
 }
 
 /* Waits for one reply frame (after the delimiter) until deadline. */
@@ -109,19 +212,59 @@ static int recv_reply(struct tsec_client *c, int64_t deadline, char **out,
 	}
 }
 
+/*
+ * Sends frame and waits for the reply whose id is id (any reply when id
+ * is 0), failing over to the next broker when one does not answer
+ * within attempt_ms.
+ */
+static int exchange(struct tsec_client *c, const char *frame, size_t len, long id,
+		    char **reply, struct tsec_error *err)
+{
+	int64_t deadline = tsec__mono_ms() + c->timeout_ms;
+
+	for (;;) {
+		int64_t until = tsec__mono_ms() + c->attempt_ms;
+		int rc;
+
+		if (until > deadline)
+			until = deadline;
+		if ((rc = send_frame(c, frame, len, deadline, err)))
+			return rc;
+		for (;;) {
+			json_t *rep, *rid;
+
+			if ((rc = recv_reply(c, until, reply, err)))
+				break;
+			if (!id)
+				return 0;
+			rep = json_loads(*reply, 0, NULL);
+			rid = json_object_get(rep, "id");
+			/* Ours, or an error the broker could not give our id. */
+			if ((json_is_integer(rid) && json_integer_value(rid) == id) ||
+			    (json_is_null(rid) && json_object_get(rep, "error")) || !rep) {
+				json_decref(rep);
+				return 0;
+			}
+			json_decref(rep);
+			free(*reply);
+			*reply = NULL;       /* a late reply to an earlier call */
+		}
+		if (rc != TSEC_ETIMEDOUT || c->nep == 1 || tsec__mono_ms() >= deadline)
+			return rc;
+		/* This broker did not answer: the next one. */
+		c->cur = (c->cur + 1) % c->nep;
+		if ((rc = connect_cur(c, err)))
+			return rc;
+	}
+}
+
 int tsec_client_raw(struct tsec_client *c, const void *frame, size_t len,
 		    char **reply, struct tsec_error *err)
 {
-	int64_t deadline;
-
 	*reply = NULL;
 	if (!c || (!frame && len))
 		return tsec__seterr(err, TSEC_EINVAL, "", "no client or no frame");
-	deadline = tsec__mono_ms() + c->timeout_ms;
-	if (zmq_send(c->sock, "", 0, ZMQ_SNDMORE) < 0 ||
-	    zmq_send(c->sock, frame, len, 0) < 0)
-		return tsec__seterr(err, TSEC_EIO, "", "send: %s", zmq_strerror(errno));
-	return recv_reply(c, deadline, reply, err);
+	return exchange(c, frame, len, 0, reply, err);
 }
 
 int tsec_client_call(struct tsec_client *c, const char *method,
@@ -130,7 +273,6 @@ int tsec_client_call(struct tsec_client *c, const char *method,
 	json_t *msg = NULL, *p = NULL, *rep = NULL, *e;
 	json_error_t je;
 	char *text = NULL, *r = NULL;
-	int64_t deadline;
 	long id;
 	int rc;
 
@@ -147,29 +289,15 @@ int tsec_client_call(struct tsec_client *c, const char *method,
 	json_decref(msg);
 	if (!text)
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
-	deadline = tsec__mono_ms() + c->timeout_ms;
-	if (zmq_send(c->sock, "", 0, ZMQ_SNDMORE) < 0 ||
-	    zmq_send(c->sock, text, strlen(text), 0) < 0) {
-		free(text);
-		return tsec__seterr(err, TSEC_EIO, "", "send: %s", zmq_strerror(errno));
-	}
+	rc = exchange(c, text, strlen(text), id, &r, err);
 	free(text);
-	/* Skip late replies to earlier calls that timed out. */
-	for (;;) {
-		if ((rc = recv_reply(c, deadline, &r, err)))
-			return rc;
-		rep = json_loads(r, 0, &je);
-		free(r);
-		if (!rep || !json_is_object(rep)) {
-			json_decref(rep);
-			return tsec__seterr(err, TSEC_EPROTO, "", "malformed reply");
-		}
-		json_t *rid = json_object_get(rep, "id");
-		if (json_is_integer(rid) && json_integer_value(rid) == id)
-			break;
-		if (json_is_null(rid) && json_object_get(rep, "error"))
-			break; /* the broker could not read our id */
+	if (rc)
+		return rc;
+	rep = json_loads(r, 0, &je);
+	free(r);
+	if (!rep || !json_is_object(rep)) {
 		json_decref(rep);
+		return tsec__seterr(err, TSEC_EPROTO, "", "malformed reply");
 	}
 	if ((e = json_object_get(rep, "error"))) {
 		rc = tsec__error_from_json(e, err);

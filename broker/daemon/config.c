@@ -25,6 +25,11 @@ static const char *const top_keys[] = {
 	"server_secret_key", "ipc_curve", "clients", "ipc_uids", "max_message",
 	"workers", "log_buffer", "allow_caller_clock",
 };
+static const char *const storage_keys[] = {
+	"backend", "root", "endpoints", "prefix", "key_file", "timeout_ms", "clock_skew_ms",
+	"request_max", "cache_bytes", "tls_ca", "tls_cert", "tls_key", "username",
+	"password_file", "watch_policy",
+};
 static const char *const client_keys[] = { "public_key", "principal", "roles", "admin" };
 static const char *const uid_keys[] = { "uid", "principal", "roles", "admin" };
 
@@ -260,6 +265,115 @@ static int cfg_log_group(json_t *root, struct tsec__config *c)
 	return 0;
 }
 
+/*
+ * "storage": "/var/lib/tinysecurity" (files), or {"backend": "etcd",
+ * "endpoints": ["http://10.0.0.1:2379", ...], "prefix": "tsec", ...}.
+ */
+static int cfg_storage(json_t *root, struct tsec__config *c)
+{
+	json_t *o = json_object_get(root, "storage"), *ep;
+	struct tsec__storage_cfg *st = &c->st;
+	long long n;
+
+	if (json_is_string(o))
+		return cfg_string(root, "storage", &c->storage, 1);
+	if (!json_is_object(o)) {
+		tsec__say("config /storage: %s", o ? "must be a folder or an object"
+						   : "required (a folder, or {\"backend\": ...})");
+		return -1;
+	}
+	if (known_only(o, "/storage", storage_keys, COUNT(storage_keys)) ||
+	    cfg_string(o, "backend", &st->backend, 1) ||
+	    cfg_string(o, "root", &c->storage, 0) || cfg_string(o, "prefix", &st->prefix, 0) ||
+	    cfg_string(o, "key_file", &st->key_file, 0) ||
+	    cfg_string(o, "tls_ca", &st->tls_ca, 0) || cfg_string(o, "tls_cert", &st->tls_cert, 0) ||
+	    cfg_string(o, "tls_key", &st->tls_key, 0) ||
+	    cfg_string(o, "username", &st->username, 0) ||
+	    cfg_string(o, "password_file", &st->password_file, 0) ||
+	    cfg_bool(o, "watch_policy", &st->watch_policy))
+		return -1;
+	if (strcmp(st->backend, "file") && strcmp(st->backend, "etcd") &&
+	    strcmp(st->backend, "redis")) {
+		static const char *const known[] = { "file", "etcd", "redis" };
+		const char *near = tsec__nearest(st->backend, known, 3);
+
+		tsec__say("config /storage/backend: \"%s\" is not file, etcd or redis%s%s%s",
+			  st->backend, near ? "; did you mean \"" : "", near ? near : "",
+			  near ? "\"?" : "");
+		return -1;
+	}
+	if (!strcmp(st->backend, "file") && !c->storage) {
+		tsec__say("config /storage/root: the file backend needs its folder");
+		return -1;
+	}
+	if ((ep = json_object_get(o, "endpoints"))) {
+		size_t i, len = 0;
+		json_t *v;
+
+		if (json_is_string(ep)) {
+			st->endpoints = strdup(json_string_value(ep));
+		} else if (json_is_array(ep) && json_array_size(ep)) {
+			json_array_foreach(ep, i, v) {
+				if (!json_is_string(v) || !json_string_length(v) ||
+				    strchr(json_string_value(v), ',')) {
+					tsec__say("config /storage/endpoints/%zu: must be a URL", i);
+					return -1;
+				}
+				len += json_string_length(v) + 1;
+			}
+			if (!(st->endpoints = calloc(1, len)))
+				return -1;
+			json_array_foreach(ep, i, v) {
+				if (i)
+					strcat(st->endpoints, ",");
+				strcat(st->endpoints, json_string_value(v));
+			}
+		} else {
+			tsec__say("config /storage/endpoints: must be a list of URLs");
+			return -1;
+		}
+	} else if (strcmp(st->backend, "file")) {
+		tsec__say("config /storage/endpoints: %s needs its endpoints", st->backend);
+		return -1;
+	}
+#define NUM(name, field, lo, hi)                                                    \
+	do {                                                                          \
+		n = 0;                                                                \
+		if (cfg_int(o, name, lo, hi, &n)) {                                   \
+			tsec__say("(in /storage)");                                   \
+			return -1;                                                    \
+		}                                                                     \
+		st->field = n;                                                        \
+	} while (0)
+	NUM("timeout_ms", timeout_ms, 1, 600000);
+	NUM("clock_skew_ms", clock_skew_ms, 1, 600000);
+	NUM("request_max", request_max, 1024, 1LL << 30);
+	NUM("cache_bytes", cache_bytes, 0, 1LL << 40);
+#undef NUM
+	return 0;
+}
+
+void tsec__store_opts_of(const struct tsec__config *c, struct tsec_store_opts *o)
+{
+	const struct tsec__storage_cfg *st = &c->st;
+
+	memset(o, 0, sizeof(*o));
+	o->backend = st->backend ? st->backend : "file";
+	o->root = c->storage;
+	o->endpoints = st->endpoints;
+	o->prefix = st->prefix;
+	o->key_file = st->key_file;
+	o->timeout_ms = (uint32_t)st->timeout_ms;
+	o->clock_skew_ms = (uint32_t)st->clock_skew_ms;
+	o->request_max = (size_t)st->request_max;
+	o->cache_bytes = (size_t)st->cache_bytes;
+	o->tls_ca = st->tls_ca;
+	o->tls_cert = st->tls_cert;
+	o->tls_key = st->tls_key;
+	o->username = st->username;
+	o->password_file = st->password_file;
+}
+
 int tsec__config_load(const char *path, struct tsec__config *c)
 {
 	json_error_t je;
@@ -283,7 +397,7 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 	if (known_only(root, "", top_keys, COUNT(top_keys)) ||
 	    cfg_string(root, "module", &c->module, 1) ||
 	    cfg_string(root, "policy", &c->policy, 1) ||
-	    cfg_string(root, "storage", &c->storage, 1) ||
+	    cfg_storage(root, c) ||
 	    cfg_string(root, "state_dir", &c->state_dir, 0) ||
 	    cfg_string(root, "decision_log", &c->decision_log, 0) ||
 	    cfg_log_group(root, c) || cfg_endpoints(root, c) || cfg_trust(root, c) ||
@@ -317,6 +431,11 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 			tsec__say("config: tcp endpoints and ipc_curve need \"server_secret_key\" (CURVE)");
 			goto out;
 		}
+	if (!c->state_dir && !c->storage) {
+		tsec__say("config /state_dir: required with a shared storage backend "
+			  "(this broker's own folder, for the policy revision it accepted)");
+		goto out;
+	}
 	if (!c->state_dir && !(c->state_dir = strdup(c->storage)))
 		goto out;
 	rc = 0;
@@ -332,6 +451,15 @@ void tsec__config_free(struct tsec__config *c)
 	free(c->module);
 	free(c->policy);
 	free(c->storage);
+	free(c->st.backend);
+	free(c->st.endpoints);
+	free(c->st.prefix);
+	free(c->st.key_file);
+	free(c->st.tls_ca);
+	free(c->st.tls_cert);
+	free(c->st.tls_key);
+	free(c->st.username);
+	free(c->st.password_file);
 	free(c->state_dir);
 	free(c->decision_log);
 	for (int i = 0; i < c->nendpoints; i++)
@@ -389,7 +517,12 @@ void tsec__config_reread(const char *path, const struct tsec__config *running)
 	} while (0)
 	CHANGED(str_differs(c->module, running->module), "module");
 	CHANGED(str_differs(c->policy, running->policy), "policy");
-	CHANGED(str_differs(c->storage, running->storage), "storage");
+	CHANGED(str_differs(c->storage, running->storage) ||
+		str_differs(c->st.backend, running->st.backend) ||
+		str_differs(c->st.endpoints, running->st.endpoints) ||
+		str_differs(c->st.prefix, running->st.prefix) ||
+		str_differs(c->st.key_file, running->st.key_file) ||
+		c->st.cache_bytes != running->st.cache_bytes, "storage");
 	CHANGED(str_differs(c->state_dir, running->state_dir), "state_dir");
 	CHANGED(str_differs(c->decision_log, running->decision_log), "decision_log");
 	CHANGED(c->log_gid != running->log_gid, "decision_log_group");

@@ -53,8 +53,17 @@ struct tsec__caller {
 	long uid;                    /* peer uid (ipc callers), -1 if none */
 };
 
+/* "storage": a folder (the file backend) or an object naming a backend. */
+struct tsec__storage_cfg {
+	char *backend, *endpoints, *prefix, *key_file, *tls_ca, *tls_cert, *tls_key;
+	char *username, *password_file;
+	long long timeout_ms, clock_skew_ms, request_max, cache_bytes;
+	int watch_policy;            /* reload when the fleet's policy changes */
+};
+
 struct tsec__config {
 	char *module, *policy, *storage, *decision_log;
+	struct tsec__storage_cfg st; /* st.backend NULL: storage is a folder */
 	char *state_dir;             /* the last accepted policy revision */
 	long log_gid;                /* decision log group, or -1 */
 	int allow_unsigned;          /* run on a policy nobody signed */
@@ -166,6 +175,8 @@ extern int tsec__say_fd;
 /* config.c: reads path into *c (zeroed first).  0, or -1 after saying why. */
 int tsec__config_load(const char *path, struct tsec__config *c);
 void tsec__config_free(struct tsec__config *c);
+/* The store options the configuration names (borrowing its strings). */
+void tsec__store_opts_of(const struct tsec__config *c, struct tsec_store_opts *o);
 /*
  * At a reload: rereads the configuration file and says which settings
  * changed; only the policy's text is applied live, the rest takes effect

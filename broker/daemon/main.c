@@ -69,6 +69,7 @@ static int start(struct tsec__daemon *d, const char *config)
 {
 	struct tsec__policy_id id;
 	struct tsec_error err;
+	struct tsec_store_opts so;
 	char *text = NULL;
 	size_t len;
 
@@ -99,8 +100,9 @@ static int start(struct tsec__daemon *d, const char *config)
 	if (!d->cfg.have_pk)
 		tsec__say("WARNING: the policy %s is NOT SIGNED (\"allow_unsigned_policy\"): "
 			  "whoever can write that file decides what is allowed", d->cfg.policy);
-	if (tsec_store_open(&d->store, d->cfg.storage, d->bus, "policy", &err)) {
-		tsec__say("storage: %s", err.msg);
+	tsec__store_opts_of(&d->cfg, &so);
+	if (tsec_store_open_opts(&d->store, &so, d->bus, "policy", &err)) {
+		tsec__say("storage (%s): %s", so.backend, err.msg);
 		return -1;
 	}
 	tsec_store_set_observer(d->store, tsec__observe, d);
@@ -146,7 +148,13 @@ static int check_report(struct tsec__daemon *d, const char *config)
 		  c->have_pk ? "signature verified (Ed25519)"
 			     : "NOT SIGNED (allowed by \"allow_unsigned_policy\")",
 		  d->policy.revision, d->policy.sha256);
-	tsec__say("storage %s: opened and recovered", c->storage);
+	if (c->st.backend && strcmp(c->st.backend, "file"))
+		tsec__say("storage %s at %s, prefix %s: reachable%s%s", c->st.backend,
+			  c->st.endpoints, c->st.prefix ? c->st.prefix : "tsec",
+			  c->st.key_file ? ", values encrypted" : "",
+			  c->st.cache_bytes ? ", LocalCache" : "");
+	else
+		tsec__say("storage %s: opened and recovered", c->storage);
 	if (access(c->state_dir, W_OK) != 0) {
 		tsec__say("state_dir %s: not writable", c->state_dir);
 		bad = 1;
@@ -191,7 +199,13 @@ static int check_report(struct tsec__daemon *d, const char *config)
 
 static void stop(struct tsec__daemon *d)
 {
-	tsec__held_release_all(d);
+	/* On a shared backend another broker may be renewing a lock this one
+	 * handed out: leave each to its lease. */
+	if (d->cfg.st.backend && strcmp(d->cfg.st.backend, "file"))
+		tsec__say("shared storage: %zu lock(s) handed out here are left to their leases",
+			  tsec__held_count(&d->held));
+	else
+		tsec__held_release_all(d);
 	tsec__declog_close(&d->log);
 	tsec_store_close(&d->store);
 	tsec_bus_free(&d->bus);

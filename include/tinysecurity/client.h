@@ -4,7 +4,8 @@
  * (CURVE key over tcp, peer uid over ipc); nothing the client sends can
  * change that.
  *
- * A client is one connection; use it from one thread at a time.
+ * A client is one connection at a time (to one of its brokers); use it
+ * from one thread at a time.
  */
 #ifndef TINYSECURITY_CLIENT_H
 #define TINYSECURITY_CLIENT_H
@@ -17,6 +18,12 @@ extern "C" {
 
 struct tsec_client;
 
+/* One broker of several: where, and its CURVE public key. */
+struct tsec_client_endpoint {
+	const char *endpoint;
+	const char *server_public_key;
+};
+
 struct tsec_client_opts {
 	const char *endpoint;            /* "tcp://host:port" or "ipc://path" */
 	const char *server_public_key;   /* Z85 (40 chars); tcp needs it, and
@@ -24,6 +31,18 @@ struct tsec_client_opts {
 	const char *public_key;          /* the client's CURVE key pair, Z85 */
 	const char *secret_key;
 	int timeout_ms;                  /* per call; 0 means 5000 */
+	/*
+	 * Several brokers over one shared backend (then endpoint is unused):
+	 * a call goes to one; when it does not answer within attempt_ms
+	 * (default 1000, ZeroMQ heartbeats drop a dead connection), the
+	 * client reconnects to the next and sends the call again, until
+	 * timeout_ms.  A call may so run twice: fail over only calls that
+	 * may (check, eval, store.*, lock.renew, lock.release; a retried
+	 * lock.acquire may find its own first lease and answer busy).
+	 */
+	const struct tsec_client_endpoint *endpoints;
+	size_t nendpoints;
+	int attempt_ms;
 };
 
 /* Connects (lazily, as ZeroMQ does).  0, TSEC_EINVAL or TSEC_ENOMEM. */
