@@ -74,7 +74,7 @@ STORAGE_SRC := $(addprefix broker/storage/,store.c txn.c lock.c certfiles.c \
 CLIENT_SRC := broker/client/client.c
 BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(CLIENT_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c policy.c auth.c \
-	methods.c storage.c held.c dispatch.c serve.c declog.c)
+	methods.c storage.c held.c dispatch.c serve.c declog.c fleet.c)
 CLI_SRC := broker/cli/tsec.c broker/cli/offline.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 

@@ -585,6 +585,7 @@ static void usage(FILE *f)
 		"  stats       the broker's counters\n"
 		"  health      whether the broker serves, its module and policy\n"
 		"  reload      reread the policy (admin callers)\n"
+		"  policy publish POLICY   make a signed policy the fleet's (admin; shared storage)\n"
 		"\n"
 		"Exit status: 0 allow or success, 1 deny, 2 error.  'tsec COMMAND --help' for more.\n");
 }
@@ -610,6 +611,13 @@ static void command_help(const char *cmd)
 	else if (!strcmp(cmd, "store"))
 		printf("usage: tsec store put KEY FILE|- | get KEY | ls [PREFIX] [-r] | rm KEY [-r] | mv SRC DST\n\n%s",
 		       conn_help);
+	else if (!strcmp(cmd, "policy"))
+		printf("usage: tsec policy publish POLICY [connection]\n\n"
+		       "Sends POLICY and POLICY.sig (tsec sign) to a broker on shared storage\n"
+		       "(etcd, redis); it checks them as a reload would and stores them for the\n"
+		       "fleet; every broker loads them within a second, each checking the\n"
+		       "signature with its own key.  A revision not above the running one is\n"
+		       "refused (no rollback).\n\n%s", conn_help);
 	else if (!strcmp(cmd, "lock"))
 		printf("usage: tsec lock acquire NAME --ttl-ms N [--wait-ms N]\n"
 		       "       tsec lock renew NAME TOKEN --ttl-ms N\n"
@@ -662,7 +670,7 @@ int main(int argc, char **argv)
 		static const struct { const char *cmd; int max; } arity[] = {
 			{ "check", 0 }, { "eval", 0 }, { "lint", 1 }, { "sign", 1 },
 			{ "store", 3 }, { "lock", 2 }, { "stats", 0 }, { "health", 0 },
-			{ "reload", 0 },
+			{ "reload", 0 }, { "policy", 2 },
 		};
 		for (size_t i = 0; i < sizeof(arity) / sizeof(arity[0]); i++)
 			if (!strcmp(cmd, arity[i].cmd) && o.nargs > arity[i].max) {
@@ -689,6 +697,36 @@ int main(int argc, char **argv)
 		return call_print("health", &o, "health", NULL, human_object);
 	if (!strcmp(cmd, "reload"))
 		return call_print("reload", &o, "reload", NULL, human_ok);
+	if (!strcmp(cmd, "policy")) {
+		char sigpath[4200], *text = NULL, *sig = NULL;
+		size_t len, slen;
+		struct tsec_error err;
+		json_t *params;
+
+		if (o.nargs != 2 || strcmp(o.args[0], "publish"))
+			die_usage(cmd, "usage: tsec policy publish POLICY");
+		snprintf(sigpath, sizeof(sigpath), "%s.sig", o.args[1]);
+		if (tsec_read_file(o.args[1], 16u << 20, &text, &len, &err) ||
+		    tsec_read_file(sigpath, 1024, &sig, &slen, &err)) {
+			fprintf(stderr, "tsec policy: %s\n", err.msg);
+			free(text);
+			return EXIT_ERROR;
+		}
+		while (slen && (sig[slen - 1] == '\n' || sig[slen - 1] == '\r'))
+			sig[--slen] = '\0';
+		params = json_pack("{s:s%,s:s}", "policy", text, len, "signature", sig);
+		free(text);
+		free(sig);
+		if (!params) {
+			fprintf(stderr, "tsec policy: %s is not UTF-8 text\n", o.args[1]);
+			return EXIT_ERROR;
+		}
+		{
+			int rc = call_print("policy", &o, "policy.publish", params, human_object);
+			json_decref(params);
+			return rc;
+		}
+	}
 	fprintf(stderr, "tsec: unknown command '%s'\n", cmd);
 	usage(stderr);
 	return EXIT_ERROR;

@@ -275,6 +275,7 @@ static int cfg_storage(json_t *root, struct tsec__config *c)
 	struct tsec__storage_cfg *st = &c->st;
 	long long n;
 
+	st->watch_policy = 1;            /* on a shared backend, by default */
 	if (json_is_string(o))
 		return cfg_string(root, "storage", &c->storage, 1);
 	if (!json_is_object(o)) {

@@ -142,6 +142,12 @@ struct tsec__policy_id {
 
 struct tsec__daemon {
 	struct tsec__config cfg;
+	/* fleet.c: the fleet's policy bundle, watched on a shared backend */
+	pthread_t fleet_thread;
+	pthread_mutex_t fleet_mu;
+	pthread_cond_t fleet_cv;
+	int fleet_on, fleet_started;
+	char fleet_seen[65];         /* the bundle looked at last (reload_lock) */
 	struct tsec_bus *bus;
 	struct tsec_store *store;
 	struct tsec__declog *log;
@@ -175,6 +181,14 @@ extern int tsec__say_fd;
 /* config.c: reads path into *c (zeroed first).  0, or -1 after saying why. */
 int tsec__config_load(const char *path, struct tsec__config *c);
 void tsec__config_free(struct tsec__config *c);
+/* fleet.c */
+int tsec__fleet_shared(const struct tsec__daemon *d);
+int tsec__fleet_start(struct tsec__daemon *d);
+void tsec__fleet_stop(struct tsec__daemon *d);
+struct tsec__policy_id;
+int tsec__fleet_publish(struct tsec__daemon *d, const char *policy, size_t plen,
+			const char *sig_hex, struct tsec__policy_id *id, struct tsec_error *err);
+
 /* The store options the configuration names (borrowing its strings). */
 void tsec__store_opts_of(const struct tsec__config *c, struct tsec_store_opts *o);
 /*

@@ -199,9 +199,10 @@ static int check_report(struct tsec__daemon *d, const char *config)
 
 static void stop(struct tsec__daemon *d)
 {
+	tsec__fleet_stop(d);
 	/* On a shared backend another broker may be renewing a lock this one
 	 * handed out: leave each to its lease. */
-	if (d->cfg.st.backend && strcmp(d->cfg.st.backend, "file"))
+	if (tsec__fleet_shared(d))
 		tsec__say("shared storage: %zu lock(s) handed out here are left to their leases",
 			  tsec__held_count(&d->held));
 	else
@@ -227,6 +228,8 @@ int main(int argc, char **argv)
 	}
 	if (a.check_only) {
 		rc = check_report(&d, a.config);
+	} else if (tsec__fleet_start(&d)) {
+		rc = 2;
 	} else {
 		rc = tsec__serve(&d) ? 2 : 0;
 	}

@@ -17,6 +17,7 @@ static json_t *m_check(struct tsec__daemon *, struct tsec__call *, json_t **);
 static json_t *m_health(struct tsec__daemon *, struct tsec__call *, json_t **);
 static json_t *m_stats(struct tsec__daemon *, struct tsec__call *, json_t **);
 static json_t *m_reload(struct tsec__daemon *, struct tsec__call *, json_t **);
+static json_t *m_publish(struct tsec__daemon *, struct tsec__call *, json_t **);
 
 const struct tsec__method tsec__methods[] = {
 	{ "evaluate",     m_evaluate,           TSEC_M_INLINE },
@@ -24,6 +25,7 @@ const struct tsec__method tsec__methods[] = {
 	{ "health",       m_health,             TSEC_M_INLINE },
 	{ "stats",        m_stats,              TSEC_M_INLINE },
 	{ "reload",       m_reload,             TSEC_M_ADMIN },
+	{ "policy.publish", m_publish,          TSEC_M_ADMIN | TSEC_M_STORAGE },
 	{ "store.put",    tsec__m_store_put,    TSEC_M_STORAGE },
 	{ "store.get",    tsec__m_store_get,    TSEC_M_STORAGE },
 	{ "store.exists", tsec__m_store_exists, TSEC_M_STORAGE },
@@ -295,6 +297,25 @@ static json_t *m_stats(struct tsec__daemon *d, struct tsec__call *c, json_t **re
 		"log_dropped", (json_int_t)tsec__declog_dropped(d->log),
 		"locks_held", (json_int_t)tsec__held_count(&d->held),
 		"by_method", bym);
+	return NULL;
+}
+
+/* {"policy": TEXT, "signature": HEX}: the fleet's new policy. */
+static json_t *m_publish(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	json_t *pol = json_object_get(c->params, "policy");
+	const char *sig = json_string_value(json_object_get(c->params, "signature"));
+	struct tsec__policy_id id;
+	struct tsec_error err;
+
+	if (!json_is_string(pol) || !sig)
+		return tsec__fail(TSEC_EPROTO, "params", "need \"policy\" (text) and \"signature\" "
+				  "(hex)");
+	if (tsec__fleet_publish(d, json_string_value(pol), json_string_length(pol), sig, &id,
+				&err))
+		return tsec__err_json(&err);
+	*result = json_pack("{s:s,s:I}", "policy_sha256", id.sha256, "policy_revision",
+			    (json_int_t)id.revision);
 	return NULL;
 }
 

@@ -96,6 +96,15 @@ struct tsec__backend_ops {
 			  struct tsec_error *err);
 	int (*lock_release)(struct tsec__backend *b, const char *name,
 			    const uint8_t token[16], struct tsec_error *err);
+	/*
+	 * Shared backends only (NULL elsewhere): the fleet's own records
+	 * (the signed policy bundle), outside the store's keys.  *out new,
+	 * NUL-terminated; TSEC_ENOENT when absent.
+	 */
+	int (*meta_get)(struct tsec__backend *b, const char *name, char **out, size_t *len,
+			struct tsec_error *err);
+	int (*meta_put)(struct tsec__backend *b, const char *name, const char *val, size_t len,
+			struct tsec_error *err);
 };
 
 struct tsec__backend {

@@ -3,8 +3,8 @@
  * (through its JSON gateway, etcd_http.c); locks are in etcd_lock.c.
  *
  * Layout under the prefix P:  P/k/<key>  a value (remote.h's envelope);
- * P/l/<name>, P/d/<name>, P/h/<name>  a lock (etcd_lock.c); P/policy/
- * the fleet's signed policy.  Folders are implicit: a folder exists
+ * P/l/<name>, P/d/<name>, P/h/<name>  a lock (etcd_lock.c); P/m/policy
+ * the fleet's signed policy bundle.  Folders are implicit: a folder exists
  * while a key lies below it.  Every write is one txn whose compares
  * carry the store's rules (no value where a folder is, no value above
  * another), so a rule and the write it guards are one step in etcd.
@@ -562,6 +562,43 @@ static int et_move(struct tsec__backend *b, const struct tsec__skey *src,
 	return tsec__seterr(err, TSEC_EBUSY, src->text, "%s kept changing during the move", src->text);
 }
 
+static int et_meta_get(struct tsec__backend *b, const char *name, char **out, size_t *len,
+		       struct tsec_error *err)
+{
+	struct etcd *e = tsec__etcd_of(b);
+	char bk[TSEC__BK_MAX];
+	size_t n = tsec__etcd_bk(e, 'm', name, bk);
+	json_t *req = json_object(), *r;
+	const json_t *kv;
+	int rc;
+
+	*out = NULL;
+	json_object_set_new(req, "key", tsec__b64(bk, n));
+	if ((rc = tsec__etcd_post(e->c, "/v3/kv/range", req, TSEC__ETCD_IDEMPOTENT, &r, err)))
+		return rc;
+	if (!(kv = tsec__etcd_kv0(r)))
+		rc = tsec__seterr(err, TSEC_ENOENT, name, "no %s published", name);
+	else if (tsec__unb64(kv, "value", (uint8_t **)out, len))
+		rc = tsec__seterr(err, TSEC_EIO, name, "%s: not base64", name);
+	json_decref(r);
+	return rc;
+}
+
+static int et_meta_put(struct tsec__backend *b, const char *name, const char *val, size_t len,
+		       struct tsec_error *err)
+{
+	struct etcd *e = tsec__etcd_of(b);
+	char bk[TSEC__BK_MAX];
+	size_t n = tsec__etcd_bk(e, 'm', name, bk);
+	json_t *req = json_pack("{soso}", "key", tsec__b64(bk, n), "value", tsec__b64(val, len)), *r;
+	int rc;
+
+	if ((rc = tsec__etcd_post(e->c, "/v3/kv/put", req, TSEC__ETCD_IDEMPOTENT, &r, err)))
+		return rc;
+	json_decref(r);
+	return 0;
+}
+
 static void et_close(struct tsec__backend *b)
 {
 	struct etcd *e = tsec__etcd_of(b);
@@ -587,6 +624,8 @@ static const struct tsec__backend_ops etcd_ops = {
 	.lock_try = tsec__etcd_lock_try,
 	.lock_renew = tsec__etcd_lock_renew,
 	.lock_release = tsec__etcd_lock_release,
+	.meta_get = et_meta_get,
+	.meta_put = et_meta_put,
 };
 
 bool tsec__is_etcd(const struct tsec__backend *b)

@@ -411,6 +411,26 @@ static void lc_close(struct tsec__backend *b)
 	free(c);
 }
 
+static int lc_meta_get(struct tsec__backend *b, const char *name, char **out, size_t *len,
+		       struct tsec_error *err)
+{
+	struct cache *c = c_of(b);
+
+	if (!c->inner->ops->meta_get)
+		return tsec__seterr(err, TSEC_EINVAL, name, "only a shared backend keeps %s", name);
+	return c->inner->ops->meta_get(c->inner, name, out, len, err);
+}
+
+static int lc_meta_put(struct tsec__backend *b, const char *name, const char *val, size_t len,
+		       struct tsec_error *err)
+{
+	struct cache *c = c_of(b);
+
+	if (!c->inner->ops->meta_put)
+		return tsec__seterr(err, TSEC_EINVAL, name, "only a shared backend keeps %s", name);
+	return c->inner->ops->meta_put(c->inner, name, val, len, err);
+}
+
 void tsec__localcache_invalidate(void *cache, const char *key)
 {
 	struct cache *c = cache;
@@ -450,6 +470,8 @@ static const struct tsec__backend_ops cache_ops = {
 	.lock_try = lc_lock_try,
 	.lock_renew = lc_lock_renew,
 	.lock_release = lc_lock_release,
+	.meta_get = lc_meta_get,
+	.meta_put = lc_meta_put,
 };
 
 int tsec__localcache_open(struct tsec__backend **out, struct tsec__backend *inner,

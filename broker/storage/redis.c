@@ -731,6 +731,48 @@ int tsec__redis_feed(struct tsec__backend *b, tsec__inval_fn fn, void *ctx,
 	return 0;
 }
 
+static int rd_meta_get(struct tsec__backend *b, const char *name, char **out, size_t *len,
+		       struct tsec_error *err)
+{
+	struct redisbe *r = rb_of(b);
+	char k[BK_MAX];
+	const char *av[2] = { "GET", k };
+	redisReply *rep;
+	int rc = 0;
+
+	*out = NULL;
+	snprintf(k, sizeof(k), "%s/m/%s", r->prefix, name);
+	if (!(rep = call(r, 2, av, NULL, true, err)))
+		return TSEC_EIO;
+	if (rep->type != REDIS_REPLY_STRING)
+		rc = tsec__seterr(err, TSEC_ENOENT, name, "no %s published", name);
+	else if (!(*out = malloc(rep->len + 1)))
+		rc = tsec__seterr(err, TSEC_ENOMEM, name, NULL);
+	else {
+		memcpy(*out, rep->str, rep->len);
+		(*out)[rep->len] = '\0';
+		*len = rep->len;
+	}
+	freeReplyObject(rep);
+	return rc;
+}
+
+static int rd_meta_put(struct tsec__backend *b, const char *name, const char *val, size_t len,
+		       struct tsec_error *err)
+{
+	struct redisbe *r = rb_of(b);
+	char k[BK_MAX];
+	const char *av[3] = { "SET", k, val };
+	size_t lv[3] = { 3, 0, len };
+	redisReply *rep;
+
+	lv[1] = (size_t)snprintf(k, sizeof(k), "%s/m/%s", r->prefix, name);
+	if (!(rep = call(r, 3, av, lv, true, err)))
+		return TSEC_EIO;
+	freeReplyObject(rep);
+	return 0;
+}
+
 static void rd_close(struct tsec__backend *b)
 {
 	struct redisbe *r = rb_of(b);
@@ -764,6 +806,8 @@ static const struct tsec__backend_ops redis_ops = {
 	.lock_try = rd_lock_try,
 	.lock_renew = rd_lock_renew,
 	.lock_release = rd_lock_release,
+	.meta_get = rd_meta_get,
+	.meta_put = rd_meta_put,
 };
 
 int tsec__redis_open(struct tsec__backend **out, const struct tsec_store_opts *o,

@@ -184,6 +184,23 @@ int tsec_store_open(struct tsec_store **out, const char *root, struct tsec_bus *
 	return tsec_store_open_opts(out, &o, bus, endpoint, err);
 }
 
+int tsec__store_meta_get(struct tsec_store *s, const char *name, char **out, size_t *len,
+			 struct tsec_error *err)
+{
+	*out = NULL;
+	if (!s->be->ops->meta_get)
+		return tsec__seterr(err, TSEC_EINVAL, name, "only a shared backend keeps %s", name);
+	return s->be->ops->meta_get(s->be, name, out, len, err);
+}
+
+int tsec__store_meta_put(struct tsec_store *s, const char *name, const char *val, size_t len,
+			 struct tsec_error *err)
+{
+	if (!s->be->ops->meta_put)
+		return tsec__seterr(err, TSEC_EINVAL, name, "only a shared backend keeps %s", name);
+	return s->be->ops->meta_put(s->be, name, val, len, err);
+}
+
 void tsec_store_set_observer(struct tsec_store *s, tsec_store_observer_fn fn, void *ctx)
 {
 	if (!s)

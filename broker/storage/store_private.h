@@ -56,6 +56,15 @@ int tsec__store_check(struct tsec_store *s, const struct tsec_principal *who,
 void tsec__req_for(struct tsec_request *r, const char *action,
 		   const struct tsec__skey *sk);
 
+/*
+ * The fleet's records on a shared backend (tsec-broker's policy bundle):
+ * TSEC_EINVAL on file and memory, TSEC_ENOENT when absent.
+ */
+int tsec__store_meta_get(struct tsec_store *s, const char *name, char **out, size_t *len,
+			 struct tsec_error *err);
+int tsec__store_meta_put(struct tsec_store *s, const char *name, const char *val, size_t len,
+			 struct tsec_error *err);
+
 /* Whether the key names a certificate (a .crt under certificates/). */
 bool tsec__is_cert_key(const struct tsec__skey *sk);
 

@@ -1,0 +1,212 @@
+/*
+ * tsec-broker: one policy for the fleet.  On a shared backend the signed
+ * policy bundle {"policy": TEXT, "signature": HEX} is kept as the record
+ * "policy" (etcd: P/m/policy).  `policy.publish` (admin) verifies and
+ * writes it; every broker looks at it once a second and loads a bundle
+ * whose SHA-256 differs from what it runs, after the same checks as a
+ * reload from its file: the signature against its own configured key
+ * (write access to etcd alone cannot change the policy), and a revision
+ * above the one it accepted last (no rollback).  A bundle it refused is
+ * said once, not every second.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sodium.h>
+
+#include "broker/daemon/daemon.h"
+#include "broker/storage/store_private.h"
+#include "common/error.h"
+#include "common/sign.h"
+
+#define POLL_MS 1000
+
+int tsec__fleet_shared(const struct tsec__daemon *d)
+{
+	return d->cfg.st.backend && strcmp(d->cfg.st.backend, "file");
+}
+
+/* Reads a bundle: the policy text (new) after its signature verifies. */
+static int bundle_open(struct tsec__daemon *d, const char *b, size_t len, char **text,
+		       size_t *tlen, struct tsec_error *err)
+{
+	json_t *j = json_loadb(b, len, 0, NULL);
+	const char *pol = json_string_value(json_object_get(j, "policy"));
+	const char *sig = json_string_value(json_object_get(j, "signature"));
+	unsigned char s[crypto_sign_BYTES];
+	int rc = 0;
+
+	*text = NULL;
+	if (!pol || !sig) {
+		rc = tsec__seterr(err, TSEC_EPROTO, "bundle", "the policy bundle needs \"policy\" "
+				  "and \"signature\"");
+	} else if (!d->cfg.have_pk) {
+		rc = tsec__seterr(err, TSEC_ESIGNATURE, "bundle", "a fleet policy needs "
+				  "\"policy_public_key\" in this broker's configuration");
+	} else if (tsec__hex_decode(sig, s, sizeof(s)) ||
+		   crypto_sign_verify_detached(s, (const unsigned char *)pol,
+					       json_string_length(json_object_get(j, "policy")),
+					       d->cfg.policy_pk)) {
+		rc = tsec__seterr(err, TSEC_ESIGNATURE, "bundle", "the policy bundle's signature "
+				  "does not verify with this broker's key");
+	} else if (!(*text = strdup(pol))) {
+		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	} else {
+		*tlen = json_string_length(json_object_get(j, "policy"));
+	}
+	json_decref(j);
+	return rc;
+}
+
+/* Loads a verified policy text as the running one (reload_lock held). */
+static int adopt(struct tsec__daemon *d, const char *text, size_t len,
+		 struct tsec__policy_id *id, struct tsec_error *err)
+{
+	int rc;
+
+	if ((rc = tsec__policy_admit(d, text, len, id, err)) ||
+	    (rc = tsec_bus_reload(d->bus, "policy", text, len, err)))
+		return rc;
+	if (tsec__policy_commit(d, id, err))
+		tsec__say("fleet policy loaded, but its revision was not kept (%s)", err->msg);
+	return 0;
+}
+
+int tsec__fleet_publish(struct tsec__daemon *d, const char *policy, size_t plen,
+			const char *sig_hex, struct tsec__policy_id *id, struct tsec_error *err)
+{
+	json_t *b = json_pack("{s:s%,s:s}", "policy", policy, plen, "signature", sig_hex);
+	char *bundle = b ? json_dumps(b, JSON_COMPACT) : NULL, *text = NULL;
+	size_t tlen;
+	int rc;
+
+	json_decref(b);
+	if (!bundle)
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	if (!tsec__fleet_shared(d)) {
+		free(bundle);
+		return tsec__seterr(err, TSEC_EINVAL, "storage", "this broker's storage is not "
+				    "shared (etcd or redis): there is no fleet to publish to");
+	}
+	pthread_mutex_lock(&d->reload_lock);
+	/* The same checks every broker makes, before anything is written. */
+	rc = bundle_open(d, bundle, strlen(bundle), &text, &tlen, err);
+	if (!rc)
+		rc = adopt(d, text, tlen, id, err);
+	if (!rc)
+		rc = tsec__store_meta_put(d->store, "policy", bundle, strlen(bundle), err);
+	if (!rc)
+		snprintf(d->fleet_seen, sizeof(d->fleet_seen), "%s", id->sha256);
+	pthread_mutex_unlock(&d->reload_lock);
+	free(text);
+	free(bundle);
+	if (!rc) {
+		atomic_fetch_add(&d->st.reloads, 1);
+		tsec__say("fleet policy published (revision %lld, sha256 %.16s...)", id->revision,
+			  id->sha256);
+	}
+	return rc;
+}
+
+/* One look at the fleet's bundle. */
+static void look(struct tsec__daemon *d)
+{
+	struct tsec__policy_id id;
+	struct tsec_error err;
+	unsigned char h[crypto_hash_sha256_BYTES];
+	char sha[65], *b = NULL, *text = NULL;
+	size_t len, tlen;
+	int rc;
+
+	if (tsec__store_meta_get(d->store, "policy", &b, &len, &err))
+		return;                  /* none yet, or the backend is away */
+	pthread_mutex_lock(&d->reload_lock);
+	if ((rc = bundle_open(d, b, len, &text, &tlen, &err)) == 0) {
+		crypto_hash_sha256(h, (const unsigned char *)text, tlen);
+		sodium_bin2hex(sha, sizeof(sha), h, sizeof(h));
+	} else {
+		crypto_hash_sha256(h, (const unsigned char *)b, len);
+		sodium_bin2hex(sha, sizeof(sha), h, sizeof(h));
+	}
+	pthread_mutex_lock(&d->policy_lock);
+	if (!strcmp(sha, d->policy.sha256) || !strcmp(sha, d->fleet_seen)) {
+		pthread_mutex_unlock(&d->policy_lock);
+		goto out;                /* running it, or refused it already */
+	}
+	pthread_mutex_unlock(&d->policy_lock);
+	snprintf(d->fleet_seen, sizeof(d->fleet_seen), "%s", sha);
+	if (!rc)
+		rc = adopt(d, text, tlen, &id, &err);
+	if (rc) {
+		atomic_fetch_add(&d->st.reload_failures, 1);
+		tsec__say("fleet policy %.16s... refused, the running policy keeps serving: %s", sha,
+			  err.msg);
+	} else {
+		atomic_fetch_add(&d->st.reloads, 1);
+		tsec__say("fleet policy loaded (revision %lld, sha256 %.16s...)", id.revision,
+			  id.sha256);
+	}
+out:
+	pthread_mutex_unlock(&d->reload_lock);
+	free(text);
+	free(b);
+}
+
+static void *watch(void *arg)
+{
+	struct tsec__daemon *d = arg;
+
+	pthread_mutex_lock(&d->fleet_mu);
+	while (d->fleet_on) {
+		struct timespec ts;
+
+		pthread_mutex_unlock(&d->fleet_mu);
+		look(d);
+		pthread_mutex_lock(&d->fleet_mu);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += POLL_MS / 1000;
+		while (d->fleet_on &&
+		       pthread_cond_timedwait(&d->fleet_cv, &d->fleet_mu, &ts) != ETIMEDOUT)
+			;
+	}
+	pthread_mutex_unlock(&d->fleet_mu);
+	return NULL;
+}
+
+int tsec__fleet_start(struct tsec__daemon *d)
+{
+	pthread_condattr_t ca;
+
+	if (!tsec__fleet_shared(d) || !d->cfg.st.watch_policy)
+		return 0;
+	pthread_mutex_init(&d->fleet_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d->fleet_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	d->fleet_on = 1;
+	if (pthread_create(&d->fleet_thread, NULL, watch, d)) {
+		d->fleet_on = 0;
+		tsec__say("cannot start the fleet policy watch");
+		return -1;
+	}
+	d->fleet_started = 1;
+	return 0;
+}
+
+void tsec__fleet_stop(struct tsec__daemon *d)
+{
+	if (!d->fleet_started)
+		return;
+	pthread_mutex_lock(&d->fleet_mu);
+	d->fleet_on = 0;
+	pthread_cond_signal(&d->fleet_cv);
+	pthread_mutex_unlock(&d->fleet_mu);
+	pthread_join(d->fleet_thread, NULL);
+	pthread_cond_destroy(&d->fleet_cv);
+	pthread_mutex_destroy(&d->fleet_mu);
+	d->fleet_started = 0;
+}
