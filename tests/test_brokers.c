@@ -1,0 +1,354 @@
+/*
+ * Several brokers over one etcd: a lock handle works through any of
+ * them; a client with both endpoints fails over when one is killed in
+ * the middle of a run, and every call gets an answer; one signed policy
+ * published through one broker is loaded by the other, an older one is
+ * refused, and a bundle planted in etcd without the signing key is
+ * refused by every broker.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "broker/storage/store_private.h"
+#include "tests/servers.h"
+#include "tests/testutil.h"
+#include "tinysecurity/client.h"
+
+#define POLICY_FMT \
+	"{\"revision\": %d, \"version\": 1,\n" \
+	" \"rules\": [{\"id\": \"r%d\", \"effect\": \"allow\", \"principal\": [\"svc:app\"],\n" \
+	"   \"action\": [\"*\"], \"resource\": [\"**\"]}]}\n"
+
+static struct {
+	struct tu_server etcd;
+	char dir[64], policy[128], ipc[2][160], cfg[2][128], err[2][128];
+	unsigned char pk[32], sk[64];
+	pid_t pid[2];
+} F;
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+	while (nanosleep(&ts, &ts))
+		;
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* Policy text of revision rev, and its signature (hex, 129 bytes). */
+static char *signed_policy(int rev, char sig[129])
+{
+	unsigned char s[64];
+	char *text;
+
+	assert_true(asprintf(&text, POLICY_FMT, rev, rev) > 0);
+	crypto_sign_detached(s, NULL, (unsigned char *)text, strlen(text), F.sk);
+	sodium_bin2hex(sig, 129, s, sizeof(s));
+	return text;
+}
+
+static struct tsec_client *client_of(int which, int timeout_ms)
+{
+	struct tsec_client_opts o = { .timeout_ms = timeout_ms };
+	struct tsec_client_endpoint eps[2] = { { F.ipc[0], NULL }, { F.ipc[1], NULL } };
+	struct tsec_client *c;
+	struct tsec_error err;
+
+	if (which < 0) {                 /* both, failing over */
+		o.endpoints = eps;
+		o.nendpoints = 2;
+		o.attempt_ms = 500;
+	} else {
+		o.endpoint = F.ipc[which];
+	}
+	assert_int_equal(tsec_client_open(&c, &o, &err), 0);
+	return c;
+}
+
+static json_t *call(int which, const char *method, const char *params, int *rc)
+{
+	struct tsec_client *c = client_of(which, 5000);
+	struct tsec_error err;
+	char *res = NULL;
+	json_t *j;
+
+	*rc = tsec_client_call(c, method, params, &res, &err);
+	tsec_client_close(&c);
+	j = res ? json_loads(res, 0, NULL) : NULL;
+	free(res);
+	return j;
+}
+
+static void start_broker(int i)
+{
+	F.pid[i] = fork();
+	assert_true(F.pid[i] >= 0);
+	if (F.pid[i] == 0) {
+		FILE *e = freopen(F.err[i], "w", stderr);
+		(void)e;
+		execl(TSEC_BUILD_DIR "/tsec-broker", "tsec-broker", "--config", F.cfg[i], (char *)NULL);
+		_exit(127);
+	}
+	for (int t = 0; t < 200; t++) {
+		struct tsec_client *c = client_of(i, t < 50 ? 50 : 500);
+		struct tsec_error err;
+		int rc = tsec_client_call(c, "health", NULL, NULL, &err);
+
+		tsec_client_close(&c);
+		if (rc == 0)
+			return;
+	}
+	fail_msg("tsec-broker %d did not come up; see %s", i, F.err[i]);
+}
+
+static void stop_broker(int i, int sig)
+{
+	if (F.pid[i] > 0) {
+		kill(F.pid[i], sig);
+		waitpid(F.pid[i], NULL, 0);
+		F.pid[i] = 0;
+	}
+}
+
+static int setup(void **state)
+{
+	char pkhex[65], sig[129], *text;
+	(void)state;
+
+	if (sodium_init() < 0 || tu_etcd_start(&F.etcd, 1))
+		return -1;
+	snprintf(F.dir, sizeof(F.dir), "/tmp/tsec-brokers-XXXXXX");
+	if (!mkdtemp(F.dir))
+		return -1;
+	crypto_sign_keypair(F.pk, F.sk);
+	sodium_bin2hex(pkhex, sizeof(pkhex), F.pk, 32);
+	snprintf(F.policy, sizeof(F.policy), "%s/policy.json", F.dir);
+	text = signed_policy(1, sig);
+	write_file(F.policy, text);
+	free(text);
+	{
+		char p[160];
+		snprintf(p, sizeof(p), "%s.sig", F.policy);
+		write_file(p, sig);
+	}
+	for (int i = 0; i < 2; i++) {
+		char cfg[2048], state_dir[128], mk[160];
+
+		snprintf(state_dir, sizeof(state_dir), "%s/state%d", F.dir, i);
+		snprintf(mk, sizeof(mk), "mkdir -p %s", state_dir);
+		if (system(mk))
+			return -1;
+		snprintf(F.ipc[i], sizeof(F.ipc[i]), "ipc://%s/b%d.sock", F.dir, i);
+		snprintf(F.cfg[i], sizeof(F.cfg[i]), "%s/broker%d.json", F.dir, i);
+		snprintf(F.err[i], sizeof(F.err[i]), "%s/broker%d.err", F.dir, i);
+		snprintf(cfg, sizeof(cfg),
+			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"%s\","
+			 " \"policy_public_key\": \"%s\", \"state_dir\": \"%s\","
+			 " \"storage\": {\"backend\": \"etcd\", \"endpoints\": [\"%s\"],"
+			 "               \"prefix\": \"fleet\", \"clock_skew_ms\": 1},"
+			 " \"endpoints\": [\"%s\"],"
+			 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:app\", \"admin\": true}]}",
+			 TSEC_BUILD_DIR, F.policy, pkhex, state_dir, F.etcd.endpoints, F.ipc[i],
+			 (int)getuid());
+		write_file(F.cfg[i], cfg);
+		start_broker(i);
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+	(void)state;
+
+	stop_broker(0, SIGTERM);
+	stop_broker(1, SIGTERM);
+	tu_server_stop(&F.etcd);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", F.dir);
+	return system(cmd) ? -1 : 0;
+}
+
+static void test_lock_through_either_broker(void **state)
+{
+	json_t *lk, *r;
+	char *p;
+	int rc;
+
+	(void)state;
+	lk = call(0, "lock.acquire", "{\"name\": \"renewal\", \"ttl_ms\": 60000}", &rc);
+	assert_int_equal(rc, 0);
+	assert_true(asprintf(&p, "{\"name\": \"renewal\", \"token\": \"%s\", \"ttl_ms\": 60000}",
+			     json_string_value(json_object_get(lk, "token"))) > 0);
+	/* The other broker renews and releases what the first handed out. */
+	r = call(1, "lock.renew", p, &rc);
+	assert_int_equal(rc, 0);
+	json_decref(r);
+	r = call(1, "lock.acquire", "{\"name\": \"renewal\", \"ttl_ms\": 60000}", &rc);
+	assert_int_equal(rc, TSEC_EBUSY);
+	json_decref(r);
+	r = call(1, "lock.release", p, &rc);
+	assert_int_equal(rc, 0);
+	json_decref(r);
+	free(p);
+	json_decref(lk);
+}
+
+static long revision_at(int which)
+{
+	int rc;
+	json_t *h = call(which, "health", NULL, &rc);
+	long v = rc ? -1 : (long)json_integer_value(json_object_get(h, "policy_revision"));
+
+	json_decref(h);
+	return v;
+}
+
+static void test_fleet_policy(void **state)
+{
+	char sig[129], *text, *params;
+	struct tsec_error err;
+	json_t *r;
+	int rc;
+
+	(void)state;
+	assert_int_equal(revision_at(0), 1);
+	assert_int_equal(revision_at(1), 1);
+	/* Published through broker 0; broker 1 loads it (it looks each second). */
+	text = signed_policy(2, sig);
+	r = json_pack("{s:s,s:s}", "policy", text, "signature", sig);
+	params = json_dumps(r, JSON_COMPACT);
+	json_decref(r);
+	free(text);
+	r = call(0, "policy.publish", params, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(json_integer_value(json_object_get(r, "policy_revision")), 2);
+	json_decref(r);
+	free(params);
+	assert_int_equal(revision_at(0), 2);
+	for (int i = 0; i < 300 && revision_at(1) != 2; i++)
+		sleep_ms(50);
+	assert_int_equal(revision_at(1), 2);
+	/* An older revision, correctly signed, is refused (no rollback). */
+	text = signed_policy(1, sig);
+	r = json_pack("{s:s,s:s}", "policy", text, "signature", sig);
+	params = json_dumps(r, JSON_COMPACT);
+	json_decref(r);
+	free(text);
+	r = call(1, "policy.publish", params, &rc);
+	assert_int_equal(rc, TSEC_ESIGNATURE);
+	json_decref(r);
+	free(params);
+	/* Write access to etcd alone cannot change the policy: a bundle of
+	 * revision 9 signed with another key, planted directly. */
+	{
+		struct tsec_store_opts o = { .backend = "etcd", .endpoints = F.etcd.endpoints,
+					     .prefix = "fleet" };
+		unsigned char pk2[32], sk2[64], s[64];
+		struct tu_store t;
+		char *bundle;
+
+		crypto_sign_keypair(pk2, sk2);
+		assert_true(asprintf(&text, POLICY_FMT, 9, 9) > 0);
+		crypto_sign_detached(s, NULL, (unsigned char *)text, strlen(text), sk2);
+		sodium_bin2hex(sig, sizeof(sig), s, sizeof(s));
+		r = json_pack("{s:s,s:s}", "policy", text, "signature", sig);
+		bundle = json_dumps(r, JSON_COMPACT);
+		json_decref(r);
+		free(text);
+		tu_store_open_with(&t, &o);
+		assert_int_equal(tsec__store_meta_put(t.store, "policy", bundle, strlen(bundle), &err), 0);
+		free(bundle);
+		/* Give both brokers several looks at it. */
+		sleep_ms(2500);
+		assert_int_equal(revision_at(0), 2);
+		assert_int_equal(revision_at(1), 2);
+		tu_store_close(&t);
+	}
+}
+
+/* ---- a broker dies in the middle of a run ---- */
+
+struct run {
+	atomic_int done, unanswered, wrong;
+};
+
+static void *caller(void *arg)
+{
+	struct run *r = arg;
+	struct tsec_client *c = client_of(-1, 20000);
+	struct tsec_error err;
+	char params[128], *res;
+	static atomic_int ids;
+	int me = atomic_fetch_add(&ids, 1);
+
+	for (int i = 0; i < 60; i++) {
+		/* Idempotent: a put of the same value, then a get. */
+		snprintf(params, sizeof(params), "{\"key\": \"run/c%d\", \"value\": \"v%d\"}", me, i);
+		if (tsec_client_call(c, "store.put", params, NULL, &err)) {
+			atomic_fetch_add(&r->unanswered, 1);
+			continue;
+		}
+		snprintf(params, sizeof(params), "{\"key\": \"run/c%d\"}", me);
+		res = NULL;
+		if (tsec_client_call(c, "store.get", params, &res, &err)) {
+			atomic_fetch_add(&r->unanswered, 1);
+			continue;
+		}
+		{
+			char want[32];
+			snprintf(want, sizeof(want), "\"v%d\"", i);
+			if (!strstr(res, want))
+				atomic_fetch_add(&r->wrong, 1);
+		}
+		free(res);
+		atomic_fetch_add(&r->done, 1);
+	}
+	tsec_client_close(&c);
+	return NULL;
+}
+
+static void test_failover_when_a_broker_dies(void **state)
+{
+	struct run r = { 0 };
+	pthread_t th[4];
+
+	(void)state;
+	for (int i = 0; i < 4; i++)
+		pthread_create(&th[i], NULL, caller, &r);
+	while (atomic_load(&r.done) < 40)
+		sleep_ms(2);
+	stop_broker(0, SIGKILL);         /* mid-run, no goodbye */
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(atomic_load(&r.unanswered), 0);
+	assert_int_equal(atomic_load(&r.wrong), 0);
+	assert_int_equal(atomic_load(&r.done), 4 * 60);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lock_through_either_broker),
+		cmocka_unit_test(test_fleet_policy),
+		cmocka_unit_test(test_failover_when_a_broker_dies),
+	};
+
+	return cmocka_run_group_tests_name("brokers: two on one etcd", tests, setup, teardown);
+}
