@@ -123,6 +123,15 @@ static pid_t etcd_member(struct tu_server *s, int i, bool existing)
 	}
 }
 
+static void show_log(const char *dir, const char *name)
+{
+	char cmd[192];
+
+	snprintf(cmd, sizeof(cmd), "tail -5 '%s/%s' >&2", dir, name);
+	if (system(cmd))
+		fprintf(stderr, "(no log)\n");
+}
+
 static int wait_etcd(struct tu_server *s, int i)
 {
 	for (int t = 0; t < 300; t++) {
@@ -130,11 +139,42 @@ static int wait_etcd(struct tu_server *s, int i)
 			return 0;
 		nap_ms(50);
 	}
-	fprintf(stderr, "etcd member %d did not come up (see %s/m%d.log)\n", i, s->dir, i);
+	fprintf(stderr, "etcd member %d did not come up; its log ends:\n", i);
+	{
+		char name[16];
+		snprintf(name, sizeof(name), "m%d.log", i);
+		show_log(s->dir, name);
+	}
 	return -1;
 }
 
+/* A free port not among the server's others (a port just freed may be
+ * handed out twice). */
+static int fresh_port(const struct tu_server *s, int upto)
+{
+	for (;;) {
+		int p = free_port(), dup = 0;
+
+		for (int i = 0; i < upto; i++)
+			dup |= s->client_port[i] == p || s->peer_port[i] == p;
+		if (!dup && p > 0)
+			return p;
+	}
+}
+
+static int etcd_start_once(struct tu_server *s, int n);
+
 int tu_etcd_start(struct tu_server *s, int n)
+{
+	/* A port taken by someone else between our look and etcd's bind
+	 * fails a start: try again with new ports. */
+	for (int tries = 0; tries < 3; tries++)
+		if (etcd_start_once(s, n) == 0)
+			return 0;
+	return -1;
+}
+
+static int etcd_start_once(struct tu_server *s, int n)
 {
 	size_t o = 0;
 
@@ -146,8 +186,8 @@ int tu_etcd_start(struct tu_server *s, int n)
 		return -1;
 	s->n = n;
 	for (int i = 0; i < n; i++) {
-		s->client_port[i] = free_port();
-		s->peer_port[i] = free_port();
+		s->client_port[i] = fresh_port(s, i);
+		s->peer_port[i] = fresh_port(s, i + 1);
 		snprintf(s->url[i], sizeof(s->url[i]), "http://127.0.0.1:%d", s->client_port[i]);
 		o += (size_t)snprintf(s->endpoints + o, sizeof(s->endpoints) - o, "%s%s",
 				      i ? "," : "", s->url[i]);
@@ -272,4 +312,55 @@ void tu_server_stop(struct tu_server *s)
 			fprintf(stderr, "could not remove %s\n", s->dir);
 		s->dir[0] = '\0';
 	}
+}
+
+/* POSTs body to url; 0 when HTTP 200. */
+static int post(const char *url, const char *body, const char *auth)
+{
+	CURL *h = curl_easy_init();
+	struct curl_slist *hdr = NULL;
+	char a[600];
+	long status = 0;
+	CURLcode cc;
+
+	if (auth) {
+		snprintf(a, sizeof(a), "Authorization: %s", auth);
+		hdr = curl_slist_append(hdr, a);
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
+	cc = curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(h);
+	curl_slist_free_all(hdr);
+	return cc == CURLE_OK && status == 200 ? 0 : -1;
+}
+
+int tu_etcd_enable_auth(struct tu_server *s, const char *user, const char *password)
+{
+	char u[160], body[256];
+
+	/* root (etcd wants it before auth is on), then the user, then on. */
+	snprintf(u, sizeof(u), "%s/v3/auth/user/add", s->url[0]);
+	snprintf(body, sizeof(body), "{\"name\": \"root\", \"password\": \"%s\"}", password);
+	if (post(u, body, NULL))
+		return -1;
+	snprintf(u, sizeof(u), "%s/v3/auth/user/grant", s->url[0]);
+	if (post(u, "{\"user\": \"root\", \"role\": \"root\"}", NULL))
+		return -1;
+	if (strcmp(user, "root")) {
+		snprintf(u, sizeof(u), "%s/v3/auth/user/add", s->url[0]);
+		snprintf(body, sizeof(body), "{\"name\": \"%s\", \"password\": \"%s\"}", user, password);
+		if (post(u, body, NULL))
+			return -1;
+		snprintf(u, sizeof(u), "%s/v3/auth/user/grant", s->url[0]);
+		snprintf(body, sizeof(body), "{\"user\": \"%s\", \"role\": \"root\"}", user);
+		if (post(u, body, NULL))
+			return -1;
+	}
+	snprintf(u, sizeof(u), "%s/v3/auth/enable", s->url[0]);
+	return post(u, "{}", NULL);
 }

@@ -36,6 +36,9 @@ int tu_member_restart(struct tu_server *s, int i);
 /* The index of the etcd cluster's leader, or -1. */
 int tu_etcd_leader(struct tu_server *s);
 
+/* Adds user (with the root role) and turns etcd's authentication on. */
+int tu_etcd_enable_auth(struct tu_server *s, const char *user, const char *password);
+
 /* Whether etcd and redis-server are installed. */
 bool tu_have(const char *program);
 

@@ -106,7 +106,8 @@ static int free_port(void)
 
 static struct tsec_client *client(const char *who, int timeout_ms)
 {
-	struct tsec_client_opts o = { D.tcp, D.srv_pub, NULL, NULL, timeout_ms };
+	struct tsec_client_opts o = { .endpoint = D.tcp, .server_public_key = D.srv_pub,
+				      .timeout_ms = timeout_ms };
 	struct tsec_client *c;
 	struct tsec_error err;
 
@@ -686,7 +687,8 @@ static void test_daemon_cli(void **state)
 static void test_daemon_ipc_curve(void **state)
 {
 	char cfg[2048], path[160], ipc[200], err_path[160];
-	struct tsec_client_opts o = { NULL, D.srv_pub, D.good_pub, D.good_sec, 3000 };
+	struct tsec_client_opts o = { .server_public_key = D.srv_pub, .public_key = D.good_pub,
+				      .secret_key = D.good_sec, .timeout_ms = 3000 };
 	struct tsec_client *c = NULL;
 	struct tsec_error err;
 	pid_t pid;
@@ -736,7 +738,7 @@ static void test_daemon_ipc_curve(void **state)
 	tsec_client_close(&c);
 	assert_int_equal(d.status, TSEC_STATUS_DEFAULT);
 	/* Without a key, an ipc caller is not heard. */
-	struct tsec_client_opts plain = { ipc, NULL, NULL, NULL, 300 };
+	struct tsec_client_opts plain = { .endpoint = ipc, .timeout_ms = 300 };
 	assert_int_equal(tsec_client_open(&c, &plain, &err), 0);
 	assert_int_equal(tsec_client_call(c, "health", NULL, NULL, &err), TSEC_ETIMEDOUT);
 	tsec_client_close(&c);

@@ -339,6 +339,54 @@ static void test_bad_options(void **state)
 	tsec_bus_free(&bus);
 }
 
+/* ---- etcd with authentication on ---- */
+
+static void test_etcd_auth(void **state)
+{
+	struct tu_server a;
+	char dir[] = "/tmp/tsec-auth-XXXXXX", prefix[] = "auth";
+	struct tsec_store_opts o = { .backend = "etcd", .prefix = prefix, .username = "tsec" };
+	struct tsec_bus *bus = tu_bus_with_policy("tests/data/store_policy.json");
+	struct tsec_store *s = NULL;
+	struct tsec_error err;
+	char *good, *bad, *v = NULL;
+	size_t n;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(tu_etcd_start(&a, 1), 0);
+	assert_int_equal(tu_etcd_enable_auth(&a, "tsec", "s3cret-pw"), 0);
+	o.endpoints = a.endpoints;
+	good = key_file(dir, "pw", "s3cret-pw\n", 0600);
+	bad = key_file(dir, "wrong", "not-it\n", 0600);
+	/* Without credentials etcd refuses, and so does the store. */
+	o.username = NULL;
+	assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), 0);
+	assert_int_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), TSEC_EDENIED);
+	tsec_store_close(&s);
+	o.username = "tsec";
+	o.password_file = bad;
+	assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), 0);
+	assert_int_not_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), 0);
+	tsec_store_close(&s);
+	o.password_file = good;
+	assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), 0);
+	assert_int_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), 0);
+	assert_int_equal(tsec_store_get(s, &app, "a/b", &v, &n, &err), 0);
+	assert_string_equal(v, "x");
+	free(v);
+	tsec_store_close(&s);
+	tsec_bus_free(&bus);
+	tu_server_stop(&a);
+	free(good);
+	free(bad);
+	{
+		char cmd[64];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
 /* ---- a three-member etcd cluster loses its leader ---- */
 
 struct fleet_run {
@@ -463,6 +511,7 @@ int main(void)
 		cmocka_unit_test(test_sealed_redis),
 		cmocka_unit_test(test_etcd_request_limit),
 		cmocka_unit_test(test_bad_options),
+		cmocka_unit_test(test_etcd_auth),
 		cmocka_unit_test(test_etcd_cluster_leader_dies),
 	};
 	int failed;

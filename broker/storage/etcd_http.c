@@ -312,7 +312,9 @@ static enum outcome gw_error(const json_t *j, long status, int *code, struct tse
 	}
 	*code = strstr(m, "request is too large") ? TSEC_ETOOBIG
 		: g == 5 ? TSEC_ENOENT
-		: g == 7 || g == 16 ? TSEC_EDENIED : TSEC_EIO;
+		: g == 7 || g == 16 || strstr(m, "user name is empty") ||
+		  strstr(m, "authentication failed") || strstr(m, "permission denied")
+		? TSEC_EDENIED : TSEC_EIO;
 	tsec__seterr(err, *code, url, "etcd at %s: %s", url, m);
 	return FAILED;
 }
