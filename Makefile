@@ -105,7 +105,7 @@ FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 FIXTURE_SOS := $(addprefix $(B)/fixtures/,$(addsuffix .so,$(FIXTURES))) \
 	$(B)/fixtures/not_elf.so
 BENCHES := bench_bus bench_policy_scale bench_certcache bench_store bench_zmq \
-	bench_backend bench_instructions bench_turn
+	bench_backend bench_instructions bench_turn bench_fleet
 BENCH_BINS := $(addprefix $(B)/,$(BENCHES))
 
 .PHONY: all build both test check run verify bench deps clean dist install fuzz \
@@ -333,6 +333,11 @@ $(DAEMON): $(DAEMON_OBJ) $(BROKER_A)
 $(CLI): $(CLI_OBJ) $(BROKER_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(ZMQ_LIBS) $(BROKER_LIBS)
+
+$(B)/bench_fleet: $(B)/obj/perf/bench_fleet.o $(B)/obj/perf/benchutil.o $(B)/obj/tests/servers.o \
+		$(BROKER_A)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(BROKER_LIBS) -lm
 
 $(B)/bench_%: $(B)/obj/perf/bench_%.o $(B)/obj/perf/benchutil.o $(BROKER_A)
 	$(call msg,LD,$@)

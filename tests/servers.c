@@ -76,13 +76,23 @@ static size_t sink(char *d, size_t sz, size_t n, void *ud)
 	return sz * n;
 }
 
+static const char *tls_dir;
+
 static bool etcd_answers(const char *url)
 {
 	CURL *h = curl_easy_init();
-	char u[128];
+	char u[128], f[3][128];
 	long status = 0;
 	CURLcode cc;
 
+	if (tls_dir) {
+		snprintf(f[0], sizeof(f[0]), "%s/ca.pem", tls_dir);
+		snprintf(f[1], sizeof(f[1]), "%s/client.pem", tls_dir);
+		snprintf(f[2], sizeof(f[2]), "%s/client-key.pem", tls_dir);
+		curl_easy_setopt(h, CURLOPT_CAINFO, f[0]);
+		curl_easy_setopt(h, CURLOPT_SSLCERT, f[1]);
+		curl_easy_setopt(h, CURLOPT_SSLKEY, f[2]);
+	}
 	snprintf(u, sizeof(u), "%s/v3/kv/range", url);
 	curl_easy_setopt(h, CURLOPT_URL, u);
 	curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"key\":\"AA==\"}");
@@ -101,7 +111,8 @@ static pid_t etcd_member(struct tu_server *s, int i, bool existing)
 
 	snprintf(name, sizeof(name), "m%d", i);
 	snprintf(data, sizeof(data), "%s/%s", s->dir, name);
-	snprintf(curl_, sizeof(curl_), "http://127.0.0.1:%d", s->client_port[i]);
+	snprintf(curl_, sizeof(curl_), "%s://127.0.0.1:%d", s->tls[0] ? "https" : "http",
+		 s->client_port[i]);
 	snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", s->peer_port[i]);
 	snprintf(log, sizeof(log), "%s/%s.log", s->dir, name);
 	for (int j = 0; j < s->n; j++)
@@ -117,8 +128,21 @@ static pid_t etcd_member(struct tu_server *s, int i, bool existing)
 			"--initial-cluster-token", s->dir,
 			/* Fast elections, so a test sees a failover quickly. */
 			"--heartbeat-interval", "50", "--election-timeout", "500",
-			"--log-level", "warn", "--logger", "zap", NULL,
+			"--log-level", "warn", "--logger", "zap", NULL, NULL, NULL, NULL, NULL,
+			NULL, NULL, NULL,
 		};
+		char cert[96], key[96], ca[96];
+		size_t a = sizeof(argv) / sizeof(argv[0]) - 8;
+
+		if (s->tls[0]) {
+			snprintf(cert, sizeof(cert), "--cert-file=%s/server.pem", s->tls);
+			snprintf(key, sizeof(key), "--key-file=%s/server-key.pem", s->tls);
+			snprintf(ca, sizeof(ca), "--trusted-ca-file=%s/ca.pem", s->tls);
+			argv[a++] = cert;
+			argv[a++] = key;
+			argv[a++] = ca;
+			argv[a++] = "--client-cert-auth";
+		}
 		return spawn(argv, log);
 	}
 }
@@ -134,6 +158,7 @@ static void show_log(const char *dir, const char *name)
 
 static int wait_etcd(struct tu_server *s, int i)
 {
+	tls_dir = s->tls[0] ? s->tls : NULL;
 	for (int t = 0; t < 300; t++) {
 		if (etcd_answers(s->url[i]))
 			return 0;
@@ -163,8 +188,50 @@ static int fresh_port(const struct tu_server *s, int upto)
 }
 
 static int etcd_start_once(struct tu_server *s, int n);
+static int tu_etcd_start_keep(struct tu_server *s, int n);
 
 int tu_etcd_start(struct tu_server *s, int n)
+{
+	s->tls[0] = '\0';
+	return tu_etcd_start_keep(s, n);
+}
+
+int tu_etcd_start_tls(struct tu_server *s)
+{
+	char cmd[2048];
+	int rc;
+
+	s->tls[0] = '\0';
+	snprintf(s->tls, sizeof(s->tls), "/tmp/tsec-tls-XXXXXX");
+	if (!mkdtemp(s->tls) || !tu_have("openssl"))
+		return -1;
+	/* A CA, a server certificate for 127.0.0.1, a client certificate. */
+	snprintf(cmd, sizeof(cmd),
+		 "cd '%s' && exec >/dev/null 2>&1 && "
+		 "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=test-ca "
+		 "  -keyout ca-key.pem -out ca.pem && "
+		 "openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout server-key.pem "
+		 "  -out server.csr && "
+		 "printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' > ext && "
+		 "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial "
+		 "  -days 2 -extfile ext -out server.pem && "
+		 "openssl req -newkey rsa:2048 -nodes -subj /CN=tsec -keyout client-key.pem "
+		 "  -out client.csr && "
+		 "printf 'extendedKeyUsage=clientAuth\\n' > cext && "
+		 "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial "
+		 "  -days 2 -extfile cext -out client.pem && chmod 600 *-key.pem", s->tls);
+	if (system(cmd))
+		return -1;
+	rc = tu_etcd_start_keep(s, 1);
+	if (rc) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s->tls);
+		if (system(cmd))
+			fprintf(stderr, "could not remove %s\n", s->tls);
+	}
+	return rc;
+}
+
+static int tu_etcd_start_keep(struct tu_server *s, int n)
 {
 	/* A port taken by someone else between our look and etcd's bind
 	 * fails a start: try again with new ports. */
@@ -176,9 +243,12 @@ int tu_etcd_start(struct tu_server *s, int n)
 
 static int etcd_start_once(struct tu_server *s, int n)
 {
+	char tls[sizeof(s->tls)];
 	size_t o = 0;
 
+	memcpy(tls, s->tls, sizeof(tls));
 	memset(s, 0, sizeof(*s));
+	memcpy(s->tls, tls, sizeof(tls));
 	if (n < 1 || n > TU_MEMBERS_MAX || !tu_have("etcd"))
 		return -1;
 	snprintf(s->dir, sizeof(s->dir), "/tmp/tsec-etcd-XXXXXX");
@@ -188,7 +258,8 @@ static int etcd_start_once(struct tu_server *s, int n)
 	for (int i = 0; i < n; i++) {
 		s->client_port[i] = fresh_port(s, i);
 		s->peer_port[i] = fresh_port(s, i + 1);
-		snprintf(s->url[i], sizeof(s->url[i]), "http://127.0.0.1:%d", s->client_port[i]);
+		snprintf(s->url[i], sizeof(s->url[i]), "%s://127.0.0.1:%d",
+			 s->tls[0] ? "https" : "http", s->client_port[i]);
 		o += (size_t)snprintf(s->endpoints + o, sizeof(s->endpoints) - o, "%s%s",
 				      i ? "," : "", s->url[i]);
 	}
@@ -306,6 +377,12 @@ void tu_server_stop(struct tu_server *s)
 			waitpid(s->pid[i], NULL, 0);
 			s->pid[i] = 0;
 		}
+	if (s->tls[0]) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s->tls);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", s->tls);
+		s->tls[0] = '\0';
+	}
 	if (s->dir[0]) {
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s->dir);
 		if (system(cmd) != 0)

@@ -20,10 +20,19 @@ struct tu_server {
 	char dir[64];
 	char endpoints[256];         /* for tsec_store_opts.endpoints */
 	char url[TU_MEMBERS_MAX][64];
+	char tls[64];                /* with TLS: the folder of ca.pem, server.pem,
+					server-key.pem; clients must show a
+					certificate of that CA */
 };
 
 /* One etcd member, or a cluster of n (1..3).  Returns 0 or -1. */
 int tu_etcd_start(struct tu_server *s, int n);
+/*
+ * One etcd member over https with client certificates: makes a CA, a
+ * server certificate for 127.0.0.1 and a client certificate (client.pem,
+ * client-key.pem) in s->tls with the openssl command.
+ */
+int tu_etcd_start_tls(struct tu_server *s);
 /* One redis-server (appendfsync always). */
 int tu_redis_start(struct tu_server *s);
 /* Stops every member still running and removes the data folder. */

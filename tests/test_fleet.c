@@ -387,6 +387,49 @@ static void test_etcd_auth(void **state)
 	}
 }
 
+/* ---- etcd over TLS with client certificates ---- */
+
+static void test_etcd_tls(void **state)
+{
+	struct tu_server t;
+	char prefix[] = "tls", ca[128], cert[128], key[128];
+	struct tsec_store_opts o = { .backend = "etcd", .prefix = prefix, .timeout_ms = 3000 };
+	struct tsec_bus *bus = tu_bus_with_policy("tests/data/store_policy.json");
+	struct tsec_store *s = NULL;
+	struct tsec_error err;
+	char *v = NULL;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(tu_etcd_start_tls(&t), 0);
+	snprintf(ca, sizeof(ca), "%s/ca.pem", t.tls);
+	snprintf(cert, sizeof(cert), "%s/client.pem", t.tls);
+	snprintf(key, sizeof(key), "%s/client-key.pem", t.tls);
+	o.endpoints = t.endpoints;
+	assert_non_null(strstr(t.endpoints, "https://"));
+	/* Without a client certificate the server refuses the handshake. */
+	o.tls_ca = ca;
+	assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), 0);
+	assert_int_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), TSEC_EIO);
+	tsec_store_close(&s);
+	/* Without our CA the server's certificate is not trusted. */
+	o.tls_ca = NULL;
+	o.tls_cert = cert;
+	o.tls_key = key;
+	assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), 0);
+	assert_int_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), TSEC_EIO);
+	tsec_store_close(&s);
+	o.tls_ca = ca;
+	assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), 0);
+	assert_int_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), 0);
+	assert_int_equal(tsec_store_get(s, &app, "a/b", &v, &n, &err), 0);
+	assert_string_equal(v, "x");
+	free(v);
+	tsec_store_close(&s);
+	tsec_bus_free(&bus);
+	tu_server_stop(&t);
+}
+
 /* ---- a three-member etcd cluster loses its leader ---- */
 
 struct fleet_run {
@@ -512,6 +555,7 @@ int main(void)
 		cmocka_unit_test(test_etcd_request_limit),
 		cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_etcd_auth),
+		cmocka_unit_test(test_etcd_tls),
 		cmocka_unit_test(test_etcd_cluster_leader_dies),
 	};
 	int failed;
