@@ -184,6 +184,10 @@ void tsec__config_free(struct tsec__config *c);
 /* fleet.c */
 int tsec__fleet_shared(const struct tsec__daemon *d);
 int tsec__fleet_start(struct tsec__daemon *d);
+/* At start: replaces *text by the fleet's policy when that verifies and
+ * has a higher revision (a broker that was away catches up).  Returns 0. */
+int tsec__fleet_prefer(struct tsec__daemon *d, char **text, size_t *len);
+long long tsec__policy_revision_of(const char *text, size_t len);
 void tsec__fleet_stop(struct tsec__daemon *d);
 struct tsec__policy_id;
 int tsec__fleet_publish(struct tsec__daemon *d, const char *policy, size_t plen,

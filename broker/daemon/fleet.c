@@ -7,13 +7,18 @@
  * reload from its file: the signature against its own configured key
  * (write access to etcd alone cannot change the policy), and a revision
  * above the one it accepted last (no rollback).  A bundle it refused is
- * said once, not every second.
+ * said once, not every second.  The last bundle a broker accepted is kept
+ * in its state_dir too, so that a broker restarting while the record in
+ * the backend is missing or replaced by something unsigned still starts
+ * on the newest policy it accepted.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -23,6 +28,25 @@
 #include "common/sign.h"
 
 #define POLL_MS 1000
+#define KEPT ".tsec-fleet-policy"
+
+/* Keeps bundle b in state_dir (temporary file, fsync, rename). */
+static void keep(struct tsec__daemon *d, const char *b, size_t len)
+{
+	char path[1100], tmp[1120];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/" KEPT, d->cfg.state_dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 || write(fd, b, len) != (ssize_t)len || fsync(fd) || close(fd) ||
+	    rename(tmp, path)) {
+		if (fd >= 0)
+			close(fd);
+		unlink(tmp);
+		tsec__say("could not keep the fleet policy in %s", path);
+	}
+}
 
 int tsec__fleet_shared(const struct tsec__daemon *d)
 {
@@ -98,8 +122,10 @@ int tsec__fleet_publish(struct tsec__daemon *d, const char *policy, size_t plen,
 		rc = adopt(d, text, tlen, id, err);
 	if (!rc)
 		rc = tsec__store_meta_put(d->store, "policy", bundle, strlen(bundle), err);
-	if (!rc)
+	if (!rc) {
 		snprintf(d->fleet_seen, sizeof(d->fleet_seen), "%s", id->sha256);
+		keep(d, bundle, strlen(bundle));
+	}
 	pthread_mutex_unlock(&d->reload_lock);
 	free(text);
 	free(bundle);
@@ -109,6 +135,46 @@ int tsec__fleet_publish(struct tsec__daemon *d, const char *policy, size_t plen,
 			  id->sha256);
 	}
 	return rc;
+}
+
+/* Takes the bundle b if it verifies and is newer than *text. */
+static void prefer_one(struct tsec__daemon *d, const char *what, const char *b, size_t blen,
+		       char **text, size_t *len)
+{
+	struct tsec_error err;
+	char *fleet = NULL;
+	size_t flen;
+
+	if (bundle_open(d, b, blen, &fleet, &flen, &err)) {
+		tsec__say("%s ignored at start: %s", what, err.msg);
+		return;
+	}
+	if (tsec__policy_revision_of(fleet, flen) > tsec__policy_revision_of(*text, *len)) {
+		tsec__say("starting on %s (revision %lld; the file has %lld)", what,
+			  tsec__policy_revision_of(fleet, flen), tsec__policy_revision_of(*text, *len));
+		free(*text);
+		*text = fleet;
+		*len = flen;
+		return;
+	}
+	free(fleet);
+}
+
+int tsec__fleet_prefer(struct tsec__daemon *d, char **text, size_t *len)
+{
+	struct tsec_error err;
+	char path[1100], *b = NULL;
+	size_t blen;
+
+	snprintf(path, sizeof(path), "%s/" KEPT, d->cfg.state_dir);
+	if (tsec_read_file(path, 32u << 20, &b, &blen, &err) == 0)
+		prefer_one(d, "the fleet policy kept in state_dir", b, blen, text, len);
+	free(b);
+	b = NULL;
+	if (tsec__store_meta_get(d->store, "policy", &b, &blen, &err) == 0)
+		prefer_one(d, "the fleet's policy", b, blen, text, len);
+	free(b);
+	return 0;
 }
 
 /* One look at the fleet's bundle. */
@@ -145,6 +211,7 @@ static void look(struct tsec__daemon *d)
 		tsec__say("fleet policy %.16s... refused, the running policy keeps serving: %s", sha,
 			  err.msg);
 	} else {
+		keep(d, b, len);
 		atomic_fetch_add(&d->st.reloads, 1);
 		tsec__say("fleet policy loaded (revision %lld, sha256 %.16s...)", id.revision,
 			  id.sha256);

@@ -88,7 +88,14 @@ static int start(struct tsec__daemon *d, const char *config)
 	d->st.by_method = calloc(tsec__nmethods, sizeof(*d->st.by_method));
 	if (!d->st.by_method || tsec_bus_new(&d->bus))
 		return -1;
+	tsec__store_opts_of(&d->cfg, &so);
+	if (tsec_store_open_opts(&d->store, &so, d->bus, "policy", &err)) {
+		tsec__say("storage (%s): %s", so.backend, err.msg);
+		return -1;
+	}
 	if (tsec__policy_text(d, &text, &len, &err) ||
+	    /* On shared storage, the fleet's policy when it is newer. */
+	    (tsec__fleet_shared(d) && tsec__fleet_prefer(d, &text, &len)) ||
 	    tsec__policy_admit(d, text, len, &id, &err) ||
 	    tsec_bus_load(d->bus, "policy", d->cfg.module, text, len, &err) ||
 	    tsec__policy_commit(d, &id, &err)) {
@@ -100,11 +107,6 @@ static int start(struct tsec__daemon *d, const char *config)
 	if (!d->cfg.have_pk)
 		tsec__say("WARNING: the policy %s is NOT SIGNED (\"allow_unsigned_policy\"): "
 			  "whoever can write that file decides what is allowed", d->cfg.policy);
-	tsec__store_opts_of(&d->cfg, &so);
-	if (tsec_store_open_opts(&d->store, &so, d->bus, "policy", &err)) {
-		tsec__say("storage (%s): %s", so.backend, err.msg);
-		return -1;
-	}
 	tsec_store_set_observer(d->store, tsec__observe, d);
 	if (d->cfg.decision_log &&
 	    tsec__declog_open(&d->log, d->cfg.decision_log, d->cfg.log_lines,

@@ -33,7 +33,7 @@ int tsec__policy_text(struct tsec__daemon *d, char **text, size_t *len,
 }
 
 /* The policy's top-level "revision", or -1 when it has none. */
-static long long revision_of(const char *text, size_t len)
+long long tsec__policy_revision_of(const char *text, size_t len)
 {
 	json_t *root = json_loadb(text, len, 0, NULL), *v;
 	long long r = -1;
@@ -99,7 +99,7 @@ int tsec__policy_admit(struct tsec__daemon *d, const char *text, size_t len,
 
 	crypto_hash_sha256(h, (const unsigned char *)text, len);
 	sodium_bin2hex(id->sha256, sizeof(id->sha256), h, sizeof(h));
-	id->revision = revision_of(text, len);
+	id->revision = tsec__policy_revision_of(text, len);
 	if (!d->cfg.have_pk)
 		return 0; /* unsigned: whoever can write the file decides anyway */
 	if (id->revision < 0)
