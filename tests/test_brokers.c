@@ -134,9 +134,23 @@ static void stop_broker(int i, int sig)
 	}
 }
 
+static char pkhex[65];
+
+static void broker_cfg(int i, const char *etcd_eps, char *cfg, size_t cap)
+{
+	snprintf(cfg, cap,
+		 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"%s\","
+		 " \"policy_public_key\": \"%s\", \"state_dir\": \"%s/state%d\","
+		 " \"storage\": {\"backend\": \"etcd\", \"endpoints\": [\"%s\"],"
+		 "               \"prefix\": \"fleet\", \"clock_skew_ms\": 1, \"timeout_ms\": 2000},"
+		 " \"endpoints\": [\"%s\"],"
+		 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:app\", \"admin\": true}]}",
+		 TSEC_BUILD_DIR, F.policy, pkhex, F.dir, i, etcd_eps, F.ipc[i], (int)getuid());
+}
+
 static int setup(void **state)
 {
-	char pkhex[65], sig[129], *text;
+	char sig[129], *text;
 	(void)state;
 
 	if (sodium_init() < 0 || tu_etcd_start(&F.etcd, 1))
@@ -165,15 +179,7 @@ static int setup(void **state)
 		snprintf(F.ipc[i], sizeof(F.ipc[i]), "ipc://%s/b%d.sock", F.dir, i);
 		snprintf(F.cfg[i], sizeof(F.cfg[i]), "%s/broker%d.json", F.dir, i);
 		snprintf(F.err[i], sizeof(F.err[i]), "%s/broker%d.err", F.dir, i);
-		snprintf(cfg, sizeof(cfg),
-			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"%s\","
-			 " \"policy_public_key\": \"%s\", \"state_dir\": \"%s\","
-			 " \"storage\": {\"backend\": \"etcd\", \"endpoints\": [\"%s\"],"
-			 "               \"prefix\": \"fleet\", \"clock_skew_ms\": 1},"
-			 " \"endpoints\": [\"%s\"],"
-			 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:app\", \"admin\": true}]}",
-			 TSEC_BUILD_DIR, F.policy, pkhex, state_dir, F.etcd.endpoints, F.ipc[i],
-			 (int)getuid());
+		broker_cfg(i, F.etcd.endpoints, cfg, sizeof(cfg));
 		write_file(F.cfg[i], cfg);
 		start_broker(i);
 	}
@@ -190,6 +196,27 @@ static int teardown(void **state)
 	tu_server_stop(&F.etcd);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", F.dir);
 	return system(cmd) ? -1 : 0;
+}
+
+/* --check says whether the shared backend answers. */
+static void test_check_reaches_the_backend(void **state)
+{
+	char cmd[512], dead[160], text[2048];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), TSEC_BUILD_DIR "/tsec-broker --config %s --check 2>&1 | "
+		 "grep -q 'storage etcd at .*reachable'", F.cfg[1]);
+	assert_int_equal(system(cmd), 0);
+	/* The same broker with an etcd nobody runs: exit 2, and why. */
+	snprintf(dead, sizeof(dead), "%s/dead.json", F.dir);
+	broker_cfg(1, "http://127.0.0.1:1", text, sizeof(text));
+	write_file(dead, text);
+	snprintf(cmd, sizeof(cmd), TSEC_BUILD_DIR "/tsec-broker --config %s --check "
+		 ">%s/dead.out 2>&1", dead, F.dir);
+	assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+	snprintf(cmd, sizeof(cmd), "grep -q 'storage etcd at http://127.0.0.1:1: etcd at' %s/dead.out",
+		 F.dir);
+	assert_int_equal(system(cmd), 0);
 }
 
 static void test_lock_through_either_broker(void **state)
@@ -380,6 +407,7 @@ static void test_sigterm_leaves_locks(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_check_reaches_the_backend),
 		cmocka_unit_test(test_lock_through_either_broker),
 		cmocka_unit_test(test_fleet_policy),
 		cmocka_unit_test(test_failover_when_a_broker_dies),

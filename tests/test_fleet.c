@@ -367,7 +367,7 @@ static void test_etcd_auth(void **state)
 	o.username = "tsec";
 	o.password_file = bad;
 	assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), 0);
-	assert_int_not_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), 0);
+	assert_int_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), TSEC_EDENIED);
 	tsec_store_close(&s);
 	o.password_file = good;
 	assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), 0);

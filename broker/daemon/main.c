@@ -13,6 +13,7 @@
 #include <sodium.h>
 
 #include "broker/daemon/daemon.h"
+#include "broker/storage/store_private.h"
 #include "common/clock.h"
 #include "common/error.h"
 
@@ -150,12 +151,24 @@ static int check_report(struct tsec__daemon *d, const char *config)
 		  c->have_pk ? "signature verified (Ed25519)"
 			     : "NOT SIGNED (allowed by \"allow_unsigned_policy\")",
 		  d->policy.revision, d->policy.sha256);
-	if (c->st.backend && strcmp(c->st.backend, "file"))
-		tsec__say("storage %s at %s, prefix %s: reachable%s%s", c->st.backend,
-			  c->st.endpoints, c->st.prefix ? c->st.prefix : "tsec",
-			  c->st.key_file ? ", values encrypted" : "",
-			  c->st.cache_bytes ? ", LocalCache" : "");
-	else
+	if (tsec__fleet_shared(d)) {
+		struct tsec_error err;
+		char *b = NULL;
+		size_t blen;
+		int rc = tsec__store_meta_get(d->store, "policy", &b, &blen, &err);
+
+		free(b);
+		if (rc && rc != TSEC_ENOENT) {
+			tsec__say("storage %s at %s: %s", c->st.backend, c->st.endpoints, err.msg);
+			bad = 1;
+		} else {
+			tsec__say("storage %s at %s, prefix %s: reachable%s%s; %s", c->st.backend,
+				  c->st.endpoints, c->st.prefix ? c->st.prefix : "tsec",
+				  c->st.key_file ? ", values encrypted" : "",
+				  c->st.cache_bytes ? ", LocalCache" : "",
+				  rc ? "no fleet policy published yet" : "a fleet policy is published");
+		}
+	} else
 		tsec__say("storage %s: opened and recovered", c->storage);
 	if (access(c->state_dir, W_OK) != 0) {
 		tsec__say("state_dir %s: not writable", c->state_dir);

@@ -628,11 +628,6 @@ static const struct tsec__backend_ops etcd_ops = {
 	.meta_put = et_meta_put,
 };
 
-bool tsec__is_etcd(const struct tsec__backend *b)
-{
-	return b->ops == &etcd_ops;
-}
-
 int tsec__etcd_open(struct tsec__backend **out, const struct tsec_store_opts *o,
 		    struct tsec_error *err)
 {

@@ -344,8 +344,15 @@ static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const
 		gen = c->token_gen;
 		if (!c->token[0]) {
 			pthread_mutex_unlock(&c->mu);
-			if (authenticate(c, h, c->ep[ep], tmo, gen, err)) {
+			int arc = authenticate(c, h, c->ep[ep], tmo, gen, err);
+
+			if (arc) {
 				curl_slist_free_all(hdr);
+				/* Refused credentials are refused everywhere. */
+				if (arc == TSEC_EDENIED) {
+					*code = arc;
+					return FAILED;
+				}
 				return NOT_SENT;
 			}
 			pthread_mutex_lock(&c->mu);
@@ -434,7 +441,10 @@ static int authenticate(struct tsec__etcd_conn *c, CURL *h, const char *base, lo
 	tok = json_string_value(json_object_get(j, "token"));
 	if (cc != CURLE_OK)
 		rc = tsec__seterr(err, TSEC_EIO, base, "etcd at %s: %s", base, curl_easy_strerror(cc));
-	else if (status != 200 || !tok || strlen(tok) >= sizeof(c->token))
+	else if (status >= 500 || (status == 200 && (!tok || strlen(tok) >= sizeof(c->token))))
+		rc = tsec__seterr(err, TSEC_EIO, base, "etcd at %s could not authenticate now "
+				  "(HTTP %ld)", base, status);
+	else if (status != 200)
 		rc = tsec__seterr(err, TSEC_EDENIED, base, "etcd at %s refused user '%s' "
 				  "(HTTP %ld)", base, c->user, status);
 	pthread_mutex_lock(&c->mu);

@@ -25,7 +25,6 @@ struct etcd {
 };
 
 struct etcd *tsec__etcd_of(struct tsec__backend *b);
-bool tsec__is_etcd(const struct tsec__backend *b);
 
 /* Writes "<prefix>/<ns>/<key>" into out (TSEC__BK_MAX); returns its length. */
 size_t tsec__etcd_bk(const struct etcd *e, char ns, const char *key, char *out);

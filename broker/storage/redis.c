@@ -604,7 +604,8 @@ static int rd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_m
 	randombytes_buf(token, sizeof(token));
 	lens[2] = (size_t)snprintf(ttl, sizeof(ttl), "%llu",
 				   (unsigned long long)(ttl_ms > INT64_MAX / 2 ? INT64_MAX / 2 : ttl_ms));
-	/* Idempotent: a retried grant of our own token is ours. */
+	/* Not retried: a grant whose answer was lost holds the lock until
+	 * its lease ends. */
 	if (!(rep = script(r, S_ACQUIRE, 3, args, lens, false, err)))
 		return TSEC_EIO;
 	if (rep->type != REDIS_REPLY_INTEGER) {
