@@ -441,3 +441,59 @@ int tu_etcd_enable_auth(struct tu_server *s, const char *user, const char *passw
 	snprintf(u, sizeof(u), "%s/v3/auth/enable", s->url[0]);
 	return post(u, "{}", NULL);
 }
+
+int tu_etcd_put_raw(struct tu_server *s, const char *key, size_t klen, const char *val)
+{
+	char u[160], *body, *kb, *vb;
+	size_t kc = 4 * (klen / 3 + 2), vc = 4 * (strlen(val) / 3 + 2);
+	int rc;
+
+	kb = malloc(kc);
+	vb = malloc(vc);
+	body = malloc(kc + vc + 64);
+	if (!kb || !vb || !body) {
+		free(kb);
+		free(vb);
+		free(body);
+		return -1;
+	}
+	{
+		/* base64 by hand: no libsodium in the test helpers' link needs. */
+		static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+		const unsigned char *in[2] = { (const unsigned char *)key, (const unsigned char *)val };
+		size_t len[2] = { klen, strlen(val) };
+		char *out[2] = { kb, vb };
+
+		for (int w = 0; w < 2; w++) {
+			size_t o = 0, i;
+			for (i = 0; i + 2 < len[w]; i += 3) {
+				unsigned v = (unsigned)in[w][i] << 16 | (unsigned)in[w][i + 1] << 8 | in[w][i + 2];
+				out[w][o++] = t[v >> 18];
+				out[w][o++] = t[(v >> 12) & 63];
+				out[w][o++] = t[(v >> 6) & 63];
+				out[w][o++] = t[v & 63];
+			}
+			if (len[w] - i == 1) {
+				unsigned v = (unsigned)in[w][i] << 16;
+				out[w][o++] = t[v >> 18];
+				out[w][o++] = t[(v >> 12) & 63];
+				out[w][o++] = '=';
+				out[w][o++] = '=';
+			} else if (len[w] - i == 2) {
+				unsigned v = (unsigned)in[w][i] << 16 | (unsigned)in[w][i + 1] << 8;
+				out[w][o++] = t[v >> 18];
+				out[w][o++] = t[(v >> 12) & 63];
+				out[w][o++] = t[(v >> 6) & 63];
+				out[w][o++] = '=';
+			}
+			out[w][o] = '\0';
+		}
+	}
+	snprintf(u, sizeof(u), "%s/v3/kv/put", s->url[0]);
+	sprintf(body, "{\"key\": \"%s\", \"value\": \"%s\"}", kb, vb);
+	rc = post(u, body, NULL);
+	free(kb);
+	free(vb);
+	free(body);
+	return rc;
+}

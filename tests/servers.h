@@ -48,6 +48,10 @@ int tu_etcd_leader(struct tu_server *s);
 /* Adds user (with the root role) and turns etcd's authentication on. */
 int tu_etcd_enable_auth(struct tu_server *s, const char *user, const char *password);
 
+/* Writes key[0..klen) = val straight into etcd (what another writer
+ * could plant).  0 or -1. */
+int tu_etcd_put_raw(struct tu_server *s, const char *key, size_t klen, const char *val);
+
 /* Whether etcd and redis-server are installed. */
 bool tu_have(const char *program);
 

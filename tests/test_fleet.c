@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <hiredis/hiredis.h>
+
 #include "tests/servers.h"
 #include "tests/testutil.h"
 
@@ -278,6 +280,59 @@ static void test_sealed_redis(void **state)
 {
 	(void)state;
 	sealed_on("redis");
+}
+
+/* ---- names planted in the backend never reach a listing ---- */
+
+static void test_planted_names(void **state)
+{
+	static const char *const bad[] = { "a//b", "a/./b", "a/.tsec-x", "a/b\x01c", "../up" };
+	struct tsec_store_opts o[2];
+	char prefix[2][64];
+	struct tsec_error err;
+
+	(void)state;
+	o[0] = opts_for("etcd", prefix[0], sizeof(prefix[0]));
+	o[1] = opts_for("redis", prefix[1], sizeof(prefix[1]));
+	for (int b = 0; b < 2; b++) {
+		struct tu_store t;
+		struct tsec_strlist l;
+		redisContext *rc = NULL;
+
+		tu_store_open_with(&t, &o[b]);
+		assert_int_equal(tsec_store_put(t.store, &app, "a/good", "1", 1, &err), 0);
+		if (b == 1) {
+			struct timeval tv = { 2, 0 };
+			rc = redisConnectWithTimeout("127.0.0.1", redis.client_port[0], tv);
+			assert_true(rc && !rc->err);
+		}
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			char k[128];
+			int n = snprintf(k, sizeof(k), "%s/k/%s", prefix[b], bad[i]);
+
+			if (b == 0) {
+				assert_int_equal(tu_etcd_put_raw(&etcd, k, (size_t)n, "\x01planted"), 0);
+			} else {
+				char idx[96];
+				redisReply *r;
+
+				snprintf(idx, sizeof(idx), "%s/i", prefix[b]);
+				r = redisCommand(rc, "SET %b planted", k, (size_t)n);
+				freeReplyObject(r);
+				r = redisCommand(rc, "ZADD %s 0 %s", idx, bad[i]);
+				freeReplyObject(r);
+			}
+		}
+		redisFree(rc);
+		assert_int_equal(tsec_store_list(t.store, &app, "", 1, &l, &err), 0);
+		assert_int_equal(l.n, 1);
+		assert_string_equal(l.v[0], "a/good");
+		tsec_strlist_free(&l);
+		assert_int_equal(tsec_store_list(t.store, &app, "a", 0, &l, &err), 0);
+		assert_int_equal(l.n, 1);
+		tsec_strlist_free(&l);
+		tu_store_close(&t);
+	}
 }
 
 /* ---- limits and options ---- */
@@ -552,6 +607,7 @@ int main(void)
 		cmocka_unit_test(test_peer_change_redis),
 		cmocka_unit_test(test_sealed_etcd),
 		cmocka_unit_test(test_sealed_redis),
+		cmocka_unit_test(test_planted_names),
 		cmocka_unit_test(test_etcd_request_limit),
 		cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_etcd_auth),

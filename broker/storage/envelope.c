@@ -214,3 +214,20 @@ int tsec__env_unwrap(const struct tsec__seal *s, const char *bkey, size_t bklen,
 	*len = (size_t)plen;
 	return 0;
 }
+
+bool tsec__remote_name_ok(const char *k, size_t n)
+{
+	struct tsec__key key;
+	char why[96], norm[TSEC_KEY_MAX + 1];
+
+	if (n == 0 || n > TSEC_KEY_MAX || memchr(k, '\0', n) ||
+	    tsec__key_parse(k, n, false, &key, why, sizeof(why)))
+		return false;
+	/* Only the normalised spelling, and nothing of the store's own. */
+	if (tsec__key_format(&key, norm, sizeof(norm)) != n || memcmp(norm, k, n))
+		return false;
+	for (size_t i = 0; i + TSEC__RESERVED_LEN <= n; i++)
+		if ((i == 0 || k[i - 1] == '/') && !memcmp(k + i, TSEC__RESERVED, TSEC__RESERVED_LEN))
+			return false;
+	return true;
+}

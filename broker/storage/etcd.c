@@ -307,6 +307,13 @@ static int et_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 				continue;        /* not ours: skip, never fail a listing */
 			}
 			rest = (const char *)k + bl;
+			if (!tsec__remote_name_ok((const char *)k + e->plen + 3, kl - e->plen - 3)) {
+				memcpy(from, k, kl);     /* planted: skip it */
+				from[kl] = '\0';
+				fl = kl + 1;
+				free(k);
+				continue;
+			}
 			slash = recursive ? NULL : memchr(rest, '/', kl - bl);
 			/* Names as the store gives them: "<key>/<child>". */
 			if (slash) {

@@ -408,8 +408,13 @@ static int rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 			const redisReply *e = rep->element[i];
 			const char *slash;
 
-			if (e->type != REDIS_REPLY_STRING || e->len <= bl || e->len > TSEC_KEY_MAX)
+			if (e->type != REDIS_REPLY_STRING || e->len <= bl || e->len > TSEC_KEY_MAX ||
+			    !tsec__remote_name_ok(e->str, e->len)) {
+				/* Planted: skip it (and past it). */
+				if (e->type == REDIS_REPLY_STRING && e->len < TSEC_KEY_MAX)
+					snprintf(lo, sizeof(lo), "(%.*s", (int)e->len, e->str);
 				continue;
+			}
 			slash = recursive ? NULL : memchr(e->str + bl, '/', e->len - bl);
 			if (slash) {
 				size_t cn = (size_t)(slash - e->str);

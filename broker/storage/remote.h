@@ -55,6 +55,14 @@ int tsec__env_unwrap(const struct tsec__seal *s, const char *bkey, size_t bklen,
 int tsec__prefix_norm(const char *prefix, char *out, size_t outlen,
 		      struct tsec_error *err);
 
+/*
+ * Whether a name found in a shared backend is a key the store could have
+ * written (the key rules, normalised, no ".tsec-" segment).  Listings
+ * skip anything else: a key planted there by another writer never
+ * reaches a caller.
+ */
+bool tsec__remote_name_ok(const char *k, size_t n);
+
 /* Reads the first line of a password file into out. */
 int tsec__password_load(const char *path, char *out, size_t outlen,
 			struct tsec_error *err);
