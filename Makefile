@@ -75,7 +75,7 @@ CLIENT_SRC := broker/client/client.c
 BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(CLIENT_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c policy.c auth.c \
 	methods.c storage.c held.c dispatch.c serve.c declog.c fleet.c)
-CLI_SRC := broker/cli/tsec.c broker/cli/offline.c
+CLI_SRC := broker/cli/tsec.c broker/cli/offline.c broker/cli/decide.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
@@ -97,7 +97,7 @@ DAEMON := $(B)/tsec-broker
 CLI := $(B)/tsec
 
 TESTS := key match compile cert decision loader reload exports verifier wire \
-	conformance fleet brokers crash hardening \
+	conformance fleet brokers cli crash hardening \
 	store lock certcache daemon archive
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
 FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \

@@ -8,6 +8,8 @@
 
 #include <stdio.h>
 
+#include <jansson.h>
+
 #define EXIT_ALLOW 0
 #define EXIT_DENY 1
 #define EXIT_ERROR 2
@@ -27,7 +29,23 @@ struct opts {
 	char *args[8];
 	int nargs;
 	int help;
+	/* Offline decisions (no broker): the policy, who asks, a batch. */
+	const char *policy, *principal, *input;
+	const char *roles[16];
+	int nroles;
+	int coverage;
 };
+
+/* Prints a decision (JSON of the wire); returns 0 allow, 1 deny. */
+int cli_print_decision(json_t *d, int json);
+/* Prints an Evaluate report as text. */
+void cli_human_report(json_t *r);
+/* The module beside this program, or installed, or the build's. */
+const char *cli_default_module(void);
+
+/* decide.c: check and eval without a broker (--policy), and tsec test. */
+int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req);
+int cmd_test(struct opts *o);
 
 /* argv[0], to find the module beside this program. */
 extern const char *tsec_cli_argv0;

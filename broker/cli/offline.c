@@ -21,7 +21,7 @@
 #include "common/sign.h"
 
 /* The module beside this program, or installed beside its bin/, else the build's. */
-static const char *default_module(void)
+const char *cli_default_module(void)
 {
 	static char path[4096];
 	char *copy = strdup(tsec_cli_argv0);
@@ -53,7 +53,7 @@ int cmd_lint(struct opts *o)
 	}
 	tsec_bus_new(&bus);
 	tsec_bus_set_log(bus, NULL, NULL);
-	if (tsec_bus_load(bus, "lint", o->module ? o->module : default_module(), minimal,
+	if (tsec_bus_load(bus, "lint", o->module ? o->module : cli_default_module(), minimal,
 			  strlen(minimal), &err)) {
 		fprintf(stderr, "tsec lint: %s\n", err.msg);
 		free(text);
@@ -221,7 +221,7 @@ static int policy_compiles(const char *cmd, const struct opts *o, const char *pa
 		return -1;
 	}
 	tsec_bus_set_log(bus, NULL, NULL);
-	rc = tsec_bus_load(bus, "lint", o->module ? o->module : default_module(), minimal,
+	rc = tsec_bus_load(bus, "lint", o->module ? o->module : cli_default_module(), minimal,
 			   strlen(minimal), &err);
 	if (rc)
 		fprintf(stderr, "tsec %s: %s\n", cmd, err.msg);

@@ -51,7 +51,12 @@ static const char *const req_help =
 	"Request:\n"
 	"  --action A           storage.store|load|exists|delete|list|stat|move, lock.acquire|renew|release\n"
 	"  --resource KEY       the key or lock resource\n"
-	"  --ttl-ms N --size N --recursive --dest KEY --cert-file PEM --now UNIX_SECONDS\n";
+	"  --ttl-ms N --size N --recursive --dest KEY --cert-file PEM --now UNIX_SECONDS\n"
+	"Without a broker (decided here, through the module, as a broker would):\n"
+	"  --policy FILE        the policy to decide with\n"
+	"  --principal P        who asks; --role R, again for more roles\n"
+	"  --input FILE         a batch: [{\"principal\", \"roles\", \"action\", \"resource\",\n"
+	"                       \"context\"}, ...] (check only)\n";
 
 /* A number flag's value, refused (exit 2) unless a whole number in [lo, hi]. */
 static long long num(const char *cmd, const char *flag, const char *v, long long lo,
@@ -126,6 +131,15 @@ static void parse(const char *cmd, int argc, char **argv, struct opts *o)
 			o->skeys[o->nskeys++] = o->server_key;
 		}
 		else if (!strcmp(a, "--key")) o->key_prefix = TAKE();
+		else if (!strcmp(a, "--policy")) o->policy = TAKE();
+		else if (!strcmp(a, "--principal")) o->principal = TAKE();
+		else if (!strcmp(a, "--input")) o->input = TAKE();
+		else if (!strcmp(a, "--coverage")) o->coverage = 1;
+		else if (!strcmp(a, "--role")) {
+			if (o->nroles == 16)
+				die_usage(cmd, "at most 16 --role");
+			o->roles[o->nroles++] = TAKE();
+		}
 		else if (!strcmp(a, "--module")) o->module = TAKE();
 		else if (!strcmp(a, "--timeout-ms")) o->timeout_ms = (int)num(cmd, a, TAKE(), 1, 3600000);
 		else if (!strcmp(a, "--action")) o->action = TAKE();
@@ -340,7 +354,7 @@ static json_t *request_json(const char *cmd, struct opts *o)
 	return r;
 }
 
-static int print_decision(json_t *d, int json)
+int cli_print_decision(json_t *d, int json)
 {
 	int allow = json_is_true(json_object_get(d, "allow"));
 	json_t *rules = json_object_get(d, "rules"), *v;
@@ -365,12 +379,18 @@ static int print_decision(json_t *d, int json)
 
 static int cmd_check(struct opts *o)
 {
-	json_t *params = json_pack("{s:[o]}", "requests", request_json("check", o)), *r;
+	json_t *params, *r;
 	struct tsec_client *c;
 	struct tsec_error err;
 	char *p, *res = NULL;
 	int rc;
 
+	if (o->policy || o->input)
+		return cmd_decide_offline("check", o, o->input ? NULL : request_json("check", o));
+	if (o->principal || o->nroles)
+		die_usage("check", "--principal and --role need --policy (a broker takes the "
+			  "principal from authentication)");
+	params = json_pack("{s:[o]}", "requests", request_json("check", o));
 	c = connect_or_die("check", o);
 	p = json_dumps(params, JSON_COMPACT);
 	rc = tsec_client_call(c, "check", p, &res, &err);
@@ -383,12 +403,12 @@ static int cmd_check(struct opts *o)
 	}
 	r = json_loads(res, 0, NULL);
 	free(res);
-	rc = print_decision(json_array_get(json_object_get(r, "decisions"), 0), o->json);
+	rc = cli_print_decision(json_array_get(json_object_get(r, "decisions"), 0), o->json);
 	json_decref(r);
 	return rc;
 }
 
-static void human_report(json_t *r)
+void cli_human_report(json_t *r)
 {
 	json_t *a = json_object_get(r, "attributes"), *m = json_object_get(r, "matched");
 	json_t *e = json_object_get(r, "errors"), *v;
@@ -409,16 +429,25 @@ static void human_report(json_t *r)
 			       json_string_value(json_object_get(v, "message")));
 	}
 	printf("decision: ");
-	print_decision(json_object_get(r, "decision"), 0);
+	cli_print_decision(json_object_get(r, "decision"), 0);
 }
 
 static int cmd_eval(struct opts *o)
 {
-	json_t *params = json_pack("{s:o}", "request", request_json("eval", o)), *r;
-	struct tsec_client *c = connect_or_die("eval", o);
+	json_t *params, *r;
+	struct tsec_client *c;
 	struct tsec_error err;
-	char *p = json_dumps(params, JSON_COMPACT), *res = NULL;
-	int rc = tsec_client_call(c, "evaluate", p, &res, &err);
+	char *p, *res = NULL;
+	int rc;
+
+	if (o->policy)
+		return cmd_decide_offline("eval", o, request_json("eval", o));
+	if (o->principal || o->nroles || o->input)
+		die_usage("eval", "--principal, --role and --input need --policy");
+	params = json_pack("{s:o}", "request", request_json("eval", o));
+	c = connect_or_die("eval", o);
+	p = json_dumps(params, JSON_COMPACT);
+	rc = tsec_client_call(c, "evaluate", p, &res, &err);
 
 	free(p);
 	json_decref(params);
@@ -433,7 +462,7 @@ static int cmd_eval(struct opts *o)
 		json_dumpf(r, stdout, JSON_COMPACT);
 		putchar('\n');
 	} else {
-		human_report(r);
+		cli_human_report(r);
 	}
 	rc = json_is_true(json_object_get(json_object_get(r, "decision"), "allow")) ? EXIT_ALLOW : EXIT_DENY;
 	json_decref(r);
@@ -586,6 +615,7 @@ static void usage(FILE *f)
 		"  health      whether the broker serves, its module and policy\n"
 		"  reload      reread the policy (admin callers)\n"
 		"  policy publish POLICY   make a signed policy the fleet's (admin; shared storage)\n"
+		"  test FILE|DIR   run a policy's test cases (no broker)\n"
 		"\n"
 		"Exit status: 0 allow or success, 1 deny, 2 error.  'tsec COMMAND --help' for more.\n");
 }
@@ -611,6 +641,16 @@ static void command_help(const char *cmd)
 	else if (!strcmp(cmd, "store"))
 		printf("usage: tsec store put KEY FILE|- | get KEY | ls [PREFIX] [-r] | rm KEY [-r] | mv SRC DST\n\n%s",
 		       conn_help);
+	else if (!strcmp(cmd, "test"))
+		printf("usage: tsec test [--coverage] [--policy FILE] FILE|DIR...\n\n"
+		       "Runs every case of each FILE (or every *.test.json in DIR):\n"
+		       "  {\"policy\": \"policy.json\", \"cases\": [{\"name\": ..., \"principal\": ...,\n"
+		       "   \"roles\": [...], \"action\": ..., \"resource\": ..., \"context\": {...},\n"
+		       "   \"want\": \"allow\"|\"deny\", \"rule\": \"optional deciding rule\"}]}\n"
+		       "The policy is named relative to the file (--policy overrides it).  Each\n"
+		       "failure is shown with what was wanted and what was got; the last line\n"
+		       "is \"N passed, M failed\".  Exit 0 when all pass, 1 when one fails, 2 when\n"
+		       "a file cannot run.  --coverage names the rules no case was decided by.\n");
 	else if (!strcmp(cmd, "policy"))
 		printf("usage: tsec policy publish POLICY [connection]\n\n"
 		       "Sends POLICY and POLICY.sig (tsec sign) to a broker on shared storage\n"
@@ -670,7 +710,7 @@ int main(int argc, char **argv)
 		static const struct { const char *cmd; int max; } arity[] = {
 			{ "check", 0 }, { "eval", 0 }, { "lint", 1 }, { "sign", 1 },
 			{ "store", 3 }, { "lock", 2 }, { "stats", 0 }, { "health", 0 },
-			{ "reload", 0 }, { "policy", 2 },
+			{ "reload", 0 }, { "policy", 2 }, { "test", 8 },
 		};
 		for (size_t i = 0; i < sizeof(arity) / sizeof(arity[0]); i++)
 			if (!strcmp(cmd, arity[i].cmd) && o.nargs > arity[i].max) {
@@ -685,6 +725,8 @@ int main(int argc, char **argv)
 		return cmd_eval(&o);
 	if (!strcmp(cmd, "lint"))
 		return cmd_lint(&o);
+	if (!strcmp(cmd, "test"))
+		return cmd_test(&o);
 	if (!strcmp(cmd, "sign"))
 		return cmd_sign(&o, o.key_prefix);
 	if (!strcmp(cmd, "store"))

@@ -1,0 +1,115 @@
+/*
+ * tsec without a broker: check and eval from a policy file (exit codes 0
+ * allow, 1 deny, 2 error, as online), a batch from --input, and the test
+ * runner (every case run, failures with want and got, the final count,
+ * coverage).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "tests/testutil.h"
+
+#define TSEC TSEC_BUILD_DIR "/tsec"
+#define POL "--policy examples/policy.json"
+
+/* Runs a shell command; its exit status, output in out (if given). */
+static int sh(char *out, size_t cap, const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	FILE *p;
+	size_t n = 0;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	strncat(cmd, " 2>&1", sizeof(cmd) - strlen(cmd) - 1);
+	assert_non_null(p = popen(cmd, "r"));
+	if (out) {
+		n = fread(out, 1, cap - 1, p);
+		out[n] = '\0';
+	} else {
+		char sink[4096];
+		while (fread(sink, 1, sizeof(sink), p) > 0)
+			;
+	}
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_offline_check(void **state)
+{
+	char out[4096];
+
+	(void)state;
+	assert_int_equal(sh(out, sizeof(out), TSEC " check " POL " --principal svc:web-1 --role web "
+			    "--action storage.load --resource certificates/acme/example.com/example.com.crt"), 0);
+	assert_non_null(strstr(out, "ALLOW"));
+	assert_non_null(strstr(out, "web-reads-certs"));
+	/* Without the role: denied, exit 1. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " check " POL " --principal svc:web-1 "
+			    "--action storage.load --resource certificates/acme/example.com/example.com.crt"), 1);
+	assert_non_null(strstr(out, "DENY"));
+	/* A floor, in JSON. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " check --json " POL " --principal svc:acme-issuer "
+			    "--action storage.list --resource certificates/a/b/b.key"), 1);
+	assert_non_null(strstr(out, "keys-never-listed"));
+	/* Usage errors are exit 2, never a deny. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " check " POL " --action storage.load "
+			    "--resource certificates/acme/example.com/example.com.crt"), 2);
+	assert_non_null(strstr(out, "--principal"));
+	assert_int_equal(sh(NULL, 0, TSEC " check --policy /nonexistent --principal p "
+			    "--action storage.load --resource a/b"), 2);
+	assert_int_equal(sh(NULL, 0, TSEC " check --principal p --action storage.load "
+			    "--resource a/b --endpoint ipc:///nonexistent/x"), 2);
+}
+
+static void test_offline_batch_and_eval(void **state)
+{
+	char out[8192];
+
+	(void)state;
+	assert_int_equal(sh(out, sizeof(out), TSEC " check " POL " --input tests/data/cli/batch.json"), 1);
+	assert_non_null(strstr(out, "0 storage.load"));
+	assert_non_null(strstr(out, "1 storage.list"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " check --json " POL
+			    " --input tests/data/cli/batch.json"), 1);
+	assert_non_null(strstr(out, "\"decisions\""));
+	assert_int_equal(sh(out, sizeof(out), TSEC " eval " POL " --principal svc:web-1 --role web "
+			    "--action storage.load --resource certificates/acme/example.com/example.com.crt"), 0);
+	assert_non_null(strstr(out, "attributes:"));
+	assert_non_null(strstr(out, "decision: ALLOW"));
+}
+
+static void test_runner(void **state)
+{
+	char out[8192];
+
+	(void)state;
+	assert_int_equal(sh(out, sizeof(out), TSEC " test --coverage examples"), 0);
+	assert_non_null(strstr(out, "14 passed, 0 failed"));
+	assert_non_null(strstr(out, "every rule exercised"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " test tests/data/cli/failing.test.json"), 1);
+	assert_non_null(strstr(out, "1 passed, 2 failed"));
+	assert_non_null(strstr(out, "FAIL tests/data/cli/failing.test.json: wrong decision"));
+	assert_non_null(strstr(out, "want allow by issuer-writes"));
+	assert_non_null(strstr(out, "got  allow"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " test --coverage tests/data/cli/failing.test.json"), 1);
+	assert_non_null(strstr(out, "not exercised by any case: keys-never-listed"));
+	assert_int_equal(sh(NULL, 0, TSEC " test /nonexistent"), 2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_offline_check),
+		cmocka_unit_test(test_offline_batch_and_eval),
+		cmocka_unit_test(test_runner),
+	};
+
+	return cmocka_run_group_tests_name("tsec offline", tests, NULL, NULL);
+}
