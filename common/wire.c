@@ -218,6 +218,37 @@ json_t *tsec__report_to_json(const struct tsec_report *r)
 	return o;
 }
 
+void tsec__explain_to_json(json_t *report, const struct tsec_explain *ex,
+			   const struct tsec_request *req)
+{
+	json_t *who = json_object(), *roles = json_array(), *na = json_array();
+	json_t *attrs = json_object_get(report, "attributes");
+
+	json_object_set_new(who, "principal", json_stringn(req->principal.ptr, req->principal.len));
+	for (uint32_t i = 0; i < req->nroles; i++)
+		json_array_append_new(roles, json_stringn(req->roles[i].ptr, req->roles[i].len));
+	json_object_set_new(who, "roles", roles);
+	json_object_set_new(report, "caller", who);
+	if ((req->ctx.has & TSEC_CTX_DEST) && attrs)
+		json_object_set_new(attrs, "dest", json_stringn(req->ctx.dest.ptr, req->ctx.dest.len));
+	for (uint32_t i = 0; ex && i < ex->nnot_applied && i < TSEC_EXPLAIN_MAX; i++) {
+		json_t *x = json_object();
+
+		json_object_set_new(x, "id", json_string(ex->not_applied[i].rule));
+		json_object_set_new(x, "effect", json_string(ex->not_applied[i].effect <= 3
+			? effect_names[ex->not_applied[i].effect] : ""));
+		if (ex->not_applied[i].dest)
+			json_object_set_new(x, "at", json_string("dest"));
+		json_object_set_new(x, "why", json_string(ex->not_applied[i].why));
+		json_array_append_new(na, x);
+	}
+	json_object_set_new(report, "not_applied", na);
+	if (ex)
+		json_object_set_new(report, "not_applied_total", json_integer(ex->nnot_applied_total));
+	if (ex && ex->has_cert)
+		json_object_set_new(report, "certificate", json_string(ex->cert));
+}
+
 json_t *tsec__error_json(int code, const char *where, const char *message)
 {
 	json_t *o = json_object();

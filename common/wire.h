@@ -39,6 +39,13 @@ json_t *tsec__decision_to_json(const struct tsec_decision *d);
 int tsec__decision_from_json(json_t *o, struct tsec_decision *d);
 
 json_t *tsec__report_to_json(const struct tsec_report *r);
+/*
+ * Adds to a report's JSON the caller (principal, roles), a move's
+ * destination, the rules that did not apply and why, and what the
+ * certificate says (ex NULL: the caller only).
+ */
+void tsec__explain_to_json(json_t *report, const struct tsec_explain *ex,
+			   const struct tsec_request *req);
 
 /* Short wire names of decision statuses: "allowed", "floor", ... */
 const char *tsec__status_name(unsigned status);

@@ -148,8 +148,27 @@ static int mod_evaluate(void *vst, const struct tsec_request *req,
 	if (!st || !req || !out)
 		return tsec__seterr(err, TSEC_EINVAL, "", "NULL argument");
 	slot = read_enter(st, &pol);
-	tsec__decide(pol, req, &out->decision, out, st->certs);
+	tsec__decide(pol, req, &out->decision, out, NULL, st->certs);
 	read_leave(st, slot);
+	return 0;
+}
+
+/* Evaluate with why-not; writes at most ex_size bytes of *ex. */
+static int mod_explain(void *vst, const struct tsec_request *req, struct tsec_report *out,
+		       struct tsec_explain *ex, size_t ex_size, struct tsec_error *err)
+{
+	struct state *st = vst;
+	struct tsec__policy *pol;
+	struct tsec_explain mine;
+	unsigned slot;
+
+	if (!st || !req || !out || !ex)
+		return tsec__seterr(err, TSEC_EINVAL, "", "NULL argument");
+	memset(&mine, 0, sizeof(mine));
+	slot = read_enter(st, &pol);
+	tsec__decide(pol, req, &out->decision, out, &mine, st->certs);
+	read_leave(st, slot);
+	memcpy(ex, &mine, ex_size < sizeof(mine) ? ex_size : sizeof(mine));
 	return 0;
 }
 
@@ -164,7 +183,7 @@ static int mod_check(void *vst, const struct tsec_request *reqs, size_t n,
 		return tsec__seterr(err, TSEC_EINVAL, "", "NULL argument or empty batch");
 	slot = read_enter(st, &pol);
 	for (size_t i = 0; i < n; i++)
-		tsec__decide(pol, &reqs[i], &out[i], NULL, st->certs);
+		tsec__decide(pol, &reqs[i], &out[i], NULL, NULL, st->certs);
 	read_leave(st, slot);
 	return 0;
 }
@@ -183,6 +202,7 @@ static const struct tsec_module_desc desc = {
 	.evaluate = mod_evaluate,
 	.check = mod_check,
 	.lint = tsec__policy_lint,
+	.explain = mod_explain,
 };
 
 TSEC_EXPORT const struct tsec_module_desc *

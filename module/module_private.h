@@ -281,6 +281,7 @@ uint32_t tsec__edge_find(const struct tsec__policy *pol, uint32_t parent,
  */
 void tsec__decide(const struct tsec__policy *pol,
 		  const struct tsec_request *req, struct tsec_decision *out,
-		  struct tsec_report *report, struct tsec__certcache *cache);
+		  struct tsec_report *rep, struct tsec_explain *ex,
+		  struct tsec__certcache *cache);
 
 #endif

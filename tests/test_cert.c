@@ -67,7 +67,7 @@ static struct tsec_decision decide_store(const char *key, const char *pem,
 		r.ctx.has |= TSEC_CTX_CERT_PEM;
 		r.ctx.cert_pem = (struct tsec_str){ pem, len };
 	}
-	tsec__decide(pol, &r, &d, rep, cache);
+	tsec__decide(pol, &r, &d, rep, NULL, cache);
 	return d;
 }
 
@@ -147,10 +147,10 @@ static void test_cert_now(void **state)
 	r.ctx.size = len;
 	r.ctx.cert_pem = (struct tsec_str){ pem, len };
 	r.ctx.now = (int64_t)time(NULL) + 2 * 86400;
-	tsec__decide(pol, &r, &d, NULL, NULL);
+	tsec__decide(pol, &r, &d, NULL, NULL, NULL);
 	assert_int_equal(d.status, TSEC_STATUS_DEFAULT);
 	r.ctx.now = (int64_t)time(NULL);
-	tsec__decide(pol, &r, &d, NULL, NULL);
+	tsec__decide(pol, &r, &d, NULL, NULL, NULL);
 	assert_int_equal(d.status, TSEC_STATUS_ALLOWED);
 	free(pem);
 }

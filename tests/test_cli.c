@@ -83,6 +83,12 @@ static void test_offline_batch_and_eval(void **state)
 			    "--action storage.load --resource certificates/acme/example.com/example.com.crt"), 0);
 	assert_non_null(strstr(out, "attributes:"));
 	assert_non_null(strstr(out, "decision: ALLOW"));
+	/* Why-not: the caller, and the condition with its values. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " eval " POL " --principal svc:acme-issuer "
+			    "--action storage.store --size 100000 "
+			    "--resource certificates/acme/example.com/example.com.key"), 1);
+	assert_non_null(strstr(out, "principal svc:acme-issuer"));
+	assert_non_null(strstr(out, "issuer-writes: size 100000 > size_max 65536"));
 }
 
 static void test_runner(void **state)

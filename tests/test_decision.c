@@ -402,6 +402,74 @@ static void test_decision_matched_total_once(void **state)
 	tsec_bus_free(&bus);
 }
 
+/* Why-not: each condition that kept a matching rule from applying. */
+static void test_decision_why_not(void **state)
+{
+	static const char *policy =
+		"{\"version\": 1, \"rules\": ["
+		" {\"id\": \"w\", \"effect\": \"allow\", \"principal\": [\"svc:a\"],"
+		"  \"action\": [\"storage.*\", \"lock.*\"], \"resource\": [\"certificates/**\", \"locks/*\"],"
+		"  \"domain\": [\"example.com\"], \"when\": {\"size_max\": 10, \"ttl_ms_max\": 1000}},"
+		" {\"id\": \"locks\", \"effect\": \"allow\", \"principal\": [\"svc:a\"],"
+		"  \"action\": [\"lock.acquire\"], \"resource\": [\"locks/*\"], \"when\": {\"ttl_ms_max\": 5}},"
+		" {\"id\": \"rec\", \"effect\": \"deny\", \"principal\": [\"*\"],"
+		"  \"action\": [\"storage.delete\"], \"resource\": [\"certificates/**\"],"
+		"  \"when\": {\"recursive\": true}},"
+		" {\"id\": \"other-action\", \"effect\": \"allow\", \"principal\": [\"svc:a\"],"
+		"  \"action\": [\"storage.list\"], \"resource\": [\"**\"]}]}";
+	struct tsec_bus *bus = tu_bus_with_text(policy);
+	static struct tsec_report rep;
+	static struct tsec_explain ex;
+	struct tsec_error err;
+	struct tsec_request r = {
+		.principal = tsec_str_c("svc:a"), .action = tsec_str_c("storage.store"),
+		.resource = tsec_str_c("certificates/acme/example.com/example.com.key"),
+		.ctx = { .has = TSEC_CTX_SIZE, .size = 100 },
+	};
+
+	(void)state;
+	assert_int_equal(tsec_bus_explain(bus, "policy", &r, &rep, &ex, &err), 0);
+	assert_false(rep.decision.allow);
+	/* "other-action" matched principal and resource but not the action:
+	 * it is not listed. */
+	assert_int_equal(ex.nnot_applied, 1);
+	assert_string_equal(ex.not_applied[0].rule, "w");
+	assert_string_equal(ex.not_applied[0].why, "size 100 > size_max 10");
+	/* The domain. */
+	r.ctx.size = 5;
+	r.resource = tsec_str_c("certificates/acme/example.org/example.org.key");
+	assert_int_equal(tsec_bus_explain(bus, "policy", &r, &rep, &ex, &err), 0);
+	assert_string_equal(ex.not_applied[0].why, "domain example.org not in [example.com]");
+	/* A lock's TTL, for both lock rules. */
+	r.action = tsec_str_c("lock.acquire");
+	r.resource = tsec_str_c("locks/x");
+	r.ctx.has = TSEC_CTX_TTL_MS;
+	r.ctx.ttl_ms = 2000;
+	assert_int_equal(tsec_bus_explain(bus, "policy", &r, &rep, &ex, &err), 0);
+	assert_int_equal(ex.nnot_applied, 2);
+	assert_int_equal(ex.nnot_applied_total, 2);
+	/* A deny that wants a recursive delete, asked without. */
+	r.action = tsec_str_c("storage.delete");
+	r.resource = tsec_str_c("certificates/acme");
+	r.ctx.has = 0;
+	assert_int_equal(tsec_bus_explain(bus, "policy", &r, &rep, &ex, &err), 0);
+	assert_string_equal(ex.not_applied[ex.nnot_applied - 1].rule, "rec");
+	assert_non_null(strstr(ex.not_applied[ex.nnot_applied - 1].why, "the rule wants true"));
+	/* A move's destination is named as such. */
+	r.action = tsec_str_c("storage.move");
+	r.resource = tsec_str_c("certificates/acme/example.com/a.crt");
+	r.ctx.has = TSEC_CTX_DEST;
+	r.ctx.dest = tsec_str_c("certificates/acme/example.org/a.crt");
+	assert_int_equal(tsec_bus_explain(bus, "policy", &r, &rep, &ex, &err), 0);
+	assert_false(rep.decision.allow);
+	assert_int_equal(ex.nnot_applied, 1);
+	assert_int_equal(ex.not_applied[0].dest, 1);
+	/* Check and Evaluate are unchanged by all this. */
+	assert_int_equal(tsec_bus_evaluate(bus, "policy", &r, &rep, &err), 0);
+	assert_false(rep.decision.allow);
+	tsec_bus_free(&bus);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -412,6 +480,7 @@ int main(void)
 		cmocka_unit_test(test_decision_report),
 		cmocka_unit_test(test_decision_bad_calls),
 		cmocka_unit_test(test_decision_example_policy),
+		cmocka_unit_test(test_decision_why_not),
 	};
 	return cmocka_run_group_tests_name("decision", tests, setup, teardown);
 }

@@ -329,6 +329,34 @@ int tsec_bus_evaluate(struct tsec_bus *bus, const char *name,
 	return rc;
 }
 
+int tsec_bus_explain(struct tsec_bus *bus, const char *name,
+		     const struct tsec_request *req, struct tsec_report *out,
+		     struct tsec_explain *ex, struct tsec_error *err)
+{
+	struct tsec__endpoint *ep;
+	int rc;
+
+	if (!ex)
+		return tsec__seterr(err, TSEC_EINVAL, "", "NULL explain");
+	memset(ex, 0, sizeof(*ex));
+	if (!bus || !name || !(ep = find(bus, name)) ||
+	    !TSEC_MODULE_DESC_HAS(ep->desc, explain) || !ep->desc->explain) {
+		rc = tsec_bus_evaluate(bus, name, req, out, err);
+		return rc ? rc : tsec__seterr(err, TSEC_EINVAL, name, "the module has no explain "
+					      "(ABI before 1.3)");
+	}
+	if (!out || !req)
+		return tsec__seterr(err, TSEC_EINVAL, "", "bad arguments to tsec_bus_explain");
+	if (ep->serial)
+		pthread_mutex_lock(&ep->lock);
+	rc = normalise(ep->desc->explain(ep->state, req, out, ex, sizeof(*ex), err), err);
+	if (ep->serial)
+		pthread_mutex_unlock(&ep->lock);
+	if (rc)
+		deny_all(&out->decision, 1);
+	return rc;
+}
+
 int tsec_bus_reload(struct tsec_bus *bus, const char *name,
 		    const char *policy, size_t len, struct tsec_error *err)
 {

@@ -153,16 +153,20 @@ int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 		}
 		if (!strcmp(cmd, "eval")) {
 			struct tsec_report *rep = malloc(sizeof(*rep));
+			struct tsec_explain *ex = malloc(sizeof(*ex));
 			json_t *j;
 
-			if (!rep || tsec_bus_evaluate(bus, "policy", &r, rep, &err)) {
-				fprintf(stderr, "tsec eval: %s\n", rep ? err.msg : "out of memory");
+			if (!rep || !ex || tsec_bus_explain(bus, "policy", &r, rep, ex, &err)) {
+				fprintf(stderr, "tsec eval: %s\n", rep && ex ? err.msg : "out of memory");
 				free(rep);
+				free(ex);
 				rc = EXIT_ERROR;
 				break;
 			}
 			j = tsec__report_to_json(rep);
+			tsec__explain_to_json(j, ex, &r);
 			free(rep);
+			free(ex);
 			if (o->json) {
 				json_dumpf(j, stdout, JSON_COMPACT);
 				putchar('\n');

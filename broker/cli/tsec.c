@@ -411,10 +411,19 @@ static int cmd_check(struct opts *o)
 void cli_human_report(json_t *r)
 {
 	json_t *a = json_object_get(r, "attributes"), *m = json_object_get(r, "matched");
-	json_t *e = json_object_get(r, "errors"), *v;
+	json_t *e = json_object_get(r, "errors"), *v, *who = json_object_get(r, "caller");
+	json_t *na = json_object_get(r, "not_applied");
 	const char *k;
 	size_t i;
 
+	if (who) {
+		printf("caller:\n  %-8s %s\n", "principal",
+		       json_string_value(json_object_get(who, "principal")));
+		printf("  %-8s", "roles");
+		json_array_foreach(json_object_get(who, "roles"), i, v)
+			printf("%s%s", i ? ", " : " ", json_string_value(v));
+		printf("%s\n", json_array_size(json_object_get(who, "roles")) ? "" : " (none)");
+	}
 	printf("attributes:\n");
 	json_object_foreach(a, k, v)
 		printf("  %-8s %s\n", k, json_string_value(v));
@@ -422,6 +431,17 @@ void cli_human_report(json_t *r)
 	json_array_foreach(m, i, v)
 		printf("  %-6s %s\n", json_string_value(json_object_get(v, "effect")),
 		       json_string_value(json_object_get(v, "id")));
+	if (json_object_get(r, "certificate"))
+		printf("certificate:\n  %s\n", json_string_value(json_object_get(r, "certificate")));
+	if (json_array_size(na)) {
+		printf("matched but did not apply (%lld):\n",
+		       (long long)json_integer_value(json_object_get(r, "not_applied_total")));
+		json_array_foreach(na, i, v)
+			printf("  %-6s %s%s: %s\n", json_string_value(json_object_get(v, "effect")),
+			       json_string_value(json_object_get(v, "id")),
+			       json_object_get(v, "at") ? " (at the destination)" : "",
+			       json_string_value(json_object_get(v, "why")));
+	}
 	if (json_array_size(e)) {
 		printf("errors:\n");
 		json_array_foreach(e, i, v)

@@ -247,10 +247,21 @@ static json_t *m_evaluate(struct tsec__daemon *d, struct tsec__call *c, json_t *
 	rep = malloc(sizeof(*rep));
 	if (!rep)
 		return tsec__fail(TSEC_ENOMEM, "", NULL);
-	if (tsec_bus_evaluate(d->bus, "policy", &r, rep, &err))
-		e = tsec__err_json(&err);
-	else
-		*result = tsec__report_to_json(rep);
+	{
+		/* With why-not when the module has it (ABI 1.3). */
+		struct tsec_explain *ex = malloc(sizeof(*ex));
+		int rc = ex ? tsec_bus_explain(d->bus, "policy", &r, rep, ex, &err) : TSEC_ENOMEM;
+
+		if (rc == TSEC_EINVAL && ex && !ex->nnot_applied_total && strstr(err.msg, "no explain"))
+			rc = 0, free(ex), ex = NULL;     /* an older module: the report alone */
+		if (rc) {
+			e = tsec__err_json(&err);
+		} else {
+			*result = tsec__report_to_json(rep);
+			tsec__explain_to_json(*result, ex, &r);
+		}
+		free(ex);
+	}
 	free(rep);
 	return e;
 }

@@ -80,6 +80,14 @@ TSEC_API int tsec_bus_evaluate(struct tsec_bus *bus, const char *name,
 		      struct tsec_error *err);
 
 /*
+ * Evaluate with why-not (tsec_explain).  TSEC_EINVAL "no explain" from a
+ * module older than ABI 1.3 (ex is then zeroed and out still filled).
+ */
+TSEC_API int tsec_bus_explain(struct tsec_bus *bus, const char *name,
+			      const struct tsec_request *req, struct tsec_report *out,
+			      struct tsec_explain *ex, struct tsec_error *err);
+
+/*
  * Recompiles the endpoint's policy and swaps it in atomically.  On error
  * the old policy keeps serving.  Safe while other threads call.
  */

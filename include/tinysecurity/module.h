@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define TSEC_MODULE_ABI_MAJOR 1
-#define TSEC_MODULE_ABI_MINOR 2
+#define TSEC_MODULE_ABI_MINOR 3
 #define TSEC_MODULE_ENTRY_NAME "tsec_module_entry"
 
 #define TSEC_BUILD_DEBUG 1
@@ -134,6 +134,19 @@ struct tsec_module_desc {
 	 */
 	int (*lint)(const char *policy, size_t len, struct tsec_error *errs,
 		    size_t max, size_t *nerrs);
+
+	/* ---- ABI 1.3 ---- */
+
+	/*
+	 * Optional: evaluate with why-not.  Fills *out as evaluate does and
+	 * *ex (ex_size bytes of the host's struct tsec_explain: the module
+	 * writes no more) with the rules that matched principal, action and
+	 * resource but did not apply, and why.  No side effects; not on the
+	 * hot path.
+	 */
+	int (*explain)(void *state, const struct tsec_request *req,
+		       struct tsec_report *out, struct tsec_explain *ex, size_t ex_size,
+		       struct tsec_error *err);
 };
 
 /* The size of a version 1.0 descriptor: the least the host accepts. */

@@ -266,6 +266,28 @@ struct tsec_report {
 	} errors[TSEC_REPORT_ERRORS];
 };
 
+/*
+ * Why-not (ABI 1.3, tsec_bus_explain): for each rule whose principal,
+ * action and resource matched but which did not apply, the condition
+ * that failed with the values compared ("size 100000 > size_max 65536");
+ * and what the request's certificate says, as the policy saw it.
+ */
+#define TSEC_EXPLAIN_MAX 32
+
+struct tsec_explain {
+	uint32_t nnot_applied;           /* listed */
+	uint32_t nnot_applied_total;     /* counted (each rule once per end) */
+	struct {
+		char rule[TSEC_ID_MAX];
+		uint32_t effect;         /* enum tsec_effect */
+		uint32_t dest;           /* 1: at a move's destination */
+		char why[TSEC_DETAIL_MAX];
+	} not_applied[TSEC_EXPLAIN_MAX];
+	uint32_t has_cert;               /* the request carried cert_pem */
+	char cert[512];                  /* "dns: a, b; not_after: ...; key: rsa 2048"
+					    or why it did not parse */
+};
+
 #ifdef __cplusplus
 }
 #endif
