@@ -61,8 +61,8 @@ msg = @printf '  %-6s %s\n' $(1) $(2)
 endif
 
 # The parts, one folder each (README, "Layout").
-CORE_SRC := common/error.c common/key.c
-SHARED_SRC := $(CORE_SRC) common/wire.c common/sign.c common/suggest.c
+CORE_SRC := common/error.c common/key.c common/suggest.c
+SHARED_SRC := $(CORE_SRC) common/wire.c common/sign.c
 MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
 	module/tables.c module/eval.c \
 	module/cert.c module/entry.c
@@ -75,7 +75,7 @@ CLIENT_SRC := broker/client/client.c
 BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(CLIENT_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c policy.c auth.c \
 	methods.c storage.c held.c dispatch.c serve.c declog.c fleet.c)
-CLI_SRC := broker/cli/tsec.c broker/cli/offline.c broker/cli/decide.c
+CLI_SRC := broker/cli/tsec.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))

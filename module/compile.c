@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "module/compile_private.h"
+#include "common/suggest.h"
 
 int tsec__cc_fail(struct tsec__cc *c, const char *field, long sub, const char *fmt, ...)
 {
@@ -201,7 +202,14 @@ static int compile(const char *text, size_t len, struct tsec__policy **out,
 			json_decref(v);
 			v = NULL;
 		} else {
-			rc = tsec__cc_fail(&c, k, -1, "unknown field");
+			static const char *const top[] = {
+				"version", "description", "revision", "floor", "rules",
+			};
+			const char *near = tsec__nearest(k, top, sizeof(top) / sizeof(top[0]));
+
+			rc = tsec__cc_fail(&c, k, -1, "unknown field%s%s%s",
+					   near ? "; did you mean \"" : "", near ? near : "",
+					   near ? "\"?" : "");
 			goto out;
 		}
 		json_decref(key);

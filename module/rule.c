@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "module/compile_private.h"
+#include "common/suggest.h"
 
 #define PRINCIPAL_MAX 255
 #define DOMAIN_MAX 253
@@ -166,7 +167,18 @@ static int parse_actions(struct tsec__cc *c, json_t *v, uint16_t *mask)
 		} else if ((act = tsec__action_parse(s, n)) >= 0) {
 			*mask |= (uint16_t)(1u << act);
 		} else {
-			return tsec__cc_fail(c, "action", (long)i, "unknown action '%s'", s);
+			const char *names[TSEC_ACTION__COUNT + 3], *near;
+			unsigned m = 0;
+
+			for (unsigned x = 0; x < TSEC_ACTION__COUNT; x++)
+				names[m++] = tsec_action_name(x);
+			names[m++] = "storage.*";
+			names[m++] = "lock.*";
+			names[m++] = "*";
+			near = tsec__nearest(s, names, m);
+			return tsec__cc_fail(c, "action", (long)i, "unknown action '%s'%s%s%s", s,
+					     near ? "; did you mean '" : "", near ? near : "",
+					     near ? "'?" : "");
 		}
 	}
 	return 0;
@@ -296,8 +308,16 @@ static int rule_members(struct tsec__cc *c, json_t *obj, struct rule_json *j)
 		else if (!strcmp(k, "description")) {
 			if (!json_is_string(v))
 				return tsec__cc_fail(c, k, -1, "must be a string");
-		} else
-			return tsec__cc_fail(c, k, -1, "unknown field");
+		} else {
+			static const char *const fields[] = {
+				"id", "effect", "principal", "action", "resource", "domain", "when",
+				"description",
+			};
+			const char *near = tsec__nearest(k, fields, sizeof(fields) / sizeof(fields[0]));
+
+			return tsec__cc_fail(c, k, -1, "unknown field%s%s%s", near ? "; did you mean \"" : "",
+					     near ? near : "", near ? "\"?" : "");
+		}
 	}
 	return 0;
 }
@@ -338,7 +358,8 @@ static int parse_effect(struct tsec__cc *c, json_t *eff, uint8_t section,
 	else if (json_is_string(eff) && !strcmp(json_string_value(eff), "deny"))
 		r->effect = TSEC_EFFECT_DENY;
 	else
-		return tsec__cc_fail(c, "effect", -1, "effect must be \"allow\" or \"deny\"");
+		return tsec__cc_fail(c, "effect", -1, "effect must be \"allow\" or \"deny\" (floors "
+				     "go in \"floor\")");
 	return 0;
 }
 

@@ -109,12 +109,34 @@ static void test_runner(void **state)
 	assert_int_equal(sh(NULL, 0, TSEC " test /nonexistent"), 2);
 }
 
+static void test_lint(void **state)
+{
+	char out[8192];
+
+	(void)state;
+	/* Every error, each with the nearest name. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint tests/data/cli/misspelt.json"), 2);
+	assert_non_null(strstr(out, "/rules/0/actoin: unknown field; did you mean \"action\"?"));
+	assert_non_null(strstr(out, "unknown action 'storage.laod'; did you mean 'storage.load'?"));
+	assert_non_null(strstr(out, "/rules/2/effect"));
+	/* Warnings: valid, but rules that decide nothing. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint tests/data/cli/shadowed.json"), 0);
+	assert_non_null(strstr(out, "'reads-keys' can never allow: floor 'no-keys'"));
+	assert_non_null(strstr(out, "'web-acme' can never allow: deny 'never-web'"));
+	assert_non_null(strstr(out, "'lock-on-certs' can never match"));
+	assert_null(strstr(out, "'fine'"));
+	assert_non_null(strstr(out, "ok, 3 warnings"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint examples/policy.json"), 0);
+	assert_non_null(strstr(out, "examples/policy.json: ok\n"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_offline_check),
 		cmocka_unit_test(test_offline_batch_and_eval),
 		cmocka_unit_test(test_runner),
+		cmocka_unit_test(test_lint),
 	};
 
 	return cmocka_run_group_tests_name("tsec offline", tests, NULL, NULL);

@@ -43,6 +43,9 @@ void cli_human_report(json_t *r);
 /* The module beside this program, or installed, or the build's. */
 const char *cli_default_module(void);
 
+/* warn.c: lint's warnings for a policy that compiles ([{where, message}]). */
+json_t *cli_policy_warnings(const char *path);
+
 /* decide.c: check and eval without a broker (--policy), and tsec test. */
 int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req);
 int cmd_test(struct opts *o);

@@ -43,6 +43,7 @@ int cmd_lint(struct opts *o)
 	const char *minimal = "{\"version\": 1}";
 	char *text;
 	size_t len, n = 0;
+	json_t *warns;
 	int rc;
 
 	if (o->nargs != 1)
@@ -67,17 +68,30 @@ int cmd_lint(struct opts *o)
 		fprintf(stderr, "tsec lint: the module cannot lint (ABI 1.0)\n");
 		return EXIT_ERROR;
 	}
+	/* A policy that compiles may still hold rules that decide nothing. */
+	warns = rc == 0 ? cli_policy_warnings(o->args[0]) : json_array();
 	if (o->json) {
 		json_t *a = json_array();
 		for (size_t i = 0; i < n && i < 64; i++)
 			json_array_append_new(a, json_pack("{s:s,s:s}", "where", errs[i].where,
 							   "message", errs[i].msg));
-		json_t *r = json_pack("{s:b,s:o}", "ok", rc == 0, "errors", a);
+		json_t *r = json_pack("{s:b,s:o,s:O}", "ok", rc == 0, "errors", a, "warnings", warns);
 		json_dumpf(r, stdout, JSON_COMPACT);
 		putchar('\n');
 		json_decref(r);
 	} else if (rc == 0) {
-		printf("%s: ok\n", o->args[0]);
+		json_t *v;
+		size_t i;
+
+		json_array_foreach(warns, i, v)
+			printf("%s: %s: warning: %s\n", o->args[0],
+			       json_string_value(json_object_get(v, "where")),
+			       json_string_value(json_object_get(v, "message")));
+		if (json_array_size(warns))
+			printf("%s: ok, %zu warning%s\n", o->args[0], json_array_size(warns),
+			       json_array_size(warns) == 1 ? "" : "s");
+		else
+			printf("%s: ok\n", o->args[0]);
 	} else {
 		for (size_t i = 0; i < n && i < 64; i++)
 			printf("%s: %s%s%s\n", o->args[0], errs[i].where,
@@ -85,6 +99,7 @@ int cmd_lint(struct opts *o)
 		if (n > 64)
 			printf("%s: ... %zu errors in all\n", o->args[0], n);
 	}
+	json_decref(warns);
 	return rc == 0 ? EXIT_ALLOW : EXIT_ERROR;
 }
 
