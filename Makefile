@@ -253,6 +253,7 @@ fuzz: deps fuzz-deps $(addprefix $(FZ)/fuzz_,$(FUZZERS))
 
 R := build/release
 DIST_NAME := tinysecurity-$(VERSION)-linux-x86_64
+DIST_PREFIX ?= /opt/tinysecurity
 subst_in = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g'
 
 install:
@@ -260,6 +261,9 @@ install:
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/tinysecurity \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/tinysecurity \
 		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8 \
+		$(DESTDIR)$(PREFIX)/share/man/man5 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+		$(DESTDIR)$(PREFIX)/share/doc/tinysecurity \
 		$(DESTDIR)$(PREFIX)/share/tinysecurity/examples \
 		$(DESTDIR)$(PREFIX)/share/tinysecurity/systemd \
 		$(DESTDIR)$(PREFIX)/lib/sysusers.d
@@ -273,9 +277,15 @@ install:
 	$(subst_in) packaging/tinysecurity.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tinysecurity.pc
 	$(subst_in) packaging/tsec.1 > $(DESTDIR)$(PREFIX)/share/man/man1/tsec.1
 	$(subst_in) packaging/tsec-broker.8 > $(DESTDIR)$(PREFIX)/share/man/man8/tsec-broker.8
+	$(subst_in) packaging/tinysecurity-policy.5 > \
+		$(DESTDIR)$(PREFIX)/share/man/man5/tinysecurity-policy.5
+	install -m 0644 packaging/tsec.bash-completion \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/tsec
+	install -m 0644 README.md LICENSE $(DESTDIR)$(PREFIX)/share/doc/tinysecurity/
 	$(subst_in) packaging/tsec-broker.service.in > \
 		$(DESTDIR)$(PREFIX)/share/tinysecurity/systemd/tsec-broker.service
-	install -m 0644 examples/policy.json $(DESTDIR)$(PREFIX)/share/tinysecurity/examples/
+	install -m 0644 examples/policy.json examples/policy.test.json \
+		$(DESTDIR)$(PREFIX)/share/tinysecurity/examples/
 	$(subst_in) packaging/broker.json.in > \
 		$(DESTDIR)$(PREFIX)/share/tinysecurity/examples/broker.json
 	install -m 0644 packaging/tinysecurity.sysusers \
@@ -283,8 +293,14 @@ install:
 
 # A release archive and its SHA256SUMS, in build/dist/.
 dist:
-	rm -rf build/dist && mkdir -p build/dist/$(DIST_NAME)
-	$(Q)$(MAKE) --no-print-directory install PREFIX= DESTDIR=$(CURDIR)/build/dist/$(DIST_NAME)
+	rm -rf build/dist && mkdir -p build/dist/stage
+	$(Q)$(MAKE) --no-print-directory install PREFIX=$(DIST_PREFIX) \
+		DESTDIR=$(CURDIR)/build/dist/stage
+	mv build/dist/stage$(DIST_PREFIX) build/dist/$(DIST_NAME)
+	rm -rf build/dist/stage
+	install -m 0644 README.md LICENSE build/dist/$(DIST_NAME)/
+	printf 'Unpack into $(DIST_PREFIX) (the paths inside, in tinysecurity.pc and\nthe systemd unit, name it):\n  sudo mkdir -p $(DIST_PREFIX) && sudo tar -C $(DIST_PREFIX) --strip-components=1 -xzf $(DIST_NAME).tar.gz\n' \
+		> build/dist/$(DIST_NAME)/INSTALL
 	tar -C build/dist --owner=0 --group=0 --numeric-owner -czf build/dist/$(DIST_NAME).tar.gz $(DIST_NAME)
 	cd build/dist && sha256sum $(DIST_NAME).tar.gz > SHA256SUMS
 	@echo "build/dist/$(DIST_NAME).tar.gz"; cat build/dist/SHA256SUMS
