@@ -130,6 +130,45 @@ static void test_lint(void **state)
 	assert_non_null(strstr(out, "examples/policy.json: ok\n"));
 }
 
+/* Connection diagnostics, and the endpoint from a configuration file. */
+static void test_connection(void **state)
+{
+	char out[4096], dir[] = "/tmp/tsec-cli-XXXXXX";
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(sh(NULL, 0, TSEC " keygen --curve %s/me", dir), 0);
+	/* Nobody on that port: said so, not "timed out". */
+	assert_int_equal(sh(out, sizeof(out), TSEC " health --endpoint tcp://127.0.0.1:1 "
+			    "--server-key %s/me.pub --key %s/me --timeout-ms 300", dir, dir), 2);
+	if (!strstr(out, "no broker listening at tcp://127.0.0.1:1"))
+		fail_msg("said: %s", out);
+	/* The same from a configuration file; a misspelt member is refused. */
+	{
+		char path[96];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/client.json", dir);
+		assert_non_null(f = fopen(path, "w"));
+		fprintf(f, "{\"endpoint\": \"tcp://127.0.0.1:1\", \"server_key\": \"%s/me.pub\","
+			" \"key\": \"%s/me\"}", dir, dir);
+		fclose(f);
+		assert_int_equal(sh(out, sizeof(out), "TSEC_ENDPOINT= TSEC_CONFIG=%s " TSEC
+				    " health --timeout-ms 300", path), 2);
+		assert_non_null(strstr(out, "no broker listening at tcp://127.0.0.1:1"));
+		assert_non_null(f = fopen(path, "w"));
+		fprintf(f, "{\"endpont\": \"tcp://127.0.0.1:1\"}");
+		fclose(f);
+		assert_int_equal(sh(out, sizeof(out), "TSEC_CONFIG=%s " TSEC " health", path), 2);
+		assert_non_null(strstr(out, "did you mean \"endpoint\""));
+	}
+	{
+		char cmd[128];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -137,6 +176,7 @@ int main(void)
 		cmocka_unit_test(test_offline_batch_and_eval),
 		cmocka_unit_test(test_runner),
 		cmocka_unit_test(test_lint),
+		cmocka_unit_test(test_connection),
 	};
 
 	return cmocka_run_group_tests_name("tsec offline", tests, NULL, NULL);

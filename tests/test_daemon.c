@@ -282,7 +282,9 @@ static void test_daemon_unknown_key(void **state)
 	struct tsec_error err;
 	(void)state;
 
-	assert_int_equal(tsec_client_call(unk, "health", NULL, NULL, &err), TSEC_ETIMEDOUT);
+	/* Told apart from a timeout: the broker refused the key. */
+	assert_int_equal(tsec_client_call(unk, "health", NULL, NULL, &err), TSEC_EDENIED);
+	assert_non_null(strstr(err.msg, "authentication refused"));
 	tsec_client_close(&unk);
 	assert_true(stat_of("zap_refused") > before);
 }
@@ -740,7 +742,7 @@ static void test_daemon_ipc_curve(void **state)
 	/* Without a key, an ipc caller is not heard. */
 	struct tsec_client_opts plain = { .endpoint = ipc, .timeout_ms = 300 };
 	assert_int_equal(tsec_client_open(&c, &plain, &err), 0);
-	assert_int_equal(tsec_client_call(c, "health", NULL, NULL, &err), TSEC_ETIMEDOUT);
+	assert_int_not_equal(tsec_client_call(c, "health", NULL, NULL, &err), 0);
 	tsec_client_close(&c);
 	kill(pid, SIGTERM);
 	int st;

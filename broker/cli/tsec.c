@@ -39,7 +39,9 @@ void die_usage(const char *cmd, const char *text)
 }
 
 static const char *const conn_help =
-	"Connection (also from TSEC_ENDPOINT, TSEC_SERVER_KEY, TSEC_KEY):\n"
+	"Connection (also from TSEC_ENDPOINT, TSEC_SERVER_KEY, TSEC_KEY, or a file:\n"
+	"$TSEC_CONFIG, ~/.config/tsec/client.json, /etc/tinysecurity/client.json, holding\n"
+	"{\"endpoint\", \"server_key\", \"key\"}):\n"
 	"  --endpoint EP        tcp://host:port or ipc://path (default ipc://var/run/tsec.sock);\n"
 	"                       again for more brokers: a call fails over to the next\n"
 	"  --server-key Z85     the broker's CURVE public key (tcp); again for each endpoint\n"
@@ -98,12 +100,80 @@ static void check_action(const char *cmd, const char *a)
 	exit(EXIT_ERROR);
 }
 
+/* An environment variable, NULL when unset or empty. */
+static const char *env_set(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+/*
+ * Where the broker is, when neither --endpoint nor $TSEC_ENDPOINT says:
+ * $TSEC_CONFIG, else $XDG_CONFIG_HOME/tsec/client.json (~/.config/...),
+ * else /etc/tinysecurity/client.json: {"endpoint", "server_key", "key"}
+ * (key: the CURVE key pair's PREFIX).  Unknown members are refused.
+ */
+static void client_config(const char *cmd, struct opts *o)
+{
+	static char paths[3][4096];
+	static json_t *cfg;
+	const char *env = env_set("TSEC_CONFIG"), *xdg = getenv("XDG_CONFIG_HOME");
+	const char *home = getenv("HOME"), *k;
+	json_error_t je;
+	json_t *v;
+	int n = 0;
+
+	if (env)
+		snprintf(paths[n++], sizeof(paths[0]), "%s", env);
+	if (xdg && *xdg)
+		snprintf(paths[n++], sizeof(paths[0]), "%s/tsec/client.json", xdg);
+	else if (home && *home)
+		snprintf(paths[n++], sizeof(paths[0]), "%s/.config/tsec/client.json", home);
+	snprintf(paths[n++], sizeof(paths[0]), "/etc/tinysecurity/client.json");
+	for (int i = 0; i < n && !cfg; i++) {
+		if (access(paths[i], F_OK) != 0) {
+			if (i == 0 && env) {
+				fprintf(stderr, "tsec %s: $TSEC_CONFIG: no file %s\n", cmd, paths[i]);
+				exit(EXIT_ERROR);
+			}
+			continue;
+		}
+		if (!(cfg = json_load_file(paths[i], JSON_REJECT_DUPLICATES, &je)) ||
+		    !json_is_object(cfg)) {
+			fprintf(stderr, "tsec %s: %s: line %d: %s\n", cmd, paths[i], je.line,
+				cfg ? "must be a JSON object" : je.text);
+			exit(EXIT_ERROR);
+		}
+		json_object_foreach(cfg, k, v) {
+			static const char *const known[] = { "endpoint", "server_key", "key" };
+			const char *near = tsec__nearest(k, known, 3);
+
+			if (strcmp(k, "endpoint") && strcmp(k, "server_key") && strcmp(k, "key")) {
+				fprintf(stderr, "tsec %s: %s: unknown setting \"%s\"%s%s%s\n", cmd,
+					paths[i], k, near ? "; did you mean \"" : "", near ? near : "",
+					near ? "\"?" : "");
+				exit(EXIT_ERROR);
+			}
+			if (!json_is_string(v)) {
+				fprintf(stderr, "tsec %s: %s: \"%s\" must be a string\n", cmd, paths[i], k);
+				exit(EXIT_ERROR);
+			}
+		}
+		o->endpoint = json_string_value(json_object_get(cfg, "endpoint"));
+		if (!o->server_key)
+			o->server_key = json_string_value(json_object_get(cfg, "server_key"));
+		if (!o->key_prefix)
+			o->key_prefix = json_string_value(json_object_get(cfg, "key"));
+	}
+}
+
 static void parse(const char *cmd, int argc, char **argv, struct opts *o)
 {
-	o->endpoint = getenv("TSEC_ENDPOINT");
-	o->server_key = getenv("TSEC_SERVER_KEY");
-	o->key_prefix = getenv("TSEC_KEY");
-	o->module = getenv("TSEC_MODULE");
+	o->endpoint = env_set("TSEC_ENDPOINT");
+	o->server_key = env_set("TSEC_SERVER_KEY");
+	o->key_prefix = env_set("TSEC_KEY");
+	o->module = env_set("TSEC_MODULE");
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL, *eq;
 		static char flag[64];
@@ -162,6 +232,8 @@ static void parse(const char *cmd, int argc, char **argv, struct opts *o)
 		}
 #undef TAKE
 	}
+	if (!o->endpoint)
+		client_config(cmd, o);
 	if (!o->endpoint)
 		o->endpoint = "ipc://var/run/tsec.sock";
 	if (o->neps > 1 && o->nskeys > 1 && o->nskeys != o->neps)

@@ -25,6 +25,8 @@
 struct tsec_client {
 	void *ctx;
 	void *sock;
+	void *mon;                   /* the socket monitor's events */
+	unsigned seen;               /* ZMQ_EVENT_* seen on this connection */
 	int timeout_ms, attempt_ms;
 	long next_id;
 	struct tsec_client_endpoint ep[ENDPOINTS_MAX];
@@ -40,11 +42,32 @@ static int connect_cur(struct tsec_client *c, struct tsec_error *err)
 	const struct tsec_client_endpoint *e = &c->ep[c->cur];
 	int zero = 0, one = 1, ivl = 500, tmo = 1500, ttl = 3000;
 
-	if (c->sock)
+	char mon[64];
+
+	if (c->mon)
+		zmq_close(c->mon);
+	c->mon = NULL;
+	if (c->sock) {
+		zmq_socket_monitor(c->sock, NULL, 0);
 		zmq_close(c->sock);
+	}
+	c->seen = 0;
 	if (!(c->sock = zmq_socket(c->ctx, ZMQ_DEALER)))
 		return tsec__seterr(err, TSEC_ENOMEM, "", "cannot create a ZeroMQ socket");
 	zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
+	/* Watch the connection, to tell "nobody listens", "refused our key"
+	 * and "no answer" apart when a call gets no reply. */
+	snprintf(mon, sizeof(mon), "inproc://tsec-client-mon-%p", (void *)c);
+	if (zmq_socket_monitor(c->sock, mon, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+			       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+			       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_DISCONNECTED) == 0 &&
+	    (c->mon = zmq_socket(c->ctx, ZMQ_PAIR))) {
+		zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof(zero));
+		if (zmq_connect(c->mon, mon)) {
+			zmq_close(c->mon);
+			c->mon = NULL;
+		}
+	}
 	if (c->nep > 1) {
 		/* Queue nothing for a broker that is not there, and notice one
 		 * that stopped answering. */
@@ -140,8 +163,12 @@ void tsec_client_close(struct tsec_client **pc)
 	if (!pc || !*pc)
 		return;
 	c = *pc;
-	if (c->sock)
+	if (c->mon)
+		zmq_close(c->mon);
+	if (c->sock) {
+		zmq_socket_monitor(c->sock, NULL, 0);
 		zmq_close(c->sock);
+	}
 	if (c->ctx)
 		zmq_ctx_term(c->ctx);
 	for (size_t i = 0; i < 2 * ENDPOINTS_MAX; i++)
@@ -150,6 +177,8 @@ void tsec_client_close(struct tsec_client **pc)
 	free(c);
 	*pc = NULL;
 }
+
+static int no_reply(struct tsec_client *c, struct tsec_error *err);
 
 /* Sends one request frame, failing over until one broker takes it. */
 static int send_frame(struct tsec_client *c, const void *frame, size_t len, int64_t deadline,
@@ -161,7 +190,7 @@ static int send_frame(struct tsec_client *c, const void *frame, size_t len, int6
 		long wait = (long)(left < c->attempt_ms ? left : c->attempt_ms);
 
 		if (left <= 0)
-			return tsec__seterr(err, TSEC_ETIMEDOUT, "", "no broker took the call in time");
+			return no_reply(c, err);
 		/* With one broker, ZeroMQ queues until it connects. */
 		if (c->nep == 1 || zmq_poll(&it, 1, wait) > 0) {
 			if (zmq_send(c->sock, "", 0, ZMQ_SNDMORE | (c->nep > 1 ? ZMQ_DONTWAIT : 0)) >= 0 &&
@@ -174,6 +203,55 @@ static int send_frame(struct tsec_client *c, const void *frame, size_t len, int6
 		if (connect_cur(c, err))
 			return TSEC_EIO;
 	}
+}
+
+/* Reads the monitor's pending events into c->seen. */
+static void drain_events(struct tsec_client *c)
+{
+	for (;;) {
+		zmq_msg_t m;
+		uint16_t ev;
+
+		if (!c->mon)
+			return;
+		zmq_msg_init(&m);
+		if (zmq_msg_recv(&m, c->mon, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&m);
+			return;
+		}
+		if (zmq_msg_size(&m) >= 2) {
+			memcpy(&ev, zmq_msg_data(&m), 2);
+			c->seen |= ev;
+		}
+		zmq_msg_close(&m);
+		/* The event's second frame: the endpoint. */
+		zmq_msg_init(&m);
+		zmq_msg_recv(&m, c->mon, ZMQ_DONTWAIT);
+		zmq_msg_close(&m);
+	}
+}
+
+/*
+ * Why a call got no reply in time: nobody accepted the connection, the
+ * broker refused this client's key, or it took the call and did not
+ * answer.
+ */
+static int no_reply(struct tsec_client *c, struct tsec_error *err)
+{
+	const char *ep = c->ep[c->cur].endpoint;
+
+	drain_events(c);
+	if (c->seen & ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+		return tsec__seterr(err, TSEC_EDENIED, ep, "authentication refused by the broker at "
+				    "%s: it does not know this client's key", ep);
+	if (c->seen & (ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL))
+		return tsec__seterr(err, TSEC_EPROTO, ep, "the handshake with %s failed (a server "
+				    "key that is not the broker's, or not a tsec-broker)", ep);
+	if (c->mon && !(c->seen & ZMQ_EVENT_CONNECTED))
+		return tsec__seterr(err, TSEC_ETIMEDOUT, ep, "no broker listening at %s (nothing "
+				    "accepted the connection in %d ms)", ep, c->timeout_ms);
+	return tsec__seterr(err, TSEC_ETIMEDOUT, ep, "timed out: the broker at %s took the call "
+			    "and did not answer in %d ms", ep, c->timeout_ms);
 }
 
 /* Waits for one reply frame (after the delimiter) until deadline. */
@@ -189,7 +267,7 @@ static int recv_reply(struct tsec_client *c, int64_t deadline, char **out,
 		char *text = NULL;
 
 		if (left <= 0)
-			return tsec__seterr(err, TSEC_ETIMEDOUT, "", "no reply from the broker in time");
+			return no_reply(c, err);
 		if (zmq_poll(&it, 1, (long)left) <= 0)
 			continue;
 		while (more) {
@@ -249,7 +327,8 @@ static int exchange(struct tsec_client *c, const char *frame, size_t len, long i
 			free(*reply);
 			*reply = NULL;       /* a late reply to an earlier call */
 		}
-		if (rc != TSEC_ETIMEDOUT || c->nep == 1 || tsec__mono_ms() >= deadline)
+		if ((rc != TSEC_ETIMEDOUT && rc != TSEC_EDENIED && rc != TSEC_EPROTO) || c->nep == 1 ||
+		    tsec__mono_ms() >= deadline)
 			return rc;
 		/* This broker did not answer: the next one. */
 		c->cur = (c->cur + 1) % c->nep;
