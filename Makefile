@@ -51,6 +51,8 @@ SODIUM_LIBS := -lsodium
 # What a program linking the broker library needs.
 BROKER_LIBS = $(JANSSON_LIBS) $(ZMQ_LIBS) $(SODIUM_LIBS) $(CRYPTO_LIBS) -lcurl -lhiredis -ldl
 CMOCKA_LIBS := -lcmocka
+# tsec-broker's metrics listener only.
+MHD_LIBS := -lmicrohttpd
 
 ifeq ($(V),1)
 Q :=
@@ -62,7 +64,7 @@ endif
 
 # The parts, one folder each (README, "Layout").
 CORE_SRC := common/error.c common/key.c common/suggest.c
-SHARED_SRC := $(CORE_SRC) common/wire.c common/sign.c
+SHARED_SRC := $(CORE_SRC) common/wire.c common/sign.c common/prom.c
 MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
 	module/tables.c module/eval.c \
 	module/cert.c module/entry.c
@@ -74,7 +76,7 @@ STORAGE_SRC := $(addprefix broker/storage/,store.c txn.c lock.c certfiles.c \
 CLIENT_SRC := broker/client/client.c
 BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(CLIENT_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c policy.c auth.c \
-	methods.c storage.c held.c dispatch.c serve.c declog.c fleet.c)
+	methods.c storage.c held.c dispatch.c serve.c declog.c fleet.c metrics.c)
 CLI_SRC := broker/cli/tsec.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 
@@ -210,7 +212,7 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -pthread -I. -Iinclude -DTSEC_VERSION='"$(V
 	-DTSEC_FUZZ_MODULE='"$(FZ)/libtinysecurity_module.so"' -g -O1 \
 	-fno-omit-frame-pointer $(WARN)
 FUZZ_SAN := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-FUZZ_LIBS := $(BROKER_LIBS) $(ARCHIVE_LIBS) -lm
+FUZZ_LIBS := $(BROKER_LIBS) $(ARCHIVE_LIBS) $(MHD_LIBS) -lm
 FUZZ_MODULE_SRC := $(filter-out module/entry.c,$(MODULE_SRC)) $(CORE_SRC)
 FUZZ_DAEMON_SRC := $(filter-out broker/daemon/main.c,$(DAEMON_SRC))
 
@@ -344,7 +346,7 @@ $(VERIFY): $(B)/obj/verifier/main.o $(VERIFY_OBJ) $(BROKER_A)
 
 $(DAEMON): $(DAEMON_OBJ) $(BROKER_A)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(ZMQ_LIBS) $(BROKER_LIBS)
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(ZMQ_LIBS) $(BROKER_LIBS) $(MHD_LIBS)
 
 $(CLI): $(CLI_OBJ) $(BROKER_A)
 	$(call msg,LD,$@)

@@ -9,7 +9,7 @@ set -eu
 #   sh scripts/deps.sh valgrind   and valgrind (make memcheck)
 #   sh scripts/deps.sh servers    and etcd and redis-server (the tests start
 #                                 their own on loopback; make test)
-PKGS="gcc make binutils pkg-config libjansson-dev libcmocka-dev libssl-dev libsodium-dev libzmq3-dev libcurl4-openssl-dev libarchive-dev libhiredis-dev"
+PKGS="gcc make binutils pkg-config libjansson-dev libcmocka-dev libssl-dev libsodium-dev libzmq3-dev libcurl4-openssl-dev libarchive-dev libhiredis-dev libmicrohttpd-dev"
 for extra in "$@"; do
 	case $extra in
 	clang) PKGS="$PKGS clang libclang-rt-14-dev" ;;

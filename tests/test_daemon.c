@@ -25,6 +25,7 @@
 #include <jansson.h>
 #include <sodium.h>
 #include <zmq.h>
+#include <curl/curl.h>
 
 #include "tests/testutil.h"
 #include "tinysecurity/client.h"
@@ -48,7 +49,7 @@ static const char *policy_v2 =
 static struct {
 	char dir[64];
 	char policy[128], config[128], log[128], err[128];
-	char ipc[160], tcp[64];
+	char ipc[160], tcp[64], metrics[64];
 	char srv_pub[41], srv_sec[41];
 	char good_pub[41], good_sec[41], bad_pub[41], bad_sec[41], unk_pub[41], unk_sec[41];
 	unsigned char sign_pk[32], sign_sk[64];
@@ -189,6 +190,7 @@ static int setup(void **state)
 	snprintf(srvdir, sizeof(srvdir), "%s/run", D.dir);
 	snprintf(D.ipc, sizeof(D.ipc), "ipc://%s/tsec.sock", srvdir);
 	snprintf(D.tcp, sizeof(D.tcp), "tcp://127.0.0.1:%d", free_port());
+	snprintf(D.metrics, sizeof(D.metrics), "127.0.0.1:%d", free_port());
 	zmq_curve_keypair(D.srv_pub, D.srv_sec);
 	zmq_curve_keypair(D.good_pub, D.good_sec);
 	zmq_curve_keypair(D.bad_pub, D.bad_sec);
@@ -202,12 +204,13 @@ static int setup(void **state)
 		snprintf(cfg, sizeof(cfg),
 			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"%s\","
 			 " \"policy_public_key\": \"%s\", \"storage\": \"%s/store\","
-			 " \"decision_log\": \"%s\", \"endpoints\": [\"%s\", \"%s\"],"
+			 " \"decision_log\": \"%s\", \"metrics_listen\": \"%s\","
+			 " \"endpoints\": [\"%s\", \"%s\"],"
 			 " \"server_secret_key\": \"%s\", \"max_message\": 4096, \"workers\": 3,"
 			 " \"clients\": [{\"public_key\": \"%s\", \"principal\": \"svc:good\", \"admin\": true},"
 			 "               {\"public_key\": \"%s\", \"principal\": \"svc:bad\"}],"
 			 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:local\", \"roles\": [\"local\"]}]}",
-			 TSEC_BUILD_DIR, D.policy, pkhex, D.dir, D.log, D.ipc, D.tcp, D.srv_sec,
+			 TSEC_BUILD_DIR, D.policy, pkhex, D.dir, D.log, D.metrics, D.ipc, D.tcp, D.srv_sec,
 			 D.good_pub, D.bad_pub, (int)getuid());
 	}
 	write_file(D.config, cfg);
@@ -273,6 +276,83 @@ static void test_daemon_callers(void **state)
 	tsec_client_close(&good);
 	tsec_client_close(&bad);
 	tsec_client_close(&ipc);
+}
+
+static size_t keep_body(char *p, size_t sz, size_t n, void *ud)
+{
+	char *b = ud;
+	size_t have = strlen(b), add = sz * n;
+
+	if (have + add < 65536) {
+		memcpy(b + have, p, add);
+		b[have + add] = '\0';
+	}
+	return sz * n;
+}
+
+/* GET (or POST with body) url; the status, the body in out (64 KiB). */
+static long http(const char *url, const char *post, char *out)
+{
+	CURL *h = curl_easy_init();
+	long status = 0;
+
+	out[0] = '\0';
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
+	if (post)
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, post);
+	curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(h);
+	return status;
+}
+
+/* Prometheus: the listener, and tsec stats --prometheus, say the same. */
+static void test_daemon_metrics(void **state)
+{
+	static char body[65536], cli[65536];
+	char url[128];
+	struct tsec_client *c = client("good", 2000);
+	struct tsec_error err;
+
+	(void)state;
+	assert_int_equal(tsec_client_call(c, "health", NULL, NULL, &err), 0);
+	tsec_client_close(&c);
+	snprintf(url, sizeof(url), "http://%s/metrics", D.metrics);
+	assert_int_equal(http(url, NULL, body), 200);
+	assert_non_null(strstr(body, "# TYPE tsec_calls_total counter\ntsec_calls_total "));
+	assert_non_null(strstr(body, "tsec_method_calls_total{method=\"health\"} "));
+	assert_non_null(strstr(body, "# TYPE tsec_call_duration_seconds histogram"));
+	assert_non_null(strstr(body, "tsec_call_duration_seconds_bucket{method=\"health\",le=\"+Inf\"} "));
+	assert_non_null(strstr(body, "tsec_call_duration_seconds_count{method=\"health\"} "));
+	assert_null(strstr(body, "tsec_call_duration_seconds_count{method=\"health\"} 0\n"));
+	/* Nothing else is served, and nothing is taken. */
+	snprintf(url, sizeof(url), "http://%s/", D.metrics);
+	assert_int_equal(http(url, NULL, body), 404);
+	snprintf(url, sizeof(url), "http://%s/metrics", D.metrics);
+	assert_int_not_equal(http(url, "x=1", body), 200);
+	/* The CLI renders the same families. */
+	{
+		char cmd[512], path[160];
+		FILE *p;
+		size_t n;
+
+		snprintf(path, sizeof(path), "%s/good.pub", D.dir);
+		write_file(path, D.good_pub);
+		snprintf(path, sizeof(path), "%s/good.key", D.dir);
+		write_file(path, D.good_sec);
+		chmod(path, 0600);
+		snprintf(cmd, sizeof(cmd), TSEC_BUILD_DIR "/tsec stats --prometheus --endpoint %s "
+			 "--server-key '%s' --key %s/good 2>&1", D.tcp, D.srv_pub, D.dir);
+		assert_non_null(p = popen(cmd, "r"));
+		n = fread(cli, 1, sizeof(cli) - 1, p);
+		cli[n] = '\0';
+		pclose(p);
+		if (!strstr(cli, "# TYPE tsec_call_duration_seconds histogram"))
+			fail_msg("tsec stats --prometheus said: %.300s", cli);
+	}
 }
 
 static void test_daemon_unknown_key(void **state)
@@ -831,6 +911,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_daemon_callers),
 		cmocka_unit_test(test_daemon_unknown_key),
+		cmocka_unit_test(test_daemon_metrics),
 		cmocka_unit_test(test_daemon_principal_claim),
 		cmocka_unit_test(test_daemon_bad_input),
 		cmocka_unit_test(test_daemon_reload),

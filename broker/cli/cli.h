@@ -34,6 +34,7 @@ struct opts {
 	const char *roles[16];
 	int nroles;
 	int coverage;
+	int prometheus;
 };
 
 /* Prints a decision (JSON of the wire); returns 0 allow, 1 deny. */

@@ -24,6 +24,7 @@
 #include "tinysecurity/client.h"
 #include "tinysecurity/store.h"
 #include "common/sign.h"
+#include "common/prom.h"
 #include "common/suggest.h"
 #include "common/wire.h"
 #include "common/error.h"
@@ -205,6 +206,7 @@ static void parse(const char *cmd, int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--principal")) o->principal = TAKE();
 		else if (!strcmp(a, "--input")) o->input = TAKE();
 		else if (!strcmp(a, "--coverage")) o->coverage = 1;
+		else if (!strcmp(a, "--prometheus")) o->prometheus = 1;
 		else if (!strcmp(a, "--role")) {
 			if (o->nroles == 16)
 				die_usage(cmd, "at most 16 --role");
@@ -754,6 +756,11 @@ static void command_help(const char *cmd)
 		printf("usage: tsec lock acquire NAME --ttl-ms N [--wait-ms N]\n"
 		       "       tsec lock renew NAME TOKEN --ttl-ms N\n"
 		       "       tsec lock release NAME TOKEN\n\n%s", conn_help);
+	else if (!strcmp(cmd, "stats"))
+		printf("usage: tsec stats [--prometheus] [connection]\n\n"
+		       "The broker's counters and per-method latency histograms; --prometheus\n"
+		       "prints them in Prometheus's text format (as tsec-broker's\n"
+		       "\"metrics_listen\" serves them at /metrics).\n\n%s", conn_help);
 	else
 		printf("usage: tsec %s [connection]\n\n%s", cmd, conn_help);
 }
@@ -825,6 +832,30 @@ int main(int argc, char **argv)
 		return cmd_store(&o);
 	if (!strcmp(cmd, "lock"))
 		return cmd_lock(&o);
+	if (!strcmp(cmd, "stats") && o.prometheus) {
+		struct tsec_client *c = connect_or_die("stats", &o);
+		struct tsec_error err;
+		char *res = NULL, *text;
+		json_t *j;
+		int rc = tsec_client_call(c, "stats", NULL, &res, &err);
+
+		tsec_client_close(&c);
+		if (rc) {
+			fprintf(stderr, "tsec stats: %s (%s)\n", err.msg, tsec_strerror(rc));
+			return EXIT_ERROR;
+		}
+		j = json_loads(res, 0, NULL);
+		free(res);
+		text = j ? tsec__prometheus(j) : NULL;
+		json_decref(j);
+		if (!text) {
+			fprintf(stderr, "tsec stats: the broker's answer is not stats\n");
+			return EXIT_ERROR;
+		}
+		fputs(text, stdout);
+		free(text);
+		return EXIT_ALLOW;
+	}
 	if (!strcmp(cmd, "stats"))
 		return call_print("stats", &o, "stats", NULL, human_object);
 	if (!strcmp(cmd, "health"))

@@ -23,7 +23,7 @@ static const char *const top_keys[] = {
 	"module", "policy", "policy_public_key", "allow_unsigned_policy", "storage",
 	"state_dir", "decision_log", "decision_log_group", "endpoints",
 	"server_secret_key", "ipc_curve", "clients", "ipc_uids", "max_message",
-	"workers", "log_buffer", "allow_caller_clock",
+	"workers", "log_buffer", "allow_caller_clock", "metrics_listen",
 };
 static const char *const storage_keys[] = {
 	"backend", "root", "endpoints", "prefix", "key_file", "timeout_ms", "clock_skew_ms",
@@ -401,6 +401,7 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 	    cfg_storage(root, c) ||
 	    cfg_string(root, "state_dir", &c->state_dir, 0) ||
 	    cfg_string(root, "decision_log", &c->decision_log, 0) ||
+	    cfg_string(root, "metrics_listen", &c->metrics_listen, 0) ||
 	    cfg_log_group(root, c) || cfg_endpoints(root, c) || cfg_trust(root, c) ||
 	    cfg_bool(root, "ipc_curve", &c->ipc_curve) ||
 	    cfg_bool(root, "allow_caller_clock", &c->allow_caller_clock))
@@ -452,6 +453,7 @@ void tsec__config_free(struct tsec__config *c)
 	free(c->module);
 	free(c->policy);
 	free(c->storage);
+	free(c->metrics_listen);
 	free(c->st.backend);
 	free(c->st.endpoints);
 	free(c->st.prefix);
@@ -526,6 +528,7 @@ void tsec__config_reread(const char *path, const struct tsec__config *running)
 		c->st.cache_bytes != running->st.cache_bytes, "storage");
 	CHANGED(str_differs(c->state_dir, running->state_dir), "state_dir");
 	CHANGED(str_differs(c->decision_log, running->decision_log), "decision_log");
+	CHANGED(str_differs(c->metrics_listen, running->metrics_listen), "metrics_listen");
 	CHANGED(c->log_gid != running->log_gid, "decision_log_group");
 	CHANGED(ep, "endpoints");
 	CHANGED(c->have_secret != running->have_secret ||

@@ -23,6 +23,8 @@
 
 #include <jansson.h>
 
+#include "common/prom.h"
+
 #include "tinysecurity/bus.h"
 #include "tinysecurity/store.h"
 #include "broker/daemon/declog.h"
@@ -63,6 +65,7 @@ struct tsec__storage_cfg {
 
 struct tsec__config {
 	char *module, *policy, *storage, *decision_log;
+	char *metrics_listen;        /* "127.0.0.1:9464" or a port; NULL: none */
 	struct tsec__storage_cfg st; /* st.backend NULL: storage is a folder */
 	char *state_dir;             /* the last accepted policy revision */
 	long log_gid;                /* decision log group, or -1 */
@@ -113,10 +116,17 @@ const struct tsec__method *tsec__method_find(const char *name, size_t len);
 
 /* ---- counters ---- */
 
+/* One method's latency histogram (bounds in common/prom.h). */
+struct tsec__hist {
+	_Atomic uint64_t bucket[TSEC_LAT_BUCKETS + 1];   /* the last: over every bound */
+	_Atomic uint64_t sum_ns;
+};
+
 struct tsec__stats {
 	_Atomic uint64_t calls, errors, denied, malformed, oversized, mismatched;
 	_Atomic uint64_t zap_ok, zap_refused, reloads, reload_failures;
 	_Atomic uint64_t *by_method;  /* tsec__nmethods counters */
+	struct tsec__hist *hist;     /* tsec__nmethods histograms */
 };
 
 /* ---- held locks ---- */
@@ -148,6 +158,7 @@ struct tsec__daemon {
 	pthread_cond_t fleet_cv;
 	int fleet_on, fleet_started;
 	char fleet_seen[65];         /* the bundle looked at last (reload_lock) */
+	void *metrics;               /* the metrics listener (libmicrohttpd), or NULL */
 	struct tsec_bus *bus;
 	struct tsec_store *store;
 	struct tsec__declog *log;
@@ -181,6 +192,12 @@ extern int tsec__say_fd;
 /* config.c: reads path into *c (zeroed first).  0, or -1 after saying why. */
 int tsec__config_load(const char *path, struct tsec__config *c);
 void tsec__config_free(struct tsec__config *c);
+/* metrics.c: the optional Prometheus listener */
+int tsec__metrics_start(struct tsec__daemon *d);
+void tsec__metrics_stop(struct tsec__daemon *d);
+/* The stats reply (methods.c), for the listener. */
+json_t *tsec__stats_json(struct tsec__daemon *d);
+
 /* fleet.c */
 int tsec__fleet_shared(const struct tsec__daemon *d);
 int tsec__fleet_start(struct tsec__daemon *d);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "broker/daemon/daemon.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/wire.h"
 
@@ -137,7 +138,16 @@ char *tsec__dispatch(struct tsec__daemon *d, int caller, const char *payload, si
 		snprintf(why, sizeof(why), "%s needs an admin caller", meth->name);
 		error = tsec__fail(TSEC_EDENIED, "method", why);
 	} else {
+		uint64_t t0 = tsec__mono_ns(), dt;
+		struct tsec__hist *h = &d->st.hist[meth - tsec__methods];
+		unsigned b = 0;
+
 		error = meth->fn(d, &c, &result);
+		dt = tsec__mono_ns() - t0;
+		while (b < TSEC_LAT_BUCKETS && dt > (uint64_t)tsec__lat_bounds_us[b] * 1000)
+			b++;
+		atomic_fetch_add_explicit(&h->bucket[b], 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&h->sum_ns, dt, memory_order_relaxed);
 	}
 reply:
 	if (error) {

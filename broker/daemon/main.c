@@ -87,7 +87,8 @@ static int start(struct tsec__daemon *d, const char *config)
 	tsec__held_init(&d->held);
 	d->started_ms = tsec__wall_ms();
 	d->st.by_method = calloc(tsec__nmethods, sizeof(*d->st.by_method));
-	if (!d->st.by_method || tsec_bus_new(&d->bus))
+	d->st.hist = calloc(tsec__nmethods, sizeof(*d->st.hist));
+	if (!d->st.by_method || !d->st.hist || tsec_bus_new(&d->bus))
 		return -1;
 	tsec__store_opts_of(&d->cfg, &so);
 	if (tsec_store_open_opts(&d->store, &so, d->bus, "policy", &err)) {
@@ -214,6 +215,7 @@ static int check_report(struct tsec__daemon *d, const char *config)
 
 static void stop(struct tsec__daemon *d)
 {
+	tsec__metrics_stop(d);
 	tsec__fleet_stop(d);
 	/* On a shared backend another broker may be renewing a lock this one
 	 * handed out: leave each to its lease. */
@@ -226,6 +228,7 @@ static void stop(struct tsec__daemon *d)
 	tsec_store_close(&d->store);
 	tsec_bus_free(&d->bus);
 	free((void *)d->st.by_method);
+	free(d->st.hist);
 	tsec__config_free(&d->cfg);
 }
 
@@ -243,7 +246,7 @@ int main(int argc, char **argv)
 	}
 	if (a.check_only) {
 		rc = check_report(&d, a.config);
-	} else if (tsec__fleet_start(&d)) {
+	} else if (tsec__fleet_start(&d) || tsec__metrics_start(&d)) {
 		rc = 2;
 	} else {
 		rc = tsec__serve(&d) ? 2 : 0;

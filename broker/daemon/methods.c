@@ -284,15 +284,28 @@ static json_t *m_health(struct tsec__daemon *d, struct tsec__call *c, json_t **r
 	return NULL;
 }
 
-static json_t *m_stats(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+json_t *tsec__stats_json(struct tsec__daemon *d)
 {
-	json_t *bym = json_object();
+	json_t *bym = json_object(), *lat = json_object(), *bounds = json_array();
 
-	(void)c;
-	for (size_t i = 0; i < tsec__nmethods; i++)
+	for (unsigned b = 0; b < TSEC_LAT_BUCKETS; b++)
+		json_array_append_new(bounds, json_integer(tsec__lat_bounds_us[b]));
+	for (size_t i = 0; i < tsec__nmethods; i++) {
+		const struct tsec__hist *h = &d->st.hist[i];
+		json_t *cum = json_array();
+		uint64_t run = 0;
+
 		json_object_set_new(bym, tsec__methods[i].name,
 				    json_integer((json_int_t)atomic_load(&d->st.by_method[i])));
-	*result = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
+		for (unsigned b = 0; b <= TSEC_LAT_BUCKETS; b++) {
+			run += atomic_load(&h->bucket[b]);
+			json_array_append_new(cum, json_integer((json_int_t)run));
+		}
+		json_object_set_new(lat, tsec__methods[i].name,
+				    json_pack("{s:o,s:I}", "cumulative", cum, "sum_ns",
+					      (json_int_t)atomic_load(&h->sum_ns)));
+	}
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:o,s:o}",
 		"uptime_ms", (json_int_t)(tsec__wall_ms() - d->started_ms),
 		"calls", (json_int_t)atomic_load(&d->st.calls),
 		"errors", (json_int_t)atomic_load(&d->st.errors),
@@ -307,7 +320,13 @@ static json_t *m_stats(struct tsec__daemon *d, struct tsec__call *c, json_t **re
 		"log_written", (json_int_t)tsec__declog_written(d->log),
 		"log_dropped", (json_int_t)tsec__declog_dropped(d->log),
 		"locks_held", (json_int_t)tsec__held_count(&d->held),
-		"by_method", bym);
+		"by_method", bym, "latency", lat, "latency_bounds_us", bounds);
+}
+
+static json_t *m_stats(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	(void)c;
+	*result = tsec__stats_json(d);
 	return NULL;
 }
 

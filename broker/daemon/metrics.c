@@ -1,0 +1,103 @@
+/*
+ * tsec-broker: the optional Prometheus listener ("metrics_listen").
+ * libmicrohttpd serves GET /metrics from its own thread: the broker's
+ * counters and latency histograms, rendered by the same code as `tsec
+ * stats --prometheus` (common/prom.c).  It binds to loopback unless the
+ * configuration names another address; it reads counters only and takes
+ * no request body, so a caller can learn nothing but the numbers.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <microhttpd.h>
+
+#include "broker/daemon/daemon.h"
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url,
+			      const char *method, const char *version, const char *upload,
+			      size_t *upload_size, void **con_cls)
+{
+	struct tsec__daemon *d = cls;
+	struct MHD_Response *r;
+	enum MHD_Result rc;
+	unsigned status = MHD_HTTP_OK;
+	char *text = NULL;
+	json_t *st;
+
+	(void)version;
+	(void)upload;
+	(void)con_cls;
+	if (*upload_size)
+		return MHD_NO;           /* no bodies here */
+	if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+		status = MHD_HTTP_METHOD_NOT_ALLOWED;
+		text = strdup("only GET /metrics\n");
+	} else if (strcmp(url, "/metrics")) {
+		status = MHD_HTTP_NOT_FOUND;
+		text = strdup("see /metrics\n");
+	} else {
+		st = tsec__stats_json(d);
+		text = tsec__prometheus(st);
+		json_decref(st);
+	}
+	if (!text)
+		return MHD_NO;
+	r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", status == MHD_HTTP_OK
+				? "text/plain; version=0.0.4; charset=utf-8" : "text/plain");
+	rc = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+int tsec__metrics_start(struct tsec__daemon *d)
+{
+	const char *l = d->cfg.metrics_listen, *colon;
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	char host[64] = "127.0.0.1";
+	long port;
+	char *end;
+
+	if (!l)
+		return 0;
+	colon = strrchr(l, ':');
+	if (colon) {
+		if ((size_t)(colon - l) >= sizeof(host)) {
+			tsec__say("config /metrics_listen: \"%s\" is not [ADDRESS:]PORT", l);
+			return -1;
+		}
+		memcpy(host, l, (size_t)(colon - l));
+		host[colon - l] = '\0';
+	}
+	port = strtol(colon ? colon + 1 : l, &end, 10);
+	if (*end || port < 1 || port > 65535 || inet_pton(AF_INET, host, &a.sin_addr) != 1) {
+		tsec__say("config /metrics_listen: \"%s\" is not [IPv4 ADDRESS:]PORT", l);
+		return -1;
+	}
+	a.sin_port = htons((uint16_t)port);
+	d->metrics = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+				      (uint16_t)port, NULL, NULL, answer, d,
+				      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
+				      MHD_OPTION_CONNECTION_LIMIT, 16u,
+				      MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+	if (!d->metrics) {
+		tsec__say("metrics: cannot listen on %s:%ld", host, port);
+		return -1;
+	}
+	tsec__say("metrics: http://%s:%ld/metrics", host, port);
+	return 0;
+}
+
+void tsec__metrics_stop(struct tsec__daemon *d)
+{
+	if (d->metrics)
+		MHD_stop_daemon(d->metrics);
+	d->metrics = NULL;
+}
