@@ -99,7 +99,7 @@ DAEMON := $(B)/tsec-broker
 CLI := $(B)/tsec
 
 TESTS := key match compile cert decision loader reload exports verifier wire \
-	conformance fleet brokers cli crash hardening \
+	conformance fleet brokers cli acme crash hardening \
 	store lock certcache daemon archive
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
 FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \

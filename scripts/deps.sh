@@ -14,7 +14,7 @@ for extra in "$@"; do
 	case $extra in
 	clang) PKGS="$PKGS clang libclang-rt-14-dev" ;;
 	valgrind) PKGS="$PKGS valgrind" ;;
-	servers) PKGS="$PKGS etcd-server redis-server openssl" ;;
+	servers) PKGS="$PKGS etcd-server redis-server openssl pebble lego" ;;
 	*) echo "deps: unknown group '$extra' (clang, valgrind, servers)" >&2; exit 2 ;;
 	esac
 done

@@ -590,6 +590,38 @@ static void human_keys(json_t *r)
 		puts(json_string_value(v));
 }
 
+/* cert load: the PEM to stdout, or DIR/DOMAIN.{crt,key,json} (key 0600). */
+static const char *cert_out_dir, *cert_out_domain;
+
+static void human_cert(json_t *r)
+{
+	static const char *const part[3] = { "cert", "key", "meta" };
+	static const char *const ext[3] = { "crt", "key", "json" };
+
+	if (!cert_out_dir) {
+		fputs(json_string_value(json_object_get(r, "cert")), stdout);
+		return;
+	}
+	for (int i = 0; i < 3; i++) {
+		char path[4200];
+		const char *v = json_string_value(json_object_get(r, part[i]));
+		int fd;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/%s.%s", cert_out_dir, cert_out_domain, ext[i]);
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+			  i == 1 ? 0600 : 0644);
+		if (fd < 0 || !(f = fdopen(fd, "w"))) {
+			fprintf(stderr, "tsec cert load: cannot write %s\n", path);
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		fputs(v ? v : "", f);
+		fclose(f);
+	}
+}
+
 static void human_ok(json_t *r)
 {
 	(void)r;
@@ -710,6 +742,8 @@ static void usage(FILE *f)
 		"  reload      reread the policy (admin callers)\n"
 		"  policy publish POLICY   make a signed policy the fleet's (admin; shared storage)\n"
 		"  test FILE|DIR   run a policy's test cases (no broker)\n"
+		"  cert save ISSUER DOMAIN CRT KEY META | cert load ISSUER DOMAIN [DIR]\n"
+		"              a certificate, its key and metadata, as one group\n"
 		"\n"
 		"Exit status: 0 allow or success, 1 deny, 2 error.  'tsec COMMAND --help' for more.\n");
 }
@@ -809,7 +843,7 @@ int main(int argc, char **argv)
 		static const struct { const char *cmd; int max; } arity[] = {
 			{ "check", 0 }, { "eval", 0 }, { "lint", 1 }, { "sign", 1 },
 			{ "store", 3 }, { "lock", 2 }, { "stats", 0 }, { "health", 0 },
-			{ "reload", 0 }, { "policy", 2 }, { "test", 8 },
+			{ "reload", 0 }, { "policy", 2 }, { "test", 8 }, { "cert", 6 },
 		};
 		for (size_t i = 0; i < sizeof(arity) / sizeof(arity[0]); i++)
 			if (!strcmp(cmd, arity[i].cmd) && o.nargs > arity[i].max) {
@@ -862,6 +896,52 @@ int main(int argc, char **argv)
 		return call_print("health", &o, "health", NULL, human_object);
 	if (!strcmp(cmd, "reload"))
 		return call_print("reload", &o, "reload", NULL, human_ok);
+	if (!strcmp(cmd, "cert")) {
+		/* cert save ISSUER DOMAIN CRT KEY META | cert load ISSUER DOMAIN [DIR] */
+		struct tsec_error err;
+		json_t *params;
+		int rc;
+
+		if (o.nargs >= 1 && !strcmp(o.args[0], "save") && o.nargs == 6) {
+			char *t[3] = { NULL, NULL, NULL };
+			size_t n[3];
+
+			for (int i = 0; i < 3; i++)
+				if (tsec_read_file(o.args[3 + i], 16u << 20, &t[i], &n[i], &err)) {
+					fprintf(stderr, "tsec cert: %s\n", err.msg);
+					free(t[0]);
+					free(t[1]);
+					return EXIT_ERROR;
+				}
+			params = json_pack("{s:s,s:s,s:s%,s:s%,s:s%}", "issuer", o.args[1],
+					   "domain", o.args[2], "cert", t[0], n[0], "key", t[1], n[1],
+					   "meta", t[2], n[2]);
+			for (int i = 0; i < 3; i++) {
+				if (t[i])
+					sodium_memzero(t[i], n[i]);
+				free(t[i]);
+			}
+			if (!params) {
+				fprintf(stderr, "tsec cert: the files must be UTF-8 text (PEM, JSON)\n");
+				return EXIT_ERROR;
+			}
+			rc = call_print("cert save", &o, "store.save_cert", params, human_ok);
+			json_decref(params);
+			return rc;
+		}
+		if (o.nargs >= 1 && !strcmp(o.args[0], "load") && (o.nargs == 3 || o.nargs == 4)) {
+			params = json_pack("{s:s,s:s}", "issuer", o.args[1], "domain", o.args[2]);
+			cert_out_dir = o.nargs == 4 ? o.args[3] : NULL;
+			cert_out_domain = o.args[2];
+			if (strchr(cert_out_domain, '/'))
+				die_usage(cmd, "DOMAIN names no folder");
+			rc = call_print("cert load", &o, "store.load_cert", params, human_cert);
+			json_decref(params);
+			return rc;
+		}
+		die_usage(cmd, "usage: tsec cert save ISSUER DOMAIN CRT KEY META | "
+			  "cert load ISSUER DOMAIN [DIR]");
+	}
 	if (!strcmp(cmd, "policy")) {
 		char sigpath[4200], *text = NULL, *sig = NULL;
 		size_t len, slen;

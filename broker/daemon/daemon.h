@@ -241,13 +241,15 @@ void tsec__observe(void *ctx, void *call_ctx, const struct tsec_request *reqs,
 		   uint64_t latency_ns);
 /* One decision-log line. */
 void tsec__log_decision(struct tsec__daemon *d, const struct tsec__call *c,
-			const char *action, const char *resource, int allow,
-			const char *status, json_t *rules, int floor,
+			const char *action, const char *resource, const struct tsec_context *ctx,
+			int allow, const char *status, json_t *rules, int floor,
 			int64_t latency_ns);
 
 /* storage.c: the store.* and lock.* handlers the method table names. */
 json_t *tsec__m_store_put(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_get(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_store_save_cert(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_store_load_cert(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_exists(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_delete(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_list(struct tsec__daemon *, struct tsec__call *, json_t **);

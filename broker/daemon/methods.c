@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "broker/daemon/daemon.h"
 #include "common/clock.h"
 #include "common/error.h"
@@ -33,6 +35,8 @@ const struct tsec__method tsec__methods[] = {
 	{ "store.list",   tsec__m_store_list,   TSEC_M_STORAGE },
 	{ "store.stat",   tsec__m_store_stat,   TSEC_M_STORAGE },
 	{ "store.move",   tsec__m_store_move,   TSEC_M_STORAGE },
+	{ "store.save_cert", tsec__m_store_save_cert, TSEC_M_STORAGE },
+	{ "store.load_cert", tsec__m_store_load_cert, TSEC_M_STORAGE },
 	{ "lock.acquire", tsec__m_lock_acquire, TSEC_M_STORAGE },
 	{ "lock.renew",   tsec__m_lock_renew,   TSEC_M_STORAGE },
 	{ "lock.release", tsec__m_lock_release, TSEC_M_STORAGE },
@@ -92,9 +96,41 @@ static json_t *log_id(json_t *id, size_t max)
 	return c ? c : json_incref(id);
 }
 
+/* The request's context as the log keeps it: never a certificate's
+ * bytes, its SHA-256. */
+static json_t *context_json(const struct tsec_context *x)
+{
+	json_t *o = json_object();
+
+	if (!x)
+		return o;
+	if (x->has & TSEC_CTX_TTL_MS)
+		json_object_set_new(o, "ttl_ms", json_integer((json_int_t)x->ttl_ms));
+	if (x->has & TSEC_CTX_SIZE)
+		json_object_set_new(o, "size", json_integer((json_int_t)x->size));
+	if (x->has & TSEC_CTX_RECURSIVE)
+		json_object_set_new(o, "recursive", json_boolean(x->recursive));
+	if (x->has & TSEC_CTX_DEST) {
+		json_t *dv = clipped(x->dest.ptr, x->dest.len, TSEC_DECLOG_FIELD_MAX);
+
+		json_object_set_new(o, "dest", dv ? dv : json_stringn(x->dest.ptr, x->dest.len));
+	}
+	if (x->has & TSEC_CTX_NOW)
+		json_object_set_new(o, "now", json_integer((json_int_t)x->now));
+	if (x->has & TSEC_CTX_CERT_PEM) {
+		unsigned char h[crypto_hash_sha256_BYTES];
+		char hex[65];
+
+		crypto_hash_sha256(h, (const unsigned char *)x->cert_pem.ptr, x->cert_pem.len);
+		sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+		json_object_set_new(o, "cert_pem_sha256", json_string(hex));
+	}
+	return o;
+}
+
 void tsec__log_decision(struct tsec__daemon *d, const struct tsec__call *c,
-			const char *action, const char *resource, int allow,
-			const char *status, json_t *rules, int floor,
+			const char *action, const char *resource, const struct tsec_context *ctx,
+			int allow, const char *status, json_t *rules, int floor,
 			int64_t latency_ns)
 {
 	json_t *o = json_object(), *roles;
@@ -125,6 +161,7 @@ void tsec__log_decision(struct tsec__daemon *d, const struct tsec__call *c,
 	json_object_set_new(o, "policy_revision", json_integer(pid.revision));
 	json_object_set_new(o, "action", json_string(action ? action : ""));
 	json_object_set_new(o, "resource", json_string(resource ? resource : ""));
+	json_object_set_new(o, "context", context_json(ctx));
 	json_object_set_new(o, "decision", json_string(allow ? "allow" : "deny"));
 	json_object_set_new(o, "status", json_string(status));
 	json_object_set_new(o, "rules", rules ? json_incref(rules) : json_array());
@@ -169,7 +206,7 @@ void tsec__observe(void *ctx, void *call_ctx, const struct tsec_request *reqs,
 		char action[32], res[TSEC_KEY_MAX + 1];
 		tsec__strlcpy(action, reqs[i].action.ptr, reqs[i].action.len, sizeof(action));
 		tsec__strlcpy(res, reqs[i].resource.ptr, reqs[i].resource.len, sizeof(res));
-		tsec__log_decision(d, c, action, res, dec[i].allow,
+		tsec__log_decision(d, c, action, res, &reqs[i].ctx, dec[i].allow,
 				   tsec__status_name(dec[i].status),
 				   json_object_get(dj, "rules"),
 				   dec[i].status == TSEC_STATUS_FLOOR,
@@ -223,7 +260,7 @@ static json_t *m_check(struct tsec__daemon *d, struct tsec__call *c, json_t **re
 		tsec__strlcpy(res, r[i].resource.ptr, r[i].resource.len, sizeof(res));
 		tsec__log_decision(d, c, json_string_value(json_object_get(json_array_get(reqs, i),
 									   "action")),
-				   res, dec[i].allow, tsec__status_name(dec[i].status),
+				   res, &r[i].ctx, dec[i].allow, tsec__status_name(dec[i].status),
 				   json_object_get(dj, "rules"),
 				   dec[i].status == TSEC_STATUS_FLOOR, lat);
 		if (!dec[i].allow)

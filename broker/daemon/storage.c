@@ -261,3 +261,43 @@ json_t *tsec__m_lock_release(struct tsec__daemon *d, struct tsec__call *c, json_
 		tsec__held_drop(&d->held, &lk);
 	return done(rc, &err, result);
 }
+
+/* {"issuer", "domain", "cert", "key", "meta"}: the three files as one group. */
+json_t *tsec__m_store_save_cert(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	const char *issuer = tsec__param_str(c, "issuer"), *domain = tsec__param_str(c, "domain");
+	json_t *crt = json_object_get(c->params, "cert"), *key = json_object_get(c->params, "key");
+	json_t *meta = json_object_get(c->params, "meta");
+	struct tsec_cert_files f;
+	struct tsec_error err;
+
+	if (!issuer || !domain || !json_is_string(crt) || !json_is_string(key) ||
+	    !json_is_string(meta))
+		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\", \"domain\", \"cert\", "
+				  "\"key\" and \"meta\" (strings)");
+	f.cert = (char *)json_string_value(crt);
+	f.cert_len = json_string_length(crt);
+	f.key = (char *)json_string_value(key);
+	f.key_len = json_string_length(key);
+	f.meta = (char *)json_string_value(meta);
+	f.meta_len = json_string_length(meta);
+	return done(tsec_store_save_cert(d->store, &c->p, issuer, domain, &f, &err), &err, result);
+}
+
+/* {"issuer", "domain"}: the three files, or TSEC_ENOENT / TSEC_EINCOMPLETE. */
+json_t *tsec__m_store_load_cert(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	const char *issuer = tsec__param_str(c, "issuer"), *domain = tsec__param_str(c, "domain");
+	struct tsec_cert_files f;
+	struct tsec_error err;
+	int rc;
+
+	if (!issuer || !domain)
+		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\" and \"domain\"");
+	if ((rc = tsec_store_load_cert(d->store, &c->p, issuer, domain, &f, &err)))
+		return tsec__err_json(&err);
+	*result = json_pack("{s:s%,s:s%,s:s%}", "cert", f.cert, f.cert_len, "key", f.key,
+			    f.key_len, "meta", f.meta, f.meta_len);
+	tsec_cert_files_free(&f);
+	return *result ? NULL : tsec__fail(TSEC_EPROTO, "", "a stored file is not UTF-8 text");
+}
