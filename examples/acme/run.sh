@@ -19,8 +19,9 @@ done
 work=$(mktemp -d /tmp/tsec-acme-XXXXXX)
 pebble_pid= broker_pid=
 cleanup() {
-	[ -n "$pebble_pid" ] && kill "$pebble_pid" 2>/dev/null
-	[ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null
+	set +e
+	if [ -n "$pebble_pid" ]; then kill "$pebble_pid" 2>/dev/null; fi
+	if [ -n "$broker_pid" ]; then kill "$broker_pid" 2>/dev/null; fi
 	wait 2>/dev/null
 	rm -rf "$work"
 }
@@ -33,16 +34,27 @@ cd "$work"
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
 	-addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
 	-keyout pebble-key.pem -out pebble-cert.pem 2>/dev/null
-acme_port=$(port)
-cat > pebble.json <<JSON
+# A port chosen at random may be taken: start again on others if so.
+for try in 1 2 3; do
+	acme_port=$(port)
+	cat > pebble.json <<JSON
 {"pebble": {"listenAddress": "127.0.0.1:$acme_port", "managementListenAddress": "127.0.0.1:$(port)",
  "certificate": "pebble-cert.pem", "privateKey": "pebble-key.pem",
  "httpPort": $(port), "tlsPort": $(port), "ocspResponderURL": "",
  "externalAccountBindingRequired": false}}
 JSON
-PEBBLE_VA_ALWAYS_VALID=1 PEBBLE_VA_NOSLEEP=1 PEBBLE_WFE_NONCEREJECT=0 \
-	pebble -config pebble.json > pebble.log 2>&1 &
-pebble_pid=$!
+	PEBBLE_VA_ALWAYS_VALID=1 PEBBLE_VA_NOSLEEP=1 PEBBLE_WFE_NONCEREJECT=0 \
+		pebble -config pebble.json > pebble.log 2>&1 &
+	pebble_pid=$!
+	i=0
+	while ! grep -q "Listening on: 127.0.0.1:$acme_port" pebble.log && kill -0 "$pebble_pid" 2>/dev/null &&
+		[ $i -lt 300 ]; do
+		i=$((i + 1)); sleep 0.1
+	done
+	grep -q "Listening on: 127.0.0.1:$acme_port" pebble.log && break
+	kill "$pebble_pid" 2>/dev/null || true; wait "$pebble_pid" 2>/dev/null || true; pebble_pid=
+	[ $try -lt 3 ] || { echo "acme: pebble did not start:" >&2; tail -5 pebble.log >&2; exit 1; }
+done
 
 # tsec-broker over tcp with CURVE: the issuer and the web server are two
 # keys, so two principals.
@@ -64,10 +76,6 @@ export ACME_ISSUER=acme-pebble
 i=0
 until TSEC_KEY="$work/issuer" "$TSEC" health --timeout-ms 500 >/dev/null 2>&1; do
 	i=$((i + 1)); [ $i -lt 40 ] || { cat broker.err >&2; exit 1; }
-done
-i=0
-until [ -n "$(grep -l 'Listening on' pebble.log 2>/dev/null)" ] || [ $i -ge 50 ]; do
-	i=$((i + 1)); sleep 0.1
 done
 
 say "lego obtains a certificate for test.example from pebble; its hook saves it as the issuer"
