@@ -111,7 +111,7 @@ int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 	struct tsec_bus *bus;
 	struct tsec_str roles[16];
 	struct tsec_error err;
-	json_t *batch = NULL, *list, *v, *out, *keep = json_array();
+	json_t *batch = NULL, *list, *v, *out, *keep;
 	int rc = EXIT_ALLOW;
 	size_t i;
 
@@ -142,6 +142,7 @@ int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 		json_decref(batch);
 		return EXIT_ERROR;
 	}
+	keep = json_array();
 	out = json_array();
 	json_array_foreach(list, i, v) {
 		struct tsec_request r;
