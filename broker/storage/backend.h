@@ -123,6 +123,16 @@ int tsec__memory_open(struct tsec__backend **out, uint32_t delay_us,
 int tsec__localcache_open(struct tsec__backend **out, struct tsec__backend *inner,
 			  size_t max_bytes, struct tsec_error *err);
 
+/* ---- store.c: what the backends' listings and groups share ---- */
+
+/* Appends "k[0..n)suffix" to l (capacity *cap, grown by doubling); -1
+ * without memory. */
+int tsec__strlist_add(struct tsec_strlist *l, size_t *cap, const char *k, size_t n,
+		      const char *suffix);
+
+/* Whether the normalised key lies below the folder (folder + "/"). */
+bool tsec__key_below(const char *key, const char *folder);
+
 /* ---- lease.c: the lease rules every backend applies ---- */
 
 /* A lock's state as a backend keeps it. */

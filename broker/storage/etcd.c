@@ -242,24 +242,6 @@ static int et_stat(struct tsec__backend *b, const struct tsec__skey *sk,
 	return rc;
 }
 
-static int add(struct tsec_strlist *l, size_t *cap, const char *k, size_t n, const char *suffix)
-{
-	char *s;
-
-	if (l->n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 16;
-		char **v = realloc(l->v, nc * sizeof(*v));
-		if (!v)
-			return -1;
-		l->v = v;
-		*cap = nc;
-	}
-	if (asprintf(&s, "%.*s%s", (int)n, k, suffix) < 0)
-		return -1;
-	l->v[l->n++] = s;
-	return 0;
-}
-
 /*
  * Lists by keys-only ranges of PAGE keys.  A flat listing names each
  * folder once and jumps past everything below it (the next range starts
@@ -319,13 +301,13 @@ static int et_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 			if (slash) {
 				size_t cn = (size_t)(slash - (const char *)k);
 
-				rc = add(out, &cap, (const char *)k + e->plen + 3, cn - e->plen - 3, "/");
+				rc = tsec__strlist_add(out, &cap, (const char *)k + e->plen + 3, cn - e->plen - 3, "/");
 				/* Next: past everything below this child. */
 				memcpy(from, k, cn);
 				from[cn] = '/' + 1;
 				fl = cn + 1;
 			} else {
-				rc = add(out, &cap, (const char *)k + e->plen + 3, kl - e->plen - 3, "");
+				rc = tsec__strlist_add(out, &cap, (const char *)k + e->plen + 3, kl - e->plen - 3, "");
 				memcpy(from, k, kl);
 				from[kl] = '\0';
 				fl = kl + 1;
@@ -451,13 +433,6 @@ static int put_op(struct etcd *e, const char *text, const void *v, size_t len, i
 	return *op ? 0 : tsec__seterr(err, TSEC_ENOMEM, text, NULL);
 }
 
-static bool is_below(const char *key, const char *folder)
-{
-	size_t n = strlen(folder);
-
-	return !strncmp(key, folder, n) && key[n] == '/';
-}
-
 static int et_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
 		       const struct tsec__fence *f, struct tsec_error *err)
 {
@@ -469,7 +444,7 @@ static int et_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = 0; j < n; j++)
-			if (is_below(p[j].sk->text, p[i].sk->text)) {
+			if (tsec__key_below(p[j].sk->text, p[i].sk->text)) {
 				rc = tsec__seterr(err, TSEC_EEXIST, p[i].sk->text, "'%s' would be a "
 						  "value and a folder", p[i].sk->text);
 				goto fail;
@@ -506,7 +481,7 @@ static int et_move(struct tsec__backend *b, const struct tsec__skey *src,
 	char bs[TSEC__BK_MAX];
 	size_t sn = tsec__etcd_bk(e, 'k', src->text, bs);
 
-	if (is_below(dst->text, src->text) || is_below(src->text, dst->text))
+	if (tsec__key_below(dst->text, src->text) || tsec__key_below(src->text, dst->text))
 		return tsec__seterr(err, TSEC_EEXIST, dst->text, "'%s' and '%s' are a value and a "
 				    "folder", src->text, dst->text);
 	/* Read, then write guarded by what was read; again if it changed. */

@@ -171,6 +171,30 @@ static json_t *why_reads(const struct keys *k)
 	return ko;
 }
 
+/*
+ * Runs ops (consumed) after a read of l, in one txn guarded by "l is my
+ * token and d is still ahead"; *lease is l's etcd lease.  ENOTOWNER or
+ * ENOENT (why) when the guard fails.
+ */
+static int guarded(struct etcd *e, const struct keys *k, const char *name,
+		   const uint8_t token[16], int64_t now, json_t *ops, int retry, int64_t *lease,
+		   struct tsec_error *err)
+{
+	json_t *all = json_array(), *r;
+	bool succ;
+	int rc;
+
+	json_array_append_new(all, tsec__etcd_range(k->l, k->ln, false, false));
+	json_array_extend(all, ops);
+	json_decref(ops);
+	if ((rc = tsec__etcd_txn(e, guard(k, token, now), all, why_reads(k), retry, &r, &succ, err)))
+		return rc;
+	rc = succ ? 0 : why(r, name, token, err);
+	*lease = tsec__jint(tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range")), "lease", 0);
+	json_decref(r);
+	return rc;
+}
+
 int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
 			const uint8_t *waiter, struct tsec__lease *out, struct tsec_error *err)
 {
@@ -275,18 +299,9 @@ int tsec__etcd_lock_renew(struct tsec__backend *b, const char *name, const uint8
 	until = tsec__deadline_after(now, ttl_ms);
 	dl = deadline_str(until, ds);
 	ops = json_array();
-	json_array_append_new(ops, tsec__etcd_range(k.l, k.ln, false, false));
 	json_array_append_new(ops, put_op(k.d, k.dn, ds, dl, 0, true));
-	if ((rc = tsec__etcd_txn(e, guard(&k, token, now), ops, why_reads(&k),
-				 TSEC__ETCD_IDEMPOTENT, &r, &succ, err)))
+	if ((rc = guarded(e, &k, name, token, now, ops, TSEC__ETCD_IDEMPOTENT, &lease, err)))
 		return rc;
-	if (!succ) {
-		rc = why(r, name, token, err);
-		json_decref(r);
-		return rc;
-	}
-	lease = tsec__jint(tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range")), "lease", 0);
-	json_decref(r);
 	if ((rc = lease_call(e, "/v3/lease/keepalive", lease, 0, NULL, &ttl, err)))
 		return rc;
 	if (ttl <= 0)
@@ -323,27 +338,17 @@ int tsec__etcd_lock_release(struct tsec__backend *b, const char *name,
 {
 	struct etcd *e = tsec__etcd_of(b);
 	struct keys k;
-	json_t *r, *ops;
+	json_t *ops;
 	int64_t lease;
-	bool succ;
 	int rc;
 
 	keys_of(e, name, &k);
 	ops = json_array();
-	json_array_append_new(ops, tsec__etcd_range(k.l, k.ln, false, false));
 	json_array_append_new(ops, del_op(k.l, k.ln));
 	json_array_append_new(ops, del_op(k.d, k.dn));
 	json_array_append_new(ops, del_op(k.h, k.hn));
-	if ((rc = tsec__etcd_txn(e, guard(&k, token, tsec__wall_ms()), ops, why_reads(&k),
-				 TSEC__ETCD_ONCE, &r, &succ, err)))
+	if ((rc = guarded(e, &k, name, token, tsec__wall_ms(), ops, TSEC__ETCD_ONCE, &lease, err)))
 		return rc;
-	if (!succ) {
-		rc = why(r, name, token, err);
-		json_decref(r);
-		return rc;
-	}
-	lease = tsec__jint(tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range")), "lease", 0);
-	json_decref(r);
 	revoke(e, lease);
 	return 0;
 }

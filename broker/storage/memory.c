@@ -284,25 +284,6 @@ static int mb_stat(struct tsec__backend *b, const struct tsec__skey *sk,
 	return rc;
 }
 
-static int add(struct tsec_strlist *l, size_t *cap, const char *k, size_t n,
-	       const char *suffix)
-{
-	char *s;
-
-	if (l->n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 16;
-		char **v = realloc(l->v, nc * sizeof(*v));
-		if (!v)
-			return -1;
-		l->v = v;
-		*cap = nc;
-	}
-	if (asprintf(&s, "%.*s%s", (int)n, k, suffix) < 0)
-		return -1;
-	l->v[l->n++] = s;
-	return 0;
-}
-
 /* Whether key lies below the folder p[0..plen) ("" is the root). */
 static bool below(const char *key, size_t klen, const char *p, size_t plen)
 {
@@ -334,12 +315,12 @@ static int mb_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 		for (struct entry *e = m->vals.b[i]; e && !rc; e = e->next)
 			if (below(e->key, e->klen, sk->text, plen) &&
 			    (recursive || !memchr(e->key + skip, '/', e->klen - skip)))
-				rc = add(out, &cap, e->key, e->klen, "");
+				rc = tsec__strlist_add(out, &cap, e->key, e->klen, "");
 	for (size_t i = 0; !recursive && m->dirs.b && i <= m->dirs.mask && !rc; i++)
 		for (struct folder *f = m->dirs.b[i]; f && !rc; f = f->next)
 			if (below(f->key, f->klen, sk->text, plen) &&
 			    !memchr(f->key + skip, '/', f->klen - skip))
-				rc = add(out, &cap, f->key, f->klen, "/");
+				rc = tsec__strlist_add(out, &cap, f->key, f->klen, "/");
 	if (rc) {
 		tsec_strlist_free(out);
 		rc = tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");

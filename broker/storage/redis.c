@@ -360,24 +360,6 @@ static int rd_stat(struct tsec__backend *b, const struct tsec__skey *sk, struct 
 	return folder ? 0 : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
 }
 
-static int add(struct tsec_strlist *l, size_t *cap, const char *k, size_t n, const char *suffix)
-{
-	char *s;
-
-	if (l->n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 16;
-		char **v = realloc(l->v, nc * sizeof(*v));
-		if (!v)
-			return -1;
-		l->v = v;
-		*cap = nc;
-	}
-	if (asprintf(&s, "%.*s%s", (int)n, k, suffix) < 0)
-		return -1;
-	l->v[l->n++] = s;
-	return 0;
-}
-
 /* A flat listing jumps past each folder, as etcd.c does. */
 static int rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
 		   struct tsec_strlist *out, struct tsec_error *err)
@@ -419,11 +401,11 @@ static int rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 			if (slash) {
 				size_t cn = (size_t)(slash - e->str);
 
-				rc = add(out, &cap, e->str, cn, "/");
+				rc = tsec__strlist_add(out, &cap, e->str, cn, "/");
 				snprintf(lo, sizeof(lo), "[%.*s0", (int)cn, e->str);
 				break;
 			}
-			rc = add(out, &cap, e->str, e->len, "");
+			rc = tsec__strlist_add(out, &cap, e->str, e->len, "");
 			snprintf(lo, sizeof(lo), "(%.*s", (int)e->len, e->str);
 		}
 		freeReplyObject(rep);
@@ -464,13 +446,6 @@ static int rd_del(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 	return rc;
 }
 
-static bool is_below(const char *key, const char *folder)
-{
-	size_t n = strlen(folder);
-
-	return !strncmp(key, folder, n) && key[n] == '/';
-}
-
 static int rd_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
 		       const struct tsec__fence *f, struct tsec_error *err)
 {
@@ -490,7 +465,7 @@ static int rd_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 	}
 	for (i = 0; i < n; i++)
 		for (size_t j = 0; j < n; j++)
-			if (is_below(p[j].sk->text, p[i].sk->text)) {
+			if (tsec__key_below(p[j].sk->text, p[i].sk->text)) {
 				rc = tsec__seterr(err, TSEC_EEXIST, p[i].sk->text, "'%s' would be a "
 						  "value and a folder", p[i].sk->text);
 				goto out;
@@ -537,7 +512,7 @@ static int rd_move(struct tsec__backend *b, const struct tsec__skey *src,
 {
 	struct redisbe *r = rb_of(b);
 
-	if (is_below(dst->text, src->text) || is_below(src->text, dst->text))
+	if (tsec__key_below(dst->text, src->text) || tsec__key_below(src->text, dst->text))
 		return tsec__seterr(err, TSEC_EEXIST, dst->text, "'%s' and '%s' are a value and a "
 				    "folder", src->text, dst->text);
 	for (int tries = 0; tries < 8; tries++) {

@@ -99,6 +99,33 @@ void tsec__req_for(struct tsec_request *r, const char *action, const struct tsec
 	r->resource.len = strlen(sk->text);
 }
 
+int tsec__strlist_add(struct tsec_strlist *l, size_t *cap, const char *k, size_t n,
+		      const char *suffix)
+{
+	char *s;
+
+	if (l->n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		char **v = realloc(l->v, nc * sizeof(*v));
+
+		if (!v)
+			return -1;
+		l->v = v;
+		*cap = nc;
+	}
+	if (asprintf(&s, "%.*s%s", (int)n, k, suffix) < 0)
+		return -1;
+	l->v[l->n++] = s;
+	return 0;
+}
+
+bool tsec__key_below(const char *key, const char *folder)
+{
+	size_t n = strlen(folder);
+
+	return !strncmp(key, folder, n) && key[n] == '/';
+}
+
 bool tsec__is_cert_key(const struct tsec__skey *sk)
 {
 	return sk->k.kind == TSEC_KIND_CERT;
