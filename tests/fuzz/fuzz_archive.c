@@ -17,9 +17,21 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static char dir[64];
+
+/* The run's folder goes when the fuzzer exits (libFuzzer ends by exit()). */
+static void remove_dir(void)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/a.tar", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static char dir[64], url[80];
+	static char url[80];
 	struct tsec_verify_opts o = {
 		.policy = "examples/policy.json", .calls = 1, .warmup = 0,
 		.max_unpacked = 4u << 20, .max_entry = 1u << 20, .max_entries = 64,
@@ -35,6 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		snprintf(url, sizeof(url), "file://%s", dir);
 		if (mkdir(dir, 0700) && access(dir, W_OK))
 			abort();
+		atexit(remove_dir);
 	}
 	snprintf(path, sizeof(path), "%s/a.tar", dir);
 	if (!(f = fopen(path, "wb")))
