@@ -323,6 +323,35 @@ static void test_planted_names(void **state)
 				freeReplyObject(r);
 			}
 		}
+		/* A name with a NUL in it, and one longer than any key. */
+		{
+			char k[1300], idx[96];
+			int n = snprintf(k, sizeof(k), "%s/k/a/x", prefix[b]);
+
+			k[n++] = '\0';
+			k[n++] = 'y';
+			if (b == 0) {
+				assert_int_equal(tu_etcd_put_raw(&etcd, k, (size_t)n, "\x01x"), 0);
+			} else {
+				redisReply *r;
+				size_t pl = strlen(prefix[b]) + 3;
+
+				snprintf(idx, sizeof(idx), "%s/i", prefix[b]);
+				r = redisCommand(rc, "ZADD %s 0 %b", idx, k + pl, (size_t)n - pl);
+				freeReplyObject(r);
+			}
+			n = snprintf(k, sizeof(k), "%s/k/a/", prefix[b]);
+			memset(k + n, 'z', 1200);
+			n += 1200;
+			k[n] = '\0';
+			if (b == 0) {
+				assert_int_equal(tu_etcd_put_raw(&etcd, k, (size_t)n, "\x01x"), 0);
+			} else {
+				redisReply *r = redisCommand(rc, "ZADD %s 0 %s", idx,
+							     k + strlen(prefix[b]) + 3);
+				freeReplyObject(r);
+			}
+		}
 		redisFree(rc);
 		assert_int_equal(tsec_store_list(t.store, &app, "", 1, &l, &err), 0);
 		assert_int_equal(l.n, 1);

@@ -283,10 +283,20 @@ static int et_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 			size_t kl;
 			const char *rest, *slash;
 
-			if (tsec__unb64(json_array_get(kvs, i), "key", &k, &kl) || kl <= bl ||
-			    kl > TSEC__BK_MAX || memcmp(k, base, bl)) {
+			if (tsec__unb64(json_array_get(kvs, i), "key", &k, &kl)) {
+				rc = tsec__seterr(err, TSEC_EIO, sk->text, "etcd sent a key that is "
+						  "not base64");
+				break;
+			}
+			if (kl <= bl || kl > TSEC__BK_MAX || memcmp(k, base, bl)) {
+				/* Not a key we could have written: skip it, and
+				 * continue after it (an overlong one: after every key
+				 * sharing its first TSEC__BK_MAX bytes, all as long). */
+				fl = kl > TSEC__BK_MAX ? TSEC__BK_MAX : kl;
+				memcpy(from, k, fl);
+				from[fl++] = kl > TSEC__BK_MAX ? (char)0xff : '\0';
 				free(k);
-				continue;        /* not ours: skip, never fail a listing */
+				continue;
 			}
 			rest = (const char *)k + bl;
 			if (!tsec__remote_name_ok((const char *)k + e->plen + 3, kl - e->plen - 3)) {
@@ -317,7 +327,7 @@ static int et_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 				break;           /* restart the range past the folder */
 		}
 		json_decref(r);
-		if (rc < 0)
+		if (rc == -1)
 			rc = tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
 		if (rc)
 			break;

@@ -365,6 +365,7 @@ static int rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 		   struct tsec_strlist *out, struct tsec_error *err)
 {
 	struct redisbe *r = rb_of(b);
+	size_t lo_len;
 	char ikey[TSEC_KEY_MAX + 4], base[TSEC_KEY_MAX + 2], lo[TSEC_KEY_MAX + 4],
 		hi[TSEC_KEY_MAX + 4], page[16];
 	size_t bl, cap = 0;
@@ -372,7 +373,7 @@ static int rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 
 	snprintf(ikey, sizeof(ikey), "%s/i", r->prefix);
 	bl = (size_t)snprintf(base, sizeof(base), "%s%s", sk->text, sk->text[0] ? "/" : "");
-	snprintf(lo, sizeof(lo), "[%s", base);
+	lo_len = (size_t)snprintf(lo, sizeof(lo), "[%s", base);
 	if (bl)
 		snprintf(hi, sizeof(hi), "(%.*s0", (int)bl - 1, base);
 	else
@@ -380,7 +381,8 @@ static int rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 	snprintf(page, sizeof(page), "%d", PAGE);
 	for (;;) {
 		const char *av[7] = { "ZRANGEBYLEX", ikey, lo, hi, "LIMIT", "0", page };
-		redisReply *rep = call(r, 7, av, NULL, true, err);
+		size_t lv[7] = { 11, strlen(ikey), lo_len, strlen(hi), 5, 1, strlen(page) };
+		redisReply *rep = call(r, 7, av, lv, true, err);
 		size_t i, n;
 
 		if (!rep)
@@ -390,11 +392,21 @@ static int rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 			const redisReply *e = rep->element[i];
 			const char *slash;
 
-			if (e->type != REDIS_REPLY_STRING || e->len <= bl || e->len > TSEC_KEY_MAX ||
-			    !tsec__remote_name_ok(e->str, e->len)) {
-				/* Planted: skip it (and past it). */
-				if (e->type == REDIS_REPLY_STRING && e->len < TSEC_KEY_MAX)
-					snprintf(lo, sizeof(lo), "(%.*s", (int)e->len, e->str);
+			if (e->type != REDIS_REPLY_STRING) {
+				rc = -2;
+				break;
+			}
+			if (e->len <= bl || e->len > TSEC_KEY_MAX || !tsec__remote_name_ok(e->str, e->len)) {
+				/* Planted: skip it and continue after it (an overlong
+				 * one: after every name sharing its first
+				 * TSEC_KEY_MAX bytes, all as long). */
+				size_t l = e->len <= TSEC_KEY_MAX ? e->len : TSEC_KEY_MAX;
+
+				lo[0] = '(';
+				memcpy(lo + 1, e->str, l);   /* bytes, NUL included */
+				if (e->len > TSEC_KEY_MAX)
+					lo[1 + l++] = (char)0xff;
+				lo_len = 1 + l;
 				continue;
 			}
 			slash = recursive ? NULL : memchr(e->str + bl, '/', e->len - bl);
@@ -402,16 +414,18 @@ static int rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 				size_t cn = (size_t)(slash - e->str);
 
 				rc = tsec__strlist_add(out, &cap, e->str, cn, "/");
-				snprintf(lo, sizeof(lo), "[%.*s0", (int)cn, e->str);
+				lo_len = (size_t)snprintf(lo, sizeof(lo), "[%.*s0", (int)cn, e->str);
 				break;
 			}
 			rc = tsec__strlist_add(out, &cap, e->str, e->len, "");
-			snprintf(lo, sizeof(lo), "(%.*s", (int)e->len, e->str);
+			lo_len = (size_t)snprintf(lo, sizeof(lo), "(%.*s", (int)e->len, e->str);
 		}
 		freeReplyObject(rep);
 		if (rc) {
 			tsec_strlist_free(out);
-			return tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
+			return rc == -2 ? tsec__seterr(err, TSEC_EIO, sk->text, "redis answered a "
+						       "listing with something not a name")
+					: tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
 		}
 		if (i == n && n < PAGE)
 			break;
