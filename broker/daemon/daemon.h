@@ -158,6 +158,7 @@ struct tsec__daemon {
 	pthread_cond_t fleet_cv;
 	int fleet_on, fleet_started;
 	char fleet_seen[65];         /* the bundle looked at last (reload_lock) */
+	char fleet_raw[65];          /* SHA-256 of its bytes (the watch thread) */
 	void *metrics;               /* the metrics listener (libmicrohttpd), or NULL */
 	struct tsec_bus *bus;
 	struct tsec_store *store;

@@ -189,7 +189,15 @@ static void look(struct tsec__daemon *d)
 
 	if (tsec__store_meta_get(d->store, "policy", &b, &len, &err))
 		return;                  /* none yet, or the backend is away */
+	/* The same bytes as last time: nothing to parse or verify again. */
+	crypto_hash_sha256(h, (const unsigned char *)b, len);
+	sodium_bin2hex(sha, sizeof(sha), h, sizeof(h));
+	if (!strcmp(sha, d->fleet_raw)) {
+		free(b);
+		return;
+	}
 	pthread_mutex_lock(&d->reload_lock);
+	snprintf(d->fleet_raw, sizeof(d->fleet_raw), "%s", sha);
 	if ((rc = bundle_open(d, b, len, &text, &tlen, &err)) == 0) {
 		crypto_hash_sha256(h, (const unsigned char *)text, tlen);
 		sodium_bin2hex(sha, sizeof(sha), h, sizeof(h));

@@ -82,7 +82,8 @@ int tsec__metrics_start(struct tsec__daemon *d)
 		return -1;
 	}
 	a.sin_port = htons((uint16_t)port);
-	d->metrics = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+	/* No MHD_USE_ERROR_LOG: its messages may quote what a client sent. */
+	d->metrics = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD,
 				      (uint16_t)port, NULL, NULL, answer, d,
 				      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
 				      MHD_OPTION_CONNECTION_LIMIT, 16u,
