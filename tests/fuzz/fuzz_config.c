@@ -11,16 +11,23 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct tsec__config c;
+static char path[64];
+
+/* The run's file goes when the fuzzer exits (libFuzzer ends by exit()). */
+static void remove_file(void)
+{
+	unlink(path);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static char path[64];
 	FILE *f;
 
 	if (!path[0]) {
 		snprintf(path, sizeof(path), "/tmp/tsec-fuzz-config-%ld.json", (long)getpid());
 		if ((tsec__say_fd = open("/dev/null", O_WRONLY)) < 0)
 			abort();
+		atexit(remove_file);
 	}
 	if (!(f = fopen(path, "w")))
 		abort();

@@ -34,6 +34,16 @@ static void put(const char *rel, const uint8_t *p, size_t n)
 	fclose(f);
 }
 
+/* The run's folder goes when the fuzzer exits (libFuzzer ends by exit()). */
+static void remove_root(void)
+{
+	char cmd[96];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	if (system(cmd))
+		fprintf(stderr, "could not remove %s\n", root);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const uint8_t *cut = memchr(data, 0, size);
@@ -49,6 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (tsec_bus_new(&bus) ||
 		    tsec_bus_load(bus, "policy", TSEC_FUZZ_MODULE, policy, strlen(policy), &err))
 			abort();
+		atexit(remove_root);
 	}
 	snprintf(dirs, sizeof(dirs), "%s/locks", root);
 	mkdir(root, 0700);
