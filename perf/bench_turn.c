@@ -1,5 +1,6 @@
 /*
- * bench_turn: one certificate renewal turn, timed whole, in process.
+ * bench_turn: one certificate renewal turn, timed whole, in process and
+ * through tsec-broker.
  *
  *   build/release/bench_turn [TURNS]      (default 200)
  *
@@ -10,16 +11,28 @@
  * the same operations on the same backend through its interface, no
  * policy.  On the file backend (durable writes) and the memory backend
  * (where the policy's share shows).  Policy decisions per turn are
- * counted through the store's observer.
+ * counted through the store's observer.  Then the same turn through
+ * tsec-broker (file backend, its own folder) over ipc and over tcp with
+ * CURVE, with the client library: lock.acquire, store.exists x3,
+ * store.load_cert, store.save_cert, lock.release (7 calls, the same 11
+ * decisions).
  *
  * CSV: case,sample,iterations,elapsed_ns,ns_per_op (one sample per
  * backend and side, iterations = turns) and latency rows
  * latency,case,samples,first,p50,p90,p99,p999,max.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <jansson.h>
+#include <zmq.h>
+
+#include "tinysecurity/client.h"
 #include "tinysecurity/store.h"
 #include "broker/storage/backend.h"
 #include "perf/benchutil.h"
@@ -162,6 +175,134 @@ static void run(const char *backend, const char *root, int turns, struct tsec_bu
 	free(lat);
 }
 
+/* ---- through tsec-broker ---- */
+
+static void client_turn(struct tsec_client *c)
+{
+	struct tsec_error err;
+	char *res = NULL, p[512];
+	json_t *j, *save;
+	const char *tok;
+
+	if (tsec_client_call(c, "lock.acquire", "{\"name\": \"example.com\", \"ttl_ms\": 60000,"
+			     " \"timeout_ms\": 10000}", &res, &err))
+		die("broker lock", &err);
+	j = json_loads(res, 0, NULL);
+	free(res);
+	tok = json_string_value(json_object_get(j, "token"));
+	for (int i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "{\"key\": \"%s\"}", keys[i]);
+		if (tsec_client_call(c, "store.exists", p, NULL, &err))
+			die("broker exists", &err);
+	}
+	if (tsec_client_call(c, "store.load_cert", "{\"issuer\": \"acme\", \"domain\": "
+			     "\"example.com\"}", NULL, &err))
+		die("broker load", &err);
+	save = json_pack("{s:s,s:s,s:s%,s:s%,s:s%}", "issuer", "acme", "domain", "example.com",
+			 "cert", cert, sizeof(cert), "key", key, sizeof(key), "meta", meta,
+			 sizeof(meta));
+	res = json_dumps(save, JSON_COMPACT);
+	json_decref(save);
+	if (tsec_client_call(c, "store.save_cert", res, NULL, &err))
+		die("broker save", &err);
+	free(res);
+	snprintf(p, sizeof(p), "{\"name\": \"example.com\", \"token\": \"%s\"}", tok);
+	if (tsec_client_call(c, "lock.release", p, NULL, &err))
+		die("broker release", &err);
+	json_decref(j);
+}
+
+static void run_broker(const char *root, int turns)
+{
+	char dir[256], cfg[4096], path[300], ipc[320], tcp[64], pol[300];
+	char srv_pub[41], srv_sec[41], cli_pub[41], cli_sec[41];
+	uint64_t *lat = calloc((size_t)turns, sizeof(*lat)), t0, first, all;
+	struct tsec_error err;
+	FILE *f;
+	pid_t pid;
+
+	snprintf(dir, sizeof(dir), "%s/broker", root);
+	mkdir(dir, 0700);
+	snprintf(pol, sizeof(pol), "%s/policy.json", dir);
+	if (!(f = fopen(pol, "w")))
+		exit(2);
+	fputs(policy, f);
+	fclose(f);
+	zmq_curve_keypair(srv_pub, srv_sec);
+	zmq_curve_keypair(cli_pub, cli_sec);
+	snprintf(ipc, sizeof(ipc), "ipc://%s/tsec.sock", dir);
+	snprintf(tcp, sizeof(tcp), "tcp://127.0.0.1:%d", 20000 + (int)(getpid() % 30000));
+	snprintf(cfg, sizeof(cfg),
+		 "{\"module\": \"build/release/libtinysecurity_module.so\", \"policy\": \"%s\","
+		 " \"allow_unsigned_policy\": true, \"storage\": \"%s/store\","
+		 " \"endpoints\": [\"%s\", \"%s\"], \"server_secret_key\": \"%s\","
+		 " \"clients\": [{\"public_key\": \"%s\", \"principal\": \"svc:acme-issuer\"}],"
+		 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:acme-issuer\"}]}",
+		 pol, dir, ipc, tcp, srv_sec, cli_pub, (int)getuid());
+	snprintf(path, sizeof(path), "%s/broker.json", dir);
+	if (!lat || !(f = fopen(path, "w")))
+		exit(2);
+	fputs(cfg, f);
+	fclose(f);
+	if ((pid = fork()) == 0) {
+		if (!freopen("/dev/null", "w", stderr))
+			_exit(127);
+		execl("build/release/tsec-broker", "tsec-broker", "--config", path, (char *)NULL);
+		_exit(127);
+	}
+	for (int side = 0; side < 2; side++) {
+		struct tsec_client_opts o = { .endpoint = side ? tcp : ipc, .timeout_ms = 20000,
+					      .server_public_key = side ? srv_pub : NULL,
+					      .public_key = side ? cli_pub : NULL,
+					      .secret_key = side ? cli_sec : NULL };
+		struct tsec_client *c;
+		char name[64];
+		int up = 0;
+
+		for (int t = 0; t < 100 && !up; t++) {
+			if (tsec_client_open(&c, &o, &err))
+				die("client", &err);
+			up = tsec_client_call(c, "health", NULL, NULL, &err) == 0;
+			if (!up) {
+				tsec_client_close(&c);
+				usleep(50000);
+			}
+		}
+		if (!up)
+			die("tsec-broker did not answer", &err);
+		/* The certificate exists before the first turn. */
+		{
+			json_t *seed = json_pack("{s:s,s:s,s:s%,s:s%,s:s%}", "issuer", "acme", "domain",
+						 "example.com", "cert", cert, sizeof(cert), "key", key,
+						 sizeof(key), "meta", meta, sizeof(meta));
+			char *txt = json_dumps(seed, JSON_COMPACT);
+
+			json_decref(seed);
+			if (tsec_client_call(c, "store.save_cert", txt, NULL, &err))
+				die("seed", &err);
+			free(txt);
+		}
+		t0 = bench_now();
+		client_turn(c);
+		first = bench_now() - t0;
+		all = bench_now();
+		for (int i = 0; i < turns; i++) {
+			t0 = bench_now();
+			client_turn(c);
+			lat[i] = bench_now() - t0;
+		}
+		all = bench_now() - all;
+		snprintf(name, sizeof(name), "turn_broker_%s_file", side ? "tcp_curve" : "ipc");
+		printf("%s,0,%d,%llu,%.1f\n", name, turns, (unsigned long long)all, (double)all / turns);
+		printf("latency,");
+		bench_print_latency(name, first, lat, (size_t)turns);
+		tsec_client_close(&c);
+	}
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	free(lat);
+}
+
 int main(int argc, char **argv)
 {
 	int turns = argc > 1 && atoi(argv[1]) > 0 ? atoi(argv[1]) : 200;
@@ -184,6 +325,7 @@ int main(int argc, char **argv)
 	printf("case,sample,iterations,elapsed_ns,ns_per_op\n");
 	run("file", root, turns, bus);
 	run("memory", NULL, turns * 10, bus);
+	run_broker(root, turns);
 	tsec_bus_free(&bus);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	return system(cmd) == 0 ? 0 : 1;

@@ -34,7 +34,8 @@ static void start(void)
 	pthread_mutex_init(&d.policy_lock, NULL);
 	tsec__held_init(&d.held);
 	d.st.by_method = calloc(tsec__nmethods, sizeof(*d.st.by_method));
-	if (!d.st.by_method || tsec_bus_new(&d.bus) ||
+	d.st.hist = calloc(tsec__nmethods, sizeof(*d.st.hist));
+	if (!d.st.by_method || !d.st.hist || tsec_bus_new(&d.bus) ||
 	    tsec_bus_load_file(d.bus, "policy", TSEC_FUZZ_MODULE, "examples/policy.json", &err) ||
 	    tsec_store_open_opts(&d.store, &o, d.bus, NULL, &err))
 		abort();
