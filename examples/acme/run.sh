@@ -46,12 +46,16 @@ JSON
 	PEBBLE_VA_ALWAYS_VALID=1 PEBBLE_VA_NOSLEEP=1 PEBBLE_WFE_NONCEREJECT=0 \
 		pebble -config pebble.json > pebble.log 2>&1 &
 	pebble_pid=$!
-	i=0
-	while ! grep -q "Listening on: 127.0.0.1:$acme_port" pebble.log && kill -0 "$pebble_pid" 2>/dev/null &&
-		[ $i -lt 300 ]; do
+	# Up when its port completes a TLS handshake (pebble says "Listening"
+	# before it binds), gone if it exited (a port someone else had).
+	i=0 up=
+	while kill -0 "$pebble_pid" 2>/dev/null && [ $i -lt 100 ]; do
+		if openssl s_client -connect "127.0.0.1:$acme_port" </dev/null >/dev/null 2>&1; then
+			up=1; break
+		fi
 		i=$((i + 1)); sleep 0.1
 	done
-	grep -q "Listening on: 127.0.0.1:$acme_port" pebble.log && break
+	[ -n "$up" ] && break
 	kill "$pebble_pid" 2>/dev/null || true; wait "$pebble_pid" 2>/dev/null || true; pebble_pid=
 	[ $try -lt 3 ] || { echo "acme: pebble did not start:" >&2; tail -5 pebble.log >&2; exit 1; }
 done
@@ -83,7 +87,7 @@ TSEC_KEY="$work/issuer" LEGO_CA_CERTIFICATES="$work/pebble-cert.pem" \
 	lego --server "https://127.0.0.1:$acme_port/dir" --accept-tos --email ops@test.example \
 	--domains test.example --key-type rsa2048 --http --http.port "127.0.0.1:$(port)" \
 	--path "$work/lego" run --run-hook "sh $here/hook.sh" > lego.log 2>&1 ||
-	{ cat lego.log >&2; exit 1; }
+	{ cat lego.log >&2; echo "acme: pebble's log ends:" >&2; tail -5 pebble.log >&2; exit 1; }
 say "saved: $(ls store/certificates/$ACME_ISSUER/test.example/ | tr '\n' ' ')"
 
 say "the web server loads it back: the same bytes lego wrote"
