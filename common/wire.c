@@ -231,6 +231,8 @@ void tsec__explain_to_json(json_t *report, const struct tsec_explain *ex,
 	json_object_set_new(report, "caller", who);
 	if ((req->ctx.has & TSEC_CTX_DEST) && attrs)
 		json_object_set_new(attrs, "dest", json_stringn(req->ctx.dest.ptr, req->ctx.dest.len));
+	if (ex && !ex->explained)
+		ex = NULL;               /* a module without explain: the caller only */
 	for (uint32_t i = 0; ex && i < ex->nnot_applied && i < TSEC_EXPLAIN_MAX; i++) {
 		json_t *x = json_object();
 
@@ -242,7 +244,10 @@ void tsec__explain_to_json(json_t *report, const struct tsec_explain *ex,
 		json_object_set_new(x, "why", json_string(ex->not_applied[i].why));
 		json_array_append_new(na, x);
 	}
-	json_object_set_new(report, "not_applied", na);
+	if (ex)
+		json_object_set_new(report, "not_applied", na);
+	else
+		json_decref(na);
 	if (ex)
 		json_object_set_new(report, "not_applied_total", json_integer(ex->nnot_applied_total));
 	if (ex && ex->has_cert)

@@ -42,7 +42,7 @@ json_t *tsec__report_to_json(const struct tsec_report *r);
 /*
  * Adds to a report's JSON the caller (principal, roles), a move's
  * destination, the rules that did not apply and why, and what the
- * certificate says (ex NULL: the caller only).
+ * certificate says (ex NULL or not explained: the caller only).
  */
 void tsec__explain_to_json(json_t *report, const struct tsec_explain *ex,
 			   const struct tsec_request *req);

@@ -430,6 +430,7 @@ static void test_decision_why_not(void **state)
 	(void)state;
 	assert_int_equal(tsec_bus_explain(bus, "policy", &r, &rep, &ex, &err), 0);
 	assert_false(rep.decision.allow);
+	assert_int_equal(ex.explained, 1);
 	/* "other-action" matched principal and resource but not the action:
 	 * it is not listed. */
 	assert_int_equal(ex.nnot_applied, 1);

@@ -117,6 +117,16 @@ static void test_loader_older_and_newer_modules(void **state)
 	assert_int_equal(tsec_bus_check(bus, "new", &r, 1, &d, &err), 0);
 	/* A 1.0 descriptor has no lint: the host says so rather than read past it. */
 	assert_int_equal(tsec_bus_lint(bus, "old", "{}", 2, errs, 2, &n), TSEC_EMODULE);
+	/* Nor explain: the report alone, and it says it was not explained. */
+	{
+		static struct tsec_report rep;
+		static struct tsec_explain ex;
+
+		memset(&ex, 0xff, sizeof(ex));
+		assert_int_equal(tsec_bus_explain(bus, "old", &r, &rep, &ex, &err), 0);
+		assert_int_equal(ex.explained, 0);
+		assert_int_equal(ex.nnot_applied, 0);
+	}
 	tsec_bus_free(&bus);
 }
 

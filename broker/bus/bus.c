@@ -340,11 +340,8 @@ int tsec_bus_explain(struct tsec_bus *bus, const char *name,
 		return tsec__seterr(err, TSEC_EINVAL, "", "NULL explain");
 	memset(ex, 0, sizeof(*ex));
 	if (!bus || !name || !(ep = find(bus, name)) ||
-	    !TSEC_MODULE_DESC_HAS(ep->desc, explain) || !ep->desc->explain) {
-		rc = tsec_bus_evaluate(bus, name, req, out, err);
-		return rc ? rc : tsec__seterr(err, TSEC_EINVAL, name, "the module has no explain "
-					      "(ABI before 1.3)");
-	}
+	    !TSEC_MODULE_DESC_HAS(ep->desc, explain) || !ep->desc->explain)
+		return tsec_bus_evaluate(bus, name, req, out, err);
 	if (!out || !req)
 		return tsec__seterr(err, TSEC_EINVAL, "", "bad arguments to tsec_bus_explain");
 	if (ep->serial)

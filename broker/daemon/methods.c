@@ -287,10 +287,9 @@ static json_t *m_evaluate(struct tsec__daemon *d, struct tsec__call *c, json_t *
 	{
 		/* With why-not when the module has it (ABI 1.3). */
 		struct tsec_explain *ex = malloc(sizeof(*ex));
-		int rc = ex ? tsec_bus_explain(d->bus, "policy", &r, rep, ex, &err) : TSEC_ENOMEM;
+		int rc = ex ? tsec_bus_explain(d->bus, "policy", &r, rep, ex, &err)
+			    : tsec__seterr(&err, TSEC_ENOMEM, "", NULL);
 
-		if (rc == TSEC_EINVAL && ex && !ex->nnot_applied_total && strstr(err.msg, "no explain"))
-			rc = 0, free(ex), ex = NULL;     /* an older module: the report alone */
 		if (rc) {
 			e = tsec__err_json(&err);
 		} else {

@@ -80,8 +80,8 @@ TSEC_API int tsec_bus_evaluate(struct tsec_bus *bus, const char *name,
 		      struct tsec_error *err);
 
 /*
- * Evaluate with why-not (tsec_explain).  TSEC_EINVAL "no explain" from a
- * module older than ABI 1.3 (ex is then zeroed and out still filled).
+ * Evaluate with why-not (tsec_explain).  A module older than ABI 1.3 is
+ * answered with Evaluate's report alone and ex->explained 0.
  */
 TSEC_API int tsec_bus_explain(struct tsec_bus *bus, const char *name,
 			      const struct tsec_request *req, struct tsec_report *out,

@@ -275,6 +275,8 @@ struct tsec_report {
 #define TSEC_EXPLAIN_MAX 32
 
 struct tsec_explain {
+	uint32_t explained;              /* 0: the module has no explain (ABI
+					    before 1.3); only the report is filled */
 	uint32_t nnot_applied;           /* listed */
 	uint32_t nnot_applied_total;     /* counted (each rule once per end) */
 	struct {
