@@ -357,29 +357,43 @@ int cmd_test(struct opts *o)
 			return EXIT_ERROR;
 		}
 		if (S_ISDIR(st.st_mode)) {
-			size_t al = strlen(o->args[a]);
+			size_t al = strlen(o->args[a]), n = 0, cap = 0;
+			char **names = NULL, **more;
+			struct dirent *e;
 			DIR *d;
 
 			while (al > 1 && o->args[a][al - 1] == '/')
 				o->args[a][--al] = '\0';
 			d = opendir(o->args[a]);
-			struct dirent *e;
-			char *names[256];
-			size_t n = 0;
-
-			while (d && (e = readdir(d)) && n < 256) {
+			while (d && (e = readdir(d))) {
 				size_t l = strlen(e->d_name);
-				if (l > 10 && !strcmp(e->d_name + l - 10, ".test.json") &&
-				    asprintf(&names[n], "%s/%s", o->args[a], e->d_name) > 0)
-					n++;
+
+				if (l <= 10 || strcmp(e->d_name + l - 10, ".test.json"))
+					continue;
+				if (n == cap) {
+					cap = cap ? cap * 2 : 16;
+					if (!(more = realloc(names, cap * sizeof(*names)))) {
+						fprintf(stderr, "tsec test: out of memory\n");
+						exit(EXIT_ERROR);
+					}
+					names = more;
+				}
+				if (asprintf(&names[n], "%s/%s", o->args[a], e->d_name) < 0) {
+					fprintf(stderr, "tsec test: out of memory\n");
+					exit(EXIT_ERROR);
+				}
+				n++;
 			}
 			if (d)
 				closedir(d);
-			qsort(names, n, sizeof(names[0]), by_name);
+			else
+				fprintf(stderr, "tsec test: cannot read %s\n", o->args[a]);
+			qsort(names, n, sizeof(*names), by_name);
 			for (size_t i = 0; i < n; i++) {
 				run_file(o, names[i], &t);
 				free(names[i]);
 			}
+			free(names);
 			if (!n) {
 				fprintf(stderr, "tsec test: %s: no *.test.json files\n", o->args[a]);
 				t.errors++;

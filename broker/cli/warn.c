@@ -162,7 +162,8 @@ json_t *cli_policy_warnings(const char *path)
 					continue;
 				if (json_object_get(d, "when") || json_object_get(d, "domain"))
 					continue;
-				if (pass && !principals_covered(d, r))
+				/* A floor may name principals too. */
+				if (!principals_covered(d, r))
 					continue;
 				if ((actions_of(d) & am) != am ||
 				    !all_covered(json_object_get(d, "resource"), json_object_get(r, "resource")))
