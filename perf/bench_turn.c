@@ -65,9 +65,32 @@ static void die(const char *what, const struct tsec_error *err)
 	exit(2);
 }
 
-/* A gated turn through the store. */
-static void turn_gated(struct tsec_store *s)
+/*
+ * Times one turn (first, alone) then `turns` more, and prints the case's
+ * row and its latency row.  lat holds turns entries.
+ */
+static void timed(const char *name, int turns, uint64_t *lat, void (*turn)(void *), void *arg)
 {
+	uint64_t t0 = bench_now(), first, all;
+
+	turn(arg);
+	first = bench_now() - t0;
+	all = bench_now();
+	for (int i = 0; i < turns; i++) {
+		t0 = bench_now();
+		turn(arg);
+		lat[i] = bench_now() - t0;
+	}
+	all = bench_now() - all;
+	printf("%s,0,%d,%llu,%.1f\n", name, turns, (unsigned long long)all, (double)all / turns);
+	printf("latency,");
+	bench_print_latency(name, first, lat, (size_t)turns);
+}
+
+/* A gated turn through the store. */
+static void turn_gated(void *arg)
+{
+	struct tsec_store *s = arg;
 	struct tsec_cert_files f = { cert, sizeof(cert), key, sizeof(key), meta, sizeof(meta) };
 	struct tsec_cert_files got;
 	struct tsec_error err;
@@ -88,8 +111,15 @@ static void turn_gated(struct tsec_store *s)
 }
 
 /* The same operations on the backend itself: no key rules, no policy. */
-static void turn_ungated(struct tsec__backend *be, const struct tsec__skey *sk)
+struct ungated {
+	struct tsec__backend *be;
+	const struct tsec__skey *sk;
+};
+
+static void turn_ungated(void *arg)
 {
+	struct tsec__backend *be = ((struct ungated *)arg)->be;
+	const struct tsec__skey *sk = ((struct ungated *)arg)->sk;
 	const void *vals[3] = { cert, key, meta };
 	const size_t lens[3] = { sizeof(cert), sizeof(key), sizeof(meta) };
 	struct tsec__bput p[3];
@@ -124,7 +154,7 @@ static void run(const char *backend, const char *root, int turns, struct tsec_bu
 	struct tsec_store *s;
 	struct tsec_error err;
 	struct tsec__skey sk[3];
-	uint64_t *lat = calloc((size_t)turns, sizeof(*lat)), t0, first, all;
+	uint64_t *lat = calloc((size_t)turns, sizeof(*lat));
 	char name[64];
 
 	if (!lat || tsec_store_open_opts(&s, &o, bus, NULL, &err))
@@ -142,43 +172,20 @@ static void run(const char *backend, const char *root, int turns, struct tsec_bu
 			die("seed", &err);
 	}
 	decisions = 0;
-	t0 = bench_now();
-	turn_gated(s);
-	first = bench_now() - t0;
-	all = bench_now();
-	for (int i = 0; i < turns; i++) {
-		t0 = bench_now();
-		turn_gated(s);
-		lat[i] = bench_now() - t0;
-	}
-	all = bench_now() - all;
 	snprintf(name, sizeof(name), "turn_gated_%s", backend);
-	printf("%s,0,%d,%llu,%.1f\n", name, turns, (unsigned long long)all, (double)all / turns);
+	timed(name, turns, lat, turn_gated, s);
 	printf("# %s: %.1f policy decisions per turn\n", name, (double)decisions / (turns + 1));
-	printf("latency,");
-	bench_print_latency(name, first, lat, (size_t)turns);
-	t0 = bench_now();
-	turn_ungated(s->be, sk);
-	first = bench_now() - t0;
-	all = bench_now();
-	for (int i = 0; i < turns; i++) {
-		t0 = bench_now();
-		turn_ungated(s->be, sk);
-		lat[i] = bench_now() - t0;
-	}
-	all = bench_now() - all;
 	snprintf(name, sizeof(name), "turn_ungated_%s", backend);
-	printf("%s,0,%d,%llu,%.1f\n", name, turns, (unsigned long long)all, (double)all / turns);
-	printf("latency,");
-	bench_print_latency(name, first, lat, (size_t)turns);
+	timed(name, turns, lat, turn_ungated, &(struct ungated){ s->be, sk });
 	tsec_store_close(&s);
 	free(lat);
 }
 
 /* ---- through tsec-broker ---- */
 
-static void client_turn(struct tsec_client *c)
+static void client_turn(void *arg)
 {
+	struct tsec_client *c = arg;
 	struct tsec_error err;
 	char *res = NULL, p[512];
 	json_t *j, *save;
@@ -216,7 +223,7 @@ static void run_broker(const char *root, int turns)
 {
 	char dir[256], cfg[4096], path[300], ipc[320], tcp[64], pol[300];
 	char srv_pub[41], srv_sec[41], cli_pub[41], cli_sec[41];
-	uint64_t *lat = calloc((size_t)turns, sizeof(*lat)), t0, first, all;
+	uint64_t *lat = calloc((size_t)turns, sizeof(*lat));
 	struct tsec_error err;
 	FILE *f;
 	pid_t pid;
@@ -282,20 +289,8 @@ static void run_broker(const char *root, int turns)
 				die("seed", &err);
 			free(txt);
 		}
-		t0 = bench_now();
-		client_turn(c);
-		first = bench_now() - t0;
-		all = bench_now();
-		for (int i = 0; i < turns; i++) {
-			t0 = bench_now();
-			client_turn(c);
-			lat[i] = bench_now() - t0;
-		}
-		all = bench_now() - all;
 		snprintf(name, sizeof(name), "turn_broker_%s_file", side ? "tcp_curve" : "ipc");
-		printf("%s,0,%d,%llu,%.1f\n", name, turns, (unsigned long long)all, (double)all / turns);
-		printf("latency,");
-		bench_print_latency(name, first, lat, (size_t)turns);
+		timed(name, turns, lat, client_turn, c);
 		tsec_client_close(&c);
 	}
 	kill(pid, SIGTERM);

@@ -326,35 +326,57 @@ int tu_member_restart(struct tu_server *s, int i)
 	return wait_etcd(s, i);
 }
 
+struct body {
+	char *p;
+	size_t n, cap;
+};
+
 static size_t keep(char *d, size_t sz, size_t n, void *ud)
 {
-	char *b = ud;
-	size_t have = strlen(b), add = sz * n;
+	struct body *b = ud;
+	size_t add = sz * n;
 
-	if (have + add < 4096) {
-		memcpy(b + have, d, add);
-		b[have + add] = '\0';
+	if (b->cap && b->n + add < b->cap) {
+		memcpy(b->p + b->n, d, add);
+		b->n += add;
+		b->p[b->n] = '\0';
 	}
 	return sz * n;
+}
+
+long tu_http(const char *url, const char *post, char *out, size_t cap, long timeout_ms)
+{
+	struct body b = { out, 0, out ? cap : 0 };
+	CURL *h = curl_easy_init();
+	long status = 0;
+	CURLcode cc;
+
+	if (out && cap)
+		out[0] = '\0';
+	if (!h)
+		return -1;
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+	if (post)
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, post);
+	cc = curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(h);
+	return cc == CURLE_OK ? status : -1;
 }
 
 int tu_etcd_leader(struct tu_server *s)
 {
 	for (int i = 0; i < s->n; i++) {
-		char body[4096] = "", u[128], *l, *m;
-		CURL *h;
+		char body[4096], u[128], *l, *m;
 
 		if (s->pid[i] <= 0)
 			continue;
-		h = curl_easy_init();
 		snprintf(u, sizeof(u), "%s/v3/maintenance/status", s->url[i]);
-		curl_easy_setopt(h, CURLOPT_URL, u);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{}");
-		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep);
-		curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
-		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 1000L);
-		curl_easy_perform(h);
-		curl_easy_cleanup(h);
+		if (tu_http(u, "{}", body, sizeof(body), 1000) != 200)
+			continue;
 		/* {"header":{...,"member_id":"X",...},...,"leader":"Y",...} */
 		if ((m = strstr(body, "\"member_id\":\"")) && (l = strstr(body, "\"leader\":\"")) &&
 		    !strncmp(m + 13, l + 10, strcspn(l + 10, "\"")) &&
@@ -392,28 +414,10 @@ void tu_server_stop(struct tu_server *s)
 }
 
 /* POSTs body to url; 0 when HTTP 200. */
-static int post(const char *url, const char *body, const char *auth)
+/* POSTs body to url; 0 when HTTP 200. */
+static int post(const char *url, const char *body)
 {
-	CURL *h = curl_easy_init();
-	struct curl_slist *hdr = NULL;
-	char a[600];
-	long status = 0;
-	CURLcode cc;
-
-	if (auth) {
-		snprintf(a, sizeof(a), "Authorization: %s", auth);
-		hdr = curl_slist_append(hdr, a);
-	}
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
-	cc = curl_easy_perform(h);
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_cleanup(h);
-	curl_slist_free_all(hdr);
-	return cc == CURLE_OK && status == 200 ? 0 : -1;
+	return tu_http(url, body, NULL, 0, 5000) == 200 ? 0 : -1;
 }
 
 int tu_etcd_enable_auth(struct tu_server *s, const char *user, const char *password)
@@ -423,23 +427,23 @@ int tu_etcd_enable_auth(struct tu_server *s, const char *user, const char *passw
 	/* root (etcd wants it before auth is on), then the user, then on. */
 	snprintf(u, sizeof(u), "%s/v3/auth/user/add", s->url[0]);
 	snprintf(body, sizeof(body), "{\"name\": \"root\", \"password\": \"%s\"}", password);
-	if (post(u, body, NULL))
+	if (post(u, body))
 		return -1;
 	snprintf(u, sizeof(u), "%s/v3/auth/user/grant", s->url[0]);
-	if (post(u, "{\"user\": \"root\", \"role\": \"root\"}", NULL))
+	if (post(u, "{\"user\": \"root\", \"role\": \"root\"}"))
 		return -1;
 	if (strcmp(user, "root")) {
 		snprintf(u, sizeof(u), "%s/v3/auth/user/add", s->url[0]);
 		snprintf(body, sizeof(body), "{\"name\": \"%s\", \"password\": \"%s\"}", user, password);
-		if (post(u, body, NULL))
+		if (post(u, body))
 			return -1;
 		snprintf(u, sizeof(u), "%s/v3/auth/user/grant", s->url[0]);
 		snprintf(body, sizeof(body), "{\"user\": \"%s\", \"role\": \"root\"}", user);
-		if (post(u, body, NULL))
+		if (post(u, body))
 			return -1;
 	}
 	snprintf(u, sizeof(u), "%s/v3/auth/enable", s->url[0]);
-	return post(u, "{}", NULL);
+	return post(u, "{}");
 }
 
 int tu_etcd_put_raw(struct tu_server *s, const char *key, size_t klen, const char *val)
@@ -491,7 +495,7 @@ int tu_etcd_put_raw(struct tu_server *s, const char *key, size_t klen, const cha
 	}
 	snprintf(u, sizeof(u), "%s/v3/kv/put", s->url[0]);
 	sprintf(body, "{\"key\": \"%s\", \"value\": \"%s\"}", kb, vb);
-	rc = post(u, body, NULL);
+	rc = post(u, body);
 	free(kb);
 	free(vb);
 	free(body);

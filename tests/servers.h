@@ -52,6 +52,12 @@ int tu_etcd_enable_auth(struct tu_server *s, const char *user, const char *passw
  * could plant).  0 or -1. */
 int tu_etcd_put_raw(struct tu_server *s, const char *key, size_t klen, const char *val);
 
+/*
+ * GET url (or POST post); the HTTP status, or -1 when no answer came;
+ * the body into out[0..cap) (cut, NUL-terminated) when out is given.
+ */
+long tu_http(const char *url, const char *post, char *out, size_t cap, long timeout_ms);
+
 /* Whether etcd and redis-server are installed. */
 bool tu_have(const char *program);
 

@@ -25,8 +25,8 @@
 #include <jansson.h>
 #include <sodium.h>
 #include <zmq.h>
-#include <curl/curl.h>
 
+#include "tests/servers.h"
 #include "tests/testutil.h"
 #include "tinysecurity/client.h"
 
@@ -278,37 +278,6 @@ static void test_daemon_callers(void **state)
 	tsec_client_close(&ipc);
 }
 
-static size_t keep_body(char *p, size_t sz, size_t n, void *ud)
-{
-	char *b = ud;
-	size_t have = strlen(b), add = sz * n;
-
-	if (have + add < 65536) {
-		memcpy(b + have, p, add);
-		b[have + add] = '\0';
-	}
-	return sz * n;
-}
-
-/* GET (or POST with body) url; the status, the body in out (64 KiB). */
-static long http(const char *url, const char *post, char *out)
-{
-	CURL *h = curl_easy_init();
-	long status = 0;
-
-	out[0] = '\0';
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
-	if (post)
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, post);
-	curl_easy_perform(h);
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_cleanup(h);
-	return status;
-}
-
 /* Prometheus: the listener, and tsec stats --prometheus, say the same. */
 static void test_daemon_metrics(void **state)
 {
@@ -321,7 +290,7 @@ static void test_daemon_metrics(void **state)
 	assert_int_equal(tsec_client_call(c, "health", NULL, NULL, &err), 0);
 	tsec_client_close(&c);
 	snprintf(url, sizeof(url), "http://%s/metrics", D.metrics);
-	assert_int_equal(http(url, NULL, body), 200);
+	assert_int_equal(tu_http(url, NULL, body, sizeof(body), 5000), 200);
 	assert_non_null(strstr(body, "# TYPE tsec_calls_total counter\ntsec_calls_total "));
 	assert_non_null(strstr(body, "tsec_method_calls_total{method=\"health\"} "));
 	assert_non_null(strstr(body, "# TYPE tsec_call_duration_seconds histogram"));
@@ -330,9 +299,9 @@ static void test_daemon_metrics(void **state)
 	assert_null(strstr(body, "tsec_call_duration_seconds_count{method=\"health\"} 0\n"));
 	/* Nothing else is served, and nothing is taken. */
 	snprintf(url, sizeof(url), "http://%s/", D.metrics);
-	assert_int_equal(http(url, NULL, body), 404);
+	assert_int_equal(tu_http(url, NULL, body, sizeof(body), 5000), 404);
 	snprintf(url, sizeof(url), "http://%s/metrics", D.metrics);
-	assert_int_not_equal(http(url, "x=1", body), 200);
+	assert_int_not_equal(tu_http(url, "x=1", body, sizeof(body), 5000), 200);
 	/* The CLI renders the same families. */
 	{
 		char cmd[512], path[160];

@@ -423,6 +423,27 @@ static void test_bad_options(void **state)
 	tsec_bus_free(&bus);
 }
 
+/*
+ * Opens a store with o, puts a/b and wants rc; when the put is made,
+ * reads it back.  Closes the store.
+ */
+static void put_with(struct tsec_bus *bus, const struct tsec_store_opts *o, int want)
+{
+	struct tsec_store *s = NULL;
+	struct tsec_error err;
+	char *v = NULL;
+	size_t n;
+
+	assert_int_equal(tsec_store_open_opts(&s, o, bus, NULL, &err), 0);
+	assert_int_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), want);
+	if (want == 0) {
+		assert_int_equal(tsec_store_get(s, &app, "a/b", &v, &n, &err), 0);
+		assert_string_equal(v, "x");
+		free(v);
+	}
+	tsec_store_close(&s);
+}
+
 /* ---- etcd with authentication on ---- */
 
 static void test_etcd_auth(void **state)
@@ -431,10 +452,7 @@ static void test_etcd_auth(void **state)
 	char dir[] = "/tmp/tsec-auth-XXXXXX", prefix[] = "auth";
 	struct tsec_store_opts o = { .backend = "etcd", .prefix = prefix, .username = "tsec" };
 	struct tsec_bus *bus = tu_bus_with_policy("tests/data/store_policy.json");
-	struct tsec_store *s = NULL;
-	struct tsec_error err;
-	char *good, *bad, *v = NULL;
-	size_t n;
+	char *good, *bad;
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
@@ -445,21 +463,12 @@ static void test_etcd_auth(void **state)
 	bad = key_file(dir, "wrong", "not-it\n", 0600);
 	/* Without credentials etcd refuses, and so does the store. */
 	o.username = NULL;
-	assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), 0);
-	assert_int_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), TSEC_EDENIED);
-	tsec_store_close(&s);
+	put_with(bus, &o, TSEC_EDENIED);
 	o.username = "tsec";
 	o.password_file = bad;
-	assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), 0);
-	assert_int_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), TSEC_EDENIED);
-	tsec_store_close(&s);
+	put_with(bus, &o, TSEC_EDENIED);
 	o.password_file = good;
-	assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), 0);
-	assert_int_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), 0);
-	assert_int_equal(tsec_store_get(s, &app, "a/b", &v, &n, &err), 0);
-	assert_string_equal(v, "x");
-	free(v);
-	tsec_store_close(&s);
+	put_with(bus, &o, 0);
 	tsec_bus_free(&bus);
 	tu_server_stop(&a);
 	free(good);
@@ -479,10 +488,6 @@ static void test_etcd_tls(void **state)
 	char prefix[] = "tls", ca[128], cert[128], key[128];
 	struct tsec_store_opts o = { .backend = "etcd", .prefix = prefix, .timeout_ms = 3000 };
 	struct tsec_bus *bus = tu_bus_with_policy("tests/data/store_policy.json");
-	struct tsec_store *s = NULL;
-	struct tsec_error err;
-	char *v = NULL;
-	size_t n;
 
 	(void)state;
 	assert_int_equal(tu_etcd_start_tls(&t), 0);
@@ -493,23 +498,14 @@ static void test_etcd_tls(void **state)
 	assert_non_null(strstr(t.endpoints, "https://"));
 	/* Without a client certificate the server refuses the handshake. */
 	o.tls_ca = ca;
-	assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), 0);
-	assert_int_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), TSEC_EIO);
-	tsec_store_close(&s);
+	put_with(bus, &o, TSEC_EIO);
 	/* Without our CA the server's certificate is not trusted. */
 	o.tls_ca = NULL;
 	o.tls_cert = cert;
 	o.tls_key = key;
-	assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), 0);
-	assert_int_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), TSEC_EIO);
-	tsec_store_close(&s);
+	put_with(bus, &o, TSEC_EIO);
 	o.tls_ca = ca;
-	assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), 0);
-	assert_int_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), 0);
-	assert_int_equal(tsec_store_get(s, &app, "a/b", &v, &n, &err), 0);
-	assert_string_equal(v, "x");
-	free(v);
-	tsec_store_close(&s);
+	put_with(bus, &o, 0);
 	tsec_bus_free(&bus);
 	tu_server_stop(&t);
 }
