@@ -110,6 +110,7 @@ static void derive(struct tsec__key *k)
 	}
 }
 
+__attribute__((hot))
 int tsec__key_parse(const char *p, size_t n, bool allow_root,
 		    struct tsec__key *k, char *why, size_t whylen)
 {

@@ -168,10 +168,12 @@ static int mod_explain(void *vst, const struct tsec_request *req, struct tsec_re
 	slot = read_enter(st, &pol);
 	tsec__decide(pol, req, &out->decision, out, &mine, st->certs);
 	read_leave(st, slot);
+	mine.explained = 1;
 	memcpy(ex, &mine, ex_size < sizeof(mine) ? ex_size : sizeof(mine));
 	return 0;
 }
 
+__attribute__((hot))
 static int mod_check(void *vst, const struct tsec_request *reqs, size_t n,
 		     struct tsec_decision *out, struct tsec_error *err)
 {

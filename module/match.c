@@ -39,6 +39,7 @@ static inline char lower(char c)
 	return (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
 }
 
+__attribute__((hot))
 bool tsec__domain_match(const char *pat, size_t pn, const char *d, size_t dn)
 {
 	size_t pi = 0, di = 0;

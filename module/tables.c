@@ -59,6 +59,7 @@ static uint64_t edge_hash(const struct tsec__policy *pol, uint32_t parent,
 	return tsec__edge_hash(tsec__hash(pol->seed, p, n), parent);
 }
 
+__attribute__((hot))
 uint32_t tsec__edge_find(const struct tsec__policy *pol, uint32_t parent,
 			 uint64_t hs, const char *p, size_t n)
 {

@@ -138,6 +138,9 @@ char *tsec__dispatch(struct tsec__daemon *d, int caller, const char *payload, si
 		snprintf(why, sizeof(why), "%s needs an admin caller", meth->name);
 		error = tsec__fail(TSEC_EDENIED, "method", why);
 	} else {
+		/* The latency histogram: two vDSO clock reads and two relaxed
+		 * adds per call (tens of ns against a ~100 us round trip),
+		 * for the per-method p50/p99 that /metrics promises. */
 		uint64_t t0 = tsec__mono_ns(), dt;
 		struct tsec__hist *h = &d->st.hist[meth - tsec__methods];
 		unsigned b = 0;
