@@ -98,6 +98,12 @@ static void test_hardening_misspelt_settings(void **state)
 	assert_int_equal(broker_run(args, &out), 2);
 	assert_non_null(strstr(out, "did you mean \"workers\""));
 	free(out);
+	/* A bad metrics address is said by --check, not at the first serve. */
+	config("metrics.json", ", \"allow_unsigned_policy\": true, \"metrics_listen\": \"localhost:99999\"");
+	snprintf(args, sizeof(args), "--check --config %s/metrics.json", dir);
+	assert_int_equal(broker_run(args, &out), 2);
+	assert_non_null(strstr(out, "/metrics_listen: \"localhost:99999\" is not [IPv4 ADDRESS:]PORT"));
+	free(out);
 	/* An unsigned policy needs saying so. */
 	config("unsigned.json", "");
 	snprintf(args, sizeof(args), "--check --config %s/unsigned.json", dir);

@@ -7,6 +7,7 @@
  * silently.  Running with an unsigned policy needs its own explicit
  * setting.
  */
+#include <arpa/inet.h>
 #include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,6 +376,38 @@ void tsec__store_opts_of(const struct tsec__config *c, struct tsec_store_opts *o
 	o->password_file = st->password_file;
 }
 
+/* "metrics_listen": [IPv4 ADDRESS:]PORT, loopback when no address. */
+static int cfg_metrics(struct tsec__config *c)
+{
+	const char *l = c->metrics_listen, *colon, *p;
+	char host[INET_ADDRSTRLEN] = "127.0.0.1";
+	char *end;
+	long port;
+
+	if (!l)
+		return 0;
+	colon = strrchr(l, ':');
+	if (colon) {
+		if ((size_t)(colon - l) >= sizeof(host))
+			goto bad;
+		memcpy(host, l, (size_t)(colon - l));
+		host[colon - l] = '\0';
+	}
+	p = colon ? colon + 1 : l;
+	port = strtol(p, &end, 10);
+	if (!*p || *end || port < 1 || port > 65535)
+		goto bad;
+	memset(&c->metrics_addr, 0, sizeof(c->metrics_addr));
+	c->metrics_addr.sin_family = AF_INET;
+	c->metrics_addr.sin_port = htons((uint16_t)port);
+	if (inet_pton(AF_INET, host, &c->metrics_addr.sin_addr) != 1)
+		goto bad;
+	return 0;
+bad:
+	tsec__say("config /metrics_listen: \"%s\" is not [IPv4 ADDRESS:]PORT", l);
+	return -1;
+}
+
 int tsec__config_load(const char *path, struct tsec__config *c)
 {
 	json_error_t je;
@@ -401,7 +434,7 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 	    cfg_storage(root, c) ||
 	    cfg_string(root, "state_dir", &c->state_dir, 0) ||
 	    cfg_string(root, "decision_log", &c->decision_log, 0) ||
-	    cfg_string(root, "metrics_listen", &c->metrics_listen, 0) ||
+	    cfg_string(root, "metrics_listen", &c->metrics_listen, 0) || cfg_metrics(c) ||
 	    cfg_log_group(root, c) || cfg_endpoints(root, c) || cfg_trust(root, c) ||
 	    cfg_bool(root, "ipc_curve", &c->ipc_curve) ||
 	    cfg_bool(root, "allow_caller_clock", &c->allow_caller_clock))

@@ -17,6 +17,7 @@
 #ifndef TSEC_DAEMON_H
 #define TSEC_DAEMON_H
 
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -66,6 +67,7 @@ struct tsec__storage_cfg {
 struct tsec__config {
 	char *module, *policy, *storage, *decision_log;
 	char *metrics_listen;        /* "127.0.0.1:9464" or a port; NULL: none */
+	struct sockaddr_in metrics_addr;  /* metrics_listen, read at load */
 	struct tsec__storage_cfg st; /* st.backend NULL: storage is a folder */
 	char *state_dir;             /* the last accepted policy revision */
 	long log_gid;                /* decision log group, or -1 */

@@ -59,40 +59,23 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
 
 int tsec__metrics_start(struct tsec__daemon *d)
 {
-	const char *l = d->cfg.metrics_listen, *colon;
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	char host[64] = "127.0.0.1";
-	long port;
-	char *end;
+	const struct sockaddr_in *a = &d->cfg.metrics_addr;   /* checked at load */
+	char host[INET_ADDRSTRLEN];
 
-	if (!l)
+	if (!d->cfg.metrics_listen)
 		return 0;
-	colon = strrchr(l, ':');
-	if (colon) {
-		if ((size_t)(colon - l) >= sizeof(host)) {
-			tsec__say("config /metrics_listen: \"%s\" is not [ADDRESS:]PORT", l);
-			return -1;
-		}
-		memcpy(host, l, (size_t)(colon - l));
-		host[colon - l] = '\0';
-	}
-	port = strtol(colon ? colon + 1 : l, &end, 10);
-	if (*end || port < 1 || port > 65535 || inet_pton(AF_INET, host, &a.sin_addr) != 1) {
-		tsec__say("config /metrics_listen: \"%s\" is not [IPv4 ADDRESS:]PORT", l);
-		return -1;
-	}
-	a.sin_port = htons((uint16_t)port);
+	inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
 	/* No MHD_USE_ERROR_LOG: its messages may quote what a client sent. */
-	d->metrics = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD,
-				      (uint16_t)port, NULL, NULL, answer, d,
-				      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
+	d->metrics = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, ntohs(a->sin_port),
+				      NULL, NULL, answer, d,
+				      MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)a,
 				      MHD_OPTION_CONNECTION_LIMIT, 16u,
 				      MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
 	if (!d->metrics) {
-		tsec__say("metrics: cannot listen on %s:%ld", host, port);
+		tsec__say("metrics: cannot listen on %s:%u", host, ntohs(a->sin_port));
 		return -1;
 	}
-	tsec__say("metrics: http://%s:%ld/metrics", host, port);
+	tsec__say("metrics: http://%s:%u/metrics", host, ntohs(a->sin_port));
 	return 0;
 }
 
