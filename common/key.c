@@ -4,6 +4,9 @@
  */
 #include <stdio.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "common/key.h"
 
@@ -55,14 +58,17 @@ static size_t utf8_len(const unsigned char *p, size_t n)
 	return need;
 }
 
-static bool seg_is(const struct tsec__key *k, unsigned i, const char *s)
+/* Inlined so that s is a constant: no strlen, no memcmp call. */
+__attribute__((always_inline))
+static inline bool seg_is(const struct tsec__key *k, unsigned i, const char *s)
 {
 	size_t n = strlen(s);
 	return i < k->nseg && k->len[i] == n &&
 	       memcmp(k->base + k->off[i], s, n) == 0;
 }
 
-static bool seg_ends(const struct tsec__key *k, unsigned i, const char *s)
+__attribute__((always_inline))
+static inline bool seg_ends(const struct tsec__key *k, unsigned i, const char *s)
 {
 	size_t n = strlen(s);
 	return k->len[i] > n &&
@@ -110,34 +116,46 @@ static void derive(struct tsec__key *k)
 	}
 }
 
-__attribute__((hot))
-int tsec__key_parse(const char *p, size_t n, bool allow_root,
-		    struct tsec__key *k, char *why, size_t whylen)
+/* Checks segment p[start..start+len) and appends it; 1: skipped (empty, "."). */
+static inline int segment(struct tsec__key *k, const char *p, size_t start,
+			  size_t len, char *why, size_t whylen)
+{
+	if (len == 0 || (len == 1 && p[start] == '.'))
+		return 1;
+	if (len == 2 && p[start] == '.' && p[start + 1] == '.')
+		return fail(why, whylen, "'..' segment in key", start);
+	if (p[start + len - 1] == '.' || p[start + len - 1] == ' ')
+		return fail(why, whylen, "segment ends in dot or space", start);
+	if (len > SEGMENT_MAX)
+		return fail(why, whylen, "segment longer than 255 bytes", start);
+	if (k->nseg == TSEC_KEY_SEGMENTS)
+		return fail(why, whylen, "key has more than 64 segments", start);
+	k->off[k->nseg] = (uint16_t)start;
+	k->len[k->nseg] = (uint16_t)len;
+	k->nseg++;
+	return 0;
+}
+
+/* The byte loop: every key, one byte (or UTF-8 sequence) at a time. */
+static int parse_bytes(const char *p, size_t n, struct tsec__key *k,
+		       char *why, size_t whylen)
 {
 	const unsigned char *u = (const unsigned char *)p;
 	size_t i = 0;
 
-	k->base = p;
-	k->nseg = 0;
-	if (!p && n)
-		return fail(why, whylen, "key is NULL", 0);
-	if (n > TSEC_KEY_MAX)
-		return fail(why, whylen, "key longer than 1024 bytes", TSEC_KEY_MAX);
-
 	while (i < n) {
-		size_t start = i, len;
+		size_t start = i;
+		int rc;
 
 		/* One segment: up to the next '/' or the end. */
 		while (i < n && p[i] != '/') {
 			unsigned c = u[i];
 			size_t l;
 
-			/* Fast path: printable ASCII other than '\\' and ':'. */
 			if (c > 0x20 && c < 0x7f && c != '\\' && c != ':') {
 				i++;
 				continue;
 			}
-
 			if (c == 0)
 				return fail(why, whylen, "NUL byte in key", i);
 			if (c < 0x20 || c == 0x7f)
@@ -151,27 +169,140 @@ int tsec__key_parse(const char *p, size_t n, bool allow_root,
 				return fail(why, whylen, "invalid UTF-8 or C1 control in key", i);
 			i += l;
 		}
-		len = i - start;
+		rc = segment(k, p, start, i - start, why, whylen);
+		if (rc == TSEC_EKEY)
+			return rc;
 		if (i < n)
 			i++; /* the '/' */
-		if (len == 0 || (len == 1 && p[start] == '.'))
-			continue;
-		if (len == 2 && p[start] == '.' && p[start + 1] == '.')
-			return fail(why, whylen, "'..' segment in key", start);
-		if (p[start + len - 1] == '.' || p[start + len - 1] == ' ')
-			return fail(why, whylen, "segment ends in dot or space", start);
-		if (len > SEGMENT_MAX)
-			return fail(why, whylen, "segment longer than 255 bytes", start);
-		if (k->nseg == TSEC_KEY_SEGMENTS)
-			return fail(why, whylen, "key has more than 64 segments", start);
-		k->off[k->nseg] = (uint16_t)start;
-		k->len[k->nseg] = (uint16_t)len;
-		k->nseg++;
 	}
+	return 0;
+}
+
+#ifdef __SSE2__
+/*
+ * Sixteen bytes per load (SSE2, in every x86-64), two loads per step:
+ * each step gives a mask of the bytes the byte loop would look at twice
+ * (controls, space, '\\', ':', anything past 0x7e) and a mask of the '/'.
+ * A key with such a byte is read by the byte loop instead, so both ways
+ * give the same answer and the same error; keys under 16 bytes go there
+ * too (a load must not reach past the caller's buffer, so the last load
+ * is the key's last 16 bytes).  Returns 1 when the byte loop must read it.
+ */
+struct blk {
+	__m128i sp, del, bs, co, sl;
+};
+
+static inline void blk16(const struct blk *c, const char *q, uint32_t *bad,
+			 uint32_t *slash)
+{
+	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)q);
+	/* Signed compare: bytes past 0x7f are negative, so not > 0x20. */
+	__m128i b = _mm_or_si128(
+		_mm_andnot_si128(_mm_cmpgt_epi8(v, c->sp), _mm_set1_epi8(-1)),
+		_mm_or_si128(_mm_cmpeq_epi8(v, c->del),
+			     _mm_or_si128(_mm_cmpeq_epi8(v, c->bs), _mm_cmpeq_epi8(v, c->co))));
+
+	*bad = (uint32_t)_mm_movemask_epi8(b);
+	*slash = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, c->sl));
+}
+
+static int parse_blocks(const char *p, size_t n, struct tsec__key *k,
+			char *why, size_t whylen)
+{
+	const struct blk c = {
+		_mm_set1_epi8(0x20), _mm_set1_epi8(0x7f), _mm_set1_epi8('\\'),
+		_mm_set1_epi8(':'), _mm_set1_epi8('/'),
+	};
+	size_t start = 0;
+	unsigned ns = 0;             /* k->nseg, kept in a register */
+
+	for (size_t b = 0; b < n; b += 32) {
+		size_t r = n - b;
+		uint32_t b0, s0, b1, s1, bad, slash;
+
+		/* Masks of bytes b..min(b+32, n), bit 0 for byte b. */
+		if (r >= 32) {
+			blk16(&c, p + b, &b0, &s0);
+			blk16(&c, p + b + 16, &b1, &s1);
+			bad = b0 | b1 << 16;
+			slash = s0 | s1 << 16;
+		} else if (r > 16) {
+			blk16(&c, p + b, &b0, &s0);
+			blk16(&c, p + n - 16, &b1, &s1);
+			bad = b0 | b1 << (r - 16);
+			slash = s0 | s1 << (r - 16);
+		} else {
+			blk16(&c, p + n - 16, &b1, &s1);
+			bad = b1 >> (16 - r);
+			slash = s1 >> (16 - r);
+		}
+		if (bad)
+			return 1;
+		for (; slash; slash &= slash - 1) {
+			size_t e = b + (size_t)__builtin_ctz(slash), len = e - start;
+			/* The usual segment in one test; the rest as the byte loop does. */
+			if (len >= 2 && len <= SEGMENT_MAX && p[e - 1] != '.' &&
+			    ns < TSEC_KEY_SEGMENTS) {
+				k->off[ns] = (uint16_t)start;
+				k->len[ns++] = (uint16_t)len;
+			} else {
+				k->nseg = (uint16_t)ns;
+				if (segment(k, p, start, len, why, whylen) == TSEC_EKEY)
+					return TSEC_EKEY;
+				ns = k->nseg;
+			}
+			start = e + 1;
+		}
+	}
+	k->nseg = (uint16_t)ns;
+	if (start < n && segment(k, p, start, n - start, why, whylen) == TSEC_EKEY)
+		return TSEC_EKEY;
+	return 0;
+}
+#endif
+
+int tsec__key_parse_bytes(const char *p, size_t n, bool allow_root,
+			  struct tsec__key *k, char *why, size_t whylen)
+{
+	int rc;
+
+	k->base = p;
+	k->nseg = 0;
+	if (!p && n)
+		return fail(why, whylen, "key is NULL", 0);
+	if (n > TSEC_KEY_MAX)
+		return fail(why, whylen, "key longer than 1024 bytes", TSEC_KEY_MAX);
+	if ((rc = parse_bytes(p, n, k, why, whylen)))
+		return rc;
 	if (k->nseg == 0 && !allow_root)
 		return fail(why, whylen, "key reduces to the root", 0);
 	derive(k);
 	return 0;
+}
+
+__attribute__((hot))
+int tsec__key_parse(const char *p, size_t n, bool allow_root,
+		    struct tsec__key *k, char *why, size_t whylen)
+{
+#ifdef __SSE2__
+	int rc;
+
+	if (n < 16 || n > TSEC_KEY_MAX)
+		return tsec__key_parse_bytes(p, n, allow_root, k, why, whylen);
+	k->base = p;
+	k->nseg = 0;
+	rc = parse_blocks(p, n, k, why, whylen);
+	if (rc == 1)
+		return tsec__key_parse_bytes(p, n, allow_root, k, why, whylen);
+	if (rc)
+		return rc;
+	if (k->nseg == 0 && !allow_root)
+		return fail(why, whylen, "key reduces to the root", 0);
+	derive(k);
+	return 0;
+#else
+	return tsec__key_parse_bytes(p, n, allow_root, k, why, whylen);
+#endif
 }
 
 size_t tsec__key_format(const struct tsec__key *k, char *out, size_t outlen)

@@ -40,6 +40,14 @@ struct tsec__key {
 int tsec__key_parse(const char *p, size_t n, bool allow_root,
 		    struct tsec__key *k, char *why, size_t whylen);
 
+/*
+ * The same reading, one byte at a time: what tsec__key_parse does for a
+ * key its 16-byte blocks cannot take.  Tests and the fuzzer compare the
+ * two.
+ */
+int tsec__key_parse_bytes(const char *p, size_t n, bool allow_root,
+			  struct tsec__key *k, char *why, size_t whylen);
+
 /* Writes the normalised key ("a/b/c") into out[0..outlen); returns length. */
 size_t tsec__key_format(const struct tsec__key *k, char *out, size_t outlen);
 

@@ -24,16 +24,19 @@ struct hits {
 struct walk {
 	const struct tsec__policy *pol;
 	const struct tsec__key *key;
+	uint64_t hashed;             /* bit i: seghash[i] is computed */
 	uint64_t seghash[TSEC_KEY_SEGMENTS];
 	const struct tsec_request *req;
 	unsigned action;
-	const char *domain;
+	const char *domain;          /* the key's domain, once needed (domain()) */
 	size_t domain_len;
+	bool have_domain;
 	struct hits *h;
 	struct tsec_report *rep;     /* NULL for Check */
 	struct tsec__certcache *cache;
 	struct tsec__cert_facts *facts; /* parsed on first need */
 	bool have_facts;
+	char dom[256];               /* a wildcard domain, read back */
 	const char *cond_error;      /* first condition that failed to evaluate */
 	uint32_t cond_rule;
 	/* Evaluate only: which rules were counted, once the report's list of
@@ -58,6 +61,28 @@ static const struct tsec__cert_facts *facts(struct walk *w)
 }
 
 /*
+ * The key's domain, read the first time a condition needs it: as a slice
+ * of the key, or ("wildcard_" read back as "*.") in w->dom.
+ */
+static inline void domain(struct walk *w)
+{
+	const struct tsec__key *k = w->key;
+
+	if (w->have_domain)
+		return;
+	w->have_domain = true;
+	if (k->domain_seg < 0) {
+		w->domain_len = 0;
+	} else if (!k->domain_wild) {
+		w->domain = k->base + k->off[k->domain_seg];
+		w->domain_len = k->len[k->domain_seg];
+	} else {
+		w->domain_len = tsec__key_domain(k, w->dom, sizeof(w->dom));
+		w->domain = w->dom;
+	}
+}
+
+/*
  * Certificate conditions: 1 hold, 0 do not, -1 cannot be evaluated (*why
  * says why).  They constrain only requests that carry a PEM.
  */
@@ -76,6 +101,7 @@ static int cert_applies(struct walk *w, const struct tsec__rule *r,
 	}
 	if (r->cert & TSEC__CERT_SAN) {
 		bool covered = false;
+		domain(w);
 		if (!w->domain_len) {
 			*why = "san_covers_domain: the key names no domain";
 			return -1;
@@ -116,12 +142,12 @@ static int rule_applies(struct walk *w, const struct tsec__rule *r,
 		return 0;
 	if (r->dom_count) {
 		bool any = false;
+		domain(w);
 		if (!w->domain_len)
 			return 0;
 		for (uint32_t i = 0; i < r->dom_count && !any; i++) {
 			const struct tsec__dom *d = &w->pol->doms[r->dom_first + i];
-			any = tsec__domain_match(w->pol->arena + d->off, d->len,
-						 w->domain, w->domain_len);
+			any = tsec__dom_match(w->pol->arena, d, w->domain, w->domain_len);
 		}
 		if (!any)
 			return 0;
@@ -207,6 +233,7 @@ static void why_not(struct walk *w, const struct tsec__rule *r, char *out, size_
 	const struct tsec_context *ctx = &w->req->ctx;
 	const struct tsec__cert_facts *f;
 
+	domain(w);
 	if (r->dom_count) {
 		bool any = false;
 		size_t o;
@@ -399,11 +426,15 @@ __attribute__((hot))
 static void hit_node(struct walk *w, const struct tsec__node *n)
 {
 	const struct tsec__policy *pol = w->pol;
-	unsigned got[3] = { 0, 0, 0 };
+	unsigned got[3] = { 0, 0, 0 }, abit = 1u << w->action;
 
 	for (uint32_t t = n->terms; t;) {
 		const struct tsec__term *term = &pol->terms[t];
-		unsigned e = pol->rules[term->rule].effect - 1u;
+		unsigned e = term->effect - 1u;
+		if (!(term->actions & abit)) {
+			t = term->next;  /* another action's rule: it did not match */
+			continue;
+		}
 		if (!w->rep && got[e] >= HIT_MAX) {
 			w->h->more[e] = 1;
 			t = term->skip;
@@ -428,33 +459,107 @@ static void walk_root(struct walk *w, uint32_t root)
 }
 
 /*
- * Visits every trie node the key's segments i.. can reach from `node`.
- * Recursion depth is bounded by the 64-segment key limit; "**" fans out
- * over the remaining segments, at most twice per pattern (the compiler
- * refuses more), so the walk is polynomial in a bounded key.
+ * Visits every trie node the key's segments i.. can reach from `node`,
+ * in a fixed order: the literal child, the globs, then "**" over every
+ * remaining position.  Recursion depth is bounded by the 64-segment key
+ * limit; "**" fans out over the remaining segments, at most twice per
+ * pattern (the compiler refuses more), so the walk is polynomial in a
+ * bounded key.  A node's shape (tables.c) lets the walk skip the visits
+ * that cannot reach a rule, in the same order as if it made them.
  */
+/* The child of `node` along the key's segment i (hashed once, when a
+ * trie first asks), or 0. */
+static inline uint32_t lit_child(struct walk *w, uint32_t node, unsigned i)
+{
+	const struct tsec__key *k = w->key;
+	const char *s = k->base + k->off[i];
+	size_t l = k->len[i];
+
+	if (!(w->hashed & (1ull << i))) {
+		w->seghash[i] = tsec__hash(w->pol->seed, s, l);
+		w->hashed |= 1ull << i;
+	}
+	return tsec__edge_find(w->pol, node, w->seghash[i], s, l);
+}
+
+/* The rules at a node, if it has any. */
+#define HIT_NODE(w, n) do { if ((n)->terms) hit_node((w), (n)); } while (0)
+
 __attribute__((hot))
 static void walk(struct walk *w, uint32_t node, unsigned i)
 {
 	const struct tsec__policy *pol = w->pol;
 	const struct tsec__node *n = &pol->nodes[node];
 	const struct tsec__key *k = w->key;
+	unsigned nseg = k->nseg, abit = 1u << w->action;
 
-	if (i == k->nseg) {
-		hit_node(w, n);
+	/* No rule for this action at or below this node: nothing to find. */
+	if (!(n->acts & abit))
+		return;
+	/*
+	 * Down a run of nodes whose only way on is one literal table or one
+	 * glob: a loop, not calls (the order of visits does not change).
+	 */
+	while (i < nseg && !n->dstar) {
+		if (n->lits && !n->globs) {
+			node = lit_child(w, node, i);
+		} else if (!n->lits && n->globs && !pol->globs[n->globs].next &&
+			   !pol->globs[n->globs].leaf) {
+			const struct tsec__glob *gl = &pol->globs[n->globs];
+			node = tsec__glob_edge_match(pol->arena, gl, k->base + k->off[i],
+						     k->len[i]) ? gl->child : 0;
+		} else {
+			break;
+		}
+		if (!node)
+			return;
+		n = &pol->nodes[node];
+		if (!(n->acts & abit))
+			return;
+		i++;
+	}
+	if (i == nseg) {
+		HIT_NODE(w, n);
 	} else {
 		const char *s = k->base + k->off[i];
 		size_t l = k->len[i];
-		uint32_t c = tsec__edge_find(pol, node, w->seghash[i], s, l);
-		if (c)
+		uint32_t c;
+
+		if (n->lits && (c = lit_child(w, node, i)))
 			walk(w, c, i + 1);
-		for (uint32_t g = n->globs; g; g = pol->globs[g].next)
-			if (tsec__glob_edge_match(pol->arena, &pol->globs[g], s, l))
-				walk(w, pol->globs[g].child, i + 1);
+		for (uint32_t g = n->globs; g; g = pol->globs[g].next) {
+			const struct tsec__glob *gl = &pol->globs[g];
+			if (gl->leaf) {
+				/* Only rules there: only the last segment reaches them. */
+				if (i + 1 == nseg && tsec__glob_edge_match(pol->arena, gl, s, l))
+					hit_node(w, &pol->nodes[gl->child]);
+			} else if (tsec__glob_edge_match(pol->arena, gl, s, l)) {
+				walk(w, gl->child, i + 1);
+			}
+		}
 	}
-	if (n->dstar)
-		for (unsigned j = i; j <= k->nseg; j++)
-			walk(w, n->dstar, j);
+	if (n->dstar) {
+		const struct tsec__node *d = &pol->nodes[n->dstar];
+		unsigned j = i;
+
+		if (d->shape & TSEC__SHAPE_LEAF) {
+			/* Rules only: "**" reaches them at the key's end. */
+			HIT_NODE(w, d);
+		} else if (d->shape & TSEC__SHAPE_TAIL) {
+			/* Leaves behind globs: the last segment, then the end. */
+			if (j < nseg) {
+				const char *s = k->base + k->off[nseg - 1];
+				size_t l = k->len[nseg - 1];
+				for (uint32_t g = d->globs; g; g = pol->globs[g].next)
+					if (tsec__glob_edge_match(pol->arena, &pol->globs[g], s, l))
+						hit_node(w, &pol->nodes[pol->globs[g].child]);
+			}
+			HIT_NODE(w, d);
+		} else {
+			for (; j <= nseg; j++)
+				walk(w, n->dstar, j);
+		}
+	}
 }
 
 static bool strip_role(struct tsec_str *r)
@@ -468,10 +573,20 @@ static bool strip_role(struct tsec_str *r)
 
 static bool name_ok(const struct tsec_str *s)
 {
-	if (!s->ptr || s->len == 0 || s->len > NAME_MAX_LEN)
+	const char *p = s->ptr;
+	size_t n = s->len;
+
+	if (!p || n == 0 || n > NAME_MAX_LEN)
 		return false;
-	for (size_t i = 0; i < s->len; i++) {
-		unsigned char c = (unsigned char)s->ptr[i];
+	if (n >= 8) {
+		/* Eight bytes a step, the last load overlapping the one before. */
+		uint64_t bad = 0;
+		for (size_t i = 0; i + 8 < n; i += 8)
+			bad |= tsec__ctl_bytes(tsec__load8(p + i));
+		return !(bad | tsec__ctl_bytes(tsec__load8(p + n - 8)));
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)p[i];
 		if (c <= 0x20 || c == 0x7f)
 			return false;
 	}
@@ -484,14 +599,13 @@ static void match_key(struct walk *w, const struct tsec__key *k)
 {
 	const struct tsec__policy *pol = w->pol;
 	const struct tsec_request *req = w->req;
-	char dom[256];
 	uint32_t root;
 
 	w->key = k;
-	for (unsigned i = 0; i < k->nseg; i++)
-		w->seghash[i] = tsec__hash(pol->seed, k->base + k->off[i], k->len[i]);
-	w->domain_len = tsec__key_domain(k, dom, sizeof(dom));
-	w->domain = dom;
+	w->hashed = 0;
+	w->have_domain = false;
+	w->domain = NULL;
+	w->domain_len = 0;
 
 	root = tsec__edge_find(pol, TSEC__NS_PRINCIPAL,
 			       tsec__hash(pol->seed, req->principal.ptr,
@@ -509,8 +623,6 @@ static void match_key(struct walk *w, const struct tsec__key *k)
 			walk_root(w, root);
 	}
 	walk_root(w, pol->any_root);
-	w->domain = NULL;
-	w->domain_len = 0;
 }
 
 static void invalid(struct tsec_decision *out, const char *field,

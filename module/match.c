@@ -71,12 +71,38 @@ bool tsec__domain_match(const char *pat, size_t pn, const char *d, size_t dn)
 	}
 }
 
+__attribute__((hot))
+bool tsec__domain_equal(const char *pat, size_t pn, const char *d, size_t dn)
+{
+	size_t i = 0;
+
+	if (dn != pn || dn == 0)
+		return false;
+	if (dn >= 8) {
+		for (; i + 8 < dn; i += 8)
+			if (tsec__lower8(tsec__load8(d + i)) != tsec__load8(pat + i))
+				return false;
+		return tsec__lower8(tsec__load8(d + dn - 8)) == tsec__load8(pat + dn - 8);
+	}
+	for (; i < dn; i++)
+		if (pat[i] != lower(d[i]))
+			return false;
+	return true;
+}
+
 int tsec__action_parse(const char *p, size_t n)
 {
-	for (unsigned a = 0; a < TSEC_ACTION__COUNT; a++) {
-		const char *name = tsec_action_name(a);
-		if (strlen(name) == n && memcmp(name, p, n) == 0)
+	/* In enum order; test_match checks each against tsec_action_name. */
+#define A(s) { sizeof(s) - 1, s }
+	static const struct { uint8_t len; char name[15]; } tab[TSEC_ACTION__COUNT] = {
+		A("storage.store"), A("storage.load"), A("storage.exists"),
+		A("storage.delete"), A("storage.list"), A("storage.stat"),
+		A("storage.move"), A("lock.acquire"), A("lock.renew"),
+		A("lock.release"),
+	};
+#undef A
+	for (unsigned a = 0; a < TSEC_ACTION__COUNT; a++)
+		if (tab[a].len == n && tsec__bytes_eq(tab[a].name, p, n))
 			return (int)a;
-	}
 	return -1;
 }

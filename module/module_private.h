@@ -25,18 +25,102 @@ bool tsec__glob_segment(const char *pat, size_t pn, const char *s, size_t sn);
  */
 bool tsec__domain_match(const char *pat, size_t pn, const char *d, size_t dn);
 
+/*
+ * The same for a pattern with no "*" label: one case-blind comparison of
+ * the whole name, eight bytes at a time.
+ */
+bool tsec__domain_equal(const char *pat, size_t pn, const char *d, size_t dn);
+
+/* A compiled domain pattern (struct tsec__dom) against d. */
+#define tsec__dom_match(arena, dm, d, dn) \
+	((dm)->star ? tsec__domain_match((arena) + (dm)->off, (dm)->len, (d), (dn)) \
+		    : tsec__domain_equal((arena) + (dm)->off, (dm)->len, (d), (dn)))
+
 /* Parses an action name; returns its enum value or -1. */
 int tsec__action_parse(const char *p, size_t n);
 
-/* 64-bit FNV-1a of (seed, bytes): the hash of one segment or name. */
+static inline uint64_t tsec__load8(const char *p)
+{
+	uint64_t w;
+	memcpy(&w, p, 8);
+	return w;
+}
+
+static inline uint32_t tsec__load4(const char *p)
+{
+	uint32_t w;
+	memcpy(&w, p, 4);
+	return w;
+}
+
+/*
+ * Hash of one segment or name, eight bytes per step (the last step's
+ * load overlaps the one before it, so no byte past p[n-1] is read): a
+ * key's segment costs a few multiplications, not one per byte.  Only
+ * spreads table slots; an edge is found by comparing its bytes.
+ */
+__attribute__((always_inline))
 static inline uint64_t tsec__hash(uint64_t seed, const char *p, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ull ^ seed;
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)p[i];
-		h *= 0x100000001b3ull;
+	const uint64_t k = 0x9fb21c651e98df25ull;
+	uint64_t h = seed ^ ((uint64_t)n * 0x9e3779b97f4a7c15ull), w;
+
+	if (n >= 8) {
+		for (size_t i = 0; i + 8 < n; i += 8) {
+			h = (h ^ tsec__load8(p + i)) * k;
+			h ^= h >> 29;
+		}
+		w = tsec__load8(p + n - 8);
+	} else if (n >= 4) {
+		w = (uint64_t)tsec__load4(p) << 32 | tsec__load4(p + n - 4);
+	} else if (n > 0) {
+		w = (uint64_t)(unsigned char)p[0] << 16 |
+		    (uint64_t)(unsigned char)p[n >> 1] << 8 | (unsigned char)p[n - 1];
+	} else {
+		w = 0;
 	}
-	return h;
+	h = (h ^ w) * k;
+	return h ^ (h >> 29);
+}
+
+/* p[0..n) == q[0..n), by words where it can (the last load overlapping). */
+__attribute__((always_inline))
+static inline bool tsec__bytes_eq(const char *p, const char *q, size_t n)
+{
+	if (n >= 8) {
+		if (n <= 16)
+			return tsec__load8(p) == tsec__load8(q) &&
+			       tsec__load8(p + n - 8) == tsec__load8(q + n - 8);
+		for (size_t i = 0; i + 8 < n; i += 8)
+			if (tsec__load8(p + i) != tsec__load8(q + i))
+				return false;
+		return tsec__load8(p + n - 8) == tsec__load8(q + n - 8);
+	}
+	if (n >= 4)
+		return tsec__load4(p) == tsec__load4(q) &&
+		       tsec__load4(p + n - 4) == tsec__load4(q + n - 4);
+	return n == 0 || (p[0] == q[0] && p[n >> 1] == q[n >> 1] && p[n - 1] == q[n - 1]);
+}
+
+#define TSEC__ONES  0x0101010101010101ull
+#define TSEC__HIGHS 0x8080808080808080ull
+
+/* Non-zero if a byte of x is a control, a space or DEL (exact as a whole). */
+static inline uint64_t tsec__ctl_bytes(uint64_t x)
+{
+	uint64_t d = x ^ (TSEC__ONES * 0x7f);
+
+	return (((x - TSEC__ONES * 0x21) & ~x) | ((d - TSEC__ONES) & ~d)) & TSEC__HIGHS;
+}
+
+/* x with the ASCII capitals of its bytes lowered, and nothing else. */
+static inline uint64_t tsec__lower8(uint64_t x)
+{
+	uint64_t h = x & ~TSEC__HIGHS;
+	uint64_t ge_a = h + TSEC__ONES * (0x80 - 'A');
+	uint64_t gt_z = h + TSEC__ONES * (0x80 - 'Z' - 1);
+
+	return x | (((ge_a & ~gt_z & ~x) & TSEC__HIGHS) >> 2);
 }
 
 /*
@@ -132,15 +216,28 @@ struct tsec__rule {
 struct tsec__dom {
 	uint32_t off;
 	uint32_t len;
+	uint32_t star;               /* a label is "*": the general matcher */
 };
 
 /* A node of the resource trie.  Lists are singly linked by index; 0 ends. */
 struct tsec__node {
+	uint32_t lits;               /* literal children (in the edge table) */
 	uint32_t globs;              /* first glob edge */
 	uint32_t dstar;              /* child reached through "**", or 0 */
 	uint32_t terms;              /* first terminal entry */
 	uint32_t jumps;              /* principal roots only: shared tries */
+	uint16_t shape;              /* TSEC__SHAPE_*, set when compiled */
+	uint16_t acts;               /* actions of every rule at or below */
 };
+
+/*
+ * What a walk can skip, decided once the trie is built: a LEAF has only
+ * rules (a walk reaching it before the key's end does nothing); a TAIL
+ * has no literal or "**" child and only leaves behind its globs, so only
+ * the key's last segment and its end can meet a rule there.
+ */
+#define TSEC__SHAPE_LEAF (1u << 0)
+#define TSEC__SHAPE_TAIL (1u << 1)
 
 /*
  * A principal root's link to a trie it shares: a rule with several
@@ -165,7 +262,8 @@ struct tsec__glob {
 	uint32_t off, len;           /* segment pattern in the arena */
 	uint32_t child;
 	uint32_t next;
-	uint32_t kind;               /* enum tsec__glob_kind */
+	uint16_t kind;               /* enum tsec__glob_kind */
+	uint16_t leaf;               /* child is a TSEC__SHAPE_LEAF */
 };
 
 /* Matches segment s against glob g of policy arena a. */
@@ -180,9 +278,9 @@ static inline bool tsec__glob_edge_match(const char *a,
 	case TSEC__GLOB_ANY:
 		return true;
 	case TSEC__GLOB_SUFFIX:
-		return sn >= fix && memcmp(s + sn - fix, p + 1, fix) == 0;
+		return sn >= fix && tsec__bytes_eq(s + sn - fix, p + 1, fix);
 	case TSEC__GLOB_PREFIX:
-		return sn >= fix && memcmp(s, p, fix) == 0;
+		return sn >= fix && tsec__bytes_eq(s, p, fix);
 	default:
 		return tsec__glob_segment(p, g->len, s, sn);
 	}
@@ -197,6 +295,9 @@ struct tsec__term {
 	uint32_t rule;
 	uint32_t next;
 	uint32_t skip;
+	uint16_t actions;            /* the rule's, so a walk reads no rule */
+	uint8_t effect;              /* for an action it does not name */
+	uint8_t pad;
 };
 
 /*
@@ -266,10 +367,26 @@ void tsec__policy_free(struct tsec__policy **p);
 
 /*
  * Finds the child of `parent` along literal bytes p[0..n) whose
- * tsec__hash(pol->seed, ...) is h; 0 if none.
+ * tsec__hash(pol->seed, ...) is hs; 0 if none.  Inline: it is most of
+ * what a walk step does.
  */
-uint32_t tsec__edge_find(const struct tsec__policy *pol, uint32_t parent,
-			 uint64_t h, const char *p, size_t n);
+__attribute__((always_inline))
+static inline uint32_t tsec__edge_find(const struct tsec__policy *pol, uint32_t parent,
+				       uint64_t hs, const char *p, size_t n)
+{
+	uint64_t h = tsec__edge_hash(hs, parent);
+	uint32_t i = (uint32_t)h & pol->edge_mask;
+
+	for (;;) {
+		const struct tsec__edge *e = &pol->edges[i];
+		if (e->child == 0)
+			return 0;
+		if (e->hash == h && e->parent == parent && e->len == n &&
+		    tsec__bytes_eq(pol->arena + e->off, p, n))
+			return e->child;
+		i = (i + 1) & pol->edge_mask;
+	}
+}
 
 /* ---- evaluation (module/eval.c) ---- */
 

@@ -407,6 +407,8 @@ static int parse_domains(struct tsec__cc *c, json_t *dom, struct tsec__rule *r)
 			       sizeof(*pol->doms)) ||
 		    tsec__arena_add(pol, low, n, &pol->doms[pol->ndoms].off))
 			return tsec__cc_oom(c);
+		/* domain_bad allows '*' only as a whole label. */
+		pol->doms[pol->ndoms].star = memchr(low, '*', n) != NULL;
 		pol->doms[pol->ndoms++].len = (uint32_t)n;
 	}
 	r->dom_count = pol->ndoms - r->dom_first;

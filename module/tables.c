@@ -59,24 +59,6 @@ static uint64_t edge_hash(const struct tsec__policy *pol, uint32_t parent,
 	return tsec__edge_hash(tsec__hash(pol->seed, p, n), parent);
 }
 
-__attribute__((hot))
-uint32_t tsec__edge_find(const struct tsec__policy *pol, uint32_t parent,
-			 uint64_t hs, const char *p, size_t n)
-{
-	uint64_t h = tsec__edge_hash(hs, parent);
-	uint32_t i = (uint32_t)h & pol->edge_mask;
-
-	for (;;) {
-		const struct tsec__edge *e = &pol->edges[i];
-		if (e->child == 0)
-			return 0;
-		if (e->hash == h && e->parent == parent && e->len == n &&
-		    memcmp(pol->arena + e->off, p, n) == 0)
-			return e->child;
-		i = (i + 1) & pol->edge_mask;
-	}
-}
-
 static int edges_resize(struct tsec__policy *pol, uint32_t nsize)
 {
 	struct tsec__edge *n = calloc(nsize, sizeof(*n));
@@ -140,7 +122,7 @@ int tsec__node_new(struct tsec__policy *pol, uint32_t *id)
 	if (tsec__grow((void **)&pol->nodes, &pol->cap_nodes, pol->nnodes + 1,
 		 sizeof(*pol->nodes)))
 		return TSEC_ENOMEM;
-	pol->nodes[pol->nnodes] = (struct tsec__node){ 0, 0, 0, 0 };
+	pol->nodes[pol->nnodes] = (struct tsec__node){ 0, 0, 0, 0, 0, 0, 0 };
 	*id = pol->nnodes++;
 	return 0;
 }
@@ -156,6 +138,8 @@ int tsec__child_literal(struct tsec__policy *pol, uint32_t node,
 		return TSEC_ENOMEM;
 	if (!found && tsec__node_new(pol, &id))
 		return TSEC_ENOMEM;
+	if (!found && node < pol->nnodes)
+		pol->nodes[node].lits++;
 	*out = id;
 	return 0;
 }
@@ -244,6 +228,48 @@ static int by_effect_then_order(const void *a, const void *b)
 	return rx->order < ry->order ? -1 : rx->order > ry->order;
 }
 
+/*
+ * Each node's `acts`: the actions of the rules at it and below it, so a
+ * walk leaves a subtrie that holds no rule for the request's action.  A
+ * child is always created after its parent, so one pass from the last
+ * node to the first carries every node's actions up to its parent.
+ */
+static int acts_below(struct tsec__policy *pol)
+{
+	uint32_t *up = calloc(pol->nnodes, sizeof(*up));
+
+	if (!up)
+		return TSEC_ENOMEM;
+	for (uint32_t i = 0; i <= pol->edge_mask; i++) {
+		const struct tsec__edge *e = &pol->edges[i];
+		if (e->child && e->parent < pol->nnodes && e->child < pol->nnodes)
+			up[e->child] = e->parent;
+	}
+	for (uint32_t nd = 0; nd < pol->nnodes; nd++) {
+		struct tsec__node *n = &pol->nodes[nd];
+		for (uint32_t g = n->globs; g; g = pol->globs[g].next)
+			up[pol->globs[g].child] = nd;
+		if (n->dstar)
+			up[n->dstar] = nd;
+		for (uint32_t t = n->terms; t; t = pol->terms[t].next)
+			n->acts |= pol->terms[t].actions;
+	}
+	for (uint32_t nd = 1; nd < pol->nnodes; nd++) {
+		if (up[nd] >= nd) {
+			/* Not the order this relies on: no node may be skipped. */
+			for (uint32_t m = 0; m < pol->nnodes; m++)
+				pol->nodes[m].acts = 0xffff;
+			free(up);
+			return 0;
+		}
+	}
+	for (uint32_t nd = pol->nnodes; nd-- > 1;)
+		if (up[nd])
+			pol->nodes[up[nd]].acts |= pol->nodes[nd].acts;
+	free(up);
+	return 0;
+}
+
 int tsec__terms_finish(struct tsec__policy *pol)
 {
 	uint32_t *v = NULL, cap = 0;
@@ -288,7 +314,33 @@ int tsec__terms_finish(struct tsec__policy *pol)
 	sorting = NULL;
 	pthread_mutex_unlock(&mu);
 	free(v);
-	return rc;
+	if (rc)
+		return rc;
+
+	/* What the walk needs without reading a rule or a child. */
+	for (uint32_t t = 1; t < pol->nterms; t++) {
+		const struct tsec__rule *r = &pol->rules[pol->terms[t].rule];
+		pol->terms[t].actions = r->actions;
+		pol->terms[t].effect = r->effect;
+	}
+	for (uint32_t nd = 0; nd < pol->nnodes; nd++) {
+		struct tsec__node *n = &pol->nodes[nd];
+		if (!n->lits && !n->globs && !n->dstar)
+			n->shape = TSEC__SHAPE_LEAF;
+	}
+	if (acts_below(pol))
+		return TSEC_ENOMEM;
+	for (uint32_t g = 1; g < pol->nglobs; g++)
+		pol->globs[g].leaf = (pol->nodes[pol->globs[g].child].shape & TSEC__SHAPE_LEAF) != 0;
+	for (uint32_t nd = 0; nd < pol->nnodes; nd++) {
+		struct tsec__node *n = &pol->nodes[nd];
+		bool tail = !n->lits && !n->dstar && n->globs;
+		for (uint32_t g = n->globs; g && tail; g = pol->globs[g].next)
+			tail = pol->globs[g].leaf;
+		if (tail)
+			n->shape |= TSEC__SHAPE_TAIL;
+	}
+	return 0;
 }
 
 int tsec__jump_add(struct tsec__policy *pol, uint32_t root, uint32_t target)

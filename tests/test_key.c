@@ -173,6 +173,77 @@ static void test_key_long(void **state)
 	free(key);
 }
 
+/* Both readings agree: result, reason, segments and attributes. */
+static void same_reading(const char *key, size_t n, bool root_ok)
+{
+	struct tsec__key a, b;
+	char wa[96] = "", wb[96] = "";
+	int ra = tsec__key_parse(key, n, root_ok, &a, wa, sizeof(wa));
+	int rb = tsec__key_parse_bytes(key, n, root_ok, &b, wb, sizeof(wb));
+
+	if (ra != rb || (ra && strcmp(wa, wb)))
+		fail_msg("key of %zu bytes: %d '%s' vs byte loop %d '%s'", n, ra, wa, rb, wb);
+	if (ra)
+		return;
+	assert_int_equal(a.nseg, b.nseg);
+	assert_memory_equal(a.off, b.off, a.nseg * sizeof(a.off[0]));
+	assert_memory_equal(a.len, b.len, a.nseg * sizeof(a.len[0]));
+	assert_int_equal(a.kind, b.kind);
+	assert_int_equal(a.issuer_seg, b.issuer_seg);
+	assert_int_equal(a.domain_seg, b.domain_seg);
+	assert_int_equal(a.domain_wild, b.domain_wild);
+}
+
+/*
+ * The 16-byte block reading against the byte loop: every table case,
+ * each problem byte at every position of keys of 1..80 bytes (so across
+ * and at the edges of both loads of a step), and random keys drawn from
+ * the bytes that matter.
+ */
+static void test_key_blocks_agree(void **state)
+{
+	static const char bytes[] = "ab/./\\:. \x01\x7f\xc3\xa9\x80\xff\x00";
+	static const char odd[] = { '/', '.', ' ', '\\', ':', 0x01, 0x7f, 0x00,
+				    (char)0xc3, (char)0x80, (char)0xff };
+	char key[300];
+	unsigned seed = 12345;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		for (int r = 0; r < 2; r++)
+			same_reading(cases[i].key, cases[i].len ? cases[i].len : strlen(cases[i].key), r);
+	for (size_t n = 1; n <= 80; n++) {
+		for (size_t at = 0; at < n; at++) {
+			for (size_t o = 0; o < sizeof(odd); o++) {
+				for (size_t j = 0; j < n; j++)
+					key[j] = (j % 7 == 6) ? '/' : (char)('a' + j % 26);
+				key[at] = odd[o];
+				same_reading(key, n, false);
+				same_reading(key, n, true);
+			}
+		}
+	}
+	for (int t = 0; t < 200000; t++) {
+		size_t n;
+		seed = seed * 1103515245u + 12345u;
+		n = (seed >> 16) % 96;
+		for (size_t j = 0; j < n; j++) {
+			seed = seed * 1103515245u + 12345u;
+			key[j] = bytes[(seed >> 16) % (sizeof(bytes) - 1)];
+		}
+		same_reading(key, n, t & 1);
+	}
+	/* Long segments and many segments, past 255 and 64. */
+	memset(key, 'a', sizeof(key));
+	same_reading(key, 256, false);
+	same_reading(key, 255, false);
+	for (int i = 0; i < 70; i++)
+		key[2 * i + 1] = '/';
+	same_reading(key, 130, false);
+	same_reading(key, 128, false);
+	same_reading(key, 140, false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -180,6 +251,7 @@ int main(void)
 		cmocka_unit_test(test_key_triple_dot),
 		cmocka_unit_test(test_key_embedded_nul),
 		cmocka_unit_test(test_key_long),
+		cmocka_unit_test(test_key_blocks_agree),
 	};
 	return cmocka_run_group_tests_name("key", tests, NULL, NULL);
 }

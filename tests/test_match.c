@@ -31,10 +31,14 @@ static void test_match_glob_kinds(void **state)
 	const char *policy =
 		"{\"version\": 1, \"rules\": [{\"id\": \"g\", \"effect\": \"allow\","
 		" \"action\": [\"*\"], \"resource\": [\"x/*\", \"x/*.crt\", \"x/wild_*\","
-		" \"x/a*b*c\", \"x/*mid*\"]}]}";
+		" \"x/a*b*c\", \"x/*mid*\", \"x/*.certificate-bundle\","
+		" \"x/a-prefix-past-16-bytes_*\"]}]}";
 	static const char *subjects[] = {
 		"", "a", ".crt", "a.crt", "a.crt.x", "wild_", "wild_x", "wil", "abc",
 		"aXbYc", "ab", "mid", "xmidx", "crt", "wild_.crt",
+		"a.certificate-bundle", ".certificate-bundle", "certificate-bundle",
+		"x.certificate-bundlE", "a-prefix-past-16-bytes_", "a-prefix-past-16-bytes_x",
+		"a-prefix-past-16-byteS_x", "a-prefix-past-16", "averyveryverylongname.crt",
 	};
 	unsigned kinds[4] = { 0 };
 	struct tsec__policy *pol = NULL;
@@ -42,7 +46,7 @@ static void test_match_glob_kinds(void **state)
 	(void)state;
 
 	assert_int_equal(tsec__policy_compile(policy, strlen(policy), &pol, &err), 0);
-	assert_int_equal(pol->nglobs, 1 + 5);
+	assert_int_equal(pol->nglobs, 1 + 7);
 	for (uint32_t g = 1; g < pol->nglobs; g++) {
 		const struct tsec__glob *e = &pol->globs[g];
 		kinds[e->kind]++;
@@ -56,8 +60,8 @@ static void test_match_glob_kinds(void **state)
 		}
 	}
 	assert_int_equal(kinds[TSEC__GLOB_ANY], 1);
-	assert_int_equal(kinds[TSEC__GLOB_SUFFIX], 1);
-	assert_int_equal(kinds[TSEC__GLOB_PREFIX], 1);
+	assert_int_equal(kinds[TSEC__GLOB_SUFFIX], 2);
+	assert_int_equal(kinds[TSEC__GLOB_PREFIX], 2);
 	assert_int_equal(kinds[TSEC__GLOB_GENERAL], 2);
 	tsec__policy_free(&pol);
 }
@@ -88,6 +92,45 @@ static void test_match_domain(void **state)
 			fail_msg("domain '%s' vs '%s' should be %d", t[i].pat, t[i].d, t[i].want);
 }
 
+/*
+ * A pattern without a "*" label is matched by one case-blind comparison
+ * (tsec__domain_equal); it agrees with the label matcher on names of every
+ * length around the 8-byte steps, with each byte in turn changed to a
+ * capital, a neighbour of the capitals or a byte with the high bit set.
+ */
+static void test_match_domain_equal(void **state)
+{
+	static const char swap[] = { 'A', 'Z', 'a', 'z', '@', '[', '`', '{', '.', '-',
+				     (char)0xc1, (char)0xda, (char)0xe1, (char)0x80 };
+	char pat[48], d[48];
+	(void)state;
+
+	for (size_t n = 1; n <= 40; n++) {
+		for (size_t j = 0; j < n; j++)
+			pat[j] = (j % 6 == 5) ? '.' : (char)('a' + (j * 7) % 26);
+		if (pat[n - 1] == '.')
+			continue;
+		for (size_t at = 0; at < n; at++) {
+			for (size_t o = 0; o < sizeof(swap); o++) {
+				memcpy(d, pat, n);
+				d[at] = swap[o];
+				for (size_t dn = n - 1; dn <= n + 1; dn++) {
+					bool eq = tsec__domain_equal(pat, n, d, dn);
+					bool lab = tsec__domain_match(pat, n, d, dn);
+					if (eq != lab)
+						fail_msg("'%.*s' vs '%.*s': equal %d, labels %d", (int)n,
+							 pat, (int)dn, d, eq, lab);
+				}
+				/* And the capitals of the whole name. */
+				for (size_t j = 0; j < n; j++)
+					d[j] = (pat[j] >= 'a' && pat[j] <= 'z') ? (char)(pat[j] - 32) : pat[j];
+				assert_true(tsec__domain_equal(pat, n, d, n));
+			}
+		}
+	}
+	assert_false(tsec__domain_equal("a", 1, "", 0));
+}
+
 static void test_match_action(void **state)
 {
 	(void)state;
@@ -108,6 +151,7 @@ int main(void)
 		cmocka_unit_test(test_match_glob),
 		cmocka_unit_test(test_match_glob_kinds),
 		cmocka_unit_test(test_match_domain),
+		cmocka_unit_test(test_match_domain_equal),
 		cmocka_unit_test(test_match_action),
 	};
 	return cmocka_run_group_tests_name("match", tests, NULL, NULL);
