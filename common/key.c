@@ -58,61 +58,78 @@ static size_t utf8_len(const unsigned char *p, size_t n)
 	return need;
 }
 
-/* Inlined so that s is a constant: no strlen, no memcmp call. */
-__attribute__((always_inline))
-static inline bool seg_is(const struct tsec__key *k, unsigned i, const char *s)
+static inline uint64_t ld8(const char *p)
 {
-	size_t n = strlen(s);
-	return i < k->nseg && k->len[i] == n &&
-	       memcmp(k->base + k->off[i], s, n) == 0;
+	uint64_t w;
+	memcpy(&w, p, 8);
+	return w;
 }
 
-__attribute__((always_inline))
-static inline bool seg_ends(const struct tsec__key *k, unsigned i, const char *s)
+static inline uint32_t ld4(const char *p)
 {
-	size_t n = strlen(s);
-	return k->len[i] > n &&
-	       memcmp(k->base + k->off[i] + k->len[i] - n, s, n) == 0;
+	uint32_t w;
+	memcpy(&w, p, 4);
+	return w;
+}
+
+/* Segment i is the literal s (n bytes, 4 <= n <= 16: two loads each). */
+#define SEG_IS(k, i, s) seg_is((k), (i), (s), sizeof(s) - 1)
+static inline bool seg_is(const struct tsec__key *k, unsigned i, const char *s, size_t n)
+{
+	const char *p = k->base + k->off[i];
+
+	if (i >= k->nseg || k->len[i] != n)
+		return false;
+	if (n >= 8)
+		return ld8(p) == ld8(s) && ld8(p + n - 8) == ld8(s + n - 8);
+	return ld4(p) == ld4(s) && ld4(p + n - 4) == ld4(s + n - 4);
+}
+
+/* Segment i ends in the 4-byte s and is longer. */
+static inline bool seg_ends4(const struct tsec__key *k, unsigned i, const char *s)
+{
+	return k->len[i] > 4 && ld4(k->base + k->off[i] + k->len[i] - 4) == ld4(s);
 }
 
 static void derive(struct tsec__key *k)
 {
+	k->derived = 1;
 	k->kind = TSEC_KIND_OTHER;
 	k->issuer_seg = -1;
 	k->domain_seg = -1;
 	k->domain_wild = 0;
 	if (k->nseg == 0)
 		return;
-	if (seg_is(k, 0, "certificates")) {
+	if (SEG_IS(k, 0, "certificates")) {
 		if (k->nseg >= 2)
 			k->issuer_seg = 1;
 		if (k->nseg >= 3)
 			k->domain_seg = 2;
 		if (k->nseg == 4) {
-			if (seg_ends(k, 3, ".crt"))
+			if (seg_ends4(k, 3, ".crt"))
 				k->kind = TSEC_KIND_CERT;
-			else if (seg_ends(k, 3, ".key"))
+			else if (seg_ends4(k, 3, ".key"))
 				k->kind = TSEC_KIND_KEY;
-			else if (seg_ends(k, 3, ".json"))
+			else if (k->len[3] > 5 && seg_ends4(k, 3, "json") &&
+				 k->base[k->off[3] + k->len[3] - 5] == '.')
 				k->kind = TSEC_KIND_META;
 		}
-	} else if (seg_is(k, 0, "ocsp")) {
+	} else if (SEG_IS(k, 0, "ocsp")) {
 		if (k->nseg >= 2)
 			k->kind = TSEC_KIND_OCSP;
-	} else if (seg_is(k, 0, "acme")) {
+	} else if (SEG_IS(k, 0, "acme")) {
 		if (k->nseg >= 2)
 			k->issuer_seg = 1;
-		if (k->nseg >= 4 && seg_is(k, 2, "users"))
+		if (k->nseg >= 4 && SEG_IS(k, 2, "users"))
 			k->kind = TSEC_KIND_ACCOUNT;
-	} else if (seg_is(k, 0, "locks")) {
+	} else if (SEG_IS(k, 0, "locks")) {
 		if (k->nseg == 2)
 			k->kind = TSEC_KIND_LOCK;
 	}
 	if (k->domain_seg >= 0) {
-		unsigned d = (unsigned)k->domain_seg;
-		k->domain_wild = k->len[d] > TSEC__WILDCARD_PREFIX_LEN &&
-			memcmp(k->base + k->off[d], TSEC__WILDCARD_PREFIX,
-			       TSEC__WILDCARD_PREFIX_LEN) == 0;
+		const char *d = k->base + k->off[k->domain_seg];
+		k->domain_wild = k->len[k->domain_seg] > TSEC__WILDCARD_PREFIX_LEN &&
+			ld8(d) == ld8(TSEC__WILDCARD_PREFIX) && d[8] == '_';
 	}
 }
 
@@ -268,6 +285,7 @@ int tsec__key_parse_bytes(const char *p, size_t n, bool allow_root,
 
 	k->base = p;
 	k->nseg = 0;
+	k->derived = 0;
 	if (!p && n)
 		return fail(why, whylen, "key is NULL", 0);
 	if (n > TSEC_KEY_MAX)
@@ -281,7 +299,7 @@ int tsec__key_parse_bytes(const char *p, size_t n, bool allow_root,
 }
 
 __attribute__((hot))
-int tsec__key_parse(const char *p, size_t n, bool allow_root,
+int tsec__key_split(const char *p, size_t n, bool allow_root,
 		    struct tsec__key *k, char *why, size_t whylen)
 {
 #ifdef __SSE2__
@@ -291,6 +309,7 @@ int tsec__key_parse(const char *p, size_t n, bool allow_root,
 		return tsec__key_parse_bytes(p, n, allow_root, k, why, whylen);
 	k->base = p;
 	k->nseg = 0;
+	k->derived = 0;
 	rc = parse_blocks(p, n, k, why, whylen);
 	if (rc == 1)
 		return tsec__key_parse_bytes(p, n, allow_root, k, why, whylen);
@@ -298,11 +317,26 @@ int tsec__key_parse(const char *p, size_t n, bool allow_root,
 		return rc;
 	if (k->nseg == 0 && !allow_root)
 		return fail(why, whylen, "key reduces to the root", 0);
-	derive(k);
 	return 0;
 #else
 	return tsec__key_parse_bytes(p, n, allow_root, k, why, whylen);
 #endif
+}
+
+void tsec__key_derive(struct tsec__key *k)
+{
+	if (!k->derived)
+		derive(k);
+}
+
+int tsec__key_parse(const char *p, size_t n, bool allow_root,
+		    struct tsec__key *k, char *why, size_t whylen)
+{
+	int rc = tsec__key_split(p, n, allow_root, k, why, whylen);
+
+	if (!rc)
+		tsec__key_derive(k);
+	return rc;
 }
 
 size_t tsec__key_format(const struct tsec__key *k, char *out, size_t outlen)
@@ -311,6 +345,18 @@ size_t tsec__key_format(const struct tsec__key *k, char *out, size_t outlen)
 
 	if (outlen == 0)
 		return 0;
+	if (k->nseg) {
+		/* Already normal (one '/' between segments): one copy. */
+		unsigned last = k->nseg - 1u;
+		size_t span = (size_t)k->off[last] + k->len[last] - k->off[0], n = last;
+		for (unsigned i = 0; i <= last; i++)
+			n += k->len[i];
+		if (span == n && n < outlen) {
+			memcpy(out, k->base + k->off[0], n);
+			out[n] = '\0';
+			return n;
+		}
+	}
 	for (unsigned i = 0; i < k->nseg; i++) {
 		size_t l = k->len[i];
 		if (o + (i > 0) + l >= outlen)

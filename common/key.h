@@ -26,6 +26,7 @@ struct tsec__key {
 	int8_t issuer_seg;
 	int8_t domain_seg;
 	uint8_t domain_wild;         /* domain segment starts with wildcard_ */
+	uint8_t derived;             /* kind, issuer and domain are set */
 };
 
 #define TSEC__WILDCARD_PREFIX "wildcard_"
@@ -39,6 +40,15 @@ struct tsec__key {
  */
 int tsec__key_parse(const char *p, size_t n, bool allow_root,
 		    struct tsec__key *k, char *why, size_t whylen);
+
+/*
+ * tsec__key_parse without the derived attributes (kind, issuer_seg,
+ * domain_seg, domain_wild; derived is 0): for a caller that may never
+ * need them.  tsec__key_derive fills them, once.
+ */
+int tsec__key_split(const char *p, size_t n, bool allow_root,
+		    struct tsec__key *k, char *why, size_t whylen);
+void tsec__key_derive(struct tsec__key *k);
 
 /*
  * The same reading, one byte at a time: what tsec__key_parse does for a

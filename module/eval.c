@@ -23,7 +23,7 @@ struct hits {
 
 struct walk {
 	const struct tsec__policy *pol;
-	const struct tsec__key *key;
+	struct tsec__key *key;       /* derived on first need (domain()) */
 	uint64_t hashed;             /* bit i: seghash[i] is computed */
 	uint64_t seghash[TSEC_KEY_SEGMENTS];
 	const struct tsec_request *req;
@@ -66,11 +66,12 @@ static const struct tsec__cert_facts *facts(struct walk *w)
  */
 static inline void domain(struct walk *w)
 {
-	const struct tsec__key *k = w->key;
+	struct tsec__key *k = w->key;
 
 	if (w->have_domain)
 		return;
 	w->have_domain = true;
+	tsec__key_derive(k);
 	if (k->domain_seg < 0) {
 		w->domain_len = 0;
 	} else if (!k->domain_wild) {
@@ -372,14 +373,29 @@ static void explain_cert(struct walk *w)
 		snprintf(ex->cert + o, cap - o, " %u", f->rsa_bits);
 }
 
+/* Records rule ri, of effect e + 1, which applies; returns true. */
+static inline bool record(struct walk *w, uint32_t ri, unsigned e)
+{
+	struct hits *h = w->h;
+
+	for (unsigned i = 0; i < h->n[e]; i++)
+		if (h->rule[e][i] == ri)
+			return true;
+	if (h->n[e] < HIT_MAX)
+		h->rule[e][h->n[e]++] = ri;
+	else
+		h->more[e] = 1;
+	if (w->rep)
+		report_match(w, &w->pol->rules[ri]);
+	return true;
+}
+
 /* Records rule ri if it applies; returns whether it did. */
 __attribute__((hot))
 static bool hit(struct walk *w, uint32_t ri)
 {
 	const struct tsec__rule *r = &w->pol->rules[ri];
 	unsigned e = r->effect - 1u;
-	struct hits *h = w->h;
-
 	const char *why = NULL;
 	int a = rule_applies(w, r, &why);
 
@@ -402,16 +418,7 @@ static bool hit(struct walk *w, uint32_t ri)
 		if (r->effect == TSEC_EFFECT_ALLOW)
 			return false;
 	}
-	for (unsigned i = 0; i < h->n[e]; i++)
-		if (h->rule[e][i] == ri)
-			return true;
-	if (h->n[e] < HIT_MAX)
-		h->rule[e][h->n[e]++] = ri;
-	else
-		h->more[e] = 1;
-	if (w->rep)
-		report_match(w, r);
-	return true;
+	return record(w, ri, e);
 }
 
 /*
@@ -440,7 +447,7 @@ static void hit_node(struct walk *w, const struct tsec__node *n)
 			t = term->skip;
 			continue;
 		}
-		if (hit(w, term->rule))
+		if (term->plain ? record(w, term->rule, e) : hit(w, term->rule))
 			got[e]++;
 		t = term->next;
 	}
@@ -448,25 +455,6 @@ static void hit_node(struct walk *w, const struct tsec__node *n)
 
 static void walk(struct walk *w, uint32_t node, unsigned i);
 
-/* A principal's root, and the tries of the rules it shares (jumps). */
-static void walk_root(struct walk *w, uint32_t root)
-{
-	const struct tsec__policy *pol = w->pol;
-
-	walk(w, root, 0);
-	for (uint32_t j = pol->nodes[root].jumps; j; j = pol->jumps[j].next)
-		walk(w, pol->jumps[j].target, 0);
-}
-
-/*
- * Visits every trie node the key's segments i.. can reach from `node`,
- * in a fixed order: the literal child, the globs, then "**" over every
- * remaining position.  Recursion depth is bounded by the 64-segment key
- * limit; "**" fans out over the remaining segments, at most twice per
- * pattern (the compiler refuses more), so the walk is polynomial in a
- * bounded key.  A node's shape (tables.c) lets the walk skip the visits
- * that cannot reach a rule, in the same order as if it made them.
- */
 /* The child of `node` along the key's segment i (hashed once, when a
  * trie first asks), or 0. */
 static inline uint32_t lit_child(struct walk *w, uint32_t node, unsigned i)
@@ -500,16 +488,13 @@ static void walk(struct walk *w, uint32_t node, unsigned i)
 	 * Down a run of nodes whose only way on is one literal table or one
 	 * glob: a loop, not calls (the order of visits does not change).
 	 */
-	while (i < nseg && !n->dstar) {
-		if (n->lits && !n->globs) {
+	while (i < nseg && (n->shape & (TSEC__SHAPE_LITS | TSEC__SHAPE_GLOB1))) {
+		if (n->shape & TSEC__SHAPE_LITS) {
 			node = lit_child(w, node, i);
-		} else if (!n->lits && n->globs && !pol->globs[n->globs].next &&
-			   !pol->globs[n->globs].leaf) {
+		} else {
 			const struct tsec__glob *gl = &pol->globs[n->globs];
 			node = tsec__glob_edge_match(pol->arena, gl, k->base + k->off[i],
 						     k->len[i]) ? gl->child : 0;
-		} else {
-			break;
 		}
 		if (!node)
 			return;
@@ -571,58 +556,59 @@ static bool strip_role(struct tsec_str *r)
 	return r->len > 0 && r->len <= NAME_MAX_LEN;
 }
 
-static bool name_ok(const struct tsec_str *s)
+/*
+ * Checks a principal or role name (no space, control or DEL; 1..255
+ * bytes) and hashes it as tsec__hash does, in one pass of eight bytes a
+ * step.
+ */
+static inline bool name_scan(const char *p, size_t n, uint64_t seed, uint64_t *hash)
 {
-	const char *p = s->ptr;
-	size_t n = s->len;
+	uint64_t h, bad = 0, x;
 
 	if (!p || n == 0 || n > NAME_MAX_LEN)
 		return false;
-	if (n >= 8) {
-		/* Eight bytes a step, the last load overlapping the one before. */
-		uint64_t bad = 0;
-		for (size_t i = 0; i + 8 < n; i += 8)
-			bad |= tsec__ctl_bytes(tsec__load8(p + i));
-		return !(bad | tsec__ctl_bytes(tsec__load8(p + n - 8)));
+	h = tsec__hash_begin(seed, n);
+	if (n < 8) {
+		for (size_t i = 0; i < n; i++) {
+			unsigned char c = (unsigned char)p[i];
+			if (c <= 0x20 || c == 0x7f)
+				return false;
+		}
+		*hash = tsec__hash_step(h, tsec__hash_short(p, n));
+		return true;
 	}
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)p[i];
-		if (c <= 0x20 || c == 0x7f)
-			return false;
+	for (size_t i = 0; i + 8 < n; i += 8) {
+		x = tsec__load8(p + i);
+		bad |= tsec__ctl_bytes(x);
+		h = tsec__hash_step(h, x);
 	}
-	return true;
+	x = tsec__load8(p + n - 8);
+	bad |= tsec__ctl_bytes(x);
+	*hash = tsec__hash_step(h, x);
+	return !bad;
 }
 
-/* Runs the walk for one key: the principal's trie, each role's, and "*". */
+/*
+ * Runs the walk for one key over the request's roots: the principal's
+ * trie, each role's, then "*" (decide() found them once per request).
+ */
 __attribute__((hot))
-static void match_key(struct walk *w, const struct tsec__key *k)
+static void match_key(struct walk *w, struct tsec__key *k,
+		      const uint32_t *roots, unsigned nroots)
 {
 	const struct tsec__policy *pol = w->pol;
-	const struct tsec_request *req = w->req;
-	uint32_t root;
 
 	w->key = k;
 	w->hashed = 0;
 	w->have_domain = false;
 	w->domain = NULL;
 	w->domain_len = 0;
-
-	root = tsec__edge_find(pol, TSEC__NS_PRINCIPAL,
-			       tsec__hash(pol->seed, req->principal.ptr,
-					  req->principal.len),
-			       req->principal.ptr, req->principal.len);
-	if (root)
-		walk_root(w, root);
-	for (uint32_t r = 0; r < req->nroles; r++) {
-		struct tsec_str role = req->roles[r];
-		strip_role(&role);
-		root = tsec__edge_find(pol, TSEC__NS_ROLE,
-				       tsec__hash(pol->seed, role.ptr, role.len),
-				       role.ptr, role.len);
-		if (root)
-			walk_root(w, root);
+	for (unsigned r = 0; r < nroots; r++) {
+		walk(w, roots[r], 0);
+		/* The tries of the rules this root shares. */
+		for (uint32_t j = pol->nodes[roots[r]].jumps; j; j = pol->jumps[j].next)
+			walk(w, pol->jumps[j].target, 0);
 	}
-	walk_root(w, pol->any_root);
 }
 
 static void invalid(struct tsec_decision *out, const char *field,
@@ -637,30 +623,41 @@ static void invalid(struct tsec_decision *out, const char *field,
 }
 
 /*
- * Validates everything but the keys.  Returns the action or -1 after
- * writing an INVALID decision.
+ * Validates everything but the keys and finds the request's roots (the
+ * principal's, each role's, then "*"; one hashing pass per name).
+ * Returns the action or -1 after writing an INVALID decision.
  */
-static int validate(const struct tsec_request *req, struct tsec_decision *out)
+static int validate(const struct tsec__policy *pol, const struct tsec_request *req,
+		    struct tsec_decision *out, uint32_t *roots, unsigned *nroots)
 {
 	const struct tsec_context *c = &req->ctx;
-	uint32_t has = c->has;
+	uint32_t has = c->has, root;
+	uint64_t h;
+	unsigned nr = 0;
 	int a;
 
-	if (!name_ok(&req->principal)) {
+	if (!name_scan(req->principal.ptr, req->principal.len, pol->seed, &h)) {
 		invalid(out, "principal", "empty, too long, or holds a space or control character");
 		return -1;
 	}
+	if ((root = tsec__edge_find(pol, TSEC__NS_PRINCIPAL, h, req->principal.ptr,
+				    req->principal.len)))
+		roots[nr++] = root;
 	if (req->nroles > ROLES_MAX || (req->nroles && !req->roles)) {
 		invalid(out, "roles", "more than 32 roles, or roles missing");
 		return -1;
 	}
 	for (uint32_t i = 0; i < req->nroles; i++) {
 		struct tsec_str r = req->roles[i];
-		if (!r.ptr || !strip_role(&r) || !name_ok(&r)) {
+		if (!r.ptr || !strip_role(&r) || !name_scan(r.ptr, r.len, pol->seed, &h)) {
 			invalid(out, "roles", "a role is empty, too long, or holds a space or control character");
 			return -1;
 		}
+		if ((root = tsec__edge_find(pol, TSEC__NS_ROLE, h, r.ptr, r.len)))
+			roots[nr++] = root;
 	}
+	roots[nr++] = pol->any_root;
+	*nroots = nr;
 	a = req->action.ptr ? tsec__action_parse(req->action.ptr, req->action.len) : -1;
 	if (a < 0) {
 		invalid(out, "action", "unknown action");
@@ -762,8 +759,9 @@ static void report_begin(struct tsec_report *rep)
 	rep->nerrors = 0;
 }
 
-static void report_key(struct tsec_report *rep, const struct tsec__key *k)
+static void report_key(struct tsec_report *rep, struct tsec__key *k)
 {
+	tsec__key_derive(k);
 	rep->kind = k->kind;
 	tsec__key_format(k, rep->key, sizeof(rep->key));
 	if (k->issuer_seg >= 0)
@@ -787,6 +785,8 @@ void tsec__decide(const struct tsec__policy *pol,
 {
 	struct tsec__cert_facts cert;
 	struct tsec__key key, dest;
+	uint32_t roots[ROLES_MAX + 2];
+	unsigned nroots = 0;
 	uint8_t *seen = NULL;
 	struct hits h;
 	struct walk w;
@@ -795,12 +795,12 @@ void tsec__decide(const struct tsec__policy *pol,
 
 	if (rep)
 		report_begin(rep);
-	a = validate(req, out);
+	a = validate(pol, req, out, roots, &nroots);
 	if (a < 0)
 		goto done;
 	if (rep)
 		rep->action = a;
-	if (tsec__key_parse(req->resource.ptr, req->resource.len,
+	if (tsec__key_split(req->resource.ptr, req->resource.len,
 			    a == TSEC_ACTION_STORAGE_LIST, &key, why,
 			    sizeof(why))) {
 		invalid(out, "resource", why);
@@ -809,7 +809,7 @@ void tsec__decide(const struct tsec__policy *pol,
 	if (rep)
 		report_key(rep, &key);
 	if (a == TSEC_ACTION_STORAGE_MOVE &&
-	    tsec__key_parse(req->ctx.dest.ptr, req->ctx.dest.len, false, &dest,
+	    tsec__key_split(req->ctx.dest.ptr, req->ctx.dest.len, false, &dest,
 			    why, sizeof(why))) {
 		invalid(out, "context.dest", why);
 		goto done;
@@ -830,7 +830,7 @@ void tsec__decide(const struct tsec__policy *pol,
 	w.have_facts = false;
 	w.cond_error = NULL;
 	w.cond_rule = 0;
-	match_key(&w, &key);
+	match_key(&w, &key, roots, nroots);
 	if (a == TSEC_ACTION_STORAGE_MOVE) {
 		/*
 		 * A move must be allowed at both ends.  Floors and denies of
@@ -841,7 +841,7 @@ void tsec__decide(const struct tsec__policy *pol,
 		h.n[TSEC_EFFECT_ALLOW - 1] = 0;
 		h.more[TSEC_EFFECT_ALLOW - 1] = 0;
 		w.end = 1;
-		match_key(&w, &dest);
+		match_key(&w, &dest, roots, nroots);
 		if (src.n[TSEC_EFFECT_ALLOW - 1] == 0 ||
 		    h.n[TSEC_EFFECT_ALLOW - 1] == 0) {
 			h.n[TSEC_EFFECT_ALLOW - 1] = 0;
@@ -861,7 +861,8 @@ void tsec__decide(const struct tsec__policy *pol,
 	if (w.ex)
 		explain_cert(&w);
 done:
-	if (rep)
+	if (rep && &rep->decision != out)
 		rep->decision = *out;
-	free(seen);
+	if (seen)
+		free(seen);
 }

@@ -101,8 +101,23 @@ int tsec__action_parse(const char *p, size_t n)
 		A("lock.release"),
 	};
 #undef A
-	for (unsigned a = 0; a < TSEC_ACTION__COUNT; a++)
-		if (tab[a].len == n && tsec__bytes_eq(tab[a].name, p, n))
-			return (int)a;
-	return -1;
+	int a;
+
+	/* One candidate from the length and a letter, then one comparison. */
+	if (n < 10 || n > 14)
+		return -1;
+	if (p[0] == 'l') {
+		a = p[5] == 'a' ? TSEC_ACTION_LOCK_ACQUIRE
+		  : n == 10 ? TSEC_ACTION_LOCK_RENEW : TSEC_ACTION_LOCK_RELEASE;
+	} else {
+		switch (p[8]) {
+		case 's': a = n == 13 ? TSEC_ACTION_STORAGE_STORE : TSEC_ACTION_STORAGE_STAT; break;
+		case 'l': a = p[9] == 'o' ? TSEC_ACTION_STORAGE_LOAD : TSEC_ACTION_STORAGE_LIST; break;
+		case 'e': a = TSEC_ACTION_STORAGE_EXISTS; break;
+		case 'd': a = TSEC_ACTION_STORAGE_DELETE; break;
+		case 'm': a = TSEC_ACTION_STORAGE_MOVE; break;
+		default: return -1;
+		}
+	}
+	return tab[a].len == n && tsec__bytes_eq(tab[a].name, p, n) ? a : -1;
 }

@@ -57,30 +57,44 @@ static inline uint32_t tsec__load4(const char *p)
  * Hash of one segment or name, eight bytes per step (the last step's
  * load overlaps the one before it, so no byte past p[n-1] is read): a
  * key's segment costs a few multiplications, not one per byte.  Only
- * spreads table slots; an edge is found by comparing its bytes.
+ * spreads table slots; an edge is found by comparing its bytes.  In
+ * pieces, so that a name can be checked in the same pass (eval.c).
  */
+#define TSEC__HASH_K 0x9fb21c651e98df25ull
+
+static inline uint64_t tsec__hash_begin(uint64_t seed, size_t n)
+{
+	return seed ^ ((uint64_t)n * 0x9e3779b97f4a7c15ull);
+}
+
+static inline uint64_t tsec__hash_step(uint64_t h, uint64_t w)
+{
+	h = (h ^ w) * TSEC__HASH_K;
+	return h ^ (h >> 29);
+}
+
+/* The last word of n < 8 bytes: overlapping loads, no byte read twice
+ * past the end. */
+static inline uint64_t tsec__hash_short(const char *p, size_t n)
+{
+	if (n >= 4)
+		return (uint64_t)tsec__load4(p) << 32 | tsec__load4(p + n - 4);
+	if (n > 0)
+		return (uint64_t)(unsigned char)p[0] << 16 |
+		       (uint64_t)(unsigned char)p[n >> 1] << 8 | (unsigned char)p[n - 1];
+	return 0;
+}
+
 __attribute__((always_inline))
 static inline uint64_t tsec__hash(uint64_t seed, const char *p, size_t n)
 {
-	const uint64_t k = 0x9fb21c651e98df25ull;
-	uint64_t h = seed ^ ((uint64_t)n * 0x9e3779b97f4a7c15ull), w;
+	uint64_t h = tsec__hash_begin(seed, n);
 
-	if (n >= 8) {
-		for (size_t i = 0; i + 8 < n; i += 8) {
-			h = (h ^ tsec__load8(p + i)) * k;
-			h ^= h >> 29;
-		}
-		w = tsec__load8(p + n - 8);
-	} else if (n >= 4) {
-		w = (uint64_t)tsec__load4(p) << 32 | tsec__load4(p + n - 4);
-	} else if (n > 0) {
-		w = (uint64_t)(unsigned char)p[0] << 16 |
-		    (uint64_t)(unsigned char)p[n >> 1] << 8 | (unsigned char)p[n - 1];
-	} else {
-		w = 0;
-	}
-	h = (h ^ w) * k;
-	return h ^ (h >> 29);
+	if (n < 8)
+		return tsec__hash_step(h, tsec__hash_short(p, n));
+	for (size_t i = 0; i + 8 < n; i += 8)
+		h = tsec__hash_step(h, tsec__load8(p + i));
+	return tsec__hash_step(h, tsec__load8(p + n - 8));
 }
 
 /* p[0..n) == q[0..n), by words where it can (the last load overlapping). */
@@ -238,6 +252,10 @@ struct tsec__node {
  */
 #define TSEC__SHAPE_LEAF (1u << 0)
 #define TSEC__SHAPE_TAIL (1u << 1)
+/* The only way on is the literal table (LITS) or one glob to a non-leaf
+ * (GLOB1): a walk goes down such nodes in a loop. */
+#define TSEC__SHAPE_LITS  (1u << 2)
+#define TSEC__SHAPE_GLOB1 (1u << 3)
 
 /*
  * A principal root's link to a trie it shares: a rule with several
@@ -297,7 +315,7 @@ struct tsec__term {
 	uint32_t skip;
 	uint16_t actions;            /* the rule's, so a walk reads no rule */
 	uint8_t effect;              /* for an action it does not name */
-	uint8_t pad;
+	uint8_t plain;               /* the rule has no condition: it applies */
 };
 
 /*

@@ -199,7 +199,7 @@ static int parse_cert(struct tsec__cc *c, json_t *o, struct tsec__rule *r)
 {
 	const char *k;
 	json_t *v, *t;
-	uint64_t n;
+	uint64_t n = 0;
 	size_t i;
 	int rc;
 

@@ -122,7 +122,7 @@ int tsec__node_new(struct tsec__policy *pol, uint32_t *id)
 	if (tsec__grow((void **)&pol->nodes, &pol->cap_nodes, pol->nnodes + 1,
 		 sizeof(*pol->nodes)))
 		return TSEC_ENOMEM;
-	pol->nodes[pol->nnodes] = (struct tsec__node){ 0, 0, 0, 0, 0, 0, 0 };
+	pol->nodes[pol->nnodes] = (struct tsec__node){ 0 };
 	*id = pol->nnodes++;
 	return 0;
 }
@@ -322,6 +322,7 @@ int tsec__terms_finish(struct tsec__policy *pol)
 		const struct tsec__rule *r = &pol->rules[pol->terms[t].rule];
 		pol->terms[t].actions = r->actions;
 		pol->terms[t].effect = r->effect;
+		pol->terms[t].plain = !r->dom_count && !r->when;
 	}
 	for (uint32_t nd = 0; nd < pol->nnodes; nd++) {
 		struct tsec__node *n = &pol->nodes[nd];
@@ -339,6 +340,11 @@ int tsec__terms_finish(struct tsec__policy *pol)
 			tail = pol->globs[g].leaf;
 		if (tail)
 			n->shape |= TSEC__SHAPE_TAIL;
+		if (n->lits && !n->globs && !n->dstar)
+			n->shape |= TSEC__SHAPE_LITS;
+		if (!n->lits && !n->dstar && n->globs && !pol->globs[n->globs].next &&
+		    !pol->globs[n->globs].leaf)
+			n->shape |= TSEC__SHAPE_GLOB1;
 	}
 	return 0;
 }
