@@ -2,6 +2,7 @@
 #ifndef TSEC_COMMON_ERROR_H
 #define TSEC_COMMON_ERROR_H
 
+#include <string.h>
 #include "tinysecurity/types.h"
 
 /*
@@ -18,8 +19,7 @@ static inline void tsec__strlcpy(char *dst, const char *src, size_t len,
 {
 	if (len >= n)
 		len = n - 1;
-	for (size_t i = 0; i < len; i++)
-		dst[i] = src[i];
+	memcpy(dst, src, len);
 	dst[len] = '\0';
 }
 
