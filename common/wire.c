@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "common/wire.h"
+#include "common/jsonw.h"
 #include "common/error.h"
 
 static int bad(struct tsec_error *err, const char *where, const char *msg)
@@ -147,6 +148,37 @@ json_t *tsec__decision_to_json(const struct tsec_decision *d)
 	if (d->detail[0])
 		json_object_set_new(o, "detail", json_string(d->detail));
 	return o;
+}
+
+void tsec__decision_write(struct tsec__jw *w, const struct tsec_decision *d)
+{
+	/* The members and order of tsec__decision_to_json. */
+	TSEC__JW_LIT(w, "{\"allow\":");
+	tsec__jw_bool(w, d->allow);
+	TSEC__JW_LIT(w, ",\"status\":");
+	tsec__jw_cstr(w, tsec__status_name(d->status));
+	TSEC__JW_LIT(w, ",\"reason\":");
+	tsec__jw_cstr(w, tsec_status_reason(d->status));
+	TSEC__JW_LIT(w, ",\"rules\":[");
+	for (unsigned i = 0; i < d->nrules && i < TSEC_DECISION_RULES; i++) {
+		if (i)
+			TSEC__JW_LIT(w, ",");
+		tsec__jw_str(w, d->rules[i], strnlen(d->rules[i], TSEC_ID_MAX));
+	}
+	TSEC__JW_LIT(w, "]");
+	if (d->flags & TSEC_DECISION_MORE_RULES)
+		TSEC__JW_LIT(w, ",\"more_rules\":true");
+	if (d->flags & TSEC_DECISION_COND_ERROR)
+		TSEC__JW_LIT(w, ",\"condition_error\":true");
+	if (d->field[0]) {
+		TSEC__JW_LIT(w, ",\"field\":");
+		tsec__jw_str(w, d->field, strnlen(d->field, sizeof(d->field)));
+	}
+	if (d->detail[0]) {
+		TSEC__JW_LIT(w, ",\"detail\":");
+		tsec__jw_str(w, d->detail, strnlen(d->detail, sizeof(d->detail)));
+	}
+	TSEC__JW_LIT(w, "}");
 }
 
 int tsec__decision_from_json(json_t *o, struct tsec_decision *d)

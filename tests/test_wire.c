@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tests/testutil.h"
+#include "common/jsonw.h"
 #include "common/wire.h"
 
 static const int codes[] = {
@@ -78,10 +79,145 @@ static void test_wire_error_fallbacks(void **state)
 	json_decref(o);
 }
 
+/*
+ * The writer's strings are JSON that jansson reads back as the same text:
+ * every byte value alone and between others, quotes, backslashes,
+ * controls; DEL and the C1 controls escaped; invalid UTF-8 (a stray
+ * continuation, an overlong form, a surrogate, a cut sequence) as U+FFFD,
+ * so no raw control byte is ever written.
+ */
+static void test_wire_writer_strings(void **state)
+{
+	static const struct { const char *in; size_t n; const char *back; } t[] = {
+		{ "plain", 5, "plain" },
+		{ "q\"b\\s/", 6, "q\"b\\s/" },
+		{ "nl\nx\r\t\b\f", 8, "nl\nx\r\t\b\f" },
+		{ "nul\0x", 5, NULL },
+		{ "del\x7f", 4, "del\x7f" },
+		{ "c1\xc2\x85", 4, "c1\xc2\x85" },
+		{ "\xc3\xa9t\xc3\xa9 \xe2\x82\xac \xf0\x9f\x94\x91", 14,
+		  "\xc3\xa9t\xc3\xa9 \xe2\x82\xac \xf0\x9f\x94\x91" },
+		{ "bad\x80x", 5, "bad\xef\xbf\xbdx" },
+		{ "over\xc0\xafx", 7, "over\xef\xbf\xbd\xef\xbf\xbdx" },
+		{ "sur\xed\xa0\x80", 6, "sur\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },
+		{ "cut\xe2\x82", 5, "cut\xef\xbf\xbd\xef\xbf\xbd" },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct tsec__jw w;
+		char *text;
+		size_t n;
+		json_t *j;
+
+		tsec__jw_init(&w);
+		tsec__jw_str(&w, t[i].in, t[i].n);
+		text = tsec__jw_take(&w, &n);
+		assert_non_null(text);
+		assert_int_equal(strlen(text), n);
+		for (size_t k = 0; k < n; k++)
+			if ((unsigned char)text[k] < 0x20 || text[k] == 0x7f)
+				fail_msg("case %zu: raw control byte 0x%02x written", i, text[k]);
+		j = json_loadb(text, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+		if (!j)
+			fail_msg("case %zu: jansson cannot read back %s", i, text);
+		if (t[i].back) {
+			assert_int_equal(json_string_length(j), strlen(t[i].back));
+			assert_memory_equal(json_string_value(j), t[i].back, strlen(t[i].back));
+		} else {
+			assert_int_equal(json_string_length(j), t[i].n);
+			assert_memory_equal(json_string_value(j), t[i].in, t[i].n);
+		}
+		json_decref(j);
+		free(text);
+	}
+	/* Every single byte, and every byte between two letters. */
+	for (unsigned b = 0; b < 256; b++) {
+		char in[3] = { 'a', (char)b, 'z' };
+		struct tsec__jw w;
+		char *text;
+		json_t *j;
+
+		tsec__jw_init(&w);
+		tsec__jw_str(&w, in, 3);
+		text = tsec__jw_take(&w, NULL);
+		j = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+		if (!j)
+			fail_msg("byte 0x%02x: %s does not read back", b, text);
+		if (b < 0x80)
+			assert_memory_equal(json_string_value(j), in, 3);
+		json_decref(j);
+		free(text);
+	}
+}
+
+/* A decision written as text is what jansson writes for its tree. */
+static void test_wire_writer_decisions(void **state)
+{
+	struct tsec_decision d[3];
+	(void)state;
+
+	memset(d, 0, sizeof(d));
+	d[0].allow = 1;
+	d[0].status = TSEC_STATUS_ALLOWED;
+	d[0].nrules = 2;
+	strcpy(d[0].rules[0], "web-reads-certs");
+	strcpy(d[0].rules[1], "a\"quoted\\id");
+	d[1].status = TSEC_STATUS_INVALID;
+	strcpy(d[1].field, "resource");
+	strcpy(d[1].detail, "resource: control character in key (byte 3)");
+	d[2].status = TSEC_STATUS_FLOOR;
+	d[2].nrules = 4;
+	d[2].flags = TSEC_DECISION_MORE_RULES | TSEC_DECISION_COND_ERROR;
+	for (int i = 0; i < 4; i++)
+		snprintf(d[2].rules[i], TSEC_ID_MAX, "floor-%d", i);
+	for (int i = 0; i < 3; i++) {
+		json_t *tree = tsec__decision_to_json(&d[i]);
+		char *want = json_dumps(tree, JSON_COMPACT), *got;
+		struct tsec__jw w;
+
+		tsec__jw_init(&w);
+		tsec__decision_write(&w, &d[i]);
+		got = tsec__jw_take(&w, NULL);
+		assert_string_equal(got, want);
+		free(got);
+		free(want);
+		json_decref(tree);
+	}
+}
+
+/* Numbers at their limits, and a writer that grows past its first block. */
+static void test_wire_writer_numbers(void **state)
+{
+	struct tsec__jw w;
+	char *text;
+	(void)state;
+
+	tsec__jw_init(&w);
+	tsec__jw_int(&w, INT64_MIN);
+	TSEC__JW_LIT(&w, ",");
+	tsec__jw_int(&w, INT64_MAX);
+	TSEC__JW_LIT(&w, ",");
+	tsec__jw_uint(&w, UINT64_MAX);
+	TSEC__JW_LIT(&w, ",");
+	tsec__jw_int(&w, 0);
+	for (int i = 0; i < 1000; i++)
+		TSEC__JW_LIT(&w, ",true");
+	text = tsec__jw_take(&w, NULL);
+	assert_non_null(text);
+	assert_memory_equal(text, "-9223372036854775808,9223372036854775807,18446744073709551615,0,true",
+			    strlen("-9223372036854775808,9223372036854775807,18446744073709551615,0,true"));
+	assert_int_equal(strlen(text), 63 + 1000 * 5);
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_wire_every_error_round_trips),
+		cmocka_unit_test(test_wire_writer_strings),
+		cmocka_unit_test(test_wire_writer_decisions),
+		cmocka_unit_test(test_wire_writer_numbers),
 		cmocka_unit_test(test_wire_names_distinct),
 		cmocka_unit_test(test_wire_error_fallbacks),
 	};

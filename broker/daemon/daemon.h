@@ -185,6 +185,10 @@ struct tsec__call {
 	struct tsec_principal p;     /* p.call_ctx points back at this call */
 	json_t *id;
 	json_t *params;
+	char *id_text;               /* the id as JSON text, once made */
+	size_t id_len;
+	char *result_text;           /* a method's result as JSON text, if it wrote one */
+	size_t result_len;
 };
 
 /* Writes "tsec-broker: " and the message, escaped, to tsec__say_fd
@@ -243,10 +247,12 @@ void tsec__observe(void *ctx, void *call_ctx, const struct tsec_request *reqs,
 		   const struct tsec_decision *dec, size_t n,
 		   uint64_t latency_ns);
 /* One decision-log line. */
-void tsec__log_decision(struct tsec__daemon *d, const struct tsec__call *c,
-			const char *action, const char *resource, const struct tsec_context *ctx,
-			int allow, const char *status, json_t *rules, int floor,
+void tsec__log_decision(struct tsec__daemon *d, struct tsec__call *c,
+			const struct tsec_str *action, const struct tsec_str *resource,
+			const struct tsec_context *ctx, const struct tsec_decision *dec,
 			int64_t latency_ns);
+/* The call's id as JSON text ("null" when it has none), made once. */
+const char *tsec__call_id(struct tsec__call *c, size_t *n);
 
 /* storage.c: the store.* and lock.* handlers the method table names. */
 json_t *tsec__m_store_put(struct tsec__daemon *, struct tsec__call *, json_t **);

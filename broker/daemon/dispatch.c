@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "broker/daemon/daemon.h"
+#include "common/jsonw.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/wire.h"
@@ -157,6 +158,21 @@ reply:
 		atomic_fetch_add(&d->st.errors, 1);
 		json_decref(result);
 		result = NULL;
+	} else if (c.result_text) {
+		/* A method that wrote its result as text: the reply around it. */
+		struct tsec__jw w;
+		size_t idn;
+		const char *id = tsec__call_id(&c, &idn);
+
+		tsec__jw_init(&w);
+		TSEC__JW_LIT(&w, "{\"id\":");
+		tsec__jw_raw(&w, id, idn);
+		TSEC__JW_LIT(&w, ",\"result\":");
+		tsec__jw_raw(&w, c.result_text, c.result_len);
+		TSEC__JW_LIT(&w, "}");
+		text = tsec__jw_take(&w, NULL);
+		json_decref(result);
+		goto out;
 	}
 	reply = json_object();
 	json_object_set(reply, "id", c.id ? c.id : json_null());
@@ -166,6 +182,9 @@ reply:
 		json_object_set_new(reply, "result", result ? result : json_object());
 	text = json_dumps(reply, JSON_COMPACT);
 	json_decref(reply);
+out:
 	json_decref(msg);
+	free(c.id_text);
+	free(c.result_text);
 	return text;
 }

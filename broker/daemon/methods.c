@@ -12,6 +12,7 @@
 #include "broker/daemon/daemon.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/jsonw.h"
 #include "common/wire.h"
 
 static json_t *m_evaluate(struct tsec__daemon *, struct tsec__call *, json_t **);
@@ -53,138 +54,211 @@ const struct tsec__method *tsec__method_find(const char *name, size_t len)
 }
 
 /*
- * The text of s[0..n) cut to `max` bytes (on a UTF-8 boundary) with a
- * marker saying how much was cut; NULL if it needs no cut.  New JSON.
+ * Writes s[0..n) as a JSON string, cut to `max` bytes (on a UTF-8
+ * boundary) with a marker saying how much was cut when it is longer.
  */
-static json_t *clipped(const char *s, size_t n, size_t max)
+static void clipped(struct tsec__jw *w, const char *s, size_t n, size_t max)
 {
 	char buf[TSEC_DECLOG_FIELD_MAX + 64];
 	size_t k = n < max ? n : max;
 
-	if (n <= max)
-		return NULL;
+	if (n <= max) {
+		tsec__jw_str(w, s, n);
+		return;
+	}
 	while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80)
 		k--;
 	snprintf(buf, sizeof(buf), "%.*s...[%zu bytes cut]", (int)k, s, n - k);
-	return json_string(buf);
-}
-
-/* Cuts a string member to max bytes (see clipped). */
-static void clip_member(json_t *o, const char *key, size_t max)
-{
-	json_t *v = json_object_get(o, key), *c;
-
-	if (json_is_string(v) && (c = clipped(json_string_value(v), json_string_length(v), max)))
-		json_object_set_new(o, key, c);
+	tsec__jw_cstr(w, buf);
 }
 
 /*
- * The request id as logged: a caller's id of any JSON type, cut when its
- * text is long, so that no id can make a line too long to keep.
+ * The request id as JSON text, made once per call: a caller's id may be
+ * of any JSON type (jansson writes what is not a number or a string).
  */
-static json_t *log_id(json_t *id, size_t max)
+const char *tsec__call_id(struct tsec__call *c, size_t *n)
 {
-	char *text;
-	json_t *c;
+	if (!c->id_text) {
+		struct tsec__jw w;
 
-	if (!id)
-		return json_null();
-	if (!(text = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY)))
-		return json_string("[unprintable id]");
-	c = clipped(text, strlen(text), max);
-	free(text);
-	return c ? c : json_incref(id);
+		tsec__jw_init(&w);
+		if (!c->id || json_is_null(c->id)) {
+			TSEC__JW_LIT(&w, "null");
+		} else if (json_is_integer(c->id)) {
+			tsec__jw_int(&w, (int64_t)json_integer_value(c->id));
+		} else if (json_is_string(c->id)) {
+			tsec__jw_str(&w, json_string_value(c->id), json_string_length(c->id));
+		} else {
+			char *t = json_dumps(c->id, JSON_COMPACT | JSON_ENCODE_ANY);
+			if (t)
+				tsec__jw_raw(&w, t, strlen(t));
+			else
+				tsec__jw_cstr(&w, "[unprintable id]");
+			free(t);
+		}
+		c->id_text = tsec__jw_take(&w, &c->id_len);
+		if (!c->id_text) {
+			*n = 4;
+			return "null";
+		}
+	}
+	*n = c->id_len;
+	return c->id_text;
 }
 
 /* The request's context as the log keeps it: never a certificate's
  * bytes, its SHA-256. */
-static json_t *context_json(const struct tsec_context *x)
+static void context_write(struct tsec__jw *w, const struct tsec_context *x)
 {
-	json_t *o = json_object();
+	uint32_t has = x ? x->has : 0;
+	bool first = true;
 
-	if (!x)
-		return o;
-	if (x->has & TSEC_CTX_TTL_MS)
-		json_object_set_new(o, "ttl_ms", json_integer((json_int_t)x->ttl_ms));
-	if (x->has & TSEC_CTX_SIZE)
-		json_object_set_new(o, "size", json_integer((json_int_t)x->size));
-	if (x->has & TSEC_CTX_RECURSIVE)
-		json_object_set_new(o, "recursive", json_boolean(x->recursive));
-	if (x->has & TSEC_CTX_DEST) {
-		json_t *dv = clipped(x->dest.ptr, x->dest.len, TSEC_DECLOG_FIELD_MAX);
-
-		json_object_set_new(o, "dest", dv ? dv : json_stringn(x->dest.ptr, x->dest.len));
+	TSEC__JW_LIT(w, "{");
+#define MEMBER(name) do { if (!first) TSEC__JW_LIT(w, ","); \
+		TSEC__JW_LIT(w, "\"" name "\":"); first = false; } while (0)
+	if (has & TSEC_CTX_TTL_MS) {
+		MEMBER("ttl_ms");
+		tsec__jw_uint(w, x->ttl_ms);
 	}
-	if (x->has & TSEC_CTX_NOW)
-		json_object_set_new(o, "now", json_integer((json_int_t)x->now));
-	if (x->has & TSEC_CTX_CERT_PEM) {
+	if (has & TSEC_CTX_SIZE) {
+		MEMBER("size");
+		tsec__jw_uint(w, x->size);
+	}
+	if (has & TSEC_CTX_RECURSIVE) {
+		MEMBER("recursive");
+		tsec__jw_bool(w, x->recursive);
+	}
+	if (has & TSEC_CTX_DEST) {
+		MEMBER("dest");
+		clipped(w, x->dest.ptr ? x->dest.ptr : "", x->dest.len, TSEC_DECLOG_FIELD_MAX);
+	}
+	if (has & TSEC_CTX_NOW) {
+		MEMBER("now");
+		tsec__jw_int(w, x->now);
+	}
+	if (has & TSEC_CTX_CERT_PEM) {
 		unsigned char h[crypto_hash_sha256_BYTES];
 		char hex[65];
 
 		crypto_hash_sha256(h, (const unsigned char *)x->cert_pem.ptr, x->cert_pem.len);
 		sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
-		json_object_set_new(o, "cert_pem_sha256", json_string(hex));
+		MEMBER("cert_pem_sha256");
+		tsec__jw_cstr(w, hex);
 	}
-	return o;
+#undef MEMBER
+	TSEC__JW_LIT(w, "}");
 }
 
-void tsec__log_decision(struct tsec__daemon *d, const struct tsec__call *c,
-			const char *action, const char *resource, const struct tsec_context *ctx,
-			int allow, const char *status, json_t *rules, int floor,
+/* What one decision-log line says, but for how hard it is cut. */
+struct line {
+	struct tsec__daemon *d;
+	struct tsec__call *c;
+	const char *did;
+	struct tsec__policy_id pid;
+	int64_t now_ms;
+	const struct tsec_str *action, *resource;
+	const struct tsec_context *ctx;
+	const struct tsec_decision *dec;
+	int64_t latency_ns;
+};
+
+/*
+ * One decision-log line, written straight into text (the members in the
+ * order the log has always had).  The caller's action and resource are
+ * cut to `max` bytes, the id's text to `idmax`.
+ */
+static void line_write(struct tsec__jw *w, struct line *l, size_t idmax, size_t max)
+{
+	const struct tsec__caller *who = l->c->who;
+	const struct tsec_decision *dec = l->dec;
+	size_t idn;
+	const char *id = tsec__call_id(l->c, &idn);
+
+	TSEC__JW_LIT(w, "{\"time_ms\":");
+	tsec__jw_int(w, l->now_ms);
+	TSEC__JW_LIT(w, ",\"decision_id\":");
+	tsec__jw_cstr(w, l->did);
+	TSEC__JW_LIT(w, ",\"broker\":");
+	tsec__jw_cstr(w, l->d->broker_id);
+	TSEC__JW_LIT(w, ",\"id\":");
+	if (idn <= idmax)
+		tsec__jw_raw(w, id, idn);
+	else
+		clipped(w, id, idn, idmax);
+	TSEC__JW_LIT(w, ",\"principal\":");
+	tsec__jw_cstr(w, who->principal);
+	TSEC__JW_LIT(w, ",\"roles\":[");
+	for (uint32_t i = 0; i < who->nroles; i++) {
+		if (i)
+			TSEC__JW_LIT(w, ",");
+		tsec__jw_str(w, who->roles[i].ptr, who->roles[i].len);
+	}
+	TSEC__JW_LIT(w, "],\"policy_sha256\":");
+	tsec__jw_cstr(w, l->pid.sha256);
+	TSEC__JW_LIT(w, ",\"policy_revision\":");
+	tsec__jw_int(w, l->pid.revision);
+	TSEC__JW_LIT(w, ",\"action\":");
+	clipped(w, l->action->ptr ? l->action->ptr : "", l->action->len, max);
+	TSEC__JW_LIT(w, ",\"resource\":");
+	clipped(w, l->resource->ptr ? l->resource->ptr : "", l->resource->len, max);
+	TSEC__JW_LIT(w, ",\"context\":");
+	context_write(w, l->ctx);
+	TSEC__JW_LIT(w, ",\"decision\":");
+	tsec__jw_cstr(w, dec->allow ? "allow" : "deny");
+	TSEC__JW_LIT(w, ",\"status\":");
+	tsec__jw_cstr(w, tsec__status_name(dec->status));
+	TSEC__JW_LIT(w, ",\"rules\":[");
+	for (unsigned i = 0; i < dec->nrules && i < TSEC_DECISION_RULES; i++) {
+		if (i)
+			TSEC__JW_LIT(w, ",");
+		tsec__jw_str(w, dec->rules[i], strnlen(dec->rules[i], TSEC_ID_MAX));
+	}
+	TSEC__JW_LIT(w, "],\"floor\":");
+	tsec__jw_bool(w, dec->status == TSEC_STATUS_FLOOR);
+	TSEC__JW_LIT(w, ",\"latency_ns\":");
+	tsec__jw_int(w, l->latency_ns);
+	TSEC__JW_LIT(w, "}");
+}
+
+void tsec__log_decision(struct tsec__daemon *d, struct tsec__call *c,
+			const struct tsec_str *action, const struct tsec_str *resource,
+			const struct tsec_context *ctx, const struct tsec_decision *dec,
 			int64_t latency_ns)
 {
-	json_t *o = json_object(), *roles;
-	struct tsec__policy_id pid;
+	struct line l = { .d = d, .c = c, .action = action, .resource = resource,
+			  .ctx = ctx, .dec = dec, .latency_ns = latency_ns };
+	struct tsec__jw w;
 	char did[48];
-	char *line;
+	char *text;
+	size_t n;
 
-	if (!d->log) {
-		json_decref(o);
+	if (!d->log)
 		return;
-	}
 	/* Unique across brokers and restarts without a syscall per line. */
 	snprintf(did, sizeof(did), "%s-%llu", d->broker_id,
 		 (unsigned long long)atomic_fetch_add(&d->decisions, 1));
+	l.did = did;
 	pthread_mutex_lock(&d->policy_lock);
-	pid = d->policy;
+	l.pid = d->policy;
 	pthread_mutex_unlock(&d->policy_lock);
-	roles = json_array();
-	for (uint32_t i = 0; i < c->who->nroles; i++)
-		json_array_append_new(roles, json_stringn(c->who->roles[i].ptr, c->who->roles[i].len));
-	json_object_set_new(o, "time_ms", json_integer(tsec__wall_ms()));
-	json_object_set_new(o, "decision_id", json_string(did));
-	json_object_set_new(o, "broker", json_string(d->broker_id));
-	json_object_set_new(o, "id", log_id(c->id, TSEC_DECLOG_FIELD_MAX));
-	json_object_set_new(o, "principal", json_string(c->who->principal));
-	json_object_set_new(o, "roles", roles);
-	json_object_set_new(o, "policy_sha256", json_string(pid.sha256));
-	json_object_set_new(o, "policy_revision", json_integer(pid.revision));
-	json_object_set_new(o, "action", json_string(action ? action : ""));
-	json_object_set_new(o, "resource", json_string(resource ? resource : ""));
-	json_object_set_new(o, "context", context_json(ctx));
-	json_object_set_new(o, "decision", json_string(allow ? "allow" : "deny"));
-	json_object_set_new(o, "status", json_string(status));
-	json_object_set_new(o, "rules", rules ? json_incref(rules) : json_array());
-	json_object_set_new(o, "floor", json_boolean(floor));
-	json_object_set_new(o, "latency_ns", json_integer(latency_ns));
+	l.now_ms = tsec__wall_ms();
 	/*
 	 * A decision is never dropped for its size: the caller's fields are
 	 * cut (with a marker) until the line fits.  Escapes can make a field
-	 * six times its bytes, so the second pass cuts harder.
+	 * six times its bytes, so each pass cuts eight times harder.
 	 */
-	for (size_t max = TSEC_DECLOG_FIELD_MAX; ; max /= 8) {
-		line = json_dumps(o, JSON_COMPACT);
-		if (!line || strlen(line) <= TSEC_DECLOG_LINE_MAX || max < 16)
-			break;
-		free(line);
-		json_object_set_new(o, "id", log_id(c->id, max / 8));
-		clip_member(o, "resource", max / 8);
-		clip_member(o, "action", max / 8);
+	tsec__jw_init(&w);
+	tsec__jw_reserve(&w, 1024);
+	line_write(&w, &l, TSEC_DECLOG_FIELD_MAX, TSEC_DECLOG_LINE_MAX);
+	for (size_t max = TSEC_DECLOG_FIELD_MAX / 8;
+	     !w.failed && w.len > TSEC_DECLOG_LINE_MAX && max >= 2; max /= 8) {
+		tsec__jw_free(&w);
+		line_write(&w, &l, max, max);
 	}
-	if (line)
-		tsec__declog_push(d->log, line, strlen(line));
-	free(line);
-	json_decref(o);
+	if ((text = tsec__jw_take(&w, &n))) {
+		tsec__declog_push(d->log, text, n);
+		free(text);
+	}
 }
 
 /*
@@ -197,23 +271,15 @@ void tsec__observe(void *ctx, void *call_ctx, const struct tsec_request *reqs,
 		   const struct tsec_decision *dec, size_t n, uint64_t latency_ns)
 {
 	struct tsec__daemon *d = ctx;
-	const struct tsec__call *c = call_ctx;
+	struct tsec__call *c = call_ctx;
 
 	if (!c)
 		return;
 	for (size_t i = 0; i < n; i++) {
-		json_t *dj = tsec__decision_to_json(&dec[i]);
-		char action[32], res[TSEC_KEY_MAX + 1];
-		tsec__strlcpy(action, reqs[i].action.ptr, reqs[i].action.len, sizeof(action));
-		tsec__strlcpy(res, reqs[i].resource.ptr, reqs[i].resource.len, sizeof(res));
-		tsec__log_decision(d, c, action, res, &reqs[i].ctx, dec[i].allow,
-				   tsec__status_name(dec[i].status),
-				   json_object_get(dj, "rules"),
-				   dec[i].status == TSEC_STATUS_FLOOR,
-				   (int64_t)(latency_ns / n));
+		tsec__log_decision(d, c, &reqs[i].action, &reqs[i].resource, &reqs[i].ctx,
+				   &dec[i], (int64_t)(latency_ns / n));
 		if (!dec[i].allow)
 			atomic_fetch_add(&d->st.denied, 1);
-		json_decref(dj);
 	}
 }
 
@@ -237,13 +303,15 @@ static json_t *request_of(const struct tsec__daemon *d, const struct tsec__call 
 
 static json_t *m_check(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
 {
-	json_t *reqs = json_object_get(c->params, "requests"), *out, *v, *e;
+	json_t *reqs = json_object_get(c->params, "requests"), *v, *e;
 	struct tsec_request r[TSEC_D_MAX_BATCH];
 	struct tsec_decision dec[TSEC_D_MAX_BATCH];
 	struct tsec_error err;
+	struct tsec__jw w;
 	int64_t t0, lat;
 	size_t i, n;
 
+	(void)result;
 	if (!json_is_array(reqs) || (n = json_array_size(reqs)) == 0 || n > TSEC_D_MAX_BATCH)
 		return tsec__fail(TSEC_EPROTO, "params.requests", "need an array of 1-256 requests");
 	json_array_foreach(reqs, i, v)
@@ -253,21 +321,20 @@ static json_t *m_check(struct tsec__daemon *d, struct tsec__call *c, json_t **re
 	if (tsec_bus_check(d->bus, "policy", r, n, dec, &err))
 		return tsec__err_json(&err);
 	lat = ((int64_t)tsec__mono_ns() - t0) / (int64_t)n;
-	out = json_array();
+	/* The result as text, which tsec__dispatch wraps: no tree to build. */
+	tsec__jw_init(&w);
+	TSEC__JW_LIT(&w, "{\"decisions\":[");
 	for (i = 0; i < n; i++) {
-		json_t *dj = tsec__decision_to_json(&dec[i]);
-		char res[TSEC_KEY_MAX + 1];
-		tsec__strlcpy(res, r[i].resource.ptr, r[i].resource.len, sizeof(res));
-		tsec__log_decision(d, c, json_string_value(json_object_get(json_array_get(reqs, i),
-									   "action")),
-				   res, &r[i].ctx, dec[i].allow, tsec__status_name(dec[i].status),
-				   json_object_get(dj, "rules"),
-				   dec[i].status == TSEC_STATUS_FLOOR, lat);
+		tsec__log_decision(d, c, &r[i].action, &r[i].resource, &r[i].ctx, &dec[i], lat);
 		if (!dec[i].allow)
 			atomic_fetch_add(&d->st.denied, 1);
-		json_array_append_new(out, dj);
+		if (i)
+			TSEC__JW_LIT(&w, ",");
+		tsec__decision_write(&w, &dec[i]);
 	}
-	*result = json_pack("{s:o}", "decisions", out);
+	TSEC__JW_LIT(&w, "]}");
+	if (!(c->result_text = tsec__jw_take(&w, &c->result_len)))
+		return tsec__fail(TSEC_ENOMEM, "", NULL);
 	return NULL;
 }
 

@@ -379,8 +379,13 @@ static void run_loop(struct loop *l)
 				ri[r] = n;
 				it[n++] = (zmq_pollitem_t){ l->routers[r], 0, ZMQ_POLLIN, 0 };
 			}
-		rep = n;
-		it[n++] = (zmq_pollitem_t){ l->replies, 0, ZMQ_POLLIN, 0 };
+		/* The workers' socket only while they hold calls: each socket in
+		 * the set costs zmq_poll a look at its mailbox (a syscall). */
+		rep = -1;
+		if (l->inflight > 0) {
+			rep = n;
+			it[n++] = (zmq_pollitem_t){ l->replies, 0, ZMQ_POLLIN, 0 };
+		}
 		sig = n;
 		it[n++] = (zmq_pollitem_t){ NULL, l->d->sigpipe[0], ZMQ_POLLIN, 0 };
 		if (zmq_poll(it, n, l->draining ? 50 : -1) < 0 && errno != EINTR)
@@ -391,7 +396,7 @@ static void run_loop(struct loop *l)
 			if (ri[r] >= 0 && (it[ri[r]].revents & ZMQ_POLLIN))
 				for (int k = 0; k < 64 && from_client(l, r); k++)
 					;
-		if (it[rep].revents & ZMQ_POLLIN)
+		if (rep >= 0 && (it[rep].revents & ZMQ_POLLIN))
 			from_workers(l);
 		if (l->draining && l->inflight == 0 && tsec__mono_ms() >= l->drain_until)
 			break;

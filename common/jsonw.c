@@ -1,0 +1,207 @@
+/* The JSON text writer (see jsonw.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/jsonw.h"
+
+void tsec__jw_init(struct tsec__jw *w)
+{
+	w->buf = NULL;
+	w->len = w->cap = 0;
+	w->failed = false;
+}
+
+/* Room for n more bytes and a NUL; false (and failed) without memory. */
+static bool room(struct tsec__jw *w, size_t n)
+{
+	size_t need, cap;
+	char *b;
+
+	if (w->failed)
+		return false;
+	if (n <= w->cap - w->len && w->len + n < w->cap)
+		return true;
+	if (n > SIZE_MAX / 2 - w->len) {
+		w->failed = true;
+		return false;
+	}
+	need = w->len + n + 1;
+	cap = w->cap ? w->cap : 256;
+	while (cap < need)
+		cap *= 2;
+	if (!(b = realloc(w->buf, cap))) {
+		w->failed = true;
+		return false;
+	}
+	w->buf = b;
+	w->cap = cap;
+	return true;
+}
+
+void tsec__jw_reserve(struct tsec__jw *w, size_t n)
+{
+	room(w, n);
+}
+
+void tsec__jw_grow(struct tsec__jw *w, const char *s, size_t n)
+{
+	if (!room(w, n))
+		return;
+	memcpy(w->buf + w->len, s, n);
+	w->len += n;
+}
+
+/*
+ * What each byte needs: 0 copy, 1 escape (a control, '"', '\\', DEL),
+ * 2 the lead of a UTF-8 sequence (checked, and escaped if C1).
+ */
+static const unsigned char cls[256] = {
+	[0x00 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1, [0x7f] = 1,
+	[0x80 ... 0xff] = 2,
+};
+
+/* Length of the valid UTF-8 sequence at p[0..n) (lead >= 0x80), or 0. */
+static size_t utf8_seq(const unsigned char *p, size_t n, uint32_t *cp)
+{
+	unsigned c = p[0];
+	size_t need;
+	uint32_t v;
+
+	if (c >= 0xc2 && c <= 0xdf) {
+		need = 2;
+		v = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		need = 3;
+		v = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		need = 4;
+		v = c & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < need)
+		return 0;
+	for (size_t i = 1; i < need; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		v = (v << 6) | (p[i] & 0x3f);
+	}
+	if ((need == 3 && v < 0x800) || (need == 4 && v < 0x10000) ||
+	    (v >= 0xd800 && v <= 0xdfff) || v > 0x10ffff)
+		return 0;
+	*cp = v;
+	return need;
+}
+
+static void escape(struct tsec__jw *w, uint32_t cp)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char e[6] = { '\\', 'u', '0', '0', 0, 0 };
+
+	switch (cp) {
+	case '"': TSEC__JW_LIT(w, "\\\""); return;
+	case '\\': TSEC__JW_LIT(w, "\\\\"); return;
+	case '\b': TSEC__JW_LIT(w, "\\b"); return;
+	case '\f': TSEC__JW_LIT(w, "\\f"); return;
+	case '\n': TSEC__JW_LIT(w, "\\n"); return;
+	case '\r': TSEC__JW_LIT(w, "\\r"); return;
+	case '\t': TSEC__JW_LIT(w, "\\t"); return;
+	default:
+		break;
+	}
+	if (cp > 0xff) {
+		TSEC__JW_LIT(w, "\\uFFFD");
+		return;
+	}
+	e[4] = hex[cp >> 4];
+	e[5] = hex[cp & 15];
+	tsec__jw_raw(w, e, 6);
+}
+
+void tsec__jw_str(struct tsec__jw *w, const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+
+	TSEC__JW_LIT(w, "\"");
+	while (i < n) {
+		size_t run = i, l;
+		uint32_t cp;
+
+		while (run < n && !cls[u[run]])
+			run++;
+		tsec__jw_raw(w, s + i, run - i);
+		if ((i = run) == n)
+			break;
+		if (cls[u[i]] == 1) {
+			escape(w, u[i]);
+			i++;
+		} else if ((l = utf8_seq(u + i, n - i, &cp)) == 0) {
+			escape(w, 0xfffd);       /* not UTF-8: one replacement per byte */
+			i++;
+		} else if (cp <= 0x9f) {
+			escape(w, cp);           /* a C1 control */
+			i += l;
+		} else {
+			tsec__jw_raw(w, s + i, l);
+			i += l;
+		}
+	}
+	TSEC__JW_LIT(w, "\"");
+}
+
+void tsec__jw_cstr(struct tsec__jw *w, const char *s)
+{
+	tsec__jw_str(w, s ? s : "", s ? strlen(s) : 0);
+}
+
+void tsec__jw_uint(struct tsec__jw *w, uint64_t v)
+{
+	char d[24];
+	size_t i = sizeof(d);
+
+	do {
+		d[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	tsec__jw_raw(w, d + i, sizeof(d) - i);
+}
+
+void tsec__jw_int(struct tsec__jw *w, int64_t v)
+{
+	if (v < 0) {
+		TSEC__JW_LIT(w, "-");
+		tsec__jw_uint(w, (uint64_t)0 - (uint64_t)v);
+		return;
+	}
+	tsec__jw_uint(w, (uint64_t)v);
+}
+
+void tsec__jw_bool(struct tsec__jw *w, bool v)
+{
+	if (v)
+		TSEC__JW_LIT(w, "true");
+	else
+		TSEC__JW_LIT(w, "false");
+}
+
+char *tsec__jw_take(struct tsec__jw *w, size_t *len)
+{
+	char *t = NULL;
+
+	if (!w->failed && room(w, 0)) {
+		w->buf[w->len] = '\0';
+		t = w->buf;
+		if (len)
+			*len = w->len;
+		w->buf = NULL;
+	}
+	tsec__jw_free(w);
+	return t;
+}
+
+void tsec__jw_free(struct tsec__jw *w)
+{
+	free(w->buf);
+	tsec__jw_init(w);
+}

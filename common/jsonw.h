@@ -1,0 +1,64 @@
+/*
+ * Internal: a JSON text writer for the broker's hot replies and its
+ * decision log.  jansson parses everything we read; this only writes, in
+ * one growing buffer, without building a tree: a Check's reply and its
+ * log lines cost a few thousand instructions instead of a hundred
+ * thousand (README, "Broker throughput").  Strings are escaped as jansson
+ * escapes them (\" \\ \b \f \n \r \t, other controls \u00XX), plus DEL and
+ * the C1 controls as \u00XX; invalid UTF-8 becomes \uFFFD, so no byte of a
+ * caller's reaches the text unescaped.
+ */
+#ifndef TSEC_COMMON_JSONW_H
+#define TSEC_COMMON_JSONW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+struct tsec__jw {
+	char *buf;
+	size_t len, cap;
+	bool failed;                 /* out of memory: the text is incomplete */
+};
+
+/* An empty writer (no allocation until the first byte). */
+void tsec__jw_init(struct tsec__jw *w);
+
+/* Room for n bytes ahead of time (one allocation for a line). */
+void tsec__jw_reserve(struct tsec__jw *w, size_t n);
+
+/* Appends n bytes as they are (punctuation, or JSON text made elsewhere).
+ * Inline, so that a literal's copy is a few moves, not a call. */
+void tsec__jw_grow(struct tsec__jw *w, const char *s, size_t n);
+static inline void tsec__jw_raw(struct tsec__jw *w, const char *s, size_t n)
+{
+	if (n < w->cap - w->len) {
+		memcpy(w->buf + w->len, s, n);
+		w->len += n;
+		return;
+	}
+	tsec__jw_grow(w, s, n);
+}
+#define TSEC__JW_LIT(w, lit) tsec__jw_raw((w), (lit), sizeof(lit) - 1)
+
+/* Appends s[0..n) as a JSON string, quotes included. */
+void tsec__jw_str(struct tsec__jw *w, const char *s, size_t n);
+
+/* Appends a NUL-terminated string as a JSON string (NULL as ""). */
+void tsec__jw_cstr(struct tsec__jw *w, const char *s);
+
+void tsec__jw_int(struct tsec__jw *w, int64_t v);
+void tsec__jw_uint(struct tsec__jw *w, uint64_t v);
+void tsec__jw_bool(struct tsec__jw *w, bool v);
+
+/*
+ * The text, NUL-terminated, for the caller to free (*len its length when
+ * len is not NULL); NULL if memory ran out.  The writer is empty after.
+ */
+char *tsec__jw_take(struct tsec__jw *w, size_t *len);
+
+/* Drops what was written. */
+void tsec__jw_free(struct tsec__jw *w);
+
+#endif
