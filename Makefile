@@ -70,7 +70,7 @@ MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
 	module/cert.c module/entry.c
 BUS_SRC := broker/bus/bus.c broker/bus/loader.c
 STORAGE_SRC := $(addprefix broker/storage/,store.c txn.c lock.c certfiles.c \
-	gates.c lease.c file.c file_journal.c file_lock.c memory.c localcache.c \
+	gates.c lease.c file.c file_folders.c file_journal.c file_lock.c memory.c localcache.c \
 	envelope.c etcd_http.c etcd.c etcd_lock.c etcd_feed.c redis.c \
 	certcache.c)
 CLIENT_SRC := broker/client/client.c

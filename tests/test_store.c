@@ -532,6 +532,69 @@ static void test_store_planted_files(void **state)
 	tsec_strlist_free(&l);
 }
 
+/*
+ * The file backend keeps resolved folders open (file_folders.c).  A
+ * second store on the same root stands for another process: its
+ * recursive delete and re-creation of a folder the first keeps open are
+ * seen by the first at once; a folder moved away behind the store's back
+ * and replaced by a link to a folder outside never lets the first see a
+ * file outside the root.
+ */
+static void test_store_kept_folders(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_store_opts o = { .backend = "file", .root = t->root };
+	char from[4096], to[4200], outside[4096];
+	struct tsec_store *other = NULL;
+	struct tsec_error err;
+	struct tsec_stat st;
+	char *v;
+	size_t n;
+	int ex;
+
+	put(t->store, "kept/a/x", "1");
+	assert_int_equal(tsec_store_exists(t->store, &app, "kept/a/x", &ex, &err), 0);
+	assert_true(ex);
+	assert_int_equal(tsec_store_open_opts(&other, &o, t->bus, NULL, &err), 0);
+	/* The other removes the folder and makes it again, with another value. */
+	assert_int_equal(tsec_store_delete(other, &app, "kept/a", 1, &err), 0);
+	put(other, "kept/a/y", "2");
+	assert_int_equal(tsec_store_exists(t->store, &app, "kept/a/y", &ex, &err), 0);
+	assert_true(ex);
+	assert_int_equal(tsec_store_exists(t->store, &app, "kept/a/x", &ex, &err), 0);
+	assert_false(ex);
+	assert_int_equal(tsec_store_stat(t->store, &app, "kept/a/y", &st, &err), 0);
+	assert_int_equal(st.size, 1);
+
+	/* Behind the store's back: kept/b moves away, a link to outside
+	 * takes its name. */
+	put(t->store, "kept/b/z", "3");
+	assert_int_equal(tsec_store_exists(t->store, &app, "kept/b/z", &ex, &err), 0);
+	assert_true(ex);
+	snprintf(outside, sizeof(outside), "%s/outside-folder", t->dir);
+	plant(t->dir, "outside-folder/secret", "secret");
+	snprintf(from, sizeof(from), "%s/kept/b", t->root);
+	snprintf(to, sizeof(to), "%s/kept/b-moved", t->root);
+	assert_int_equal(rename(from, to), 0);
+	assert_int_equal(symlink(outside, from), 0);
+	for (int i = 0; i < 2; i++) {
+		struct tsec_store *s = i ? other : t->store;
+		assert_int_equal(tsec_store_exists(s, &app, "kept/b/secret", &ex, &err), 0);
+		assert_false(ex);
+		assert_int_not_equal(tsec_store_stat(s, &app, "kept/b/secret", &st, &err), 0);
+		assert_int_not_equal(tsec_store_get(s, &app, "kept/b/secret", &v, &n, &err), 0);
+	}
+	/* A link as the value's own name is not followed either. */
+	snprintf(from, sizeof(from), "%s/kept/a/link", t->root);
+	snprintf(to, sizeof(to), "%s/secret", outside);
+	assert_int_equal(symlink(to, from), 0);
+	assert_int_equal(tsec_store_exists(t->store, &app, "kept/a/link", &ex, &err), 0);
+	assert_false(ex);
+	assert_int_equal(tsec_store_stat(t->store, &app, "kept/a/link", &st, &err), TSEC_ENOENT);
+	assert_non_null(strstr(err.msg, "symbolic link"));
+	tsec_store_close(&other);
+}
+
 /* An empty folder lists as empty; the root lists the same every time. */
 static void test_store_list_empty_and_again(void **state)
 {
@@ -636,6 +699,7 @@ int main(void)
 		cmocka_unit_test(test_store_observer),
 		cmocka_unit_test(test_store_bad_input),
 		cmocka_unit_test(test_store_planted_files),
+		cmocka_unit_test(test_store_kept_folders),
 		cmocka_unit_test(test_store_list_empty_and_again),
 		cmocka_unit_test(test_store_reopen_recovers),
 	};

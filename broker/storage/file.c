@@ -262,16 +262,7 @@ out:
 /* Stats the key's path (never through a link).  0, or -1 with errno. */
 static int stat_key(struct tsec__filebe *fb, const struct tsec__skey *sk, struct stat *sb)
 {
-	int fd, rc;
-
-	if (sk->n == 0) /* the root */
-		return fstat(fb->rootfd, sb);
-	fd = open_beneath(fb, sk, O_PATH);
-	if (fd < 0)
-		return -1;
-	rc = fstat(fd, sb);
-	close(fd);
-	return rc;
+	return tsec__fb_stat_key(fb, sk, sb);
 }
 
 static int fb_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
@@ -446,6 +437,8 @@ static int fb_del(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 					  "'%s' is a folder; delete it recursively", sk->text);
 		else if (rm_tree(dirfd, sk->seg[sk->n - 1]) < 0)
 			rc = io_err(err, sk->text, "cannot delete all of the folder");
+		/* Folders went: none kept open may answer for their paths. */
+		tsec__folders_forget(&fb_of(b)->folders);
 	} else if (unlinkat(dirfd, sk->seg[sk->n - 1], 0) < 0) {
 		rc = io_err(err, sk->text, "cannot delete");
 	}
@@ -528,6 +521,7 @@ static void fb_close(struct tsec__backend *b)
 
 	if (!fb)
 		return;
+	tsec__folders_free(&fb->folders);
 	close(fb->journalfd);
 	close(fb->rootfd);
 	free(fb);
@@ -560,6 +554,7 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	fb->base.ops = &file_ops;
 	fb->journalfd = -1;
+	tsec__folders_init(&fb->folders);
 	fb->rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fb->rootfd < 0) {
 		rc = io_err(err, root, "cannot open store root");

@@ -17,11 +17,41 @@
 #define TSEC__JOURNAL ".tsec-journal"
 #define TSEC__TMP_PREFIX ".tsec-tmp-"
 
+#include <pthread.h>
+#include <sys/stat.h>
+
+/* file_folders.c: folders kept open once resolved (see there). */
+#define TSEC__FOLDER_SLOTS 64
+struct tsec__folder_slot {
+	char *path;                  /* the folder's key text, NUL-terminated */
+	size_t len;
+	uint64_t hash;
+	int fd;                      /* -1: empty */
+	int64_t checked_ms;          /* resolved at (monotonic) */
+};
+struct tsec__folders {
+	pthread_rwlock_t lock;       /* read while a descriptor is used */
+	struct tsec__folder_slot slot[TSEC__FOLDER_SLOTS];
+};
+
 struct tsec__filebe {
 	struct tsec__backend base;
 	int rootfd;                  /* O_DIRECTORY, never closed early */
 	int journalfd;               /* root/.tsec-journal */
+	struct tsec__folders folders;
 };
+
+void tsec__folders_init(struct tsec__folders *f);
+/* Closes every kept folder (after this process removed folders). */
+void tsec__folders_forget(struct tsec__folders *f);
+void tsec__folders_free(struct tsec__folders *f);
+
+/*
+ * stat of the key's file or folder beneath the root, following no link:
+ * one fstatat relative to its kept folder.  -1 and errno (ENOENT,
+ * ENOTDIR, ELOOP for a link on the way or at the end, ...).
+ */
+int tsec__fb_stat_key(struct tsec__filebe *fb, const struct tsec__skey *sk, struct stat *sb);
 
 /*
  * Opens the folders seg[0..upto) below the root, never following a

@@ -18,24 +18,29 @@ int tsec__skey_parse(const char *key, bool root_ok, struct tsec__skey *sk,
 		     struct tsec_error *err)
 {
 	char why[96];
-	size_t len;
+	size_t len, n;
 
 	if (!key)
 		return tsec__seterr(err, TSEC_EKEY, "", "NULL key");
 	len = strlen(key);
 	if (tsec__key_parse(key, len, root_ok, &sk->k, why, sizeof(why)))
 		return tsec__seterr(err, TSEC_EKEY, "key", "invalid key: %s", why);
-	tsec__key_format(&sk->k, sk->text, sizeof(sk->text));
-	/* Read the normalised text again so offsets point into it. */
-	if (tsec__key_parse(sk->text, strlen(sk->text), root_ok, &sk->k, why, sizeof(why)))
+	n = tsec__key_format(&sk->k, sk->text, sizeof(sk->text));
+	if (n == len && (sk->k.nseg == 0 || sk->k.off[0] == 0)) {
+		/* Already normal: the text is the key, the offsets stand. */
+		sk->k.base = sk->text;
+	} else if (tsec__key_parse(sk->text, n, root_ok, &sk->k, why, sizeof(why))) {
+		/* Read the normalised text again so offsets point into it. */
 		return tsec__seterr(err, TSEC_EKEY, "key", "invalid key: %s", why);
-	memcpy(sk->segbuf, sk->text, sizeof(sk->segbuf));
+	}
+	memcpy(sk->segbuf, sk->text, n + 1);
 	sk->n = sk->k.nseg;
-	for (unsigned i = 0, o = 0; i < sk->n; i++) {
+	for (unsigned i = 0; i < sk->n; i++) {
+		unsigned o = sk->k.off[i];
 		sk->seg[i] = sk->segbuf + o;
-		o += sk->k.len[i];
-		sk->segbuf[o++] = '\0';
-		if (strncmp(sk->seg[i], TSEC__RESERVED, TSEC__RESERVED_LEN) == 0)
+		sk->segbuf[o + sk->k.len[i]] = '\0';
+		if (sk->segbuf[o] == '.' &&
+		    strncmp(sk->seg[i], TSEC__RESERVED, TSEC__RESERVED_LEN) == 0)
 			return tsec__seterr(err, TSEC_EKEY, sk->text,
 					    "invalid key: names starting with "
 					    TSEC__RESERVED " belong to the store");
