@@ -15,6 +15,7 @@
  *   latency,case,samples,p50_ns,p90_ns,p99_ns,max_ns
  *   ratio,transport,broker_p50_over_echo_p50
  *   throughput,case,clients,calls,elapsed_ns,calls_per_s
+ *   throughput_ratio,ipc,clients,broker_over_echo   (A-B-B-A in the same run)
  *   connect,case,samples,p50_ns   (open + handshake + first reply)
  */
 #include <arpa/inet.h>
@@ -272,8 +273,8 @@ static void *tp_main(void *arg)
 	return NULL;
 }
 
-static void throughput(const char *name, const char *ep, int curve, int clients,
-		       size_t per_client)
+static double throughput(const char *name, const char *ep, int curve, int clients,
+			 size_t per_client)
 {
 	pthread_t th[16];
 	struct tp t = { ep, curve, per_client, NULL };
@@ -292,6 +293,7 @@ static void throughput(const char *name, const char *ep, int curve, int clients,
 	pthread_barrier_destroy(&bar);
 	printf("throughput,%s,%d,%zu,%llu,%.0f\n", name, clients, per_client * (size_t)clients,
 	       (unsigned long long)el, (double)(per_client * (size_t)clients) * 1e9 / (double)el);
+	return (double)(per_client * (size_t)clients) * 1e9 / (double)el;
 }
 
 /* Open, handshake and first reply, on a new connection each time. */
@@ -398,9 +400,15 @@ int main(int argc, char **argv)
 	printf("ratio,tcp,%.3f\n", r_tcp);
 	printf("curve_per_call,tcp,%lld\n", (long long)e_tcp - (long long)e_plain);
 	printf("# throughput,case,clients,calls,elapsed_ns,calls_per_s\n");
+	printf("# throughput_ratio,transport,clients,broker_over_echo (A-B-B-A: broker, echo,"
+	       " echo, broker; each side the mean of its two runs)\n");
 	for (int n = 1; n <= 16; n *= 4) {
-		throughput("broker_ipc", broker_ipc, 0, n, calls / (size_t)n);
-		throughput("echo_ipc", echo_ipc, 0, n, calls / (size_t)n);
+		size_t half = calls / 2 / (size_t)n;
+		double b = throughput("broker_ipc", broker_ipc, 0, n, half);
+		double e = throughput("echo_ipc", echo_ipc, 0, n, half);
+		e += throughput("echo_ipc", echo_ipc, 0, n, half);
+		b += throughput("broker_ipc", broker_ipc, 0, n, half);
+		printf("throughput_ratio,ipc,%d,%.3f\n", n, b / e);
 	}
 	for (int n = 1; n <= 16; n *= 4)
 		throughput("broker_tcp_curve", broker_tcp, 1, n, calls / (size_t)n);

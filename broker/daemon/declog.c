@@ -1,4 +1,5 @@
 /* The decision log: a ring of fixed slots drained by one writer thread. */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -6,13 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "broker/daemon/declog.h"
 #include "common/error.h"
 
-#define SLOT TSEC_DECLOG_LINE_MAX /* callers cut their fields to fit */
+#define SLOT (TSEC_DECLOG_LINE_MAX + 1) /* a line and its newline */
 #define REPORT_EVERY_MS 1000
 
 struct tsec__declog {
@@ -24,7 +26,7 @@ struct tsec__declog {
 	int stop, reopen;
 	char *path;
 	long gid;                    /* group of a new file, or -1 */
-	FILE *f;
+	int fd;                      /* -1: not open */
 	pthread_t writer;
 	_Atomic uint64_t dropped, written;
 	uint64_t reported;           /* writer-only: drops already reported */
@@ -53,22 +55,42 @@ static void report_drops(struct tsec__declog *l)
 }
 
 /* Opens the log for appending, a new file private to its owner (0600) or
- * to a group the configuration names (0640). */
-static FILE *open_log(const char *path, long gid)
+ * to a group the configuration names (0640); -1 if it cannot. */
+static int open_log(const char *path, long gid)
 {
 	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
 		      gid >= 0 ? 0640 : 0600);
-	FILE *f;
 
 	if (fd < 0)
-		return NULL;
+		return -1;
 	if (gid >= 0 && (fchown(fd, (uid_t)-1, (gid_t)gid) < 0 || fchmod(fd, 0640) < 0)) {
 		close(fd);
-		return NULL;
+		return -1;
 	}
-	if (!(f = fdopen(fd, "a")))
-		close(fd);
-	return f;
+	return fd;
+}
+
+/* Writes the iovecs out whole (a short write goes on where it stopped). */
+static int writev_all(int fd, struct iovec *iov, int n)
+{
+	while (n > 0) {
+		ssize_t w = writev(fd, iov, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		while (n > 0 && (size_t)w >= iov->iov_len) {
+			w -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
+	}
+	return 0;
 }
 
 /*
@@ -81,8 +103,7 @@ static FILE *open_log(const char *path, long gid)
 static void *writer_main(void *arg)
 {
 	struct tsec__declog *l = arg;
-	size_t cap = 64 * (SLOT + 1);
-	char *buf = malloc(cap);
+	struct iovec iov[64];
 
 	pthread_mutex_lock(&l->lock);
 	for (;;) {
@@ -95,14 +116,14 @@ static void *writer_main(void *arg)
 			report_drops(l);
 		}
 		if (l->reopen) {
-			FILE *nf;
+			int nfd;
 			l->reopen = 0;
 			pthread_mutex_unlock(&l->lock);
-			nf = open_log(l->path, l->gid);
-			if (nf) {
-				if (l->f)
-					fclose(l->f);
-				l->f = nf;
+			nfd = open_log(l->path, l->gid);
+			if (nfd >= 0) {
+				if (l->fd >= 0)
+					close(l->fd);
+				l->fd = nfd;
 			}
 			pthread_mutex_lock(&l->lock);
 			continue;
@@ -119,29 +140,29 @@ static void *writer_main(void *arg)
 			}
 			pthread_cond_timedwait(&l->wake, &l->lock, &ts);
 		}
-		/* Take up to 64 lines out, write them without the lock held. */
-		size_t o = 0, taken = 0;
-		while (l->count && taken < 64 && buf) {
-			size_t n = l->lens[l->head];
-			memcpy(buf + o, l->ring + l->head * SLOT, n);
-			buf[o + n] = '\n';
-			o += n + 1;
-			l->head = (l->head + 1) % l->lines;
-			l->count--;
+		/*
+		 * Up to 64 lines, written from their slots in one writev with
+		 * the lock released: the slots stay ours until `head` moves on
+		 * (push only fills slots past head + count).
+		 */
+		size_t taken = 0, at = l->head;
+		while (taken < l->count && taken < 64) {
+			iov[taken].iov_base = l->ring + at * SLOT;
+			iov[taken].iov_len = l->lens[at];
+			at = (at + 1) % l->lines;
 			taken++;
 		}
 		pthread_mutex_unlock(&l->lock);
-		if (l->f && buf && fwrite(buf, 1, o, l->f) == o && fflush(l->f) == 0)
+		if (l->fd >= 0 && writev_all(l->fd, iov, (int)taken) == 0)
 			atomic_fetch_add(&l->written, taken);
 		else
 			atomic_fetch_add(&l->dropped, taken);
 		report_drops(l);
 		pthread_mutex_lock(&l->lock);
+		l->head = at;
+		l->count -= taken;
 	}
 	pthread_mutex_unlock(&l->lock);
-	if (l->f)
-		fflush(l->f);
-	free(buf);
 	return NULL;
 }
 
@@ -161,12 +182,12 @@ int tsec__declog_open(struct tsec__declog **out, const char *path,
 	l->lens = calloc(lines, sizeof(*l->lens));
 	l->path = strdup(path);
 	l->gid = gid;
-	l->f = open_log(path, gid);
-	if (!l->ring || !l->lens || !l->path || !l->f) {
-		int rc = tsec__seterr(err, l->f ? TSEC_ENOMEM : TSEC_EIO, path,
+	l->fd = open_log(path, gid);
+	if (!l->ring || !l->lens || !l->path || l->fd < 0) {
+		int rc = tsec__seterr(err, l->fd >= 0 ? TSEC_ENOMEM : TSEC_EIO, path,
 				      "%s: cannot open the decision log", path);
-		if (l->f)
-			fclose(l->f);
+		if (l->fd >= 0)
+			close(l->fd);
 		free(l->ring);
 		free(l->lens);
 		free(l->path);
@@ -184,7 +205,7 @@ void tsec__declog_push(struct tsec__declog *l, const char *line, size_t len)
 {
 	if (!l)
 		return;
-	if (len > SLOT) {
+	if (len > SLOT - 1) {
 		/* Callers cut their fields to fit (methods.c); never half a line. */
 		atomic_fetch_add(&l->dropped, 1);
 		return;
@@ -197,7 +218,8 @@ void tsec__declog_push(struct tsec__declog *l, const char *line, size_t len)
 	}
 	size_t slot = (l->head + l->count) % l->lines;
 	memcpy(l->ring + slot * SLOT, line, len);
-	l->lens[slot] = (uint16_t)len;
+	l->ring[slot * SLOT + len] = '\n';
+	l->lens[slot] = (uint16_t)(len + 1);
 	/* Wake the writer only when it may be asleep on an empty ring. */
 	if (l->count++ == 0)
 		pthread_cond_signal(&l->wake);
@@ -236,8 +258,8 @@ void tsec__declog_close(struct tsec__declog **pl)
 	pthread_cond_signal(&l->wake);
 	pthread_mutex_unlock(&l->lock);
 	pthread_join(l->writer, NULL);
-	if (l->f)
-		fclose(l->f);
+	if (l->fd >= 0)
+		close(l->fd);
 	pthread_mutex_destroy(&l->lock);
 	pthread_cond_destroy(&l->wake);
 	free(l->ring);

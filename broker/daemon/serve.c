@@ -209,6 +209,29 @@ static void send_client(void *router, zmq_msg_t *ident, const char *text, size_t
 	zmq_send(router, text, n, ZMQ_DONTWAIT);
 }
 
+static void free_reply(void *data, void *hint)
+{
+	(void)hint;
+	free(data);
+}
+
+/* The same for a reply the caller gives away (malloc'd, freed by
+ * ZeroMQ once sent or dropped): no copy of the text. */
+static void send_client_owned(void *router, zmq_msg_t *ident, char *reply)
+{
+	zmq_msg_t body;
+
+	if (!reply || zmq_msg_init_data(&body, reply, strlen(reply), free_reply, NULL) != 0) {
+		send_client(router, ident, "", 0);
+		free(reply);
+		return;
+	}
+	zmq_msg_send(ident, router, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	if (zmq_msg_send(&body, router, ZMQ_DONTWAIT) < 0)
+		zmq_msg_close(&body);
+}
+
 /*
  * Reads one message (identity, empty delimiter, one payload frame) into
  * *payload.  Returns -1 when nothing is waiting, else 0, with *bad set
@@ -217,14 +240,13 @@ static void send_client(void *router, zmq_msg_t *ident, const char *text, size_t
 static int recv_client(void *router, zmq_msg_t *ident, zmq_msg_t *payload, int *bad)
 {
 	int more = 0, nframes = 0;
-	size_t msz = sizeof(more);
 
 	*bad = 0;
 	zmq_msg_init(ident);
 	zmq_msg_init(payload);
 	if (zmq_msg_recv(ident, router, ZMQ_DONTWAIT) < 0)
 		return -1;
-	zmq_getsockopt(router, ZMQ_RCVMORE, &more, &msz);
+	more = zmq_msg_more(ident);
 	while (more) {
 		zmq_msg_t f;
 		zmq_msg_init(&f);
@@ -232,7 +254,7 @@ static int recv_client(void *router, zmq_msg_t *ident, zmq_msg_t *payload, int *
 			zmq_msg_close(&f);
 			break;
 		}
-		zmq_getsockopt(router, ZMQ_RCVMORE, &more, &msz);
+		more = zmq_msg_more(&f);
 		nframes++;
 		if (nframes == 1 && zmq_msg_size(&f) != 0)
 			*bad = 1;
@@ -289,8 +311,7 @@ static int from_client(struct loop *l, int r)
 			char *reply = tsec__dispatch(l->d, caller_of(user, ulen),
 						     zmq_msg_data(&payload),
 						     zmq_msg_size(&payload));
-			send_client(router, &ident, reply ? reply : "", reply ? strlen(reply) : 0);
-			free(reply);
+			send_client_owned(router, &ident, reply);
 		} else {
 			unsigned char ix = (unsigned char)r;
 			zmq_msg_send(&ident, l->work, ZMQ_SNDMORE);
