@@ -125,7 +125,7 @@ both:
 	$(Q)$(MAKE) --no-print-directory MODE=release build
 
 build: $(MODULE_SO) $(BROKER_A) $(BROKER_SO) $(VERIFY) $(DAEMON) $(CLI) \
-	$(BENCH_BINS)
+	$(BENCH_BINS) $(B)/compare_modules
 
 deps:
 	$(Q)sh scripts/deps.sh
@@ -361,6 +361,11 @@ $(B)/bench_fleet: $(B)/obj/perf/bench_fleet.o $(B)/obj/perf/benchutil.o $(B)/obj
 		$(BROKER_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(BROKER_LIBS) -lm
+
+# Two modules' answers to the same generated requests (perf/compare_modules.c).
+$(B)/compare_modules: $(B)/obj/perf/compare_modules.o $(BROKER_A)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(BROKER_LIBS)
 
 $(B)/bench_%: $(B)/obj/perf/bench_%.o $(B)/obj/perf/benchutil.o $(BROKER_A)
 	$(call msg,LD,$@)
