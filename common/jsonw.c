@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bytes.h"
 #include "common/jsonw.h"
 
 void tsec__jw_init(struct tsec__jw *w)
@@ -60,38 +61,6 @@ static const unsigned char cls[256] = {
 	[0x80 ... 0xff] = 2,
 };
 
-/* Length of the valid UTF-8 sequence at p[0..n) (lead >= 0x80), or 0. */
-static size_t utf8_seq(const unsigned char *p, size_t n, uint32_t *cp)
-{
-	unsigned c = p[0];
-	size_t need;
-	uint32_t v;
-
-	if (c >= 0xc2 && c <= 0xdf) {
-		need = 2;
-		v = c & 0x1f;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		need = 3;
-		v = c & 0x0f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		need = 4;
-		v = c & 0x07;
-	} else {
-		return 0;
-	}
-	if (n < need)
-		return 0;
-	for (size_t i = 1; i < need; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		v = (v << 6) | (p[i] & 0x3f);
-	}
-	if ((need == 3 && v < 0x800) || (need == 4 && v < 0x10000) ||
-	    (v >= 0xd800 && v <= 0xdfff) || v > 0x10ffff)
-		return 0;
-	*cp = v;
-	return need;
-}
 
 static void escape(struct tsec__jw *w, uint32_t cp)
 {
@@ -136,7 +105,7 @@ void tsec__jw_str(struct tsec__jw *w, const char *s, size_t n)
 		if (cls[u[i]] == 1) {
 			escape(w, u[i]);
 			i++;
-		} else if ((l = utf8_seq(u + i, n - i, &cp)) == 0) {
+		} else if ((l = tsec__utf8_seq(u + i, n - i, &cp)) == 0) {
 			escape(w, 0xfffd);       /* not UTF-8: one replacement per byte */
 			i++;
 		} else if (cp <= 0x9f) {

@@ -8,6 +8,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "common/bytes.h"
 #include "common/key.h"
 
 #define SEGMENT_MAX 255
@@ -21,55 +22,17 @@ static int fail(char *why, size_t whylen, const char *msg, size_t at)
 
 /*
  * Length of the UTF-8 sequence at p[0..n) or 0 if it is not valid UTF-8
- * (overlong forms, surrogates and code points past U+10FFFF are invalid).
- * C1 controls (U+0080..U+009F) count as invalid here too.
+ * (common/bytes.h); C1 controls (U+0080..U+009F) count as invalid here too.
  */
 static size_t utf8_len(const unsigned char *p, size_t n)
 {
-	unsigned c = p[0];
-	size_t need;
 	uint32_t cp;
+	size_t l;
 
-	if (c < 0x80)
+	if (p[0] < 0x80)
 		return 1;
-	if (c >= 0xc2 && c <= 0xdf) {
-		need = 2;
-		cp = c & 0x1f;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		need = 3;
-		cp = c & 0x0f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		need = 4;
-		cp = c & 0x07;
-	} else {
-		return 0;
-	}
-	if (n < need)
-		return 0;
-	for (size_t i = 1; i < need; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (p[i] & 0x3f);
-	}
-	if ((need == 3 && cp < 0x800) || (need == 4 && cp < 0x10000) ||
-	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff ||
-	    (cp >= 0x80 && cp <= 0x9f))
-		return 0;
-	return need;
-}
-
-static inline uint64_t ld8(const char *p)
-{
-	uint64_t w;
-	memcpy(&w, p, 8);
-	return w;
-}
-
-static inline uint32_t ld4(const char *p)
-{
-	uint32_t w;
-	memcpy(&w, p, 4);
-	return w;
+	l = tsec__utf8_seq(p, n, &cp);
+	return l && (cp < 0x80 || cp > 0x9f) ? l : 0;
 }
 
 /* Segment i is the literal s (n bytes, 4 <= n <= 16: two loads each). */
@@ -81,14 +44,15 @@ static inline bool seg_is(const struct tsec__key *k, unsigned i, const char *s, 
 	if (i >= k->nseg || k->len[i] != n)
 		return false;
 	if (n >= 8)
-		return ld8(p) == ld8(s) && ld8(p + n - 8) == ld8(s + n - 8);
-	return ld4(p) == ld4(s) && ld4(p + n - 4) == ld4(s + n - 4);
+		return tsec__load8(p) == tsec__load8(s) &&
+		       tsec__load8(p + n - 8) == tsec__load8(s + n - 8);
+	return tsec__load4(p) == tsec__load4(s) && tsec__load4(p + n - 4) == tsec__load4(s + n - 4);
 }
 
 /* Segment i ends in the 4-byte s and is longer. */
 static inline bool seg_ends4(const struct tsec__key *k, unsigned i, const char *s)
 {
-	return k->len[i] > 4 && ld4(k->base + k->off[i] + k->len[i] - 4) == ld4(s);
+	return k->len[i] > 4 && tsec__load4(k->base + k->off[i] + k->len[i] - 4) == tsec__load4(s);
 }
 
 static void derive(struct tsec__key *k)
@@ -129,7 +93,7 @@ static void derive(struct tsec__key *k)
 	if (k->domain_seg >= 0) {
 		const char *d = k->base + k->off[k->domain_seg];
 		k->domain_wild = k->len[k->domain_seg] > TSEC__WILDCARD_PREFIX_LEN &&
-			ld8(d) == ld8(TSEC__WILDCARD_PREFIX) && d[8] == '_';
+			tsec__load8(d) == tsec__load8(TSEC__WILDCARD_PREFIX) && d[8] == '_';
 	}
 }
 

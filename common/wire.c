@@ -150,6 +150,17 @@ json_t *tsec__decision_to_json(const struct tsec_decision *d)
 	return o;
 }
 
+void tsec__decision_rules_write(struct tsec__jw *w, const struct tsec_decision *d)
+{
+	TSEC__JW_LIT(w, "[");
+	for (unsigned i = 0; i < d->nrules && i < TSEC_DECISION_RULES; i++) {
+		if (i)
+			TSEC__JW_LIT(w, ",");
+		tsec__jw_str(w, d->rules[i], strnlen(d->rules[i], TSEC_ID_MAX));
+	}
+	TSEC__JW_LIT(w, "]");
+}
+
 void tsec__decision_write(struct tsec__jw *w, const struct tsec_decision *d)
 {
 	/* The members and order of tsec__decision_to_json. */
@@ -159,13 +170,8 @@ void tsec__decision_write(struct tsec__jw *w, const struct tsec_decision *d)
 	tsec__jw_cstr(w, tsec__status_name(d->status));
 	TSEC__JW_LIT(w, ",\"reason\":");
 	tsec__jw_cstr(w, tsec_status_reason(d->status));
-	TSEC__JW_LIT(w, ",\"rules\":[");
-	for (unsigned i = 0; i < d->nrules && i < TSEC_DECISION_RULES; i++) {
-		if (i)
-			TSEC__JW_LIT(w, ",");
-		tsec__jw_str(w, d->rules[i], strnlen(d->rules[i], TSEC_ID_MAX));
-	}
-	TSEC__JW_LIT(w, "]");
+	TSEC__JW_LIT(w, ",\"rules\":");
+	tsec__decision_rules_write(w, d);
 	if (d->flags & TSEC_DECISION_MORE_RULES)
 		TSEC__JW_LIT(w, ",\"more_rules\":true");
 	if (d->flags & TSEC_DECISION_COND_ERROR)

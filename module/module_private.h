@@ -11,6 +11,7 @@
 
 #include "tinysecurity/module.h"
 #include "common/error.h"
+#include "common/bytes.h"
 #include "common/key.h"
 
 /* ---- patterns (module/match.c) ---- */
@@ -38,20 +39,6 @@ bool tsec__domain_equal(const char *pat, size_t pn, const char *d, size_t dn);
 
 /* Parses an action name; returns its enum value or -1. */
 int tsec__action_parse(const char *p, size_t n);
-
-static inline uint64_t tsec__load8(const char *p)
-{
-	uint64_t w;
-	memcpy(&w, p, 8);
-	return w;
-}
-
-static inline uint32_t tsec__load4(const char *p)
-{
-	uint32_t w;
-	memcpy(&w, p, 4);
-	return w;
-}
 
 /*
  * Hash of one segment or name, eight bytes per step (the last step's

@@ -207,13 +207,9 @@ static void line_write(struct tsec__jw *w, struct line *l, size_t idmax, size_t 
 	tsec__jw_cstr(w, dec->allow ? "allow" : "deny");
 	TSEC__JW_LIT(w, ",\"status\":");
 	tsec__jw_cstr(w, tsec__status_name(dec->status));
-	TSEC__JW_LIT(w, ",\"rules\":[");
-	for (unsigned i = 0; i < dec->nrules && i < TSEC_DECISION_RULES; i++) {
-		if (i)
-			TSEC__JW_LIT(w, ",");
-		tsec__jw_str(w, dec->rules[i], strnlen(dec->rules[i], TSEC_ID_MAX));
-	}
-	TSEC__JW_LIT(w, "],\"floor\":");
+	TSEC__JW_LIT(w, ",\"rules\":");
+	tsec__decision_rules_write(w, dec);
+	TSEC__JW_LIT(w, ",\"floor\":");
 	tsec__jw_bool(w, dec->status == TSEC_STATUS_FLOOR);
 	TSEC__JW_LIT(w, ",\"latency_ns\":");
 	tsec__jw_int(w, l->latency_ns);

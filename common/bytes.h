@@ -1,0 +1,64 @@
+/*
+ * Internal: small byte helpers shared by the key reader, the module and
+ * the JSON writer: unaligned loads, and one UTF-8 decoder.
+ */
+#ifndef TSEC_COMMON_BYTES_H
+#define TSEC_COMMON_BYTES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline uint64_t tsec__load8(const char *p)
+{
+	uint64_t w;
+	memcpy(&w, p, 8);
+	return w;
+}
+
+static inline uint32_t tsec__load4(const char *p)
+{
+	uint32_t w;
+	memcpy(&w, p, 4);
+	return w;
+}
+
+/*
+ * The UTF-8 sequence at p[0..n) whose lead byte is 0x80 or more: its
+ * length, with its code point in *cp, or 0 if it is not valid UTF-8
+ * (a stray continuation, an overlong form, a surrogate, a code point past
+ * U+10FFFF, or a sequence cut short).
+ */
+static inline size_t tsec__utf8_seq(const unsigned char *p, size_t n, uint32_t *cp)
+{
+	unsigned c = p[0];
+	size_t need;
+	uint32_t v;
+
+	if (c >= 0xc2 && c <= 0xdf) {
+		need = 2;
+		v = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		need = 3;
+		v = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		need = 4;
+		v = c & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < need)
+		return 0;
+	for (size_t i = 1; i < need; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		v = (v << 6) | (p[i] & 0x3f);
+	}
+	if ((need == 3 && v < 0x800) || (need == 4 && v < 0x10000) ||
+	    (v >= 0xd800 && v <= 0xdfff) || v > 0x10ffff)
+		return 0;
+	*cp = v;
+	return need;
+}
+
+#endif
