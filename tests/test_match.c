@@ -113,6 +113,7 @@ static void test_match_domain_equal(void **state)
 		for (size_t at = 0; at < n; at++) {
 			for (size_t o = 0; o < sizeof(swap); o++) {
 				memcpy(d, pat, n);
+				d[n] = 'a';      /* the byte a longer name (dn = n + 1) ends with */
 				d[at] = swap[o];
 				for (size_t dn = n - 1; dn <= n + 1; dn++) {
 					bool eq = tsec__domain_equal(pat, n, d, dn);
