@@ -215,6 +215,14 @@ static void test_hardening_callers(void **state)
 	assert_int_equal(tsec_client_raw(c, msg, strlen(msg), &reply, &err), 0);
 	assert_non_null(strstr(reply, "\"decisions\""));
 	free(reply);
+	/* Nor a huge action: it is cut with its marker (past 4 KiB it once
+	 * lost the marker), and a control byte in it stays, escaped. */
+	memcpy(big + 3, "\\u0001", 6);
+	snprintf(msg, sizeof(msg), "{\"id\": 3, \"method\": \"check\", \"params\": {\"requests\":"
+		 " [{\"action\": \"%s\", \"resource\": \"dodge/long-action-5d21\"}]}}", big);
+	assert_int_equal(tsec_client_raw(c, msg, strlen(msg), &reply, &err), 0);
+	assert_non_null(strstr(reply, "\"invalid\""));
+	free(reply);
 	/* A second broker on the same socket is refused; the first serves on. */
 	second = start("run.json", "run2.err");
 	assert_int_equal(waitpid(second, &st, 0), second);
@@ -252,10 +260,17 @@ static void test_hardening_callers(void **state)
 			assert_non_null(strstr(id, "bytes cut]"));
 			found++;
 		}
+		if (!strcmp(json_string_value(json_object_get(j, "resource")),
+			    "dodge/long-action-5d21")) {
+			json_t *a = json_object_get(j, "action");
+			assert_non_null(strstr(json_string_value(a), "...[3170 bytes cut]"));
+			assert_int_equal(json_string_value(a)[3], '\x01');
+			found++;
+		}
 		json_decref(j);
 	}
 	fclose(f);
-	assert_int_equal(found, 1);
+	assert_int_equal(found, 2);
 }
 
 int main(void)

@@ -60,16 +60,22 @@ const struct tsec__method *tsec__method_find(const char *name, size_t len)
 static void clipped(struct tsec__jw *w, const char *s, size_t n, size_t max)
 {
 	char buf[TSEC_DECLOG_FIELD_MAX + 64];
-	size_t k = n < max ? n : max;
+	size_t k;
 
+	/* No field is kept longer than buf holds with its marker. */
+	if (max > TSEC_DECLOG_FIELD_MAX)
+		max = TSEC_DECLOG_FIELD_MAX;
+	k = n < max ? n : max;
 	if (n <= max) {
 		tsec__jw_str(w, s, n);
 		return;
 	}
 	while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80)
 		k--;
-	snprintf(buf, sizeof(buf), "%.*s...[%zu bytes cut]", (int)k, s, n - k);
-	tsec__jw_cstr(w, buf);
+	/* Copied, not formatted: a NUL in the field stays (escaped). */
+	memcpy(buf, s, k);
+	k += (size_t)snprintf(buf + k, sizeof(buf) - k, "...[%zu bytes cut]", n - k);
+	tsec__jw_str(w, buf, k);
 }
 
 /*
@@ -245,7 +251,7 @@ void tsec__log_decision(struct tsec__daemon *d, struct tsec__call *c,
 	 */
 	tsec__jw_init(&w);
 	tsec__jw_reserve(&w, 1024);
-	line_write(&w, &l, TSEC_DECLOG_FIELD_MAX, TSEC_DECLOG_LINE_MAX);
+	line_write(&w, &l, TSEC_DECLOG_FIELD_MAX, TSEC_DECLOG_FIELD_MAX);
 	for (size_t max = TSEC_DECLOG_FIELD_MAX / 8;
 	     !w.failed && w.len > TSEC_DECLOG_LINE_MAX && max >= 2; max /= 8) {
 		tsec__jw_free(&w);
