@@ -83,6 +83,7 @@ int tsec__fb_open_dirs(struct tsec__filebe *fb, const struct tsec__skey *sk,
 			else
 				rc = io_err(err, sk->text, "cannot open folder");
 			close(fd);
+			errno = e; /* the cause, for callers that answer by errno */
 			return rc;
 		}
 		close(fd);
@@ -174,11 +175,10 @@ static int open_beneath(struct tsec__filebe *fb, const struct tsec__skey *sk, in
 		struct tsec_error ignore;
 		int dirfd, vfd, e;
 
-		/* No openat2: walk the folders one by one instead. */
-		if (tsec__fb_open_dirs(fb, sk, sk->n - 1, false, &dirfd, &ignore)) {
-			errno = ENOENT;
+		/* No openat2: walk the folders one by one instead (errno says
+		 * why it stopped: a link on the way reads as ELOOP). */
+		if (tsec__fb_open_dirs(fb, sk, sk->n - 1, false, &dirfd, &ignore))
 			return -1;
-		}
 		vfd = openat(dirfd, sk->seg[sk->n - 1], flags | O_CLOEXEC | O_NOFOLLOW);
 		e = errno;
 		close(dirfd);

@@ -100,10 +100,7 @@ static int open_folder(struct tsec__filebe *fb, const struct tsec__skey *sk, uns
 		/* No openat2: the walk with O_NOFOLLOW at every folder. */
 		struct tsec_error err;
 
-		if (tsec__fb_open_dirs(fb, sk, upto, false, &fd, &err) == 0)
-			return fd;
-		errno = err.code == TSEC_ENOENT ? ENOENT : err.code == TSEC_EIO ? ELOOP : EIO;
-		return -1;
+		return tsec__fb_open_dirs(fb, sk, upto, false, &fd, &err) == 0 ? fd : -1;
 	}
 }
 

@@ -57,7 +57,8 @@ int tsec__fb_stat_key(struct tsec__filebe *fb, const struct tsec__skey *sk, stru
  * Opens the folders seg[0..upto) below the root, never following a
  * symbolic link, creating missing ones (0700) when `create`.  *dirfd is
  * a new descriptor with its own offset.  Errors: TSEC_ENOENT, TSEC_EEXIST
- * (a file stands where a folder must), TSEC_EIO.
+ * (a file stands where a folder must), TSEC_EIO; errno is left as the
+ * failing open set it (ELOOP for a link).
  */
 int tsec__fb_open_dirs(struct tsec__filebe *fb, const struct tsec__skey *sk,
 		       unsigned upto, bool create, int *dirfd,
