@@ -65,6 +65,18 @@ static char *signed_policy(int rev, char sig[129])
 	return text;
 }
 
+/* The publish bundle {"policy", "signature"} as text; frees text. */
+static char *bundle_of(char *text, const char *sig)
+{
+	json_t *r = json_pack("{s:s,s:s}", "policy", text, "signature", sig);
+	char *b = json_dumps(r, JSON_COMPACT);
+
+	json_decref(r);
+	free(text);
+	assert_non_null(b);
+	return b;
+}
+
 static struct tsec_client *client_of(int which, int timeout_ms)
 {
 	struct tsec_client_opts o = { .timeout_ms = timeout_ms };
@@ -265,11 +277,7 @@ static void test_fleet_policy(void **state)
 	assert_int_equal(revision_at(0), 1);
 	assert_int_equal(revision_at(1), 1);
 	/* Published through broker 0; broker 1 loads it (it looks each second). */
-	text = signed_policy(2, sig);
-	r = json_pack("{s:s,s:s}", "policy", text, "signature", sig);
-	params = json_dumps(r, JSON_COMPACT);
-	json_decref(r);
-	free(text);
+	params = bundle_of(signed_policy(2, sig), sig);
 	r = call(0, "policy.publish", params, &rc);
 	assert_int_equal(rc, 0);
 	assert_int_equal(json_integer_value(json_object_get(r, "policy_revision")), 2);
@@ -280,11 +288,7 @@ static void test_fleet_policy(void **state)
 		sleep_ms(50);
 	assert_int_equal(revision_at(1), 2);
 	/* An older revision, correctly signed, is refused (no rollback). */
-	text = signed_policy(1, sig);
-	r = json_pack("{s:s,s:s}", "policy", text, "signature", sig);
-	params = json_dumps(r, JSON_COMPACT);
-	json_decref(r);
-	free(text);
+	params = bundle_of(signed_policy(1, sig), sig);
 	r = call(1, "policy.publish", params, &rc);
 	assert_int_equal(rc, TSEC_ESIGNATURE);
 	json_decref(r);
@@ -302,10 +306,7 @@ static void test_fleet_policy(void **state)
 		assert_true(asprintf(&text, POLICY_FMT, 9, 9) > 0);
 		crypto_sign_detached(s, NULL, (unsigned char *)text, strlen(text), sk2);
 		sodium_bin2hex(sig, sizeof(sig), s, sizeof(s));
-		r = json_pack("{s:s,s:s}", "policy", text, "signature", sig);
-		bundle = json_dumps(r, JSON_COMPACT);
-		json_decref(r);
-		free(text);
+		bundle = bundle_of(text, sig);
 		tu_store_open_with(&t, &o);
 		assert_int_equal(tsec__store_meta_put(t.store, "policy", bundle, strlen(bundle), &err), 0);
 		free(bundle);
