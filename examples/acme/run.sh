@@ -27,7 +27,9 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 say() { echo "acme: $*"; }
-port() { shuf -i 20000-60000 -n 1; }
+# Below the kernel's ephemeral range (32768 and up by default), where an
+# outgoing connection's local port can make a listener's bind fail.
+port() { shuf -i 20000-32000 -n 1; }
 
 # pebble, over https with a certificate for 127.0.0.1.
 cd "$work"
@@ -65,21 +67,31 @@ done
 "$build/tsec" keygen --curve server >/dev/null
 "$build/tsec" keygen --curve issuer >/dev/null
 "$build/tsec" keygen --curve web >/dev/null
-broker_ep="tcp://127.0.0.1:$(port)"
-cat > broker.json <<JSON
+export TSEC="$build/tsec" TSEC_SERVER_KEY="$work/server.pub"
+export ACME_ISSUER=acme-pebble
+# As for pebble: a port someone else holds means another try.
+for try in 1 2 3; do
+	broker_ep="tcp://127.0.0.1:$(port)"
+	cat > broker.json <<JSON
 {"module": "$build/libtinysecurity_module.so", "policy": "$here/policy.json",
  "allow_unsigned_policy": true, "storage": "$work/store", "decision_log": "$work/decisions.log",
  "endpoints": ["$broker_ep"], "server_secret_key": "$(cat server.key)",
  "clients": [{"public_key": "$(cat issuer.pub)", "principal": "svc:acme-issuer"},
              {"public_key": "$(cat web.pub)", "principal": "svc:web"}]}
 JSON
-"$build/tsec-broker" --config broker.json 2> broker.err &
-broker_pid=$!
-export TSEC="$build/tsec" TSEC_ENDPOINT="$broker_ep" TSEC_SERVER_KEY="$work/server.pub"
-export ACME_ISSUER=acme-pebble
-i=0
-until TSEC_KEY="$work/issuer" "$TSEC" health --timeout-ms 500 >/dev/null 2>&1; do
-	i=$((i + 1)); [ $i -lt 40 ] || { cat broker.err >&2; exit 1; }
+	"$build/tsec-broker" --config broker.json 2> broker.err &
+	broker_pid=$!
+	export TSEC_ENDPOINT="$broker_ep"
+	i=0 up=
+	while kill -0 "$broker_pid" 2>/dev/null && [ $i -lt 40 ]; do
+		if TSEC_KEY="$work/issuer" "$TSEC" health --timeout-ms 500 >/dev/null 2>&1; then
+			up=1; break
+		fi
+		i=$((i + 1))
+	done
+	[ -n "$up" ] && break
+	kill "$broker_pid" 2>/dev/null || true; wait "$broker_pid" 2>/dev/null || true; broker_pid=
+	[ $try -lt 3 ] || { echo "acme: tsec-broker did not start:" >&2; cat broker.err >&2; exit 1; }
 done
 
 say "lego obtains a certificate for test.example from pebble; its hook saves it as the issuer"
