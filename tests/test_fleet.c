@@ -514,9 +514,24 @@ static void test_etcd_tls(void **state)
 
 struct fleet_run {
 	struct tsec_store *s;
-	atomic_int stop, acked, failed, inside, overlaps, holds;
+	atomic_int stop, acked, failed, overlaps, holds, lost;
 	int acked_of[4];                 /* per writer: the last acknowledged i */
+	/* Per holder: until when its lease surely lasts (wall ms), 0 if none. */
+	_Atomic int64_t until[2];
 };
+
+struct holding {
+	struct fleet_run *f;
+	int id;
+};
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 struct writer {
 	struct fleet_run *f;
@@ -543,20 +558,40 @@ static void *writer(void *arg)
 	return NULL;
 }
 
+/*
+ * Two holders take, renew and release one lock while the leader dies.  A
+ * lease lasts at least its TTL from the start of the call that granted or
+ * renewed it; a renew held up past the TTL by the failover loses the lock
+ * (and is told so).  Two holders overlap only if one was granted the lock
+ * before the other's lease could have ended.
+ */
 static void *holder(void *arg)
 {
-	struct fleet_run *f = arg;
+	struct holding *me = arg;
+	struct fleet_run *f = me->f;
 	struct tsec_error err;
 	struct tsec_lock lk;
 
 	while (!atomic_load(&f->stop)) {
+		int64_t t0 = wall_ms(), t1;
+
 		if (tsec_lock_acquire(f->s, &app, "ha", 3000, 2000, &lk, &err))
 			continue;
-		if (atomic_fetch_add(&f->inside, 1))
+		t1 = wall_ms();
+		/* Granted by t1: the other's lease must have been able to end. */
+		if (t1 < atomic_load(&f->until[!me->id]) - 5)
 			atomic_fetch_add(&f->overlaps, 1);
+		atomic_store(&f->until[me->id], t0 + 3000);
 		atomic_fetch_add(&f->holds, 1);
-		tsec_lock_renew(f->s, &app, &lk, 3000, &err);
-		atomic_fetch_sub(&f->inside, 1);
+		sleep_ms(10);            /* held a while: a second grant would show */
+		if (tsec_lock_renew(f->s, &app, &lk, 3000, &err) == 0) {
+			/* Held: free it at once, the other may take it then. */
+			atomic_store(&f->until[me->id], 0);
+		} else {
+			/* Lost (a renew held up past the TTL): the bound from the
+			 * grant still stands, and the lease may not end before it. */
+			atomic_fetch_add(&f->lost, 1);
+		}
 		tsec_lock_release(f->s, &app, &lk, &err);
 	}
 	return NULL;
@@ -569,6 +604,7 @@ static void test_etcd_cluster_leader_dies(void **state)
 	struct tsec_store_opts o = { .backend = "etcd", .prefix = prefix, .clock_skew_ms = 1 };
 	struct fleet_run f = { 0 };
 	struct writer w[4];
+	struct holding hd[2];
 	pthread_t wt[4], ht[2];
 	struct tu_store t;
 	struct tsec_error err;
@@ -585,8 +621,10 @@ static void test_etcd_cluster_leader_dies(void **state)
 		w[i] = (struct writer){ &f, i };
 		pthread_create(&wt[i], NULL, writer, &w[i]);
 	}
-	for (int i = 0; i < 2; i++)
-		pthread_create(&ht[i], NULL, holder, &f);
+	for (int i = 0; i < 2; i++) {
+		hd[i] = (struct holding){ &f, i };
+		pthread_create(&ht[i], NULL, holder, &hd[i]);
+	}
 	/* Some work, then the leader dies with writes and leases in flight. */
 	while (atomic_load(&f.acked) < 100)
 		sleep_ms(5);
