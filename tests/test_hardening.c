@@ -223,6 +223,21 @@ static void test_hardening_callers(void **state)
 	assert_int_equal(tsec_client_raw(c, msg, strlen(msg), &reply, &err), 0);
 	assert_non_null(strstr(reply, "\"invalid\""));
 	free(reply);
+	/* Nor a destination of control bytes (issue 17, defect 15): six bytes
+	 * each once escaped, it was cut at 1 KiB on every pass and the line
+	 * dropped. */
+	{
+		static char dmsg[8192];
+		size_t o = (size_t)snprintf(dmsg, sizeof(dmsg), "{\"id\": 4, \"method\": \"check\","
+					    " \"params\": {\"requests\": [{\"action\": \"storage.move\","
+					    " \"resource\": \"dodge/dest-ctl-77\", \"context\": {\"dest\": \"");
+		for (int i = 0; i < 1000; i++, o += 6)
+			memcpy(dmsg + o, "\\u0001", 6);
+		o += (size_t)snprintf(dmsg + o, sizeof(dmsg) - o, "\"}}]}}");
+		assert_int_equal(tsec_client_raw(c, dmsg, o, &reply, &err), 0);
+		assert_non_null(strstr(reply, "\"decisions\""));
+		free(reply);
+	}
 	/* A second broker on the same socket is refused; the first serves on. */
 	second = start("run.json", "run2.err");
 	assert_int_equal(waitpid(second, &st, 0), second);
@@ -267,10 +282,17 @@ static void test_hardening_callers(void **state)
 			assert_int_equal(json_string_value(a)[3], '\x01');
 			found++;
 		}
+		if (!strcmp(json_string_value(json_object_get(j, "resource")), "dodge/dest-ctl-77")) {
+			const char *dest = json_string_value(json_object_get(
+				json_object_get(j, "context"), "dest"));
+			assert_non_null(dest);
+			assert_non_null(strstr(dest, "bytes cut]"));
+			found++;
+		}
 		json_decref(j);
 	}
 	fclose(f);
-	assert_int_equal(found, 2);
+	assert_int_equal(found, 3);
 }
 
 int main(void)
