@@ -842,7 +842,7 @@ int main(int argc, char **argv)
 		/* Positional arguments each command takes, at most. */
 		static const struct { const char *cmd; int max; } arity[] = {
 			{ "check", 0 }, { "eval", 0 }, { "lint", 1 }, { "sign", 1 },
-			{ "store", 3 }, { "lock", 2 }, { "stats", 0 }, { "health", 0 },
+			{ "store", 3 }, { "lock", 3 }, { "stats", 0 }, { "health", 0 },
 			{ "reload", 0 }, { "policy", 2 }, { "test", 8 }, { "cert", 6 },
 		};
 		for (size_t i = 0; i < sizeof(arity) / sizeof(arity[0]); i++)

@@ -25,6 +25,7 @@ static const char *const top_keys[] = {
 	"state_dir", "decision_log", "decision_log_group", "endpoints",
 	"server_secret_key", "ipc_curve", "clients", "ipc_uids", "max_message",
 	"workers", "log_buffer", "allow_caller_clock", "metrics_listen",
+	"max_locks_per_caller",
 };
 static const char *const storage_keys[] = {
 	"backend", "root", "endpoints", "prefix", "key_file", "timeout_ms", "clock_skew_ms",
@@ -427,6 +428,7 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 	}
 	c->max_message = 1 << 20;
 	c->workers = 4;
+	c->max_locks_per_caller = TSEC_D_LOCKS_PER_CALLER;
 	c->log_lines = 4096;
 	if (known_only(root, "", top_keys, COUNT(top_keys)) ||
 	    cfg_string(root, "module", &c->module, 1) ||
@@ -455,6 +457,10 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 	if (cfg_int(root, "workers", 1, TSEC_D_MAX_WORKERS, &n))
 		goto out;
 	c->workers = (int)n;
+	n = c->max_locks_per_caller;
+	if (cfg_int(root, "max_locks_per_caller", 1, TSEC_D_MAX_HELD, &n))
+		goto out;
+	c->max_locks_per_caller = (int)n;
 	n = (long long)c->log_lines;
 	if (cfg_int(root, "log_buffer", 1, 1000000, &n))
 		goto out;
@@ -575,6 +581,7 @@ void tsec__config_reread(const char *path, const struct tsec__config *running)
 	CHANGED(callers_differ(c, running), "clients/ipc_uids");
 	CHANGED(c->max_message != running->max_message, "max_message");
 	CHANGED(c->workers != running->workers, "workers");
+	CHANGED(c->max_locks_per_caller != running->max_locks_per_caller, "max_locks_per_caller");
 	CHANGED(c->log_lines != running->log_lines, "log_buffer");
 #undef CHANGED
 	if (!changed)

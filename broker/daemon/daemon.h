@@ -36,6 +36,7 @@
 #define TSEC_D_MAX_ROLES 16
 #define TSEC_D_MAX_BATCH 256
 #define TSEC_D_MAX_HELD 4096
+#define TSEC_D_LOCKS_PER_CALLER 256      /* default share of the table, per caller */
 #define TSEC_D_LOCK_WAIT_MAX_MS 30000
 #define TSEC_D_DRAIN_LINGER_MS 300
 
@@ -82,6 +83,7 @@ struct tsec__config {
 	int ipc_curve;               /* ipc callers use CURVE, not their uid */
 	size_t max_message;
 	int workers;
+	int max_locks_per_caller;    /* live locks one caller may hold through us */
 	size_t log_lines;
 	struct tsec__caller callers[TSEC_D_MAX_CALLERS];
 	int ncallers;
@@ -270,9 +272,14 @@ json_t *tsec__m_lock_release(struct tsec__daemon *, struct tsec__call *, json_t 
 
 /* held.c: the locks taken through the broker. */
 void tsec__held_init(struct tsec__held_table *h);
-/* Records a lock; -1 when every slot holds a live lease. */
+/*
+ * Records a lock; -1 when every slot holds a live lease, -2 when the
+ * caller already holds `quota` live ones.
+ */
 int tsec__held_put(struct tsec__held_table *h, const struct tsec_lock *lk,
-		   int caller);
+		   int caller, int quota);
+/* Live locks recorded for one caller. */
+int tsec__held_of(struct tsec__held_table *h, int caller);
 /* A renewed lease's new end. */
 void tsec__held_touch(struct tsec__held_table *h, const struct tsec_lock *lk);
 void tsec__held_drop(struct tsec__held_table *h, const struct tsec_lock *lk);

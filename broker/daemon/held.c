@@ -3,7 +3,9 @@
  * broker releases what its callers still hold.  The table is bounded; a
  * slot whose lease has ended is free again (its lock is nobody's to
  * release), and when every slot holds a live lease a new acquire is
- * undone and refused rather than forgotten.
+ * undone and refused rather than forgotten.  Each caller may hold at
+ * most its quota of live slots, so no one caller can fill the table and
+ * lock every other caller out for the length of its leases.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -25,22 +27,48 @@ static bool same(const struct tsec__held *s, const struct tsec_lock *lk)
 	       !sodium_memcmp(s->lk.token, lk->token, sizeof(lk->token));
 }
 
-int tsec__held_put(struct tsec__held_table *h, const struct tsec_lock *lk, int caller)
+static bool live(const struct tsec__held *s, int64_t now)
+{
+	return s->used && s->lk.expires_ms > now;
+}
+
+int tsec__held_put(struct tsec__held_table *h, const struct tsec_lock *lk, int caller,
+		   int quota)
 {
 	int64_t now = tsec__wall_ms();
-	int rc = -1;
+	int rc = -1, free_slot = -1, mine = 0;
+
+	pthread_mutex_lock(&h->lock);
+	for (int i = 0; i < TSEC_D_MAX_HELD; i++) {
+		if (!live(&h->slot[i], now)) {
+			if (free_slot < 0)
+				free_slot = i;
+		} else if (h->slot[i].caller == caller) {
+			mine++;
+		}
+	}
+	if (mine >= quota) {
+		rc = -2;
+	} else if (free_slot >= 0) {
+		h->slot[free_slot].lk = *lk;
+		h->slot[free_slot].caller = caller;
+		h->slot[free_slot].used = 1;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return rc;
+}
+
+int tsec__held_of(struct tsec__held_table *h, int caller)
+{
+	int64_t now = tsec__wall_ms();
+	int n = 0;
 
 	pthread_mutex_lock(&h->lock);
 	for (int i = 0; i < TSEC_D_MAX_HELD; i++)
-		if (!h->slot[i].used || h->slot[i].lk.expires_ms <= now) {
-			h->slot[i].lk = *lk;
-			h->slot[i].caller = caller;
-			h->slot[i].used = 1;
-			rc = 0;
-			break;
-		}
+		n += live(&h->slot[i], now) && h->slot[i].caller == caller;
 	pthread_mutex_unlock(&h->lock);
-	return rc;
+	return n;
 }
 
 void tsec__held_touch(struct tsec__held_table *h, const struct tsec_lock *lk)
@@ -68,7 +96,7 @@ size_t tsec__held_count(struct tsec__held_table *h)
 
 	pthread_mutex_lock(&h->lock);
 	for (int i = 0; i < TSEC_D_MAX_HELD; i++)
-		n += h->slot[i].used && h->slot[i].lk.expires_ms > now;
+		n += live(&h->slot[i], now);
 	pthread_mutex_unlock(&h->lock);
 	return n;
 }

@@ -192,16 +192,23 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 	/* A worker waits at most this long; longer waits retry. */
 	if (wait > TSEC_D_LOCK_WAIT_MAX_MS)
 		wait = TSEC_D_LOCK_WAIT_MAX_MS;
+	/* Refused before the backend is asked: no lock taken, no fence spent. */
+	if (tsec__held_of(&d->held, c->index) >= d->cfg.max_locks_per_caller)
+		return tsec__fail(TSEC_EBUSY, "params.name",
+				  "this caller holds as many live locks through the broker as "
+				  "max_locks_per_caller allows");
 	memset(&lk, 0, sizeof(lk));
 	rc = wait ? tsec_lock_acquire(d->store, &c->p, tsec__param_str(c, "name"), ttl,
 				      wait, &lk, &err)
 		  : tsec_lock_try_acquire(d->store, &c->p, tsec__param_str(c, "name"), ttl,
 					  &lk, &err);
-	if (!rc && tsec__held_put(&d->held, &lk, c->index)) {
+	if (!rc && (rc = tsec__held_put(&d->held, &lk, c->index, d->cfg.max_locks_per_caller))) {
 		/* Never hold a lock the broker could not release at exit. */
 		tsec_lock_release(d->store, &c->p, &lk, &err);
-		return tsec__fail(TSEC_EBUSY, "params.name",
-				  "the broker holds as many live locks as it can track");
+		return tsec__fail(TSEC_EBUSY, "params.name", rc == -2
+				  ? "this caller holds as many live locks through the broker as "
+				    "max_locks_per_caller allows"
+				  : "the broker holds as many live locks as it can track");
 	}
 	if (!rc) {
 		sodium_bin2hex(hex, sizeof(hex), lk.token, 16);
