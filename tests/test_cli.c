@@ -125,6 +125,8 @@ static void test_lint(void **state)
 	assert_non_null(strstr(out, "'web-acme' can never allow: deny 'never-web'"));
 	assert_non_null(strstr(out, "'lock-on-certs' can never match"));
 	assert_null(strstr(out, "'fine'"));
+	/* Storage on locks/ acts on values named so: it matches. */
+	assert_null(strstr(out, "'values-under-locks'"));
 	assert_non_null(strstr(out, "ok, 3 warnings"));
 	assert_int_equal(sh(out, sizeof(out), TSEC " lint examples/policy.json"), 0);
 	assert_non_null(strstr(out, "examples/policy.json: ok\n"));

@@ -434,6 +434,119 @@ static void test_conf_prefix_delete_barrier(void **state)
 	want(t->store, "bar2/y", "moved");
 }
 
+/*
+ * Groups of keys of different lengths and shapes (issue 17, defect 16):
+ * the memory backend sized a folder node for one key and filled it with
+ * another's (a heap overflow ASan reports), and it accepted a group
+ * whose keys are a value and a folder of each other.
+ */
+static void test_conf_group_shapes(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_error err;
+	struct tsec_put grow[3] = {
+		{ "gs/a", "1", 1 },
+		{ "gs/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y/z/long-name", "2", 1 },
+		{ "gs/bb/cc/dd/ee/ff/gg/hh/ii/jj/kk/ll/mm/nn/oo/pp/qq/rr/ss/tt", "3", 1 },
+	};
+	struct tsec_put nest[2] = { { "gn/a/b/c", "deep", 4 }, { "gn/a", "flat", 4 } };
+	struct tsec_put nest2[2] = { { "gn/x", "flat", 4 }, { "gn/x/y", "deep", 4 } };
+	int ex;
+
+	assert_int_equal(tsec_store_put_many(t->store, &app, grow, 3, &err), 0);
+	want(t->store, grow[1].key, "2");
+	want(t->store, grow[2].key, "3");
+	assert_int_equal(tsec_store_put_many(t->store, &app, nest, 2, &err), TSEC_EEXIST);
+	assert_int_equal(tsec_store_put_many(t->store, &app, nest2, 2, &err), TSEC_EEXIST);
+	absent(t->store, "gn/a/b/c");
+	absent(t->store, "gn/x");
+	assert_int_equal(tsec_store_exists(t->store, &app, "gn", &ex, &err), 0);
+	assert_false(ex);
+}
+
+/*
+ * Deleting a folder's last value leaves no folder behind: a value may
+ * then stand where the folder stood (the file backend kept the empty
+ * folder, and refused).
+ */
+static void test_conf_delete_leaves_no_folder(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_error err;
+	int ex;
+
+	put(t->store, "dl/a/b", "1");
+	assert_int_equal(tsec_store_delete(t->store, &app, "dl/a/b", 0, &err), 0);
+	assert_int_equal(tsec_store_exists(t->store, &app, "dl/a", &ex, &err), 0);
+	assert_false(ex);
+	put(t->store, "dl/a", "now a value");
+	want(t->store, "dl/a", "now a value");
+	put(t->store, "dl/p/q/r/s", "1");
+	assert_int_equal(tsec_store_delete(t->store, &app, "dl/p/q/r/s", 0, &err), 0);
+	put(t->store, "dl/p", "value");
+	want(t->store, "dl/p", "value");
+}
+
+/*
+ * Lock state lives outside the key space callers name (issue 17, defect
+ * 1): with a lock held, no storage call reads, lists, overwrites or
+ * deletes it, and a storage delete never frees the lock for another.
+ */
+static void test_conf_locks_outside_keys(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_lock a, b;
+	struct tsec_strlist l;
+	struct tsec_error err;
+	char *v;
+	size_t n;
+	int ex;
+
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "X", 60000, 0, &a, &err), 0);
+	assert_int_equal(tsec_store_get(t->store, &app, "locks/X.lock", &v, &n, &err), TSEC_ENOENT);
+	assert_int_equal(tsec_store_get(t->store, &app, "locks/X", &v, &n, &err), TSEC_ENOENT);
+	assert_int_equal(tsec_store_exists(t->store, &app, "locks", &ex, &err), 0);
+	assert_false(ex);
+	assert_int_equal(tsec_store_list(t->store, &app, "", 1, &l, &err), 0);
+	for (size_t i = 0; i < l.n; i++)
+		assert_true(strncmp(l.v[i], "locks/", 6) != 0);
+	tsec_strlist_free(&l);
+	assert_int_equal(tsec_store_delete(t->store, &app, "locks/X.lock", 0, &err), TSEC_ENOENT);
+	assert_int_equal(tsec_store_delete(t->store, &app, "locks", 1, &err), TSEC_ENOENT);
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "X", 60000, &b, &err), TSEC_EBUSY);
+	/* A value named like the lock is an ordinary value beside it. */
+	put(t->store, "locks/X.lock", "not a lock");
+	want(t->store, "locks/X.lock", "not a lock");
+	assert_int_equal(tsec_store_delete(t->store, &app, "locks", 1, &err), 0);
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "X", 60000, &b, &err), TSEC_EBUSY);
+	assert_int_equal(tsec_lock_renew(t->store, &app, &a, 60000, &err), 0);
+	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), 0);
+}
+
+/*
+ * Leases of any length (issue 17, defect 6): a ttl of UINT64_MAX, or a
+ * deadline past 1e16 ms, is held, never read as ended.
+ */
+static void test_conf_huge_leases(void **state)
+{
+	static const uint64_t ttls[] = { UINT64_MAX, 10000000000000000ull, (uint64_t)INT64_MAX,
+					 9999999999999999ull };
+	struct tu_store *t = *state;
+	struct tsec_lock a, b;
+	struct tsec_error err;
+
+	for (size_t i = 0; i < sizeof(ttls) / sizeof(ttls[0]); i++) {
+		assert_int_equal(tsec_lock_acquire(t->store, &app, "forever", ttls[i], 0, &a, &err), 0);
+		assert_true(a.expires_ms > 0);
+		assert_int_equal(tsec_lock_try_acquire(t->store, &app, "forever", 1000, &b, &err),
+				 TSEC_EBUSY);
+		assert_int_equal(tsec_lock_renew(t->store, &app, &a, ttls[i], &err), 0);
+		assert_int_equal(tsec_lock_try_acquire(t->store, &app, "forever", 1000, &b, &err),
+				 TSEC_EBUSY);
+		assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), 0);
+	}
+}
+
 #define CONF_TESTS(name) \
 	const struct CMUnitTest name[] = { \
 		cmocka_unit_test_setup_teardown(test_conf_values_and_folders, setup, teardown), \
@@ -447,6 +560,10 @@ static void test_conf_prefix_delete_barrier(void **state)
 		cmocka_unit_test_setup_teardown(test_conf_deadline, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_contention, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_prefix_delete_barrier, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_group_shapes, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_delete_leaves_no_folder, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_locks_outside_keys, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_huge_leases, setup, teardown), \
 	}
 
 int main(void)

@@ -13,8 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "tests/testutil.h"
 #include "tests/certgen.h"
+#include "broker/storage/remote.h"
 
 static struct tsec_principal app, reader, nobody;
 
@@ -331,8 +334,9 @@ static void test_store_delete(void **state)
 	assert_int_equal(tsec_store_delete(t->store, &app, "del/x", 1, &err), 0);
 	assert_int_equal(tsec_store_exists(t->store, &app, "del/x", &ex, &err), 0);
 	assert_false(ex);
+	/* Its parent held nothing else: it went too, as on every backend. */
 	assert_int_equal(tsec_store_exists(t->store, &app, "del", &ex, &err), 0);
-	assert_true(ex);
+	assert_false(ex);
 	/* A floor forbids wiping all certificates. */
 	put(t->store, "certificates/x/y", "1");
 	assert_int_equal(tsec_store_delete(t->store, &app, "certificates", 1, &err), TSEC_EDENIED);
@@ -595,15 +599,22 @@ static void test_store_kept_folders(void **state)
 	tsec_store_close(&other);
 }
 
-/* An empty folder lists as empty; the root lists the same every time. */
+/*
+ * A folder emptied by a delete is gone; an empty folder made outside the
+ * store lists as empty; the root lists the same every time.
+ */
 static void test_store_list_empty_and_again(void **state)
 {
 	struct tu_store *t = *state;
 	struct tsec_strlist l, again;
 	struct tsec_error err;
+	char path[4096];
 
 	put(t->store, "emptied/x", "1");
 	assert_int_equal(tsec_store_delete(t->store, &app, "emptied/x", 0, &err), 0);
+	assert_int_equal(tsec_store_list(t->store, &app, "emptied", 0, &l, &err), TSEC_ENOENT);
+	snprintf(path, sizeof(path), "%s/emptied", t->root);
+	assert_int_equal(mkdir(path, 0700), 0);
 	assert_int_equal(tsec_store_list(t->store, &app, "emptied", 0, &l, &err), 0);
 	assert_int_equal(l.n, 0);
 	tsec_strlist_free(&l);
@@ -681,6 +692,112 @@ static void test_store_bad_input(void **state)
 	free(longkey);
 }
 
+/*
+ * A store opened on the old layout (lock records at locks/<name>.lock,
+ * inside the key space) moves them out: the holder keeps its lock, its
+ * token is no longer readable, a value merely named so stays a value.
+ */
+static void test_store_old_lock_layout(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_store *again;
+	struct tsec_lock lk;
+	struct tsec_error err;
+	char rec[512], *v;
+	size_t n;
+
+	snprintf(rec, sizeof(rec), "tsec-lock 2\ntoken %s\nfence 7\nexpires_ms %lld\n"
+		 "waiter %s\nwaiter_seen_ms 0\n", "0123456789abcdef0123456789abcdef",
+		 4102444800000LL, "00000000000000000000000000000000");
+	plant(t->root, "locks/old.lock", rec);
+	plant(t->root, "locks/note.lock", "a value, not a lock record");
+	assert_int_equal(tsec_store_open(&again, t->root, t->bus, NULL, &err), 0);
+	assert_int_equal(tsec_store_get(again, &app, "locks/old.lock", &v, &n, &err), TSEC_ENOENT);
+	assert_int_equal(tsec_lock_try_acquire(again, &app, "old", 60000, &lk, &err), TSEC_EBUSY);
+	check_value(again, "locks/note.lock", "a value, not a lock record");
+	/* The holder, with its token, still holds it. */
+	memset(&lk, 0, sizeof(lk));
+	snprintf(lk.name, sizeof(lk.name), "old");
+	assert_int_equal(sodium_hex2bin(lk.token, 16, "0123456789abcdef0123456789abcdef", 32,
+					NULL, &n, NULL), 0);
+	lk.fence = 7;
+	assert_int_equal(tsec_lock_release(again, &app, &lk, &err), 0);
+	assert_int_equal(tsec_lock_try_acquire(again, &app, "old", 60000, &lk, &err), 0);
+	assert_true(lk.fence > 7);
+	assert_int_equal(tsec_lock_release(again, &app, &lk, &err), 0);
+	tsec_store_close(&again);
+}
+
+/*
+ * LocalCache write-through race (issue 17, defect 2): a peer's write to
+ * the key is applied, and its invalidation delivered, after our write
+ * was applied but before its answer came back.  The cache kept our
+ * value and shadowed the peer's for good.  The inner backend here is
+ * the memory backend whose put_many plays the peer at that moment.
+ */
+static const struct tsec__backend_ops *mem_ops;
+static void *race_cache;
+static int race_armed;
+
+static int racy_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
+			 const struct tsec__fence *f, struct tsec_error *err)
+{
+	int rc = mem_ops->put_many(b, p, n, f, err);
+
+	if (rc == 0 && race_armed) {
+		struct tsec__bput peer = { p[0].sk, "peer", 4 };
+		race_armed = 0;
+		assert_int_equal(mem_ops->put_many(b, &peer, 1, NULL, err), 0);
+		tsec__localcache_invalidate(race_cache, p[0].sk->text);
+	}
+	return rc;
+}
+
+static void test_store_cache_write_race(void **state)
+{
+	static struct tsec__backend_ops racy;
+	struct tsec__backend *mem, *cache;
+	struct tsec__skey sk, other;
+	struct tsec_error err;
+	struct tsec__bput ours = { &sk, "ours", 4 };
+	struct tsec__bput first = { &sk, "first", 5 };
+	char *v;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(tsec__memory_open(&mem, 0, &err), 0);
+	mem_ops = mem->ops;
+	racy = *mem->ops;
+	racy.put_many = racy_put_many;
+	mem->ops = &racy;
+	assert_int_equal(tsec__localcache_open(&cache, mem, 1 << 20, &err), 0);
+	race_cache = cache;
+	assert_int_equal(tsec__skey_parse("race/k", false, &sk, &err), 0);
+	assert_int_equal(tsec__skey_parse("race/other", false, &other, &err), 0);
+	/* Cached before, rewritten with the peer racing. */
+	assert_int_equal(cache->ops->put_many(cache, &first, 1, NULL, &err), 0);
+	assert_int_equal(cache->ops->get(cache, &sk, 1 << 20, &v, &n, &err), 0);
+	assert_string_equal(v, "first");
+	free(v);
+	race_armed = 1;
+	assert_int_equal(cache->ops->put_many(cache, &ours, 1, NULL, &err), 0);
+	assert_int_equal(race_armed, 0);
+	assert_int_equal(cache->ops->get(cache, &sk, 1 << 20, &v, &n, &err), 0);
+	assert_string_equal(v, "peer");            /* the backend's value, not ours */
+	free(v);
+	/* Without a race, a write is cached as before: the next get is a hit
+	 * even after the backend's value changed behind the cache's back. */
+	assert_int_equal(cache->ops->put_many(cache, &ours, 1, NULL, &err), 0);
+	{
+		struct tsec__bput behind = { &sk, "behind", 6 };
+		assert_int_equal(mem_ops->put_many(mem, &behind, 1, NULL, &err), 0);
+	}
+	assert_int_equal(cache->ops->get(cache, &sk, 1 << 20, &v, &n, &err), 0);
+	assert_string_equal(v, "ours");
+	free(v);
+	cache->ops->close(cache);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -702,6 +819,8 @@ int main(void)
 		cmocka_unit_test(test_store_kept_folders),
 		cmocka_unit_test(test_store_list_empty_and_again),
 		cmocka_unit_test(test_store_reopen_recovers),
+		cmocka_unit_test(test_store_cache_write_race),
+		cmocka_unit_test(test_store_old_lock_layout),
 	};
 	return cmocka_run_group_tests_name("store", tests, setup, teardown);
 }

@@ -201,5 +201,8 @@ int tu_count_litter(const char *root)
 	snprintf(journal, sizeof(journal), "%s/.tsec-journal", root);
 	if (access(journal, F_OK) == 0)
 		n -= 1 + count_dir(journal, ".tsec-commit");
+	snprintf(journal, sizeof(journal), "%s/.tsec-locks", root);
+	if (access(journal, F_OK) == 0)
+		n -= 1;                  /* the locks' folder, not litter */
 	return n;
 }

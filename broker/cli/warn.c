@@ -5,7 +5,8 @@
  * - an allow shadowed by a floor, or by a deny without conditions, that
  *   covers every principal, action and resource it names;
  * - a rule that can never match: lock actions on resources outside
- *   locks/, or only storage actions on locks/ resources.
+ *   locks/.  (Storage actions on locks/ resources do match: they act on
+ *   values named so.  Lock state is outside the key space.)
  */
 #include <stdarg.h>
 #include <stdbool.h>
@@ -127,7 +128,7 @@ json_t *cli_policy_warnings(const char *path)
 		const char *eff = json_string_value(json_object_get(r, "effect"));
 		unsigned am = actions_of(r);
 		char place[64];
-		bool lock_res = false, other_res = false;
+		bool lock_res = false;
 		const json_t *v;
 		size_t k;
 
@@ -140,15 +141,10 @@ json_t *cli_policy_warnings(const char *path)
 				continue;
 			if (!strncmp(s, "locks/", 6) || !strcmp(s, "**") || s[0] == '*')
 				lock_res = true;
-			if (strncmp(s, "locks/", 6))
-				other_res = true;
 		}
 		if (am && !(am & ~lock_mask) && !lock_res)
 			say(out, place, "rule '%s' can never match: lock actions act on locks/<name>, "
 			    "and none of its resources is there", id);
-		else if (am && !(am & lock_mask) && !other_res)
-			say(out, place, "rule '%s' can never match: its resources are locks, its "
-			    "actions are storage actions", id);
 		if (strcmp(eff, "allow"))
 			continue;
 		/* Shadowed by a floor (everyone) or an unconditional deny. */

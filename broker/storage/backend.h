@@ -78,7 +78,10 @@ struct tsec__backend_ops {
 	/* One value; TSEC_EEXIST if dst exists, TSEC_EINVAL for a folder. */
 	int (*move)(struct tsec__backend *b, const struct tsec__skey *src,
 		    const struct tsec__skey *dst, struct tsec_error *err);
-	/* All or nothing; with f, only while f's lease is held. */
+	/*
+	 * All or nothing; with f, only while f's lease is held.  The store
+	 * has checked the group: no key twice, no key a folder of another.
+	 */
 	int (*put_many)(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
 			const struct tsec__fence *f, struct tsec_error *err);
 	/*

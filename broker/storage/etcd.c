@@ -452,13 +452,6 @@ static int et_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 	bool succ;
 	int rc;
 
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < n; j++)
-			if (tsec__key_below(p[j].sk->text, p[i].sk->text)) {
-				rc = tsec__seterr(err, TSEC_EEXIST, p[i].sk->text, "'%s' would be a "
-						  "value and a folder", p[i].sk->text);
-				goto fail;
-			}
 	for (size_t i = 0; i < n; i++) {
 		where_value_may_stand(e, p[i].sk, cmp);
 		if ((rc = put_op(e, p[i].sk->text, p[i].value, p[i].len, now, &op, err)))

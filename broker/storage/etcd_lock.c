@@ -1,7 +1,10 @@
 /*
  * Locks on etcd.  A lock is three keys: P/l/<name> (the holder's token)
- * and P/d/<name> (its deadline, unix ms as 16 digits, so that etcd
- * compares deadlines as bytes), both attached to an etcd lease, and
+ * and P/d/<name> (its deadline, unix ms as at least 16 digits, so that
+ * etcd compares deadlines as bytes: a deadline past 1e16 has 17 to 19
+ * digits and a first digit above the '0' that starts every 16-digit
+ * "now", so it still compares greater), both attached to an etcd lease,
+ * and
  * P/h/<name> (the last holder's token, no lease: it tells "released"
  * from "your lease ended").
  *
@@ -27,6 +30,8 @@
 #include <string.h>
 
 #include "broker/storage/etcd_private.h"
+
+#define DEADLINE_DIGITS 19      /* INT64_MAX's */
 
 static size_t deadline_str(int64_t ms, char out[24])
 {
@@ -64,6 +69,11 @@ static bool holds(const json_t *kv, const uint8_t token[16])
 	return same;
 }
 
+/*
+ * The deadline in kv, read as a number of up to 19 digits.
+ * Anything else, a missing key included, is INT64_MAX: held until etcd's
+ * own lease ends it, never taken over early by a planted or torn value.
+ */
 static int64_t deadline_of(const json_t *kv)
 {
 	uint8_t *v;
@@ -71,17 +81,17 @@ static int64_t deadline_of(const json_t *kv)
 	int64_t d = 0;
 
 	if (!kv || tsec__unb64(kv, "value", &v, &n))
-		return 0;
-	if (n == 16) {
-		d = 0;
-		for (size_t i = 0; i < 16; i++) {
-			if (v[i] < '0' || v[i] > '9') {
-				d = 0;           /* planted or torn: already ended */
-				break;
-			}
-			d = d * 10 + (v[i] - '0');
+		return INT64_MAX;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] < '0' || v[i] > '9' || n > DEADLINE_DIGITS ||
+		    d > (INT64_MAX - (v[i] - '0')) / 10) {
+			d = INT64_MAX;
+			break;
 		}
+		d = d * 10 + (v[i] - '0');
 	}
+	if (n == 0)
+		d = INT64_MAX;
 	free(v);
 	return d;
 }

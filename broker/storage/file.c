@@ -421,6 +421,36 @@ static int rm_tree(int dirfd, const char *name)
 	return rc;
 }
 
+/*
+ * Removes the folders of sk that are empty now, deepest first, as far up
+ * as they are empty: a folder exists only while a value is below it, as
+ * on every other backend.  rmdir refuses a folder that is not empty, so
+ * a value written meanwhile keeps its folder; a writer that resolved a
+ * folder this removed finds it gone when it creates its file (ENOENT in
+ * a removed folder) and resolves again (fb_put_many, fb_move).
+ */
+static void prune(struct tsec__filebe *fb, const struct tsec__skey *sk, unsigned folders)
+{
+	bool removed = false;
+
+	for (unsigned i = folders; i > 0; i--) {
+		struct tsec_error ignore;
+		int parent, gone;
+		if (tsec__fb_open_dirs(fb, sk, i - 1, false, &parent, &ignore))
+			break;
+		gone = unlinkat(parent, sk->seg[i - 1], AT_REMOVEDIR) == 0;
+		if (gone)
+			fsync(parent);
+		close(parent);
+		if (!gone)
+			break;
+		removed = true;
+	}
+	/* Folders went: none kept open may answer for their paths. */
+	if (removed)
+		tsec__folders_forget(&fb->folders);
+}
+
 static int fb_del(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
 		  struct tsec_error *err)
 {
@@ -445,6 +475,8 @@ static int fb_del(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 	if (rc == 0)
 		fsync(dirfd);
 	close(dirfd);
+	if (rc == 0)
+		prune(fb_of(b), sk, sk->n - 1);
 	return rc;
 }
 
@@ -452,10 +484,9 @@ static int fb_del(struct tsec__backend *b, const struct tsec__skey *sk, int recu
  * A move is one rename that never replaces (renameat2 RENAME_NOREPLACE):
  * the value is under exactly one name at every moment, a crash included.
  */
-static int fb_move(struct tsec__backend *b, const struct tsec__skey *src,
-		   const struct tsec__skey *dst, struct tsec_error *err)
+static int move_once(struct tsec__filebe *fb, const struct tsec__skey *src,
+		     const struct tsec__skey *dst, struct tsec_error *err)
 {
-	struct tsec__filebe *fb = fb_of(b);
 	int srcdir = -1, dstdir = -1, rc;
 	struct stat sb;
 
@@ -496,22 +527,46 @@ out:
 	return rc;
 }
 
+/* A folder pruned under a writer: resolve again, a few times at most. */
+#define PRUNED_RETRIES 8
+
+static int fb_move(struct tsec__backend *b, const struct tsec__skey *src,
+		   const struct tsec__skey *dst, struct tsec_error *err)
+{
+	struct tsec__filebe *fb = fb_of(b);
+	int rc, tries = 0;
+
+	while ((rc = move_once(fb, src, dst, err)) == TSEC_ENOENT && ++tries < PRUNED_RETRIES)
+		;
+	if (rc == 0)
+		prune(fb, src, src->n - 1);
+	return rc;
+}
+
 static int fb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
 		       const struct tsec__fence *f, struct tsec_error *err)
 {
 	struct tsec__filebe *fb = fb_of(b);
-	int dirfd, rc;
+	int dirfd, rc, tries = 0;
 
-	if (f)
-		return tsec__fb_put_fenced(fb, p, n, f, err);
-	if (n > 1)
-		return tsec__fb_put_group(fb, p, n, err);
-	/* One value: the rename alone is atomic. */
-	if ((rc = tsec__fb_open_dirs(fb, p->sk, p->sk->n - 1, true, &dirfd, err)))
-		return rc;
-	rc = tsec__fb_write_atomic(dirfd, p->sk->seg[p->sk->n - 1], p->value, p->len,
-				   true, err);
-	close(dirfd);
+	/*
+	 * Every path below creates the folders it needs, so ENOENT means one
+	 * was pruned (see prune) after it was resolved, before anything was
+	 * written or committed: the write is made again.
+	 */
+	do {
+		if (f) {
+			rc = tsec__fb_put_fenced(fb, p, n, f, err);
+		} else if (n > 1) {
+			rc = tsec__fb_put_group(fb, p, n, err);
+		} else if (!(rc = tsec__fb_open_dirs(fb, p->sk, p->sk->n - 1, true, &dirfd,
+						     err))) {
+			/* One value: the rename alone is atomic. */
+			rc = tsec__fb_write_atomic(dirfd, p->sk->seg[p->sk->n - 1], p->value,
+						   p->len, true, err);
+			close(dirfd);
+		}
+	} while (rc == TSEC_ENOENT && ++tries < PRUNED_RETRIES);
 	return rc;
 }
 
@@ -523,6 +578,7 @@ static void fb_close(struct tsec__backend *b)
 		return;
 	tsec__folders_free(&fb->folders);
 	close(fb->journalfd);
+	close(fb->locksfd);
 	close(fb->rootfd);
 	free(fb);
 }
@@ -553,7 +609,7 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 	if (!(fb = calloc(1, sizeof(*fb))))
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	fb->base.ops = &file_ops;
-	fb->journalfd = -1;
+	fb->journalfd = fb->locksfd = -1;
 	tsec__folders_init(&fb->folders);
 	fb->rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fb->rootfd < 0) {
@@ -568,6 +624,15 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 	fb->journalfd = openat(fb->rootfd, TSEC__JOURNAL, DIR_FLAGS);
 	if (fb->journalfd < 0) {
 		rc = io_err(err, root, "cannot open the journal folder");
+		goto fail;
+	}
+	if (mkdirat(fb->rootfd, TSEC__LOCKS, 0700) < 0 && errno != EEXIST) {
+		rc = io_err(err, root, "cannot create the locks folder");
+		goto fail;
+	}
+	fb->locksfd = openat(fb->rootfd, TSEC__LOCKS, DIR_FLAGS);
+	if (fb->locksfd < 0) {
+		rc = io_err(err, root, "cannot open the locks folder");
 		goto fail;
 	}
 	if ((rc = tsec__fb_recover(fb, err)))

@@ -1,5 +1,5 @@
 /*
- * The file backend's locks.  locks/<name>.lock holds a lease (owner
+ * The file backend's locks.  .tsec-locks/<name>.lock holds a lease (owner
  * token, fence, expiry, queued waiter) as one fixed-size record, read and
  * rewritten in place only while its reader holds an OS file lock (flock)
  * on that very file.  flock works across processes and, because each
@@ -15,6 +15,11 @@
  * The record is not fsynced: a lock is shared through the page cache; one
  * lost or torn in a power failure reads as a free lock, which only ends a
  * lease early, and fences stay increasing through lease.c's clock floor.
+ *
+ * The folder's name starts with ".tsec-", which no key may name, so no
+ * storage call reads a token, overwrites a lease or deletes a lock file
+ * (they lived at locks/<name>.lock once, where `store get` printed the
+ * token and `store rm` freed the lock for a second holder).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -35,11 +40,11 @@
 #define LOCK_WAIT_MS 2000             /* the flock is held for microseconds */
 #define OLD_GUARD TSEC__RESERVED "guard-"
 
-/* One lock's file, and the folder "locks". */
+/* One lock's file in the locks folder. */
 struct lockfile {
-	struct tsec__skey sk;        /* locks/<name> */
+	struct tsec__skey sk;        /* locks/<name>: the name's rules, the text of errors */
 	char file[TSEC_LOCK_NAME_MAX + 8];
-	int dirfd;
+	int dirfd;                   /* the backend's locksfd, borrowed */
 	int fd;
 };
 
@@ -79,9 +84,7 @@ static int take(struct tsec__filebe *fb, struct lockfile *l, bool create, bool w
 	struct stat sb;
 	int rc;
 
-	if ((rc = tsec__fb_open_dirs(fb, &l->sk, 1, create, &l->dirfd, err)))
-		return rc == TSEC_ENOENT ? tsec__seterr(err, TSEC_ENOENT, l->sk.text,
-							"no such lock is held") : rc;
+	l->dirfd = fb->locksfd;
 	for (;;) {
 		int fd = openat(l->dirfd, l->file, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
 				(create ? O_CREAT : 0), 0600);
@@ -125,8 +128,6 @@ static void done(struct lockfile *l, bool remove)
 			unlinkat(l->dirfd, l->file, 0);
 		close(l->fd);
 	}
-	if (l->dirfd >= 0)
-		close(l->dirfd);
 	l->fd = l->dirfd = -1;
 }
 
@@ -279,14 +280,15 @@ out:
 }
 
 /*
- * Recovery: removes the lock files of free locks (released or ended
- * leases with no live waiter) nobody has open, and the guard files an
- * older layout kept beside them.
+ * Moves the lock files of the old layout (locks/<name>.lock, inside the
+ * key space) into the locks folder, each under its flock so that no
+ * holder's lease is lost or doubled while it moves; a name already in
+ * the locks folder wins, the old file is removed.  Guard files of an
+ * older layout still are removed.  Then the old folder goes if empty.
  */
-void tsec__fb_clean_guards(struct tsec__filebe *fb)
+static void migrate_old_layout(struct tsec__filebe *fb)
 {
 	int fd = openat(fb->rootfd, "locks", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	int64_t now = tsec__wall_ms();
 	struct dirent *e;
 	DIR *d;
 
@@ -298,22 +300,70 @@ void tsec__fb_clean_guards(struct tsec__filebe *fb)
 	while ((e = readdir(d))) {
 		size_t n = strlen(e->d_name);
 		bool guard = !strncmp(e->d_name, OLD_GUARD, strlen(OLD_GUARD));
+		struct stat sb;
+		int lfd;
+		if (!guard && (n < 6 || n > TSEC_LOCK_NAME_MAX + 5 ||
+			       strcmp(e->d_name + n - 5, ".lock")))
+			continue;
+		lfd = openat(fd, e->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		if (lfd < 0)
+			continue;
+		/* Busy (a paused old-layout process holds it): left where it is. */
+		if (fstat(lfd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+		    flock(lfd, LOCK_EX | LOCK_NB) == 0 && fstat(lfd, &sb) == 0 &&
+		    sb.st_nlink == 1) {
+			char head[10];
+			ssize_t got = pread(lfd, head, sizeof(head), 0);
+			bool lock = got == 0 || (got == (ssize_t)sizeof(head) &&
+						 !memcmp(head, "tsec-lock ", sizeof(head)));
+			if (guard)
+				unlinkat(fd, e->d_name, 0);
+			else if (lock && renameat2(fd, e->d_name, fb->locksfd, e->d_name,
+						   RENAME_NOREPLACE) < 0)
+				unlinkat(fd, e->d_name, 0);
+		}
+		close(lfd);
+	}
+	closedir(d);
+	unlinkat(fb->rootfd, "locks", AT_REMOVEDIR); /* only if empty */
+}
+
+/*
+ * Recovery: moves the old layout's lock files in, then removes the lock
+ * files of free locks (released or ended leases with no live waiter)
+ * nobody has open.
+ */
+void tsec__fb_clean_guards(struct tsec__filebe *fb)
+{
+	int fd;
+	int64_t now = tsec__wall_ms();
+	struct dirent *e;
+	DIR *d;
+
+	migrate_old_layout(fb);
+	fd = openat(fb->locksfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
 		struct tsec__lease_state st;
 		struct lockfile l = { .dirfd = fd };
 		struct stat sb;
-		if (!guard && (n < 6 || strcmp(e->d_name + n - 5, ".lock")))
+		if (n < 6 || strcmp(e->d_name + n - 5, ".lock"))
 			continue;
 		l.fd = openat(fd, e->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 		if (l.fd < 0)
 			continue;
 		if (fstat(l.fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
 		    flock(l.fd, LOCK_EX | LOCK_NB) == 0 && sb.st_nlink > 0) {
-			if (!guard)
-				state_read(&l, &st);
+			state_read(&l, &st);
 			/* Held by nobody now: removing it is safe (see the top). */
-			if (guard || ((sodium_is_zero(st.token, 16) || st.expires_ms <= now) &&
-				      (sodium_is_zero(st.waiter, 16) ||
-				       tsec__ms_since(now, st.waiter_seen_ms) > 1000)))
+			if ((sodium_is_zero(st.token, 16) || st.expires_ms <= now) &&
+			    (sodium_is_zero(st.waiter, 16) ||
+			     tsec__ms_since(now, st.waiter_seen_ms) > 1000))
 				unlinkat(fd, e->d_name, 0);
 		}
 		close(l.fd);

@@ -6,8 +6,11 @@
  *   .tsec-tmp-<pid>-<random>     a value being written
  *   .tsec-journal/<txid>         a transaction's intent record
  *   .tsec-journal/.tsec-commit   the lock taken while records are applied
- *   locks/<name>.lock            a lease (token, fence, expiry, waiter),
- *                                flocked while it is read or changed
+ *   .tsec-locks/<name>.lock      a lease (token, fence, expiry, waiter),
+ *                                flocked while it is read or changed;
+ *                                outside every key a caller can name
+ *                                (before, locks/<name>.lock: moved here
+ *                                when the store opens)
  */
 #ifndef TSEC_STORAGE_FILE_PRIVATE_H
 #define TSEC_STORAGE_FILE_PRIVATE_H
@@ -16,6 +19,7 @@
 
 #define TSEC__JOURNAL ".tsec-journal"
 #define TSEC__TMP_PREFIX ".tsec-tmp-"
+#define TSEC__LOCKS ".tsec-locks"
 
 #include <pthread.h>
 #include <sys/stat.h>
@@ -38,6 +42,7 @@ struct tsec__filebe {
 	struct tsec__backend base;
 	int rootfd;                  /* O_DIRECTORY, never closed early */
 	int journalfd;               /* root/.tsec-journal */
+	int locksfd;                 /* root/.tsec-locks */
 	struct tsec__folders folders;
 };
 

@@ -120,19 +120,6 @@ static void forget(struct cache *c, const char *key)
 	pthread_mutex_unlock(&sh->mu);
 }
 
-/*
- * Caches a copy of key's value, evicting the shard's oldest to fit.  A
- * new value that fits its entry's room is copied in place (a rewrite of
- * a cached key allocates nothing); otherwise the new entry is allocated
- * before the shard's mutex is taken.
- */
-static void remember_if(struct cache *c, const char *key, const char *val, size_t len,
-			const uint64_t *gen);
-
-static void remember(struct cache *c, const char *key, const char *val, size_t len)
-{
-	remember_if(c, key, val, len, NULL);
-}
 
 /* The shard's invalidation count, for remember_if. */
 static uint64_t gen_of(struct cache *c, const char *key)
@@ -146,7 +133,14 @@ static uint64_t gen_of(struct cache *c, const char *key)
 	return g;
 }
 
-/* remember, unless gen is given and an invalidation came since. */
+/*
+ * Caches a copy of key's value, evicting the shard's oldest to fit,
+ * unless an invalidation reached the shard since *gen was read: then
+ * whatever is cached for key is dropped instead.  A new value that fits
+ * its entry's room is copied in place (a rewrite of a cached key
+ * allocates nothing); otherwise the new entry is allocated before the
+ * shard's mutex is taken.
+ */
 static void remember_if(struct cache *c, const char *key, const char *val, size_t len,
 			const uint64_t *gen)
 {
@@ -158,7 +152,9 @@ static void remember_if(struct cache *c, const char *key, const char *val, size_
 	if (klen + len > c->shard_max / 4 || len > UINT32_MAX / 2 || klen > TSEC_KEY_MAX)
 		return forget(c, key);
 	pthread_mutex_lock(&sh->mu);
-	if (gen && sh->gen != *gen) {
+	if (sh->gen != *gen) {
+		if ((old = lookup(sh, key, klen, h)))
+			unlink_entry(sh, old);
 		pthread_mutex_unlock(&sh->mu);
 		return;
 	}
@@ -179,13 +175,13 @@ static void remember_if(struct cache *c, const char *key, const char *val, size_
 	memcpy(e->key, key, klen + 1);
 		memcpy(VAL_OF(e), val, len);
 	pthread_mutex_lock(&sh->mu);
-	if (gen && sh->gen != *gen) {
+	if ((old = lookup(sh, key, klen, h)))
+		unlink_entry(sh, old);
+	if (sh->gen != *gen) {
 		pthread_mutex_unlock(&sh->mu);
 		free(e);
 		return;
 	}
-	if ((old = lookup(sh, key, klen, h)))
-		unlink_entry(sh, old);
 	while (sh->oldest && sh->bytes + klen + len > c->shard_max)
 		unlink_entry(sh, sh->oldest);
 	b = &sh->bucket[(h / SHARDS) & (BUCKETS - 1)];
@@ -340,33 +336,46 @@ static int lc_move(struct tsec__backend *b, const struct tsec__skey *src,
 	return rc;
 }
 
+/*
+ * A write keeps its values only where no invalidation reached the key's
+ * shard while the backend wrote: a peer's later write to the key may
+ * have been applied and announced before our answer came back, and our
+ * value, kept after that, would shadow the peer's until the next change.
+ */
 static int lc_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
 		       const struct tsec__fence *f, struct tsec_error *err)
 {
 	struct cache *c = c_of(b);
 	const char *few[8] = { NULL }, **keys = n <= 8 ? few : malloc(n * sizeof(*keys));
+	uint64_t fewgen[8], *gen = n <= 8 ? fewgen : malloc(n * sizeof(*gen));
 	struct tsec__gateset g;
 	int rc;
 
-	if (!keys)
-		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	if (!keys || !gen) {
+		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+		goto out;
+	}
 	for (size_t i = 0; i < n; i++)
 		keys[i] = p[i].sk->text;
 	if ((rc = tsec__gates_lock(&c->gates, keys, n, &g))) {
 		rc = tsec__seterr(err, rc, "", NULL);
 		goto out;
 	}
+	for (size_t i = 0; i < n; i++)
+		gen[i] = gen_of(c, keys[i]);
 	rc = c->inner->ops->put_many(c->inner, p, n, f, err);
 	for (size_t i = 0; i < n; i++) {
 		if (rc == 0)
-			remember(c, p[i].sk->text, p[i].value, p[i].len);
+			remember_if(c, keys[i], p[i].value, p[i].len, &gen[i]);
 		else
-			forget(c, p[i].sk->text);
+			forget(c, keys[i]);
 	}
 	tsec__gates_unlock(&c->gates, &g);
 out:
 	if (keys != few)
 		free(keys);
+	if (gen != fewgen)
+		free(gen);
 	return rc;
 }
 

@@ -405,8 +405,15 @@ struct prep {
 static int prepare(struct membe *m, const struct tsec__bput *p, size_t n, struct prep *pr,
 		   struct folder **spare)
 {
-	size_t fresh = 0, dirs = 0;
+	size_t fresh = 0, dirs = 0, kmax = 0;
 
+	/*
+	 * Spare folder nodes are taken by whichever key needs one first
+	 * (count_below), so each is sized for the group's longest key.
+	 */
+	for (size_t i = 0; i < n; i++)
+		if (pr[i].kl > kmax)
+			kmax = pr[i].kl;
 	for (size_t i = 0; i < n; i++) {
 		if (pr[i].old)
 			continue;
@@ -418,8 +425,7 @@ static int prepare(struct membe *m, const struct tsec__bput *p, size_t n, struct
 		fresh++;
 		/* At most one new folder node per folder of a new key. */
 		for (unsigned j = 0; j + 1 < p[i].sk->n; j++, dirs++) {
-			/* Each folder of the key is a prefix of it: kl bytes hold it. */
-			struct folder *f = malloc(sizeof(*f) + pr[i].kl + 1);
+			struct folder *f = malloc(sizeof(*f) + kmax + 1);
 			if (!f)
 				return TSEC_ENOMEM;
 			f->next = *spare;

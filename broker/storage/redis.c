@@ -477,13 +477,6 @@ static int rd_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 		goto out;
 	}
-	for (i = 0; i < n; i++)
-		for (size_t j = 0; j < n; j++)
-			if (tsec__key_below(p[j].sk->text, p[i].sk->text)) {
-				rc = tsec__seterr(err, TSEC_EEXIST, p[i].sk->text, "'%s' would be a "
-						  "value and a folder", p[i].sk->text);
-				goto out;
-			}
 	/* ARGV: P (added by script), n, lock name, token, fence, pairs. */
 	args[0] = count;
 	lens[0] = (size_t)snprintf(count, sizeof(count), "%zu", n);

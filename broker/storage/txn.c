@@ -80,12 +80,21 @@ static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 			rc = tsec__seterr(err, TSEC_EINVAL, sk[i].text, "NULL value");
 			goto out;
 		}
-		for (size_t j = 0; j < i; j++)
+		for (size_t j = 0; j < i; j++) {
 			if (!strcmp(sk[j].text, sk[i].text)) {
 				rc = tsec__seterr(err, TSEC_EINVAL, sk[i].text,
 						  "key written twice in one transaction");
 				goto out;
 			}
+			/* Checked here, once, for every backend. */
+			if (tsec__key_below(sk[j].text, sk[i].text) ||
+			    tsec__key_below(sk[i].text, sk[j].text)) {
+				rc = tsec__seterr(err, TSEC_EEXIST, sk[i].text,
+						  "'%s' and '%s' would be a value and a folder "
+						  "of each other", sk[j].text, sk[i].text);
+				goto out;
+			}
+		}
 		tsec__req_for(&r[i], "storage.store", &sk[i]);
 		r[i].ctx.has = TSEC_CTX_SIZE;
 		r[i].ctx.size = puts[i].len;
