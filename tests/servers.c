@@ -273,19 +273,13 @@ static int etcd_start_once(struct tu_server *s, int n)
 	return 0;
 }
 
-static int redis_start_once(struct tu_server *s)
+/* Starts redis-server on s's port and folder; waits until it answers. */
+static int redis_spawn(struct tu_server *s)
 {
 	char port[16], log[96];
 
-	memset(s, 0, sizeof(*s));
-	snprintf(s->dir, sizeof(s->dir), "/tmp/tsec-redis-XXXXXX");
-	if (!mkdtemp(s->dir))
-		return -1;
-	s->n = 1;
-	s->client_port[0] = free_port();
 	snprintf(port, sizeof(port), "%d", s->client_port[0]);
 	snprintf(log, sizeof(log), "%s/redis.log", s->dir);
-	snprintf(s->endpoints, sizeof(s->endpoints), "127.0.0.1:%d", s->client_port[0]);
 	{
 		char *argv[] = { "redis-server", "--port", port, "--bind", "127.0.0.1",
 				 "--dir", s->dir, "--save", "", "--appendonly", "yes",
@@ -309,8 +303,37 @@ static int redis_start_once(struct tu_server *s)
 		nap_ms(50);
 	}
 	fprintf(stderr, "redis-server did not come up (see %s)\n", log);
+	return -1;
+}
+
+static int redis_start_once(struct tu_server *s)
+{
+	memset(s, 0, sizeof(*s));
+	snprintf(s->dir, sizeof(s->dir), "/tmp/tsec-redis-XXXXXX");
+	if (!mkdtemp(s->dir))
+		return -1;
+	s->n = 1;
+	s->client_port[0] = free_port();
+	snprintf(s->endpoints, sizeof(s->endpoints), "127.0.0.1:%d", s->client_port[0]);
+	if (redis_spawn(s) == 0)
+		return 0;
 	tu_server_stop(s);
 	return -1;
+}
+
+int tu_redis_restart(struct tu_server *s, bool keep_data)
+{
+	char cmd[512];
+
+	tu_member_kill(s, 0);
+	if (!keep_data) {
+		/* What a restart without persistence keeps: nothing. */
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s/appendonlydir' '%s'/*.aof '%s'/*.rdb",
+			 s->dir, s->dir, s->dir);
+		if (system(cmd) != 0)
+			return -1;
+	}
+	return redis_spawn(s);
 }
 
 int tu_redis_start(struct tu_server *s)

@@ -35,6 +35,12 @@ int tu_etcd_start(struct tu_server *s, int n);
 int tu_etcd_start_tls(struct tu_server *s);
 /* One redis-server (appendfsync always). */
 int tu_redis_start(struct tu_server *s);
+/*
+ * Kills the redis-server and starts it again on the same port, with its
+ * data (keep_data: its append-only file) or as a restart without
+ * persistence would (nothing).  0, or -1.
+ */
+int tu_redis_restart(struct tu_server *s, bool keep_data);
 /* Stops every member still running and removes the data folder. */
 void tu_server_stop(struct tu_server *s);
 

@@ -661,6 +661,54 @@ static void test_etcd_cluster_leader_dies(void **state)
 	tu_server_stop(&c);
 }
 
+/*
+ * Redis restarted without persistence (issue 17, defect 8): the fence
+ * counter is lost with everything else, and fences went back to 1.  They
+ * are floored at the server's clock, so they still increase.  The
+ * store's pooled connections died with the server: the next write is
+ * sent on a live one and succeeds, never "may or may not have been
+ * applied" (defect 5).
+ */
+static void test_redis_restart_without_persistence(void **state)
+{
+	char prefix[64];
+	struct tsec_store_opts o = opts_for("redis", prefix, sizeof(prefix));
+	struct tsec_lock lk, again;
+	struct tsec_put p = { "rs/v", "before", 6 };
+	struct tsec_error err;
+	struct tu_store t;
+	char *v;
+	size_t n;
+
+	(void)state;
+	tu_store_open_with(&t, &o);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(tsec_lock_acquire(t.store, &app, "rs", 60000, 0, &lk, &err), 0);
+		assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
+	}
+	assert_int_equal(tsec_lock_acquire(t.store, &app, "rs", 60000, 0, &lk, &err), 0);
+	assert_int_equal(tsec_store_put_fenced(t.store, &app, &lk, &p, 1, &err), 0);
+	/* With its data: the value and the lock stay. */
+	assert_int_equal(tu_redis_restart(&redis, true), 0);
+	assert_int_equal(tsec_store_get(t.store, &app, "rs/v", &v, &n, &err), 0);
+	assert_string_equal(v, "before");
+	free(v);
+	assert_int_equal(tsec_lock_try_acquire(t.store, &app, "rs", 60000, &again, &err), TSEC_EBUSY);
+	/* Without: everything is gone, and the fence still moves forward. */
+	assert_int_equal(tu_redis_restart(&redis, false), 0);
+	if (tsec_lock_acquire(t.store, &app, "rs", 60000, 0, &again, &err))
+		fail_msg("acquire after a restart: %s", err.msg);
+	assert_true(again.fence > lk.fence);
+	/* The old holder's fenced write is refused; the new holder's made. */
+	p.value = "stale";
+	p.len = 5;
+	assert_int_equal(tsec_store_put_fenced(t.store, &app, &lk, &p, 1, &err), TSEC_ENOTOWNER);
+	p.value = "after";
+	assert_int_equal(tsec_store_put_fenced(t.store, &app, &again, &p, 1, &err), 0);
+	assert_int_equal(tsec_lock_release(t.store, &app, &again, &err), 0);
+	tu_store_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -676,6 +724,7 @@ int main(void)
 		cmocka_unit_test(test_etcd_auth),
 		cmocka_unit_test(test_etcd_tls),
 		cmocka_unit_test(test_etcd_cluster_leader_dies),
+		cmocka_unit_test(test_redis_restart_without_persistence),
 	};
 	int failed;
 

@@ -5,13 +5,15 @@
  * (ZRANGEBYLEX).  Every write and every lock operation is one Lua script
  * (redis_scripts.h), atomic on the server.  Locks: P/l/<name> holds the
  * token with a PX expiry (redis's clock ends the lease), P/f/<name> the
- * fence counter and the last holder.
+ * fence (never below the server's clock in microseconds, so it does not
+ * go back when the counter is lost) and the last holder.
  *
  * What redis cannot promise: replication is asynchronous, so a failover
- * can lose acknowledged writes, lock grants and fence increments (a
- * fence may then repeat).  Where that matters, use etcd.
+ * can lose acknowledged writes and lock grants.  Where that matters, use
+ * etcd.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -96,14 +98,32 @@ static redisContext *dial(struct redisbe *r, struct tsec_error *err)
 	return c;
 }
 
+/*
+ * Whether an idle pooled connection is dead: the server closed it (a
+ * restart) or sent something unasked.  Checked before use, so that a
+ * write is sent on a connection that was alive: a command written to a
+ * connection the server had already closed never reached it, and would
+ * otherwise be reported as "may or may not have been applied".
+ */
+static bool stale(const redisContext *c)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
+
+	return poll(&p, 1, 0) != 0;
+}
+
 static redisContext *take(struct redisbe *r, struct tsec_error *err)
 {
 	redisContext *c = NULL;
 
-	pthread_mutex_lock(&r->mu);
-	if (r->npool)
-		c = r->pool[--r->npool];
-	pthread_mutex_unlock(&r->mu);
+	for (;;) {
+		pthread_mutex_lock(&r->mu);
+		c = r->npool ? r->pool[--r->npool] : NULL;
+		pthread_mutex_unlock(&r->mu);
+		if (!c || !stale(c))
+			break;
+		redisFree(c);
+	}
 	return c ? c : dial(r, err);
 }
 
@@ -591,9 +611,8 @@ static int rd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_m
 	randombytes_buf(token, sizeof(token));
 	lens[2] = (size_t)snprintf(ttl, sizeof(ttl), "%llu",
 				   (unsigned long long)(ttl_ms > INT64_MAX / 2 ? INT64_MAX / 2 : ttl_ms));
-	/* Not retried: a grant whose answer was lost holds the lock until
-	 * its lease ends. */
-	if (!(rep = script(r, S_ACQUIRE, 3, args, lens, false, err)))
+	/* Safe to resend: the script knows its own grant by the token. */
+	if (!(rep = script(r, S_ACQUIRE, 3, args, lens, true, err)))
 		return TSEC_EIO;
 	if (rep->type != REDIS_REPLY_INTEGER) {
 		freeReplyObject(rep);

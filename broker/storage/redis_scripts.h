@@ -97,12 +97,28 @@ static const char tsec__lua_move[] =
 	"redis.call('PUBLISH', P..'/inval', s..'\\n'..d)\n"
 	"return 'OK'\n";
 
-/* acquire: ARGV P, name, token, ttl_ms.  The fence, or false if held. */
+/*
+ * acquire: ARGV P, name, token, ttl_ms.  The fence, or false if held.
+ * The caller chooses the token, so a resent acquire whose first answer
+ * was lost finds its own grant and gets the same fence back.
+ * The fence is max(last + 1, the server's clock in microseconds), so it
+ * never goes back when the counter is lost (a restart without
+ * persistence, an eviction) while the server's clock does not.  Lua's
+ * numbers are doubles, exact for integers below 2^53 (year 2255 in
+ * microseconds); '%.0f' writes them without an exponent.
+ */
 static const char tsec__lua_acquire[] =
 	"local P, name, token = ARGV[1], ARGV[2], ARGV[3]\n"
-	"if not redis.call('SET', P..'/l/'..name, token, 'NX', 'PX', ARGV[4]) then return false end\n"
-	"local f = redis.call('HINCRBY', P..'/f/'..name, 'fence', 1)\n"
-	"redis.call('HSET', P..'/f/'..name, 'holder', token)\n"
+	"local cur = redis.call('GET', P..'/l/'..name)\n"
+	"if cur == token then return tonumber(redis.call('HGET', P..'/f/'..name, 'fence')) end\n"
+	"if cur then return false end\n"
+	"redis.call('SET', P..'/l/'..name, token, 'PX', ARGV[4])\n"
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	"local last = redis.call('HGET', P..'/f/'..name, 'fence')\n"
+	"local f = (last and tonumber(last) or 0) + 1\n"
+	"if f < now then f = now end\n"
+	"redis.call('HSET', P..'/f/'..name, 'fence', string.format('%.0f', f), 'holder', token)\n"
 	"return f\n";
 
 /* renew: ARGV P, name, token, ttl_ms. */
