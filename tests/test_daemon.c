@@ -381,8 +381,9 @@ static void test_daemon_lock_quota(void **state)
 			snprintf(name, sizeof(name), "quota-%d", i);
 		else
 			snprintf(name, sizeof(name), "quota-over");
-		snprintf(params, sizeof(params), "{\"name\": \"%s\", \"token\": \"%s\"}", name,
-			 tokens[i]);
+		int n = snprintf(params, sizeof(params), "{\"name\": \"%s\", \"token\": \"%s\"}",
+				 name, tokens[i]);
+		assert_true(n > 0 && (size_t)n < sizeof(params));
 		assert_int_equal(tsec_client_call(good, "lock.release", params, NULL, &err), 0);
 	}
 	tsec_client_close(&good);
