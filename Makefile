@@ -63,7 +63,7 @@ msg = @printf '  %-6s %s\n' $(1) $(2)
 endif
 
 # The parts, one folder each (README, "Layout").
-CORE_SRC := common/error.c common/key.c common/suggest.c
+CORE_SRC := common/error.c common/key.c common/suggest.c common/clock.c
 SHARED_SRC := $(CORE_SRC) common/wire.c common/jsonw.c common/sign.c common/prom.c
 MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
 	module/tables.c module/eval.c \

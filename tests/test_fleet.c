@@ -23,6 +23,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "common/clock.h"
 #include "tests/servers.h"
 #include "tests/testutil.h"
 
@@ -709,6 +710,59 @@ static void test_redis_restart_without_persistence(void **state)
 	tu_store_close(&t);
 }
 
+/*
+ * A broker whose wall clock reads an hour ahead does not take over a lock
+ * whose holder is alive: on etcd a lock ends when etcd's lease ends, not
+ * when another broker's clock says so (issue 17, defect 7).  A fleet that
+ * opts in with clock_skew_ms is taken over by the clock, as it asked.
+ */
+static void test_etcd_takeover_not_by_clock(void **state)
+{
+	char prefix[64];
+	struct tsec_store_opts o = opts_for("etcd", prefix, sizeof(prefix));
+	struct tsec_lock lk, other;
+	struct tsec_error err;
+	struct tu_store t, skewed;
+	int64_t until;
+	int rc;
+
+	(void)state;
+	o.clock_skew_ms = 0;             /* the default */
+	tu_store_open_with(&t, &o);
+	tu_store_open_with(&skewed, &o);
+	assert_int_equal(tsec_lock_acquire(t.store, &app, "clk", 60000, 0, &lk, &err), 0);
+	tsec__wall_skew_ms = 3600 * 1000;
+	rc = tsec_lock_try_acquire(skewed.store, &app, "clk", 60000, &other, &err);
+	tsec__wall_skew_ms = 0;
+	assert_int_equal(rc, TSEC_EBUSY);
+	assert_int_equal(tsec_lock_renew(t.store, &app, &lk, 60000, &err), 0);
+	assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
+	/* A holder that dies: the lock is free once etcd ends its lease. */
+	assert_int_equal(tsec_lock_acquire(t.store, &app, "clk", 1000, 0, &lk, &err), 0);
+	until = tsec__mono_ms() + 30000;
+	while ((rc = tsec_lock_try_acquire(skewed.store, &app, "clk", 60000, &other, &err)) ==
+	       TSEC_EBUSY && tsec__mono_ms() < until)
+		sleep_ms(50);
+	assert_int_equal(rc, 0);
+	assert_true(other.fence > lk.fence);
+	assert_int_equal(tsec_lock_release(skewed.store, &app, &other, &err), 0);
+	tu_store_close(&skewed);
+	tu_store_close(&t);
+	/* Opted in: clocks are trusted to agree within clock_skew_ms. */
+	o.clock_skew_ms = 1000;
+	tu_store_open_with(&t, &o);
+	tu_store_open_with(&skewed, &o);
+	assert_int_equal(tsec_lock_acquire(t.store, &app, "clk2", 60000, 0, &lk, &err), 0);
+	tsec__wall_skew_ms = 3600 * 1000;
+	rc = tsec_lock_try_acquire(skewed.store, &app, "clk2", 60000, &other, &err);
+	tsec__wall_skew_ms = 0;
+	assert_int_equal(rc, 0);
+	assert_int_equal(tsec_lock_renew(t.store, &app, &lk, 60000, &err), TSEC_ENOTOWNER);
+	assert_int_equal(tsec_lock_release(skewed.store, &app, &other, &err), 0);
+	tu_store_close(&skewed);
+	tu_store_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -725,6 +779,7 @@ int main(void)
 		cmocka_unit_test(test_etcd_tls),
 		cmocka_unit_test(test_etcd_cluster_leader_dies),
 		cmocka_unit_test(test_redis_restart_without_persistence),
+		cmocka_unit_test(test_etcd_takeover_not_by_clock),
 	};
 	int failed;
 

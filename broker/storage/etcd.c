@@ -627,7 +627,7 @@ int tsec__etcd_open(struct tsec__backend **out, const struct tsec_store_opts *o,
 	if (!(e = calloc(1, sizeof(*e))))
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	e->base.ops = &etcd_ops;
-	e->skew_ms = o->clock_skew_ms ? o->clock_skew_ms : TSEC__REMOTE_SKEW_MS;
+	e->skew_ms = o->clock_skew_ms;  /* 0: only etcd's lease ends a lock */
 	e->max_ops = 128;
 	if ((rc = tsec__prefix_norm(o->prefix, e->prefix, sizeof(e->prefix), err)) ||
 	    (o->key_file && (rc = tsec__seal_load(&e->seal, o->key_file, err))) ||

@@ -10,9 +10,13 @@
  *
  * - Acquire: grant a lease, then one txn "create_revision of l is 0 ->
  *   put l, d, h with the lease".  The fence is l's create_revision, which
- *   etcd makes strictly increasing.  A lock whose deadline passed more
- *   than clock_skew_ms ago (by the taker's clock) is deleted by a txn
- *   guarded by what was read, then taken the same way.
+ *   etcd makes strictly increasing.  A held lock is taken over only when
+ *   etcd ends its lease (as etcd's own Mutex does): no broker's clock
+ *   decides that another broker's holder is gone.  Only where a fleet
+ *   sets clock_skew_ms (its clocks are known to agree that well) is a
+ *   lock whose deadline passed more than clock_skew_ms ago by the taker's
+ *   clock deleted by a txn guarded by what was read, then taken the same
+ *   way.
  * - Renew: one txn "l is my token and d is still ahead -> move d", then
  *   a lease keepalive (no TTL back: the lease is gone, not the owner).
  * - Release: one txn with the same guard deletes l, d and h; then the
@@ -233,7 +237,7 @@ int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_
 	if (l) {
 		int64_t until = deadline_of(d);
 
-		if (until > now - (int64_t)e->skew_ms) {
+		if (!e->skew_ms || until > now - (int64_t)e->skew_ms) {
 			json_decref(r);
 			return tsec__seterr(err, TSEC_EBUSY, name, "lock '%s' is held", name);
 		}
@@ -293,6 +297,33 @@ int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_
 	return 0;
 }
 
+/*
+ * Of two leases, the one the lock no longer uses (0: unknown, or the lock
+ * is no longer ours on either).
+ */
+static int64_t on_lease(struct etcd *e, const struct keys *k, const uint8_t token[16],
+			int64_t old, int64_t fresh)
+{
+	struct tsec_error ignored;
+	json_t *ops = json_array(), *r;
+	const json_t *l;
+	int64_t now_on, unused = 0;
+	bool succ;
+
+	json_array_append_new(ops, tsec__etcd_range(k->l, k->ln, false, false));
+	if (tsec__etcd_txn(e, NULL, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ, &ignored))
+		return 0;
+	l = tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"));
+	if (l && holds(l, token)) {
+		now_on = tsec__jint(l, "lease", 0);
+		unused = now_on == fresh ? old : now_on == old ? fresh : 0;
+	} else {
+		unused = fresh;          /* not ours: the fresh lease holds nothing of ours */
+	}
+	json_decref(r);
+	return unused;
+}
+
 int tsec__etcd_lock_renew(struct tsec__backend *b, const char *name, const uint8_t token[16],
 			  uint64_t ttl_ms, int64_t *expires_ms, struct tsec_error *err)
 {
@@ -330,11 +361,20 @@ int tsec__etcd_lock_renew(struct tsec__backend *b, const char *name, const uint8
 		json_array_append_new(ops, put_op(k.l, k.ln, token, 16, fresh, false));
 		json_array_append_new(ops, put_op(k.d, k.dn, ds, dl, fresh, false));
 		if ((rc = tsec__etcd_txn(e, cmp, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ, err))) {
-			revoke(e, fresh);
-			return rc;
+			/* Unknown outcome: the lock may be on the fresh lease
+			 * already, and revoking it would end our own lock.  Look
+			 * before ending either lease; if we cannot look, end
+			 * neither (etcd ends the unused one at its TTL). */
+			int64_t unused = on_lease(e, &k, token, lease, fresh);
+
+			revoke(e, unused);
+			if (!unused || unused != lease)
+				return rc;
+			succ = true;     /* it was applied: the lock is on fresh */
+		} else {
+			json_decref(r);
+			revoke(e, succ ? lease : fresh);
 		}
-		json_decref(r);
-		revoke(e, succ ? lease : fresh);
 		if (!succ)
 			return tsec__seterr(err, TSEC_ENOTOWNER, name, "lock '%s': lost while renewing",
 					    name);

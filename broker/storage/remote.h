@@ -11,7 +11,6 @@
 #include "broker/storage/backend.h"
 
 #define TSEC__REMOTE_TIMEOUT_MS 5000u
-#define TSEC__REMOTE_SKEW_MS 1000u
 #define TSEC__ETCD_REQUEST_MAX ((size_t)3 << 19)   /* 1.5 MiB, etcd's default */
 #define TSEC__PREFIX_DEFAULT "tsec"
 
