@@ -105,7 +105,7 @@ CLI := $(B)/tsec
 
 TESTS := key match compile cert decision loader reload exports verifier wire \
 	conformance fleet brokers cli acme crash hardening \
-	store lock certcache daemon archive
+	store lock certcache daemon archive faults
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
 FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 	mod_serial mod_proxy mod_future mod_abi10
@@ -398,7 +398,8 @@ $(B)/tests/test_verifier $(B)/tests/test_archive: $(B)/tests/test_%: \
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(CMOCKA_LIBS) $(ARCHIVE_LIBS) $(BROKER_LIBS) -lm
 
 $(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/testutil.o \
-		$(B)/tobj/tests/certgen.o $(B)/tobj/tests/servers.o $(BROKER_A)
+		$(B)/tobj/tests/certgen.o $(B)/tobj/tests/servers.o $(B)/tobj/tests/faults.o \
+		$(BROKER_A)
 	@mkdir -p $(dir $@)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) $(BROKER_LIBS)

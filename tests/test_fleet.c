@@ -436,7 +436,8 @@ static void put_with(struct tsec_bus *bus, const struct tsec_store_opts *o, int 
 	size_t n;
 
 	assert_int_equal(tsec_store_open_opts(&s, o, bus, NULL, &err), 0);
-	assert_int_equal(tsec_store_put(s, &app, "a/b", "x", 1, &err), want);
+	int rc = tsec_store_put(s, &app, "a/b", "x", 1, &err);
+	assert_int_equal(rc, want);
 	if (want == 0) {
 		assert_int_equal(tsec_store_get(s, &app, "a/b", &v, &n, &err), 0);
 		assert_string_equal(v, "x");

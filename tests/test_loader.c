@@ -274,7 +274,7 @@ static void test_loader_lint(void **state)
 static void test_loader_strerror(void **state)
 {
 	(void)state;
-	for (int c = 0; c >= TSEC_ECERT; c--)
+	for (int c = 0; c >= TSEC_EUNKNOWN; c--)
 		assert_string_not_equal(tsec_strerror(c), "unknown error");
 	assert_string_equal(tsec_strerror(-999), "unknown error");
 }

@@ -381,7 +381,7 @@ static int et_del(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 							  tsec__jnum(0)));
 		json_array_append_new(ko, tsec__etcd_range(bk, n, true, true));
 	}
-	if ((rc = tsec__etcd_txn(e, cmp, ok, ko, TSEC__ETCD_IDEMPOTENT, &r, &succ, err)))
+	if ((rc = tsec__etcd_txn(e, cmp, ok, ko, TSEC__ETCD_ONCE, &r, &succ, err)))
 		return rc;
 	if (!succ) {
 		rc = tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"))
@@ -460,7 +460,7 @@ static int et_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 	}
 	if (f)
 		tsec__etcd_fence_cmp(e, f, cmp, ko);
-	if ((rc = tsec__etcd_txn(e, cmp, ok, ko, TSEC__ETCD_IDEMPOTENT, &r, &succ, err)))
+	if ((rc = tsec__etcd_txn(e, cmp, ok, ko, TSEC__ETCD_ONCE, &r, &succ, err)))
 		return rc;
 	if (!succ)
 		rc = f ? tsec__etcd_fence_why(e, f, r, err) : 0;
@@ -578,7 +578,7 @@ static int et_meta_put(struct tsec__backend *b, const char *name, const char *va
 	json_t *req = json_pack("{soso}", "key", tsec__b64(bk, n), "value", tsec__b64(val, len)), *r;
 	int rc;
 
-	if ((rc = tsec__etcd_post(e->c, "/v3/kv/put", req, TSEC__ETCD_IDEMPOTENT, &r, err)))
+	if ((rc = tsec__etcd_post(e->c, "/v3/kv/put", req, TSEC__ETCD_ONCE, &r, err)))
 		return rc;
 	json_decref(r);
 	return 0;

@@ -20,6 +20,7 @@
 #define ENDPOINTS_MAX 16
 #define RESPONSE_MAX ((size_t)96 << 20)
 #define BACKOFF_MAX_MS 200
+#define ATTEMPT_MIN_MS 250       /* the least one member is given */
 
 struct tsec__etcd_conn {
 	char *ep[ENDPOINTS_MAX];
@@ -297,17 +298,17 @@ static enum outcome gw_error(const json_t *j, long status, int *code, struct tse
 		m = json_string_value(json_object_get(j, "error"));
 	if (!m)
 		m = "no message";
-	/* No leader or the member is stopping: nothing was proposed. */
+	/* No leader, or refused before it was proposed.  ("server stopped"
+	 * is not here: a member may stop after it proposed the request.) */
 	if (g == 14 && (strstr(m, "no leader") || strstr(m, "not capable") ||
-			strstr(m, "stopped") || strstr(m, "too many requests")))
+			strstr(m, "too many requests")))
 		return NOT_SENT;
 	if (g == 8)
 		return NOT_SENT;         /* too many requests: refused, retry */
 	if (g == 16 && strstr(m, "invalid auth token"))
 		return REAUTH;
 	if (g == 14 || g == 4 || status >= 500) {
-		tsec__seterr(err, TSEC_EIO, url, "etcd at %s: %s (the request may or may not "
-			     "have been applied)", url, m);
+		tsec__seterr(err, TSEC_EIO, url, "etcd at %s: %s", url, m);
 		return UNKNOWN;
 	}
 	*code = strstr(m, "request is too large") ? TSEC_ETOOBIG
@@ -324,7 +325,7 @@ static int authenticate(struct tsec__etcd_conn *c, CURL *h, const char *base, lo
 
 /* One request to one endpoint. */
 static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const char *path,
-			    const char *body, long tmo, json_t **resp, int *code,
+			    const char *body, long tmo, bool once, json_t **resp, int *code,
 			    struct tsec_error *err)
 {
 	struct curl_slist *hdr = NULL, *h2;
@@ -334,6 +335,8 @@ static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const
 	long status = 0;
 	json_error_t je;
 	unsigned gen = 0;
+	curl_off_t up = 0;
+	char why[CURL_ERROR_SIZE];
 	CURLcode cc;
 	json_t *j;
 
@@ -369,15 +372,34 @@ static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const
 		return FAILED;
 	}
 	setup(c, h, url, body, hdr, &b, tmo);
+	/* libcurl sends a request again, by itself, when a connection it
+	 * reused closes before any answer: right for a read, a ghost write
+	 * for a request that must run once (a peer's write in between would
+	 * be undone).  Those go on a connection of their own. */
+	curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, once ? 1L : 0L);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, why);
+	why[0] = '\0';
 	cc = curl_easy_perform(h);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &up);
 	curl_slist_free_all(hdr);
 	if (cc != CURLE_OK) {
 		free(b.p);
 		tsec__seterr(err, TSEC_EIO, c->ep[ep], "etcd at %s: %s", c->ep[ep],
-			     curl_easy_strerror(cc));
+			     why[0] ? why : curl_easy_strerror(cc));
+		/* The server's TLS refused our certificate (TLS 1.3 says so
+		 * only at the first read): it handed nothing on. */
+		if ((cc == CURLE_RECV_ERROR || cc == CURLE_SEND_ERROR) && strstr(why, "alert") &&
+		    strstr(why, "certificate")) {
+			*code = TSEC_EIO;
+			return FAILED;
+		}
+		/* Not connected, or the body not all written: the gateway
+		 * acts on a whole body only, so nothing was applied. */
 		if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
-		    cc == CURLE_COULDNT_RESOLVE_PROXY || cc == CURLE_SSL_CONNECT_ERROR)
+		    cc == CURLE_COULDNT_RESOLVE_PROXY || cc == CURLE_SSL_CONNECT_ERROR ||
+		    up < (curl_off_t)strlen(body))
 			return NOT_SENT;
 		if (cc == CURLE_WRITE_ERROR) {
 			*code = tsec__seterr(err, TSEC_ETOOBIG, c->ep[ep],
@@ -461,7 +483,7 @@ int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, in
 		    json_t **resp, struct tsec_error *err)
 {
 	int64_t deadline, left;
-	long backoff = 5;
+	long backoff = 5, per;
 	size_t len;
 	char *body;
 	int code = TSEC_EIO;
@@ -482,6 +504,9 @@ int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, in
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	}
 	deadline = tsec__mono_ms() + c->timeout_ms;
+	per = c->nep > 1 ? (long)c->timeout_ms / (long)c->nep : (long)c->timeout_ms;
+	if (per < ATTEMPT_MIN_MS)
+		per = ATTEMPT_MIN_MS;
 	for (unsigned round = 0;; round++) {
 		unsigned first = atomic_load(&c->cur);
 		bool reauthed = false;
@@ -492,7 +517,10 @@ int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, in
 
 			if ((left = deadline - tsec__mono_ms()) <= 0)
 				goto timeout;
-			oc = attempt(c, h, ep, path, body, (long)left, resp, &code, err);
+			/* Each member gets its share of the budget, so that one
+			 * that hangs does not take all of it. */
+			oc = attempt(c, h, ep, path, body, (long)(left < per ? left : per),
+				     retry != TSEC__ETCD_IDEMPOTENT, resp, &code, err);
 			if (oc == REAUTH && !reauthed) {
 				reauthed = true;
 				i--;             /* the same endpoint, with a new token */
@@ -505,11 +533,27 @@ int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, in
 				give(c, h);
 				return 0;
 			}
-			if (oc == FAILED || (oc == UNKNOWN && retry != TSEC__ETCD_IDEMPOTENT)) {
+			if (oc == UNKNOWN && retry != TSEC__ETCD_IDEMPOTENT) {
+				/* Never sent again: a peer may have written since,
+				 * and a second copy would undo its write. */
+				char was[TSEC_ERR_MSG];
+
+				snprintf(was, sizeof(was), "%s", err ? err->msg : "no answer");
+				tsec__seterr(err, TSEC_EUNKNOWN, c->ep[ep], "%.200s (the request may "
+					     "or may not have been applied)", was);
+				atomic_store(&c->cur, (unsigned)((ep + 1) % c->nep));
 				free(body);
 				give(c, h);
-				return oc == FAILED ? code : TSEC_EIO;
+				return TSEC_EUNKNOWN;
 			}
+			if (oc == FAILED) {
+				free(body);
+				give(c, h);
+				return code;
+			}
+			/* Not answered here: start the next calls elsewhere. */
+			if (ep == atomic_load(&c->cur))
+				atomic_store(&c->cur, (unsigned)((ep + 1) % c->nep));
 		}
 		if ((left = deadline - tsec__mono_ms()) <= 0)
 			goto timeout;

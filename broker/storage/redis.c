@@ -164,13 +164,20 @@ static redisReply *call(struct redisbe *r, int argc, const char **argv, const si
 			}
 			return rep;
 		}
-		tsec__seterr(err, TSEC_EIO, r->host, "redis at %s: %s%s", r->host, c->errstr,
+		tsec__seterr(err, idempotent ? TSEC_EIO : TSEC_EUNKNOWN, r->host, "redis at %s: %s%s",
+			     r->host, c->errstr,
 			     idempotent ? "" : " (the write may or may not have been applied)");
 		redisFree(c);
 		if (!idempotent)
 			return NULL;
 	}
 	return NULL;
+}
+
+/* The code a failed call() left in err. */
+static int failed(const struct tsec_error *err)
+{
+	return err && err->code ? err->code : TSEC_EIO;
 }
 
 /* Runs script s with args (prefix first, added here). */
@@ -466,11 +473,11 @@ static int rd_del(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 		  struct tsec_error *err)
 {
 	const char *args[2] = { sk->text, recursive ? "1" : "0" };
-	redisReply *rep = script(rb_of(b), S_DEL, 2, args, NULL, true, err);
+	redisReply *rep = script(rb_of(b), S_DEL, 2, args, NULL, false, err);
 	int rc;
 
 	if (!rep)
-		return TSEC_EIO;
+		return failed(err);
 	if (rep->type == REDIS_REPLY_INTEGER)
 		rc = rep->integer > 0 ? 0 : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found",
 							  sk->text);
@@ -518,8 +525,10 @@ static int rd_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 		lens[4 + 2 * i] = strlen(p[i].sk->text);
 		args[5 + 2 * i] = (const char *)env[i];
 	}
-	if (!(rep = script(r, S_PUT, (int)nargs, args, lens, true, err))) {
-		rc = TSEC_EIO;
+	/* Not resent: a second copy after a lost answer could undo a peer's
+	 * write made in between. */
+	if (!(rep = script(r, S_PUT, (int)nargs, args, lens, false, err))) {
+		rc = failed(err);
 		goto out;
 	}
 	rc = verdict(rep, f && strcmp(rep->str ? rep->str : "", "EEXIST") ? f->name
@@ -579,7 +588,7 @@ static int rd_move(struct tsec__backend *b, const struct tsec__skey *src,
 			size_t lens[4] = { strlen(src->text), strlen(dst->text), oldlen, nl };
 
 			if (!(rep = script(r, S_MOVE, 4, args, lens, false, err)))
-				rc = TSEC_EIO;
+				rc = failed(err);
 			else if (rep->type == REDIS_REPLY_STATUS && !strcmp(rep->str, "RETRY"))
 				rc = 1;
 			else
@@ -654,7 +663,7 @@ static int rd_lock_release(struct tsec__backend *b, const char *name, const uint
 	int rc;
 
 	if (!(rep = script(rb_of(b), S_RELEASE, 2, args, lens, false, err)))
-		return TSEC_EIO;
+		return failed(err);
 	rc = verdict(rep, name, err);
 	freeReplyObject(rep);
 	return rc;

@@ -54,7 +54,8 @@ extern "C" {
 	X(EPROTO,    -20,   "bad_request",        "malformed message") \
 	X(EBUDGET,   -21,   "budget_exceeded",    "performance budget exceeded") \
 	X(ENOTOWNER, -22,   "not_owner",          "lock held by another owner") \
-	X(ECERT,     -23,   "bad_certificate",    "certificate does not parse")
+	X(ECERT,     -23,   "bad_certificate",    "certificate does not parse") \
+	X(EUNKNOWN,  -24,   "outcome_unknown",    "may or may not have been applied")
 
 enum tsec_errno {
 #define TSEC__ERRNO_ENUM(name, value, wire, msg) TSEC_##name = value,
