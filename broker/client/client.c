@@ -291,28 +291,79 @@ static int recv_reply(struct tsec_client *c, int64_t deadline, char **out,
 }
 
 /*
+ * Methods that may run twice with the same effect: a call of any other
+ * goes to a second broker only when the first never took it.  (A put
+ * sent again after a lost answer can undo a peer's write made in
+ * between; an acquire sent again takes a second lease, an orphan.)
+ */
+static bool resendable(const char *method)
+{
+	static const char *const safe[] = {
+		"check", "evaluate", "health", "stats", "store.get", "store.exists",
+		"store.list", "store.stat", "store.load_cert", "lock.renew",
+	};
+
+	for (size_t i = 0; method && i < sizeof(safe) / sizeof(safe[0]); i++)
+		if (!strcmp(method, safe[i]))
+			return true;
+	return false;
+}
+
+/* A call that was sent and got no answer: it may have run. */
+static int unknown(struct tsec_client *c, bool closed, struct tsec_error *err)
+{
+	const char *ep = c->ep[c->cur].endpoint;
+
+	if (closed)
+		return tsec__seterr(err, TSEC_EUNKNOWN, ep, "the broker at %s took the call and "
+				    "its connection closed before the answer: it may or may not "
+				    "have been applied (not sent again)", ep);
+	return tsec__seterr(err, TSEC_EUNKNOWN, ep, "the broker at %s took the call and did not "
+			    "answer in %d ms: it may or may not have been applied (not sent "
+			    "again)", ep, c->timeout_ms);
+}
+
+/*
  * Sends frame and waits for the reply whose id is id (any reply when id
- * is 0), failing over to the next broker when one does not answer
- * within attempt_ms.
+ * is 0).  With several brokers, a call that gets no answer within
+ * attempt_ms goes to the next broker when it may run twice (resend);
+ * any other waits for its broker until the deadline or until the
+ * connection closes, and is reported as of unknown outcome.
  */
 static int exchange(struct tsec_client *c, const char *frame, size_t len, long id,
-		    char **reply, struct tsec_error *err)
+		    bool resend, char **reply, struct tsec_error *err)
 {
 	int64_t deadline = tsec__mono_ms() + c->timeout_ms;
 
 	for (;;) {
-		int64_t until = tsec__mono_ms() + c->attempt_ms;
+		int64_t until;
 		int rc;
 
-		if (until > deadline)
-			until = deadline;
+		/* A close seen from now on is this call's. */
+		drain_events(c);
+		c->seen &= ~(unsigned)ZMQ_EVENT_DISCONNECTED;
 		if ((rc = send_frame(c, frame, len, deadline, err)))
 			return rc;
+		/* The attempt starts when a broker took the frame. */
+		until = tsec__mono_ms() + c->attempt_ms;
+		if (until > deadline)
+			until = deadline;
 		for (;;) {
 			json_t *rep, *rid;
 
-			if ((rc = recv_reply(c, until, reply, err)))
-				break;
+			if ((rc = recv_reply(c, until, reply, err))) {
+				if (resend || c->nep == 1)
+					break;
+				drain_events(c);
+				if (c->seen & ZMQ_EVENT_DISCONNECTED)
+					return unknown(c, true, err);
+				if (tsec__mono_ms() >= deadline)
+					return unknown(c, false, err);
+				until = tsec__mono_ms() + c->attempt_ms;
+				if (until > deadline)
+					until = deadline;
+				continue;
+			}
 			if (!id)
 				return 0;
 			rep = json_loads(*reply, 0, NULL);
@@ -343,7 +394,7 @@ int tsec_client_raw(struct tsec_client *c, const void *frame, size_t len,
 	*reply = NULL;
 	if (!c || (!frame && len))
 		return tsec__seterr(err, TSEC_EINVAL, "", "no client or no frame");
-	return exchange(c, frame, len, 0, reply, err);
+	return exchange(c, frame, len, 0, false, reply, err);
 }
 
 int tsec_client_call(struct tsec_client *c, const char *method,
@@ -368,7 +419,7 @@ int tsec_client_call(struct tsec_client *c, const char *method,
 	json_decref(msg);
 	if (!text)
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
-	rc = exchange(c, text, strlen(text), id, &r, err);
+	rc = exchange(c, text, strlen(text), id, resendable(method), &r, err);
 	free(text);
 	if (rc)
 		return rc;

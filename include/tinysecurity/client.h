@@ -36,9 +36,13 @@ struct tsec_client_opts {
 	 * a call goes to one; when it does not answer within attempt_ms
 	 * (default 1000, ZeroMQ heartbeats drop a dead connection), the
 	 * client reconnects to the next and sends the call again, until
-	 * timeout_ms.  A call may so run twice: fail over only calls that
-	 * may (check, eval, store.*, lock.renew, lock.release; a retried
-	 * lock.acquire may find its own first lease and answer busy).
+	 * timeout_ms, but only a call that may run twice with the same
+	 * effect (check, evaluate, health, stats, store.get/exists/list/
+	 * stat/load_cert, lock.renew).  Any other call a broker took and did
+	 * not answer (store.put/delete/move, lock.acquire/release, ...)
+	 * is never sent again: it returns TSEC_EUNKNOWN, "may or may not
+	 * have been applied", and the caller reads to find out.  A call no
+	 * broker took is sent to the next one.
 	 */
 	const struct tsec_client_endpoint *endpoints;
 	size_t nendpoints;
