@@ -82,6 +82,15 @@ char *tsec__prometheus(const json_t *st)
 		{ "log_dropped", "tsec_decision_log_dropped_total", "counter",
 		  "Decision log lines dropped (buffer full)." },
 		{ "locks_held", "tsec_locks_held", "gauge", "Live leases handed out by this broker." },
+		{ "cache_hits", "tsec_cache_hits_total", "counter", "Reads the LocalCache served." },
+		{ "cache_misses", "tsec_cache_misses_total", "counter",
+		  "Reads the LocalCache sent to the backend." },
+		{ "cache_live", "tsec_cache_feed_live", "gauge",
+		  "1 while the LocalCache serves hits (its feed proven live within its bound)." },
+		{ "cache_bound_ms", "tsec_cache_staleness_bound_milliseconds", "gauge",
+		  "The most a cached value served can lag the store." },
+		{ "cache_proven_ms_ago", "tsec_cache_feed_proof_age_milliseconds", "gauge",
+		  "Since the feed last proved live (-1: never)." },
 	};
 	struct out o = { .cap = 4096 };
 	const json_t *bym = json_object_get(st, "by_method"), *lat = json_object_get(st, "latency");
@@ -95,9 +104,10 @@ char *tsec__prometheus(const json_t *st)
 	    "# TYPE tsec_uptime_seconds gauge\ntsec_uptime_seconds %.3f\n",
 	    (double)json_integer_value(json_object_get(st, "uptime_ms")) / 1000.0);
 	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++)
-		put(&o, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", plain[i].name, plain[i].help,
-		    plain[i].name, plain[i].type, plain[i].name,
-		    (long long)json_integer_value(json_object_get(st, plain[i].key)));
+		if (json_object_get(st, plain[i].key))
+			put(&o, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", plain[i].name,
+			    plain[i].help, plain[i].name, plain[i].type, plain[i].name,
+			    (long long)json_integer_value(json_object_get(st, plain[i].key)));
 	put(&o, "# HELP tsec_method_calls_total Calls by method.\n"
 	    "# TYPE tsec_method_calls_total counter\n");
 	json_object_foreach((json_t *)bym, k, v) {

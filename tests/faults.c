@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,12 +20,15 @@ struct conn {
 	struct tu_proxy *p;
 	int cfd, sfd;
 	unsigned gen;                /* the cut generation it was born in */
+	atomic_bool marked;          /* its requests carried the needle */
 	pthread_t th;
 };
 
 struct tu_proxy {
 	int lfd, upstream;
 	atomic_int mode, stop;
+	atomic_int marked_mode;      /* -1: as mode */
+	char needle[64];             /* set before connections */
 	atomic_uint gen;
 	atomic_size_t sent, accepted;
 	pthread_t th;
@@ -33,13 +37,16 @@ struct tu_proxy {
 	size_t nconns;
 };
 
-static bool pump(int from, int to, bool forward, atomic_size_t *count)
+static bool pump(int from, int to, bool forward, atomic_size_t *count, struct conn *mark)
 {
 	char buf[16384];
 	ssize_t n = read(from, buf, sizeof(buf));
 
 	if (n <= 0)
 		return n < 0 && (errno == EINTR || errno == EAGAIN);
+	if (mark && mark->p->needle[0] &&
+	    memmem(buf, (size_t)n, mark->p->needle, strlen(mark->p->needle)))
+		atomic_store(&mark->marked, true);
 	if (!forward)
 		return true;
 	for (ssize_t off = 0; off < n;) {
@@ -62,7 +69,8 @@ static void *serve(void *arg)
 	struct tu_proxy *p = c->p;
 
 	while (!atomic_load(&p->stop) && atomic_load(&p->gen) == c->gen) {
-		int mode = atomic_load(&p->mode);
+		int mm = atomic_load(&p->marked_mode);
+		int mode = atomic_load(&c->marked) && mm >= 0 ? mm : atomic_load(&p->mode);
 		struct pollfd fds[2] = {
 			{ c->cfd, mode == TU_HANG ? 0 : POLLIN, 0 },
 			{ c->sfd, mode == TU_HANG ? 0 : POLLIN, 0 },
@@ -73,11 +81,16 @@ static void *serve(void *arg)
 			break;
 		if (n <= 0)
 			continue;
+		/* A fault set while we polled applies to what arrived. */
+		mode = atomic_load(&c->marked) && atomic_load(&p->marked_mode) >= 0 ?
+		       atomic_load(&p->marked_mode) : atomic_load(&p->mode);
+		if (mode == TU_HANG)
+			continue;
 		if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    !pump(c->cfd, c->sfd, true, &p->sent))
+		    !pump(c->cfd, c->sfd, true, &p->sent, c))
 			break;
 		if ((fds[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    !pump(c->sfd, c->cfd, mode != TU_DROP, NULL))
+		    !pump(c->sfd, c->cfd, mode != TU_DROP, NULL, NULL))
 			break;
 	}
 	shutdown(c->cfd, SHUT_RDWR);
@@ -123,7 +136,7 @@ static void *acceptor(void *arg)
 			close(sfd);
 			continue;
 		}
-		*c = (struct conn){ p, cfd, sfd, atomic_load(&p->gen), 0 };
+		*c = (struct conn){ .p = p, .cfd = cfd, .sfd = sfd, .gen = atomic_load(&p->gen) };
 		if (pthread_create(&c->th, NULL, serve, c)) {
 			free(c);
 			close(cfd);
@@ -147,6 +160,7 @@ struct tu_proxy *tu_proxy_start(int upstream_port, int *port)
 		return NULL;
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	p->upstream = upstream_port;
+	atomic_init(&p->marked_mode, -1);
 	pthread_mutex_init(&p->mu, NULL);
 	if ((p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
 	    setsockopt(p->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
@@ -165,6 +179,16 @@ struct tu_proxy *tu_proxy_start(int upstream_port, int *port)
 void tu_proxy_set(struct tu_proxy *p, enum tu_fault f)
 {
 	atomic_store(&p->mode, (int)f);
+}
+
+void tu_proxy_mark(struct tu_proxy *p, const char *needle)
+{
+	snprintf(p->needle, sizeof(p->needle), "%s", needle);
+}
+
+void tu_proxy_set_marked(struct tu_proxy *p, enum tu_fault f)
+{
+	atomic_store(&p->marked_mode, (int)f);
 }
 
 void tu_proxy_cut(struct tu_proxy *p)

@@ -28,6 +28,14 @@ struct tu_proxy;
 /* A proxy on 127.0.0.1 (its port in *port) to 127.0.0.1:upstream_port. */
 struct tu_proxy *tu_proxy_start(int upstream_port, int *port);
 void tu_proxy_set(struct tu_proxy *p, enum tu_fault f);
+/*
+ * Marks the connections whose requests carry needle (set it before they
+ * open: "SUBSCRIBE", "/v3/watch"); tu_proxy_set_marked gives them a
+ * fault of their own (a subscription or a watch that goes silent while
+ * every other request is answered).
+ */
+void tu_proxy_mark(struct tu_proxy *p, const char *needle);
+void tu_proxy_set_marked(struct tu_proxy *p, enum tu_fault f);
 /* Closes every connection open now; new ones are accepted as before. */
 void tu_proxy_cut(struct tu_proxy *p);
 /* Bytes forwarded to the server, and connections accepted, so far. */

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <hiredis/hiredis.h>
+
 #include "common/clock.h"
 #include "tests/faults.h"
 #include "tests/servers.h"
@@ -199,12 +201,185 @@ static void test_etcd_hung_member_first(void **state)
 	tu_proxy_stop(px);
 }
 
+
+/* ---- the LocalCache's feed: a stated bound on staleness (defect 3) ---- */
+
+struct fresh {
+	struct tsec_store *s;
+	const char *key, *value;
+};
+
+static int served_fresh(void *arg)
+{
+	struct fresh *f = arg;
+	struct seen sn = { f->s, f->key, f->value };
+
+	return holds(&sn);
+}
+
+static int feed_live(void *arg)
+{
+	struct tsec_store_info in;
+
+	tsec_store_info(arg, &in);
+	return in.live;
+}
+
+static int feed_not_live(void *arg)
+{
+	struct tsec_store_info in;
+
+	tsec_store_info(arg, &in);
+	return !in.live && in.why[0];
+}
+
+/*
+ * The cache's feed goes silent (a watch pinned to a hung member, a
+ * half-open subscription) while every other request is answered: a
+ * peer's write is seen within the cache's bound, not never, and health
+ * says the feed is not live, and why.
+ */
+static void silent_feed(const char *backend, const char *upstream, const char *needle)
+{
+	char prefix[64], ep[64];
+	int port;
+	struct tu_proxy *px = tu_proxy_start(tu_port_of(upstream), &port);
+	struct tsec_store_opts o = { .backend = backend, .prefix = prefix, .timeout_ms = 5000,
+				     .cache_bytes = 1 << 20, .cache_live_ms = 600 };
+	struct tsec_put v1 = { "feed/k", "v1", 2 }, v2 = { "feed/k", "v2", 2 };
+	struct tsec_store_info in;
+	struct tsec_error err;
+	struct tu_store mine, peer;
+	struct fresh f = { NULL, "feed/k", "v1" };
+	uint64_t hits;
+
+	assert_non_null(px);
+	tu_proxy_mark(px, needle);
+	prefix_for(prefix, sizeof(prefix));
+	snprintf(ep, sizeof(ep), "%s127.0.0.1:%d", backend[0] == 'e' ? "http://" : "", port);
+	o.endpoints = ep;
+	tu_store_open_with(&mine, &o);
+	o.endpoints = upstream;
+	o.cache_bytes = 0;
+	tu_store_open_with(&peer, &o);
+	f.s = mine.store;
+	/* Live: reads are served from memory. */
+	assert_int_equal(tsec_store_put_many(peer.store, &app, &v1, 1, &err), 0);
+	wait_for(feed_live, mine.store);
+	wait_for(served_fresh, &f);
+	tsec_store_info(mine.store, &in);
+	hits = in.hits;
+	assert_true(holds(&(struct seen){ mine.store, "feed/k", "v1" }));
+	tsec_store_info(mine.store, &in);
+	assert_true(in.feed && in.bound_ms == 600);
+	assert_true(in.hits > hits || !in.live);
+	/* Silent from now on; the peer writes. */
+	tu_proxy_set_marked(px, TU_HANG);
+	assert_int_equal(tsec_store_put_many(peer.store, &app, &v2, 1, &err), 0);
+	f.value = "v2";
+	wait_for(served_fresh, &f);
+	wait_for(feed_not_live, mine.store);
+	tu_store_close(&peer);
+	tu_store_close(&mine);
+	tu_proxy_stop(px);
+}
+
+static void test_redis_silent_subscription(void **state)
+{
+	(void)state;
+	silent_feed("redis", redis.endpoints, "SUBSCRIBE");
+}
+
+static void test_etcd_silent_watch(void **state)
+{
+	(void)state;
+	silent_feed("etcd", etcd.url[0], "/v3/watch");
+}
+
+/* ---- redis 7's ACL default: no channels (defect 4) ---- */
+
+static redisReply *admin(const char *fmt, const char *a, const char *b)
+{
+	struct timeval tv = { 5, 0 };
+	redisContext *c = redisConnectWithTimeout("127.0.0.1", redis.client_port[0], tv);
+	redisReply *r;
+
+	assert_true(c && !c->err);
+	r = redisCommand(c, fmt, a, b);
+	assert_non_null(r);
+	redisFree(c);
+	return r;
+}
+
+static int refused_subscribe(void *arg)
+{
+	struct tsec_store_info in;
+
+	tsec_store_info(arg, &in);
+	return !in.live && strstr(in.why, "SUBSCRIBE") != NULL;
+}
+
+/*
+ * A user without the channel is refused at open, saying what to grant;
+ * a write refused midway (the channel revoked later) applies nothing,
+ * and the feed's refused SUBSCRIBE is seen, not ignored.
+ */
+static void test_redis_acl_without_channels(void **state)
+{
+	char prefix[64], pwf[] = "/tmp/tsec-faults-pw-XXXXXX", chan[96];
+	struct tsec_store_opts o = { .backend = "redis", .prefix = prefix, .timeout_ms = 5000,
+				     .username = "tsecacl", .password_file = pwf };
+	struct tsec_put p = { "acl/k", "v", 1 };
+	struct tsec_store *s = NULL;
+	struct tsec_error err;
+	struct tu_store t, bus;
+	redisReply *r;
+	char key[128];
+	int fd;
+
+	(void)state;
+	prefix_for(prefix, sizeof(prefix));
+	snprintf(chan, sizeof(chan), "&%s/inval", prefix);
+	assert_true((fd = mkstemp(pwf)) >= 0);
+	assert_int_equal(write(fd, "pw-acl\n", 7), 7);
+	close(fd);
+	o.endpoints = redis.endpoints;
+	freeReplyObject(admin("ACL SETUSER tsecacl reset on >pw-acl ~* +@all resetchannels%s%s",
+			      "", ""));
+	tu_store_open_on(&bus, "memory", 0);
+	assert_int_equal(tsec_store_open_opts(&s, &o, bus.bus, NULL, &err), TSEC_EDENIED);
+	assert_non_null(strstr(err.msg, "PUBLISH"));
+	assert_non_null(strstr(err.msg, "&"));
+	/* Granted: opens, with a cache, and writes. */
+	freeReplyObject(admin("ACL SETUSER tsecacl %s%s", chan, ""));
+	o.cache_bytes = 1 << 20;
+	tu_store_open_with(&t, &o);
+	wait_for(feed_live, t.store);
+	assert_int_equal(tsec_store_put_many(t.store, &app, &p, 1, &err), 0);
+	/* Revoked: a write fails and leaves nothing; the feed says why. */
+	freeReplyObject(admin("ACL SETUSER tsecacl resetchannels%s%s", "", ""));
+	p.key = "acl/k2";
+	assert_int_not_equal(tsec_store_put_many(t.store, &app, &p, 1, &err), 0);
+	snprintf(key, sizeof(key), "%s/k/acl/k2", prefix);
+	r = admin("EXISTS %s%s", key, "");
+	assert_int_equal(r->integer, 0);
+	freeReplyObject(r);
+	wait_for(refused_subscribe, t.store);
+	tu_store_close(&t);
+	tu_store_close(&bus);
+	freeReplyObject(admin("ACL DELUSER tsecacl%s%s", "", ""));
+	unlink(pwf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_etcd_lost_answer),
 		cmocka_unit_test(test_redis_lost_answer),
 		cmocka_unit_test(test_etcd_hung_member_first),
+		cmocka_unit_test(test_redis_silent_subscription),
+		cmocka_unit_test(test_etcd_silent_watch),
+		cmocka_unit_test(test_redis_acl_without_channels),
 	};
 	int failed;
 

@@ -29,7 +29,7 @@ static const char *const top_keys[] = {
 };
 static const char *const storage_keys[] = {
 	"backend", "root", "endpoints", "prefix", "key_file", "timeout_ms", "clock_skew_ms",
-	"request_max", "cache_bytes", "tls_ca", "tls_cert", "tls_key", "username",
+	"request_max", "cache_bytes", "cache_live_ms", "tls_ca", "tls_cert", "tls_key", "username",
 	"password_file", "watch_policy",
 };
 static const char *const client_keys[] = { "public_key", "principal", "roles", "admin" };
@@ -352,6 +352,7 @@ static int cfg_storage(json_t *root, struct tsec__config *c)
 	NUM("clock_skew_ms", clock_skew_ms, 1, 600000);
 	NUM("request_max", request_max, 1024, 1LL << 30);
 	NUM("cache_bytes", cache_bytes, 0, 1LL << 40);
+	NUM("cache_live_ms", cache_live_ms, 30, 600000);
 #undef NUM
 	return 0;
 }
@@ -370,6 +371,7 @@ void tsec__store_opts_of(const struct tsec__config *c, struct tsec_store_opts *o
 	o->clock_skew_ms = (uint32_t)st->clock_skew_ms;
 	o->request_max = (size_t)st->request_max;
 	o->cache_bytes = (size_t)st->cache_bytes;
+	o->cache_live_ms = (uint32_t)st->cache_live_ms;
 	o->tls_ca = st->tls_ca;
 	o->tls_cert = st->tls_cert;
 	o->tls_key = st->tls_key;
@@ -564,7 +566,8 @@ void tsec__config_reread(const char *path, const struct tsec__config *running)
 		str_differs(c->st.endpoints, running->st.endpoints) ||
 		str_differs(c->st.prefix, running->st.prefix) ||
 		str_differs(c->st.key_file, running->st.key_file) ||
-		c->st.cache_bytes != running->st.cache_bytes, "storage");
+		c->st.cache_bytes != running->st.cache_bytes ||
+		c->st.cache_live_ms != running->st.cache_live_ms, "storage");
 	CHANGED(str_differs(c->state_dir, running->state_dir), "state_dir");
 	CHANGED(str_differs(c->decision_log, running->decision_log), "decision_log");
 	CHANGED(str_differs(c->metrics_listen, running->metrics_listen), "metrics_listen");

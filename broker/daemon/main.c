@@ -95,6 +95,13 @@ static int start(struct tsec__daemon *d, const char *config)
 		tsec__say("storage (%s): %s", so.backend, err.msg);
 		return -1;
 	}
+	{
+		struct tsec_store_info in;
+
+		tsec_store_info(d->store, &in);
+		if (in.note[0])
+			tsec__say("WARNING: storage (%s): %s", in.backend, in.note);
+	}
 	if (tsec__policy_text(d, &text, &len, &err) ||
 	    /* On shared storage, the fleet's policy when it is newer. */
 	    (tsec__fleet_shared(d) && tsec__fleet_prefer(d, &text, &len)) ||

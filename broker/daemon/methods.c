@@ -395,6 +395,27 @@ static json_t *m_evaluate(struct tsec__daemon *d, struct tsec__call *c, json_t *
 	return e;
 }
 
+/* The store's backend, what its configuration promises, and its
+ * LocalCache's feed: live or not, since when, and why not. */
+static json_t *storage_json(struct tsec__daemon *d)
+{
+	struct tsec_store_info in;
+	json_t *o;
+
+	tsec_store_info(d->store, &in);
+	o = json_pack("{s:s}", "backend", in.backend);
+	if (in.note[0])
+		json_object_set_new(o, "note", json_string(in.note));
+	if (in.cached)
+		json_object_set_new(o, "cache", json_pack(
+			"{s:b,s:b,s:I,s:I,s:I,s:I,s:s}", "feed", in.feed, "live", in.live,
+			"bound_ms", (json_int_t)in.bound_ms,
+			"proven_ms_ago", (json_int_t)in.proven_ms_ago,
+			"hits", (json_int_t)in.hits, "misses", (json_int_t)in.misses,
+			"why", in.why));
+	return o;
+}
+
 static json_t *m_health(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
 {
 	struct tsec_module_info info;
@@ -410,12 +431,15 @@ static json_t *m_health(struct tsec__daemon *d, struct tsec__call *c, json_t **r
 			    "version", info.version, "build", tsec_build_name(info.build),
 			    "policy_sha256", id.sha256, "policy_revision", (json_int_t)id.revision,
 			    "policy_signed", d->cfg.have_pk);
+	if (*result)
+		json_object_set_new(*result, "storage", storage_json(d));
 	return NULL;
 }
 
 json_t *tsec__stats_json(struct tsec__daemon *d)
 {
-	json_t *bym = json_object(), *lat = json_object(), *bounds = json_array();
+	json_t *bym = json_object(), *lat = json_object(), *bounds = json_array(), *st;
+	struct tsec_store_info in;
 
 	for (unsigned b = 0; b < TSEC_LAT_BUCKETS; b++)
 		json_array_append_new(bounds, json_integer(tsec__lat_bounds_us[b]));
@@ -434,7 +458,7 @@ json_t *tsec__stats_json(struct tsec__daemon *d)
 				    json_pack("{s:o,s:I}", "cumulative", cum, "sum_ns",
 					      (json_int_t)atomic_load(&h->sum_ns)));
 	}
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:o,s:o}",
+	st = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:o,s:o}",
 		"uptime_ms", (json_int_t)(tsec__wall_ms() - d->started_ms),
 		"calls", (json_int_t)atomic_load(&d->st.calls),
 		"errors", (json_int_t)atomic_load(&d->st.errors),
@@ -450,6 +474,16 @@ json_t *tsec__stats_json(struct tsec__daemon *d)
 		"log_dropped", (json_int_t)tsec__declog_dropped(d->log),
 		"locks_held", (json_int_t)tsec__held_count(&d->held),
 		"by_method", bym, "latency", lat, "latency_bounds_us", bounds);
+	tsec_store_info(d->store, &in);
+	if (st && in.cached) {
+		json_object_set_new(st, "cache_hits", json_integer((json_int_t)in.hits));
+		json_object_set_new(st, "cache_misses", json_integer((json_int_t)in.misses));
+		json_object_set_new(st, "cache_live", json_integer(in.live));
+		json_object_set_new(st, "cache_bound_ms", json_integer((json_int_t)in.bound_ms));
+		json_object_set_new(st, "cache_proven_ms_ago",
+				    json_integer((json_int_t)in.proven_ms_ago));
+	}
+	return st;
 }
 
 static json_t *m_stats(struct tsec__daemon *d, struct tsec__call *c, json_t **result)

@@ -60,6 +60,9 @@ struct tsec__backend;
 struct tsec__backend_ops {
 	const char *name;
 	void (*close)(struct tsec__backend *b);
+	/* Optional: what the operator should know about this backend's
+	 * promises as configured (a redis without appendonly), into out. */
+	void (*note)(struct tsec__backend *b, char *out, size_t n);
 	/* *out is new (free() it), NUL-terminated.  TSEC_ENOENT if absent;
 	 * TSEC_EINVAL for a folder. */
 	int (*get)(struct tsec__backend *b, const struct tsec__skey *k, size_t max,
@@ -123,6 +126,9 @@ int tsec__memory_open(struct tsec__backend **out, uint32_t delay_us,
 		      struct tsec_error *err);
 
 /* localcache.c: caches `inner` (owned), at most max_bytes of values. */
+struct tsec_store_info;
+void tsec__localcache_info(struct tsec__backend *cache, struct tsec_store_info *info);
+const struct tsec__backend *tsec__localcache_inner(const struct tsec__backend *cache);
 int tsec__localcache_open(struct tsec__backend **out, struct tsec__backend *inner,
 			  size_t max_bytes, struct tsec_error *err);
 

@@ -38,6 +38,7 @@ struct tsec__etcd_conn {
 	unsigned token_gen;
 	CURLM *watch;                /* the running watch, to wake it */
 	atomic_int watch_stop;
+	atomic_int watch_kick;       /* end the running watch, try the next */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -604,6 +605,16 @@ static size_t on_stream(char *d, size_t sz, size_t nm, void *ud)
 	return n;
 }
 
+void tsec__etcd_watch_kick(struct tsec__etcd_conn *c)
+{
+	pthread_mutex_lock(&c->mu);
+	if (c->watch) {
+		atomic_store(&c->watch_kick, 1);
+		curl_multi_wakeup(c->watch);
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
 void tsec__etcd_watch_stop(struct tsec__etcd_conn *c)
 {
 	pthread_mutex_lock(&c->mu);
@@ -621,6 +632,7 @@ int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
 	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
 	json_t *cr = json_object(), *req = json_object();
 	char url[512], auth[600], *body;
+	bool kicked;
 	size_t ep = atomic_load(&c->cur) % c->nep;
 	CURLM *m = curl_multi_init();
 	CURL *h = curl_easy_init();
@@ -662,11 +674,18 @@ int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 5L);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 2L);
+	/* A member that loses its leader cancels the watch rather than
+	 * serve it from a partition (etcd's require-leader, as metadata
+	 * through the gateway). */
+	hdr = curl_slist_append(hdr, "Grpc-Metadata-hasleader: true");
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
 	curl_multi_add_handle(m, h);
 	pthread_mutex_lock(&c->mu);
 	c->watch = m;
+	atomic_store(&c->watch_kick, 0);
 	pthread_mutex_unlock(&c->mu);
-	while (running && !atomic_load(&c->watch_stop) && !w.stopped) {
+	while (running && !atomic_load(&c->watch_stop) && !w.stopped &&
+	       !atomic_load(&c->watch_kick)) {
 		if (curl_multi_perform(m, &running) != CURLM_OK)
 			break;
 		if (running)
@@ -674,9 +693,12 @@ int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
 	}
 	pthread_mutex_lock(&c->mu);
 	c->watch = NULL;
+	kicked = atomic_exchange(&c->watch_kick, 0);
 	pthread_mutex_unlock(&c->mu);
 	if (!atomic_load(&c->watch_stop) && !w.stopped) {
-		rc = tsec__seterr(err, TSEC_EIO, c->ep[ep], "the watch at %s ended", c->ep[ep]);
+		rc = tsec__seterr(err, TSEC_EIO, c->ep[ep], kicked ? "the watch at %s was "
+				  "ended: no heartbeat came back through it" : "the watch at %s "
+				  "ended", c->ep[ep]);
 		while ((msg = curl_multi_info_read(m, &left)))
 			if (msg->msg == CURLMSG_DONE && msg->data.result != CURLE_OK)
 				tsec__seterr(err, TSEC_EIO, c->ep[ep], "the watch at %s ended: %s",

@@ -44,6 +44,9 @@ int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
 		     const char *range_end, size_t relen, int64_t start_rev,
 		     tsec__etcd_event_fn fn, void *ctx, struct tsec_error *err);
 void tsec__etcd_watch_stop(struct tsec__etcd_conn *c);
+/* Ends the running watch (if any) as failed: the next tries the next
+ * endpoint. */
+void tsec__etcd_watch_kick(struct tsec__etcd_conn *c);
 
 /* ---- JSON helpers ---- */
 

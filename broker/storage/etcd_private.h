@@ -8,6 +8,7 @@
 
 /* "<prefix>/x/<key>" */
 #define TSEC__BK_MAX (2 * TSEC_KEY_MAX + 8)
+#define TSEC__BEATS 16                  /* heartbeats remembered */
 
 struct etcd {
 	struct tsec__backend base;
@@ -22,6 +23,17 @@ struct etcd {
 	atomic_bool feed_on;
 	tsec__inval_fn fn;
 	void *fn_ctx;
+	/* its heartbeat (etcd_feed.c): P/b/feed = "<beat_id>:<seq>" */
+	pthread_t beat;
+	bool beat_on, beat_init;
+	pthread_mutex_t beat_mu;
+	pthread_cond_t beat_cv;
+	char beat_id[17];
+	char beat_key[TSEC__BK_MAX];
+	size_t beat_klen;
+	uint64_t beat_seq;
+	struct { uint64_t seq; int64_t at; } ring[TSEC__BEATS];
+	_Atomic int64_t proven, watch_since;
 };
 
 struct etcd *tsec__etcd_of(struct tsec__backend *b);

@@ -23,11 +23,22 @@
  * read only if no invalidation reached its shard meanwhile, so a value
  * read just before a peer's write is never kept after that write's
  * invalidation.
+ *
+ * A feed can fail silently (a watch pinned to a partitioned etcd member,
+ * a half-open redis subscription), so over a feed a hit is served only
+ * while the feed was proven live within bound_ms: the backend's
+ * heartbeat, sent at time t and seen come back through the feed, proves
+ * every invalidation of a write acknowledged before t has arrived, and
+ * extends the bound to t + bound_ms.  Past it, every read goes to the
+ * backend: a cached value is at most bound_ms older than the store.
  */
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker/storage/remote.h"
+#include "common/clock.h"
 
 #define SHARDS 16
 #define BUCKETS 1024                 /* per shard; a power of two */
@@ -47,6 +58,7 @@ struct centry {
 struct shard {
 	pthread_mutex_t mu;
 	uint64_t gen;                /* bumped by each invalidation */
+	uint64_t hits;
 	struct centry *bucket[BUCKETS];
 	struct centry *oldest, *newest;
 	size_t bytes;
@@ -57,6 +69,15 @@ struct cache {
 	struct tsec__backend *inner;
 	size_t shard_max;
 	struct tsec__gates gates;
+	/* Hits are served while tsec__mono_ms() < live_until: INT64_MAX
+	 * without a feed (the store is the one writer), else the last proof
+	 * plus bound_ms (0: not proven since the feed started). */
+	_Atomic int64_t live_until, proven_at;
+	atomic_uint_fast64_t misses;     /* reads that went to the backend */
+	uint32_t bound_ms;
+	bool feed;
+	pthread_mutex_t why_mu;
+	char why[192];               /* the feed's last failure */
 	struct shard shard[SHARDS];
 };
 
@@ -205,10 +226,16 @@ static int hit(struct cache *c, const char *key, size_t max, char **out, size_t 
 	uint32_t h = hash_of(key, klen);
 	struct shard *sh = shard_of(c, h);
 	struct centry *e;
+	int64_t until = atomic_load_explicit(&c->live_until, memory_order_acquire);
 	int rc = 0;
 
+	/* Over a feed not proven live lately, no hit (one vDSO clock read;
+	 * none without a feed). */
+	if (until != INT64_MAX && tsec__mono_ms() >= until)
+		return 0;
 	pthread_mutex_lock(&sh->mu);
 	if ((e = lookup(sh, key, klen, h)) && e->len <= max) {
+		sh->hits++;
 		rc = -1;
 		if ((*out = malloc(e->len + 1))) {
 			memcpy(*out, VAL_OF(e), e->len);
@@ -239,6 +266,7 @@ static int lc_get(struct tsec__backend *b, const struct tsec__skey *k, size_t ma
 	if ((rc = hit(c, key, max, out, len)) == 0) {
 		uint64_t gen = gen_of(c, key);
 
+		atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);
 		rc = c->inner->ops->get(c->inner, k, max, out, len, err);
 		if (rc == 0)
 			remember_if(c, key, *out, *len, &gen);
@@ -256,11 +284,14 @@ static int lc_kind(struct tsec__backend *b, const struct tsec__skey *k, int *kin
 	size_t klen = strlen(k->text);
 	uint32_t h = hash_of(k->text, klen);
 	struct shard *sh = shard_of(c, h);
-	bool cached;
+	int64_t until = atomic_load_explicit(&c->live_until, memory_order_acquire);
+	bool cached = false;
 
-	pthread_mutex_lock(&sh->mu);
-	cached = lookup(sh, k->text, klen, h) != NULL;
-	pthread_mutex_unlock(&sh->mu);
+	if (until == INT64_MAX || tsec__mono_ms() < until) {
+		pthread_mutex_lock(&sh->mu);
+		cached = lookup(sh, k->text, klen, h) != NULL;
+		pthread_mutex_unlock(&sh->mu);
+	}
 	if (cached) {
 		*kind = 1;
 		return 0;
@@ -416,6 +447,7 @@ static void lc_close(struct tsec__backend *b)
 			unlink_entry(&c->shard[s], c->shard[s].oldest);
 		pthread_mutex_destroy(&c->shard[s].mu);
 	}
+	pthread_mutex_destroy(&c->why_mu);
 	tsec__gates_destroy(&c->gates);
 	free(c);
 }
@@ -466,6 +498,74 @@ void tsec__localcache_invalidate(void *cache, const char *key)
 	}
 }
 
+void tsec__localcache_watched(void *cache, uint32_t bound_ms)
+{
+	struct cache *c = cache;
+
+	c->feed = true;
+	c->bound_ms = bound_ms ? bound_ms : TSEC__FEED_BOUND_MS;
+	atomic_store(&c->live_until, 0);
+}
+
+const struct tsec__backend *tsec__localcache_inner(const struct tsec__backend *b)
+{
+	return ((const struct cache *)b)->inner;
+}
+
+uint32_t tsec__localcache_bound(void *cache)
+{
+	return ((struct cache *)cache)->bound_ms;
+}
+
+void tsec__localcache_alive(void *cache, int64_t sent_ms)
+{
+	struct cache *c = cache;
+	int64_t until = sent_ms + c->bound_ms, cur = atomic_load(&c->live_until);
+
+	/* Proofs may arrive out of order: the bound only moves forward. */
+	while (cur < until && !atomic_compare_exchange_weak(&c->live_until, &cur, until))
+		;
+	atomic_store(&c->proven_at, sent_ms);
+	pthread_mutex_lock(&c->why_mu);
+	c->why[0] = '\0';
+	pthread_mutex_unlock(&c->why_mu);
+}
+
+void tsec__localcache_dead(void *cache, const char *why)
+{
+	struct cache *c = cache;
+
+	atomic_store(&c->live_until, 0);
+	tsec__localcache_invalidate(cache, NULL);
+	if (why) {
+		pthread_mutex_lock(&c->why_mu);
+		snprintf(c->why, sizeof(c->why), "%s", why);
+		pthread_mutex_unlock(&c->why_mu);
+	}
+}
+
+void tsec__localcache_info(struct tsec__backend *b, struct tsec_store_info *info)
+{
+	struct cache *c = c_of(b);
+	int64_t now = tsec__mono_ms(), at = atomic_load(&c->proven_at);
+
+	info->cached = true;
+	info->feed = c->feed;
+	info->bound_ms = c->bound_ms;
+	info->live = !c->feed || now < atomic_load(&c->live_until);
+	info->misses = atomic_load(&c->misses);
+	info->proven_ms_ago = c->feed && at ? now - at : -1;
+	for (size_t s = 0; s < SHARDS; s++) {
+		pthread_mutex_lock(&c->shard[s].mu);
+		info->hits += c->shard[s].hits;
+		info->cached_bytes += c->shard[s].bytes;
+		pthread_mutex_unlock(&c->shard[s].mu);
+	}
+	pthread_mutex_lock(&c->why_mu);
+	snprintf(info->why, sizeof(info->why), "%s", c->why);
+	pthread_mutex_unlock(&c->why_mu);
+}
+
 static const struct tsec__backend_ops cache_ops = {
 	.name = "localcache",
 	.close = lc_close,
@@ -495,6 +595,9 @@ int tsec__localcache_open(struct tsec__backend **out, struct tsec__backend *inne
 	c->inner = inner;
 	c->shard_max = max_bytes / SHARDS ? max_bytes / SHARDS : 1;
 	tsec__gates_init(&c->gates);
+	atomic_init(&c->live_until, INT64_MAX);
+	atomic_init(&c->proven_at, 0);
+	pthread_mutex_init(&c->why_mu, NULL);
 	for (size_t s = 0; s < SHARDS; s++)
 		pthread_mutex_init(&c->shard[s].mu, NULL);
 	*out = &c->base;

@@ -27,6 +27,7 @@
 
 #include "broker/storage/remote.h"
 #include "broker/storage/redis_scripts.h"
+#include "common/clock.h"
 
 #define POOL 32
 #define PAGE 1000
@@ -58,6 +59,7 @@ struct redisbe {
 	redisContext *feed_ctx;      /* under mu, to wake it */
 	tsec__inval_fn fn;
 	void *fn_ctx;
+	char note[256];              /* what its configuration promises */
 };
 
 static struct redisbe *rb_of(struct tsec__backend *b)
@@ -671,49 +673,122 @@ static int rd_lock_release(struct tsec__backend *b, const char *name, const uint
 
 /* ---- the invalidation feed: SUBSCRIBE P/inval ---- */
 
+/* One message of the feed: a list of keys, or "*" for everything. */
+static void on_message(struct redisbe *r, const redisReply *m)
+{
+	char *s = strndup(m->str, m->len), *save = NULL;
+
+	for (char *k = s ? strtok_r(s, "\n", &save) : NULL; k; k = strtok_r(NULL, "\n", &save))
+		r->fn(r->fn_ctx, strcmp(k, "*") ? k : NULL);
+	if (!s)
+		r->fn(r->fn_ctx, NULL);
+	free(s);
+}
+
+static bool is_kind(const redisReply *rep, const char *kind)
+{
+	return rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
+	       rep->element[0]->type == REDIS_REPLY_STRING &&
+	       !strcmp(rep->element[0]->str, kind);
+}
+
+/*
+ * Subscribes on c and reads the feed until it fails or stops: a PING
+ * every bound / 3 on the subscription itself, whose pong proves every
+ * message published before the ping was delivered (redis answers in
+ * order); no pong within the bound is a half-open connection.  Returns
+ * why it ended (NULL when stopped).
+ */
+static const char *subscribed(struct redisbe *r, redisContext *c, const char *chan,
+			      char *why, size_t whylen, bool *was_live)
+{
+	uint32_t bound = tsec__localcache_bound(r->fn_ctx);
+	int64_t ping_at = 0, next_ping = 0;
+	redisReply *rep;
+
+	rep = redisCommand(c, "SUBSCRIBE %b", chan, strlen(chan));
+	if (!is_kind(rep, "subscribe")) {
+		snprintf(why, whylen, "SUBSCRIBE %.64s: %.100s", chan,
+			 rep && rep->type == REDIS_REPLY_ERROR ? rep->str :
+			 c->err ? c->errstr : "unexpected answer");
+		freeReplyObject(rep);
+		return why;
+	}
+	freeReplyObject(rep);
+	/* Subscribed: whatever was cached before may be stale. */
+	r->fn(r->fn_ctx, NULL);
+	while (atomic_load(&r->feed_on)) {
+		int64_t now = tsec__mono_ms();
+		struct pollfd pf = { .fd = c->fd, .events = POLLIN };
+		void *got = NULL;
+		int done = 0;
+
+		if (ping_at && now - ping_at >= bound) {
+			snprintf(why, whylen, "no answer to a PING on the subscription in %u ms",
+				 bound);
+			return why;
+		}
+		if (!ping_at && now >= next_ping) {
+			ping_at = now;
+			redisAppendCommand(c, "PING");
+			while (!done)
+				if (redisBufferWrite(c, &done) != REDIS_OK)
+					goto broken;
+		}
+		if (redisGetReplyFromReader(c, &got) != REDIS_OK)
+			goto broken;
+		if (!got) {
+			int64_t wake = ping_at ? ping_at + bound : next_ping;
+
+			if (poll(&pf, 1, (int)(wake > now ? (wake - now < 100 ? wake - now : 100)
+						       : 0)) > 0 &&
+			    redisBufferRead(c) != REDIS_OK)
+				goto broken;
+			continue;
+		}
+		rep = got;
+		if (is_kind(rep, "message") && rep->elements == 3 &&
+		    rep->element[2]->type == REDIS_REPLY_STRING) {
+			on_message(r, rep->element[2]);
+		} else if (is_kind(rep, "pong") && ping_at) {
+			tsec__localcache_alive(r->fn_ctx, ping_at);
+			*was_live = true;
+			ping_at = 0;
+			next_ping = tsec__mono_ms() + bound / 3;
+		}
+		freeReplyObject(rep);
+	}
+	return NULL;
+broken:
+	if (!atomic_load(&r->feed_on))
+		return NULL;
+	snprintf(why, whylen, "the subscription broke: %.120s", c->errstr);
+	return why;
+}
+
 static void *feed(void *arg)
 {
 	struct redisbe *r = arg;
-	char chan[TSEC_KEY_MAX + 8];
+	char chan[TSEC_KEY_MAX + 8], why[192];
 	long backoff = 10;
 
 	snprintf(chan, sizeof(chan), "%s/inval", r->prefix);
 	while (atomic_load(&r->feed_on)) {
-		struct tsec_error err;
+		struct tsec_error err = { 0 };
 		struct timespec ts;
 		redisContext *c = dial(r, &err);
-		redisReply *rep;
+		const char *lost = err.msg;
+		bool was_live = false;
 
 		if (c) {
-			struct timeval none = { 0, 0 };
-
-			redisSetTimeout(c, none);        /* block; close wakes us */
 			pthread_mutex_lock(&r->mu);
 			r->feed_ctx = c;
 			pthread_mutex_unlock(&r->mu);
 			if (!atomic_load(&r->feed_on))
 				shutdown(c->fd, SHUT_RDWR);
-			rep = redisCommand(c, "SUBSCRIBE %b", chan, strlen(chan));
-			freeReplyObject(rep);
-			/* Subscribed: whatever was cached before may be stale. */
-			r->fn(r->fn_ctx, NULL);
-			backoff = 10;
-			while (atomic_load(&r->feed_on) && redisGetReply(c, (void **)&rep) == REDIS_OK) {
-				const redisReply *m = rep && rep->type == REDIS_REPLY_ARRAY &&
-					rep->elements == 3 ? rep->element[2] : NULL;
-
-				if (m && m->type == REDIS_REPLY_STRING) {
-					char *s = strndup(m->str, m->len), *save = NULL;
-
-					for (char *k = s ? strtok_r(s, "\n", &save) : NULL; k;
-					     k = strtok_r(NULL, "\n", &save))
-						r->fn(r->fn_ctx, strcmp(k, "*") ? k : NULL);
-					if (!s)
-						r->fn(r->fn_ctx, NULL);
-					free(s);
-				}
-				freeReplyObject(rep);
-			}
+			lost = subscribed(r, c, chan, why, sizeof(why), &was_live);
+			if (was_live)
+				backoff = 10;
 			pthread_mutex_lock(&r->mu);
 			r->feed_ctx = NULL;
 			pthread_mutex_unlock(&r->mu);
@@ -721,7 +796,8 @@ static void *feed(void *arg)
 		}
 		if (!atomic_load(&r->feed_on))
 			break;
-		r->fn(r->fn_ctx, NULL);          /* missed messages: drop all */
+		/* Missed messages: drop all, serve no hit until proven again. */
+		tsec__localcache_dead(r->fn_ctx, lost);
 		ts.tv_sec = backoff / 1000;
 		ts.tv_nsec = (backoff % 1000) * 1000000;
 		nanosleep(&ts, NULL);
@@ -809,9 +885,99 @@ static void rd_close(struct tsec__backend *b)
 	free(r);
 }
 
+static void rd_note(struct tsec__backend *b, char *out, size_t n)
+{
+	snprintf(out, n, "%s", rb_of(b)->note);
+}
+
+/* A server setting by CONFIG GET into out; false if refused (an ACL
+ * without CONFIG, a managed redis). */
+static bool config_get(redisContext *c, const char *name, char *out, size_t n)
+{
+	redisReply *rep = redisCommand(c, "CONFIG GET %s", name);
+	bool ok = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+		  rep->element[1]->type == REDIS_REPLY_STRING;
+
+	if (ok)
+		snprintf(out, n, "%s", rep->element[1]->str);
+	freeReplyObject(rep);
+	return ok;
+}
+
+/*
+ * At open, on c: may this user publish on P/inval (every write does),
+ * and subscribe to it when a cache needs the feed?  Redis 7's default
+ * ACL for a new user (resetchannels) allows neither, and a write would
+ * be refused.  Then what the server's settings promise: an eviction
+ * policy under maxmemory can drop a held lock's key (a second holder),
+ * so it is refused; no appendonly, or a lazy fsync, loses acknowledged
+ * writes on a restart or a crash, which is said in r->note.
+ */
+static int probe(struct redisbe *r, redisContext *c, bool feed, struct tsec_error *err)
+{
+	char chan[TSEC_KEY_MAX + 8], aof[16] = "", fsync[16] = "", evict[32] = "", max[32] = "";
+	redisReply *rep;
+	bool refused;
+
+	snprintf(chan, sizeof(chan), "%s/inval", r->prefix);
+	rep = redisCommand(c, "PUBLISH %s %b", chan, "", (size_t)0);
+	refused = !rep || rep->type != REDIS_REPLY_INTEGER;
+	if (refused)
+		tsec__seterr(err, rep ? TSEC_EDENIED : TSEC_EIO, chan, "redis refused PUBLISH on "
+			     "'%s' (%.100s): every write publishes there; grant the user the "
+			     "channel (ACL SETUSER NAME '&%s'; Redis 7 gives a new user none)",
+			     chan, rep && rep->type == REDIS_REPLY_ERROR ? rep->str : c->errstr,
+			     chan);
+	freeReplyObject(rep);
+	if (refused)
+		return err->code;
+	if (feed) {
+		redisContext *sc = dial(r, err);
+
+		if (!sc)
+			return TSEC_EIO;
+		rep = redisCommand(sc, "SUBSCRIBE %s", chan);
+		refused = !is_kind(rep, "subscribe");
+		if (refused)
+			tsec__seterr(err, rep ? TSEC_EDENIED : TSEC_EIO, chan, "redis refused "
+				     "SUBSCRIBE to '%s' (%.100s): the LocalCache needs it; grant "
+				     "the user the channel (ACL SETUSER NAME '&%s')", chan,
+				     rep && rep->type == REDIS_REPLY_ERROR ? rep->str : sc->errstr,
+				     chan);
+		freeReplyObject(rep);
+		redisFree(sc);
+		if (refused)
+			return err->code;
+	}
+	if (!config_get(c, "appendonly", aof, sizeof(aof)) ||
+	    !config_get(c, "appendfsync", fsync, sizeof(fsync)) ||
+	    !config_get(c, "maxmemory-policy", evict, sizeof(evict)) ||
+	    !config_get(c, "maxmemory", max, sizeof(max))) {
+		snprintf(r->note, sizeof(r->note), "the server's persistence and eviction "
+			 "settings are unknown (CONFIG GET refused): an acknowledged write may "
+			 "be lost on a restart, and an eviction policy could drop lock state");
+		return 0;
+	}
+	if (strcmp(max, "0") && strcmp(evict, "noeviction"))
+		return tsec__seterr(err, TSEC_EINVAL, "maxmemory-policy", "redis has maxmemory "
+				    "%s with maxmemory-policy %s: it may evict a held lock's key "
+				    "and hand the lock to a second holder; set noeviction", max,
+				    evict);
+	if (strcmp(aof, "yes"))
+		snprintf(r->note, sizeof(r->note), "appendonly is off: a restart of redis "
+			 "loses the writes acknowledged since its last snapshot (fences still "
+			 "never go back: they follow the server's clock)");
+	else if (strcmp(fsync, "always"))
+		snprintf(r->note, sizeof(r->note), "appendfsync %s: a crash of the machine "
+			 "can lose the last %s of acknowledged writes", fsync,
+			 strcmp(fsync, "everysec") ? "seconds" : "second");
+	return 0;
+}
+
 static const struct tsec__backend_ops redis_ops = {
 	.name = "redis",
 	.close = rd_close,
+	.note = rd_note,
 	.get = rd_get,
 	.kind = rd_kind,
 	.stat = rd_stat,
@@ -885,10 +1051,15 @@ int tsec__redis_open(struct tsec__backend **out, const struct tsec_store_opts *o
 		SHA1((const unsigned char *)scripts[s], strlen(scripts[s]), d);
 		sodium_bin2hex(r->sha[s], sizeof(r->sha[s]), d, sizeof(d));
 	}
-	/* Connect now, so a wrong address or password is said at open. */
+	/* Connect now, so a wrong address, password or ACL is said at open. */
 	if (!(c = dial(r, err))) {
 		rd_close(&r->base);
 		return TSEC_EIO;
+	}
+	if ((rc = probe(r, c, o->cache_bytes > 0, err))) {
+		redisFree(c);
+		rd_close(&r->base);
+		return rc;
 	}
 	give(r, c);
 	*out = &r->base;

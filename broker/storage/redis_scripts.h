@@ -3,7 +3,10 @@
  * a script as one step, so each rule is checked in the same step as the
  * write it guards.  ARGV[1] is always the prefix P.  Every write
  * publishes the keys it touched on P/inval (one message, keys
- * separated by newlines; "*" for "everything").
+ * separated by newlines; "*" for "everything"), before it writes: a
+ * script that fails midway keeps what it wrote, so a PUBLISH the
+ * server refuses (an ACL without the channel) must fail first.
+ * Subscribers see the message only after the script ends.
  */
 #ifndef TSEC_STORAGE_REDIS_SCRIPTS_H
 #define TSEC_STORAGE_REDIS_SCRIPTS_H
@@ -49,35 +52,38 @@ static const char tsec__lua_put[] =
 	"  if not may_stand(P, k) then return 'EEXIST' end\n"
 	"  keys[#keys + 1] = k\n"
 	"end\n"
+	"redis.call('PUBLISH', P..'/inval', table.concat(keys, '\\n'))\n"
 	"for i = 0, n - 1 do\n"
 	"  redis.call('SET', P..'/k/'..ARGV[6 + 2 * i], ARGV[7 + 2 * i])\n"
 	"  redis.call('ZADD', P..'/i', 0, ARGV[6 + 2 * i])\n"
 	"end\n"
-	"redis.call('PUBLISH', P..'/inval', table.concat(keys, '\\n'))\n"
 	"return 'OK'\n";
 
 /* delete: ARGV P, key, recursive ('1' or '0').  Count deleted, or an
  * error name. */
 static const char tsec__lua_del[] =
 	"local P, k, rec = ARGV[1], ARGV[2], ARGV[3] == '1'\n"
-	"local n = redis.call('DEL', P..'/k/'..k)\n"
-	"if n == 1 then redis.call('ZREM', P..'/i', k) end\n"
-	"local below = redis.call('ZRANGEBYLEX', P..'/i', '['..k..'/', '('..k..'0')\n"
+	"local n = redis.call('EXISTS', P..'/k/'..k)\n"
 	"if not rec then\n"
-	"  if n == 1 then redis.call('PUBLISH', P..'/inval', k) return 1 end\n"
-	"  if #below > 0 then return 'EINVAL' end\n"
+	"  if n == 1 then\n"
+	"    redis.call('PUBLISH', P..'/inval', k)\n"
+	"    redis.call('DEL', P..'/k/'..k)\n"
+	"    redis.call('ZREM', P..'/i', k)\n"
+	"    return 1\n"
+	"  end\n"
+	"  if #redis.call('ZRANGEBYLEX', P..'/i', '['..k..'/', '('..k..'0', 'LIMIT', 0, 1) > 0 then return 'EINVAL' end\n"
 	"  return 'ENOENT'\n"
 	"end\n"
+	"local below = redis.call('ZRANGEBYLEX', P..'/i', '['..k..'/', '('..k..'0')\n"
+	"if n + #below == 0 then return 0 end\n"
+	"if #below > 1000 then redis.call('PUBLISH', P..'/inval', '*')\n"
+	"else redis.call('PUBLISH', P..'/inval', table.concat(below, '\\n')..'\\n'..k) end\n"
+	"if n == 1 then redis.call('DEL', P..'/k/'..k) redis.call('ZREM', P..'/i', k) end\n"
 	"for _, b in ipairs(below) do\n"
 	"  redis.call('DEL', P..'/k/'..b)\n"
 	"  redis.call('ZREM', P..'/i', b)\n"
 	"end\n"
-	"n = n + #below\n"
-	"if n > 0 then\n"
-	"  if #below > 1000 then redis.call('PUBLISH', P..'/inval', '*')\n"
-	"  else below[#below + 1] = k redis.call('PUBLISH', P..'/inval', table.concat(below, '\\n')) end\n"
-	"end\n"
-	"return n\n";
+	"return n + #below\n";
 
 /* move: ARGV P, src, dst, the envelope read from src, the new one. */
 static const char tsec__lua_move[] =
@@ -90,11 +96,11 @@ static const char tsec__lua_move[] =
 	"end\n"
 	"if cur ~= ARGV[4] then return 'RETRY' end\n"
 	"if redis.call('EXISTS', P..'/k/'..d) == 1 or not may_stand(P, d) then return 'EEXIST' end\n"
+	"redis.call('PUBLISH', P..'/inval', s..'\\n'..d)\n"
 	"redis.call('SET', P..'/k/'..d, ARGV[5])\n"
 	"redis.call('ZADD', P..'/i', 0, d)\n"
 	"redis.call('DEL', P..'/k/'..s)\n"
 	"redis.call('ZREM', P..'/i', s)\n"
-	"redis.call('PUBLISH', P..'/inval', s..'\\n'..d)\n"
 	"return 'OK'\n";
 
 /*

@@ -77,6 +77,21 @@ typedef void (*tsec__inval_fn)(void *ctx, const char *key);
 /* localcache.c: subscribes the cache to its inner backend's feed. */
 void tsec__localcache_invalidate(void *cache, const char *key);
 
+/*
+ * Feed liveness (localcache.c).  watched: a feed is attached; no hit is
+ * served until the first proof.  alive: a heartbeat sent at sent_ms
+ * (tsec__mono_ms) came back through the feed, so every invalidation of a
+ * write acknowledged before sent_ms has been delivered; hits are served
+ * until sent_ms + bound.  dead: the feed broke (why, if not NULL, is
+ * shown in health); every value is dropped and no hit is served until
+ * the next proof.  The feed sends a heartbeat every bound / 3.
+ */
+#define TSEC__FEED_BOUND_MS 3000
+void tsec__localcache_watched(void *cache, uint32_t bound_ms);
+uint32_t tsec__localcache_bound(void *cache);
+void tsec__localcache_alive(void *cache, int64_t sent_ms);
+void tsec__localcache_dead(void *cache, const char *why);
+
 /* etcd.c and redis.c. */
 int tsec__etcd_open(struct tsec__backend **out, const struct tsec_store_opts *o,
 		    struct tsec_error *err);

@@ -140,7 +140,7 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 			 struct tsec_bus *bus, const char *endpoint, struct tsec_error *err)
 {
 	const char *kind = o && o->backend ? o->backend : "file";
-	struct tsec__backend *be = NULL, *cached;
+	struct tsec__backend *be = NULL, *cached = NULL;
 	struct tsec_store *s;
 	int rc;
 
@@ -179,10 +179,13 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 			be->ops->close(be);
 			return rc;
 		}
-		/* Over a shared backend, other writers' changes drop cached values. */
-		if (!strcmp(kind, "etcd") || !strcmp(kind, "redis"))
+		/* Over a shared backend, other writers' changes drop cached
+		 * values, and hits wait for the feed's first proof of life. */
+		if (!strcmp(kind, "etcd") || !strcmp(kind, "redis")) {
+			tsec__localcache_watched(cached, o->cache_live_ms);
 			rc = (kind[0] == 'e' ? tsec__etcd_feed : tsec__redis_feed)(
 				be, tsec__localcache_invalidate, cached, err);
+		}
 		if (rc) {
 			cached->ops->close(cached);
 			return rc;
@@ -197,6 +200,7 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 	}
 	tsec__gates_init(s->gates);
 	s->be = be;
+	s->cache = cached;
 	s->bus = bus;
 	snprintf(s->endpoint, sizeof(s->endpoint), "%s", endpoint ? endpoint : "policy");
 	s->value_max = TSEC_STORE_VALUE_MAX;
@@ -239,6 +243,22 @@ void tsec_store_set_observer(struct tsec_store *s, tsec_store_observer_fn fn, vo
 		return;
 	s->observer = fn;
 	s->observer_ctx = ctx;
+}
+
+void tsec_store_info(struct tsec_store *s, struct tsec_store_info *info)
+{
+	const struct tsec__backend *inner;
+
+	memset(info, 0, sizeof(*info));
+	info->proven_ms_ago = -1;
+	if (!s)
+		return;
+	inner = s->cache ? tsec__localcache_inner(s->cache) : s->be;
+	snprintf(info->backend, sizeof(info->backend), "%s", inner->ops->name);
+	if (inner->ops->note)
+		inner->ops->note((struct tsec__backend *)inner, info->note, sizeof(info->note));
+	if (s->cache)
+		tsec__localcache_info(s->cache, info);
 }
 
 void tsec_store_close(struct tsec_store **ps)

@@ -14,6 +14,7 @@ struct tsec__backend;
 
 struct tsec_store {
 	struct tsec__backend *be;        /* owned */
+	struct tsec__backend *cache;     /* be, when it is a LocalCache */
 	struct tsec_bus *bus;
 	char endpoint[TSEC_ENDPOINT_NAME_MAX];
 	size_t value_max;

@@ -18,6 +18,7 @@
 #ifndef TINYSECURITY_STORE_H
 #define TINYSECURITY_STORE_H
 
+#include <stdbool.h>
 #include "tinysecurity/bus.h"
 
 #ifdef __cplusplus
@@ -63,6 +64,12 @@ struct tsec_store_opts {
 					(a simulated remote store) */
 	size_t cache_bytes;          /* > 0: a LocalCache of this many bytes of
 					values in front of the backend */
+	uint32_t cache_live_ms;      /* etcd, redis: a cached value is served
+					only while the invalidation feed was
+					proven live (a heartbeat seen back
+					through it) within this; else reads
+					go to the backend.  The bound on a
+					hit's staleness.  0: 3000. */
 
 	/* ---- etcd and redis ---- */
 	const char *endpoints;       /* etcd: "http://h:2379,https://h2:2379"
@@ -109,6 +116,25 @@ TSEC_API int tsec_store_open_opts(struct tsec_store **out,
 				  const struct tsec_store_opts *o,
 				  struct tsec_bus *bus, const char *endpoint,
 				  struct tsec_error *err);
+
+/* What a store runs on, for health and metrics. */
+struct tsec_store_info {
+	char backend[16];            /* "file", "memory", "etcd", "redis" */
+	char note[256];              /* what the operator should know: a redis
+					without appendonly, ... ("" if none) */
+	bool cached;                 /* a LocalCache is in front */
+	bool feed;                   /* kept fresh by an invalidation feed */
+	bool live;                   /* hits are served (no feed, or the feed
+					proven live within bound_ms) */
+	uint32_t bound_ms;           /* the bound on a hit's staleness */
+	int64_t proven_ms_ago;       /* the feed's last proof; -1: never */
+	uint64_t hits, misses;       /* reads served from memory / the backend */
+	uint64_t cached_bytes;
+	char why[192];               /* the feed's last failure, or "" */
+};
+
+/* Fills info.  Thread-safe. */
+TSEC_API void tsec_store_info(struct tsec_store *s, struct tsec_store_info *info);
 
 /*
  * Called after every policy check the store makes, with the requests (the
