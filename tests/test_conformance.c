@@ -346,6 +346,59 @@ static void test_conf_fences(void **state)
 	assert_int_equal(tsec_store_put_fenced(t->store, &app, &lk, g, 2, &err), TSEC_ENOENT);
 }
 
+/*
+ * A delete and a move fenced by a lock: made while the lock is held with
+ * that token and fence, refused in the same step (nothing changes) once
+ * it changed hands, was released, or with a forged fence (issue 17,
+ * defect 12).
+ */
+static void test_conf_fenced_delete_move(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_lock old, lk, forged;
+	struct tsec_error err;
+	struct tsec_put p[3] = { { "fd/a", "A", 1 }, { "fd/b", "B", 1 }, { "fd/c/d", "D", 1 } };
+
+	assert_int_equal(tsec_store_put_many(t->store, &app, p, 3, &err), 0);
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "fdm", 60000, 0, &old, &err), 0);
+	assert_int_equal(tsec_store_move_fenced(t->store, &app, &old, "fd/a", "fd/a2", &err), 0);
+	want(t->store, "fd/a2", "A");
+	assert_int_equal(tsec_store_delete_fenced(t->store, &app, &old, "fd/a2", 0, &err), 0);
+	absent(t->store, "fd/a2");
+	/* The lock changes hands: the old holder changes nothing. */
+	assert_int_equal(tsec_lock_release(t->store, &app, &old, &err), 0);
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "fdm", 60000, 0, &lk, &err), 0);
+	assert_int_equal(tsec_store_move_fenced(t->store, &app, &old, "fd/b", "fd/b2", &err),
+			 TSEC_ENOTOWNER);
+	assert_int_equal(tsec_store_delete_fenced(t->store, &app, &old, "fd/b", 0, &err),
+			 TSEC_ENOTOWNER);
+	assert_int_equal(tsec_store_delete_fenced(t->store, &app, &old, "fd/c", 1, &err),
+			 TSEC_ENOTOWNER);
+	want(t->store, "fd/b", "B");
+	want(t->store, "fd/c/d", "D");
+	absent(t->store, "fd/b2");
+	forged = lk;
+	forged.fence = old.fence;
+	assert_int_equal(tsec_store_delete_fenced(t->store, &app, &forged, "fd/b", 0, &err),
+			 TSEC_ENOTOWNER);
+	want(t->store, "fd/b", "B");
+	/* The holder's recursive delete; the usual errors under a fence. */
+	assert_int_equal(tsec_store_delete_fenced(t->store, &app, &lk, "fd/c", 1, &err), 0);
+	absent(t->store, "fd/c/d");
+	assert_int_equal(tsec_store_delete_fenced(t->store, &app, &lk, "fd/none", 0, &err),
+			 TSEC_ENOENT);
+	assert_int_equal(tsec_store_move_fenced(t->store, &app, &lk, "fd/none", "fd/x", &err),
+			 TSEC_ENOENT);
+	/* Released: refused as a fenced put is. */
+	assert_int_equal(tsec_lock_release(t->store, &app, &lk, &err), 0);
+	assert_int_equal(tsec_store_delete_fenced(t->store, &app, &lk, "fd/b", 0, &err),
+			 TSEC_ENOENT);
+	assert_int_equal(tsec_store_move_fenced(t->store, &app, &lk, "fd/b", "fd/b3", &err),
+			 TSEC_ENOENT);
+	want(t->store, "fd/b", "B");
+	absent(t->store, "fd/b3");
+}
+
 static void test_conf_deadline(void **state)
 {
 	struct tu_store *t = *state;
@@ -557,6 +610,7 @@ static void test_conf_huge_leases(void **state)
 		cmocka_unit_test_setup_teardown(test_conf_failed_group_loses_nothing, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_one_holder_and_takeover, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_fences, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_fenced_delete_move, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_deadline, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_contention, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_prefix_delete_barrier, setup, teardown), \

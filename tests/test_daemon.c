@@ -903,6 +903,87 @@ static void *burst_main(void *arg)
 	return NULL;
 }
 
+/* A lock.acquire's answer: its token and fence into tok, *fence. */
+static void acquire_as(struct tsec_client *c, const char *name, char tok[33], long *fence)
+{
+	struct tsec_error err;
+	char params[128], *res = NULL;
+	json_t *j;
+
+	snprintf(params, sizeof(params), "{\"name\": \"%s\", \"ttl_ms\": 600000}", name);
+	if (tsec_client_call(c, "lock.acquire", params, &res, &err))
+		fail_msg("acquire %s: %s", name, err.msg);
+	assert_non_null(j = json_loads(res, 0, NULL));
+	snprintf(tok, 33, "%s", json_string_value(json_object_get(j, "token")));
+	*fence = (long)json_integer_value(json_object_get(j, "fence"));
+	json_decref(j);
+	free(res);
+}
+
+/*
+ * Every write over the wire takes params.lock: a put_many, a move, a
+ * delete and a certificate's save made by a holder the lock has left are
+ * refused in the same step and change nothing (issue 17, defect 12).
+ */
+static void test_daemon_fenced_writes(void **state)
+{
+	struct tsec_client *c = client("good", 5000);
+	char told[33], tnew[33], p[1024], lk_old[160], lk_new[160];
+	long fold, fnew;
+	struct tsec_error err;
+	char *res = NULL;
+	(void)state;
+
+	acquire_as(c, "fw", told, &fold);
+	snprintf(p, sizeof(p), "{\"name\": \"fw\", \"token\": \"%s\"}", told);
+	assert_int_equal(tsec_client_call(c, "lock.release", p, NULL, &err), 0);
+	acquire_as(c, "fw", tnew, &fnew);
+	snprintf(lk_old, sizeof(lk_old), "{\"name\": \"fw\", \"token\": \"%s\", \"fence\": %ld}",
+		 told, fold);
+	snprintf(lk_new, sizeof(lk_new), "{\"name\": \"fw\", \"token\": \"%s\", \"fence\": %ld}",
+		 tnew, fnew);
+#define PUTS "\"puts\": [{\"key\": \"certificates/acme/fw/a.json\", \"value\": \"A\"}, " \
+	     "{\"key\": \"certificates/acme/fw/b.json\", \"value_b64\": \"Qg==\"}]"
+	snprintf(p, sizeof(p), "{" PUTS ", \"lock\": %s}", lk_old);
+	assert_int_equal(tsec_client_call(c, "store.put_many", p, NULL, &err), TSEC_ENOTOWNER);
+	assert_int_equal(tsec_client_call(c, "store.get",
+		"{\"key\": \"certificates/acme/fw/a.json\"}", NULL, &err), TSEC_ENOENT);
+	snprintf(p, sizeof(p), "{" PUTS ", \"lock\": %s}", lk_new);
+	assert_int_equal(tsec_client_call(c, "store.put_many", p, NULL, &err), 0);
+#undef PUTS
+	snprintf(p, sizeof(p), "{\"src\": \"certificates/acme/fw/a.json\", \"dst\": "
+		 "\"certificates/acme/fw/c.json\", \"lock\": %s}", lk_old);
+	assert_int_equal(tsec_client_call(c, "store.move", p, NULL, &err), TSEC_ENOTOWNER);
+	snprintf(p, sizeof(p), "{\"key\": \"certificates/acme/fw/b.json\", \"lock\": %s}", lk_old);
+	assert_int_equal(tsec_client_call(c, "store.delete", p, NULL, &err), TSEC_ENOTOWNER);
+	snprintf(p, sizeof(p), "{\"issuer\": \"acme\", \"domain\": \"fw.example\", \"cert\": "
+		 "\"C\", \"key\": \"K\", \"meta\": \"{}\", \"lock\": %s}", lk_old);
+	assert_int_equal(tsec_client_call(c, "store.save_cert", p, NULL, &err), TSEC_ENOTOWNER);
+	/* Nothing changed; the holder's own writes are made. */
+	assert_int_equal(tsec_client_call(c, "store.get",
+		"{\"key\": \"certificates/acme/fw/a.json\"}", &res, &err), 0);
+	assert_string_equal(res, "{\"value\":\"A\"}");
+	free(res);
+	assert_int_equal(tsec_client_call(c, "store.get",
+		"{\"key\": \"certificates/acme/fw/b.json\"}", &res, &err), 0);
+	assert_string_equal(res, "{\"value\":\"B\"}");
+	free(res);
+	assert_int_equal(tsec_client_call(c, "store.exists",
+		"{\"key\": \"certificates/acme/fw.example/fw.example.crt\"}", &res, &err), 0);
+	assert_string_equal(res, "{\"exists\":false}");
+	free(res);
+	snprintf(p, sizeof(p), "{\"src\": \"certificates/acme/fw/a.json\", \"dst\": "
+		 "\"certificates/acme/fw/c.json\", \"lock\": %s}", lk_new);
+	assert_int_equal(tsec_client_call(c, "store.move", p, NULL, &err), 0);
+	snprintf(p, sizeof(p), "{\"key\": \"certificates/acme/fw/b.json\", \"lock\": %s}", lk_new);
+	assert_int_equal(tsec_client_call(c, "store.delete", p, NULL, &err), 0);
+	assert_int_equal(tsec_client_call(c, "store.put_many", "{\"puts\": []}", NULL, &err),
+			 TSEC_EPROTO);
+	snprintf(p, sizeof(p), "{\"name\": \"fw\", \"token\": \"%s\"}", tnew);
+	assert_int_equal(tsec_client_call(c, "lock.release", p, NULL, &err), 0);
+	tsec_client_close(&c);
+}
+
 static void test_daemon_sigterm_burst(void **state)
 {
 	struct burst b = { 0 };
@@ -956,6 +1037,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_daemon_callers),
 		cmocka_unit_test(test_daemon_lock_quota),
+		cmocka_unit_test(test_daemon_fenced_writes),
 		cmocka_unit_test(test_daemon_unknown_key),
 		cmocka_unit_test(test_daemon_metrics),
 		cmocka_unit_test(test_daemon_principal_claim),

@@ -258,6 +258,7 @@ const char *tsec__call_id(struct tsec__call *c, size_t *n);
 
 /* storage.c: the store.* and lock.* handlers the method table names. */
 json_t *tsec__m_store_put(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_store_put_many(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_get(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_save_cert(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_load_cert(struct tsec__daemon *, struct tsec__call *, json_t **);

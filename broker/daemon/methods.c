@@ -30,6 +30,7 @@ const struct tsec__method tsec__methods[] = {
 	{ "reload",       m_reload,             TSEC_M_ADMIN },
 	{ "policy.publish", m_publish,          TSEC_M_ADMIN | TSEC_M_STORAGE },
 	{ "store.put",    tsec__m_store_put,    TSEC_M_STORAGE },
+	{ "store.put_many", tsec__m_store_put_many, TSEC_M_STORAGE },
 	{ "store.get",    tsec__m_store_get,    TSEC_M_STORAGE },
 	{ "store.exists", tsec__m_store_exists, TSEC_M_STORAGE },
 	{ "store.delete", tsec__m_store_delete, TSEC_M_STORAGE },

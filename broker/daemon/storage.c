@@ -25,52 +25,122 @@ static json_t *done(int rc, const struct tsec_error *err, json_t **result)
 
 static json_t *lock_of(json_t *o, struct tsec_lock *lk);
 
-/* One put, fenced by params.lock {name, token, fence} when given. */
-static int put_one(struct tsec__daemon *d, struct tsec__call *c, const struct tsec_lock *lk,
-		   const char *key, const void *v, size_t n, struct tsec_error *err)
+/*
+ * params.lock {name, token, fence}: every write method takes it, and is
+ * then made only while that lock is held with that fence.  *fence is
+ * NULL when the call gives none.
+ */
+static json_t *fence_of(const struct tsec__call *c, struct tsec_lock *lk,
+			struct tsec_lock **fence)
 {
-	struct tsec_put p = { key, v, n };
+	json_t *lj = json_object_get(c->params, "lock"), *f, *e;
 
-	return lk ? tsec_store_put_fenced(d->store, &c->p, lk, &p, 1, err)
-		  : tsec_store_put(d->store, &c->p, key, v, n, err);
+	*fence = NULL;
+	if (!lj)
+		return NULL;
+	f = json_object_get(lj, "fence");
+	if ((e = lock_of(lj, lk)))
+		return e;
+	if (!json_is_integer(f) || json_integer_value(f) <= 0)
+		return tsec__fail(TSEC_EPROTO, "params.lock.fence", "need a positive integer");
+	lk->fence = (uint64_t)json_integer_value(f);
+	*fence = lk;
+	return NULL;
+}
+
+/* A value from o's "value" (text) or "value_b64"; *buf is new when
+ * decoded (free it).  NULL, or the error to answer. */
+static json_t *value_of(const json_t *o, const char *where, const char **v, size_t *n,
+			unsigned char **buf)
+{
+	json_t *t = json_object_get(o, "value"), *b = json_object_get(o, "value_b64");
+
+	*buf = NULL;
+	if (json_is_string(t)) {
+		*v = json_string_value(t);
+		*n = json_string_length(t);
+		return NULL;
+	}
+	if (json_is_string(b)) {
+		size_t cap = json_string_length(b);
+
+		*n = 0;
+		if (!(*buf = malloc(cap + 1)) ||
+		    sodium_base642bin(*buf, cap, json_string_value(b), cap, NULL, n, NULL,
+				      sodium_base64_VARIANT_ORIGINAL)) {
+			free(*buf);
+			*buf = NULL;
+			return tsec__fail(TSEC_EPROTO, where, "value_b64 is not base64");
+		}
+		*v = (const char *)*buf;
+		return NULL;
+	}
+	return tsec__fail(TSEC_EPROTO, where, "need \"value\" or \"value_b64\"");
 }
 
 json_t *tsec__m_store_put(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
 {
-	json_t *v = json_object_get(c->params, "value");
-	json_t *b = json_object_get(c->params, "value_b64");
-	json_t *lj = json_object_get(c->params, "lock");
-	const char *key = tsec__param_str(c, "key");
-	struct tsec_lock lk, *fence = NULL;
+	const char *key = tsec__param_str(c, "key"), *v;
+	struct tsec_lock lk, *fence;
 	struct tsec_error err;
+	unsigned char *buf;
+	size_t n;
 	json_t *e;
 	int rc;
 
-	if (lj) {
-		json_t *f = json_object_get(lj, "fence");
-		if ((e = lock_of(lj, &lk)))
-			return e;
-		if (!json_is_integer(f) || json_integer_value(f) <= 0)
-			return tsec__fail(TSEC_EPROTO, "params.lock.fence", "need a positive integer");
-		lk.fence = (uint64_t)json_integer_value(f);
-		fence = &lk;
-	}
-	if (json_is_string(v)) {
-		rc = put_one(d, c, fence, key, json_string_value(v), json_string_length(v), &err);
-	} else if (json_is_string(b)) {
-		size_t cap = json_string_length(b), n = 0;
-		unsigned char *buf = malloc(cap + 1);
-		if (!buf || sodium_base642bin(buf, cap, json_string_value(b), cap, NULL, &n,
-					      NULL, sodium_base64_VARIANT_ORIGINAL)) {
-			free(buf);
-			return tsec__fail(TSEC_EPROTO, "params.value_b64", "not base64");
-		}
-		rc = put_one(d, c, fence, key, buf, n, &err);
-		free(buf);
+	if ((e = fence_of(c, &lk, &fence)) || (e = value_of(c->params, "params.value", &v, &n,
+							      &buf)))
+		return e;
+	if (fence) {
+		struct tsec_put p = { key, v, n };
+
+		rc = tsec_store_put_fenced(d->store, &c->p, fence, &p, 1, &err);
 	} else {
-		return tsec__fail(TSEC_EPROTO, "params.value", "need \"value\" or \"value_b64\"");
+		rc = tsec_store_put(d->store, &c->p, key, v, n, &err);
 	}
+	free(buf);
 	return done(rc, &err, result);
+}
+
+/* {"puts": [{"key", "value" | "value_b64"}, ...], "lock"?}: all or nothing. */
+json_t *tsec__m_store_put_many(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	json_t *a = json_object_get(c->params, "puts"), *e = NULL;
+	struct tsec_lock lk, *fence;
+	struct tsec_put *p = NULL;
+	unsigned char **bufs = NULL;
+	struct tsec_error err;
+	size_t n = json_array_size(a), i;
+	int rc = 0;
+
+	if ((e = fence_of(c, &lk, &fence)))
+		return e;
+	if (!json_is_array(a) || n == 0 || n > TSEC_D_MAX_BATCH)
+		return tsec__fail(TSEC_EPROTO, "params.puts", "need 1 to 256 objects {\"key\", "
+				  "\"value\"}");
+	if (!(p = calloc(n, sizeof(*p))) || !(bufs = calloc(n, sizeof(*bufs)))) {
+		free(p);
+		return tsec__fail(TSEC_ENOMEM, "", NULL);
+	}
+	for (i = 0; i < n && !e; i++) {
+		const json_t *o = json_array_get(a, i);
+		const char *v = NULL;
+
+		p[i].key = json_string_value(json_object_get(o, "key"));
+		if (!p[i].key)
+			e = tsec__fail(TSEC_EPROTO, "params.puts", "each put needs a \"key\"");
+		else
+			e = value_of(o, "params.puts", &v, &p[i].len, &bufs[i]);
+		p[i].value = v;
+	}
+	if (!e)
+		rc = fence ? tsec_store_put_fenced(d->store, &c->p, fence, p, n, &err)
+			   : tsec_store_put_many(d->store, &c->p, p, n, &err);
+	for (i = 0; i < n; i++)
+		free(bufs[i]);
+	free(bufs);
+	free(p);
+	return e ? e : done(rc, &err, result);
 }
 
 /* A value as {"value": text}, or {"value_b64": ...} when not UTF-8. */
@@ -119,10 +189,17 @@ json_t *tsec__m_store_exists(struct tsec__daemon *d, struct tsec__call *c, json_
 
 json_t *tsec__m_store_delete(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
 {
+	const char *key = tsec__param_str(c, "key");
+	int rec = json_is_true(json_object_get(c->params, "recursive"));
+	struct tsec_lock lk, *fence;
 	struct tsec_error err;
-	int rc = tsec_store_delete(d->store, &c->p, tsec__param_str(c, "key"),
-				   json_is_true(json_object_get(c->params, "recursive")), &err);
+	json_t *e;
+	int rc;
 
+	if ((e = fence_of(c, &lk, &fence)))
+		return e;
+	rc = fence ? tsec_store_delete_fenced(d->store, &c->p, fence, key, rec, &err)
+		   : tsec_store_delete(d->store, &c->p, key, rec, &err);
 	return done(rc, &err, result);
 }
 
@@ -158,10 +235,16 @@ json_t *tsec__m_store_stat(struct tsec__daemon *d, struct tsec__call *c, json_t 
 
 json_t *tsec__m_store_move(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
 {
+	const char *src = tsec__param_str(c, "src"), *dst = tsec__param_str(c, "dst");
+	struct tsec_lock lk, *fence;
 	struct tsec_error err;
-	int rc = tsec_store_move(d->store, &c->p, tsec__param_str(c, "src"),
-				 tsec__param_str(c, "dst"), &err);
+	json_t *e;
+	int rc;
 
+	if ((e = fence_of(c, &lk, &fence)))
+		return e;
+	rc = fence ? tsec_store_move_fenced(d->store, &c->p, fence, src, dst, &err)
+		   : tsec_store_move(d->store, &c->p, src, dst, &err);
 	return done(rc, &err, result);
 }
 
@@ -276,8 +359,12 @@ json_t *tsec__m_store_save_cert(struct tsec__daemon *d, struct tsec__call *c, js
 	json_t *crt = json_object_get(c->params, "cert"), *key = json_object_get(c->params, "key");
 	json_t *meta = json_object_get(c->params, "meta");
 	struct tsec_cert_files f;
+	struct tsec_lock lk, *fence;
 	struct tsec_error err;
+	json_t *e;
 
+	if ((e = fence_of(c, &lk, &fence)))
+		return e;
 	if (!issuer || !domain || !json_is_string(crt) || !json_is_string(key) ||
 	    !json_is_string(meta))
 		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\", \"domain\", \"cert\", "
@@ -288,7 +375,8 @@ json_t *tsec__m_store_save_cert(struct tsec__daemon *d, struct tsec__call *c, js
 	f.key_len = json_string_length(key);
 	f.meta = (char *)json_string_value(meta);
 	f.meta_len = json_string_length(meta);
-	return done(tsec_store_save_cert(d->store, &c->p, issuer, domain, &f, &err), &err, result);
+	return done(tsec_store_save_cert_fenced(d->store, &c->p, fence, issuer, domain, &f, &err),
+		    &err, result);
 }
 
 /* {"issuer", "domain"}: the three files, or TSEC_ENOENT / TSEC_EINCOMPLETE. */

@@ -75,12 +75,15 @@ struct tsec__backend_ops {
 	/* Unsorted; the store sorts.  TSEC_ENOENT, or TSEC_EINVAL for a value. */
 	int (*list)(struct tsec__backend *b, const struct tsec__skey *prefix,
 		    int recursive, struct tsec_strlist *out, struct tsec_error *err);
-	/* A value, or with recursive a folder and everything below it. */
+	/* A value, or with recursive a folder and everything below it; with
+	 * f, only while f's lease is held (checked in the same step). */
 	int (*del)(struct tsec__backend *b, const struct tsec__skey *k, int recursive,
-		   struct tsec_error *err);
-	/* One value; TSEC_EEXIST if dst exists, TSEC_EINVAL for a folder. */
+		   const struct tsec__fence *f, struct tsec_error *err);
+	/* One value; TSEC_EEXIST if dst exists, TSEC_EINVAL for a folder;
+	 * with f, as del. */
 	int (*move)(struct tsec__backend *b, const struct tsec__skey *src,
-		    const struct tsec__skey *dst, struct tsec_error *err);
+		    const struct tsec__skey *dst, const struct tsec__fence *f,
+		    struct tsec_error *err);
 	/*
 	 * All or nothing; with f, only while f's lease is held.  The store
 	 * has checked the group: no key twice, no key a folder of another.

@@ -69,6 +69,14 @@ int tsec_store_save_cert(struct tsec_store *s, const struct tsec_principal *who,
 			 const char *issuer, const char *domain,
 			 const struct tsec_cert_files *f, struct tsec_error *err)
 {
+	return tsec_store_save_cert_fenced(s, who, NULL, issuer, domain, f, err);
+}
+
+int tsec_store_save_cert_fenced(struct tsec_store *s, const struct tsec_principal *who,
+				const struct tsec_lock *lk, const char *issuer,
+				const char *domain, const struct tsec_cert_files *f,
+				struct tsec_error *err)
+{
 	char crt[TSEC_KEY_MAX], key[TSEC_KEY_MAX], meta[TSEC_KEY_MAX];
 	struct tsec_put puts[3];
 
@@ -82,7 +90,8 @@ int tsec_store_save_cert(struct tsec_store *s, const struct tsec_principal *who,
 	puts[0] = (struct tsec_put){ crt, f->cert, f->cert_len };
 	puts[1] = (struct tsec_put){ key, f->key, f->key_len };
 	puts[2] = (struct tsec_put){ meta, f->meta, f->meta_len };
-	return tsec_store_put_many(s, who, puts, 3, err);
+	return lk ? tsec_store_put_fenced(s, who, lk, puts, 3, err)
+		  : tsec_store_put_many(s, who, puts, 3, err);
 }
 
 int tsec_store_load_cert(struct tsec_store *s, const struct tsec_principal *who,

@@ -354,15 +354,24 @@ static int et_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 }
 
 static int et_del(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
-		  struct tsec_error *err)
+		  const struct tsec__fence *f, struct tsec_error *err)
 {
 	struct etcd *e = tsec__etcd_of(b);
 	char bk[TSEC__BK_MAX], end[TSEC__BK_MAX + 2], kk[TSEC__BK_MAX + 2];
 	size_t n = tsec__etcd_bk(e, 'k', sk->text, bk);
 	json_t *cmp = NULL, *ok = json_array(), *ko = NULL, *r;
 	int64_t deleted = 0;
+	size_t at = 0;               /* the first answer of ours in ko */
 	bool succ;
 	int rc;
+
+	if (f) {
+		/* The fence's compares; its reads first in ko (fence_why). */
+		cmp = json_array();
+		ko = json_array();
+		tsec__etcd_fence_cmp(e, f, cmp, ko);
+		at = json_array_size(ko);
+	}
 
 	json_array_append_new(ok, json_pack("{s{so}}", "request_delete_range", "key",
 					    tsec__b64(bk, n)));
@@ -375,16 +384,23 @@ static int et_del(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 						    "key", tsec__b64(kk, n + 1),
 						    "range_end", tsec__b64(end, n + 1)));
 	} else {
-		cmp = json_array();
-		ko = json_array();
+		if (!cmp)
+			cmp = json_array();
+		if (!ko)
+			ko = json_array();
 		json_array_append_new(cmp, tsec__etcd_cmp(bk, n, false, "VERSION", "GREATER",
 							  tsec__jnum(0)));
 		json_array_append_new(ko, tsec__etcd_range(bk, n, true, true));
 	}
 	if ((rc = tsec__etcd_txn(e, cmp, ok, ko, TSEC__ETCD_ONCE, &r, &succ, err)))
 		return rc;
-	if (!succ) {
-		rc = tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"))
+	if (!succ && f && (rc = tsec__etcd_fence_why(e, f, r, err))) {
+		;
+	} else if (!succ && recursive) {
+		rc = tsec__seterr(err, TSEC_EIO, sk->text, "the fenced delete of %s did not apply",
+				  sk->text);
+	} else if (!succ) {
+		rc = tsec__etcd_kv0(tsec__etcd_resp(r, at, "response_range"))
 			? tsec__seterr(err, TSEC_EINVAL, sk->text,
 				       "'%s' is a folder (delete it recursively)", sk->text)
 			: tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
@@ -478,7 +494,8 @@ fail:
 }
 
 static int et_move(struct tsec__backend *b, const struct tsec__skey *src,
-		   const struct tsec__skey *dst, struct tsec_error *err)
+		   const struct tsec__skey *dst, const struct tsec__fence *f,
+		   struct tsec_error *err)
 {
 	struct etcd *e = tsec__etcd_of(b);
 	char bs[TSEC__BK_MAX];
@@ -489,7 +506,7 @@ static int et_move(struct tsec__backend *b, const struct tsec__skey *src,
 				    "folder", src->text, dst->text);
 	/* Read, then write guarded by what was read; again if it changed. */
 	for (int tries = 0; tries < 8; tries++) {
-		json_t *r, *cmp, *ok, *op;
+		json_t *r, *cmp, *ok, *ko = NULL, *op;
 		const json_t *kv;
 		bool folder, succ;
 		int64_t modrev, mtime;
@@ -513,6 +530,10 @@ static int et_move(struct tsec__backend *b, const struct tsec__skey *src,
 			return rc;
 		cmp = json_array();
 		ok = json_array();
+		if (f) {
+			ko = json_array();
+			tsec__etcd_fence_cmp(e, f, cmp, ko);
+		}
 		json_array_append_new(cmp, tsec__etcd_cmp(bs, sn, false, "MOD", "EQUAL",
 							  tsec__jnum(modrev)));
 		where_value_may_stand(e, dst, cmp);
@@ -528,13 +549,18 @@ static int et_move(struct tsec__backend *b, const struct tsec__skey *src,
 		if (rc) {
 			json_decref(cmp);
 			json_decref(ok);
+			json_decref(ko);
 			return rc;
 		}
 		json_array_append_new(ok, op);
 		json_array_append_new(ok, json_pack("{s{so}}", "request_delete_range", "key",
 						    tsec__b64(bs, sn)));
-		if ((rc = tsec__etcd_txn(e, cmp, ok, NULL, TSEC__ETCD_ONCE, &r, &succ, err)))
+		if ((rc = tsec__etcd_txn(e, cmp, ok, ko, TSEC__ETCD_ONCE, &r, &succ, err)))
 			return rc;
+		if (!succ && f && (rc = tsec__etcd_fence_why(e, f, r, err))) {
+			json_decref(r);
+			return rc;
+		}
 		json_decref(r);
 		if (succ)
 			return 0;

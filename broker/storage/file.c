@@ -451,8 +451,8 @@ static void prune(struct tsec__filebe *fb, const struct tsec__skey *sk, unsigned
 		tsec__folders_forget(&fb->folders);
 }
 
-static int fb_del(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
-		  struct tsec_error *err)
+static int del_plain(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
+		     struct tsec_error *err)
 {
 	struct stat sb;
 	int dirfd, rc;
@@ -530,8 +530,8 @@ out:
 /* A folder pruned under a writer: resolve again, a few times at most. */
 #define PRUNED_RETRIES 8
 
-static int fb_move(struct tsec__backend *b, const struct tsec__skey *src,
-		   const struct tsec__skey *dst, struct tsec_error *err)
+static int move_plain(struct tsec__backend *b, const struct tsec__skey *src,
+		      const struct tsec__skey *dst, struct tsec_error *err)
 {
 	struct tsec__filebe *fb = fb_of(b);
 	int rc, tries = 0;
@@ -543,11 +543,74 @@ static int fb_move(struct tsec__backend *b, const struct tsec__skey *src,
 	return rc;
 }
 
+/* A delete or a move, run under a fence's flock (tsec__fb_fenced). */
+struct fenced_op {
+	struct tsec__backend *b;
+	const struct tsec__skey *a, *b2;
+	int recursive;
+};
+
+static int del_op(void *ctx, struct tsec_error *err)
+{
+	struct fenced_op *o = ctx;
+
+	return del_plain(o->b, o->a, o->recursive, err);
+}
+
+static int move_op(void *ctx, struct tsec_error *err)
+{
+	struct fenced_op *o = ctx;
+
+	return move_plain(o->b, o->a, o->b2, err);
+}
+
+static int fb_del(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
+		  const struct tsec__fence *f, struct tsec_error *err)
+{
+	struct fenced_op o = { b, sk, NULL, recursive };
+
+	return f ? tsec__fb_fenced(fb_of(b), f, del_op, &o, err)
+		 : del_plain(b, sk, recursive, err);
+}
+
+static int fb_move(struct tsec__backend *b, const struct tsec__skey *src,
+		   const struct tsec__skey *dst, const struct tsec__fence *f,
+		   struct tsec_error *err)
+{
+	struct fenced_op o = { b, src, dst, 0 };
+
+	return f ? tsec__fb_fenced(fb_of(b), f, move_op, &o, err)
+		 : move_plain(b, src, dst, err);
+}
+
+/* A group, or one value, fenced or not (a fence's flock around it). */
+struct put_args {
+	struct tsec__filebe *fb;
+	const struct tsec__bput *p;
+	size_t n;
+};
+
+static int put_plain(void *ctx, struct tsec_error *err)
+{
+	struct put_args *a = ctx;
+	int dirfd, rc;
+
+	if (a->n > 1)
+		return tsec__fb_put_group(a->fb, a->p, a->n, err);
+	if ((rc = tsec__fb_open_dirs(a->fb, a->p->sk, a->p->sk->n - 1, true, &dirfd, err)))
+		return rc;
+	/* One value: the rename alone is atomic. */
+	rc = tsec__fb_write_atomic(dirfd, a->p->sk->seg[a->p->sk->n - 1], a->p->value,
+				   a->p->len, true, err);
+	close(dirfd);
+	return rc;
+}
+
 static int fb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
 		       const struct tsec__fence *f, struct tsec_error *err)
 {
-	struct tsec__filebe *fb = fb_of(b);
-	int dirfd, rc, tries = 0;
+	struct put_args a = { fb_of(b), p, n };
+	int rc, tries = 0;
 
 	/*
 	 * Every path below creates the folders it needs, so ENOENT means one
@@ -555,17 +618,7 @@ static int fb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 	 * written or committed: the write is made again.
 	 */
 	do {
-		if (f) {
-			rc = tsec__fb_put_fenced(fb, p, n, f, err);
-		} else if (n > 1) {
-			rc = tsec__fb_put_group(fb, p, n, err);
-		} else if (!(rc = tsec__fb_open_dirs(fb, p->sk, p->sk->n - 1, true, &dirfd,
-						     err))) {
-			/* One value: the rename alone is atomic. */
-			rc = tsec__fb_write_atomic(dirfd, p->sk->seg[p->sk->n - 1], p->value,
-						   p->len, true, err);
-			close(dirfd);
-		}
+		rc = f ? tsec__fb_fenced(a.fb, f, put_plain, &a, err) : put_plain(&a, err);
 	} while (rc == TSEC_ENOENT && ++tries < PRUNED_RETRIES);
 	return rc;
 }

@@ -254,26 +254,20 @@ int tsec__fb_lock_release(struct tsec__backend *b, const char *name,
 	return owned_op((struct tsec__filebe *)b, name, token, 0, &unused, err);
 }
 
-int tsec__fb_put_fenced(struct tsec__filebe *fb, const struct tsec__bput *p, size_t n,
-			const struct tsec__fence *f, struct tsec_error *err)
+int tsec__fb_fenced(struct tsec__filebe *fb, const struct tsec__fence *f,
+		    int (*op)(void *ctx, struct tsec_error *err), void *ctx,
+		    struct tsec_error *err)
 {
 	struct tsec__lease_state st;
 	struct lockfile l;
-	int dirfd, rc;
+	int rc;
 
 	if ((rc = names(f->name, &l, err)) || (rc = take(fb, &l, false, true, err)))
 		goto out;
 	state_read(&l, &st);
 	/* Under the flock no one can take the lock between check and write. */
-	if ((rc = tsec__lease_fenced(&st, f, tsec__wall_ms(), err)))
-		goto out;
-	if (n > 1) {
-		rc = tsec__fb_put_group(fb, p, n, err);
-	} else if (!(rc = tsec__fb_open_dirs(fb, p->sk, p->sk->n - 1, true, &dirfd, err))) {
-		rc = tsec__fb_write_atomic(dirfd, p->sk->seg[p->sk->n - 1], p->value, p->len,
-					   true, err);
-		close(dirfd);
-	}
+	if (!(rc = tsec__lease_fenced(&st, f, tsec__wall_ms(), err)))
+		rc = op(ctx, err);
 out:
 	done(&l, false);
 	return rc;

@@ -106,10 +106,10 @@ int tsec__fb_lock_renew(struct tsec__backend *b, const char *name,
 			struct tsec_error *err);
 int tsec__fb_lock_release(struct tsec__backend *b, const char *name,
 			  const uint8_t token[16], struct tsec_error *err);
-/* A write made only while the fence's lease is held, under its guard. */
-int tsec__fb_put_fenced(struct tsec__filebe *fb, const struct tsec__bput *p,
-			size_t n, const struct tsec__fence *f,
-			struct tsec_error *err);
+/* op(ctx) run only while the fence's lease is held, under its flock. */
+int tsec__fb_fenced(struct tsec__filebe *fb, const struct tsec__fence *f,
+		    int (*op)(void *ctx, struct tsec_error *err), void *ctx,
+		    struct tsec_error *err);
 /* Removes the files of free locks nobody is using (and old guards). */
 void tsec__fb_clean_guards(struct tsec__filebe *fb);
 

@@ -334,7 +334,7 @@ static void forget_below(struct cache *c, const char *prefix)
 }
 
 static int lc_del(struct tsec__backend *b, const struct tsec__skey *k, int recursive,
-		  struct tsec_error *err)
+		  const struct tsec__fence *f, struct tsec_error *err)
 {
 	struct cache *c = c_of(b);
 	struct tsec__gateset g;
@@ -342,7 +342,7 @@ static int lc_del(struct tsec__backend *b, const struct tsec__skey *k, int recur
 	int rc;
 
 	tsec__gates_lock(&c->gates, &key, recursive ? (size_t)-1 : 1, &g);
-	rc = c->inner->ops->del(c->inner, k, recursive, err);
+	rc = c->inner->ops->del(c->inner, k, recursive, f, err);
 	/* Whatever the backend answered, nothing stale may stay. */
 	forget(c, key);
 	if (recursive)
@@ -352,7 +352,8 @@ static int lc_del(struct tsec__backend *b, const struct tsec__skey *k, int recur
 }
 
 static int lc_move(struct tsec__backend *b, const struct tsec__skey *src,
-		   const struct tsec__skey *dst, struct tsec_error *err)
+		   const struct tsec__skey *dst, const struct tsec__fence *f,
+		   struct tsec_error *err)
 {
 	struct cache *c = c_of(b);
 	const char *keys[2] = { src->text, dst->text };
@@ -360,7 +361,7 @@ static int lc_move(struct tsec__backend *b, const struct tsec__skey *src,
 	int rc;
 
 	tsec__gates_lock(&c->gates, keys, 2, &g);
-	rc = c->inner->ops->move(c->inner, src, dst, err);
+	rc = c->inner->ops->move(c->inner, src, dst, f, err);
 	forget(c, src->text);
 	forget(c, dst->text);
 	tsec__gates_unlock(&c->gates, &g);

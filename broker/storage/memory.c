@@ -343,8 +343,10 @@ static void drop(struct membe *m, struct entry *e)
 	free(e);
 }
 
+static int fenced(struct membe *m, const struct tsec__fence *f, struct tsec_error *err);
+
 static int mb_del(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
-		  struct tsec_error *err)
+		  const struct tsec__fence *f, struct tsec_error *err)
 {
 	struct membe *m = mb_of(b);
 	size_t n = strlen(sk->text);
@@ -354,7 +356,9 @@ static int mb_del(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 
 	delay(m);
 	pthread_rwlock_wrlock(&m->rw);
-	if ((e = val_find(m, sk->text, n, h))) {
+	if (f && (rc = fenced(m, f, err))) {
+		;
+	} else if ((e = val_find(m, sk->text, n, h))) {
 		drop(m, e);
 	} else if (!dir_find(m, sk->text, n, h)) {
 		rc = tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
@@ -492,6 +496,16 @@ static struct lease *lease_find(struct membe *m, const char *name, bool create)
 	return l;
 }
 
+/* Whether f's lease still holds (the write lock held). */
+static int fenced(struct membe *m, const struct tsec__fence *f, struct tsec_error *err)
+{
+	struct lease *l = lease_find(m, f->name, false);
+	struct tsec__lease_state none;
+
+	memset(&none, 0, sizeof(none));
+	return tsec__lease_fenced(l ? &l->st : &none, f, tsec__wall_ms(), err);
+}
+
 static int mb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
 		       const struct tsec__fence *f, struct tsec_error *err)
 {
@@ -515,13 +529,8 @@ static int mb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 		memcpy(pr[i].val, p[i].value, p[i].len);
 	}
 	pthread_rwlock_wrlock(&m->rw);
-	if (f) {
-		struct lease *l = lease_find(m, f->name, false);
-		struct tsec__lease_state none;
-		memset(&none, 0, sizeof(none));
-		if ((rc = tsec__lease_fenced(l ? &l->st : &none, f, tsec__wall_ms(), err)))
-			goto out;
-	}
+	if (f && (rc = fenced(m, f, err)))
+		goto out;
 	/*
 	 * Everything is checked and allocated before anything changes.  A
 	 * key that holds a value already needs no check: a value is never a
@@ -550,7 +559,8 @@ freed:
 }
 
 static int mb_move(struct tsec__backend *b, const struct tsec__skey *src,
-		   const struct tsec__skey *dst, struct tsec_error *err)
+		   const struct tsec__skey *dst, const struct tsec__fence *f,
+		   struct tsec_error *err)
 {
 	struct membe *m = mb_of(b);
 	size_t sn = strlen(src->text), dn = strlen(dst->text);
@@ -561,6 +571,8 @@ static int mb_move(struct tsec__backend *b, const struct tsec__skey *src,
 
 	delay(m);
 	pthread_rwlock_wrlock(&m->rw);
+	if (f && (rc = fenced(m, f, err)))
+		goto out;
 	if (!(e = val_find(m, src->text, sn, sh))) {
 		rc = dir_find(m, src->text, sn, sh)
 			? tsec__seterr(err, TSEC_EINVAL, src->text, "'%s' is a folder; only values move",
@@ -582,13 +594,13 @@ static int mb_move(struct tsec__backend *b, const struct tsec__skey *src,
 		goto out;
 	}
 	for (unsigned j = 0; j + 1 < dst->n; j++) {
-		struct folder *f = malloc(sizeof(*f) + dn + 1);
-		if (!f) {
+		struct folder *fo = malloc(sizeof(*fo) + dn + 1);
+		if (!fo) {
 			rc = tsec__seterr(err, TSEC_ENOMEM, dst->text, NULL);
 			goto out;
 		}
-		f->next = spare;
-		spare = f;
+		fo->next = spare;
+		spare = fo;
 	}
 	*moved = *e;
 	moved->h = dh;

@@ -233,10 +233,30 @@ static redisReply *script(struct redisbe *r, int s, int nargs, const char **args
 }
 
 /* A script's error name ("EEXIST") as our code; 0 for "OK". */
+/* A script's answer word (Lua strings come back as bulk strings). */
+static bool says(const redisReply *rep, const char *word)
+{
+	return (rep->type == REDIS_REPLY_STATUS || rep->type == REDIS_REPLY_STRING) &&
+	       !strcmp(rep->str, word);
+}
+
+static int verdict_of(const char *s, const char *what, struct tsec_error *err);
+
 static int verdict(const redisReply *rep, const char *what, struct tsec_error *err)
 {
-	const char *s = rep->type == REDIS_REPLY_STATUS || rep->type == REDIS_REPLY_STRING
-		? rep->str : "";
+	return verdict_of(rep->type == REDIS_REPLY_STATUS || rep->type == REDIS_REPLY_STRING
+			  ? rep->str : "", what, err);
+}
+
+/* A fenced script's answer about its lock ("L" + owned()'s), or NULL. */
+static const char *lock_said(const redisReply *rep, const struct tsec__fence *f)
+{
+	return f && (rep->type == REDIS_REPLY_STATUS || rep->type == REDIS_REPLY_STRING) &&
+	       rep->str[0] == 'L' ? rep->str + 1 : NULL;
+}
+
+static int verdict_of(const char *s, const char *what, struct tsec_error *err)
+{
 
 	if (!strcmp(s, "OK"))
 		return 0;
@@ -471,16 +491,33 @@ static int rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 	return 0;
 }
 
-static int rd_del(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
-		  struct tsec_error *err)
+/* The fence as three script arguments (empty name: none). */
+static void fence_args(const struct tsec__fence *f, const char **args, size_t *lens,
+		       char fence[24])
 {
-	const char *args[2] = { sk->text, recursive ? "1" : "0" };
-	redisReply *rep = script(rb_of(b), S_DEL, 2, args, NULL, false, err);
+	args[0] = f ? f->name : "";
+	lens[0] = strlen(args[0]);
+	args[1] = f ? (const char *)f->token : "";
+	lens[1] = f ? 16 : 0;
+	args[2] = fence;
+	lens[2] = (size_t)snprintf(fence, 24, "%llu", f ? (unsigned long long)f->fence : 0ull);
+}
+
+static int rd_del(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
+		  const struct tsec__fence *f, struct tsec_error *err)
+{
+	const char *args[5] = { sk->text, recursive ? "1" : "0" };
+	size_t lens[5] = { strlen(sk->text), 1 };
+	char fence[24];
+	redisReply *rep;
 	int rc;
 
-	if (!rep)
+	fence_args(f, args + 2, lens + 2, fence);
+	if (!(rep = script(rb_of(b), S_DEL, 5, args, lens, false, err)))
 		return failed(err);
-	if (rep->type == REDIS_REPLY_INTEGER)
+	if (lock_said(rep, f))
+		rc = verdict_of(lock_said(rep, f), f->name, err);
+	else if (rep->type == REDIS_REPLY_INTEGER)
 		rc = rep->integer > 0 ? 0 : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found",
 							  sk->text);
 	else
@@ -546,7 +583,8 @@ out:
 }
 
 static int rd_move(struct tsec__backend *b, const struct tsec__skey *src,
-		   const struct tsec__skey *dst, struct tsec_error *err)
+		   const struct tsec__skey *dst, const struct tsec__fence *f,
+		   struct tsec_error *err)
 {
 	struct redisbe *r = rb_of(b);
 
@@ -586,13 +624,21 @@ static int rd_move(struct tsec__backend *b, const struct tsec__skey *src,
 			sodium_memzero(val, len);
 		free(val);
 		if (!rc) {
-			const char *args[4] = { src->text, dst->text, old, (const char *)nenv };
-			size_t lens[4] = { strlen(src->text), strlen(dst->text), oldlen, nl };
+			const char *args[7] = { src->text, dst->text };
+			size_t lens[7] = { strlen(src->text), strlen(dst->text) };
+			char fence[24];
 
-			if (!(rep = script(r, S_MOVE, 4, args, lens, false, err)))
+			fence_args(f, args + 2, lens + 2, fence);
+			args[5] = old;
+			lens[5] = oldlen;
+			args[6] = (const char *)nenv;
+			lens[6] = nl;
+			if (!(rep = script(r, S_MOVE, 7, args, lens, false, err)))
 				rc = failed(err);
-			else if (rep->type == REDIS_REPLY_STATUS && !strcmp(rep->str, "RETRY"))
+			else if (says(rep, "RETRY"))
 				rc = 1;
+			else if (lock_said(rep, f))
+				rc = verdict_of(lock_said(rep, f), f->name, err);
 			else
 				rc = verdict(rep, !strcmp(rep->str ? rep->str : "", "EEXIST")
 					     ? dst->text : src->text, err);

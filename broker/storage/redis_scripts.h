@@ -59,9 +59,18 @@ static const char tsec__lua_put[] =
 	"end\n"
 	"return 'OK'\n";
 
-/* delete: ARGV P, key, recursive ('1' or '0').  Count deleted, or an
- * error name. */
+/* A fenced delete or move: ARGV[4..6] lock name or '', token, fence.
+ * The lock's verdict comes back as 'L' then owned()'s answer. */
+#define TSEC__LUA_FENCED \
+	"if ARGV[4] ~= '' then\n" \
+	"  local o = owned(ARGV[1], ARGV[4], ARGV[5], ARGV[6])\n" \
+	"  if o ~= 'OK' then return 'L'..o end\n" \
+	"end\n"
+
+/* delete: ARGV P, key, recursive ('1' or '0'), then the fence.  Count
+ * deleted, or an error name. */
 static const char tsec__lua_del[] =
+	TSEC__LUA_OWNED TSEC__LUA_FENCED
 	"local P, k, rec = ARGV[1], ARGV[2], ARGV[3] == '1'\n"
 	"local n = redis.call('EXISTS', P..'/k/'..k)\n"
 	"if not rec then\n"
@@ -85,19 +94,21 @@ static const char tsec__lua_del[] =
 	"end\n"
 	"return n + #below\n";
 
-/* move: ARGV P, src, dst, the envelope read from src, the new one. */
+/* move: ARGV P, src, dst, the fence (3), the envelope read from src,
+ * the new one. */
 static const char tsec__lua_move[] =
-	TSEC__LUA_MAY_STAND
+	TSEC__LUA_MAY_STAND TSEC__LUA_OWNED
+	TSEC__LUA_FENCED
 	"local P, s, d = ARGV[1], ARGV[2], ARGV[3]\n"
 	"local cur = redis.call('GET', P..'/k/'..s)\n"
 	"if not cur then\n"
 	"  if #redis.call('ZRANGEBYLEX', P..'/i', '['..s..'/', '('..s..'0', 'LIMIT', 0, 1) > 0 then return 'EINVAL' end\n"
 	"  return 'ENOENT'\n"
 	"end\n"
-	"if cur ~= ARGV[4] then return 'RETRY' end\n"
+	"if cur ~= ARGV[7] then return 'RETRY' end\n"
 	"if redis.call('EXISTS', P..'/k/'..d) == 1 or not may_stand(P, d) then return 'EEXIST' end\n"
 	"redis.call('PUBLISH', P..'/inval', s..'\\n'..d)\n"
-	"redis.call('SET', P..'/k/'..d, ARGV[5])\n"
+	"redis.call('SET', P..'/k/'..d, ARGV[8])\n"
 	"redis.call('ZADD', P..'/i', 0, d)\n"
 	"redis.call('DEL', P..'/k/'..s)\n"
 	"redis.call('ZREM', P..'/i', s)\n"

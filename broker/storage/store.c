@@ -371,8 +371,8 @@ out:
 	return rc;
 }
 
-int tsec_store_delete(struct tsec_store *s, const struct tsec_principal *who,
-		      const char *key, int recursive, struct tsec_error *err)
+static int delete_as(struct tsec_store *s, const struct tsec_principal *who, const char *key,
+		     int recursive, const struct tsec__fence *f, struct tsec_error *err)
 {
 	struct tsec__gateset g;
 	struct tsec__skey sk;
@@ -385,9 +385,27 @@ int tsec_store_delete(struct tsec_store *s, const struct tsec_principal *who,
 	 * runs meanwhile. */
 	if ((rc = tsec__gates_lock(s->gates, &k, recursive ? (size_t)-1 : 1, &g)))
 		return tsec__seterr(err, rc, "", NULL);
-	rc = s->be->ops->del(s->be, &sk, recursive, err);
+	rc = s->be->ops->del(s->be, &sk, recursive, f, err);
 	tsec__gates_unlock(s->gates, &g);
 	return rc;
+}
+
+int tsec_store_delete(struct tsec_store *s, const struct tsec_principal *who,
+		      const char *key, int recursive, struct tsec_error *err)
+{
+	return delete_as(s, who, key, recursive, NULL, err);
+}
+
+int tsec_store_delete_fenced(struct tsec_store *s, const struct tsec_principal *who,
+			     const struct tsec_lock *lk, const char *key, int recursive,
+			     struct tsec_error *err)
+{
+	struct tsec__fence f;
+	int rc;
+
+	if ((rc = tsec__fence_of(lk, &f, err)))
+		return rc;
+	return delete_as(s, who, key, recursive, &f, err);
 }
 
 void tsec_strlist_free(struct tsec_strlist *l)

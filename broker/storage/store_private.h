@@ -12,6 +12,10 @@
 
 struct tsec__backend;
 
+/* The fence of a lock handle, checked (txn.c). */
+struct tsec__fence;
+int tsec__fence_of(const struct tsec_lock *lk, struct tsec__fence *f, struct tsec_error *err);
+
 struct tsec_store {
 	struct tsec__backend *be;        /* owned */
 	struct tsec__backend *cache;     /* be, when it is a LocalCache */

@@ -10,8 +10,23 @@
 
 #include "broker/storage/backend.h"
 
-int tsec_store_move(struct tsec_store *s, const struct tsec_principal *who,
-		    const char *src, const char *dst, struct tsec_error *err)
+int tsec__fence_of(const struct tsec_lock *lk, struct tsec__fence *f, struct tsec_error *err)
+{
+	if (!lk)
+		return tsec__seterr(err, TSEC_EINVAL, "", "a fenced write needs its lock");
+	if (!lk->name[0] || memchr(lk->name, '/', strnlen(lk->name, sizeof(lk->name))))
+		return tsec__seterr(err, TSEC_EKEY, "name", "lock name must be one key segment");
+	if (!lk->fence)
+		return tsec__seterr(err, TSEC_EINVAL, "fence", "a fenced write needs the lock's "
+				    "fence");
+	f->name = lk->name;
+	memcpy(f->token, lk->token, sizeof(f->token));
+	f->fence = lk->fence;
+	return 0;
+}
+
+static int move_as(struct tsec_store *s, const struct tsec_principal *who, const char *src,
+		   const char *dst, const struct tsec__fence *f, struct tsec_error *err)
 {
 	struct tsec__skey a, b;
 	struct tsec_request r;
@@ -36,9 +51,27 @@ int tsec_store_move(struct tsec_store *s, const struct tsec_principal *who,
 	keys[1] = b.text;
 	if ((rc = tsec__gates_lock(s->gates, keys, 2, &g)))
 		return tsec__seterr(err, rc, "", NULL);
-	rc = s->be->ops->move(s->be, &a, &b, err);
+	rc = s->be->ops->move(s->be, &a, &b, f, err);
 	tsec__gates_unlock(s->gates, &g);
 	return rc;
+}
+
+int tsec_store_move(struct tsec_store *s, const struct tsec_principal *who,
+		    const char *src, const char *dst, struct tsec_error *err)
+{
+	return move_as(s, who, src, dst, NULL, err);
+}
+
+int tsec_store_move_fenced(struct tsec_store *s, const struct tsec_principal *who,
+			   const struct tsec_lock *lk, const char *src, const char *dst,
+			   struct tsec_error *err)
+{
+	struct tsec__fence f;
+	int rc;
+
+	if ((rc = tsec__fence_of(lk, &f, err)))
+		return rc;
+	return move_as(s, who, src, dst, &f, err);
 }
 
 /* Validates, checks and writes a group; f: only while that lease holds. */
@@ -134,13 +167,9 @@ int tsec_store_put_fenced(struct tsec_store *s, const struct tsec_principal *who
 			  struct tsec_error *err)
 {
 	struct tsec__fence f;
+	int rc;
 
-	if (!lk)
-		return tsec__seterr(err, TSEC_EINVAL, "", "a fenced write needs its lock");
-	if (!lk->name[0] || memchr(lk->name, '/', strnlen(lk->name, sizeof(lk->name))))
-		return tsec__seterr(err, TSEC_EKEY, "name", "lock name must be one key segment");
-	f.name = lk->name;
-	memcpy(f.token, lk->token, sizeof(f.token));
-	f.fence = lk->fence;
+	if ((rc = tsec__fence_of(lk, &f, err)))
+		return rc;
 	return put_group(s, who, puts, n, &f, err);
 }

@@ -337,6 +337,29 @@ TSEC_API int tsec_store_put_fenced(struct tsec_store *s,
 				   const struct tsec_put *puts, size_t n,
 				   struct tsec_error *err);
 
+/*
+ * The same fence for the other writes: a delete, a move and a
+ * certificate's three files are made only while lk is still held with
+ * its token and fence, checked in the same step as the write on every
+ * backend (under the lock file's flock; in the etcd txn; in the redis
+ * script; under the memory store's lock).  TSEC_ENOTOWNER otherwise,
+ * and nothing changes.
+ */
+TSEC_API int tsec_store_delete_fenced(struct tsec_store *s,
+				      const struct tsec_principal *who,
+				      const struct tsec_lock *lk, const char *key,
+				      int recursive, struct tsec_error *err);
+TSEC_API int tsec_store_move_fenced(struct tsec_store *s,
+				    const struct tsec_principal *who,
+				    const struct tsec_lock *lk, const char *src,
+				    const char *dst, struct tsec_error *err);
+TSEC_API int tsec_store_save_cert_fenced(struct tsec_store *s,
+					 const struct tsec_principal *who,
+					 const struct tsec_lock *lk, const char *issuer,
+					 const char *domain,
+					 const struct tsec_cert_files *f,
+					 struct tsec_error *err);
+
 #ifdef __cplusplus
 }
 #endif
