@@ -2,3 +2,45 @@
 #include "common/clock.h"
 
 int64_t tsec__wall_skew_ms;
+
+/* Days from 1970-01-01 to y-m-d (proleptic Gregorian), as in "days from
+ * civil" arithmetic. */
+static int64_t days_of(int64_t y, int m, int d)
+{
+	int64_t era, yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+int64_t tsec__utc_parse(const char *s)
+{
+	static const char shape[] = "dddd-dd-ddTdd:dd:ddZ";
+	static const int mdays[] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	int v[6] = { 0 }, f = 0;
+	int64_t y;
+
+	if (!s)
+		return -1;
+	for (size_t i = 0; i < sizeof(shape); i++) {
+		if (shape[i] == 'd') {
+			if (s[i] < '0' || s[i] > '9')
+				return -1;
+			v[f] = v[f] * 10 + (s[i] - '0');
+		} else if (s[i] != shape[i]) {
+			return -1;
+		} else if (shape[i] != 'Z' && shape[i] != '\0') {
+			f++;
+		}
+	}
+	y = v[0];
+	if (v[1] < 1 || v[1] > 12 || v[2] < 1 || v[2] > mdays[v[1] - 1] || v[3] > 23 ||
+	    v[4] > 59 || v[5] > 59 ||
+	    (v[1] == 2 && v[2] == 29 && (y % 4 || (y % 100 == 0 && y % 400))))
+		return -1;
+	return days_of(y, v[1], v[2]) * 86400 + v[3] * 3600 + v[4] * 60 + v[5];
+}

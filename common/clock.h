@@ -34,4 +34,10 @@ static inline int64_t tsec__wall_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + tsec__wall_skew_ms;
 }
 
+/*
+ * "YYYY-MM-DDTHH:MM:SSZ" (RFC 3339, UTC, no fraction) as unix seconds;
+ * -1 for anything else, an impossible date included.
+ */
+int64_t tsec__utc_parse(const char *s);
+
 #endif

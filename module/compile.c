@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "module/compile_private.h"
+#include "common/clock.h"
 #include "common/suggest.h"
 
 int tsec__cc_fail(struct tsec__cc *c, const char *field, long sub, const char *fmt, ...)
@@ -127,7 +128,8 @@ static int compile(const char *text, size_t len, struct tsec__policy **out,
 	struct tsec__doc d = { text, text, text + len, err };
 	struct tsec__cc c = { NULL, err, NULL, 0, errs, max, 0, false };
 	const char *floor_at = NULL, *rules_at = NULL;
-	bool have_version = false, have_desc = false, have_rev = false;
+	bool have_version = false, have_desc = false, have_rev = false, have_fleet = false;
+	bool have_exp = false;
 	size_t nitems = 0;
 	json_t *key = NULL, *v = NULL;
 	int rc;
@@ -176,8 +178,9 @@ static int compile(const char *text, size_t len, struct tsec__policy **out,
 			*at = d.p;
 			d.p = e;
 		} else if (!strcmp(k, "version") || !strcmp(k, "description") ||
-			   !strcmp(k, "revision")) {
-			bool *seen = k[0] == 'v' ? &have_version : k[0] == 'd' ? &have_desc : &have_rev;
+			   !strcmp(k, "revision") || !strcmp(k, "fleet") || !strcmp(k, "expires")) {
+			bool *seen = k[0] == 'v' ? &have_version : k[0] == 'd' ? &have_desc :
+				     k[0] == 'r' ? &have_rev : k[0] == 'f' ? &have_fleet : &have_exp;
 			if (*seen) {
 				rc = tsec__doc_syntax(&d, d.p, "duplicate object key");
 				goto out;
@@ -199,11 +202,26 @@ static int compile(const char *text, size_t len, struct tsec__policy **out,
 				rc = tsec__cc_fail(&c, "revision", -1, "must be a non-negative integer");
 				goto out;
 			}
+			/* The fleet a signed bundle is for, and when it stops being
+			 * served: the broker's (fleet.c); checked here. */
+			if (k[0] == 'f' && (!json_is_string(v) || !json_string_length(v) ||
+					    json_string_length(v) > 64)) {
+				rc = tsec__cc_fail(&c, "fleet", -1, "must be a name of 1 to 64 "
+						   "characters");
+				goto out;
+			}
+			if (k[0] == 'e' && (!json_is_string(v) ||
+					    tsec__utc_parse(json_string_value(v)) < 0)) {
+				rc = tsec__cc_fail(&c, "expires", -1, "must be a UTC time as "
+						   "\"YYYY-MM-DDTHH:MM:SSZ\"");
+				goto out;
+			}
 			json_decref(v);
 			v = NULL;
 		} else {
 			static const char *const top[] = {
-				"version", "description", "revision", "floor", "rules",
+				"version", "description", "revision", "fleet", "expires", "floor",
+				"rules",
 			};
 			const char *near = tsec__nearest(k, top, sizeof(top) / sizeof(top[0]));
 

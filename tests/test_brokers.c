@@ -318,6 +318,151 @@ static void test_fleet_policy(void **state)
 	}
 }
 
+static const char *status_at(int which, char *buf, size_t cap)
+{
+	int rc;
+	json_t *h = call(which, "health", NULL, &rc);
+
+	snprintf(buf, cap, "%s", rc ? "none" : json_string_value(json_object_get(h, "status")));
+	json_decref(h);
+	return buf;
+}
+
+/* Signs text (consumed) into a publish bundle. */
+static char *signed_bundle(char *text)
+{
+	unsigned char s[64];
+	char sig[129];
+
+	crypto_sign_detached(s, NULL, (unsigned char *)text, strlen(text), F.sk);
+	sodium_bin2hex(sig, sizeof(sig), s, sizeof(s));
+	return bundle_of(text, sig);
+}
+
+/* tsec-broker --check on config text; its exit status, its output in out. */
+static int check_with(const char *cfg_text, const char *state_file, char *out, size_t cap)
+{
+	char path[160], cmd[512], sd[160];
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/check.json", F.dir);
+	write_file(path, cfg_text);
+	snprintf(sd, sizeof(sd), "%s/state-check", F.dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", sd, sd);
+	assert_int_equal(system(cmd), 0);
+	if (state_file) {
+		snprintf(cmd, sizeof(cmd), "%s/.tsec-policy-revision", sd);
+		write_file(cmd, state_file);
+	}
+	snprintf(cmd, sizeof(cmd), TSEC_BUILD_DIR "/tsec-broker --config %s --check >%s/check.out "
+		 "2>&1", path, F.dir);
+	n = (size_t)WEXITSTATUS(system(cmd));
+	snprintf(cmd, sizeof(cmd), "%s/check.out", F.dir);
+	f = fopen(cmd, "r");
+	assert_non_null(f);
+	out[fread(out, 1, cap - 1, f)] = '\0';
+	fclose(f);
+	return (int)n;
+}
+
+/*
+ * Issue 17, defect 11: a planted or replayed bundle turns health
+ * "degraded" (it said "ok"); an expired bundle is refused; a broker with
+ * a fleet_id takes only its fleet's; a damaged revision file refuses to
+ * start instead of starting on any revision.
+ */
+static void test_fleet_binding_and_freshness(void **state)
+{
+	char st[32], out[8192], *text, *params;
+	json_t *r;
+	int rc;
+
+	(void)state;
+	/* test_fleet_policy left a bundle in etcd no broker accepts. */
+	for (int i = 0; i < 300 && strcmp(status_at(1, st, sizeof(st)), "degraded"); i++)
+		sleep_ms(50);
+	assert_string_equal(status_at(0, st, sizeof(st)), "degraded");
+	assert_string_equal(status_at(1, st, sizeof(st)), "degraded");
+	/* Expired: refused at publish. */
+	assert_true(asprintf(&text, "{\"revision\": 3, \"version\": 1, \"expires\": "
+			     "\"2020-01-01T00:00:00Z\", \"rules\": []}") > 0);
+	params = signed_bundle(text);
+	r = call(0, "policy.publish", params, &rc);
+	assert_int_equal(rc, TSEC_ESIGNATURE);
+	json_decref(r);
+	free(params);
+	/* A good one with an expiry far ahead: served, both brokers ok. */
+	assert_true(asprintf(&text, POLICY_FMT, 3, 3) > 0);
+	text[0] = ' ';           /* '{' -> ' ', then the expiry before it */
+	{
+		char *t2;
+		assert_true(asprintf(&t2, "{\"expires\": \"2099-01-01T00:00:00Z\",%s", text) > 0);
+		free(text);
+		text = t2;
+	}
+	params = signed_bundle(text);
+	r = call(0, "policy.publish", params, &rc);
+	assert_int_equal(rc, 0);
+	json_decref(r);
+	free(params);
+	for (int i = 0; i < 300 && revision_at(1) != 3; i++)
+		sleep_ms(50);
+	assert_int_equal(revision_at(1), 3);
+	for (int i = 0; i < 300 && strcmp(status_at(1, st, sizeof(st)), "ok"); i++)
+		sleep_ms(50);
+	assert_string_equal(status_at(0, st, sizeof(st)), "ok");
+	assert_string_equal(status_at(1, st, sizeof(st)), "ok");
+	/* A broker of fleet "blue": a policy naming no fleet, or another, is
+	 * refused; its own is taken. */
+	{
+		static const char *const pols[3] = {
+			"{\"revision\": 1, \"version\": 1, \"rules\": []}",
+			"{\"revision\": 1, \"version\": 1, \"fleet\": \"green\", \"rules\": []}",
+			"{\"revision\": 1, \"version\": 1, \"fleet\": \"blue\", \"rules\": []}",
+		};
+		static const char *const said[3] = { "names no \"fleet\"", "fleet \"green\"", "" };
+		char c2[2300], path[160], sigpath[200], hex[129];
+		unsigned char sg[64];
+
+		snprintf(path, sizeof(path), "%s/blue.json", F.dir);
+		snprintf(sigpath, sizeof(sigpath), "%s.sig", path);
+		for (int fleet = 1; fleet >= 0; fleet--) {
+			snprintf(c2, sizeof(c2),
+				 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"%s\","
+				 " \"policy_public_key\": \"%s\", \"state_dir\": \"%s/state-check\","
+				 " %s"
+				 " \"storage\": {\"backend\": \"etcd\", \"endpoints\": [\"%s\"],"
+				 "               \"prefix\": \"fleet-blue\", \"timeout_ms\": 2000},"
+				 " \"endpoints\": [\"ipc://%s/check.sock\"],"
+				 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:app\"}]}",
+				 TSEC_BUILD_DIR, path, pkhex, F.dir,
+				 fleet ? "\"fleet_id\": \"blue\"," : "", F.etcd.endpoints, F.dir,
+				 (int)getuid());
+			for (int i = 0; fleet && i < 3; i++) {
+				write_file(path, pols[i]);
+				crypto_sign_detached(sg, NULL, (const unsigned char *)pols[i],
+						     strlen(pols[i]), F.sk);
+				sodium_bin2hex(hex, sizeof(hex), sg, sizeof(sg));
+				write_file(sigpath, hex);
+				rc = check_with(c2, NULL, out, sizeof(out));
+				if (rc != (i == 2 ? 0 : 2) || !strstr(out, said[i]))
+					fail_msg("policy %d: --check exit %d said: %s", i, rc, out);
+			}
+			if (fleet)
+				continue;
+			/* No fleet_id; a damaged revision file refuses, whatever
+			 * the policy (it took any revision before). */
+			assert_int_equal(check_with(c2, NULL, out, sizeof(out)), 0);
+			assert_int_equal(check_with(c2, "garbage\n", out, sizeof(out)), 2);
+			if (!strstr(out, "damaged"))
+				fail_msg("--check said: %s", out);
+			assert_int_equal(check_with(c2, "", out, sizeof(out)), 2);
+			assert_non_null(strstr(out, "damaged"));
+		}
+	}
+}
+
 /* ---- a broker dies in the middle of a run ---- */
 
 struct run {
@@ -440,10 +585,10 @@ static void test_sigterm_leaves_locks(void **state)
 	int rc;
 
 	(void)state;
-	/* Restarted while etcd holds a planted bundle and its own file is at
-	 * revision 1: it starts on the revision 2 it accepted and kept. */
+	/* Restarted while its own file is at revision 1: it starts on the
+	 * revision 3 it accepted and kept (test_fleet_binding_and_freshness). */
 	start_broker(0);
-	assert_int_equal(revision_at(0), 2);
+	assert_int_equal(revision_at(0), 3);
 	lk = call(0, "lock.acquire", "{\"name\": \"kept\", \"ttl_ms\": 60000}", &rc);
 	assert_int_equal(rc, 0);
 	assert_true(asprintf(&p, "{\"name\": \"kept\", \"token\": \"%s\", \"ttl_ms\": 60000}",
@@ -465,6 +610,7 @@ int main(void)
 		cmocka_unit_test(test_check_reaches_the_backend),
 		cmocka_unit_test(test_lock_through_either_broker),
 		cmocka_unit_test(test_fleet_policy),
+		cmocka_unit_test(test_fleet_binding_and_freshness),
 		cmocka_unit_test(test_paused_broker_no_resend),
 		cmocka_unit_test(test_failover_when_a_broker_dies),
 		cmocka_unit_test(test_sigterm_leaves_locks),

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "module/module_private.h"
+#include "common/clock.h"
 
 #define R0 "{\"id\": \"r0\", \"effect\": \"allow\", \"action\": [\"storage.load\"], \"resource\": [\"a/*\"]}"
 
@@ -35,6 +36,14 @@ static const struct bad_case bad[] = {
 	{ "{\"version\": 2}", "/version", "unsupported version" },
 	{ "{\"version\": \"1\"}", "/version", "unsupported version" },
 	{ "{\"version\": 1, \"extra\": true}", "/extra", "unknown field" },
+	{ "{\"version\": 1, \"fleet\": \"\"}", "/fleet", "1 to 64" },
+	{ "{\"version\": 1, \"fleet\": 3}", "/fleet", "1 to 64" },
+	{ "{\"version\": 1, \"expires\": \"2027-02-29T00:00:00Z\"}", "/expires", "UTC time" },
+	{ "{\"version\": 1, \"expires\": \"2027-01-01T00:00:00\"}", "/expires", "UTC time" },
+	{ "{\"version\": 1, \"expires\": \"2027-01-01T24:00:00Z\"}", "/expires", "UTC time" },
+	{ "{\"version\": 1, \"expires\": \"2027-01-01T00:00:00Zx\"}", "/expires", "UTC time" },
+	{ "{\"version\": 1, \"expires\": 1}", "/expires", "UTC time" },
+	{ "{\"version\": 1, \"fleet\": \"a\", \"fleet\": \"b\"}", "", "duplicate" },
 	{ "{\"version\": 1, \"rules\": {}}", "/rules", "array of rules" },
 	{ "{\"version\": 1, \"rules\": [42]}", "/rules/0", "must be an object" },
 	{ "{\"version\": 1, \"rules\": [" R0 ", {\"id\": \"r1\", \"effect\": \"allow\", \"action\": [\"storage.load\"], \"resource\": [\"ok\", \"a/**b\"]}]}",
@@ -221,6 +230,21 @@ static void cat(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
  * million; 20,000 rules on one resource compile (each terminal entry is
  * added in constant time).
  */
+/* The policy's "expires" reader: the civil calendar, strictly. */
+static void test_compile_utc_times(void **state)
+{
+	(void)state;
+	assert_int_equal(tsec__utc_parse("1970-01-01T00:00:00Z"), 0);
+	assert_int_equal(tsec__utc_parse("2000-03-01T00:00:00Z"), 951868800);
+	assert_int_equal(tsec__utc_parse("2024-02-29T12:34:56Z"), 1709210096);
+	assert_int_equal(tsec__utc_parse("2099-12-31T23:59:59Z"), 4102444799);
+	assert_int_equal(tsec__utc_parse("2100-02-29T00:00:00Z"), -1);
+	assert_int_equal(tsec__utc_parse("2024-04-31T00:00:00Z"), -1);
+	assert_int_equal(tsec__utc_parse("2024-00-10T00:00:00Z"), -1);
+	assert_int_equal(tsec__utc_parse("2024-1-10T00:00:00Z"), -1);
+	assert_int_equal(tsec__utc_parse(NULL), -1);
+}
+
 static void test_compile_size_attacks(void **state)
 {
 	size_t len = 0, cap = 1 << 16;
@@ -258,6 +282,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_compile_bad_table),
+		cmocka_unit_test(test_compile_utc_times),
 		cmocka_unit_test(test_compile_duplicate_json_key),
 		cmocka_unit_test(test_compile_line_numbers),
 		cmocka_unit_test(test_compile_good),

@@ -25,7 +25,7 @@ static const char *const top_keys[] = {
 	"state_dir", "decision_log", "decision_log_group", "endpoints",
 	"server_secret_key", "ipc_curve", "clients", "ipc_uids", "max_message",
 	"workers", "log_buffer", "allow_caller_clock", "metrics_listen",
-	"max_locks_per_caller",
+	"max_locks_per_caller", "fleet_id",
 };
 static const char *const storage_keys[] = {
 	"backend", "root", "endpoints", "prefix", "key_file", "timeout_ms", "clock_skew_ms",
@@ -437,6 +437,7 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 	    cfg_string(root, "policy", &c->policy, 1) ||
 	    cfg_storage(root, c) ||
 	    cfg_string(root, "state_dir", &c->state_dir, 0) ||
+	    cfg_string(root, "fleet_id", &c->fleet_id, 0) ||
 	    cfg_string(root, "decision_log", &c->decision_log, 0) ||
 	    cfg_string(root, "metrics_listen", &c->metrics_listen, 0) || cfg_metrics(c) ||
 	    cfg_log_group(root, c) || cfg_endpoints(root, c) || cfg_trust(root, c) ||
@@ -505,6 +506,7 @@ void tsec__config_free(struct tsec__config *c)
 	free(c->st.username);
 	free(c->st.password_file);
 	free(c->state_dir);
+	free(c->fleet_id);
 	free(c->decision_log);
 	for (int i = 0; i < c->nendpoints; i++)
 		free(c->endpoints[i]);
@@ -569,6 +571,7 @@ void tsec__config_reread(const char *path, const struct tsec__config *running)
 		c->st.cache_bytes != running->st.cache_bytes ||
 		c->st.cache_live_ms != running->st.cache_live_ms, "storage");
 	CHANGED(str_differs(c->state_dir, running->state_dir), "state_dir");
+	CHANGED(str_differs(c->fleet_id, running->fleet_id), "fleet_id");
 	CHANGED(str_differs(c->decision_log, running->decision_log), "decision_log");
 	CHANGED(str_differs(c->metrics_listen, running->metrics_listen), "metrics_listen");
 	CHANGED(c->log_gid != running->log_gid, "decision_log_group");

@@ -39,6 +39,7 @@
 #define TSEC_D_LOCKS_PER_CALLER 256      /* default share of the table, per caller */
 #define TSEC_D_LOCK_WAIT_MAX_MS 30000
 #define TSEC_D_DRAIN_LINGER_MS 300
+#define TSEC_D_FLEET_STALE_MS 30000      /* health: the fleet bundle unread this long */
 
 #define TSEC_D_ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define TSEC_D_WORK_ENDPOINT "inproc://tsec-work"
@@ -71,6 +72,7 @@ struct tsec__config {
 	struct sockaddr_in metrics_addr;  /* metrics_listen, read at load */
 	struct tsec__storage_cfg st; /* st.backend NULL: storage is a folder */
 	char *state_dir;             /* the last accepted policy revision */
+	char *fleet_id;              /* a signed policy must name this "fleet" */
 	long log_gid;                /* decision log group, or -1 */
 	int allow_unsigned;          /* run on a policy nobody signed */
 	int allow_caller_clock;      /* admin callers may send context.now */
@@ -152,6 +154,8 @@ struct tsec__held_table {
 struct tsec__policy_id {
 	long long revision;
 	char sha256[65];
+	int64_t expires_s;           /* its "expires" (unix seconds), or 0 */
+	int64_t loaded_ms;           /* when it started serving (wall) */
 };
 
 struct tsec__daemon {
@@ -163,6 +167,8 @@ struct tsec__daemon {
 	int fleet_on, fleet_started;
 	char fleet_seen[65];         /* the bundle looked at last (reload_lock) */
 	char fleet_raw[65];          /* SHA-256 of its bytes (the watch thread) */
+	_Atomic int64_t fleet_read_ms;   /* the bundle last read (wall ms), 0 never */
+	_Atomic int fleet_refused;       /* the bundle there now was refused */
 	void *metrics;               /* the metrics listener (libmicrohttpd), or NULL */
 	struct tsec_bus *bus;
 	struct tsec_store *store;
@@ -237,6 +243,9 @@ int tsec__policy_reload(struct tsec__daemon *d, struct tsec_error *err);
 /* Identifies a policy's text and refuses a rollback (signed policies). */
 int tsec__policy_admit(struct tsec__daemon *d, const char *text, size_t len,
 		       struct tsec__policy_id *id, struct tsec_error *err);
+/* Whether a signed policy is for this broker's fleet and not expired. */
+int tsec__policy_bound(struct tsec__daemon *d, const char *text, size_t len,
+		       struct tsec_error *err);
 /* Records the policy as serving, and its revision across restarts. */
 int tsec__policy_commit(struct tsec__daemon *d, const struct tsec__policy_id *id,
 			struct tsec_error *err);

@@ -24,6 +24,7 @@
 
 #include "broker/daemon/daemon.h"
 #include "broker/storage/store_private.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/sign.h"
 
@@ -145,8 +146,10 @@ static void prefer_one(struct tsec__daemon *d, const char *what, const char *b, 
 	char *fleet = NULL;
 	size_t flen;
 
-	if (bundle_open(d, b, blen, &fleet, &flen, &err)) {
+	if (bundle_open(d, b, blen, &fleet, &flen, &err) ||
+	    tsec__policy_bound(d, fleet, flen, &err)) {
 		tsec__say("%s ignored at start: %s", what, err.msg);
+		free(fleet);
 		return;
 	}
 	if (tsec__policy_revision_of(fleet, flen) > tsec__policy_revision_of(*text, *len)) {
@@ -187,7 +190,11 @@ static void look(struct tsec__daemon *d)
 	size_t len, tlen;
 	int rc;
 
-	if (tsec__store_meta_get(d->store, "policy", &b, &len, &err))
+	rc = tsec__store_meta_get(d->store, "policy", &b, &len, &err);
+	/* The backend answered (even "none published yet"): fresh. */
+	if (!rc || rc == TSEC_ENOENT)
+		atomic_store(&d->fleet_read_ms, tsec__wall_ms());
+	if (rc)
 		return;                  /* none yet, or the backend is away */
 	/* The same bytes as last time: nothing to parse or verify again. */
 	crypto_hash_sha256(h, (const unsigned char *)b, len);
@@ -207,6 +214,8 @@ static void look(struct tsec__daemon *d)
 	}
 	pthread_mutex_lock(&d->policy_lock);
 	if (!strcmp(sha, d->policy.sha256) || !strcmp(sha, d->fleet_seen)) {
+		if (!strcmp(sha, d->policy.sha256))
+			atomic_store(&d->fleet_refused, 0);
 		pthread_mutex_unlock(&d->policy_lock);
 		goto out;                /* running it, or refused it already */
 	}
@@ -214,6 +223,7 @@ static void look(struct tsec__daemon *d)
 	snprintf(d->fleet_seen, sizeof(d->fleet_seen), "%s", sha);
 	if (!rc)
 		rc = adopt(d, text, tlen, &id, &err);
+	atomic_store(&d->fleet_refused, rc != 0);
 	if (rc) {
 		atomic_fetch_add(&d->st.reload_failures, 1);
 		tsec__say("fleet policy %.16s... refused, the running policy keeps serving: %s", sha,

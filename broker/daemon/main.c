@@ -102,6 +102,10 @@ static int start(struct tsec__daemon *d, const char *config)
 		if (in.note[0])
 			tsec__say("WARNING: storage (%s): %s", in.backend, in.note);
 	}
+	if (tsec__fleet_shared(d) && d->cfg.have_pk && !d->cfg.fleet_id)
+		tsec__say("note: no \"fleet_id\": a policy bundle signed with this key for "
+			  "another fleet would be accepted here; set it, and \"fleet\" in the "
+			  "policy");
 	if (tsec__policy_text(d, &text, &len, &err) ||
 	    /* On shared storage, the fleet's policy when it is newer. */
 	    (tsec__fleet_shared(d) && tsec__fleet_prefer(d, &text, &len)) ||

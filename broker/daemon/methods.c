@@ -423,17 +423,44 @@ static json_t *m_health(struct tsec__daemon *d, struct tsec__call *c, json_t **r
 
 	struct tsec__policy_id id;
 
+	json_t *why = json_array();
+	int64_t now = tsec__wall_ms(), read;
+
 	(void)c;
 	tsec_bus_info(d->bus, "policy", &info);
 	pthread_mutex_lock(&d->policy_lock);
 	id = d->policy;
 	pthread_mutex_unlock(&d->policy_lock);
-	*result = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:b}", "status", "ok", "module", info.name,
+	/* Degraded: still serving, but something an operator must see. */
+	if (id.expires_s && id.expires_s * 1000 <= now)
+		json_array_append_new(why, json_string("the running policy has expired: a newer "
+						       "revision did not arrive"));
+	if (tsec__fleet_shared(d) && d->cfg.st.watch_policy) {
+		read = atomic_load(&d->fleet_read_ms);
+		if (atomic_load(&d->fleet_refused))
+			json_array_append_new(why, json_string("the fleet's policy bundle was refused "
+							       "(see the broker's log)"));
+		if (now - (read ? read : d->started_ms) > TSEC_D_FLEET_STALE_MS)
+			json_array_append_new(why, json_string("the fleet's policy bundle has not "
+							       "been read lately"));
+	}
+	*result = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:b,s:I}", "status",
+			    json_array_size(why) ? "degraded" : "ok", "module", info.name,
 			    "version", info.version, "build", tsec_build_name(info.build),
 			    "policy_sha256", id.sha256, "policy_revision", (json_int_t)id.revision,
-			    "policy_signed", d->cfg.have_pk);
-	if (*result)
+			    "policy_signed", d->cfg.have_pk,
+			    "policy_loaded_ms", (json_int_t)id.loaded_ms);
+	if (*result) {
+		if (id.expires_s)
+			json_object_set_new(*result, "policy_expires_ms",
+					    json_integer((json_int_t)id.expires_s * 1000));
+		if (d->cfg.fleet_id)
+			json_object_set_new(*result, "fleet_id", json_string(d->cfg.fleet_id));
+		if (json_array_size(why))
+			json_object_set(*result, "degraded", why);
 		json_object_set_new(*result, "storage", storage_json(d));
+	}
+	json_decref(why);
 	return NULL;
 }
 

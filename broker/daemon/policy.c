@@ -7,7 +7,17 @@
  * accepted, or equal to it with other content, and keeps that revision
  * and the policy's SHA-256 in STATE_DIR/.tsec-policy-revision across
  * restarts (written atomically, fsynced).  Replaying an older, correctly
- * signed policy with its signature is therefore refused.
+ * signed policy with its signature is therefore refused.  A state file
+ * that exists and does not read (empty, garbage) refuses every policy:
+ * the revision it guarded is unknown, and starting would allow a
+ * rollback.
+ *
+ * Binding and freshness, for fleets: a signed policy may name its
+ * "fleet" (then a broker with "fleet_id" takes only its own fleet's, and
+ * one fleet's bundle cannot be replayed in another signed by the same
+ * key) and an "expires" time, past which it is refused at load, and
+ * health turns "degraded" while it is still serving (a frozen update
+ * shows).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +30,7 @@
 #include <sodium.h>
 
 #include "broker/daemon/daemon.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/sign.h"
 
@@ -49,19 +60,45 @@ static void state_path(const struct tsec__daemon *d, char *buf, size_t n)
 	snprintf(buf, n, "%s/%s", d->cfg.state_dir, STATE_FILE);
 }
 
-/* The last accepted revision and hash; 0 when there is none yet. */
-static int state_read(const struct tsec__daemon *d, long long *rev, char sha[65])
+/* The last accepted revision and hash: 0, 1 when there is none yet
+ * (no file), or an error when the file does not read. */
+static int state_read(const struct tsec__daemon *d, long long *rev, char sha[65],
+		      struct tsec_error *err)
 {
-	char path[1100], buf[256];
+	char path[1100], buf[256], tail;
 	FILE *f;
 	int got;
 
 	state_path(d, path, sizeof(path));
-	if (!(f = fopen(path, "re")))
-		return -1;
-	got = fgets(buf, sizeof(buf), f) && sscanf(buf, "revision %lld sha256 %64s", rev, sha) == 2;
+	if (!(f = fopen(path, "re"))) {
+		if (errno == ENOENT)
+			return 1;
+		return tsec__seterr(err, TSEC_EIO, path, "cannot read %s: %s", path,
+				    strerror(errno));
+	}
+	got = fgets(buf, sizeof(buf), f) &&
+	      sscanf(buf, "revision %lld sha256 %64[0-9a-f]%c", rev, sha, &tail) == 3 &&
+	      tail == '\n' && *rev >= 0 && strlen(sha) == 64;
 	fclose(f);
-	return got ? 0 : -1;
+	if (!got)
+		return tsec__seterr(err, TSEC_EIO, path, "%s is damaged (not \"revision N sha256 "
+				    "HEX\"): the last accepted revision is unknown, so no policy "
+				    "is loaded (that could be a rollback); restore the file, or "
+				    "remove it knowing every signed revision will be accepted "
+				    "once", path);
+	return 0;
+}
+
+/* The policy's "fleet" into fleet (or ""), and "expires" (or 0). */
+static void binding_of(const char *text, size_t len, char fleet[72], int64_t *expires)
+{
+	json_t *root = json_loadb(text, len, 0, NULL);
+	const char *f = json_string_value(json_object_get(root, "fleet"));
+	const char *e = json_string_value(json_object_get(root, "expires"));
+
+	snprintf(fleet, 72, "%s", f ? f : "");
+	*expires = e ? tsec__utc_parse(e) : 0;
+	json_decref(root);
 }
 
 static int state_write(const struct tsec__daemon *d, long long rev, const char *sha,
@@ -90,23 +127,48 @@ static int state_write(const struct tsec__daemon *d, long long rev, const char *
 	return 0;
 }
 
+int tsec__policy_bound(struct tsec__daemon *d, const char *text, size_t len,
+		       struct tsec_error *err)
+{
+	char fleet[72];
+	int64_t expires;
+
+	binding_of(text, len, fleet, &expires);
+	if (d->cfg.fleet_id && strcmp(fleet, d->cfg.fleet_id))
+		return tsec__seterr(err, TSEC_ESIGNATURE, "/fleet", fleet[0]
+				    ? "the policy is for fleet \"%s\", this broker is in \"%s\": "
+				      "refused" : "the policy names no \"fleet\"%s; this broker takes "
+				      "only fleet \"%s\"'s", fleet, d->cfg.fleet_id);
+	if (expires && expires * 1000 <= tsec__wall_ms())
+		return tsec__seterr(err, TSEC_ESIGNATURE, "/expires", "the policy expired (its "
+				    "\"expires\" has passed): refused; sign a new revision");
+	return 0;
+}
+
 int tsec__policy_admit(struct tsec__daemon *d, const char *text, size_t len,
 		       struct tsec__policy_id *id, struct tsec_error *err)
 {
 	unsigned char h[crypto_hash_sha256_BYTES];
 	long long last = -1;
-	char last_sha[65] = "";
+	char last_sha[65] = "", fleet[72];
+	int st;
 
 	crypto_hash_sha256(h, (const unsigned char *)text, len);
 	sodium_bin2hex(id->sha256, sizeof(id->sha256), h, sizeof(h));
 	id->revision = tsec__policy_revision_of(text, len);
+	binding_of(text, len, fleet, &id->expires_s);
+	id->loaded_ms = tsec__wall_ms();
 	if (!d->cfg.have_pk)
 		return 0; /* unsigned: whoever can write the file decides anyway */
 	if (id->revision < 0)
 		return tsec__seterr(err, TSEC_ESIGNATURE, "/revision",
 				    "a signed policy needs a \"revision\" (a non-negative integer "
 				    "raised with every change)");
-	if (state_read(d, &last, last_sha) == 0 &&
+	if ((st = tsec__policy_bound(d, text, len, err)))
+		return st;
+	if ((st = state_read(d, &last, last_sha, err)) < 0)
+		return st;
+	if (st == 0 &&
 	    (id->revision < last || (id->revision == last && strcmp(id->sha256, last_sha))))
 		return tsec__seterr(err, TSEC_ESIGNATURE, "/revision",
 				    "revision %lld is not above the running %lld: refused "
