@@ -6,6 +6,7 @@
  * code must wait for, never above.
  */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "broker/storage/file_private.h"
 #include "tests/testutil.h"
 
 static struct tsec_principal app;
@@ -222,6 +224,61 @@ static void test_lock_processes(void **state)
 	assert_int_equal(total, PROCS * ROUNDS);
 }
 
+static void stop_self(void)
+{
+	raise(SIGSTOP);
+}
+
+/*
+ * A holder paused inside a fenced write (its values written, about to
+ * commit) blocks no one: its lease ends and another process takes the
+ * lock over; when the paused one resumes, its write is refused in the
+ * same step as the check and the new holder's value stands (issue 17,
+ * defect 13).
+ */
+static void test_lock_paused_fenced_writer(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_lock lk, lk2;
+	struct tsec_error err;
+	struct tsec_put mine = { "paused/k", "new", 3 };
+	char *v = NULL;
+	size_t n;
+	pid_t pid;
+	int st;
+
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "pausing", 200, 0, &lk, &err), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct tsec_put stale = { "paused/k", "stale", 5 };
+		int rc;
+
+		tsec__fb_fenced_hook = stop_self;
+		rc = tsec_store_put_fenced(t->store, &app, &lk, &stale, 1, &err);
+		_exit(rc == TSEC_ENOTOWNER ? 0 : 10);
+	}
+	/* Stopped inside its fenced write. */
+	assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+	assert_true(WIFSTOPPED(st));
+	/* Its lease ends; the lock is taken over (waiting up to 20 s). */
+	if (tsec_lock_acquire(t->store, &app, "pausing", 60000, 20000, &lk2, &err)) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		fail_msg("take-over of a lease held by a paused writer: %s", err.msg);
+	}
+	assert_true(lk2.fence > lk.fence);
+	assert_int_equal(tsec_store_put_fenced(t->store, &app, &lk2, &mine, 1, &err), 0);
+	kill(pid, SIGCONT);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(tsec_store_get(t->store, &app, "paused/k", &v, &n, &err), 0);
+	assert_string_equal(v, "new");
+	free(v);
+	assert_int_equal(tsec_lock_release(t->store, &app, &lk2, &err), 0);
+}
+
 /* 16 processes race for one stale lock: exactly one takes it. */
 static void test_lock_stale_one_winner(void **state)
 {
@@ -277,6 +334,7 @@ int main(void)
 		cmocka_unit_test(test_lock_deadline),
 		cmocka_unit_test(test_lock_processes),
 		cmocka_unit_test(test_lock_stale_one_winner),
+		cmocka_unit_test(test_lock_paused_fenced_writer),
 	};
 	return cmocka_run_group_tests_name("lock", tests, setup, teardown);
 }

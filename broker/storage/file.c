@@ -596,7 +596,7 @@ static int put_plain(void *ctx, struct tsec_error *err)
 	int dirfd, rc;
 
 	if (a->n > 1)
-		return tsec__fb_put_group(a->fb, a->p, a->n, err);
+		return tsec__fb_put_group(a->fb, a->p, a->n, NULL, err);
 	if ((rc = tsec__fb_open_dirs(a->fb, a->p->sk, a->p->sk->n - 1, true, &dirfd, err)))
 		return rc;
 	/* One value: the rename alone is atomic. */
@@ -618,8 +618,12 @@ static int fb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 	 * written or committed: the write is made again.
 	 */
 	do {
-		rc = f ? tsec__fb_fenced(a.fb, f, put_plain, &a, err) : put_plain(&a, err);
-	} while (rc == TSEC_ENOENT && ++tries < PRUNED_RETRIES);
+		/* Fenced: always a group, whose slow part runs before the
+		 * lock's flock is taken (file_journal.c). */
+		rc = f ? tsec__fb_put_group(a.fb, p, n, f, err) : put_plain(&a, err);
+		/* (Not when it is the lock that is gone.) */
+	} while (rc == TSEC_ENOENT && !(f && err && !strcmp(err->where, f->name)) &&
+		 ++tries < PRUNED_RETRIES);
 	return rc;
 }
 

@@ -111,27 +111,90 @@ static int commit_lock(struct tsec__filebe *fb)
 	return fd;
 }
 
+/* Steps 3 to 5 of a group whose temporaries are written. */
+struct group {
+	struct tsec__filebe *fb;
+	const struct tsec__bput *p;
+	size_t n;
+	struct item *it;
+	int recfd;
+	const char *rec;
+	int committed;
+};
+
+/* Test hook (tests only): called after a fenced group's temporaries are
+ * written, before its lock's flock is taken. */
+void (*tsec__fb_fenced_hook)(void);
+
+static int commit_apply(void *ctx, struct tsec_error *err)
+{
+	struct group *g = ctx;
+	char *text = NULL;
+	size_t len = 0, i;
+	int cfd = -1, rc;
+
+	/* 3: the commit point. */
+	if (!(text = record_text(g->p, g->it, g->n, &len))) {
+		rc = tsec__seterr(err, TSEC_ETOOBIG, "", "transaction too large");
+		goto out;
+	}
+	if (write_full(g->recfd, text, len) < 0 || fsync(g->recfd) < 0 ||
+	    fsync(g->fb->journalfd) < 0) {
+		rc = tsec__seterr(err, TSEC_EIO, "", "cannot commit: %s", strerror(errno));
+		goto out;
+	}
+	g->committed = 1;
+	/* 4: apply, one group at a time across the store. */
+	if ((cfd = commit_lock(g->fb)) < 0) {
+		rc = tsec__seterr(err, TSEC_EIO, "", "committed, but cannot apply now (%s); "
+				  "the store completes it when it next opens", strerror(errno));
+		goto out;
+	}
+	for (i = 0; i < g->n; i++) {
+		const struct tsec__skey *sk = g->p[i].sk;
+		if (renameat(g->it[i].dirfd, g->it[i].tmp, g->it[i].dirfd, sk->seg[sk->n - 1]) < 0) {
+			rc = tsec__seterr(err, TSEC_EIO, sk->text,
+					  "committed, but cannot apply now (%s); the store "
+					  "completes it when it next opens", strerror(errno));
+			goto out;
+		}
+		g->it[i].tmp[0] = '\0';
+	}
+	for (i = 0; i < g->n; i++)
+		fsync(g->it[i].dirfd);
+	/* 5: done; a record left by a crash here is harmless to replay. */
+	unlinkat(g->fb->journalfd, g->rec, 0);
+	rc = 0;
+out:
+	if (cfd >= 0)
+		close(cfd);
+	free(text);
+	return rc;
+}
+
 int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p, size_t n,
-		       struct tsec_error *err)
+		       const struct tsec__fence *f, struct tsec_error *err)
 {
 	struct item *it = calloc(n, sizeof(*it));
-	char rec[64], *text = NULL;
-	size_t len = 0, i;
-	int recfd = -1, cfd = -1, rc, committed = 0;
+	char rec[64];
+	struct group g = { fb, p, n, it, -1, rec, 0 };
+	size_t i;
+	int rc;
 
 	if (!it)
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	for (i = 0; i < n; i++)
 		it[i].dirfd = -1;
 	record_name(rec, sizeof(rec));
-	recfd = openat(fb->journalfd, rec, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-		       0600);
-	if (recfd < 0 || flock(recfd, LOCK_EX) < 0) {
+	g.recfd = openat(fb->journalfd, rec, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+			 0600);
+	if (g.recfd < 0 || flock(g.recfd, LOCK_EX) < 0) {
 		rc = tsec__seterr(err, TSEC_EIO, "", "cannot start a transaction: %s",
 				  strerror(errno));
 		goto out;
 	}
-	/* 2: the new values, beside their targets. */
+	/* 2: the new values, beside their targets (the slow part: outside
+	 * any lock's flock, so a writer paused here blocks no one). */
 	for (i = 0; i < n; i++) {
 		const struct tsec__skey *sk = p[i].sk;
 		struct stat sb;
@@ -148,57 +211,27 @@ int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p, size
 					      sizeof(it[i].tmp), sk->text, err)))
 			goto out;
 	}
-	/* 3: the commit point. */
-	if (!(text = record_text(p, it, n, &len))) {
-		rc = tsec__seterr(err, TSEC_ETOOBIG, "", "transaction too large");
-		goto out;
-	}
-	if (write_full(recfd, text, len) < 0 || fsync(recfd) < 0 || fsync(fb->journalfd) < 0) {
-		rc = tsec__seterr(err, TSEC_EIO, "", "cannot commit: %s", strerror(errno));
-		goto out;
-	}
-	committed = 1;
-	/* 4: apply, one group at a time across the store. */
-	if ((cfd = commit_lock(fb)) < 0) {
-		rc = tsec__seterr(err, TSEC_EIO, "", "committed, but cannot apply now (%s); "
-				  "the store completes it when it next opens", strerror(errno));
-		goto out;
-	}
-	for (i = 0; i < n; i++) {
-		const struct tsec__skey *sk = p[i].sk;
-		if (renameat(it[i].dirfd, it[i].tmp, it[i].dirfd, sk->seg[sk->n - 1]) < 0) {
-			rc = tsec__seterr(err, TSEC_EIO, sk->text,
-					  "committed, but cannot apply now (%s); the store "
-					  "completes it when it next opens", strerror(errno));
-			goto out;
-		}
-		it[i].tmp[0] = '\0';
-	}
-	for (i = 0; i < n; i++)
-		fsync(it[i].dirfd);
-	/* 5: done; a record left by a crash here is harmless to replay. */
-	unlinkat(fb->journalfd, rec, 0);
-	rc = 0;
+	/* 3-5, fenced: under the lock's flock, checked then committed and
+	 * applied, so no holder after it can be overwritten by it. */
+	if (f && tsec__fb_fenced_hook)
+		tsec__fb_fenced_hook();
+	rc = f ? tsec__fb_fenced(fb, f, commit_apply, &g, err) : commit_apply(&g, err);
 out:
-	if (cfd >= 0)
-		close(cfd);
 	for (i = 0; i < n; i++) {
-		if (!committed && it[i].dirfd >= 0 && it[i].tmp[0])
+		if (!g.committed && it[i].dirfd >= 0 && it[i].tmp[0])
 			unlinkat(it[i].dirfd, it[i].tmp, 0);
 		if (it[i].dirfd >= 0)
 			close(it[i].dirfd);
 	}
-	if (recfd >= 0) {
-		if (!committed)
+	if (g.recfd >= 0) {
+		if (!g.committed)
 			unlinkat(fb->journalfd, rec, 0);
-		close(recfd);
+		close(g.recfd);
 	}
-	free(text);
 	free(it);
 	return rc;
 }
 
-/* Applies (forward) or undoes (back) one line "put\t<tmp>\t<key>". */
 static void replay_line(struct tsec__filebe *fb, char *line, bool forward)
 {
 	char *tmp, *key, *tab;

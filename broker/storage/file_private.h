@@ -91,7 +91,9 @@ int tsec__fb_write_atomic(int dirfd, const char *leaf, const void *data,
 
 /* file_journal.c: a group of writes, all or nothing across a crash. */
 int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p,
-		       size_t n, struct tsec_error *err);
+		       size_t n, const struct tsec__fence *f, struct tsec_error *err);
+/* Tests only: runs inside a fenced write, before the lock's flock. */
+extern void (*tsec__fb_fenced_hook)(void);
 
 /* Rolls every dead transaction forward or back and removes the litter of
  * dead writers.  Called when the backend opens. */
