@@ -105,7 +105,7 @@ CLI := $(B)/tsec
 
 TESTS := key match compile cert decision loader reload exports verifier wire \
 	conformance fleet brokers cli acme crash hardening \
-	store lock certcache daemon archive faults
+	store lock certcache daemon archive faults chaos
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
 FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 	mod_serial mod_proxy mod_future mod_abi10
@@ -116,7 +116,7 @@ BENCHES := bench_bus bench_policy_scale bench_certcache bench_store bench_zmq \
 BENCH_BINS := $(addprefix $(B)/,$(BENCHES))
 
 .PHONY: all build both test check run verify bench deps clean dist install fuzz \
-	tsan memcheck instructions
+	tsan memcheck instructions chaos
 .DEFAULT_GOAL := both
 .SECONDARY:
 
@@ -158,6 +158,14 @@ bench: deps
 	build/release/bench_store
 	build/release/bench_backend
 	build/release/bench_certcache
+
+# The fault-injecting chaos run, longer: CHAOS_SECONDS per backend and
+# cache setting (4 runs; the default, 150 s each, is 10 minutes).
+CHAOS_SECONDS ?= 150
+chaos: deps
+	$(Q)sh scripts/deps.sh servers
+	$(Q)$(MAKE) --no-print-directory MODE=debug build build/debug/tests/test_chaos
+	CHAOS_SECONDS=$(CHAOS_SECONDS) build/debug/tests/test_chaos
 
 # Instructions per Check of two and per Evaluate (callgrind; exact).
 instructions: deps

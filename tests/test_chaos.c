@@ -1,0 +1,445 @@
+/*
+ * Chaos: workers take locks, write under them (fenced), read, renew and
+ * release against real etcd and redis, each through its own fault proxy
+ * (tests/faults.h), while a fault thread hangs, delays (a hang released
+ * later forwards what it held), drops answers and cuts connections at
+ * random.  Every operation is recorded (invoked, answered, outcome,
+ * value, fence) and the history is checked afterwards:
+ *
+ *   - no two grants of one lock overlap: a grant's answer never comes
+ *     before the previous holder's validity ended (its acquire or last
+ *     renew, measured from before it was sent, plus the lease; or its
+ *     release), and no fence is handed out twice;
+ *   - no acknowledged write is lost or reverted: a read invoked after a
+ *     fenced put was acknowledged sees that fence or a later one (with a
+ *     LocalCache: after cache_live_ms), and so does the final read.
+ *
+ * CHAOS_SECONDS (default 6) per backend; `make chaos` runs it longer.
+ * Counts of operations, faults and violations are printed; any violation
+ * fails.  No assertion depends on speed: the checks compare the order of
+ * events measured on one monotonic clock.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "tests/faults.h"
+#include "tests/servers.h"
+#include "tests/testutil.h"
+
+#define WORKERS 4
+#define LOCKS 2
+#define TTL_MS 1000
+#define LIVE_MS 600                  /* the cache's bound */
+#define EVENTS_MAX 1000000          /* full: the run ends early */
+
+enum kind { ACQ, PUT, GET, RENEW, REL };
+
+struct event {
+	enum kind kind;
+	int worker, lock, rc;
+	int64_t inv, ok;             /* monotonic ms: invoked, answered */
+	uint64_t fence;              /* ACQ: granted; PUT: written; GET: read */
+	uint8_t token[16];
+};
+
+static struct {
+	struct tu_server etcd, redis;
+	pthread_mutex_t mu;
+	struct event *ev;
+	size_t nev;
+	atomic_int stop;
+	atomic_long faults, violations;
+	int seconds;
+	bool cached;
+} C;
+
+static struct tsec_principal app;
+
+static void record(const struct event *e)
+{
+	pthread_mutex_lock(&C.mu);
+	if (C.nev < EVENTS_MAX)
+		C.ev[C.nev++] = *e;
+	else
+		atomic_store(&C.stop, 1);
+	pthread_mutex_unlock(&C.mu);
+}
+
+static void nap(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+	nanosleep(&ts, NULL);
+}
+
+struct worker {
+	int id;
+	struct tu_store t;
+	struct tu_proxy *px;
+	unsigned seed;
+};
+
+static void key_of(int lock, char *k, size_t n)
+{
+	snprintf(k, n, "chaos/l%d", lock);
+}
+
+/* The fence written in a value "FENCE:worker:seq"; 0 if none. */
+static uint64_t fence_in(const char *v, size_t n)
+{
+	uint64_t f = 0;
+
+	for (size_t i = 0; i < n && v[i] >= '0' && v[i] <= '9'; i++)
+		f = f * 10 + (uint64_t)(v[i] - '0');
+	return f;
+}
+
+static void do_get(struct worker *w, int lock)
+{
+	struct event e = { GET, w->id, lock, 0, tsec__mono_ms(), 0, 0, { 0 } };
+	struct tsec_error err;
+	char k[32], *v = NULL;
+	size_t n;
+
+	key_of(lock, k, sizeof(k));
+	e.rc = tsec_store_get(w->t.store, &app, k, &v, &n, &err);
+	e.ok = tsec__mono_ms();
+	if (!e.rc)
+		e.fence = fence_in(v, n);
+	free(v);
+	record(&e);
+}
+
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+	int seq = 0;
+
+	while (!atomic_load(&C.stop)) {
+		int lock = (int)(rand_r(&w->seed) % LOCKS);
+		char name[16], k[32], val[64];
+		struct event a = { ACQ, w->id, lock, 0, tsec__mono_ms(), 0, 0, { 0 } };
+		struct tsec_lock lk;
+		struct tsec_error err;
+
+		snprintf(name, sizeof(name), "chaos%d", lock);
+		key_of(lock, k, sizeof(k));
+		a.rc = tsec_lock_acquire(w->t.store, &app, name, TTL_MS, 1500, &lk, &err);
+		a.ok = tsec__mono_ms();
+		if (!a.rc) {
+			a.fence = lk.fence;
+			memcpy(a.token, lk.token, 16);
+		}
+		record(&a);
+		if (a.rc) {
+			do_get(w, lock);
+			continue;
+		}
+		for (int i = 0; i < 3 && !atomic_load(&C.stop); i++) {
+			struct event p = { PUT, w->id, lock, 0, tsec__mono_ms(), 0, lk.fence, { 0 } };
+			struct event r = { RENEW, w->id, lock, 0, 0, 0, lk.fence, { 0 } };
+			struct tsec_put put = { k, val, 0 };
+
+			memcpy(p.token, lk.token, 16);
+			put.len = (size_t)snprintf(val, sizeof(val), "%llu:%d:%d",
+						   (unsigned long long)lk.fence, w->id, ++seq);
+			p.rc = tsec_store_put_fenced(w->t.store, &app, &lk, &put, 1, &err);
+			p.ok = tsec__mono_ms();
+			record(&p);
+			do_get(w, lock);
+			memcpy(r.token, lk.token, 16);
+			r.inv = tsec__mono_ms();
+			r.rc = tsec_lock_renew(w->t.store, &app, &lk, TTL_MS, &err);
+			r.ok = tsec__mono_ms();
+			record(&r);
+			if (r.rc)
+				break;
+		}
+		{
+			struct event rl = { REL, w->id, lock, 0, tsec__mono_ms(), 0, lk.fence, { 0 } };
+
+			memcpy(rl.token, lk.token, 16);
+			rl.rc = tsec_lock_release(w->t.store, &app, &lk, &err);
+			rl.ok = tsec__mono_ms();
+			record(&rl);
+		}
+	}
+	return NULL;
+}
+
+/* Faults at random, one worker at a time: hang (then release: a delay),
+ * drop answers, cut connections. */
+static void *faults(void *arg)
+{
+	struct worker *w = arg;
+	unsigned seed = 12345;
+
+	while (!atomic_load(&C.stop)) {
+		struct worker *v = &w[rand_r(&seed) % WORKERS];
+		int what = (int)(rand_r(&seed) % 4);
+
+		atomic_fetch_add(&C.faults, 1);
+		if (what == 3) {
+			tu_proxy_cut(v->px);
+		} else {
+			tu_proxy_set(v->px, what == 0 ? TU_HANG : what == 1 ? TU_DROP : TU_PASS);
+			nap(50 + (long)(rand_r(&seed) % 1500));
+			tu_proxy_set(v->px, TU_PASS);
+			if (what == 1)
+				tu_proxy_cut(v->px);     /* what was dropped: the client hears */
+		}
+		nap(20 + (long)(rand_r(&seed) % 300));
+	}
+	return NULL;
+}
+
+static int by_fence(const void *a, const void *b)
+{
+	const struct event *x = *(const struct event *const *)a, *y = *(const struct event *const *)b;
+
+	return x->fence < y->fence ? -1 : x->fence > y->fence;
+}
+
+static int by_ok(const void *a, const void *b)
+{
+	const struct event *x = *(const struct event *const *)a, *y = *(const struct event *const *)b;
+
+	return x->ok < y->ok ? -1 : x->ok > y->ok;
+}
+
+static void violation(const char *what, const struct event *a, const struct event *b)
+{
+	if (atomic_fetch_add(&C.violations, 1) >= 20)
+		return;                  /* the first few say enough */
+	fprintf(stderr, "chaos VIOLATION: %s (lock %d: fence %llu by worker %d [%lld..%lld] / "
+		"fence %llu by worker %d [%lld..%lld])\n", what, a->lock,
+		(unsigned long long)a->fence, a->worker, (long long)a->inv, (long long)a->ok,
+		(unsigned long long)b->fence, b->worker, (long long)b->inv, (long long)b->ok);
+}
+
+/*
+ * When the holder of grant g stopped believing it held the lock: its
+ * acquire or last successful renew, from when it was sent, plus the
+ * lease; or earlier, when it released or a renew failed.  ops: the
+ * lock's renews and releases, sorted by fence.
+ */
+static int64_t valid_end(const struct event *g, const struct event **ops, size_t n)
+{
+	int64_t end = g->inv + TTL_MS, cut = INT64_MAX;
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {                /* the first op of g's fence */
+		size_t mid = (lo + hi) / 2;
+		if (ops[mid]->fence < g->fence)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i < n && ops[i]->fence == g->fence; i++) {
+		const struct event *e = ops[i];
+
+		if (e->worker != g->worker || memcmp(e->token, g->token, 16))
+			continue;
+		if (e->kind == RENEW && !e->rc && e->inv + TTL_MS > end)
+			end = e->inv + TTL_MS;
+		if ((e->kind == REL || (e->kind == RENEW && e->rc)) && e->inv < cut)
+			cut = e->inv;
+	}
+	return cut < end ? cut : end;
+}
+
+static void check(void)
+{
+	const struct event **g = calloc(C.nev + 1, sizeof(*g));
+	const struct event **ops = calloc(C.nev + 1, sizeof(*ops));
+	const struct event **puts = calloc(C.nev + 1, sizeof(*puts));
+	uint64_t *maxf = calloc(C.nev + 1, sizeof(*maxf));
+
+	assert_true(g && ops && puts && maxf);
+	for (int lock = 0; lock < LOCKS; lock++) {
+		size_t n = 0, no = 0, np = 0;
+
+		for (size_t i = 0; i < C.nev; i++) {
+			const struct event *e = &C.ev[i];
+
+			if (e->lock != lock)
+				continue;
+			if (e->kind == ACQ && !e->rc)
+				g[n++] = e;
+			else if (e->kind == RENEW || e->kind == REL)
+				ops[no++] = e;
+			else if (e->kind == PUT && !e->rc)
+				puts[np++] = e;
+		}
+		qsort(g, n, sizeof(*g), by_fence);
+		qsort(ops, no, sizeof(*ops), by_fence);
+		for (size_t i = 1; i < n; i++) {
+			if (g[i]->fence == g[i - 1]->fence)
+				violation("one fence granted twice", g[i - 1], g[i]);
+			else if (g[i]->ok < valid_end(g[i - 1], ops, no))
+				violation("a grant while the previous holder's lease was valid",
+					  g[i - 1], g[i]);
+		}
+		/* No acknowledged write reverted: a read invoked after a put's
+		 * answer (plus the cache's bound) sees at least its fence. */
+		qsort(puts, np, sizeof(*puts), by_ok);
+		for (size_t i = 0; i < np; i++)
+			maxf[i] = i && maxf[i - 1] > puts[i]->fence ? maxf[i - 1] : puts[i]->fence;
+		for (size_t j = 0; j < C.nev; j++) {
+			const struct event *r = &C.ev[j];
+			int64_t before = r->inv - (C.cached ? LIVE_MS : 0);
+			size_t lo = 0, hi = np;
+
+			if (r->kind != GET || r->rc || r->lock != lock)
+				continue;
+			while (lo < hi) {        /* puts answered before `before` */
+				size_t mid = (lo + hi) / 2;
+				if (puts[mid]->ok < before)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo && r->fence < maxf[lo - 1]) {
+				size_t k = lo - 1;
+
+				while (k && puts[k]->fence != maxf[lo - 1])
+					k--;
+				violation("a read older than an acknowledged write", puts[k], r);
+			}
+		}
+	}
+	free(g);
+	free(ops);
+	free(puts);
+	free(maxf);
+}
+
+static void run(const char *backend, const char *upstream, bool cached)
+{
+	struct worker w[WORKERS];
+	pthread_t th[WORKERS], ft;
+	char prefix[64], eps[WORKERS][64];
+	long ops[5] = { 0 }, ok[5] = { 0 };
+	struct tu_store final;
+	struct tsec_store_opts o = { .backend = backend, .prefix = prefix, .timeout_ms = 1500,
+				     .cache_bytes = cached ? 1 << 20 : 0,
+				     .cache_live_ms = LIVE_MS };
+
+	C.nev = 0;
+	C.cached = cached;
+	atomic_store(&C.stop, 0);
+	snprintf(prefix, sizeof(prefix), "chaos-%d-%s%s", (int)getpid(), backend,
+		 cached ? "-cached" : "");
+	for (int i = 0; i < WORKERS; i++) {
+		int port;
+
+		w[i].id = i;
+		w[i].seed = (unsigned)(i * 7919 + 1);
+		assert_non_null(w[i].px = tu_proxy_start(tu_port_of(upstream), &port));
+		snprintf(eps[i], sizeof(eps[i]), "%s127.0.0.1:%d", backend[0] == 'e' ? "http://" : "",
+			 port);
+		o.endpoints = eps[i];
+		tu_store_open_with(&w[i].t, &o);
+	}
+	for (int i = 0; i < WORKERS; i++)
+		pthread_create(&th[i], NULL, work, &w[i]);
+	pthread_create(&ft, NULL, faults, w);
+	for (int s = 0; s < C.seconds * 10; s++)
+		nap(100);
+	atomic_store(&C.stop, 1);
+	pthread_join(ft, NULL);
+	for (int i = 0; i < WORKERS; i++)
+		tu_proxy_set(w[i].px, TU_PASS);
+	for (int i = 0; i < WORKERS; i++)
+		pthread_join(th[i], NULL);
+	/* The final word, read straight from the server after the dust. */
+	o.endpoints = upstream;
+	o.cache_bytes = 0;
+	tu_store_open_with(&final, &o);
+	{
+		struct worker fw = { .id = -1 };
+
+		fw.t = final;
+		for (int lock = 0; lock < LOCKS; lock++)
+			do_get(&fw, lock);
+	}
+	for (size_t i = 0; i < C.nev; i++) {
+		ops[C.ev[i].kind]++;
+		ok[C.ev[i].kind] += C.ev[i].rc == 0;
+	}
+	check();
+	fprintf(stderr, "chaos %s%s: %zu operations (acquire %ld/%ld ok, put %ld/%ld, get %ld/%ld, "
+		"renew %ld/%ld, release %ld/%ld), %ld faults injected, %ld violations\n",
+		backend, cached ? " + LocalCache" : "", C.nev, ok[ACQ], ops[ACQ], ok[PUT], ops[PUT],
+		ok[GET], ops[GET], ok[RENEW], ops[RENEW], ok[REL], ops[REL],
+		atomic_load(&C.faults), atomic_load(&C.violations));
+	tu_store_close(&final);
+	for (int i = 0; i < WORKERS; i++) {
+		tu_store_close(&w[i].t);
+		tu_proxy_stop(w[i].px);
+	}
+	/* Enough happened for the checks to mean something. */
+	assert_true(ok[ACQ] > 0 && ok[PUT] > 0 && ok[GET] > 0);
+	assert_int_equal(atomic_load(&C.violations), 0);
+	atomic_store(&C.faults, 0);
+}
+
+static void test_chaos_etcd(void **state)
+{
+	(void)state;
+	run("etcd", C.etcd.url[0], false);
+}
+
+static void test_chaos_etcd_cached(void **state)
+{
+	(void)state;
+	run("etcd", C.etcd.url[0], true);
+}
+
+static void test_chaos_redis(void **state)
+{
+	(void)state;
+	run("redis", C.redis.endpoints, false);
+}
+
+static void test_chaos_redis_cached(void **state)
+{
+	(void)state;
+	run("redis", C.redis.endpoints, true);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_chaos_etcd),
+		cmocka_unit_test(test_chaos_etcd_cached),
+		cmocka_unit_test(test_chaos_redis),
+		cmocka_unit_test(test_chaos_redis_cached),
+	};
+	const char *s = getenv("CHAOS_SECONDS");
+	int failed;
+
+	C.seconds = s && atoi(s) > 0 ? atoi(s) : 6;
+	app = tu_who("svc:app");
+	pthread_mutex_init(&C.mu, NULL);
+	if (!(C.ev = calloc(EVENTS_MAX, sizeof(*C.ev))))
+		return 1;
+	if (tu_etcd_start(&C.etcd, 1) || tu_redis_start(&C.redis)) {
+		fprintf(stderr, "chaos: cannot start etcd and redis-server "
+			"(scripts/deps.sh servers installs them)\n");
+		tu_server_stop(&C.etcd);
+		tu_server_stop(&C.redis);
+		return 1;
+	}
+	failed = cmocka_run_group_tests_name("chaos: locks, fenced writes and reads under faults",
+					     tests, NULL, NULL);
+	tu_server_stop(&C.etcd);
+	tu_server_stop(&C.redis);
+	free(C.ev);
+	return failed ? 1 : 0;
+}
