@@ -1011,7 +1011,12 @@ static void test_daemon_sigterm_burst(void **state)
 	assert_non_null(strstr(res, "\"fence\":"));
 	free(res);
 	tsec_client_close(&good);
-	assert_int_equal(stat_of("locks_held"), live_before + 1);
+	/* Held: the new lease and at most the live ones from before (an
+	 * earlier test's lease may end meanwhile, on a slow machine). */
+	{
+		long now = stat_of("locks_held");
+		assert_true(now >= 1 && now <= live_before + 1);
+	}
 
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, burst_main, &b), 0);
