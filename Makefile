@@ -116,7 +116,7 @@ BENCHES := bench_bus bench_policy_scale bench_certcache bench_store bench_zmq \
 BENCH_BINS := $(addprefix $(B)/,$(BENCHES))
 
 .PHONY: all build both test check run verify bench deps clean dist install fuzz \
-	tsan memcheck instructions chaos
+	tsan memcheck instructions chaos bench-smoke
 .DEFAULT_GOAL := both
 .SECONDARY:
 
@@ -152,12 +152,22 @@ verify: deps
 		build/release/libtinysecurity_module.so
 
 bench: deps
+	$(Q)sh scripts/deps.sh servers
 	$(Q)$(MAKE) --no-print-directory MODE=release build
 	build/release/bench_bus
 	build/release/bench_policy_scale
 	build/release/bench_store
 	build/release/bench_backend
 	build/release/bench_certcache
+	build/release/bench_turn
+	build/release/bench_zmq
+	build/release/bench_fleet
+
+# Every benchmark with tiny counts (CI): a crash or a missing case fails.
+bench-smoke: deps
+	$(Q)sh scripts/deps.sh servers
+	$(Q)$(MAKE) --no-print-directory MODE=release build
+	sh scripts/bench-smoke.sh build/release
 
 # The fault-injecting chaos run, longer: CHAOS_SECONDS per backend and
 # cache setting (4 runs; the default, 150 s each, is 10 minutes).

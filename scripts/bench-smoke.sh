@@ -1,0 +1,37 @@
+#!/bin/sh
+# Every benchmark, with tiny counts, on the same code path as a real run:
+# a crash, a non-zero exit or a missing case fails (CI runs this, so a
+# broken benchmark cannot go unnoticed).  Usage: bench-smoke.sh BUILD_DIR
+set -u
+B=${1:-build/release}
+M=$B/libtinysecurity_module.so
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+bad=0
+
+# check NAME "CASE CASE ..." COMMAND...
+check() {
+	name=$1; cases=$2; shift 2
+	if ! timeout 600 "$@" >"$out" 2>&1; then
+		echo "bench-smoke: $name failed (exit $?):"; tail -5 "$out"; bad=1; return
+	fi
+	for c in $cases; do
+		if ! grep -q "^$c," "$out"; then
+			echo "bench-smoke: $name printed no '$c' case"; bad=1
+		fi
+	done
+	echo "bench-smoke: $name ok"
+}
+
+check bench_bus "check2 evaluate" $B/bench_bus "$M" examples/policy.json 500
+check bench_policy_scale "10 20" $B/bench_policy_scale "$M" 10 20
+check bench_certcache "lookup_exact lookup_wildcard lookup_miss lookup_all duplicate_insert wildcard_4_threads" \
+	$B/bench_certcache 500
+check bench_store "load_gated load_plain exists_gated put_single_x3 put_many_3_crash_safe lock_acquire_release" \
+	$B/bench_store
+check bench_backend "local_hit_64 local_write_64 gated_local_hit" env BENCH_ITERS=2000 $B/bench_backend 1
+check bench_turn "turn_gated_memory turn_ungated_memory turn_gated_file turn_broker_ipc_file" $B/bench_turn 5
+check bench_zmq "throughput latency connect" $B/bench_zmq 200
+check bench_fleet "file_load etcd_load redis_load etcd_cache_load redis_cache_load" $B/bench_fleet 50
+check bench_instructions "" $B/bench_instructions "$M" examples/policy.json 100
+exit $bad
