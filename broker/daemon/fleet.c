@@ -104,8 +104,10 @@ int tsec__fleet_publish(struct tsec__daemon *d, const char *policy, size_t plen,
 			const char *sig_hex, struct tsec__policy_id *id, struct tsec_error *err)
 {
 	json_t *b = json_pack("{s:s%,s:s}", "policy", policy, plen, "signature", sig_hex);
-	char *bundle = b ? json_dumps(b, JSON_COMPACT) : NULL, *text = NULL;
-	size_t tlen;
+	char *bundle = b ? json_dumps(b, JSON_COMPACT) : NULL, *text = NULL, *cur = NULL;
+	char *ctext = NULL;
+	size_t tlen, clen = 0, ctlen;
+	struct tsec_error ignored;
 	int rc;
 
 	json_decref(b);
@@ -117,18 +119,36 @@ int tsec__fleet_publish(struct tsec__daemon *d, const char *policy, size_t plen,
 				    "shared (etcd or redis): there is no fleet to publish to");
 	}
 	pthread_mutex_lock(&d->reload_lock);
-	/* The same checks every broker makes, before anything is written. */
+	/* The same checks every broker makes, before anything is written;
+	 * then not below the fleet's own bundle (which this broker may not
+	 * have seen yet); then written only over the bundle read here
+	 * (compare-and-swap: two publishes at once cannot undo each other). */
 	rc = bundle_open(d, bundle, strlen(bundle), &text, &tlen, err);
+	if (!rc) {
+		int got = tsec__store_meta_get(d->store, "policy", &cur, &clen, err);
+
+		if (got && got != TSEC_ENOENT)
+			rc = got;
+		else if (!got && !bundle_open(d, cur, clen, &ctext, &ctlen, &ignored) &&
+			 tsec__policy_revision_of(ctext, ctlen) >
+			 tsec__policy_revision_of(text, tlen))
+			rc = tsec__seterr(err, TSEC_ESIGNATURE, "/revision", "the fleet already "
+					  "has revision %lld: refused (no rollback)",
+					  tsec__policy_revision_of(ctext, ctlen));
+	}
 	if (!rc)
 		rc = adopt(d, text, tlen, id, err);
-	if (!rc)
-		rc = tsec__store_meta_put(d->store, "policy", bundle, strlen(bundle), err);
+	if (!rc && (rc = tsec__store_meta_cas(d->store, "policy", cur, cur ? clen : 0, bundle,
+					      strlen(bundle), err)))
+		tsec__say("fleet policy loaded here, but not published: %s", err->msg);
 	if (!rc) {
 		snprintf(d->fleet_seen, sizeof(d->fleet_seen), "%s", id->sha256);
 		keep(d, bundle, strlen(bundle));
 	}
 	pthread_mutex_unlock(&d->reload_lock);
 	free(text);
+	free(ctext);
+	free(cur);
 	free(bundle);
 	if (!rc) {
 		atomic_fetch_add(&d->st.reloads, 1);

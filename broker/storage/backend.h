@@ -57,6 +57,12 @@ struct tsec__backend;
  * Every function returns 0 or a negative TSEC_E* code with err filled.
  * All are thread-safe.  Values are at most `max` bytes (TSEC_ETOOBIG).
  */
+/* What a conditional meta_put expects to find. */
+struct tsec__meta_expect {
+	const char *val;             /* NULL: no record */
+	size_t len;
+};
+
 struct tsec__backend_ops {
 	const char *name;
 	void (*close)(struct tsec__backend *b);
@@ -112,8 +118,11 @@ struct tsec__backend_ops {
 	 */
 	int (*meta_get)(struct tsec__backend *b, const char *name, char **out, size_t *len,
 			struct tsec_error *err);
+	/* With ex, only while the record still holds what ex says (absent
+	 * when ex->val is NULL), checked in the same step; TSEC_EBUSY when
+	 * it changed. */
 	int (*meta_put)(struct tsec__backend *b, const char *name, const char *val, size_t len,
-			struct tsec_error *err);
+			const struct tsec__meta_expect *ex, struct tsec_error *err);
 };
 
 struct tsec__backend {

@@ -596,14 +596,44 @@ static int et_meta_get(struct tsec__backend *b, const char *name, char **out, si
 }
 
 static int et_meta_put(struct tsec__backend *b, const char *name, const char *val, size_t len,
-		       struct tsec_error *err)
+		       const struct tsec__meta_expect *ex, struct tsec_error *err)
 {
 	struct etcd *e = tsec__etcd_of(b);
 	char bk[TSEC__BK_MAX];
 	size_t n = tsec__etcd_bk(e, 'm', name, bk);
-	json_t *req = json_pack("{soso}", "key", tsec__b64(bk, n), "value", tsec__b64(val, len)), *r;
+	json_t *req, *r;
 	int rc;
 
+	if (ex) {
+		/* One txn: the record as expected, or already ours (a resend
+		 * whose first answer was lost), then the put. */
+		json_t *cmp = json_array(), *ok = json_array(), *ko = json_array();
+		bool succ;
+		const json_t *kv;
+
+		json_array_append_new(cmp, ex->val
+			? tsec__etcd_cmp(bk, n, false, "VALUE", "EQUAL", tsec__b64(ex->val, ex->len))
+			: tsec__etcd_cmp(bk, n, false, "VERSION", "EQUAL", tsec__jnum(0)));
+		json_array_append_new(ok, json_pack("{s{soso}}", "request_put", "key",
+						    tsec__b64(bk, n), "value", tsec__b64(val, len)));
+		json_array_append_new(ko, tsec__etcd_range(bk, n, false, false));
+		if ((rc = tsec__etcd_txn(e, cmp, ok, ko, TSEC__ETCD_IDEMPOTENT, &r, &succ, err)))
+			return rc;
+		if (!succ) {
+			uint8_t *cur = NULL;
+			size_t cn = 0;
+
+			kv = tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"));
+			if (!kv || tsec__unb64(kv, "value", &cur, &cn) || cn != len ||
+			    memcmp(cur, val, len))
+				rc = tsec__seterr(err, TSEC_EBUSY, name, "%s changed since it was "
+						  "read; read it again", name);
+			free(cur);
+		}
+		json_decref(r);
+		return rc;
+	}
+	req = json_pack("{soso}", "key", tsec__b64(bk, n), "value", tsec__b64(val, len));
 	if ((rc = tsec__etcd_post(e->c, "/v3/kv/put", req, TSEC__ETCD_ONCE, &r, err)))
 		return rc;
 	json_decref(r);

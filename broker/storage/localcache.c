@@ -464,13 +464,13 @@ static int lc_meta_get(struct tsec__backend *b, const char *name, char **out, si
 }
 
 static int lc_meta_put(struct tsec__backend *b, const char *name, const char *val, size_t len,
-		       struct tsec_error *err)
+		       const struct tsec__meta_expect *ex, struct tsec_error *err)
 {
 	struct cache *c = c_of(b);
 
 	if (!c->inner->ops->meta_put)
 		return tsec__seterr(err, TSEC_EINVAL, name, "only a shared backend keeps %s", name);
-	return c->inner->ops->meta_put(c->inner, name, val, len, err);
+	return c->inner->ops->meta_put(c->inner, name, val, len, ex, err);
 }
 
 void tsec__localcache_invalidate(void *cache, const char *key)

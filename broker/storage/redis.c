@@ -33,11 +33,11 @@
 #define PAGE 1000
 #define BK_MAX (2 * TSEC_KEY_MAX + 8)
 
-enum { S_PUT, S_DEL, S_MOVE, S_ACQUIRE, S_RENEW, S_RELEASE, S_COUNT };
+enum { S_PUT, S_DEL, S_MOVE, S_ACQUIRE, S_RENEW, S_RELEASE, S_META_CAS, S_COUNT };
 
 static const char *const scripts[S_COUNT] = {
 	tsec__lua_put, tsec__lua_del, tsec__lua_move,
-	tsec__lua_acquire, tsec__lua_renew, tsec__lua_release,
+	tsec__lua_acquire, tsec__lua_renew, tsec__lua_release, tsec__lua_meta_cas,
 };
 
 struct redisbe {
@@ -896,7 +896,7 @@ static int rd_meta_get(struct tsec__backend *b, const char *name, char **out, si
 }
 
 static int rd_meta_put(struct tsec__backend *b, const char *name, const char *val, size_t len,
-		       struct tsec_error *err)
+		       const struct tsec__meta_expect *ex, struct tsec_error *err)
 {
 	struct redisbe *r = rb_of(b);
 	char k[BK_MAX];
@@ -904,6 +904,22 @@ static int rd_meta_put(struct tsec__backend *b, const char *name, const char *va
 	size_t lv[3] = { 3, 0, len };
 	redisReply *rep;
 
+	if (ex) {
+		const char *args[4] = { name, val, ex->val ? "1" : "0", ex->val ? ex->val : "" };
+		size_t lens[4] = { strlen(name), len, 1, ex->val ? ex->len : 0 };
+		int rc = 0;
+
+		/* Safe to resend: a record holding our value is success. */
+		if (!(rep = script(r, S_META_CAS, 4, args, lens, true, err)))
+			return failed(err);
+		if (says(rep, "EBUSY"))
+			rc = tsec__seterr(err, TSEC_EBUSY, name, "%s changed since it was read; "
+					  "read it again", name);
+		else if (!says(rep, "OK"))
+			rc = tsec__seterr(err, TSEC_EIO, name, "redis answered unexpectedly");
+		freeReplyObject(rep);
+		return rc;
+	}
 	lv[1] = (size_t)snprintf(k, sizeof(k), "%s/m/%s", r->prefix, name);
 	if (!(rep = call(r, 3, av, lv, true, err)))
 		return TSEC_EIO;

@@ -234,7 +234,17 @@ int tsec__store_meta_put(struct tsec_store *s, const char *name, const char *val
 {
 	if (!s->be->ops->meta_put)
 		return tsec__seterr(err, TSEC_EINVAL, name, "only a shared backend keeps %s", name);
-	return s->be->ops->meta_put(s->be, name, val, len, err);
+	return s->be->ops->meta_put(s->be, name, val, len, NULL, err);
+}
+
+int tsec__store_meta_cas(struct tsec_store *s, const char *name, const char *old,
+			 size_t oldlen, const char *val, size_t len, struct tsec_error *err)
+{
+	struct tsec__meta_expect ex = { old, oldlen };
+
+	if (!s->be->ops->meta_put)
+		return tsec__seterr(err, TSEC_EINVAL, name, "this backend keeps no fleet records");
+	return s->be->ops->meta_put(s->be, name, val, len, &ex, err);
 }
 
 void tsec_store_set_observer(struct tsec_store *s, tsec_store_observer_fn fn, void *ctx)

@@ -69,6 +69,10 @@ int tsec__store_meta_get(struct tsec_store *s, const char *name, char **out, siz
 			 struct tsec_error *err);
 int tsec__store_meta_put(struct tsec_store *s, const char *name, const char *val, size_t len,
 			 struct tsec_error *err);
+/* The same, only while the record is still old[0..oldlen) (absent when
+ * old is NULL): compare-and-swap; TSEC_EBUSY when it changed. */
+int tsec__store_meta_cas(struct tsec_store *s, const char *name, const char *old,
+			 size_t oldlen, const char *val, size_t len, struct tsec_error *err);
 
 /* Whether the key names a certificate (a .crt under certificates/). */
 bool tsec__is_cert_key(const struct tsec__skey *sk);
