@@ -15,8 +15,11 @@ for t in "$@"; do
 		if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
 			echo "HUNG: $(basename "$t") did not finish in ${TEST_TIMEOUT:-900} s (killed)"
 			failed="$failed $(basename "$t")(hung)"
+		elif [ "$rc" -gt 128 ]; then
+			echo "KILLED: $(basename "$t") died of signal $((rc - 128)) (13 is SIGPIPE, 6 SIGABRT)"
+			failed="$failed $(basename "$t")(signal $((rc - 128)))"
 		else
-			failed="$failed $(basename "$t")"
+			failed="$failed $(basename "$t")(exit $rc)"
 		fi
 	fi
 done

@@ -9,6 +9,7 @@
  * switched by the test, not by timers.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,6 +298,30 @@ static void test_etcd_silent_watch(void **state)
 	silent_feed("etcd", etcd.url[0], "/v3/watch");
 }
 
+/*
+ * A feed that PINGs every millisecond, closed while it writes: the
+ * library never lets hiredis's write raise SIGPIPE, whose default kills
+ * the process (seen as a silent death of test_fleet in release).
+ */
+static void test_redis_close_while_pinging(void **state)
+{
+	char prefix[64];
+	struct tsec_store_opts o = { .backend = "redis", .prefix = prefix, .timeout_ms = 5000,
+				     .endpoints = redis.endpoints, .cache_bytes = 1 << 16,
+				     .cache_live_ms = 3 };
+
+	(void)state;
+	signal(SIGPIPE, SIG_DFL);        /* as a host that never set it */
+	prefix_for(prefix, sizeof(prefix));
+	for (int i = 0; i < 150; i++) {
+		struct tu_store t;
+
+		tu_store_open_with(&t, &o);
+		wait_for(feed_live, t.store);
+		tu_store_close(&t);
+	}
+}
+
 /* ---- redis 7's ACL default: no channels (defect 4) ---- */
 
 static redisReply *admin(const char *fmt, const char *a, const char *b)
@@ -416,6 +441,7 @@ int main(void)
 		cmocka_unit_test(test_etcd_silent_watch),
 		cmocka_unit_test(test_redis_acl_without_channels),
 		cmocka_unit_test(test_meta_cas),
+		cmocka_unit_test(test_redis_close_while_pinging),
 	};
 	int failed;
 

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +73,40 @@ static size_t bk_of(const struct redisbe *r, const char *key, char *out)
 	return (size_t)snprintf(out, BK_MAX, "%s/k/%s", r->prefix, key);
 }
 
+/*
+ * hiredis writes with write(): on a connection the server closed, or one
+ * this process shut down, that raises SIGPIPE, whose default kills the
+ * process, and a library must not.  Around each command the calling
+ * thread blocks SIGPIPE and then takes back one it raised (as libcurl
+ * does); the feed thread keeps it blocked.
+ */
+struct nopipe {
+	sigset_t old;
+};
+
+static void nopipe_on(struct nopipe *np)
+{
+	sigset_t s;
+
+	sigemptyset(&s);
+	sigaddset(&s, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &s, &np->old);
+}
+
+static void nopipe_off(struct nopipe *np)
+{
+	static const struct timespec none = { 0, 0 };
+	sigset_t s, pending;
+
+	sigemptyset(&s);
+	sigaddset(&s, SIGPIPE);
+	if (!sigismember(&np->old, SIGPIPE)) {
+		if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE))
+			sigtimedwait(&s, NULL, &none);
+		pthread_sigmask(SIG_SETMASK, &np->old, NULL);
+	}
+}
+
 static redisContext *dial(struct redisbe *r, struct tsec_error *err)
 {
 	redisContext *c = r->port ? redisConnectWithTimeout(r->host, r->port, r->tmo)
@@ -86,8 +121,12 @@ static redisContext *dial(struct redisbe *r, struct tsec_error *err)
 	}
 	redisSetTimeout(c, r->tmo);
 	if (r->pass[0]) {
+		struct nopipe np;
+
+		nopipe_on(&np);
 		rep = r->user[0] ? redisCommand(c, "AUTH %s %s", r->user, r->pass)
 				 : redisCommand(c, "AUTH %s", r->pass);
+		nopipe_off(&np);
 		if (!rep || rep->type == REDIS_REPLY_ERROR) {
 			tsec__seterr(err, TSEC_EDENIED, r->host, "redis at %s refused the password%s",
 				     r->host, r->user[0] ? " (or user)" : "");
@@ -153,10 +192,13 @@ static redisReply *call(struct redisbe *r, int argc, const char **argv, const si
 	for (int attempt = 0; attempt < 2; attempt++) {
 		redisContext *c = take(r, err);
 		redisReply *rep;
+		struct nopipe np;
 
 		if (!c)
 			return NULL;
+		nopipe_on(&np);
 		rep = redisCommandArgv(c, argc, argv, lens);
+		nopipe_off(&np);
 		if (rep) {
 			give(r, c);
 			if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8)) {
@@ -819,6 +861,13 @@ static void *feed(void *arg)
 	long backoff = 10;
 
 	snprintf(chan, sizeof(chan), "%s/inval", r->prefix);
+	{
+		sigset_t sp;                 /* for this thread's life (nopipe_on) */
+
+		sigemptyset(&sp);
+		sigaddset(&sp, SIGPIPE);
+		pthread_sigmask(SIG_BLOCK, &sp, NULL);
+	}
 	while (atomic_load(&r->feed_on)) {
 		struct tsec_error err = { 0 };
 		struct timespec ts;
@@ -1118,7 +1167,14 @@ int tsec__redis_open(struct tsec__backend **out, const struct tsec_store_opts *o
 		rd_close(&r->base);
 		return TSEC_EIO;
 	}
-	if ((rc = probe(r, c, o->cache_bytes > 0, err))) {
+	{
+		struct nopipe np;
+
+		nopipe_on(&np);
+		rc = probe(r, c, o->cache_bytes > 0, err);
+		nopipe_off(&np);
+	}
+	if (rc) {
 		redisFree(c);
 		rd_close(&r->base);
 		return rc;
