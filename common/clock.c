@@ -1,7 +1,25 @@
-/* The clocks' one variable (common/clock.h). */
+/* The clocks' variables and what is not inline (common/clock.h). */
+#include <errno.h>
+
 #include "common/clock.h"
 
 int64_t tsec__wall_skew_ms;
+_Atomic int64_t tsec__clock_shift_ms;
+_Atomic bool tsec__clock_virtual;
+
+void tsec__nap_ms(int64_t ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	if (ms <= 0)
+		return;
+	if (atomic_load_explicit(&tsec__clock_virtual, memory_order_relaxed)) {
+		tsec__clock_advance(ms);
+		return;
+	}
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
 
 /* Days from 1970-01-01 to y-m-d (proleptic Gregorian), as in "days from
  * civil" arithmetic. */

@@ -2,15 +2,50 @@
 #ifndef TSEC_COMMON_CLOCK_H
 #define TSEC_COMMON_CLOCK_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
+
+/*
+ * For tests only: how far the test has moved time on, in milliseconds,
+ * added to both clocks below and to nothing else.  Leases, locks, the
+ * LocalCache's staleness bound and the broker's held-lock table all read
+ * these clocks, so a test ends a lease by moving time past it
+ * (tsec__clock_advance) instead of sleeping.  It never goes back.  0 in
+ * every program; a relaxed load on each read.
+ */
+extern _Atomic int64_t tsec__clock_shift_ms;
+
+static inline void tsec__clock_advance(int64_t ms)
+{
+	if (ms > 0)
+		atomic_fetch_add_explicit(&tsec__clock_shift_ms, ms, memory_order_relaxed);
+}
+
+static inline int64_t tsec__clock_shift(void)
+{
+	return atomic_load_explicit(&tsec__clock_shift_ms, memory_order_relaxed);
+}
+
+/*
+ * For tests only: when set, tsec__nap_ms moves the clock on instead of
+ * sleeping, so a wait for a deadline runs at once and its length is
+ * exact (a lock acquire's backoff).  Only for a test with one thread
+ * waiting.  false in every program.
+ */
+extern _Atomic bool tsec__clock_virtual;
+
+/* Sleeps ms (or, in virtual time, moves the clock on by ms). */
+void tsec__nap_ms(int64_t ms);
 
 /* Monotonic time in nanoseconds (durations, deadlines). */
 static inline uint64_t tsec__mono_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
+	       (uint64_t)tsec__clock_shift() * 1000000u;
 }
 
 /* Monotonic time in milliseconds. */
@@ -31,7 +66,18 @@ static inline int64_t tsec__wall_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + tsec__wall_skew_ms;
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + tsec__wall_skew_ms +
+	       tsec__clock_shift();
+}
+
+/* The same in microseconds (fences). */
+static inline uint64_t tsec__wall_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u +
+	       (uint64_t)(tsec__wall_skew_ms + tsec__clock_shift()) * 1000u;
 }
 
 /*

@@ -23,6 +23,7 @@
 #include "broker/storage/store_private.h"
 #include "tests/servers.h"
 #include "tests/testutil.h"
+#include "tests/wait.h"
 #include "tinysecurity/client.h"
 
 #define POLICY_FMT \
@@ -36,13 +37,6 @@ static struct {
 	unsigned char pk[32], sk[64];
 	pid_t pid[2];
 } F;
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
-	while (nanosleep(&ts, &ts))
-		;
-}
 
 static void write_file(const char *path, const char *text)
 {
@@ -266,6 +260,16 @@ static long revision_at(int which)
 	return v;
 }
 
+static const char *status_at(int which, char *buf, size_t cap)
+{
+	int rc;
+	json_t *h = call(which, "health", NULL, &rc);
+
+	snprintf(buf, cap, "%s", rc ? "none" : json_string_value(json_object_get(h, "status")));
+	json_decref(h);
+	return buf;
+}
+
 static void test_fleet_policy(void **state)
 {
 	char sig[129], *text, *params;
@@ -284,8 +288,7 @@ static void test_fleet_policy(void **state)
 	json_decref(r);
 	free(params);
 	assert_int_equal(revision_at(0), 2);
-	for (int i = 0; i < 300 && revision_at(1) != 2; i++)
-		sleep_ms(50);
+	TU_WAIT(revision_at(1) == 2);
 	assert_int_equal(revision_at(1), 2);
 	/* An older revision, correctly signed, is refused (no rollback). */
 	params = bundle_of(signed_policy(1, sig), sig);
@@ -310,22 +313,17 @@ static void test_fleet_policy(void **state)
 		tu_store_open_with(&t, &o);
 		assert_int_equal(tsec__store_meta_put(t.store, "policy", bundle, strlen(bundle), &err), 0);
 		free(bundle);
-		/* Give both brokers several looks at it. */
-		sleep_ms(2500);
+		/* Both brokers have read it and refused it: each says so in
+		 * its health. */
+		char st[32];
+		TU_WAIT(!strcmp(status_at(0, st, sizeof(st)), "degraded") &&
+			!strcmp(status_at(1, st, sizeof(st)), "degraded"));
+		assert_string_equal(status_at(0, st, sizeof(st)), "degraded");
+		assert_string_equal(status_at(1, st, sizeof(st)), "degraded");
 		assert_int_equal(revision_at(0), 2);
 		assert_int_equal(revision_at(1), 2);
 		tu_store_close(&t);
 	}
-}
-
-static const char *status_at(int which, char *buf, size_t cap)
-{
-	int rc;
-	json_t *h = call(which, "health", NULL, &rc);
-
-	snprintf(buf, cap, "%s", rc ? "none" : json_string_value(json_object_get(h, "status")));
-	json_decref(h);
-	return buf;
 }
 
 /* Signs text (consumed) into a publish bundle. */
@@ -380,8 +378,7 @@ static void test_fleet_binding_and_freshness(void **state)
 
 	(void)state;
 	/* test_fleet_policy left a bundle in etcd no broker accepts. */
-	for (int i = 0; i < 300 && strcmp(status_at(1, st, sizeof(st)), "degraded"); i++)
-		sleep_ms(50);
+	TU_WAIT(!strcmp(status_at(1, st, sizeof(st)), "degraded"));
 	assert_string_equal(status_at(0, st, sizeof(st)), "degraded");
 	assert_string_equal(status_at(1, st, sizeof(st)), "degraded");
 	/* Expired: refused at publish. */
@@ -406,11 +403,9 @@ static void test_fleet_binding_and_freshness(void **state)
 	assert_int_equal(rc, 0);
 	json_decref(r);
 	free(params);
-	for (int i = 0; i < 300 && revision_at(1) != 3; i++)
-		sleep_ms(50);
+	TU_WAIT(revision_at(1) == 3);
 	assert_int_equal(revision_at(1), 3);
-	for (int i = 0; i < 300 && strcmp(status_at(1, st, sizeof(st)), "ok"); i++)
-		sleep_ms(50);
+	TU_WAIT(!strcmp(status_at(1, st, sizeof(st)), "ok"));
 	assert_string_equal(status_at(0, st, sizeof(st)), "ok");
 	assert_string_equal(status_at(1, st, sizeof(st)), "ok");
 	/* A broker of fleet "blue": a policy naming no fleet, or another, is
@@ -519,8 +514,7 @@ static void test_failover_when_a_broker_dies(void **state)
 	(void)state;
 	for (int i = 0; i < 4; i++)
 		pthread_create(&th[i], NULL, caller, &r);
-	while (atomic_load(&r.done) < 40)
-		sleep_ms(2);
+	TU_WAIT(atomic_load(&r.done) >= 40);
 	stop_broker(0, SIGKILL);         /* mid-run, no goodbye */
 	for (int i = 0; i < 4; i++)
 		pthread_join(th[i], NULL);

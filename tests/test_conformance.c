@@ -17,8 +17,10 @@
 
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "tests/servers.h"
 #include "tests/testutil.h"
+#include "tests/wait.h"
 
 struct variant {
 	const char *backend;
@@ -62,11 +64,22 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void sleep_ms(long ms)
+/*
+ * Ends a lease: the injected clock moves past it, which ends it on every
+ * backend whose leases this process times (file, memory, etcd's
+ * deadline); redis times its own, so wait for the server to end it,
+ * seen as a fenced write refused (on a key of its own).
+ */
+static void lease_ends(struct tsec_store *s, const struct tsec_lock *lk)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
-	while (nanosleep(&ts, &ts))
-		;
+	struct tsec_put probe = { .key = "probe/lease", .value = "x", .len = 1 };
+	struct tsec_error err;
+	int rc = 0;
+
+	tsec__clock_advance((int64_t)(lk->expires_ms - tsec__wall_ms()) + 1);
+	TU_WAIT((rc = tsec_store_put_fenced(s, &app, lk, &probe, 1, &err)) ==
+		TSEC_ENOTOWNER);
+	assert_int_equal(rc, TSEC_ENOTOWNER);
 }
 
 static void put(struct tsec_store *s, const char *k, const char *v)
@@ -275,8 +288,9 @@ static void test_conf_failed_group_loses_nothing(void **state)
 		want(t->store, "race/a", v);
 	}
 	/* Let at least one group fail after the last put, then look again. */
-	for (int seen = atomic_load(&r.failed_groups); atomic_load(&r.failed_groups) < seen + 2;)
-		sleep_ms(1);
+	int seen = atomic_load(&r.failed_groups);
+	TU_WAIT(atomic_load(&r.failed_groups) >= seen + 2);
+	assert_true(atomic_load(&r.failed_groups) >= seen + 2);
 	atomic_store(&r.stop, 1);
 	pthread_join(th, NULL);
 	want(t->store, "race/a", "put-299");
@@ -295,14 +309,14 @@ static void test_conf_one_holder_and_takeover(void **state)
 	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), TSEC_ENOENT);
 	/* A lease that ended is taken over; the old owner is powerless. */
 	assert_int_equal(tsec_lock_acquire(t->store, &app, "short", 30, 0, &a, &err), 0);
-	sleep_ms(60);
+	lease_ends(t->store, &a);
 	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "short", 60000, &b, &err), 0);
 	assert_int_equal(tsec_lock_renew(t->store, &app, &a, 60000, &err), TSEC_ENOTOWNER);
 	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), TSEC_ENOTOWNER);
 	assert_int_equal(tsec_lock_release(t->store, &app, &b, &err), 0);
 	/* Nobody took it: an ended lease still cannot be renewed or released. */
 	assert_int_equal(tsec_lock_acquire(t->store, &app, "lapsed", 30, 0, &c, &err), 0);
-	sleep_ms(60);
+	lease_ends(t->store, &c);
 	assert_int_equal(tsec_lock_renew(t->store, &app, &c, 60000, &err), TSEC_ENOTOWNER);
 	assert_int_equal(tsec_lock_release(t->store, &app, &c, &err), TSEC_ENOTOWNER);
 	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "lapsed", 60000, &b, &err), 0);
@@ -404,13 +418,17 @@ static void test_conf_deadline(void **state)
 	struct tu_store *t = *state;
 	struct tsec_lock a, b;
 	struct tsec_error err;
-	struct timespec t0, t1;
+	int64_t t0, shift;
 
 	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 600000, 0, &a, &err), 0);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* In virtual time: exact and instant (see test_lock_deadline). */
+	atomic_store(&tsec__clock_virtual, true);
+	t0 = tsec__mono_ms();
+	shift = tsec__clock_shift();
 	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 1000, 80, &b, &err), TSEC_ETIMEDOUT);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	assert_true((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 80);
+	atomic_store(&tsec__clock_virtual, false);
+	assert_true(tsec__mono_ms() - t0 >= 80);
+	assert_true(tsec__clock_shift() - shift <= 80);
 	/* A huge timeout does not overflow: it waits, and the release ends it. */
 	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), 0);
 	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 1000, UINT64_MAX, &b, &err), 0);

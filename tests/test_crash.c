@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "tests/testutil.h"
+#include "tests/wait.h"
 
 #define ROUNDS 25
 #define PAD 6000
@@ -248,13 +249,12 @@ static void test_crash_lock_fair_across_processes(void **state)
 		if (pid[i] == 0)
 			contender(t.root, sh, i);
 	}
-	/* Until every process had its turns; 20 s is the liveness bound. */
-	for (int ms = 0; ms < 20000 && !all; ms += 10) {
+	/* Until every process had its turns (within the wait's deadline:
+	 * the liveness bound, far above what any machine needs). */
+	TU_WAIT(all) {
 		all = 1;
 		for (int i = 0; i < PROCS; i++)
 			all &= atomic_load(&sh->got[i]) >= WANT_EACH;
-		if (!all)
-			sleep_us(10000);
 	}
 	atomic_store(&sh->stop, 1);
 	for (int i = 0; i < PROCS; i++) {

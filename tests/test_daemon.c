@@ -28,6 +28,7 @@
 
 #include "tests/servers.h"
 #include "tests/testutil.h"
+#include "tests/wait.h"
 #include "tinysecurity/client.h"
 
 static const char *policy_v1 =
@@ -553,8 +554,7 @@ static void test_daemon_reload(void **state)
 	sign_policy();
 	long reloads = stat_of("reloads");
 	kill(D.pid, SIGHUP);
-	for (int i = 0; i < 100 && stat_of("reloads") == reloads; i++)
-		usleep(20000);
+	TU_WAIT(stat_of("reloads") != reloads);
 	assert_false(bad_allowed());
 	assert_true(stat_of("reload_failures") >= 3);
 	/* No rollback: an older, correctly signed policy is refused, and so
@@ -587,6 +587,42 @@ static void test_daemon_reload(void **state)
 	tsec_client_close(&c);
 }
 
+/* The decision log's lines about logged/marker-7f3a, each checked. */
+static int marker_lines(void)
+{
+	int lines = 0;
+	char line[4096], last_did[64] = "";
+	FILE *f = fopen(D.log, "r");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		json_t *j = json_loads(line, 0, NULL);
+		if (!j)
+			fail_msg("log line is not JSON: %s", line);
+		if (!strcmp(json_string_value(json_object_get(j, "resource")), "logged/marker-7f3a")) {
+			assert_string_equal(json_string_value(json_object_get(j, "principal")), "svc:good");
+			assert_string_equal(json_string_value(json_object_get(j, "action")), "storage.exists");
+			assert_string_equal(json_string_value(json_object_get(j, "decision")), "allow");
+			assert_string_equal(json_string_value(json_array_get(json_object_get(j, "rules"), 0)),
+					    "good-all");
+			assert_true(json_is_false(json_object_get(j, "floor")));
+			assert_true(json_integer_value(json_object_get(j, "latency_ns")) > 0);
+			assert_non_null(json_object_get(j, "time_ms"));
+			/* Each line its own decision id; the policy that decided. */
+			const char *did = json_string_value(json_object_get(j, "decision_id"));
+			assert_non_null(did);
+			assert_string_not_equal(did, last_did);
+			snprintf(last_did, sizeof(last_did), "%s", did);
+			assert_int_equal(strlen(json_string_value(json_object_get(j, "policy_sha256"))), 64);
+			assert_true(json_is_array(json_object_get(j, "roles")));
+			lines++;
+		}
+		json_decref(j);
+	}
+	if (f)
+		fclose(f);
+	return lines;
+}
+
 /* Every Check answer is one line of the decision log. */
 static void test_daemon_decision_log(void **state)
 {
@@ -604,39 +640,7 @@ static void test_daemon_decision_log(void **state)
 	assert_int_equal(tsec_client_call(good, "store.exists",
 		"{\"key\": \"logged/marker-7f3a\"}", NULL, &err), 0);
 	tsec_client_close(&good);
-	for (int tries = 0; tries < 100 && lines < 4; tries++) {
-		char line[4096], last_did[64] = "";
-		FILE *f = fopen(D.log, "r");
-		lines = 0;
-		while (f && fgets(line, sizeof(line), f)) {
-			json_t *j = json_loads(line, 0, NULL);
-			if (!j)
-				fail_msg("log line is not JSON: %s", line);
-			if (!strcmp(json_string_value(json_object_get(j, "resource")), "logged/marker-7f3a")) {
-				assert_string_equal(json_string_value(json_object_get(j, "principal")), "svc:good");
-				assert_string_equal(json_string_value(json_object_get(j, "action")), "storage.exists");
-				assert_string_equal(json_string_value(json_object_get(j, "decision")), "allow");
-				assert_string_equal(json_string_value(json_array_get(json_object_get(j, "rules"), 0)),
-						    "good-all");
-				assert_true(json_is_false(json_object_get(j, "floor")));
-				assert_true(json_integer_value(json_object_get(j, "latency_ns")) > 0);
-				assert_non_null(json_object_get(j, "time_ms"));
-				/* Each line its own decision id; the policy that decided. */
-				const char *did = json_string_value(json_object_get(j, "decision_id"));
-				assert_non_null(did);
-				assert_string_not_equal(did, last_did);
-				snprintf(last_did, sizeof(last_did), "%s", did);
-				assert_int_equal(strlen(json_string_value(json_object_get(j, "policy_sha256"))), 64);
-				assert_true(json_is_array(json_object_get(j, "roles")));
-				lines++;
-			}
-			json_decref(j);
-		}
-		if (f)
-			fclose(f);
-		if (lines < 4)
-			usleep(20000);
-	}
+	TU_WAIT((lines = marker_lines()) >= 4);
 	assert_int_equal(lines, 4);
 	assert_int_equal(stat_of("log_dropped"), 0);
 }
@@ -1004,10 +1008,12 @@ static void test_daemon_sigterm_burst(void **state)
 		snprintf(params, sizeof(params), "{\"name\": \"brief-%d\", \"ttl_ms\": 1}", i);
 		assert_int_equal(tsec_client_call(good, "lock.acquire", params, NULL, &err), 0);
 	}
-	usleep(5000); /* the last brief lease ends */
-	/* The broker holds a lock for a client; it must let it go. */
-	assert_int_equal(tsec_client_call(good, "lock.acquire",
-		"{\"name\": \"held\", \"ttl_ms\": 600000}", &res, &err), 0);
+	/* The broker holds a lock for a client; it must let it go.  It is
+	 * taken once the last brief lease has ended and its slot is free. */
+	int rc;
+	TU_WAIT((rc = tsec_client_call(good, "lock.acquire",
+		"{\"name\": \"held\", \"ttl_ms\": 600000}", &res, &err)) == 0);
+	assert_int_equal(rc, 0);
 	assert_non_null(strstr(res, "\"fence\":"));
 	free(res);
 	tsec_client_close(&good);
@@ -1020,7 +1026,8 @@ static void test_daemon_sigterm_burst(void **state)
 
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, burst_main, &b), 0);
-	usleep(300000);
+	/* Calls under way, then the signal. */
+	TU_WAIT(atomic_load(&b.answered) >= 200);
 	assert_int_equal(kill(D.pid, SIGTERM), 0);
 	for (int i = 0; i < 4; i++)
 		pthread_join(th[i], NULL);

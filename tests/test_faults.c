@@ -23,27 +23,18 @@
 #include "tests/faults.h"
 #include "tests/servers.h"
 #include "tests/testutil.h"
+#include "tests/wait.h"
 
 static struct tu_server etcd, redis;
 static struct tsec_principal app;
 static int serial;
 
-static void nap(void)
-{
-	struct timespec ts = { 0, 5 * 1000000 };
-	nanosleep(&ts, NULL);
-}
-
-/* Until: *cond(arg) holds, or 60 s passed (then the case fails). */
+/* Until cond(arg) holds (tests/wait.h); the case fails if it never does. */
 static void wait_for(int (*cond)(void *), void *arg)
 {
-	int64_t until = tsec__mono_ms() + 60000;
-
-	while (!cond(arg)) {
-		if (tsec__mono_ms() > until)
-			fail_msg("a condition did not hold within 60 s");
-		nap();
-	}
+	TU_WAIT(cond(arg));
+	if (!cond(arg))
+		fail_msg("a condition did not hold within %d s", TU_WAIT_SECONDS);
 }
 
 static void prefix_for(char *prefix, size_t cap)

@@ -26,6 +26,7 @@
 #include "common/clock.h"
 #include "tests/servers.h"
 #include "tests/testutil.h"
+#include "tests/wait.h"
 
 static struct tu_server etcd, redis;
 static struct tsec_principal app;
@@ -168,23 +169,19 @@ static void peer_change_on(const char *backend)
 	assert_string_equal(v, "one");
 	free(v);
 	assert_int_equal(tsec_store_put(plain.store, &app, "peer/k", "two", 3, &err), 0);
-	for (int i = 0; i < 1000 && !seen; i++) {
+	TU_WAIT(seen) {
 		assert_int_equal(tsec_store_get(cached.store, &app, "peer/k", &v, &n, &err), 0);
 		seen = !strcmp(v, "two");
 		free(v);
-		if (!seen)
-			sleep_ms(10);
 	}
 	assert_true(seen);
 	/* And a peer's delete. */
 	assert_int_equal(tsec_store_delete(plain.store, &app, "peer", 1, &err), 0);
 	seen = 0;
-	for (int i = 0; i < 1000 && !seen; i++) {
+	TU_WAIT(seen) {
 		seen = tsec_store_get(cached.store, &app, "peer/k", &v, &n, &err) == TSEC_ENOENT;
-		if (!seen) {
+		if (!seen)
 			free(v);
-			sleep_ms(10);
-		}
 	}
 	assert_true(seen);
 	tu_store_close(&cached);
@@ -628,18 +625,14 @@ static void test_etcd_cluster_leader_dies(void **state)
 		pthread_create(&ht[i], NULL, holder, &hd[i]);
 	}
 	/* Some work, then the leader dies with writes and leases in flight. */
-	while (atomic_load(&f.acked) < 100)
-		sleep_ms(5);
-	for (int i = 0; i < 200 && (leader = tu_etcd_leader(&c)) < 0; i++)
-		sleep_ms(20);
+	TU_WAIT(atomic_load(&f.acked) >= 100);
+	TU_WAIT((leader = tu_etcd_leader(&c)) >= 0);
 	assert_true(leader >= 0);
 	tu_member_kill(&c, leader);
 	before = atomic_load(&f.acked);
 	holds_before = atomic_load(&f.holds);
 	/* Service resumes: more writes and lock holdings are acknowledged. */
-	for (int i = 0; i < 3000 && (atomic_load(&f.acked) < before + 100 ||
-				     atomic_load(&f.holds) < holds_before + 5); i++)
-		sleep_ms(10);
+	TU_WAIT(atomic_load(&f.acked) >= before + 100 && atomic_load(&f.holds) >= holds_before + 5);
 	atomic_store(&f.stop, 1);
 	for (int i = 0; i < 4; i++)
 		pthread_join(wt[i], NULL);
@@ -724,7 +717,6 @@ static void test_etcd_takeover_not_by_clock(void **state)
 	struct tsec_lock lk, other;
 	struct tsec_error err;
 	struct tu_store t, skewed;
-	int64_t until;
 	int rc;
 
 	(void)state;
@@ -740,10 +732,8 @@ static void test_etcd_takeover_not_by_clock(void **state)
 	assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
 	/* A holder that dies: the lock is free once etcd ends its lease. */
 	assert_int_equal(tsec_lock_acquire(t.store, &app, "clk", 1000, 0, &lk, &err), 0);
-	until = tsec__mono_ms() + 30000;
-	while ((rc = tsec_lock_try_acquire(skewed.store, &app, "clk", 60000, &other, &err)) ==
-	       TSEC_EBUSY && tsec__mono_ms() < until)
-		sleep_ms(50);
+	TU_WAIT((rc = tsec_lock_try_acquire(skewed.store, &app, "clk", 60000, &other, &err)) !=
+		TSEC_EBUSY);
 	assert_int_equal(rc, 0);
 	assert_true(other.fence > lk.fence);
 	assert_int_equal(tsec_lock_release(skewed.store, &app, &other, &err), 0);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,9 @@
 #include <unistd.h>
 
 #include "broker/storage/file_private.h"
+#include "common/clock.h"
 #include "tests/testutil.h"
+#include "tests/wait.h"
 
 static struct tsec_principal app;
 
@@ -34,19 +37,6 @@ static int teardown(void **state)
 {
 	tu_store_close(*state);
 	return 0;
-}
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
-	nanosleep(&ts, NULL);
 }
 
 static void test_lock_basics(void **state)
@@ -108,7 +98,7 @@ static void test_lock_successor(void **state)
 	struct tsec_error err;
 
 	assert_int_equal(tsec_lock_acquire(t->store, &app, "succ", 30, 0, &old, &err), 0);
-	sleep_ms(60); /* the lease ends */
+	tsec__clock_advance(60); /* the lease ends */
 	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "succ", 10000, &next, &err), 0);
 	assert_memory_not_equal(old.token, next.token, sizeof(old.token));
 	assert_int_equal(tsec_lock_renew(t->store, &app, &old, 10000, &err), TSEC_ENOTOWNER);
@@ -149,12 +139,18 @@ static void test_lock_deadline(void **state)
 	struct tu_store *t = *state;
 	struct tsec_lock a, b;
 	struct tsec_error err;
-	int64_t t0;
+	int64_t t0, shift;
 
 	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 600000, 0, &a, &err), 0);
-	t0 = mono_ms();
+	/* In virtual time: the waiter's naps move the clock on, so the wait
+	 * is exact and instant (it naps no further than the deadline). */
+	atomic_store(&tsec__clock_virtual, true);
+	t0 = tsec__mono_ms();
+	shift = tsec__clock_shift();
 	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 1000, 120, &b, &err), TSEC_ETIMEDOUT);
-	assert_true(mono_ms() - t0 >= 120); /* it waited for the whole deadline */
+	atomic_store(&tsec__clock_virtual, false);
+	assert_true(tsec__mono_ms() - t0 >= 120); /* it waited for the whole deadline */
+	assert_true(tsec__clock_shift() - shift <= 120);
 	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), 0);
 	/* Free lock, endless timeout: taken at once. */
 	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 1000, UINT64_MAX, &b, &err), 0);
@@ -204,7 +200,7 @@ static void test_lock_processes(void **state)
 				rewind(c);
 				fprintf(c, "%d", n + 1);
 				fclose(c);
-				sleep_ms(1);
+				sched_yield(); /* a wider window for a second holder */
 				unlink(marker);
 				if (tsec_lock_release(t->store, &app, &lk, &err))
 					_exit(5);
@@ -290,7 +286,7 @@ static void test_lock_stale_one_winner(void **state)
 	int go[2], winners = 0, losers = 0;
 
 	assert_int_equal(tsec_lock_acquire(t->store, &app, "stale", 20, 0, &lk, &err), 0);
-	sleep_ms(50); /* its lease has ended; the file is still there */
+	tsec__clock_advance(50); /* its lease has ended; the file is still there */
 	assert_int_equal(pipe(go), 0);
 	for (int p = 0; p < RACERS; p++) {
 		pids[p] = fork();

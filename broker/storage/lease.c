@@ -36,14 +36,6 @@ int64_t tsec__deadline_after(int64_t now, uint64_t ms)
 	return ms > (uint64_t)(INT64_MAX - now) ? INT64_MAX : now + (int64_t)ms;
 }
 
-static uint64_t wall_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 int tsec__lease_try(struct tsec__lease_state *st, const uint8_t *waiter,
 		    uint64_t ttl_ms, int64_t now_ms, struct tsec__lease *out,
 		    bool *dirty)
@@ -67,7 +59,7 @@ int tsec__lease_try(struct tsec__lease_state *st, const uint8_t *waiter,
 		return TSEC_EBUSY;
 	}
 	randombytes_buf(st->token, sizeof(st->token));
-	us = wall_us();
+	us = tsec__wall_us();
 	st->fence = us > st->fence ? us : st->fence + 1;
 	st->expires_ms = tsec__deadline_after(now_ms, ttl_ms);
 	if (me)

@@ -48,14 +48,6 @@ static int check(struct tsec_store *s, const struct tsec_principal *who, const c
 	return tsec__store_check(s, who, &r, 1, err);
 }
 
-static void sleep_ms(int64_t ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 static int acquire(struct tsec_store *s, const struct tsec_principal *who, const char *name,
 		   uint64_t ttl_ms, uint64_t timeout_ms, int wait, struct tsec_lock *out,
 		   struct tsec_error *err)
@@ -88,7 +80,7 @@ static int acquire(struct tsec_store *s, const struct tsec_principal *who, const
 					    "lock still held when the deadline passed");
 		/* Jitter spreads waiters that started together. */
 		nap = backoff / 2 + (int64_t)randombytes_uniform((uint32_t)backoff / 2 + 1);
-		sleep_ms(nap < left ? nap : left);
+		tsec__nap_ms(nap < left ? nap : left);
 		if (backoff < BACKOFF_MAX_MS)
 			backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
 	}

@@ -1,0 +1,64 @@
+/*
+ * Waiting in tests: for a condition, never for a time.
+ *
+ *	TU_WAIT(stat_of("reloads") > before);
+ *	assert_true(stat_of("reloads") > before);
+ *
+ * polls the condition, backing off from 1 ms to 20 ms between looks,
+ * until it holds or TU_WAIT_SECONDS pass (a deadline for a test that
+ * would otherwise hang, far beyond what any machine needs; the assert
+ * after it names the failure).  A pause between looks only spaces them:
+ * what decides the test is the condition.  To end a lease, move the
+ * injected clock on (tsec__clock_advance) instead.
+ */
+#ifndef TSEC_TESTS_WAIT_H
+#define TSEC_TESTS_WAIT_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#ifndef TU_WAIT_SECONDS
+#define TU_WAIT_SECONDS 120
+#endif
+
+struct tu_waiter {
+	struct timespec until;
+	long pause_us;
+};
+
+static inline struct tu_waiter tu_wait_begin(int seconds)
+{
+	struct tu_waiter w = { .pause_us = 1000 };
+
+	/* The machine's own monotonic clock: the injected one moves when a
+	 * test says so, and a deadline must not. */
+	clock_gettime(CLOCK_MONOTONIC, &w.until);
+	w.until.tv_sec += seconds;
+	return w;
+}
+
+/* true: look again (after a pause); false: the deadline passed. */
+static inline bool tu_wait_more(struct tu_waiter *w)
+{
+	struct timespec now, ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (now.tv_sec > w->until.tv_sec ||
+	    (now.tv_sec == w->until.tv_sec && now.tv_nsec >= w->until.tv_nsec))
+		return false;
+	ts.tv_sec = 0;
+	ts.tv_nsec = w->pause_us * 1000;
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	if (w->pause_us < 20000)
+		w->pause_us *= 2;
+	return true;
+}
+
+#define TU_WAIT_S(cond, seconds) \
+	for (struct tu_waiter tu_w_ = tu_wait_begin(seconds); !(cond) && tu_wait_more(&tu_w_);)
+#define TU_WAIT(cond) TU_WAIT_S(cond, TU_WAIT_SECONDS)
+
+#endif
