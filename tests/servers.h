@@ -44,6 +44,12 @@ int tu_redis_restart(struct tu_server *s, bool keep_data);
 /* Stops every member still running and removes the data folder. */
 void tu_server_stop(struct tu_server *s);
 
+/*
+ * Servers die with the thread that started them (PR_SET_PDEATHSIG, so a
+ * crashed test leaves none behind): start and restart them from the
+ * test's main thread.
+ */
+
 /* Kills member i (SIGKILL) and reaps it. */
 void tu_member_kill(struct tu_server *s, int i);
 /* Starts member i again on its data folder; waits until it answers. */

@@ -3,7 +3,8 @@
  * release against real etcd and redis, each through its own fault proxy
  * (tests/faults.h), while a fault thread hangs, delays (a hang released
  * later forwards what it held), drops answers and cuts connections at
- * random.  Every operation is recorded (invoked, answered, outcome,
+ * random, and the main thread pauses the server (SIGSTOP) or kills it
+ * and starts it again on its data.  Every operation is recorded (invoked, answered, outcome,
  * value, fence) and the history is checked afterwards:
  *
  *   - no two grants of one lock overlap: a grant's answer never comes
@@ -14,12 +15,14 @@
  *     fenced put was acknowledged sees that fence or a later one (with a
  *     LocalCache: after cache_live_ms), and so does the final read.
  *
- * CHAOS_SECONDS (default 6) per backend; `make chaos` runs it longer.
+ * CHAOS_SECONDS (default 6) per backend; `make chaos` runs it longer;
+ * CHAOS_ONLY (a cmocka pattern, "*redis*") picks the cases.
  * Counts of operations, faults and violations are printed; any violation
  * fails.  No assertion depends on speed: the checks compare the order of
  * events measured on one monotonic clock.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +57,9 @@ static struct {
 	struct event *ev;
 	size_t nev;
 	atomic_int stop;
-	atomic_long faults, violations;
+	struct tu_server *srv;       /* the server of the run */
+	atomic_long faults, violations, pauses, restarts;
+	atomic_int server_lost;
 	int seconds;
 	bool cached;
 } C;
@@ -172,8 +177,11 @@ static void *work(void *arg)
 	return NULL;
 }
 
-/* Faults at random, one worker at a time: hang (then release: a delay),
- * drop answers, cut connections. */
+/*
+ * Faults at random: on one worker's path, hang (then release: a delay),
+ * drop answers, cut connections.  The server faults are the main
+ * thread's (server_faults).
+ */
 static void *faults(void *arg)
 {
 	struct worker *w = arg;
@@ -181,21 +189,55 @@ static void *faults(void *arg)
 
 	while (!atomic_load(&C.stop)) {
 		struct worker *v = &w[rand_r(&seed) % WORKERS];
-		int what = (int)(rand_r(&seed) % 4);
+		int what = (int)(rand_r(&seed) % 6);
 
 		atomic_fetch_add(&C.faults, 1);
-		if (what == 3) {
+		if (what >= 4) {		} else if (what >= 4) {
 			tu_proxy_cut(v->px);
 		} else {
-			tu_proxy_set(v->px, what == 0 ? TU_HANG : what == 1 ? TU_DROP : TU_PASS);
+			tu_proxy_set(v->px, what < 2 ? TU_HANG : TU_DROP);
 			nap(50 + (long)(rand_r(&seed) % 1500));
 			tu_proxy_set(v->px, TU_PASS);
-			if (what == 1)
+			if (what >= 2)
 				tu_proxy_cut(v->px);     /* what was dropped: the client hears */
 		}
 		nap(20 + (long)(rand_r(&seed) % 300));
 	}
 	return NULL;
+}
+
+/*
+ * For the run's length, on the server every worker shares: pause it
+ * (SIGSTOP, then SIGCONT) or kill it and start it again on its data
+ * (etcd's WAL; redis's append-only file, fsync always).  From the main
+ * thread: a server started from a thread dies when that thread ends
+ * (tests/servers.c: PR_SET_PDEATHSIG).
+ */
+static void server_faults(void)
+{
+	unsigned seed = 4242;
+	int64_t end = tsec__mono_ms() + C.seconds * 1000;
+
+	while (tsec__mono_ms() < end && !atomic_load(&C.stop)) {
+		nap(500 + (long)(rand_r(&seed) % 2000));
+		if (tsec__mono_ms() >= end)
+			break;
+		atomic_fetch_add(&C.faults, 1);
+		if (rand_r(&seed) % 2) {
+			atomic_fetch_add(&C.pauses, 1);
+			kill(C.srv->pid[0], SIGSTOP);
+			nap(50 + (long)(rand_r(&seed) % 1500));
+			kill(C.srv->pid[0], SIGCONT);
+		} else {
+			atomic_fetch_add(&C.restarts, 1);
+			if (C.srv == &C.redis ? tu_redis_restart(C.srv, true)
+					      : (tu_member_kill(C.srv, 0), tu_member_restart(C.srv, 0))) {
+				fprintf(stderr, "chaos: the server did not start again\n");
+				atomic_store(&C.server_lost, 1);
+				break;
+			}
+		}
+	}
 }
 
 static int by_fence(const void *a, const void *b)
@@ -332,6 +374,7 @@ static void run(const char *backend, const char *upstream, bool cached)
 
 	C.nev = 0;
 	C.cached = cached;
+	C.srv = backend[0] == 'e' ? &C.etcd : &C.redis;
 	atomic_store(&C.stop, 0);
 	snprintf(prefix, sizeof(prefix), "chaos-%d-%s%s", (int)getpid(), backend,
 		 cached ? "-cached" : "");
@@ -349,8 +392,7 @@ static void run(const char *backend, const char *upstream, bool cached)
 	for (int i = 0; i < WORKERS; i++)
 		pthread_create(&th[i], NULL, work, &w[i]);
 	pthread_create(&ft, NULL, faults, w);
-	for (int s = 0; s < C.seconds * 10; s++)
-		nap(100);
+	server_faults();
 	atomic_store(&C.stop, 1);
 	pthread_join(ft, NULL);
 	for (int i = 0; i < WORKERS; i++)
@@ -374,19 +416,24 @@ static void run(const char *backend, const char *upstream, bool cached)
 	}
 	check();
 	fprintf(stderr, "chaos %s%s: %zu operations (acquire %ld/%ld ok, put %ld/%ld, get %ld/%ld, "
-		"renew %ld/%ld, release %ld/%ld), %ld faults injected, %ld violations\n",
+		"renew %ld/%ld, release %ld/%ld), %ld faults injected (%ld server pauses, "
+		"%ld server restarts), %ld violations\n",
 		backend, cached ? " + LocalCache" : "", C.nev, ok[ACQ], ops[ACQ], ok[PUT], ops[PUT],
 		ok[GET], ops[GET], ok[RENEW], ops[RENEW], ok[REL], ops[REL],
-		atomic_load(&C.faults), atomic_load(&C.violations));
+		atomic_load(&C.faults), atomic_load(&C.pauses), atomic_load(&C.restarts),
+		atomic_load(&C.violations));
 	tu_store_close(&final);
 	for (int i = 0; i < WORKERS; i++) {
 		tu_store_close(&w[i].t);
 		tu_proxy_stop(w[i].px);
 	}
+	assert_int_equal(atomic_load(&C.server_lost), 0);
 	/* Enough happened for the checks to mean something. */
 	assert_true(ok[ACQ] > 0 && ok[PUT] > 0 && ok[GET] > 0);
 	assert_int_equal(atomic_load(&C.violations), 0);
 	atomic_store(&C.faults, 0);
+	atomic_store(&C.pauses, 0);
+	atomic_store(&C.restarts, 0);
 }
 
 static void test_chaos_etcd(void **state)
@@ -425,6 +472,8 @@ int main(void)
 	int failed;
 
 	C.seconds = s && atoi(s) > 0 ? atoi(s) : 6;
+	if (getenv("CHAOS_ONLY"))            /* a cmocka pattern: "*redis*" */
+		cmocka_set_test_filter(getenv("CHAOS_ONLY"));
 	app = tu_who("svc:app");
 	pthread_mutex_init(&C.mu, NULL);
 	if (!(C.ev = calloc(EVENTS_MAX, sizeof(*C.ev))))

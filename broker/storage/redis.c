@@ -1033,8 +1033,11 @@ static int probe(struct redisbe *r, redisContext *c, bool feed, struct tsec_erro
 	snprintf(chan, sizeof(chan), "%s/inval", r->prefix);
 	rep = redisCommand(c, "PUBLISH %s %b", chan, "", (size_t)0);
 	refused = !rep || rep->type != REDIS_REPLY_INTEGER;
+	if (!rep)
+		return tsec__seterr(err, TSEC_EIO, chan, "redis did not answer PUBLISH on '%s': "
+				    "%.100s", chan, c->errstr);
 	if (refused)
-		tsec__seterr(err, rep ? TSEC_EDENIED : TSEC_EIO, chan, "redis refused PUBLISH on "
+		tsec__seterr(err, TSEC_EDENIED, chan, "redis refused PUBLISH on "
 			     "'%s' (%.100s): every write publishes there; grant the user the "
 			     "channel (ACL SETUSER NAME '&%s'; Redis 7 gives a new user none)",
 			     chan, rep && rep->type == REDIS_REPLY_ERROR ? rep->str : c->errstr,
@@ -1049,8 +1052,11 @@ static int probe(struct redisbe *r, redisContext *c, bool feed, struct tsec_erro
 			return TSEC_EIO;
 		rep = redisCommand(sc, "SUBSCRIBE %s", chan);
 		refused = !is_kind(rep, "subscribe");
-		if (refused)
-			tsec__seterr(err, rep ? TSEC_EDENIED : TSEC_EIO, chan, "redis refused "
+		if (!rep)
+			tsec__seterr(err, TSEC_EIO, chan, "redis did not answer SUBSCRIBE to "
+				     "'%s': %.100s", chan, sc->errstr);
+		else if (refused)
+			tsec__seterr(err, TSEC_EDENIED, chan, "redis refused "
 				     "SUBSCRIBE to '%s' (%.100s): the LocalCache needs it; grant "
 				     "the user the channel (ACL SETUSER NAME '&%s')", chan,
 				     rep && rep->type == REDIS_REPLY_ERROR ? rep->str : sc->errstr,
