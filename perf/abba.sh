@@ -3,9 +3,10 @@
 #
 #   perf/abba.sh [-n RUNS] [-o RAW.csv] DIR_A DIR_B PROGRAM [ARGS...]
 #
-# Runs DIR/PROGRAM ARGS for each side in four phases, A1 B1 B2 A2, RUNS
-# times per phase (default 3), so drift on this shared machine hits both
-# sides alike.  An "@" at the start of an argument stands for the side's
+# Runs DIR/PROGRAM ARGS once per side to warm both (discarded), then in
+# four phases, A1 B1 B2 A2, RUNS times per phase (default 3), so drift on
+# this shared machine hits both sides alike.  Each side's benchmark loads
+# the module and tsec-broker beside it (perf/benchutil.h).  An "@" at the start of an argument stands for the side's
 # build folder, e.g.
 #
 #   perf/abba.sh old/build/release build/release \
@@ -18,10 +19,12 @@
 # "latency,case,samples,first,p50,p90,p99,p999,max" (cases CASE.p50 and
 # CASE.p99).  For each case and phase the median of its values is taken;
 # a side's figure is the mean of its two phase medians.  Drift is
-# A2/A1 - 1 (and B2/B1 - 1 for the other side): over 10% on either,
+# A2/A1 - 1 (and B2/B1 - 1 for the other side): 10% or more on either,
 # the case is shown as excluded.  An effect (B/A - 1)
 # under 5% is shown as unchanged.  Every case is shown; every value goes
-# to RAW.csv (default: a file under perf/results/).
+# to RAW.csv (default: a file under perf/results/).  Exit status 1 when a
+# run of the program fails or prints no case, or when every case is
+# excluded or missing on a side; 2 for bad usage.
 set -eu
 runs=3
 raw=
@@ -29,7 +32,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	-n) runs=$2; shift 2 ;;
 	-o) raw=$2; shift 2 ;;
-	-h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,28p' "$0"; exit 0 ;;
 	*) break ;;
 	esac
 done
@@ -53,11 +56,26 @@ run() {
 	for x in $args; do
 		case $x in @*) set -- "$@" "$dir${x#@}" ;; *) set -- "$@" "$x" ;; esac
 	done
-	"$dir/$prog" "$@" 2>/dev/null | awk -F, -v p="$phase" -v r="$n" '
+	if ! "$dir/$prog" "$@" > "$out" 2> "$out.err"; then
+		echo "abba: $dir/$prog failed in phase $phase, run $n:" >&2
+		tail -n 5 "$out.err" >&2
+		exit 1
+	fi
+	[ "$phase" = warm ] && return 0
+	before=$(wc -l < "$raw")
+	awk -F, -v p="$phase" -v r="$n" '
 		$1 == "latency" && NF >= 7 { print p "," r "," $2 ".p50," $5; print p "," r "," $2 ".p99," $7; next }
-		NF == 5 && $2 ~ /^[0-9]+$/ { print p "," r "," $1 "," $5 }' >> "$raw"
+		NF == 5 && $2 ~ /^[0-9]+$/ { print p "," r "," $1 "," $5 }' "$out" >> "$raw"
+	if [ "$(wc -l < "$raw")" -eq "$before" ]; then
+		echo "abba: $dir/$prog printed no case in phase $phase, run $n" >&2
+		exit 1
+	fi
 }
 args=$*
+out=$(mktemp)
+trap 'rm -f "$out" "$out.err"' EXIT
+run warm "$a" 0
+run warm "$b" 0
 for phase in A1 B1 B2 A2; do
 	case $phase in A*) dir=$a ;; *) dir=$b ;; esac
 	i=1
@@ -81,11 +99,16 @@ END {
 	for (c in cases) {
 		a1 = med(c, "A1"); a2 = med(c, "A2"); b1 = med(c, "B1"); b2 = med(c, "B2")
 		if (a1 <= 0 || a2 <= 0 || b1 <= 0 || b2 <= 0) { printf "%-28s missing on a side\n", c; continue }
+		judged++
 		A = (a1 + a2) / 2; B = (b1 + b2) / 2; da = a2 / a1 - 1; db = b2 / b1 - 1; e = B / A - 1
-		if (da > 0.10 || da < -0.10) verdict = sprintf("excluded (A drifted %+.1f%%)", da * 100)
-		else if (db > 0.10 || db < -0.10) verdict = sprintf("excluded (B drifted %+.1f%%)", db * 100)
+		if (da >= 0.10 || da <= -0.10) verdict = sprintf("excluded (A drifted %+.1f%%)", da * 100)
+		else if (db >= 0.10 || db <= -0.10) verdict = sprintf("excluded (B drifted %+.1f%%)", db * 100)
 		else if (e < 0.05 && e > -0.05) verdict = "unchanged"
 		else verdict = sprintf("%s %.1f%%", e < 0 ? "B faster by" : "B slower by", (e < 0 ? -e : e) * 100)
+		if (verdict !~ /^excluded/) kept++
 		printf "%-28s %12.1f %12.1f %8.3f %+8.1f%% %+8.1f%%  %s\n", c, A, B, B / A, da * 100, db * 100, verdict
 	}
-}' "$raw" | { IFS= read -r head; echo "$head"; sort; }
+	if (!kept) { print "abba: every case excluded or missing on a side" > "/dev/stderr"; exit 1 }
+}' "$raw" > "$out" || status=1
+{ IFS= read -r head; echo "$head"; sort; } < "$out"
+exit "${status:-0}"

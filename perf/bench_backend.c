@@ -267,7 +267,7 @@ int main(int argc, char **argv)
 		samples = atoi(argv[1]) > 0 ? atoi(argv[1]) : 5;
 	app.id = tsec_str_c("svc:app");
 	if (tsec_bus_new(&bus) ||
-	    tsec_bus_load(bus, "policy", "build/release/libtinysecurity_module.so", policy,
+	    tsec_bus_load(bus, "policy", bench_module(), policy,
 			  strlen(policy), &err))
 		die("bus", &err);
 	printf("# bench_backend: %s build, %d samples per case\n",

@@ -69,7 +69,7 @@ static void run(const char *name, void (*fn)(void), size_t calls, uint64_t *v)
 
 int main(int argc, char **argv)
 {
-	const char *module = argc > 1 ? argv[1] : "build/release/libtinysecurity_module.so";
+	const char *module = argc > 1 ? argv[1] : bench_module();
 	const char *policy = argc > 2 ? argv[2] : "examples/policy.json";
 	size_t calls = argc > 3 ? strtoul(argv[3], NULL, 10) : 100000;
 	struct tsec_module_info info;

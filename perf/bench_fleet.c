@@ -33,7 +33,7 @@
 #include "perf/benchutil.h"
 #include "tests/servers.h"
 
-#define MODULE "build/release/libtinysecurity_module.so"
+#define MODULE bench_module()
 
 static const char *policy =
 	"{\"version\": 1, \"rules\": [{\"id\": \"app\", \"effect\": \"allow\","
@@ -140,17 +140,17 @@ static void start_broker(int i, const char *etcd_ep)
 	snprintf(path, sizeof(path), "%s/policy.json", dir);
 	write_file(path, policy);
 	snprintf(text, sizeof(text),
-		 "{\"module\": \"" MODULE "\", \"policy\": \"%s\", \"allow_unsigned_policy\": true,"
+		 "{\"module\": \"%s\", \"policy\": \"%s\", \"allow_unsigned_policy\": true,"
 		 " \"state_dir\": \"%s\", \"workers\": 4,"
 		 " \"storage\": {\"backend\": \"etcd\", \"endpoints\": [\"%s\"], \"prefix\": \"bench\","
 		 "  \"cache_bytes\": 1048576},"
 		 " \"endpoints\": [\"%s\"], \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:app\"}]}",
-		 path, dir, etcd_ep, ipc[i], (int)getuid());
+		 MODULE, path, dir, etcd_ep, ipc[i], (int)getuid());
 	write_file(cfg[i], text);
 	if ((pid[i] = fork()) == 0) {
 		if (!freopen("/dev/null", "w", stderr))
 			_exit(127);
-		execl("build/release/tsec-broker", "tsec-broker", "--config", cfg[i], (char *)NULL);
+		execl(bench_broker(), "tsec-broker", "--config", cfg[i], (char *)NULL);
 		_exit(127);
 	}
 	for (int t = 0; t < 200; t++) {

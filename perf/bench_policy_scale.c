@@ -111,7 +111,7 @@ static void gen(struct buf *b, unsigned n)
 int main(int argc, char **argv)
 {
 	static const unsigned defaults[] = { 10, 100, 1000, 10000, 100000 };
-	const char *module = argc > 1 ? argv[1] : "build/release/libtinysecurity_module.so";
+	const char *module = argc > 1 ? argv[1] : bench_module();
 	const char *seed = "{\"version\": 1}";
 	struct tsec_bus *bus = NULL;
 	struct tsec_module_info info;

@@ -194,7 +194,7 @@ int main(int argc, char **argv)
 	}
 	app.id = tsec_str_c("svc:app");
 	if (tsec_bus_new(&bus) ||
-	    tsec_bus_load(bus, "policy", "build/release/libtinysecurity_module.so",
+	    tsec_bus_load(bus, "policy", bench_module(),
 			  policy, strlen(policy), &err) ||
 	    tsec_store_open(&store, root, bus, NULL, &err)) {
 		fprintf(stderr, "bench_store: %s\n", err.msg);

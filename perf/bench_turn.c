@@ -240,12 +240,12 @@ static void run_broker(const char *root, int turns)
 	snprintf(ipc, sizeof(ipc), "ipc://%s/tsec.sock", dir);
 	snprintf(tcp, sizeof(tcp), "tcp://127.0.0.1:%d", 20000 + (int)(getpid() % 30000));
 	snprintf(cfg, sizeof(cfg),
-		 "{\"module\": \"build/release/libtinysecurity_module.so\", \"policy\": \"%s\","
+		 "{\"module\": \"%s\", \"policy\": \"%s\","
 		 " \"allow_unsigned_policy\": true, \"storage\": \"%s/store\","
 		 " \"endpoints\": [\"%s\", \"%s\"], \"server_secret_key\": \"%s\","
 		 " \"clients\": [{\"public_key\": \"%s\", \"principal\": \"svc:acme-issuer\"}],"
 		 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:acme-issuer\"}]}",
-		 pol, dir, ipc, tcp, srv_sec, cli_pub, (int)getuid());
+		 bench_module(), pol, dir, ipc, tcp, srv_sec, cli_pub, (int)getuid());
 	snprintf(path, sizeof(path), "%s/broker.json", dir);
 	if (!lat || !(f = fopen(path, "w")))
 		exit(2);
@@ -254,7 +254,7 @@ static void run_broker(const char *root, int turns)
 	if ((pid = fork()) == 0) {
 		if (!freopen("/dev/null", "w", stderr))
 			_exit(127);
-		execl("build/release/tsec-broker", "tsec-broker", "--config", path, (char *)NULL);
+		execl(bench_broker(), "tsec-broker", "--config", path, (char *)NULL);
 		_exit(127);
 	}
 	for (int side = 0; side < 2; side++) {
@@ -310,7 +310,7 @@ int main(int argc, char **argv)
 	memset(key, 'k', sizeof(key));
 	memset(meta, 'm', sizeof(meta));
 	if (!mkdtemp(root) || tsec_bus_new(&bus) ||
-	    tsec_bus_load(bus, "policy", "build/release/libtinysecurity_module.so", policy,
+	    tsec_bus_load(bus, "policy", bench_module(), policy,
 			  strlen(policy), &err)) {
 		fprintf(stderr, "bench_turn: cannot start\n");
 		return 2;

@@ -329,14 +329,14 @@ static void start_broker(void)
 
 	snprintf(path, sizeof(path), "%s/broker.json", dir);
 	snprintf(cfg, sizeof(cfg),
-		 "{\"module\": \"build/release/libtinysecurity_module.so\","
+		 "{\"module\": \"%s\","
 		 " \"policy\": \"examples/policy.json\", \"allow_unsigned_policy\": true,"
 		 " \"storage\": \"%s/store\","
 		 " %s%s%s \"endpoints\": [\"%s\", \"%s\"],"
 		 " \"server_secret_key\": \"%s\", \"workers\": 4,"
 		 " \"clients\": [{\"public_key\": \"%s\", \"principal\": \"svc:web-1\", \"roles\": [\"web\"]}],"
 		 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:web-1\", \"roles\": [\"web\"]}]}",
-		 dir, getenv("BENCH_NO_LOG") ? "" : "\"decision_log\": \"",
+		 bench_module(), dir, getenv("BENCH_NO_LOG") ? "" : "\"decision_log\": \"",
 		 getenv("BENCH_NO_LOG") ? "" : dir,
 		 getenv("BENCH_NO_LOG") ? "" : "/decisions.log\",",
 		 broker_ipc, broker_tcp, srv_sec, cli_pub, (int)getuid());
@@ -349,7 +349,7 @@ static void start_broker(void)
 	if (broker == 0) {
 		if (!freopen("/dev/null", "w", stderr))
 			_exit(126);
-		execl("build/release/tsec-broker", "tsec-broker", "--config", path, (char *)NULL);
+		execl(bench_broker(), "tsec-broker", "--config", path, (char *)NULL);
 		_exit(127);
 	}
 	for (int i = 0; i < 200; i++) {

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "perf/benchutil.h"
 
@@ -88,4 +89,38 @@ long bench_rss_kib(void)
 		}
 	fclose(f);
 	return kib;
+}
+
+/* name beside this program, into buf: build/release/NAME when the
+ * program's own path cannot be read. */
+static const char *beside(char *buf, size_t cap, const char *name)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+	char *slash;
+
+	buf[n > 0 ? n : 0] = '\0';
+	if (n <= 0 || !(slash = strrchr(buf, '/')) ||
+	    strlen(name) >= cap - (size_t)(slash + 1 - buf)) {
+		snprintf(buf, cap, "build/release/%s", name);
+		return buf;
+	}
+	snprintf(slash + 1, cap - (size_t)(slash + 1 - buf), "%s", name);
+	return buf;
+}
+
+const char *bench_module(void)
+{
+	static char path[4096];
+	const char *env = getenv("TSEC_BENCH_MODULE");
+
+	if (env && *env)
+		return env;
+	return path[0] ? path : beside(path, sizeof(path), "libtinysecurity_module.so");
+}
+
+const char *bench_broker(void)
+{
+	static char path[4096];
+
+	return path[0] ? path : beside(path, sizeof(path), "tsec-broker");
 }

@@ -31,6 +31,17 @@ void bench_print_latency(const char *name, uint64_t first_ns, uint64_t *v,
 /* Sorts v[0..n) and returns its nearest-rank quantile q. */
 uint64_t bench_quantile(uint64_t *v, size_t n, double q);
 
+/*
+ * The module this benchmark times: $TSEC_BENCH_MODULE, or else
+ * libtinysecurity_module.so beside the benchmark's own program, so each
+ * side of an A-B-B-A run (perf/abba.sh) loads its own build's module
+ * whatever the working directory.
+ */
+const char *bench_module(void);
+
+/* The tsec-broker beside the benchmark's own program (the same build). */
+const char *bench_broker(void);
+
 /* Resident set size of this process in KiB, from /proc/self/status. */
 long bench_rss_kib(void);
 

@@ -25,8 +25,9 @@ check() {
 
 check bench_bus "check2 evaluate" $B/bench_bus "$M" examples/policy.json 500
 check bench_policy_scale "10 20" $B/bench_policy_scale "$M" 10 20
-check bench_certcache "lookup_exact lookup_wildcard lookup_miss lookup_all duplicate_insert wildcard_4_threads" \
-	$B/bench_certcache 500
+check bench_certcache "lookup_exact lookup_wildcard lookup_miss lookup_all duplicate_insert \
+	wildcard_4_threads empty_miss single_hit 64_origins_hit 256_origins_hit full_hit full_miss \
+	shared_full_hit shared_full_miss untracked_guard_drop" env BENCH_SAMPLES=2 $B/bench_certcache 500
 check bench_store "load_gated load_plain exists_gated put_single_x3 put_many_3_crash_safe lock_acquire_release" \
 	$B/bench_store
 check bench_backend "local_hit_64 local_write_64 gated_local_hit" env BENCH_ITERS=2000 $B/bench_backend 1
@@ -34,4 +35,16 @@ check bench_turn "turn_gated_memory turn_ungated_memory turn_gated_file turn_bro
 check bench_zmq "throughput latency connect" $B/bench_zmq 200
 check bench_fleet "file_load etcd_load redis_load etcd_cache_load redis_cache_load" $B/bench_fleet 50
 check bench_instructions "" $B/bench_instructions "$M" examples/policy.json 100
+# The A-B-B-A runner: both sides from another working directory (each
+# side's benchmark loads its own module), and a failing run fails it.
+here=$(pwd)
+if ! (cd /tmp && BENCH_ITERS=2000 sh "$here/perf/abba.sh" -n 1 -o "$out.csv" "$here/$B" \
+		"$here/$B" bench_backend 1 >"$out" 2>&1) && ! grep -q "every case excluded" "$out"; then
+	echo "bench-smoke: perf/abba.sh failed:"; tail -5 "$out"; bad=1
+elif (sh perf/abba.sh -n 1 -o "$out.csv" $B $B bench_bus /nonexistent.so >"$out" 2>&1); then
+	echo "bench-smoke: perf/abba.sh exited 0 for a benchmark that failed"; bad=1
+else
+	echo "bench-smoke: perf/abba.sh ok"
+fi
+rm -f "$out.csv"
 exit $bad
