@@ -62,7 +62,7 @@ Q := @
 msg = @printf '  %-6s %s\n' $(1) $(2)
 endif
 
-# The parts, one folder each (README, "Layout").
+# The parts, one folder each (docs/architecture.md).
 CORE_SRC := common/error.c common/key.c common/suggest.c common/clock.c
 SHARED_SRC := $(CORE_SRC) common/wire.c common/jsonw.c common/sign.c common/prom.c
 MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
@@ -306,7 +306,7 @@ install:
 		$(DESTDIR)$(PREFIX)/share/man/man5/tinysecurity-policy.5
 	install -m 0644 packaging/tsec.bash-completion \
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/tsec
-	install -m 0644 README.md LICENSE $(DESTDIR)$(PREFIX)/share/doc/tinysecurity/
+	install -m 0644 README.md LICENSE SECURITY.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/tinysecurity/
 	$(subst_in) packaging/tsec-broker.service.in > \
 		$(DESTDIR)$(PREFIX)/share/tinysecurity/systemd/tsec-broker.service
 	install -m 0644 examples/policy.json examples/policy.test.json \

@@ -3,7 +3,7 @@
  * decision log.  jansson parses everything we read; this only writes, in
  * one growing buffer, without building a tree: a Check's reply and its
  * log lines cost a few thousand instructions instead of a hundred
- * thousand (README, "Broker throughput").  Strings are escaped as jansson
+ * thousand (docs/performance.md).  Strings are escaped as jansson
  * escapes them (\" \\ \b \f \n \r \t, other controls \u00XX), plus DEL and
  * the C1 controls as \u00XX; invalid UTF-8 becomes \uFFFD, so no byte of a
  * caller's reaches the text unescaped.

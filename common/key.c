@@ -1,5 +1,5 @@
 /*
- * Storage keys: validation by the key rules (README, "Writing a policy") and the
+ * Storage keys: validation by the key rules (docs/policy.md) and the
  * attributes derived from certmagic's layout.
  */
 #include <stdio.h>

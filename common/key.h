@@ -1,5 +1,5 @@
 /*
- * Internal: storage keys, validated by the key rules (README, "Writing a policy"), with the
+ * Internal: storage keys, validated by the key rules (docs/policy.md), with the
  * attributes derived from certmagic's layout.  Compiled into both the
  * module and the broker, so that the key the policy judges and the path
  * the store touches come from one reading of the key.
