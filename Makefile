@@ -74,10 +74,11 @@ STORAGE_SRC := $(addprefix broker/storage/,store.c txn.c lock.c certfiles.c \
 	envelope.c etcd_http.c etcd.c etcd_lock.c etcd_feed.c redis.c \
 	certcache.c)
 CLIENT_SRC := broker/client/client.c
-BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(CLIENT_SRC)
+PTEST_SRC := broker/policytest/policytest.c
+BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(CLIENT_SRC) $(PTEST_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c policy.c auth.c \
 	methods.c storage.c held.c dispatch.c serve.c declog.c fleet.c metrics.c)
-CLI_SRC := broker/cli/tsec.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c
+CLI_SRC := broker/cli/tsec.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))

@@ -107,6 +107,57 @@ static void test_runner(void **state)
 	assert_int_equal(sh(out, sizeof(out), TSEC " test --coverage tests/data/cli/failing.test.json"), 1);
 	assert_non_null(strstr(out, "not exercised by any case: keys-never-listed"));
 	assert_int_equal(sh(NULL, 0, TSEC " test /nonexistent"), 2);
+	/* A misspelt action is an error, not a passing "want deny" (issue
+	 * 20, 2: it passed); a failure shows why not; -v, --run, --json. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " test tests/data/cli/misspelt.test.json"), 2);
+	assert_non_null(strstr(out, "the request is invalid"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " test -v --run '*lock*' examples"), 0);
+	assert_non_null(strstr(out, "ok   examples/policy.test.json: no lock longer"));
+	assert_non_null(strstr(out, "2 passed, 0 failed"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " test --json tests/data/cli/failing.test.json"), 1);
+	assert_non_null(strstr(out, "{\"passed\":1,\"failed\":2,\"errors\":0,\"files\":1}"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " test tests/data/cli/failing.test.json "
+			    "tests/data/cli/failing.test.json tests/data/cli/failing.test.json "
+			    "tests/data/cli/failing.test.json tests/data/cli/failing.test.json "
+			    "tests/data/cli/failing.test.json tests/data/cli/failing.test.json "
+			    "tests/data/cli/failing.test.json tests/data/cli/failing.test.json"), 1);
+	assert_non_null(strstr(out, "9 passed, 18 failed"));
+}
+
+/*
+ * One command table: every command `tsec --commands` names has help of
+ * its own, is in the completion and in tsec(1) (cert was missing from
+ * all three), and the completion names no command tsec lacks.
+ */
+static void test_command_table(void **state)
+{
+	char names[2048], out[8192], *save = NULL, *name;
+	int n = 0;
+
+	(void)state;
+	assert_int_equal(sh(names, sizeof(names), TSEC " --commands"), 0);
+	for (name = strtok_r(names, "\n", &save); name; name = strtok_r(NULL, "\n", &save), n++) {
+		assert_int_equal(sh(out, sizeof(out), TSEC " help %s", name), 0);
+		assert_non_null(strstr(out, "usage: tsec "));
+		assert_true(strlen(out) > 60);
+		assert_int_equal(sh(NULL, 0, "grep -q '^	local cmds=.*[ \"]%s[ \"]' "
+				    "packaging/tsec.bash-completion", name), 0);
+		assert_int_equal(sh(NULL, 0, "grep -q '^\\.B[IR]* \"*%s\\b' packaging/tsec.1", name), 0);
+	}
+	assert_true(n >= 13);
+	/* The other way: what the completion offers exists. */
+	assert_int_equal(sh(out, sizeof(out), "sed -n 's/^	local cmds=\"\\(.*\\)\"/\\1/p' "
+			    "packaging/tsec.bash-completion"), 0);
+	save = NULL;
+	for (name = strtok_r(out, " \n", &save); name; name = strtok_r(NULL, " \n", &save))
+		assert_int_equal(sh(NULL, 0, TSEC " help %s >/dev/null 2>&1 || [ %s = help ]", name,
+				    name), 0);
+	/* Unknown commands and too many arguments are usage errors. */
+	assert_int_equal(sh(NULL, 0, TSEC " help nosuch"), 2);
+	assert_int_equal(sh(NULL, 0, TSEC " health extra"), 2);
+	/* Global options before the command (tsec(1), README). */
+	assert_int_equal(sh(out, sizeof(out), TSEC " --endpoint ipc:///nonexistent/x health"), 2);
+	assert_non_null(strstr(out, "no broker listening at ipc:///nonexistent/x"));
 }
 
 static void test_lint(void **state)
@@ -177,6 +228,7 @@ int main(void)
 		cmocka_unit_test(test_offline_check),
 		cmocka_unit_test(test_offline_batch_and_eval),
 		cmocka_unit_test(test_runner),
+		cmocka_unit_test(test_command_table),
 		cmocka_unit_test(test_lint),
 		cmocka_unit_test(test_connection),
 	};

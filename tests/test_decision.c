@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/policytest/policytest.h"
 #include "tests/testutil.h"
 
 #define POLICY "tests/data/decision_policy.json"
@@ -38,91 +39,14 @@ struct dcase {
 #define CRT(d) "certificates/acme/" d "/" d ".crt"
 #define KEY(d) "certificates/acme/" d "/" d ".key"
 
+/*
+ * The decision cases are files, run by the library's runner (the one
+ * `tsec test` uses): the *.test.json files in tests/data/policy.  Here only what the
+ * wire cannot carry, straight to the module.
+ */
 static const struct dcase cases[] = {
-	/* Roles, resources with *, wildcard domains by the one-label rule. */
-	{ "svc:web-1", "role:web", "storage.load", CRT("example.com"), NOCTX, ALLOW, "web-reads-certs" },
-	{ "svc:web-1", "role:web", "storage.load", CRT("www.example.com"), NOCTX, ALLOW, "web-reads-certs" },
-	{ "svc:web-1", "role:web", "storage.load", CRT("a.b.example.com"), NOCTX, DEFAULT, NULL },
-	{ "svc:web-1", "role:web", "storage.load", CRT("example.org"), NOCTX, DEFAULT, NULL },
-	{ "svc:web-1", "role:web", "storage.load", CRT("wildcard_.example.com"), NOCTX, ALLOW, "web-reads-certs" },
-	{ "svc:web-1", "role:web", "storage.load", CRT("EXAMPLE.COM"), NOCTX, ALLOW, "web-reads-certs" },
-	{ "svc:web-1", "role:web", "storage.load", KEY("example.com"), NOCTX, DEFAULT, NULL },
-	{ "svc:web-1", "role:web", "storage.exists", CRT("example.com"), NOCTX, ALLOW, "web-reads-certs" },
-	{ "svc:web-1", "role:web", "storage.store", CRT("example.com"), SIZE(100), DEFAULT, NULL },
-	{ "svc:web-1", "web", "storage.load", CRT("example.com"), NOCTX, ALLOW, "web-reads-certs" },
-	{ "svc:web-1", NULL, "storage.load", CRT("example.com"), NOCTX, DEFAULT, NULL },
-	{ "svc:web-1", "role:db,role:web", "storage.load", CRT("example.com"), NOCTX, ALLOW, "web-reads-certs" },
-	{ "svc:web-1", "role:webx", "storage.load", CRT("example.com"), NOCTX, DEFAULT, NULL },
-	/* size_max. */
-	{ "svc:acme-issuer", NULL, "storage.store", CRT("example.com"), SIZE(100), ALLOW, "issuer-writes" },
-	{ "svc:acme-issuer", NULL, "storage.store", CRT("example.com"), SIZE(65536), ALLOW, "issuer-writes" },
-	{ "svc:acme-issuer", NULL, "storage.store", CRT("example.com"), SIZE(65537), DEFAULT, NULL },
-	/* Floors beat allows. */
-	{ "svc:acme-issuer", NULL, "storage.list", KEY("example.com"), NOCTX, FLOOR, "f-keys-never-listed" },
-	{ "svc:ops", "role:ops", "storage.list", KEY("example.com"), NOCTX, FLOOR, "f-keys-never-listed" },
-	{ "svc:ops", "role:ops", "storage.list", "certificates/a/b/c/d/e.key", NOCTX, FLOOR, "f-keys-never-listed" },
-	{ "svc:acme-issuer", NULL, "storage.delete", "acme/acme-v02/users/a@b.c/key", NOCTX, FLOOR, "f-no-account-delete" },
-	{ "svc:evil", NULL, "storage.load", "ocsp/x", NOCTX, FLOOR, "f-evil-never" },
-	{ "svc:evil", "role:ops", "storage.list", "", NOCTX, FLOOR, "f-evil-never" },
-	/* "**" matches zero or more segments; lists may name the root. */
-	{ "svc:ops", "role:ops", "storage.list", "", NOCTX, ALLOW, "ops-list-all" },
-	{ "svc:ops", "role:ops", "storage.list", "/", NOCTX, ALLOW, "ops-list-all" },
-	{ "svc:ops", "role:ops", "storage.list", "certificates", NOCTX, ALLOW, "ops-list-all" },
-	{ "svc:ops", "role:ops", "storage.stat", CRT("example.com"), NOCTX, ALLOW, "ops-list-all" },
-	/* Deny beats allow. */
-	{ "svc:ops", "role:ops", "storage.stat", KEY("example.com"), NOCTX, DENY, "ops-no-keys" },
-	{ "svc:ops", "role:ops", "storage.stat", "x.key", NOCTX, DENY, "ops-no-keys" },
-	{ "svc:evil", NULL, "lock.release", "locks/x", NOCTX, FLOOR, "f-evil-never" },
-	/* recursive. */
-	{ "svc:acme-issuer", NULL, "storage.delete", "certificates/acme", REC(1), DENY, "no-recursive-delete" },
-	{ "svc:acme-issuer", NULL, "storage.delete", "certificates", REC(1), DENY, "no-recursive-delete" },
-	{ "svc:acme-issuer", NULL, "storage.delete", "certificates/acme", REC(0), ALLOW, "issuer-writes" },
-	{ "svc:acme-issuer", NULL, "storage.delete", "certificates/acme", NOCTX, ALLOW, "issuer-writes" },
-	{ "svc:acme-issuer", NULL, "storage.delete", CRT("example.com"), REC(1), ALLOW, "issuer-writes" },
-	{ "svc:acme-issuer", NULL, "storage.store", "acme/acme-v02/users/a@b.c/a.json", SIZE(10), ALLOW, "issuer-writes" },
-	/* ttl_ms_max. */
-	{ "svc:acme-issuer", NULL, "lock.acquire", "locks/x", TTL(1000), ALLOW, "issuer-writes" },
-	{ "svc:acme-issuer", NULL, "lock.acquire", "locks/x", TTL(300001), DEFAULT, NULL },
-	{ "svc:acme-issuer", NULL, "lock.renew", "locks/x", TTL(300000), ALLOW, "issuer-writes" },
-	{ "svc:acme-issuer", NULL, "lock.release", "locks/x", NOCTX, ALLOW, "issuer-writes" },
-	{ "svc:locker", NULL, "lock.acquire", "locks/a", TTL(1000), ALLOW, "locker" },
-	{ "svc:locker", NULL, "lock.acquire", "locks/a", TTL(1001), DEFAULT, NULL },
-	{ "svc:locker", NULL, "lock.acquire", "locks/a/b", TTL(10), DEFAULT, NULL },
-	/* Any principal. */
-	{ "svc:anyone", NULL, "storage.load", "ocsp/x", NOCTX, ALLOW, "anyone-ocsp" },
-	{ "svc:anyone", NULL, "storage.load", "ocsp/x/y", NOCTX, DEFAULT, NULL },
-	{ "svc:anyone", NULL, "storage.exists", "ocsp/x", NOCTX, DEFAULT, NULL },
-	/* Globs inside a segment. */
-	{ "svc:wild", NULL, "storage.load", "certificates/acme/wildcard_.example.com/x.crt", NOCTX, ALLOW, "wild-files" },
-	{ "svc:wild", NULL, "storage.load", CRT("example.com"), NOCTX, DEFAULT, NULL },
-	/* Moves are checked at both ends. */
-	{ "svc:backup", NULL, "storage.move", CRT("example.com"), DEST("archive/2026/example.com.crt"), ALLOW, "backup-moves" },
-	{ "svc:backup", NULL, "storage.move", CRT("example.com"), DEST("archive/frozen/x.crt"), DENY, "archive-readonly" },
-	{ "svc:backup", NULL, "storage.move", "archive/frozen/x.crt", DEST("certificates/x"), DENY, "archive-readonly" },
-	{ "svc:backup", NULL, "storage.move", CRT("example.com"), DEST("other/x"), DEFAULT, NULL },
-	{ "svc:backup", NULL, "storage.move", "other/x", DEST("archive/x"), DEFAULT, NULL },
-	/* Invalid requests name the field. */
-	{ "svc:backup", NULL, "storage.move", CRT("example.com"), NOCTX, INVALID, "context.dest" },
-	{ "svc:backup", NULL, "storage.move", CRT("example.com"), DEST("../x"), INVALID, "context.dest" },
-	{ "svc:backup", NULL, "storage.load", CRT("example.com"), DEST("x"), INVALID, "context.dest" },
-	{ "svc:acme-issuer", NULL, "lock.acquire", "locks/x", NOCTX, INVALID, "context.ttl_ms" },
-	{ "svc:acme-issuer", NULL, "lock.release", "locks/x", TTL(5), INVALID, "context.ttl_ms" },
-	{ "svc:acme-issuer", NULL, "lock.acquire", "locks/x", TTL(0), INVALID, "context.ttl_ms" },
-	{ "svc:acme-issuer", NULL, "storage.store", CRT("example.com"), NOCTX, INVALID, "context.size" },
-	{ "svc:acme-issuer", NULL, "storage.load", CRT("example.com"), SIZE(1), INVALID, "context.size" },
-	{ "svc:acme-issuer", NULL, "storage.load", CRT("example.com"), REC(1), INVALID, "context.recursive" },
 	{ "svc:acme-issuer", NULL, "storage.list", "certificates", REC(2), INVALID, "context.recursive" },
-	{ "svc:acme-issuer", NULL, "storage.read", CRT("example.com"), NOCTX, INVALID, "action" },
-	{ "svc:acme-issuer", NULL, "", CRT("example.com"), NOCTX, INVALID, "action" },
-	{ "svc:acme-issuer", NULL, "storage.*", CRT("example.com"), NOCTX, INVALID, "action" },
-	{ "svc:acme-issuer", NULL, "storage.load", "../etc/passwd", NOCTX, INVALID, "resource" },
-	{ "svc:acme-issuer", NULL, "storage.load", "", NOCTX, INVALID, "resource" },
-	{ "svc:acme-issuer", NULL, "storage.delete", "/", NOCTX, INVALID, "resource" },
-	{ "svc:acme-issuer", NULL, "storage.load", "certificates\\x", NOCTX, INVALID, "resource" },
 	{ "", NULL, "storage.load", "ocsp/x", NOCTX, INVALID, "principal" },
-	{ "svc:a b", NULL, "storage.load", "ocsp/x", NOCTX, INVALID, "principal" },
-	{ "svc:web-1", "role:", "storage.load", "ocsp/x", NOCTX, INVALID, "roles" },
-	{ "svc:evil", NULL, "storage.steal", "ocsp/x", NOCTX, INVALID, "action" },
 };
 
 static void split_roles(const char *s, struct tsec_str *roles, uint32_t *n,
@@ -194,14 +118,12 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* Every case through Check, one at a time, and through Evaluate. */
-static void test_decision_table(void **state)
+/* What the wire cannot carry, through Check and through Evaluate. */
+static void test_decision_raw(void **state)
 {
 	struct tsec_bus *bus = *state;
 	static struct tsec_report rep;
-	(void)state;
 
-	assert_true(sizeof(cases) / sizeof(cases[0]) >= 50);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct tsec_request r;
 		struct tsec_str roles[4];
@@ -219,22 +141,44 @@ static void test_decision_table(void **state)
 	}
 }
 
-/* The whole table as one batch gives the same answers. */
-static void test_decision_batch(void **state)
+/*
+ * The case files, by the runner `tsec test` uses: each case through
+ * Check and Evaluate (which must agree), then each file's cases as one
+ * batch (the same answers).
+ */
+static void test_decision_case_files(void **state)
 {
-	enum { N = sizeof(cases) / sizeof(cases[0]) };
-	struct tsec_bus *bus = *state;
-	static struct tsec_request r[N];
-	static struct tsec_str roles[N][4];
-	static char bufs[N][128];
-	static struct tsec_decision d[N];
-	struct tsec_error err;
+	struct tsec__ptest t = { .module = MODULE_PATH, .out = stdout, .err = stderr };
+	(void)state;
 
-	for (size_t i = 0; i < N; i++)
-		make_req(&cases[i], &r[i], roles[i], bufs[i], sizeof(bufs[i]));
-	assert_int_equal(tsec_bus_check(bus, "policy", r, N, d, &err), 0);
-	for (size_t i = 0; i < N; i++)
-		expect(&cases[i], i, &d[i]);
+	tsec__ptest_path(&t, "tests/data/policy");
+	assert_int_equal(t.errors, 0);
+	assert_int_equal(t.failed, 0);
+	assert_true(t.files >= 1);
+	assert_true(t.passed >= 70);
+}
+
+/* The runner can fail: a wrong decision, a wrong rule, a misspelt
+ * action (an error, not a deny), a file that does not parse. */
+static void test_decision_runner_fails(void **state)
+{
+	struct tsec__ptest t = { .module = MODULE_PATH, .err = stderr };
+	(void)state;
+
+	assert_non_null(t.out = fopen("/dev/null", "w"));
+	tsec__ptest_path(&t, "tests/data/cli/failing.test.json");
+	assert_int_equal(t.failed, 2);
+	assert_int_equal(t.errors, 0);
+	tsec__ptest_path(&t, "tests/data/cli/misspelt.test.json");
+	assert_int_equal(t.failed, 2);
+	assert_int_equal(t.errors, 1);
+	tsec__ptest_path(&t, "tests/data/cli/no-such.test.json");
+	assert_int_equal(t.errors, 2);
+	t.run = "nothing matches this";
+	t.passed = 0;
+	tsec__ptest_path(&t, "tests/data/policy");
+	assert_int_equal(t.passed, 0);
+	fclose(t.out);
 }
 
 /* Several allows are all named, in policy order. */
@@ -475,8 +419,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_decision_matched_total_once),
-		cmocka_unit_test(test_decision_table),
-		cmocka_unit_test(test_decision_batch),
+		cmocka_unit_test(test_decision_raw),
+		cmocka_unit_test(test_decision_case_files),
+		cmocka_unit_test(test_decision_runner_fails),
 		cmocka_unit_test(test_decision_reasons),
 		cmocka_unit_test(test_decision_report),
 		cmocka_unit_test(test_decision_bad_calls),

@@ -16,6 +16,8 @@
 
 #define CLI_ENDPOINTS_MAX 16
 
+#define CLI_ARGS_MAX 64
+
 struct opts {
 	const char *endpoint, *server_key, *key_prefix, *module;
 	/* --endpoint and --server-key given more than once: several brokers */
@@ -26,14 +28,15 @@ struct opts {
 	const char *action, *resource, *dest, *cert_file;
 	long long ttl_ms, size, now, timeout_lock;
 	int recursive, have_ttl, have_size, have_now, have_recursive;
-	char *args[8];
+	char *args[CLI_ARGS_MAX];
 	int nargs;
 	int help;
 	/* Offline decisions (no broker): the policy, who asks, a batch. */
 	const char *policy, *principal, *input;
 	const char *roles[16];
 	int nroles;
-	int coverage;
+	int coverage, verbose;
+	const char *run;                     /* tsec test --run PATTERN */
 	int prometheus;
 };
 
@@ -59,6 +62,18 @@ void die_usage(const char *cmd, const char *text) __attribute__((noreturn));
 
 /* offline.c */
 int cmd_lint(struct opts *o);
+/* online.c: the commands that call a broker. */
+int cmd_check(struct opts *o);
+int cmd_eval(struct opts *o);
+int cmd_store(struct opts *o);
+int cmd_lock(struct opts *o);
+int cmd_cert(struct opts *o);
+int cmd_stats(struct opts *o);
+int cmd_health(struct opts *o);
+int cmd_reload(struct opts *o);
+int cmd_policy(struct opts *o);
+/* tsec.c: an action named by --action, refused (exit 2) unless known. */
+void check_action(const char *cmd, const char *a);
 int cmd_keygen(int argc, char **argv);
 int cmd_sign(struct opts *o, const char *keyfile);
 

@@ -1,0 +1,635 @@
+/*
+ * tsec: the commands that call a broker (check, eval, store, lock, cert,
+ * stats, health, reload, policy), the connection they share and how their
+ * answers are printed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sodium.h>
+#include <zmq.h>
+
+#include "tinysecurity/bus.h"
+#include "tinysecurity/client.h"
+#include "tinysecurity/store.h"
+#include "common/error.h"
+#include "common/prom.h"
+#include "common/sign.h"
+#include "common/wire.h"
+
+#include "broker/cli/cli.h"
+
+/* Reads "PREFIX.pub"/"PREFIX.key" (Z85) into pub/sec (41 bytes each). */
+static int read_z85(const char *path, char out[41])
+{
+	FILE *f = fopen(path, "r");
+	int ok = f && fscanf(f, "%40s", out) == 1 && strlen(out) == 40;
+	if (f)
+		fclose(f);
+	return ok ? 0 : -1;
+}
+
+/*
+ * An ipc endpoint, made absolute (a relative one depends on where tsec
+ * runs), and checked before ZeroMQ hides the reason behind a timeout:
+ * "no broker listening at ..." when there is no socket or nobody answers
+ * on it.  Exits 2 then.
+ */
+static const char *ipc_endpoint(const char *cmd, const char *ep)
+{
+	static char abs_ep[4200];
+	char cwd[4096];
+	struct sockaddr_un sa;
+	struct stat sb;
+	const char *path;
+	int fd, rc;
+
+	if (strncmp(ep, "ipc://", 6))
+		return ep;
+	if (ep[6] != '/' && getcwd(cwd, sizeof(cwd)))
+		snprintf(abs_ep, sizeof(abs_ep), "ipc://%s/%s", cwd, ep + 6);
+	else
+		snprintf(abs_ep, sizeof(abs_ep), "%s", ep);
+	path = abs_ep + 6;
+	if (lstat(path, &sb) < 0) {
+		fprintf(stderr, "tsec %s: no broker listening at %s (no socket there)\n", cmd, abs_ep);
+		exit(EXIT_ERROR);
+	}
+	if (!S_ISSOCK(sb.st_mode)) {
+		fprintf(stderr, "tsec %s: %s is not a socket\n", cmd, path);
+		exit(EXIT_ERROR);
+	}
+	if (strlen(path) < sizeof(sa.sun_path) && (fd = socket(AF_UNIX, SOCK_STREAM, 0)) >= 0) {
+		memset(&sa, 0, sizeof(sa));
+		sa.sun_family = AF_UNIX;
+		memcpy(sa.sun_path, path, strlen(path));
+		rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		close(fd);
+		if (rc < 0 && errno == ECONNREFUSED) {
+			fprintf(stderr, "tsec %s: no broker listening at %s (a stale socket)\n", cmd,
+				abs_ep);
+			exit(EXIT_ERROR);
+		}
+	}
+	return abs_ep;
+}
+
+static struct tsec_client *connect_or_die(const char *cmd, struct opts *o)
+{
+	struct tsec_client_opts co = { .timeout_ms = o->timeout_ms };
+	static struct tsec_client_endpoint eps[CLI_ENDPOINTS_MAX];
+	static char pub[41], sec[41], srv[41], srvs[CLI_ENDPOINTS_MAX][41];
+	struct tsec_client *c;
+	struct tsec_error err;
+
+	if (o->neps > 1) {
+		/* Several brokers: no one of them must answer now. */
+		for (int i = 0; i < o->neps; i++) {
+			const char *k = o->nskeys == o->neps ? o->skeys[i] : o->server_key;
+
+			eps[i].endpoint = o->eps[i];
+			if (k) {
+				if (strlen(k) == 40)
+					snprintf(srvs[i], sizeof(srvs[i]), "%s", k);
+				else if (read_z85(k, srvs[i]))
+					die_usage(cmd, "--server-key must be 40 characters of Z85 or "
+						  "a file holding them");
+				eps[i].server_public_key = srvs[i];
+			}
+		}
+		co.endpoints = eps;
+		co.nendpoints = (size_t)o->neps;
+	} else {
+		co.endpoint = ipc_endpoint(cmd, o->endpoint);
+	}
+	if (o->server_key && o->neps <= 1) {
+		if (strlen(o->server_key) == 40)
+			snprintf(srv, sizeof(srv), "%s", o->server_key);
+		else if (read_z85(o->server_key, srv))
+			die_usage(cmd, "--server-key must be 40 characters of Z85 or a file holding them");
+		co.server_public_key = srv;
+	}
+	if (o->key_prefix) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s.pub", o->key_prefix);
+		if (read_z85(path, pub))
+			die_usage(cmd, "cannot read the client's public key (PREFIX.pub)");
+		snprintf(path, sizeof(path), "%s.key", o->key_prefix);
+		if (read_z85(path, sec))
+			die_usage(cmd, "cannot read the client's secret key (PREFIX.key)");
+		co.public_key = pub;
+		co.secret_key = sec;
+	}
+	if (tsec_client_open(&c, &co, &err)) {
+		fprintf(stderr, "tsec %s: %s\n", cmd, err.msg);
+		exit(EXIT_ERROR);
+	}
+	sodium_memzero(sec, sizeof(sec));
+	return c;
+}
+
+/* Calls and prints; returns the exit status. */
+static int call_print(const char *cmd, struct opts *o, const char *method,
+		      json_t *params, void (*human)(json_t *result))
+{
+	struct tsec_client *c = connect_or_die(cmd, o);
+	struct tsec_error err;
+	char *p = params ? json_dumps(params, JSON_COMPACT) : NULL, *res = NULL;
+	int rc = tsec_client_call(c, method, p, &res, &err);
+
+	free(p);
+	tsec_client_close(&c);
+	if (rc) {
+		if (o->json) {
+			json_t *e = tsec__error_json(rc, err.where, err.msg);
+			json_dumpf(e, stdout, JSON_COMPACT);
+			putchar('\n');
+			json_decref(e);
+		} else {
+			fprintf(stderr, "tsec %s: %s (%s)\n", cmd, err.msg, tsec_strerror(rc));
+		}
+		return rc == TSEC_EDENIED ? EXIT_DENY : EXIT_ERROR;
+	}
+	if (o->json || !human) {
+		puts(res);
+	} else {
+		json_t *r = json_loads(res, 0, NULL);
+		human(r);
+		json_decref(r);
+	}
+	free(res);
+	return EXIT_ALLOW;
+}
+
+static json_t *request_json(const char *cmd, struct opts *o)
+{
+	json_t *r = json_object(), *c = json_object();
+
+	if (!o->action || !o->resource)
+		die_usage(cmd, "need --action and --resource");
+	/* A request the policy would call invalid is a usage error here. */
+	check_action(cmd, o->action);
+	if (!strcmp(o->action, "storage.store") && !o->have_size)
+		die_usage(cmd, "storage.store needs --size (the value's bytes)");
+	if ((!strcmp(o->action, "lock.acquire") || !strcmp(o->action, "lock.renew")) && !o->have_ttl)
+		die_usage(cmd, "lock.acquire and lock.renew need --ttl-ms");
+	if (!strcmp(o->action, "storage.move") && !o->dest)
+		die_usage(cmd, "storage.move needs --dest");
+	json_object_set_new(r, "action", json_string(o->action));
+	json_object_set_new(r, "resource", json_string(o->resource));
+	if (o->have_ttl)
+		json_object_set_new(c, "ttl_ms", json_integer(o->ttl_ms));
+	if (o->have_size)
+		json_object_set_new(c, "size", json_integer(o->size));
+	if (o->have_recursive)
+		json_object_set_new(c, "recursive", json_true());
+	if (o->dest)
+		json_object_set_new(c, "dest", json_string(o->dest));
+	if (o->have_now)
+		json_object_set_new(c, "now", json_integer(o->now));
+	if (o->cert_file) {
+		struct tsec_error err;
+		char *pem;
+		size_t len;
+		if (tsec_read_file(o->cert_file, 1 << 20, &pem, &len, &err)) {
+			fprintf(stderr, "tsec %s: %s\n", cmd, err.msg);
+			exit(EXIT_ERROR);
+		}
+		json_object_set_new(c, "cert_pem", json_stringn(pem, len));
+		free(pem);
+	}
+	if (json_object_size(c))
+		json_object_set_new(r, "context", c);
+	else
+		json_decref(c);
+	return r;
+}
+
+int cli_print_decision(json_t *d, int json)
+{
+	int allow = json_is_true(json_object_get(d, "allow"));
+	json_t *rules = json_object_get(d, "rules"), *v;
+	size_t i;
+
+	if (json) {
+		json_dumpf(d, stdout, JSON_COMPACT);
+		putchar('\n');
+	} else {
+		printf("%s: %s", allow ? "ALLOW" : "DENY",
+		       json_string_value(json_object_get(d, "reason")));
+		json_array_foreach(rules, i, v)
+			printf("%s%s", i ? ", " : " (", json_string_value(v));
+		if (json_array_size(rules))
+			putchar(')');
+		if (json_object_get(d, "detail"))
+			printf(" -- %s", json_string_value(json_object_get(d, "detail")));
+		putchar('\n');
+	}
+	return allow ? EXIT_ALLOW : EXIT_DENY;
+}
+
+int cmd_check(struct opts *o)
+{
+	json_t *params, *r;
+	struct tsec_client *c;
+	struct tsec_error err;
+	char *p, *res = NULL;
+	int rc;
+
+	if (o->policy || o->input)
+		return cmd_decide_offline("check", o, o->input ? NULL : request_json("check", o));
+	if (o->principal || o->nroles)
+		die_usage("check", "--principal and --role need --policy (a broker takes the "
+			  "principal from authentication)");
+	params = json_pack("{s:[o]}", "requests", request_json("check", o));
+	c = connect_or_die("check", o);
+	p = json_dumps(params, JSON_COMPACT);
+	rc = tsec_client_call(c, "check", p, &res, &err);
+	free(p);
+	json_decref(params);
+	tsec_client_close(&c);
+	if (rc) {
+		fprintf(stderr, "tsec check: %s (%s)\n", err.msg, tsec_strerror(rc));
+		return EXIT_ERROR;
+	}
+	r = json_loads(res, 0, NULL);
+	free(res);
+	rc = cli_print_decision(json_array_get(json_object_get(r, "decisions"), 0), o->json);
+	json_decref(r);
+	return rc;
+}
+
+void cli_human_report(json_t *r)
+{
+	json_t *a = json_object_get(r, "attributes"), *m = json_object_get(r, "matched");
+	json_t *e = json_object_get(r, "errors"), *v, *who = json_object_get(r, "caller");
+	json_t *na = json_object_get(r, "not_applied");
+	const char *k;
+	size_t i;
+
+	if (who) {
+		printf("caller:\n  %-8s %s\n", "principal",
+		       json_string_value(json_object_get(who, "principal")));
+		printf("  %-8s", "roles");
+		json_array_foreach(json_object_get(who, "roles"), i, v)
+			printf("%s%s", i ? ", " : " ", json_string_value(v));
+		printf("%s\n", json_array_size(json_object_get(who, "roles")) ? "" : " (none)");
+	}
+	printf("attributes:\n");
+	json_object_foreach(a, k, v)
+		printf("  %-8s %s\n", k, json_string_value(v));
+	printf("matching rules (%lld):\n", (long long)json_integer_value(json_object_get(r, "matched_total")));
+	json_array_foreach(m, i, v)
+		printf("  %-6s %s\n", json_string_value(json_object_get(v, "effect")),
+		       json_string_value(json_object_get(v, "id")));
+	if (json_object_get(r, "certificate"))
+		printf("certificate:\n  %s\n", json_string_value(json_object_get(r, "certificate")));
+	if (json_array_size(na)) {
+		printf("matched but did not apply (%lld):\n",
+		       (long long)json_integer_value(json_object_get(r, "not_applied_total")));
+		json_array_foreach(na, i, v)
+			printf("  %-6s %s%s: %s\n", json_string_value(json_object_get(v, "effect")),
+			       json_string_value(json_object_get(v, "id")),
+			       json_object_get(v, "at") ? " (at the destination)" : "",
+			       json_string_value(json_object_get(v, "why")));
+	}
+	if (json_array_size(e)) {
+		printf("errors:\n");
+		json_array_foreach(e, i, v)
+			printf("  rule %s: %s\n", json_string_value(json_object_get(v, "rule")),
+			       json_string_value(json_object_get(v, "message")));
+	}
+	printf("decision: ");
+	cli_print_decision(json_object_get(r, "decision"), 0);
+}
+
+int cmd_eval(struct opts *o)
+{
+	json_t *params, *r;
+	struct tsec_client *c;
+	struct tsec_error err;
+	char *p, *res = NULL;
+	int rc;
+
+	if (o->policy)
+		return cmd_decide_offline("eval", o, request_json("eval", o));
+	if (o->principal || o->nroles || o->input)
+		die_usage("eval", "--principal, --role and --input need --policy");
+	params = json_pack("{s:o}", "request", request_json("eval", o));
+	c = connect_or_die("eval", o);
+	p = json_dumps(params, JSON_COMPACT);
+	rc = tsec_client_call(c, "evaluate", p, &res, &err);
+
+	free(p);
+	json_decref(params);
+	tsec_client_close(&c);
+	if (rc) {
+		fprintf(stderr, "tsec eval: %s (%s)\n", err.msg, tsec_strerror(rc));
+		return EXIT_ERROR;
+	}
+	r = json_loads(res, 0, NULL);
+	free(res);
+	if (o->json) {
+		json_dumpf(r, stdout, JSON_COMPACT);
+		putchar('\n');
+	} else {
+		cli_human_report(r);
+	}
+	rc = json_is_true(json_object_get(json_object_get(r, "decision"), "allow")) ? EXIT_ALLOW : EXIT_DENY;
+	json_decref(r);
+	return rc;
+}
+
+/* A value's bytes, exactly as stored, text or not. */
+static void human_value(json_t *r)
+{
+	json_t *v = json_object_get(r, "value"), *b = json_object_get(r, "value_b64");
+
+	if (v) {
+		fwrite(json_string_value(v), 1, json_string_length(v), stdout);
+	} else if (json_is_string(b)) {
+		size_t cap = json_string_length(b), n = 0;
+		unsigned char *raw = malloc(cap + 1);
+		if (raw && !sodium_base642bin(raw, cap, json_string_value(b), cap, NULL, &n, NULL,
+					      sodium_base64_VARIANT_ORIGINAL))
+			fwrite(raw, 1, n, stdout);
+		else
+			fprintf(stderr, "tsec store get: the broker sent a value that is not base64\n");
+		free(raw);
+	}
+}
+
+static void human_keys(json_t *r)
+{
+	json_t *v;
+	size_t i;
+	json_array_foreach(json_object_get(r, "keys"), i, v)
+		puts(json_string_value(v));
+}
+
+/* cert load: the PEM to stdout, or DIR/DOMAIN.{crt,key,json} (key 0600). */
+static const char *cert_out_dir, *cert_out_domain;
+
+static void human_cert(json_t *r)
+{
+	static const char *const part[3] = { "cert", "key", "meta" };
+	static const char *const ext[3] = { "crt", "key", "json" };
+
+	if (!cert_out_dir) {
+		fputs(json_string_value(json_object_get(r, "cert")), stdout);
+		return;
+	}
+	for (int i = 0; i < 3; i++) {
+		char path[4200];
+		const char *v = json_string_value(json_object_get(r, part[i]));
+		int fd;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/%s.%s", cert_out_dir, cert_out_domain, ext[i]);
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+			  i == 1 ? 0600 : 0644);
+		if (fd < 0 || !(f = fdopen(fd, "w"))) {
+			fprintf(stderr, "tsec cert load: cannot write %s\n", path);
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		fputs(v ? v : "", f);
+		fclose(f);
+	}
+}
+
+static void human_ok(json_t *r)
+{
+	(void)r;
+	puts("ok");
+}
+
+static void human_object(json_t *r)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(r, k, v) {
+		char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+		printf("%-20s %s\n", k, t);
+		free(t);
+	}
+}
+
+int cmd_store(struct opts *o)
+{
+	const char *sub = o->nargs ? o->args[0] : "";
+	json_t *p = json_object();
+	int rc;
+
+	if (!strcmp(sub, "put") && o->nargs == 3) {
+		struct tsec_error err;
+		char *data;
+		size_t len;
+		const char *file = !strcmp(o->args[2], "-") ? "/dev/stdin" : o->args[2];
+		if (tsec_read_file(file, TSEC_STORE_VALUE_MAX, &data, &len, &err)) {
+			fprintf(stderr, "tsec store put: %s\n", err.msg);
+			json_decref(p);
+			return EXIT_ERROR;
+		}
+		/* Raw bytes travel as base64: text with a NUL byte or that is not
+		 * UTF-8 would not survive JSON text. */
+		json_t *s = memchr(data, 0, len) ? NULL : json_stringn(data, len);
+		if (s) {
+			json_object_set_new(p, "value", s);
+		} else {
+			size_t bl = sodium_base64_ENCODED_LEN(len, sodium_base64_VARIANT_ORIGINAL);
+			char *b = malloc(bl);
+			sodium_bin2base64(b, bl, (unsigned char *)data, len, sodium_base64_VARIANT_ORIGINAL);
+			json_object_set_new(p, "value_b64", json_string(b));
+			free(b);
+		}
+		free(data);
+		json_object_set_new(p, "key", json_string(o->args[1]));
+		rc = call_print("store put", o, "store.put", p, human_ok);
+	} else if (!strcmp(sub, "get") && o->nargs == 2) {
+		json_object_set_new(p, "key", json_string(o->args[1]));
+		rc = call_print("store get", o, "store.get", p, human_value);
+	} else if (!strcmp(sub, "ls") && o->nargs <= 2) {
+		json_object_set_new(p, "prefix", json_string(o->nargs == 2 ? o->args[1] : ""));
+		json_object_set_new(p, "recursive", json_boolean(o->recursive));
+		rc = call_print("store ls", o, "store.list", p, human_keys);
+	} else if (!strcmp(sub, "rm") && o->nargs == 2) {
+		json_object_set_new(p, "key", json_string(o->args[1]));
+		json_object_set_new(p, "recursive", json_boolean(o->recursive));
+		rc = call_print("store rm", o, "store.delete", p, human_ok);
+	} else if (!strcmp(sub, "mv") && o->nargs == 3) {
+		json_object_set_new(p, "src", json_string(o->args[1]));
+		json_object_set_new(p, "dst", json_string(o->args[2]));
+		rc = call_print("store mv", o, "store.move", p, human_ok);
+	} else {
+		json_decref(p);
+		die_usage("store", "use put KEY FILE|-, get KEY, ls [PREFIX] [-r], rm KEY [-r], mv SRC DST");
+		return EXIT_ERROR;
+	}
+	json_decref(p);
+	return rc;
+}
+
+int cmd_lock(struct opts *o)
+{
+	const char *sub = o->nargs ? o->args[0] : "";
+	json_t *p = json_object();
+	int rc;
+
+	if (!strcmp(sub, "acquire") && o->nargs == 2 && o->have_ttl) {
+		json_object_set_new(p, "name", json_string(o->args[1]));
+		json_object_set_new(p, "ttl_ms", json_integer(o->ttl_ms));
+		json_object_set_new(p, "timeout_ms", json_integer(o->timeout_lock));
+		rc = call_print("lock acquire", o, "lock.acquire", p, human_object);
+	} else if (!strcmp(sub, "renew") && o->nargs == 3 && o->have_ttl) {
+		json_object_set_new(p, "name", json_string(o->args[1]));
+		json_object_set_new(p, "token", json_string(o->args[2]));
+		json_object_set_new(p, "ttl_ms", json_integer(o->ttl_ms));
+		rc = call_print("lock renew", o, "lock.renew", p, human_object);
+	} else if (!strcmp(sub, "release") && o->nargs == 3) {
+		json_object_set_new(p, "name", json_string(o->args[1]));
+		json_object_set_new(p, "token", json_string(o->args[2]));
+		rc = call_print("lock release", o, "lock.release", p, human_ok);
+	} else {
+		json_decref(p);
+		die_usage("lock", "use acquire NAME --ttl-ms N [--wait-ms N], renew NAME TOKEN --ttl-ms N, release NAME TOKEN");
+		return EXIT_ERROR;
+	}
+	json_decref(p);
+	return rc;
+}
+
+static int cmd_stats_prometheus(struct opts *o)
+{
+	struct tsec_client *c = connect_or_die("stats", o);
+	struct tsec_error err;
+	char *res = NULL, *text;
+	json_t *j;
+	int rc = tsec_client_call(c, "stats", NULL, &res, &err);
+
+	tsec_client_close(&c);
+	if (rc) {
+		fprintf(stderr, "tsec stats: %s (%s)\n", err.msg, tsec_strerror(rc));
+		return EXIT_ERROR;
+	}
+	j = json_loads(res, 0, NULL);
+	free(res);
+	text = j ? tsec__prometheus(j) : NULL;
+	json_decref(j);
+	if (!text) {
+		fprintf(stderr, "tsec stats: the broker's answer is not stats\n");
+		return EXIT_ERROR;
+	}
+	fputs(text, stdout);
+	free(text);
+	return EXIT_ALLOW;
+}
+
+int cmd_stats(struct opts *o)
+{
+	if (o->prometheus)
+		return cmd_stats_prometheus(o);
+	return call_print("stats", o, "stats", NULL, human_object);
+}
+
+int cmd_health(struct opts *o)
+{
+	return call_print("health", o, "health", NULL, human_object);
+}
+
+int cmd_reload(struct opts *o)
+{
+	return call_print("reload", o, "reload", NULL, human_ok);
+}
+
+int cmd_cert(struct opts *o)
+{
+	const char *cmd = "cert";
+	/* cert save ISSUER DOMAIN CRT KEY META | cert load ISSUER DOMAIN [DIR] */
+	struct tsec_error err;
+	json_t *params;
+	int rc;
+
+	if (o->nargs >= 1 && !strcmp(o->args[0], "save") && o->nargs == 6) {
+		char *t[3] = { NULL, NULL, NULL };
+		size_t n[3];
+
+		for (int i = 0; i < 3; i++)
+			if (tsec_read_file(o->args[3 + i], 16u << 20, &t[i], &n[i], &err)) {
+				fprintf(stderr, "tsec cert: %s\n", err.msg);
+				free(t[0]);
+				free(t[1]);
+				return EXIT_ERROR;
+			}
+		params = json_pack("{s:s,s:s,s:s%,s:s%,s:s%}", "issuer", o->args[1],
+				   "domain", o->args[2], "cert", t[0], n[0], "key", t[1], n[1],
+				   "meta", t[2], n[2]);
+		for (int i = 0; i < 3; i++) {
+			if (t[i])
+				sodium_memzero(t[i], n[i]);
+			free(t[i]);
+		}
+		if (!params) {
+			fprintf(stderr, "tsec cert: the files must be UTF-8 text (PEM, JSON)\n");
+			return EXIT_ERROR;
+		}
+		rc = call_print("cert save", o, "store.save_cert", params, human_ok);
+		json_decref(params);
+		return rc;
+	}
+	if (o->nargs >= 1 && !strcmp(o->args[0], "load") && (o->nargs == 3 || o->nargs == 4)) {
+		params = json_pack("{s:s,s:s}", "issuer", o->args[1], "domain", o->args[2]);
+		cert_out_dir = o->nargs == 4 ? o->args[3] : NULL;
+		cert_out_domain = o->args[2];
+		if (strchr(cert_out_domain, '/'))
+			die_usage(cmd, "DOMAIN names no folder");
+		rc = call_print("cert load", o, "store.load_cert", params, human_cert);
+		json_decref(params);
+		return rc;
+	}
+	die_usage(cmd, "usage: tsec cert save ISSUER DOMAIN CRT KEY META | "
+		  "cert load ISSUER DOMAIN [DIR]");
+	return EXIT_ERROR;
+}
+
+int cmd_policy(struct opts *o)
+{
+	const char *cmd = "policy";
+	char sigpath[4200], *text = NULL, *sig = NULL;
+	size_t len, slen;
+	struct tsec_error err;
+	json_t *params;
+
+	if (o->nargs != 2 || strcmp(o->args[0], "publish"))
+		die_usage(cmd, "usage: tsec policy publish POLICY");
+	snprintf(sigpath, sizeof(sigpath), "%s.sig", o->args[1]);
+	if (tsec_read_file(o->args[1], 16u << 20, &text, &len, &err) ||
+	    tsec_read_file(sigpath, 1024, &sig, &slen, &err)) {
+		fprintf(stderr, "tsec policy: %s\n", err.msg);
+		free(text);
+		return EXIT_ERROR;
+	}
+	while (slen && (sig[slen - 1] == '\n' || sig[slen - 1] == '\r'))
+		sig[--slen] = '\0';
+	params = json_pack("{s:s%,s:s}", "policy", text, len, "signature", sig);
+	free(text);
+	free(sig);
+	if (!params) {
+		fprintf(stderr, "tsec policy: %s is not UTF-8 text\n", o->args[1]);
+		return EXIT_ERROR;
+	}
+	{
+		int rc = call_print("policy", o, "policy.publish", params, human_object);
+		json_decref(params);
+		return rc;
+	}
+}

@@ -1,0 +1,426 @@
+/* The runner of a policy's test cases (policytest.h). */
+#include <dirent.h>
+#include <fnmatch.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "broker/policytest/policytest.h"
+#include "common/sign.h"
+#include "common/wire.h"
+#include "tinysecurity/bus.h"
+
+#define CASES_MAX 4096
+#define ROLES_MAX 16
+
+int tsec__ptest_request(const char *cmd, json_t *j, const char *def_p,
+			const char *const *roles, int nroles, struct tsec_request *r,
+			struct tsec_str *rbuf, size_t nmax, json_t *keep, FILE *err)
+{
+	static const char *const ours[] = { "principal", "roles", "name", "want", "rule",
+					    "status", "field" };
+	json_t *w, *p = json_object_get(j, "principal"), *rl = json_object_get(j, "roles"), *v;
+	struct tsec_error e;
+	size_t i;
+
+	if (!json_is_object(j)) {
+		fprintf(err, "tsec %s: a request must be a JSON object\n", cmd);
+		return -1;
+	}
+	w = json_deep_copy(j);
+	for (i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
+		json_object_del(w, ours[i]);
+	if (tsec__request_from_json(w, r, true, &e)) {
+		fprintf(err, "tsec %s: request: %s%s%s\n", cmd, e.where, e.where[0] ? ": " : "",
+			e.msg);
+		json_decref(w);
+		return -1;
+	}
+	/* The wire's strings live in w: keep it while r is used. */
+	json_array_append_new(keep, w);
+	if (p && !json_is_string(p)) {
+		fprintf(err, "tsec %s: \"principal\" must be a string\n", cmd);
+		return -1;
+	}
+	r->principal = tsec_str_c(p ? json_string_value(p) : def_p ? def_p : "");
+	if (!r->principal.len) {
+		fprintf(err, "tsec %s: who asks? give --principal (or \"principal\")\n", cmd);
+		return -1;
+	}
+	r->nroles = 0;
+	if (rl) {
+		if (!json_is_array(rl) || json_array_size(rl) > nmax) {
+			fprintf(err, "tsec %s: \"roles\" must be a list of at most %zu strings\n", cmd,
+				nmax);
+			return -1;
+		}
+		json_array_foreach(rl, i, v) {
+			if (!json_is_string(v)) {
+				fprintf(err, "tsec %s: \"roles\" must be strings\n", cmd);
+				return -1;
+			}
+			rbuf[r->nroles++] = tsec_str_c(json_string_value(v));
+		}
+	} else {
+		for (int k = 0; k < nroles && (size_t)k < nmax; k++)
+			rbuf[r->nroles++] = tsec_str_c(roles[k]);
+	}
+	r->roles = rbuf;
+	return 0;
+}
+
+/* The ids of a policy's floor and rules, in order (new JSON array). */
+static json_t *rule_ids(const char *path)
+{
+	json_t *p = json_load_file(path, 0, NULL), *ids = json_array(), *v;
+	static const char *const parts[] = { "floor", "rules" };
+	size_t i;
+
+	for (int k = 0; k < 2; k++)
+		json_array_foreach(json_object_get(p, parts[k]), i, v)
+			if (json_is_string(json_object_get(v, "id")))
+				json_array_append(ids, json_object_get(v, "id"));
+	json_decref(p);
+	return ids;
+}
+
+static struct tsec_bus *bus_on(struct tsec__ptest *t, const char *path)
+{
+	struct tsec_bus *bus = NULL;
+	struct tsec_error err;
+	char *text;
+	size_t len;
+
+	if (tsec_read_file(path, TSEC_POLICY_MAX, &text, &len, &err)) {
+		fprintf(t->err, "tsec test: %s\n", err.msg);
+		return NULL;
+	}
+	if (tsec_bus_new(&bus) || tsec_bus_load(bus, "policy", t->module, text, len, &err)) {
+		fprintf(t->err, "tsec test: %s: %s%s%s\n", path, err.where, err.where[0] ? ": " : "",
+			err.msg);
+		tsec_bus_free(&bus);
+	}
+	free(text);
+	return bus;
+}
+
+static const char *const status_names[] = {
+	[TSEC_STATUS_NONE] = "none", [TSEC_STATUS_INVALID] = "invalid",
+	[TSEC_STATUS_FLOOR] = "floor", [TSEC_STATUS_DENIED] = "denied",
+	[TSEC_STATUS_ALLOWED] = "allowed", [TSEC_STATUS_DEFAULT] = "default",
+};
+
+static const char *status_name(unsigned s)
+{
+	return s < sizeof(status_names) / sizeof(status_names[0]) && status_names[s]
+	       ? status_names[s] : "?";
+}
+
+static bool same_decision(const struct tsec_decision *a, const struct tsec_decision *b)
+{
+	if (a->allow != b->allow || a->status != b->status || a->nrules != b->nrules)
+		return false;
+	for (unsigned k = 0; k < a->nrules; k++)
+		if (strcmp(a->rules[k], b->rules[k]))
+			return false;
+	return true;
+}
+
+/* One case's verdict against what it wants: NULL if it holds, else why
+ * not (into buf). */
+static const char *verdict(json_t *c, const struct tsec_decision *d, char *buf, size_t cap)
+{
+	const char *want = json_string_value(json_object_get(c, "want"));
+	const char *rule = json_string_value(json_object_get(c, "rule"));
+	const char *status = json_string_value(json_object_get(c, "status"));
+	const char *field = json_string_value(json_object_get(c, "field"));
+	bool has_rule = false;
+
+	for (unsigned k = 0; k < d->nrules; k++)
+		has_rule |= rule && !strcmp(rule, d->rules[k]);
+	if (d->allow != !strcmp(want, "allow"))
+		snprintf(buf, cap, "wrong decision");
+	else if (status && strcmp(status, status_name(d->status)))
+		snprintf(buf, cap, "decided as %s, want %s", status_name(d->status), status);
+	else if (rule && !has_rule)
+		snprintf(buf, cap, "rule %s did not decide it", rule);
+	else if (field && strcmp(field, d->field))
+		snprintf(buf, cap, "field at fault %s, want %s", d->field[0] ? d->field : "none",
+			 field);
+	else
+		return NULL;
+	return buf;
+}
+
+static void print_failure(struct tsec__ptest *t, struct tsec_bus *bus,
+			  const struct tsec_request *r, const char *label, json_t *c,
+			  const struct tsec_decision *d, const char *why)
+{
+	const char *rule = json_string_value(json_object_get(c, "rule"));
+	struct tsec_report *rep = malloc(sizeof(*rep));
+	struct tsec_explain *ex = malloc(sizeof(*ex));
+	struct tsec_error err;
+
+	fprintf(t->out, "FAIL %s: %s\n  want %s%s%s\n  got  %s: %s", label, why,
+		json_string_value(json_object_get(c, "want")), rule ? " by " : "",
+		rule ? rule : "", d->allow ? "allow" : "deny", tsec_status_reason(d->status));
+	for (unsigned k = 0; k < d->nrules; k++)
+		fprintf(t->out, "%s%s", k ? ", " : " (", d->rules[k]);
+	fprintf(t->out, "%s%s%s\n", d->nrules ? ")" : "", d->detail[0] ? " -- " : "", d->detail);
+	/* Why not: the rules that matched the request but did not apply. */
+	if (rep && ex && !tsec_bus_explain(bus, "policy", r, rep, ex, &err) && ex->explained)
+		for (uint32_t k = 0; k < ex->nnot_applied && k < 4; k++)
+			fprintf(t->out, "  not applied: %s%s: %s\n", ex->not_applied[k].rule,
+				ex->not_applied[k].dest ? " (at the destination)" : "",
+				ex->not_applied[k].why);
+	free(rep);
+	free(ex);
+}
+
+/* Why a case cannot run (NULL: it can). */
+static const char *malformed(json_t *c)
+{
+	const char *want = json_string_value(json_object_get(c, "want"));
+	json_t *st = json_object_get(c, "status"), *f = json_object_get(c, "field"),
+	       *rule = json_object_get(c, "rule");
+
+	if (!json_string_value(json_object_get(c, "name")))
+		return "needs a \"name\"";
+	if (!want || (strcmp(want, "allow") && strcmp(want, "deny")))
+		return "needs \"want\": \"allow\" or \"deny\"";
+	if (rule && !json_is_string(rule))
+		return "\"rule\" must be a string";
+	if (st) {
+		size_t k;
+
+		for (k = 1; k < sizeof(status_names) / sizeof(status_names[0]); k++)
+			if (json_is_string(st) && !strcmp(json_string_value(st), status_names[k]))
+				break;
+		if (k == sizeof(status_names) / sizeof(status_names[0]))
+			return "\"status\" must be one of allowed, denied, floor, default, invalid";
+	}
+	if (f && (!json_is_string(f) || !st || strcmp(json_string_value(st), "invalid")))
+		return "\"field\" goes with \"status\": \"invalid\"";
+	return NULL;
+}
+
+struct run {
+	struct tsec_request *reqs;
+	struct tsec_decision *single, *batch;
+	json_t **cases;
+	struct tsec_str (*roles)[ROLES_MAX];
+	size_t n;
+};
+
+static void run_free(struct run *r)
+{
+	free(r->reqs);
+	free(r->single);
+	free(r->batch);
+	free(r->cases);
+	free(r->roles);
+}
+
+void tsec__ptest_file(struct tsec__ptest *t, const char *file)
+{
+	json_error_t je;
+	json_t *tf = json_load_file(file, JSON_REJECT_DUPLICATES, &je), *cases, *c, *keep, *seen;
+	struct run run = { 0 };
+	const char *pol;
+	char *copy, policy[4096], why[256];
+	struct tsec_bus *bus;
+	struct tsec_error err;
+	size_t i, total;
+
+	t->files++;
+	if (!tf) {
+		fprintf(t->err, "tsec test: %s: line %d: %s\n", file, je.line, je.text);
+		t->errors++;
+		return;
+	}
+	pol = json_string_value(json_object_get(tf, "policy"));
+	cases = json_object_get(tf, "cases");
+	if (!pol || !json_is_array(cases) || json_array_size(cases) > CASES_MAX) {
+		fprintf(t->err, "tsec test: %s: want {\"policy\": FILE, \"cases\": [at most %d]}\n",
+			file, CASES_MAX);
+		json_decref(tf);
+		t->errors++;
+		return;
+	}
+	/* The policy is named relative to the test file. */
+	copy = strdup(file);
+	if (t->policy)
+		snprintf(policy, sizeof(policy), "%s", t->policy);
+	else if (pol[0] == '/' || !copy)
+		snprintf(policy, sizeof(policy), "%s", pol);
+	else
+		snprintf(policy, sizeof(policy), "%s/%s", dirname(copy), pol);
+	free(copy);
+	if (!(bus = bus_on(t, policy))) {
+		json_decref(tf);
+		t->errors++;
+		return;
+	}
+	total = json_array_size(cases);
+	run.reqs = calloc(total + 1, sizeof(*run.reqs));
+	run.single = calloc(total + 1, sizeof(*run.single));
+	run.batch = calloc(total + 1, sizeof(*run.batch));
+	run.cases = calloc(total + 1, sizeof(*run.cases));
+	run.roles = calloc(total + 1, sizeof(*run.roles));
+	if (!run.reqs || !run.single || !run.batch || !run.cases || !run.roles) {
+		fprintf(t->err, "tsec test: out of memory\n");
+		t->errors++;
+		goto out;
+	}
+	keep = json_array();
+	seen = json_object();
+	json_array_foreach(cases, i, c) {
+		const char *name = json_string_value(json_object_get(c, "name")), *bad;
+		const char *status = json_string_value(json_object_get(c, "status"));
+		struct tsec_request *r = &run.reqs[run.n];
+		struct tsec_decision *d = &run.single[run.n];
+		struct tsec_report rep;
+		char label[200];
+
+		snprintf(label, sizeof(label), "%s: %s", file, name ? name : "(unnamed case)");
+		if ((bad = malformed(c))) {
+			fprintf(t->err, "tsec test: %s: case %zu %s\n", file, i, bad);
+			t->errors++;
+			continue;
+		}
+		if (t->run && fnmatch(t->run, name, 0))
+			continue;
+		if (tsec__ptest_request("test", c, t->principal, t->roles, t->nroles, r,
+					run.roles[run.n], ROLES_MAX, keep, t->err)) {
+			fprintf(t->err, "  (in %s)\n", label);
+			t->errors++;
+			continue;
+		}
+		if (tsec_bus_check(bus, "policy", r, 1, d, &err) ||
+		    tsec_bus_evaluate(bus, "policy", r, &rep, &err)) {
+			fprintf(t->err, "tsec test: %s: %s\n", label, err.msg);
+			t->errors++;
+			continue;
+		}
+		if (!same_decision(d, &rep.decision)) {
+			fprintf(t->err, "tsec test: %s: Check (%s) and Evaluate (%s) disagree\n", label,
+				status_name(d->status), status_name(rep.decision.status));
+			t->errors++;
+			continue;
+		}
+		if (d->status == TSEC_STATUS_INVALID && (!status || strcmp(status, "invalid"))) {
+			/* A misspelt action is the case's fault, not a deny. */
+			fprintf(t->err, "tsec test: %s: the request is invalid (%s)\n", label,
+				d->detail);
+			t->errors++;
+			continue;
+		}
+		for (unsigned k = 0; k < d->nrules; k++)
+			json_object_set_new(seen, d->rules[k], json_true());
+		run.cases[run.n++] = c;
+		if (!verdict(c, d, why, sizeof(why))) {
+			t->passed++;
+			if (t->verbose)
+				fprintf(t->out, "ok   %s\n", label);
+			continue;
+		}
+		t->failed++;
+		print_failure(t, bus, r, label, c, d, why);
+	}
+	/* The same cases as one batch: the same answers. */
+	if (run.n && !tsec_bus_check(bus, "policy", run.reqs, run.n, run.batch, &err)) {
+		for (i = 0; i < run.n; i++)
+			if (!same_decision(&run.single[i], &run.batch[i])) {
+				fprintf(t->err, "tsec test: %s: case %s answered differently in a batch\n",
+					file, json_string_value(json_object_get(run.cases[i], "name")));
+				t->errors++;
+			}
+	} else if (run.n) {
+		fprintf(t->err, "tsec test: %s: the batch of %zu: %s\n", file, run.n, err.msg);
+		t->errors++;
+	}
+	if (t->coverage) {
+		json_t *ids = rule_ids(policy), *v;
+		size_t k, missing = 0;
+
+		json_array_foreach(ids, k, v) {
+			if (json_object_get(seen, json_string_value(v)))
+				continue;
+			if (!missing++)
+				fprintf(t->out, "%s: not exercised by any case:", file);
+			fprintf(t->out, " %s", json_string_value(v));
+		}
+		if (missing)
+			fputc('\n', t->out);
+		else
+			fprintf(t->out, "%s: every rule exercised\n", file);
+		json_decref(ids);
+	}
+	json_decref(seen);
+	json_decref(keep);
+out:
+	run_free(&run);
+	tsec_bus_free(&bus);
+	json_decref(tf);
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void tsec__ptest_path(struct tsec__ptest *t, const char *path)
+{
+	size_t n = 0, cap = 0, al = strlen(path);
+	char **names = NULL, **more, *dir;
+	struct dirent *e;
+	struct stat st;
+	DIR *d;
+
+	if (stat(path, &st)) {
+		fprintf(t->err, "tsec test: %s: no such file or folder\n", path);
+		t->errors++;
+		return;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		tsec__ptest_file(t, path);
+		return;
+	}
+	while (al > 1 && path[al - 1] == '/')
+		al--;
+	if (!(dir = strndup(path, al)) || !(d = opendir(dir))) {
+		fprintf(t->err, "tsec test: cannot read %s\n", path);
+		free(dir);
+		t->errors++;
+		return;
+	}
+	while ((e = readdir(d))) {
+		size_t l = strlen(e->d_name);
+
+		if (l <= 10 || strcmp(e->d_name + l - 10, ".test.json"))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			if (!(more = realloc(names, cap * sizeof(*names))))
+				break;
+			names = more;
+		}
+		if (asprintf(&names[n], "%s/%s", dir, e->d_name) < 0)
+			break;
+		n++;
+	}
+	closedir(d);
+	if (n)
+		qsort(names, n, sizeof(*names), by_name);
+	for (size_t i = 0; i < n; i++) {
+		tsec__ptest_file(t, names[i]);
+		free(names[i]);
+	}
+	free(names);
+	if (!n) {
+		fprintf(t->err, "tsec test: %s: no *.test.json files\n", dir);
+		t->errors++;
+	}
+	free(dir);
+}
