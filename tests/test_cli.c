@@ -164,6 +164,15 @@ static void test_lint(void **state)
 {
 	char out[8192];
 
+	/* Every bad policy of tests/data/policy/invalid: exit 2, its place named. */
+	assert_int_equal(sh(out, sizeof(out), "n=0; for d in tests/data/policy/invalid/*/; do "
+			    "n=$((n+1)); w=$(head -n 1 \"$d/error\"); o=$(" TSEC " lint \"$d/policy.json\"); "
+			    "[ $? = 2 ] || echo \"$d: not exit 2\"; case $o in *\"$w\"*) ;; "
+			    "*) echo \"$d: no $w\";; esac; done; echo \"$n linted\""), 0);
+	assert_non_null(strstr(out, "58 linted"));
+	assert_null(strstr(out, "not exit 2"));
+	assert_null(strstr(out, ": no "));
+
 	(void)state;
 	/* Every error, each with the nearest name. */
 	assert_int_equal(sh(out, sizeof(out), TSEC " lint tests/data/cli/misspelt.json"), 2);

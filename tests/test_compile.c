@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -10,124 +11,79 @@
 #include "module/module_private.h"
 #include "common/clock.h"
 
-#define R0 "{\"id\": \"r0\", \"effect\": \"allow\", \"action\": [\"storage.load\"], \"resource\": [\"a/*\"]}"
 
-struct bad_case {
-	const char *policy;
-	const char *where;      /* expected JSON pointer */
-	const char *msg_part;   /* expected in the message */
-};
+/*
+ * The bad policies are files, as jansson's test suites keep theirs:
+ * tests/data/policy/invalid/NAME/policy.json, refused with the place on
+ * the first line of NAME/error and a part of the message on its second.
+ */
+#define INVALID_DIR "tests/data/policy/invalid"
 
-static const struct bad_case bad[] = {
-	{ "[]", "", "must be a JSON object" },
-	{ "{\"version\": 1,", "", "JSON error" },
-	{ "{}", "/version", "missing version" },
-	{ "{\"version\": 1} x", "", "end of file expected" },
-	{ "{\"version\": 1, \"rules\": [], \"rules\": []}", "", "duplicate object key" },
-	{ "{\"rules\": [{\"id\": 1}], \"version\": 2}", "/version", "unsupported version" },
-	{ "{\"version\": 1, \"rules\": [" R0 " " R0 "]}", "", "expected ',' or ']'" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\\u0000\"}]}", "", "JSON error" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"a\", \"id\": \"b\"}]}", "", "duplicate" },
-	{ "{\"version\": 1, \"floor\": {}}", "/floor", "must be an array" },
-	{ "{\"version\": 1, \"rules\": [" R0 ",]}", "", "JSON error" },
-	{ "{\"version\": 1, \"rules\": [" R0 "", "", "unterminated" },
-	{ "{\"version\": 1, \"description\": 5}", "/description", "must be a string" },
-	{ "", "", "JSON error" },
-	{ "{\"version\": 2}", "/version", "unsupported version" },
-	{ "{\"version\": \"1\"}", "/version", "unsupported version" },
-	{ "{\"version\": 1, \"extra\": true}", "/extra", "unknown field" },
-	{ "{\"version\": 1, \"fleet\": \"\"}", "/fleet", "1 to 64" },
-	{ "{\"version\": 1, \"fleet\": 3}", "/fleet", "1 to 64" },
-	{ "{\"version\": 1, \"expires\": \"2027-02-29T00:00:00Z\"}", "/expires", "UTC time" },
-	{ "{\"version\": 1, \"expires\": \"2027-01-01T00:00:00\"}", "/expires", "UTC time" },
-	{ "{\"version\": 1, \"expires\": \"2027-01-01T24:00:00Z\"}", "/expires", "UTC time" },
-	{ "{\"version\": 1, \"expires\": \"2027-01-01T00:00:00Zx\"}", "/expires", "UTC time" },
-	{ "{\"version\": 1, \"expires\": 1}", "/expires", "UTC time" },
-	{ "{\"version\": 1, \"fleet\": \"a\", \"fleet\": \"b\"}", "", "duplicate" },
-	{ "{\"version\": 1, \"rules\": {}}", "/rules", "array of rules" },
-	{ "{\"version\": 1, \"rules\": [42]}", "/rules/0", "must be an object" },
-	{ "{\"version\": 1, \"rules\": [" R0 ", {\"id\": \"r1\", \"effect\": \"allow\", \"action\": [\"storage.load\"], \"resource\": [\"ok\", \"a/**b\"]}]}",
-	  "/rules/1/resource/1", "'**' must stand alone" },
-	{ "{\"version\": 1, \"rules\": [" R0 ", " R0 "]}", "/rules/1/id", "duplicate rule id" },
-	{ "{\"version\": 1, \"floor\": [{\"id\": \"r0\", \"action\": [\"storage.list\"], \"resource\": [\"x\"]}], \"rules\": [" R0 "]}",
-	  "/rules/0/id", "duplicate rule id" },
-	{ "{\"version\": 1, \"rules\": [{\"effect\": \"allow\", \"action\": [\"storage.load\"], \"resource\": [\"a\"]}]}",
-	  "/rules/0/id", "missing rule id" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"has space\", \"effect\": \"allow\", \"action\": [\"storage.load\"], \"resource\": [\"a\"]}]}",
-	  "/rules/0/id", "id must be" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"action\": [\"storage.load\"], \"resource\": [\"a\"]}]}",
-	  "/rules/0/effect", "missing effect" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"maybe\", \"action\": [\"storage.load\"], \"resource\": [\"a\"]}]}",
-	  "/rules/0/effect", "\"allow\" or \"deny\"" },
-	{ "{\"version\": 1, \"floor\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"storage.load\"], \"resource\": [\"a\"]}]}",
-	  "/floor/0/effect", "floor rule can only deny" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [], \"resource\": [\"a\"]}]}",
-	  "/rules/0/action", "must not be empty" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"storage.lod\"], \"resource\": [\"a\"]}]}",
-	  "/rules/0/action/0", "unknown action" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"lock.*\", 7], \"resource\": [\"a\"]}]}",
-	  "/rules/0/action/1", "must be a string" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"]}]}",
-	  "/rules/0/resource", "missing resource" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": \"a\"}]}",
-	  "/rules/0/resource", "array of strings" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"a/../b\"]}]}",
-	  "/rules/0/resource/0", "'..'" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"a//b\"]}]}",
-	  "/rules/0/resource/0", "empty segment" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"/a\"]}]}",
-	  "/rules/0/resource/0", "starts with '/'" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"**/a/**/b/**\"]}]}",
-	  "/rules/0/resource/0", "more than two" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"a\\\\b\"]}]}",
-	  "/rules/0/resource/0", "backslash" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"a\\u0001b\"]}]}",
-	  "/rules/0/resource/0", "control character" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"principal\": [], \"action\": [\"*\"], \"resource\": [\"a\"]}]}",
-	  "/rules/0/principal", "must not be empty" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"principal\": [\"ok\", \"svc:*\"], \"action\": [\"*\"], \"resource\": [\"a\"]}]}",
-	  "/rules/0/principal/1", "'*' must be the whole principal" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"principal\": [\"role:\"], \"action\": [\"*\"], \"resource\": [\"a\"]}]}",
-	  "/rules/0/principal/0", "role name is empty" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"a\"], \"domain\": [\"*.*.example.com\"]}]}",
-	  "/rules/0/domain/0", "at most one" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"a\"], \"domain\": [\"a*.example.com\"]}]}",
-	  "/rules/0/domain/0", "whole label" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"a\"], \"domain\": [\"example..com\"]}]}",
-	  "/rules/0/domain/0", "empty label" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"a\"], \"when\": {\"ttl_ms_max\": -1}}]}",
-	  "/rules/0/when/ttl_ms_max", "non-negative integer" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"a\"], \"when\": {\"size_max\": \"big\"}}]}",
-	  "/rules/0/when/size_max", "non-negative integer" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"a\"], \"when\": {\"recursive\": 1}}]}",
-	  "/rules/0/when/recursive", "true or false" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"a\"], \"when\": {\"phase_of_moon\": 1}}]}",
-	  "/rules/0/when/phase_of_moon", "unknown condition" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"a\"], \"when\": []}]}",
-	  "/rules/0/when", "must be an object" },
-	{ "{\"version\": 1, \"rules\": [{\"id\": \"x\", \"effect\": \"allow\", \"action\": [\"*\"], \"resource\": [\"a\"], \"principals\": [\"x\"]}]}",
-	  "/rules/0/principals", "unknown field" },
-};
-
-static void test_compile_bad_table(void **state)
+static char *slurp(const char *path, size_t *len)
 {
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+		buf[n] = '\0';
+		*len = (size_t)n;
+	} else {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	return buf;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void test_compile_invalid_files(void **state)
+{
+	char *names[256];
+	size_t n = 0;
+	struct dirent *e;
+	DIR *d;
+
 	(void)state;
-	assert_true(sizeof(bad) / sizeof(bad[0]) >= 20);
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	assert_non_null(d = opendir(INVALID_DIR));
+	while ((e = readdir(d)) && n < 256)
+		if (e->d_name[0] != '.')
+			assert_non_null(names[n++] = strdup(e->d_name));
+	closedir(d);
+	qsort(names, n, sizeof(*names), by_name);
+	assert_true(n >= 50);
+	for (size_t i = 0; i < n; i++) {
 		struct tsec__policy *pol = NULL;
 		struct tsec_error err;
+		char path[512], *text, *want, *msg;
+		size_t len, wlen;
 		int rc;
 
+		snprintf(path, sizeof(path), INVALID_DIR "/%s/policy.json", names[i]);
+		assert_non_null(text = slurp(path, &len));
+		snprintf(path, sizeof(path), INVALID_DIR "/%s/error", names[i]);
+		assert_non_null(want = slurp(path, &wlen));
+		assert_non_null(msg = strchr(want, '\n'));
+		*msg++ = '\0';
+		msg[strcspn(msg, "\n")] = '\0';
 		memset(&err, 0, sizeof(err));
-		rc = tsec__policy_compile(bad[i].policy, strlen(bad[i].policy), &pol, &err);
+		rc = tsec__policy_compile(text, len, &pol, &err);
 		if (rc != TSEC_EPOLICY || pol)
-			fail_msg("case %zu should be refused: %s", i, bad[i].policy);
-		if (strcmp(err.where, bad[i].where) != 0)
-			fail_msg("case %zu: where '%s', want '%s' (%s)", i, err.where,
-				 bad[i].where, err.msg);
-		if (!strstr(err.msg, bad[i].msg_part))
-			fail_msg("case %zu: message '%s' lacks '%s'", i, err.msg,
-				 bad[i].msg_part);
+			fail_msg("%s should be refused", names[i]);
+		if (strcmp(err.where, want) != 0)
+			fail_msg("%s: where '%s', want '%s' (%s)", names[i], err.where, want, err.msg);
+		if (!strstr(err.msg, msg))
+			fail_msg("%s: message '%s' lacks '%s'", names[i], err.msg, msg);
+		free(text);
+		free(want);
+		free(names[i]);
 	}
 }
 
@@ -281,7 +237,7 @@ static void test_compile_size_attacks(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_compile_bad_table),
+		cmocka_unit_test(test_compile_invalid_files),
 		cmocka_unit_test(test_compile_utc_times),
 		cmocka_unit_test(test_compile_duplicate_json_key),
 		cmocka_unit_test(test_compile_line_numbers),
