@@ -104,7 +104,7 @@ VERIFY := $(B)/verify_module
 DAEMON := $(B)/tsec-broker
 CLI := $(B)/tsec
 
-TESTS := key match compile cert decision loader reload exports verifier wire \
+TESTS := key match compile cert decision loader reload exports verifier wire docs \
 	conformance fleet brokers cli acme crash hardening \
 	store lock certcache daemon archive faults chaos
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
@@ -401,6 +401,12 @@ $(B)/tobj/%.o: %.c
 	$(Q)$(CC) $(ALL_CFLAGS) $(TEST_DEFS) -c -o $@ $<
 
 # Unit tests of module internals link the module's objects statically.
+# Every command line the documentation shows (a shell script).
+$(B)/tests/test_docs: tests/test_docs.sh
+	@mkdir -p $(dir $@)
+	$(call msg,GEN,$@)
+	$(Q)sed 's|@B@|$(B)|' $< > $@ && chmod +x $@
+
 $(B)/tests/test_key $(B)/tests/test_match $(B)/tests/test_compile \
 		$(B)/tests/test_cert: \
 		$(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/certgen.o \
