@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/prom.h"
+#include "common/stats.h"
 
 const unsigned tsec__lat_bounds_us[TSEC_LAT_BUCKETS] = {
 	10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 50000, 250000,
@@ -67,30 +68,12 @@ char *tsec__prometheus(const json_t *st)
 	static const struct {
 		const char *key, *name, *type, *help;
 	} plain[] = {
-		{ "calls", "tsec_calls_total", "counter", "Calls received." },
-		{ "errors", "tsec_errors_total", "counter", "Calls answered with an error." },
-		{ "denied", "tsec_denied_total", "counter", "Decisions that denied." },
-		{ "malformed", "tsec_malformed_total", "counter", "Messages that were not valid calls." },
-		{ "oversized", "tsec_oversized_total", "counter", "Messages over max_message." },
-		{ "principal_mismatch", "tsec_principal_mismatch_total", "counter",
-		  "Payloads that named another principal." },
-		{ "zap_accepted", "tsec_zap_accepted_total", "counter", "CURVE keys accepted." },
-		{ "zap_refused", "tsec_zap_refused_total", "counter", "CURVE keys refused." },
-		{ "reloads", "tsec_reloads_total", "counter", "Policy reloads that took effect." },
-		{ "reload_failures", "tsec_reload_failures_total", "counter", "Policy reloads refused." },
-		{ "log_written", "tsec_decision_log_written_total", "counter", "Decision log lines written." },
-		{ "log_dropped", "tsec_decision_log_dropped_total", "counter",
-		  "Decision log lines dropped (buffer full)." },
-		{ "locks_held", "tsec_locks_held", "gauge", "Live leases handed out by this broker." },
-		{ "cache_hits", "tsec_cache_hits_total", "counter", "Reads the LocalCache served." },
-		{ "cache_misses", "tsec_cache_misses_total", "counter",
-		  "Reads the LocalCache sent to the backend." },
-		{ "cache_live", "tsec_cache_feed_live", "gauge",
-		  "1 while the LocalCache serves hits (its feed proven live within its bound)." },
-		{ "cache_bound_ms", "tsec_cache_staleness_bound_milliseconds", "gauge",
-		  "The most a cached value served can lag the store." },
-		{ "cache_proven_ms_ago", "tsec_cache_feed_proof_age_milliseconds", "gauge",
-		  "Since the feed last proved live (-1: never)." },
+#define C(f, name, help) { #f, name, "counter", help },
+#define R(f, name, type, help) { #f, name, type, help },
+		TSEC_STAT_COUNTERS(C)
+		TSEC_STAT_READ(R)
+#undef C
+#undef R
 	};
 	struct out o = { .cap = 4096 };
 	const json_t *bym = json_object_get(st, "by_method"), *lat = json_object_get(st, "latency");

@@ -7,7 +7,7 @@
 
 #include "common/sign.h"
 #include "common/error.h"
-#include "tinysecurity/bus.h"
+#include "common/file.h"
 
 int tsec__hex_decode(const char *hex, unsigned char *out, size_t n)
 {

@@ -92,13 +92,10 @@ bool tsec__domain_equal(const char *pat, size_t pn, const char *d, size_t dn)
 
 int tsec__action_parse(const char *p, size_t n)
 {
-	/* In enum order; test_match checks each against tsec_action_name. */
-#define A(s) { sizeof(s) - 1, s }
+	/* From the one list of actions (tinysecurity/types.h). */
+#define A(n, s) { sizeof(s) - 1, s },
 	static const struct { uint8_t len; char name[15]; } tab[TSEC_ACTION__COUNT] = {
-		A("storage.store"), A("storage.load"), A("storage.exists"),
-		A("storage.delete"), A("storage.list"), A("storage.stat"),
-		A("storage.move"), A("lock.acquire"), A("lock.renew"),
-		A("lock.release"),
+		TSEC_ACTIONS(A)
 	};
 #undef A
 	int a;

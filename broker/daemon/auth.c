@@ -90,7 +90,7 @@ static void zap_one(struct tsec__daemon *d, void *s)
 	} else {
 		char user[16];
 		snprintf(user, sizeof(user), "%d", found);
-		atomic_fetch_add(&d->st.zap_ok, 1);
+		atomic_fetch_add(&d->st.zap_accepted, 1);
 		reply(s, reqid, idlen, "200", "OK", user);
 	}
 }

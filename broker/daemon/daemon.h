@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "common/prom.h"
+#include "common/stats.h"
 
 #include "tinysecurity/bus.h"
 #include "tinysecurity/store.h"
@@ -129,8 +130,9 @@ struct tsec__hist {
 };
 
 struct tsec__stats {
-	_Atomic uint64_t calls, errors, denied, malformed, oversized, mismatched;
-	_Atomic uint64_t zap_ok, zap_refused, reloads, reload_failures;
+#define TSEC_X_FIELD(f, name, help) _Atomic uint64_t f;
+	TSEC_STAT_COUNTERS(TSEC_X_FIELD)      /* common/stats.h */
+#undef TSEC_X_FIELD
 	_Atomic uint64_t *by_method;  /* tsec__nmethods counters */
 	struct tsec__hist *hist;     /* tsec__nmethods histograms */
 };

@@ -85,7 +85,7 @@ static json_t *read_call(struct tsec__daemon *d, json_t *msg, struct tsec__call 
 		claim = json_object_get(c->params, "principal");
 	if (claim && !(json_is_string(claim) &&
 		       !strcmp(json_string_value(claim), c->who->principal))) {
-		atomic_fetch_add(&d->st.mismatched, 1);
+		atomic_fetch_add(&d->st.principal_mismatch, 1);
 		tsec__say("refused: caller %s sent a request naming principal %s",
 			  c->who->principal,
 			  json_is_string(claim) ? json_string_value(claim) : "(not a string)");

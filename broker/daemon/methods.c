@@ -486,22 +486,19 @@ json_t *tsec__stats_json(struct tsec__daemon *d)
 				    json_pack("{s:o,s:I}", "cumulative", cum, "sum_ns",
 					      (json_int_t)atomic_load(&h->sum_ns)));
 	}
-	st = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:o,s:o}",
+	st = json_pack("{s:I,s:I,s:I,s:I,s:o,s:o,s:o}",
 		"uptime_ms", (json_int_t)(tsec__wall_ms() - d->started_ms),
-		"calls", (json_int_t)atomic_load(&d->st.calls),
-		"errors", (json_int_t)atomic_load(&d->st.errors),
-		"denied", (json_int_t)atomic_load(&d->st.denied),
-		"malformed", (json_int_t)atomic_load(&d->st.malformed),
-		"oversized", (json_int_t)atomic_load(&d->st.oversized),
-		"principal_mismatch", (json_int_t)atomic_load(&d->st.mismatched),
-		"zap_accepted", (json_int_t)atomic_load(&d->st.zap_ok),
-		"zap_refused", (json_int_t)atomic_load(&d->st.zap_refused),
-		"reloads", (json_int_t)atomic_load(&d->st.reloads),
-		"reload_failures", (json_int_t)atomic_load(&d->st.reload_failures),
 		"log_written", (json_int_t)tsec__declog_written(d->log),
 		"log_dropped", (json_int_t)tsec__declog_dropped(d->log),
 		"locks_held", (json_int_t)tsec__held_count(&d->held),
 		"by_method", bym, "latency", lat, "latency_bounds_us", bounds);
+	/* The counters, from their one list (common/stats.h). */
+#define C(f, name, help) \
+	json_object_set_new(st, #f, json_integer((json_int_t)atomic_load(&d->st.f)));
+	if (st) {
+		TSEC_STAT_COUNTERS(C)
+	}
+#undef C
 	tsec_store_info(d->store, &in);
 	if (st && in.cached) {
 		json_object_set_new(st, "cache_hits", json_integer((json_int_t)in.hits));

@@ -96,18 +96,27 @@ struct tsec_str {
 	size_t len;
 };
 
-/* Actions, in a fixed order: the values are part of the ABI. */
+/*
+ * Actions, listed once: X(NAME, "wire name"), in a fixed order (the values
+ * are part of the ABI).  The enum, the names and the module's parser are
+ * made from this list.
+ */
+#define TSEC_ACTIONS(X) \
+	X(STORAGE_STORE, "storage.store") \
+	X(STORAGE_LOAD, "storage.load") \
+	X(STORAGE_EXISTS, "storage.exists") \
+	X(STORAGE_DELETE, "storage.delete") \
+	X(STORAGE_LIST, "storage.list") \
+	X(STORAGE_STAT, "storage.stat") \
+	X(STORAGE_MOVE, "storage.move") \
+	X(LOCK_ACQUIRE, "lock.acquire") \
+	X(LOCK_RENEW, "lock.renew") \
+	X(LOCK_RELEASE, "lock.release")
+
 enum tsec_action {
-	TSEC_ACTION_STORAGE_STORE = 0,
-	TSEC_ACTION_STORAGE_LOAD,
-	TSEC_ACTION_STORAGE_EXISTS,
-	TSEC_ACTION_STORAGE_DELETE,
-	TSEC_ACTION_STORAGE_LIST,
-	TSEC_ACTION_STORAGE_STAT,
-	TSEC_ACTION_STORAGE_MOVE,
-	TSEC_ACTION_LOCK_ACQUIRE,
-	TSEC_ACTION_LOCK_RENEW,
-	TSEC_ACTION_LOCK_RELEASE,
+#define TSEC_X_ENUM(n, s) TSEC_ACTION_##n,
+	TSEC_ACTIONS(TSEC_X_ENUM)
+#undef TSEC_X_ENUM
 	TSEC_ACTION__COUNT
 };
 
@@ -115,9 +124,9 @@ enum tsec_action {
 static inline const char *tsec_action_name(unsigned action)
 {
 	static const char *const names[TSEC_ACTION__COUNT] = {
-		"storage.store", "storage.load", "storage.exists",
-		"storage.delete", "storage.list", "storage.stat",
-		"storage.move", "lock.acquire", "lock.renew", "lock.release",
+#define TSEC_X_NAME(n, s) s,
+		TSEC_ACTIONS(TSEC_X_NAME)
+#undef TSEC_X_NAME
 	};
 	return action < TSEC_ACTION__COUNT ? names[action] : NULL;
 }

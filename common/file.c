@@ -1,0 +1,65 @@
+/*
+ * Reading a whole file, bounded (common/file.h).  In common/ because the
+ * signature checks read files too and common/ depends on nothing above
+ * it; exported as part of the bus's API (tinysecurity/bus.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/file.h"
+
+int tsec_read_file(const char *path, size_t max, char **out, size_t *len,
+		   struct tsec_error *err)
+{
+	FILE *f = NULL;
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	f = fopen(path, "rb");
+	if (!f)
+		return tsec__seterr(err, errno == ENOENT ? TSEC_ENOENT : TSEC_EIO,
+				    path, "%s: %s", path, strerror(errno));
+	for (;;) {
+		size_t got;
+		if (cap - n < 4096 + 1) {
+			char *nb;
+			cap = cap ? cap * 2 : 65536;
+			if (cap > max + 4096 + 1)
+				cap = max + 4096 + 1;
+			nb = realloc(buf, cap);
+			if (!nb) {
+				rc = tsec__seterr(err, TSEC_ENOMEM, path, NULL);
+				goto out;
+			}
+			buf = nb;
+		}
+		got = fread(buf + n, 1, cap - n - 1, f);
+		n += got;
+		if (n > max) {
+			rc = tsec__seterr(err, TSEC_ETOOBIG, path,
+					  "%s: larger than %zu bytes", path, max);
+			goto out;
+		}
+		if (got == 0)
+			break;
+	}
+	if (ferror(f)) {
+		rc = tsec__seterr(err, TSEC_EIO, path, "%s: read error", path);
+		goto out;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
+	buf = NULL;
+	rc = 0;
+out:
+	free(buf);
+	fclose(f);
+	return rc;
+}
