@@ -66,13 +66,16 @@ endif
 CORE_SRC := common/error.c common/key.c common/suggest.c common/clock.c
 SHARED_SRC := $(CORE_SRC) common/file.c common/wire.c common/jsonw.c common/sign.c common/prom.c
 MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
-	module/tables.c module/eval.c \
+	module/tables.c module/eval.c module/explain.c \
 	module/cert.c module/entry.c
 BUS_SRC := broker/bus/bus.c broker/bus/loader.c
-STORAGE_SRC := $(addprefix broker/storage/,store.c txn.c lock.c certfiles.c \
-	gates.c lease.c file.c file_folders.c file_journal.c file_lock.c memory.c localcache.c \
-	envelope.c etcd_http.c etcd.c etcd_lock.c etcd_feed.c redis.c \
-	certcache.c)
+STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c txn.c lock.c certfiles.c \
+	gates.c lease.c localcache.c envelope.c \
+	file/file.c file/file_folders.c file/file_journal.c file/file_lock.c \
+	memory/memory.c \
+	etcd/etcd_http.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_feed.c \
+	redis/redis.c redis/redis_kv.c redis/redis_lock.c) \
+	broker/certcache/certcache.c
 CLIENT_SRC := broker/client/client.c
 PTEST_SRC := broker/policytest/policytest.c
 BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(CLIENT_SRC) $(PTEST_SRC)

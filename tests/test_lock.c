@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "broker/storage/file_private.h"
+#include "broker/storage/file/file_private.h"
 #include "common/clock.h"
 #include "tests/testutil.h"
 #include "tests/wait.h"

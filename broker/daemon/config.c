@@ -17,6 +17,7 @@
 #include <zmq.h>
 
 #include "broker/daemon/daemon.h"
+#include "broker/storage/backend.h"
 #include "common/sign.h"
 #include "common/suggest.h"
 
@@ -275,6 +276,7 @@ static int cfg_storage(json_t *root, struct tsec__config *c)
 {
 	json_t *o = json_object_get(root, "storage"), *ep;
 	struct tsec__storage_cfg *st = &c->st;
+	const struct tsec__backend_kind *bk;
 	long long n;
 
 	st->watch_policy = 1;            /* on a shared backend, by default */
@@ -295,18 +297,23 @@ static int cfg_storage(json_t *root, struct tsec__config *c)
 	    cfg_string(o, "password_file", &st->password_file, 0) ||
 	    cfg_bool(o, "watch_policy", &st->watch_policy))
 		return -1;
-	if (strcmp(st->backend, "file") && strcmp(st->backend, "etcd") &&
-	    strcmp(st->backend, "redis")) {
-		static const char *const known[] = { "file", "etcd", "redis" };
-		const char *near = tsec__nearest(st->backend, known, 3);
+	/* The backends a broker may serve from (broker/storage/registry.c). */
+	bk = tsec__backend_find(st->backend);
+	if (!bk || !(bk->caps & TSEC__CAP_SERVED)) {
+		const char *known[16], *near;
+		size_t nk = tsec__backend_names(TSEC__CAP_SERVED, known, 16);
+		char list[128] = "";
 
-		tsec__say("config /storage/backend: \"%s\" is not file, etcd or redis%s%s%s",
-			  st->backend, near ? "; did you mean \"" : "", near ? near : "",
-			  near ? "\"?" : "");
+		for (size_t i = 0; i < nk; i++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+				 i ? (i + 1 == nk ? " or " : ", ") : "", known[i]);
+		near = tsec__nearest(st->backend, known, nk);
+		tsec__say("config /storage/backend: \"%s\" is not %s%s%s%s", st->backend, list,
+			  near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
 		return -1;
 	}
-	if (!strcmp(st->backend, "file") && !c->storage) {
-		tsec__say("config /storage/root: the file backend needs its folder");
+	if ((bk->caps & TSEC__CAP_ROOT) && !c->storage) {
+		tsec__say("config /storage/root: the %s backend needs its folder", st->backend);
 		return -1;
 	}
 	if ((ep = json_object_get(o, "endpoints"))) {
@@ -335,7 +342,7 @@ static int cfg_storage(json_t *root, struct tsec__config *c)
 			tsec__say("config /storage/endpoints: must be a list of URLs");
 			return -1;
 		}
-	} else if (strcmp(st->backend, "file")) {
+	} else if (bk->caps & TSEC__CAP_REMOTE) {
 		tsec__say("config /storage/endpoints: %s needs its endpoints", st->backend);
 		return -1;
 	}

@@ -129,6 +129,51 @@ struct tsec__backend {
 	const struct tsec__backend_ops *ops;
 };
 
+/* ---- registry.c: the backends, listed once ---- */
+
+/*
+ * The version of this contract a backend implements: a backend built
+ * against another version is not listed (a change to the ops above that
+ * an old backend would get wrong bumps it), as sqlite3_vfs.iVersion.
+ */
+#define TSEC__BACKEND_VERSION 1
+
+enum {
+	TSEC__CAP_SERVED = 1,        /* tsec-broker's configuration may name it */
+	TSEC__CAP_DURABLE = 2,       /* an acknowledged write survives a crash
+					(redis: only with appendfsync always, said
+					at open in its note) */
+	TSEC__CAP_ROOT = 4,          /* needs a folder (opts.root) */
+	TSEC__CAP_SHARED = 8,        /* other brokers write it too: a LocalCache
+					needs its feed; it keeps fleet records */
+	TSEC__CAP_REMOTE = 16,       /* takes endpoints, prefix, TLS, auth */
+};
+
+struct tsec_store_opts;
+typedef void (*tsec__inval_fn)(void *ctx, const char *key);
+
+struct tsec__backend_kind {
+	const char *name;            /* what opts.backend / "backend" names */
+	unsigned version;            /* TSEC__BACKEND_VERSION */
+	unsigned caps;               /* TSEC__CAP_* */
+	int (*open)(struct tsec__backend **out, const struct tsec_store_opts *o,
+		    struct tsec_error *err);
+	/* With TSEC__CAP_SHARED: calls fn(ctx, key) for every key another
+	 * writer changes (a LocalCache's invalidations). */
+	int (*feed)(struct tsec__backend *b, tsec__inval_fn fn, void *ctx,
+		    struct tsec_error *err);
+};
+
+extern const struct tsec__backend_kind tsec__backends[];
+extern const size_t tsec__nbackends;
+
+/* The backend of that name, or NULL. */
+const struct tsec__backend_kind *tsec__backend_find(const char *name);
+
+/* The names of the backends that have every cap in caps, into out[0..max);
+ * how many. */
+size_t tsec__backend_names(unsigned caps, const char **out, size_t max);
+
 /* file.c: values under root; recovers its journal and litter on open. */
 int tsec__file_open(struct tsec__backend **out, const char *root,
 		    struct tsec_error *err);
@@ -144,7 +189,7 @@ const struct tsec__backend *tsec__localcache_inner(const struct tsec__backend *c
 int tsec__localcache_open(struct tsec__backend **out, struct tsec__backend *inner,
 			  size_t max_bytes, struct tsec_error *err);
 
-/* ---- store.c: what the backends' listings and groups share ---- */
+/* ---- keys.c: what the backends' listings and groups share ---- */
 
 /* Appends "k[0..n)suffix" to l (capacity *cap, grown by doubling); -1
  * without memory. */

@@ -72,7 +72,6 @@ int tsec__password_load(const char *path, char *out, size_t outlen,
  * store's key, "a/b"), or with key NULL when it may have missed some
  * (every cached value is then dropped).
  */
-typedef void (*tsec__inval_fn)(void *ctx, const char *key);
 
 /* localcache.c: subscribes the cache to its inner backend's feed. */
 void tsec__localcache_invalidate(void *cache, const char *key);

@@ -14,40 +14,6 @@
 
 #include "broker/storage/remote.h"
 
-int tsec__skey_parse(const char *key, bool root_ok, struct tsec__skey *sk,
-		     struct tsec_error *err)
-{
-	char why[96];
-	size_t len, n;
-
-	if (!key)
-		return tsec__seterr(err, TSEC_EKEY, "", "NULL key");
-	len = strlen(key);
-	if (tsec__key_parse(key, len, root_ok, &sk->k, why, sizeof(why)))
-		return tsec__seterr(err, TSEC_EKEY, "key", "invalid key: %s", why);
-	n = tsec__key_format(&sk->k, sk->text, sizeof(sk->text));
-	if (n == len && (sk->k.nseg == 0 || sk->k.off[0] == 0)) {
-		/* Already normal: the text is the key, the offsets stand. */
-		sk->k.base = sk->text;
-	} else if (tsec__key_parse(sk->text, n, root_ok, &sk->k, why, sizeof(why))) {
-		/* Read the normalised text again so offsets point into it. */
-		return tsec__seterr(err, TSEC_EKEY, "key", "invalid key: %s", why);
-	}
-	memcpy(sk->segbuf, sk->text, n + 1);
-	sk->n = sk->k.nseg;
-	for (unsigned i = 0; i < sk->n; i++) {
-		unsigned o = sk->k.off[i];
-		sk->seg[i] = sk->segbuf + o;
-		sk->segbuf[o + sk->k.len[i]] = '\0';
-		if (sk->segbuf[o] == '.' &&
-		    strncmp(sk->seg[i], TSEC__RESERVED, TSEC__RESERVED_LEN) == 0)
-			return tsec__seterr(err, TSEC_EKEY, sk->text,
-					    "invalid key: names starting with "
-					    TSEC__RESERVED " belong to the store");
-	}
-	return 0;
-}
-
 int tsec__store_check(struct tsec_store *s, const struct tsec_principal *who,
 		      struct tsec_request *reqs, size_t n, struct tsec_error *err)
 {
@@ -104,42 +70,11 @@ void tsec__req_for(struct tsec_request *r, const char *action, const struct tsec
 	r->resource.len = strlen(sk->text);
 }
 
-int tsec__strlist_add(struct tsec_strlist *l, size_t *cap, const char *k, size_t n,
-		      const char *suffix)
-{
-	char *s;
-
-	if (l->n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 16;
-		char **v = realloc(l->v, nc * sizeof(*v));
-
-		if (!v)
-			return -1;
-		l->v = v;
-		*cap = nc;
-	}
-	if (asprintf(&s, "%.*s%s", (int)n, k, suffix) < 0)
-		return -1;
-	l->v[l->n++] = s;
-	return 0;
-}
-
-bool tsec__key_below(const char *key, const char *folder)
-{
-	size_t n = strlen(folder);
-
-	return !strncmp(key, folder, n) && key[n] == '/';
-}
-
-bool tsec__is_cert_key(const struct tsec__skey *sk)
-{
-	return sk->k.kind == TSEC_KIND_CERT;
-}
-
 int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *o,
 			 struct tsec_bus *bus, const char *endpoint, struct tsec_error *err)
 {
 	const char *kind = o && o->backend ? o->backend : "file";
+	const struct tsec__backend_kind *bk;
 	struct tsec__backend *be = NULL, *cached = NULL;
 	struct tsec_store *s;
 	int rc;
@@ -152,27 +87,24 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 		return tsec__seterr(err, TSEC_EINVAL, "", "endpoint name too long");
 	if (sodium_init() < 0)
 		return tsec__seterr(err, TSEC_EIO, "", "libsodium failed to initialise");
-	if ((!strcmp(kind, "file") || !strcmp(kind, "memory")) &&
+	if (!(bk = tsec__backend_find(kind)) || bk->version != TSEC__BACKEND_VERSION) {
+		const char *names[16];
+		char list[128] = "";
+		size_t n = tsec__backend_names(0, names, 16);
+
+		for (size_t i = 0; i < n; i++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+				 i ? ", " : "", names[i]);
+		return tsec__seterr(err, TSEC_EINVAL, "backend", "unknown backend '%s' (%s)",
+				    kind, list);
+	}
+	if (!(bk->caps & TSEC__CAP_REMOTE) &&
 	    (o->endpoints || o->prefix || o->key_file || o->tls_ca || o->tls_cert ||
 	     o->tls_key || o->username || o->password_file || o->request_max ||
 	     o->clock_skew_ms || o->timeout_ms))
 		return tsec__seterr(err, TSEC_EINVAL, "backend", "the %s backend takes no "
 				    "endpoints, prefix, key_file, TLS or authentication", kind);
-	if (!strcmp(kind, "file")) {
-		if (!o->root || !*o->root)
-			return tsec__seterr(err, TSEC_EINVAL, "root", "the file backend needs a root");
-		rc = tsec__file_open(&be, o->root, err);
-	} else if (!strcmp(kind, "memory")) {
-		rc = tsec__memory_open(&be, o->delay_us, err);
-	} else if (!strcmp(kind, "etcd")) {
-		rc = tsec__etcd_open(&be, o, err);
-	} else if (!strcmp(kind, "redis")) {
-		rc = tsec__redis_open(&be, o, err);
-	} else {
-		return tsec__seterr(err, TSEC_EINVAL, "backend",
-				    "unknown backend '%s' (file, memory, etcd, redis)", kind);
-	}
-	if (rc)
+	if ((rc = bk->open(&be, o, err)))
 		return rc;
 	if (o->cache_bytes) {
 		if ((rc = tsec__localcache_open(&cached, be, o->cache_bytes, err))) {
@@ -181,10 +113,9 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 		}
 		/* Over a shared backend, other writers' changes drop cached
 		 * values, and hits wait for the feed's first proof of life. */
-		if (!strcmp(kind, "etcd") || !strcmp(kind, "redis")) {
+		if (bk->caps & TSEC__CAP_SHARED) {
 			tsec__localcache_watched(cached, o->cache_live_ms);
-			rc = (kind[0] == 'e' ? tsec__etcd_feed : tsec__redis_feed)(
-				be, tsec__localcache_invalidate, cached, err);
+			rc = bk->feed(be, tsec__localcache_invalidate, cached, err);
 		}
 		if (rc) {
 			cached->ops->close(cached);
@@ -416,17 +347,6 @@ int tsec_store_delete_fenced(struct tsec_store *s, const struct tsec_principal *
 	if ((rc = tsec__fence_of(lk, &f, err)))
 		return rc;
 	return delete_as(s, who, key, recursive, &f, err);
-}
-
-void tsec_strlist_free(struct tsec_strlist *l)
-{
-	if (!l)
-		return;
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i]);
-	free(l->v);
-	l->v = NULL;
-	l->n = 0;
 }
 
 static int cmp_str(const void *a, const void *b)

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/storage/etcd_private.h"
+#include "broker/storage/etcd/etcd_private.h"
 
 #define DEADLINE_DIGITS 19      /* INT64_MAX's */
 

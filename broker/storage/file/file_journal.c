@@ -41,7 +41,7 @@
 
 #include <sodium.h>
 
-#include "broker/storage/file_private.h"
+#include "broker/storage/file/file_private.h"
 
 #define COMMIT_LOCK ".tsec-commit"
 #define RECORD_MAX (64u << 10)

@@ -34,7 +34,7 @@
 
 #include <sodium.h>
 
-#include "broker/storage/file_private.h"
+#include "broker/storage/file/file_private.h"
 
 #define RECORD 256                    /* bytes; one write, within a sector */
 #define LOCK_WAIT_MS 2000             /* the flock is held for microseconds */

@@ -14,7 +14,7 @@
 
 #include <curl/curl.h>
 
-#include "broker/storage/etcd_http.h"
+#include "broker/storage/etcd/etcd_http.h"
 
 #define POOL 32
 #define ENDPOINTS_MAX 16

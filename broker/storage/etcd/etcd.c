@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/storage/etcd_private.h"
+#include "broker/storage/etcd/etcd_private.h"
 
 #define PAGE 1000
 

@@ -28,7 +28,7 @@
 
 #include <linux/openat2.h>
 
-#include "broker/storage/file_private.h"
+#include "broker/storage/file/file_private.h"
 #include "common/clock.h"
 
 #define RECHECK_MS 1000

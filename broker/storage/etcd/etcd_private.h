@@ -4,7 +4,7 @@
 
 #include <stdatomic.h>
 
-#include "broker/storage/etcd_http.h"
+#include "broker/storage/etcd/etcd_http.h"
 
 /* "<prefix>/x/<key>" */
 #define TSEC__BK_MAX (2 * TSEC_KEY_MAX + 8)

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "broker/storage/etcd_private.h"
+#include "broker/storage/etcd/etcd_private.h"
 #include "common/clock.h"
 
 /* A heartbeat of ours: "<id>:<seq>"; its send time, or 0. */

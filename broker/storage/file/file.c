@@ -23,7 +23,7 @@
 #include <linux/openat2.h>
 #include <sodium.h>
 
-#include "broker/storage/file_private.h"
+#include "broker/storage/file/file_private.h"
 
 #define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 

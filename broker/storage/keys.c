@@ -1,0 +1,88 @@
+/*
+ * Storage keys as the store and every backend see them, below both (no
+ * call goes up into store.c): parsing and normalising a key by the key
+ * rules (common/key.c) into struct tsec__skey, lists of keys, and where
+ * a key lies.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/storage/backend.h"
+
+int tsec__skey_parse(const char *key, bool root_ok, struct tsec__skey *sk,
+		     struct tsec_error *err)
+{
+	char why[96];
+	size_t len, n;
+
+	if (!key)
+		return tsec__seterr(err, TSEC_EKEY, "", "NULL key");
+	len = strlen(key);
+	if (tsec__key_parse(key, len, root_ok, &sk->k, why, sizeof(why)))
+		return tsec__seterr(err, TSEC_EKEY, "key", "invalid key: %s", why);
+	n = tsec__key_format(&sk->k, sk->text, sizeof(sk->text));
+	if (n == len && (sk->k.nseg == 0 || sk->k.off[0] == 0)) {
+		/* Already normal: the text is the key, the offsets stand. */
+		sk->k.base = sk->text;
+	} else if (tsec__key_parse(sk->text, n, root_ok, &sk->k, why, sizeof(why))) {
+		/* Read the normalised text again so offsets point into it. */
+		return tsec__seterr(err, TSEC_EKEY, "key", "invalid key: %s", why);
+	}
+	memcpy(sk->segbuf, sk->text, n + 1);
+	sk->n = sk->k.nseg;
+	for (unsigned i = 0; i < sk->n; i++) {
+		unsigned o = sk->k.off[i];
+		sk->seg[i] = sk->segbuf + o;
+		sk->segbuf[o + sk->k.len[i]] = '\0';
+		if (sk->segbuf[o] == '.' &&
+		    strncmp(sk->seg[i], TSEC__RESERVED, TSEC__RESERVED_LEN) == 0)
+			return tsec__seterr(err, TSEC_EKEY, sk->text,
+					    "invalid key: names starting with "
+					    TSEC__RESERVED " belong to the store");
+	}
+	return 0;
+}
+
+int tsec__strlist_add(struct tsec_strlist *l, size_t *cap, const char *k, size_t n,
+		      const char *suffix)
+{
+	char *s;
+
+	if (l->n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		char **v = realloc(l->v, nc * sizeof(*v));
+
+		if (!v)
+			return -1;
+		l->v = v;
+		*cap = nc;
+	}
+	if (asprintf(&s, "%.*s%s", (int)n, k, suffix) < 0)
+		return -1;
+	l->v[l->n++] = s;
+	return 0;
+}
+
+bool tsec__key_below(const char *key, const char *folder)
+{
+	size_t n = strlen(folder);
+
+	return !strncmp(key, folder, n) && key[n] == '/';
+}
+
+bool tsec__is_cert_key(const struct tsec__skey *sk)
+{
+	return sk->k.kind == TSEC_KIND_CERT;
+}
+
+void tsec_strlist_free(struct tsec_strlist *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}

@@ -1,0 +1,548 @@
+/*
+ * The redis backend (hiredis): one primary.  Values are P/k/<key> (the
+ * envelope of remote.h), and the sorted set P/i holds every key with
+ * score 0, so that folders and listings are lexicographic ranges
+ * (ZRANGEBYLEX).  Every write and every lock operation is one Lua script
+ * (redis_scripts.h), atomic on the server.  Locks: P/l/<name> holds the
+ * token with a PX expiry (redis's clock ends the lease), P/f/<name> the
+ * fence (never below the server's clock in microseconds, so it does not
+ * go back when the counter is lost) and the last holder.
+ *
+ * What redis cannot promise: replication is asynchronous, so a failover
+ * can lose acknowledged writes and lock grants.  Where that matters, use
+ * etcd.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/storage/redis/redis_private.h"
+#include "broker/storage/redis/redis_scripts.h"
+
+static const char *const scripts[S_COUNT] = {
+	tsec__lua_put, tsec__lua_del, tsec__lua_move,
+	tsec__lua_acquire, tsec__lua_renew, tsec__lua_release, tsec__lua_meta_cas,
+};
+
+struct redisbe *tsec__rd_rb_of(struct tsec__backend *b)
+{
+	return (struct redisbe *)b;
+}
+
+size_t tsec__rd_bk_of(const struct redisbe *r, const char *key, char *out)
+{
+	return (size_t)snprintf(out, BK_MAX, "%s/k/%s", r->prefix, key);
+}
+
+/*
+ * hiredis writes with write(): on a connection the server closed, or one
+ * this process shut down, that raises SIGPIPE, whose default kills the
+ * process, and a library must not.  Around each command the calling
+ * thread blocks SIGPIPE and then takes back one it raised (as libcurl
+ * does); the feed thread keeps it blocked.
+ */
+
+void tsec__rd_nopipe_on(struct nopipe *np)
+{
+	sigset_t s;
+
+	sigemptyset(&s);
+	sigaddset(&s, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &s, &np->old);
+}
+
+void tsec__rd_nopipe_off(struct nopipe *np)
+{
+	static const struct timespec none = { 0, 0 };
+	sigset_t s, pending;
+
+	sigemptyset(&s);
+	sigaddset(&s, SIGPIPE);
+	if (!sigismember(&np->old, SIGPIPE)) {
+		if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE))
+			sigtimedwait(&s, NULL, &none);
+		pthread_sigmask(SIG_SETMASK, &np->old, NULL);
+	}
+}
+
+redisContext *tsec__rd_dial(struct redisbe *r, struct tsec_error *err)
+{
+	redisContext *c = r->port ? redisConnectWithTimeout(r->host, r->port, r->tmo)
+				  : redisConnectUnixWithTimeout(r->host, r->tmo);
+	redisReply *rep;
+
+	if (!c || c->err) {
+		tsec__seterr(err, TSEC_EIO, r->host, "redis at %s:%d: %s", r->host, r->port,
+			     c ? c->errstr : "cannot allocate");
+		redisFree(c);
+		return NULL;
+	}
+	redisSetTimeout(c, r->tmo);
+	if (r->pass[0]) {
+		struct nopipe np;
+
+		tsec__rd_nopipe_on(&np);
+		rep = r->user[0] ? redisCommand(c, "AUTH %s %s", r->user, r->pass)
+				 : redisCommand(c, "AUTH %s", r->pass);
+		tsec__rd_nopipe_off(&np);
+		if (!rep || rep->type == REDIS_REPLY_ERROR) {
+			tsec__seterr(err, TSEC_EDENIED, r->host, "redis at %s refused the password%s",
+				     r->host, r->user[0] ? " (or user)" : "");
+			freeReplyObject(rep);
+			redisFree(c);
+			return NULL;
+		}
+		freeReplyObject(rep);
+	}
+	return c;
+}
+
+/*
+ * Whether an idle pooled connection is dead: the server closed it (a
+ * restart) or sent something unasked.  Checked before use, so that a
+ * write is sent on a connection that was alive: a command written to a
+ * connection the server had already closed never reached it, and would
+ * otherwise be reported as "may or may not have been applied".
+ */
+static bool stale(const redisContext *c)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
+
+	return poll(&p, 1, 0) != 0;
+}
+
+redisContext *tsec__rd_take(struct redisbe *r, struct tsec_error *err)
+{
+	redisContext *c = NULL;
+
+	for (;;) {
+		pthread_mutex_lock(&r->mu);
+		c = r->npool ? r->pool[--r->npool] : NULL;
+		pthread_mutex_unlock(&r->mu);
+		if (!c || !stale(c))
+			break;
+		redisFree(c);
+	}
+	return c ? c : tsec__rd_dial(r, err);
+}
+
+/* Returns c to the pool, or drops it when it failed. */
+void tsec__rd_give(struct redisbe *r, redisContext *c)
+{
+	if (c && !c->err) {
+		pthread_mutex_lock(&r->mu);
+		if (r->npool < POOL) {
+			r->pool[r->npool++] = c;
+			c = NULL;
+		}
+		pthread_mutex_unlock(&r->mu);
+	}
+	redisFree(c);
+}
+
+/*
+ * One command.  A read (idempotent) that meets a dead pooled connection
+ * is tried again once on a new one; a write reports the unknown outcome.
+ */
+redisReply *tsec__rd_call(struct redisbe *r, int argc, const char **argv, const size_t *lens,
+			bool idempotent, struct tsec_error *err)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		redisContext *c = tsec__rd_take(r, err);
+		redisReply *rep;
+		struct nopipe np;
+
+		if (!c)
+			return NULL;
+		tsec__rd_nopipe_on(&np);
+		rep = redisCommandArgv(c, argc, argv, lens);
+		tsec__rd_nopipe_off(&np);
+		if (rep) {
+			tsec__rd_give(r, c);
+			if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8)) {
+				tsec__seterr(err, TSEC_EIO, r->host, "redis: %.200s", rep->str);
+				freeReplyObject(rep);
+				return NULL;
+			}
+			return rep;
+		}
+		tsec__seterr(err, idempotent ? TSEC_EIO : TSEC_EUNKNOWN, r->host, "redis at %s: %s%s",
+			     r->host, c->errstr,
+			     idempotent ? "" : " (the write may or may not have been applied)");
+		redisFree(c);
+		if (!idempotent)
+			return NULL;
+	}
+	return NULL;
+}
+
+/* The code a failed tsec__rd_call() left in err. */
+int tsec__rd_failed(const struct tsec_error *err)
+{
+	return err && err->code ? err->code : TSEC_EIO;
+}
+
+/* Runs script s with args (prefix first, added here). */
+redisReply *tsec__rd_script(struct redisbe *r, int s, int nargs, const char **args,
+			  const size_t *lens, bool idempotent, struct tsec_error *err)
+{
+	const char *argv[3 + 64 + 2 * 64 + 8];
+	size_t len[sizeof(argv) / sizeof(argv[0])];
+	const char **av = argv;
+	size_t *lv = len;
+	redisReply *rep;
+	int argc = 4 + nargs;
+
+	if ((size_t)argc > sizeof(argv) / sizeof(argv[0])) {
+		av = malloc((size_t)argc * sizeof(*av));
+		lv = malloc((size_t)argc * sizeof(*lv));
+		if (!av || !lv) {
+			free(av);
+			free(lv);
+			tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+			return NULL;
+		}
+	}
+	av[0] = "EVALSHA";
+	lv[0] = 7;
+	av[1] = r->sha[s];
+	lv[1] = 40;
+	av[2] = "0";
+	lv[2] = 1;
+	av[3] = r->prefix;
+	lv[3] = r->plen;
+	for (int i = 0; i < nargs; i++) {
+		av[4 + i] = args[i];
+		lv[4 + i] = lens ? lens[i] : strlen(args[i]);
+	}
+	rep = tsec__rd_call(r, argc, av, lv, idempotent, err);
+	if (rep && rep->type == REDIS_REPLY_ERROR) {
+		/* NOSCRIPT: a restarted server; send the text (and so load it). */
+		freeReplyObject(rep);
+		av[0] = "EVAL";
+		lv[0] = 4;
+		av[1] = scripts[s];
+		lv[1] = strlen(scripts[s]);
+		rep = tsec__rd_call(r, argc, av, lv, idempotent, err);
+	}
+	if (av != argv) {
+		free(av);
+		free(lv);
+	}
+	return rep;
+}
+
+/* A script's error name ("EEXIST") as our code; 0 for "OK". */
+/* A script's answer word (Lua strings come back as bulk strings). */
+bool tsec__rd_says(const redisReply *rep, const char *word)
+{
+	return (rep->type == REDIS_REPLY_STATUS || rep->type == REDIS_REPLY_STRING) &&
+	       !strcmp(rep->str, word);
+}
+
+
+int tsec__rd_verdict(const redisReply *rep, const char *what, struct tsec_error *err)
+{
+	return tsec__rd_verdict_of(rep->type == REDIS_REPLY_STATUS || rep->type == REDIS_REPLY_STRING
+			  ? rep->str : "", what, err);
+}
+
+/* A fenced script's answer about its lock ("L" + owned()'s), or NULL. */
+const char *tsec__rd_lock_said(const redisReply *rep, const struct tsec__fence *f)
+{
+	return f && (rep->type == REDIS_REPLY_STATUS || rep->type == REDIS_REPLY_STRING) &&
+	       rep->str[0] == 'L' ? rep->str + 1 : NULL;
+}
+
+int tsec__rd_verdict_of(const char *s, const char *what, struct tsec_error *err)
+{
+
+	if (!strcmp(s, "OK"))
+		return 0;
+	if (!strcmp(s, "EEXIST"))
+		return tsec__seterr(err, TSEC_EEXIST, what, "%s: a folder stands where a value would "
+				    "go, or a value where a folder would", what);
+	if (!strcmp(s, "ENOENT"))
+		return tsec__seterr(err, TSEC_ENOENT, what, "%s: not found or not held", what);
+	if (!strcmp(s, "ENOTOWNER"))
+		return tsec__seterr(err, TSEC_ENOTOWNER, what, "lock '%s': held by another owner, "
+				    "or your lease has ended", what);
+	if (!strcmp(s, "EINVAL"))
+		return tsec__seterr(err, TSEC_EINVAL, what, "'%s' is a folder", what);
+	return tsec__seterr(err, TSEC_EIO, what, "redis answered unexpectedly");
+}
+
+static int rd_meta_get(struct tsec__backend *b, const char *name, char **out, size_t *len,
+		       struct tsec_error *err)
+{
+	struct redisbe *r = tsec__rd_rb_of(b);
+	char k[BK_MAX];
+	const char *av[2] = { "GET", k };
+	redisReply *rep;
+	int rc = 0;
+
+	*out = NULL;
+	snprintf(k, sizeof(k), "%s/m/%s", r->prefix, name);
+	if (!(rep = tsec__rd_call(r, 2, av, NULL, true, err)))
+		return TSEC_EIO;
+	if (rep->type != REDIS_REPLY_STRING)
+		rc = tsec__seterr(err, TSEC_ENOENT, name, "no %s published", name);
+	else if (!(*out = malloc(rep->len + 1)))
+		rc = tsec__seterr(err, TSEC_ENOMEM, name, NULL);
+	else {
+		memcpy(*out, rep->str, rep->len);
+		(*out)[rep->len] = '\0';
+		*len = rep->len;
+	}
+	freeReplyObject(rep);
+	return rc;
+}
+
+static int rd_meta_put(struct tsec__backend *b, const char *name, const char *val, size_t len,
+		       const struct tsec__meta_expect *ex, struct tsec_error *err)
+{
+	struct redisbe *r = tsec__rd_rb_of(b);
+	char k[BK_MAX];
+	const char *av[3] = { "SET", k, val };
+	size_t lv[3] = { 3, 0, len };
+	redisReply *rep;
+
+	if (ex) {
+		const char *args[4] = { name, val, ex->val ? "1" : "0", ex->val ? ex->val : "" };
+		size_t lens[4] = { strlen(name), len, 1, ex->val ? ex->len : 0 };
+		int rc = 0;
+
+		/* Safe to resend: a record holding our value is success. */
+		if (!(rep = tsec__rd_script(r, S_META_CAS, 4, args, lens, true, err)))
+			return tsec__rd_failed(err);
+		if (tsec__rd_says(rep, "EBUSY"))
+			rc = tsec__seterr(err, TSEC_EBUSY, name, "%s changed since it was read; "
+					  "read it again", name);
+		else if (!tsec__rd_says(rep, "OK"))
+			rc = tsec__seterr(err, TSEC_EIO, name, "redis answered unexpectedly");
+		freeReplyObject(rep);
+		return rc;
+	}
+	lv[1] = (size_t)snprintf(k, sizeof(k), "%s/m/%s", r->prefix, name);
+	if (!(rep = tsec__rd_call(r, 3, av, lv, true, err)))
+		return TSEC_EIO;
+	freeReplyObject(rep);
+	return 0;
+}
+
+static void rd_close(struct tsec__backend *b)
+{
+	struct redisbe *r = tsec__rd_rb_of(b);
+
+	if (!r)
+		return;
+	if (atomic_exchange(&r->feed_on, false)) {
+		pthread_mutex_lock(&r->mu);
+		if (r->feed_ctx)
+			shutdown(r->feed_ctx->fd, SHUT_RDWR);
+		pthread_mutex_unlock(&r->mu);
+		pthread_join(r->feed, NULL);
+	}
+	for (size_t i = 0; i < r->npool; i++)
+		redisFree(r->pool[i]);
+	pthread_mutex_destroy(&r->mu);
+	sodium_memzero(r, sizeof(*r));
+	free(r);
+}
+
+static void rd_note(struct tsec__backend *b, char *out, size_t n)
+{
+	snprintf(out, n, "%s", tsec__rd_rb_of(b)->note);
+}
+
+/* A server setting by CONFIG GET into out; false if refused (an ACL
+ * without CONFIG, a managed redis). */
+static bool config_get(redisContext *c, const char *name, char *out, size_t n)
+{
+	redisReply *rep = redisCommand(c, "CONFIG GET %s", name);
+	bool ok = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+		  rep->element[1]->type == REDIS_REPLY_STRING;
+
+	if (ok)
+		snprintf(out, n, "%s", rep->element[1]->str);
+	freeReplyObject(rep);
+	return ok;
+}
+
+/*
+ * At open, on c: may this user publish on P/inval (every write does),
+ * and subscribe to it when a cache needs the feed?  Redis 7's default
+ * ACL for a new user (resetchannels) allows neither, and a write would
+ * be refused.  Then what the server's settings promise: an eviction
+ * policy under maxmemory can drop a held lock's key (a second holder),
+ * so it is refused; no appendonly, or a lazy fsync, loses acknowledged
+ * writes on a restart or a crash, which is said in r->note.
+ */
+static int probe(struct redisbe *r, redisContext *c, bool feed, struct tsec_error *err)
+{
+	char chan[TSEC_KEY_MAX + 8], aof[16] = "", fsync[16] = "", evict[32] = "", max[32] = "";
+	redisReply *rep;
+	bool refused;
+
+	snprintf(chan, sizeof(chan), "%s/inval", r->prefix);
+	rep = redisCommand(c, "PUBLISH %s %b", chan, "", (size_t)0);
+	refused = !rep || rep->type != REDIS_REPLY_INTEGER;
+	if (!rep)
+		return tsec__seterr(err, TSEC_EIO, chan, "redis did not answer PUBLISH on '%s': "
+				    "%.100s", chan, c->errstr);
+	if (refused)
+		tsec__seterr(err, TSEC_EDENIED, chan, "redis refused PUBLISH on "
+			     "'%s' (%.100s): every write publishes there; grant the user the "
+			     "channel (ACL SETUSER NAME '&%s'; Redis 7 gives a new user none)",
+			     chan, rep && rep->type == REDIS_REPLY_ERROR ? rep->str : c->errstr,
+			     chan);
+	freeReplyObject(rep);
+	if (refused)
+		return err->code;
+	if (feed) {
+		redisContext *sc = tsec__rd_dial(r, err);
+
+		if (!sc)
+			return TSEC_EIO;
+		rep = redisCommand(sc, "SUBSCRIBE %s", chan);
+		refused = !tsec__rd_is_kind(rep, "subscribe");
+		if (!rep)
+			tsec__seterr(err, TSEC_EIO, chan, "redis did not answer SUBSCRIBE to "
+				     "'%s': %.100s", chan, sc->errstr);
+		else if (refused)
+			tsec__seterr(err, TSEC_EDENIED, chan, "redis refused "
+				     "SUBSCRIBE to '%s' (%.100s): the LocalCache needs it; grant "
+				     "the user the channel (ACL SETUSER NAME '&%s')", chan,
+				     rep && rep->type == REDIS_REPLY_ERROR ? rep->str : sc->errstr,
+				     chan);
+		freeReplyObject(rep);
+		redisFree(sc);
+		if (refused)
+			return err->code;
+	}
+	if (!config_get(c, "appendonly", aof, sizeof(aof)) ||
+	    !config_get(c, "appendfsync", fsync, sizeof(fsync)) ||
+	    !config_get(c, "maxmemory-policy", evict, sizeof(evict)) ||
+	    !config_get(c, "maxmemory", max, sizeof(max))) {
+		snprintf(r->note, sizeof(r->note), "the server's persistence and eviction "
+			 "settings are unknown (CONFIG GET refused): an acknowledged write may "
+			 "be lost on a restart, and an eviction policy could drop lock state");
+		return 0;
+	}
+	if (strcmp(max, "0") && strcmp(evict, "noeviction"))
+		return tsec__seterr(err, TSEC_EINVAL, "maxmemory-policy", "redis has maxmemory "
+				    "%s with maxmemory-policy %s: it may evict a held lock's key "
+				    "and hand the lock to a second holder; set noeviction", max,
+				    evict);
+	if (strcmp(aof, "yes"))
+		snprintf(r->note, sizeof(r->note), "appendonly is off: a restart of redis "
+			 "loses the writes acknowledged since its last snapshot (fences still "
+			 "never go back: they follow the server's clock)");
+	else if (strcmp(fsync, "always"))
+		snprintf(r->note, sizeof(r->note), "appendfsync %s: a crash of the machine "
+			 "can lose the last %s of acknowledged writes", fsync,
+			 strcmp(fsync, "everysec") ? "seconds" : "second");
+	return 0;
+}
+
+static const struct tsec__backend_ops redis_ops = {
+	.name = "redis",
+	.close = rd_close,
+	.note = rd_note,
+	.get = tsec__rd_get,
+	.kind = tsec__rd_kind,
+	.stat = tsec__rd_stat,
+	.list = tsec__rd_list,
+	.del = tsec__rd_del,
+	.move = tsec__rd_move,
+	.put_many = tsec__rd_put_many,
+	.lock_try = tsec__rd_lock_try,
+	.lock_renew = tsec__rd_lock_renew,
+	.lock_release = tsec__rd_lock_release,
+	.meta_get = rd_meta_get,
+	.meta_put = rd_meta_put,
+};
+
+int tsec__redis_open(struct tsec__backend **out, const struct tsec_store_opts *o,
+		     struct tsec_error *err)
+{
+	const char *ep = o->endpoints;
+	struct redisbe *r;
+	redisContext *c;
+	int rc;
+
+	*out = NULL;
+	if (o->root || o->delay_us || o->tls_ca || o->tls_cert || o->tls_key || o->request_max ||
+	    o->clock_skew_ms)
+		return tsec__seterr(err, TSEC_EINVAL, "backend", "redis takes endpoints, prefix, "
+				    "key_file, timeout_ms, username and password_file only");
+	if (!ep || !*ep || strchr(ep, ','))
+		return tsec__seterr(err, TSEC_EINVAL, "endpoints", "redis needs one endpoint, "
+				    "\"host:port\" or \"unix:/path\" (one primary)");
+	if (!(r = calloc(1, sizeof(*r))))
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	r->base.ops = &redis_ops;
+	pthread_mutex_init(&r->mu, NULL);
+	if (!strncmp(ep, "unix:", 5)) {
+		snprintf(r->host, sizeof(r->host), "%s", ep + 5);
+	} else {
+		const char *colon = strrchr(ep, ':');
+		char *end;
+		long port = colon ? strtol(colon + 1, &end, 10) : 0;
+
+		if (!colon || *end || port <= 0 || port > 65535 ||
+		    (size_t)(colon - ep) >= sizeof(r->host)) {
+			rd_close(&r->base);
+			return tsec__seterr(err, TSEC_EINVAL, "endpoints", "redis endpoint '%.64s' is "
+					    "not host:port", ep);
+		}
+		snprintf(r->host, sizeof(r->host), "%.*s", (int)(colon - ep), ep);
+		r->port = (int)port;
+	}
+	{
+		uint32_t t = o->timeout_ms ? o->timeout_ms : TSEC__REMOTE_TIMEOUT_MS;
+		r->tmo.tv_sec = t / 1000;
+		r->tmo.tv_usec = (t % 1000) * 1000;
+	}
+	if (o->username)
+		snprintf(r->user, sizeof(r->user), "%s", o->username);
+	if ((o->password_file &&
+	     (rc = tsec__password_load(o->password_file, r->pass, sizeof(r->pass), err))) ||
+	    (rc = tsec__prefix_norm(o->prefix, r->prefix, sizeof(r->prefix), err)) ||
+	    (o->key_file && (rc = tsec__seal_load(&r->seal, o->key_file, err)))) {
+		rd_close(&r->base);
+		return rc;
+	}
+	r->plen = strlen(r->prefix);
+	for (int s = 0; s < S_COUNT; s++) {
+		unsigned char d[SHA_DIGEST_LENGTH];
+
+		/* The SHA-1 redis names a script by, for EVALSHA (not a
+		 * security use). */
+		SHA1((const unsigned char *)scripts[s], strlen(scripts[s]), d);
+		sodium_bin2hex(r->sha[s], sizeof(r->sha[s]), d, sizeof(d));
+	}
+	/* Connect now, so a wrong address, password or ACL is said at open. */
+	if (!(c = tsec__rd_dial(r, err))) {
+		rd_close(&r->base);
+		return TSEC_EIO;
+	}
+	{
+		struct nopipe np;
+
+		tsec__rd_nopipe_on(&np);
+		rc = probe(r, c, o->cache_bytes > 0, err);
+		tsec__rd_nopipe_off(&np);
+	}
+	if (rc) {
+		redisFree(c);
+		rd_close(&r->base);
+		return rc;
+	}
+	tsec__rd_give(r, c);
+	*out = &r->base;
+	return 0;
+}

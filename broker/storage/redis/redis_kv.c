@@ -1,0 +1,390 @@
+/*
+ * The redis backend's values: get, stat, folders and listings (P/i, a
+ * sorted set of every key, read by lexicographic ranges), and the writes,
+ * each one Lua script (redis.c runs them).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/storage/redis/redis_private.h"
+
+/* GET and the folder probe in one round trip. */
+static int look(struct redisbe *r, const struct tsec__skey *sk, redisReply **val, bool *folder,
+		struct tsec_error *err)
+{
+	char bk[BK_MAX], lo[TSEC_KEY_MAX + 3], hi[TSEC_KEY_MAX + 3];
+	const char *a1[2] = { "GET", bk };
+	const char *a2[7] = { "ZRANGEBYLEX", NULL, lo, hi, "LIMIT", "0", "1" };
+	char ikey[TSEC_KEY_MAX + 4];
+	redisReply *r1 = NULL, *r2 = NULL;
+	redisContext *c;
+	int rc = 0;
+
+	*val = NULL;
+	tsec__rd_bk_of(r, sk->text, bk);
+	snprintf(ikey, sizeof(ikey), "%s/i", r->prefix);
+	a2[1] = ikey;
+	snprintf(lo, sizeof(lo), "[%s/", sk->text);
+	snprintf(hi, sizeof(hi), "(%s0", sk->text);
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (!(c = tsec__rd_take(r, err)))
+			return TSEC_EIO;
+		redisAppendCommandArgv(c, 2, a1, NULL);
+		redisAppendCommandArgv(c, 7, a2, NULL);
+		if (redisGetReply(c, (void **)&r1) == REDIS_OK &&
+		    redisGetReply(c, (void **)&r2) == REDIS_OK)
+			break;
+		freeReplyObject(r1);
+		r1 = NULL;
+		tsec__seterr(err, TSEC_EIO, r->host, "redis at %s: %s", r->host, c->errstr);
+		redisFree(c);
+		c = NULL;
+	}
+	if (!c)
+		return TSEC_EIO;
+	tsec__rd_give(r, c);
+	if (r1->type == REDIS_REPLY_ERROR || r2->type != REDIS_REPLY_ARRAY)
+		rc = tsec__seterr(err, TSEC_EIO, sk->text, "redis: %.200s",
+				  r1->type == REDIS_REPLY_ERROR ? r1->str : "bad answer");
+	*folder = r2->type == REDIS_REPLY_ARRAY && r2->elements > 0;
+	freeReplyObject(r2);
+	if (rc || r1->type != REDIS_REPLY_STRING)
+		freeReplyObject(r1);
+	else
+		*val = r1;
+	return rc;
+}
+
+static int open_val(struct redisbe *r, const char *text, redisReply *v, size_t max,
+		    char **out, size_t *len, int64_t *mtime, struct tsec_error *err)
+{
+	char bk[BK_MAX];
+	size_t bn = tsec__rd_bk_of(r, text, bk), vl;
+	uint8_t *val;
+	int64_t mt;
+	int rc;
+
+	if ((rc = tsec__env_unwrap(&r->seal, bk, bn, (uint8_t *)v->str, v->len, &val, &vl, &mt,
+				   err))) {
+		snprintf(err->where, sizeof(err->where), "%s", text);
+		return rc;
+	}
+	if (mtime)
+		*mtime = mt;
+	if (len)
+		*len = vl;
+	if (vl > max)
+		return tsec__seterr(err, TSEC_ETOOBIG, text, "value larger than %zu bytes", max);
+	if (out) {
+		if (!(*out = malloc(vl + 1)))
+			return tsec__seterr(err, TSEC_ENOMEM, text, NULL);
+		memcpy(*out, val, vl);
+		(*out)[vl] = '\0';
+	}
+	return 0;
+}
+
+int tsec__rd_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t max,
+		  char **out, size_t *len, struct tsec_error *err)
+{
+	struct redisbe *r = tsec__rd_rb_of(b);
+	redisReply *v;
+	bool folder;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	if ((rc = look(r, sk, &v, &folder, err)))
+		return rc;
+	if (v) {
+		rc = open_val(r, sk->text, v, max, out, len, NULL, err);
+		freeReplyObject(v);
+		if (rc)
+			*len = 0;
+		return rc;
+	}
+	return folder ? tsec__seterr(err, TSEC_EINVAL, sk->text, "'%s' is a folder, not a value",
+				     sk->text)
+		      : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
+}
+
+int tsec__rd_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
+		   struct tsec_error *err)
+{
+	redisReply *v;
+	bool folder;
+	int rc;
+
+	if ((rc = look(tsec__rd_rb_of(b), sk, &v, &folder, err)))
+		return rc;
+	*kind = v ? 1 : folder ? 2 : 0;
+	freeReplyObject(v);
+	return 0;
+}
+
+int tsec__rd_stat(struct tsec__backend *b, const struct tsec__skey *sk, struct tsec_stat *st,
+		   struct tsec_error *err)
+{
+	struct redisbe *r = tsec__rd_rb_of(b);
+	redisReply *v;
+	bool folder;
+	size_t len = 0;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	if ((rc = look(r, sk, &v, &folder, err)))
+		return rc;
+	if (v) {
+		rc = open_val(r, sk->text, v, SIZE_MAX, NULL, &len, &st->mtime_ns, err);
+		st->size = len;
+		st->is_file = 1;
+		freeReplyObject(v);
+		return rc;
+	}
+	return folder ? 0 : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
+}
+
+/* A flat listing jumps past each folder, as etcd.c does. */
+int tsec__rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
+		   struct tsec_strlist *out, struct tsec_error *err)
+{
+	struct redisbe *r = tsec__rd_rb_of(b);
+	size_t lo_len;
+	char ikey[TSEC_KEY_MAX + 4], base[TSEC_KEY_MAX + 2], lo[TSEC_KEY_MAX + 4],
+		hi[TSEC_KEY_MAX + 4], page[16];
+	size_t bl, cap = 0;
+	int rc = 0;
+
+	snprintf(ikey, sizeof(ikey), "%s/i", r->prefix);
+	bl = (size_t)snprintf(base, sizeof(base), "%s%s", sk->text, sk->text[0] ? "/" : "");
+	lo_len = (size_t)snprintf(lo, sizeof(lo), "[%s", base);
+	if (bl)
+		snprintf(hi, sizeof(hi), "(%.*s0", (int)bl - 1, base);
+	else
+		snprintf(hi, sizeof(hi), "+");
+	snprintf(page, sizeof(page), "%d", PAGE);
+	for (;;) {
+		const char *av[7] = { "ZRANGEBYLEX", ikey, lo, hi, "LIMIT", "0", page };
+		size_t lv[7] = { 11, strlen(ikey), lo_len, strlen(hi), 5, 1, strlen(page) };
+		redisReply *rep = tsec__rd_call(r, 7, av, lv, true, err);
+		size_t i, n;
+
+		if (!rep)
+			return TSEC_EIO;
+		n = rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0;
+		for (i = 0; i < n && !rc; i++) {
+			const redisReply *e = rep->element[i];
+			const char *slash;
+
+			if (e->type != REDIS_REPLY_STRING) {
+				rc = -2;
+				break;
+			}
+			if (e->len <= bl || e->len > TSEC_KEY_MAX || !tsec__remote_name_ok(e->str, e->len)) {
+				/* Planted: skip it and continue after it (an overlong
+				 * one: after every name sharing its first
+				 * TSEC_KEY_MAX bytes, all as long). */
+				size_t l = e->len <= TSEC_KEY_MAX ? e->len : TSEC_KEY_MAX;
+
+				lo[0] = '(';
+				memcpy(lo + 1, e->str, l);   /* bytes, NUL included */
+				if (e->len > TSEC_KEY_MAX)
+					lo[1 + l++] = (char)0xff;
+				lo_len = 1 + l;
+				continue;
+			}
+			slash = recursive ? NULL : memchr(e->str + bl, '/', e->len - bl);
+			if (slash) {
+				size_t cn = (size_t)(slash - e->str);
+
+				rc = tsec__strlist_add(out, &cap, e->str, cn, "/");
+				lo_len = (size_t)snprintf(lo, sizeof(lo), "[%.*s0", (int)cn, e->str);
+				break;
+			}
+			rc = tsec__strlist_add(out, &cap, e->str, e->len, "");
+			lo_len = (size_t)snprintf(lo, sizeof(lo), "(%.*s", (int)e->len, e->str);
+		}
+		freeReplyObject(rep);
+		if (rc) {
+			tsec_strlist_free(out);
+			return rc == -2 ? tsec__seterr(err, TSEC_EIO, sk->text, "redis answered a "
+						       "listing with something not a name")
+					: tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
+		}
+		if (i == n && n < PAGE)
+			break;
+	}
+	if (out->n == 0 && sk->text[0]) {
+		int kind;
+
+		if ((rc = tsec__rd_kind(b, sk, &kind, err)))
+			return rc;
+		return kind == 1 ? tsec__seterr(err, TSEC_EINVAL, sk->text, "'%s' is a file, not a "
+						"folder", sk->text)
+				 : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
+	}
+	return 0;
+}
+
+/* The fence as three script arguments (empty name: none). */
+void tsec__rd_fence_args(const struct tsec__fence *f, const char **args, size_t *lens,
+		       char fence[24])
+{
+	args[0] = f ? f->name : "";
+	lens[0] = strlen(args[0]);
+	args[1] = f ? (const char *)f->token : "";
+	lens[1] = f ? 16 : 0;
+	args[2] = fence;
+	lens[2] = (size_t)snprintf(fence, 24, "%llu", f ? (unsigned long long)f->fence : 0ull);
+}
+
+int tsec__rd_del(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
+		  const struct tsec__fence *f, struct tsec_error *err)
+{
+	const char *args[5] = { sk->text, recursive ? "1" : "0" };
+	size_t lens[5] = { strlen(sk->text), 1 };
+	char fence[24];
+	redisReply *rep;
+	int rc;
+
+	tsec__rd_fence_args(f, args + 2, lens + 2, fence);
+	if (!(rep = tsec__rd_script(tsec__rd_rb_of(b), S_DEL, 5, args, lens, false, err)))
+		return tsec__rd_failed(err);
+	if (tsec__rd_lock_said(rep, f))
+		rc = tsec__rd_verdict_of(tsec__rd_lock_said(rep, f), f->name, err);
+	else if (rep->type == REDIS_REPLY_INTEGER)
+		rc = rep->integer > 0 ? 0 : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found",
+							  sk->text);
+	else
+		rc = tsec__rd_verdict(rep, sk->text, err);
+	freeReplyObject(rep);
+	return rc;
+}
+
+int tsec__rd_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
+		       const struct tsec__fence *f, struct tsec_error *err)
+{
+	struct redisbe *r = tsec__rd_rb_of(b);
+	size_t nargs = 4 + 2 * n, i;
+	const char **args = calloc(nargs, sizeof(*args));
+	size_t *lens = calloc(nargs, sizeof(*lens));
+	uint8_t **env = calloc(n, sizeof(*env));
+	int64_t now = tsec__wall_ms() * 1000000;
+	char count[24], fence[24];
+	redisReply *rep = NULL;
+	int rc = 0;
+
+	if (!args || !lens || !env) {
+		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+		goto out;
+	}
+	/* ARGV: P (added by script), n, lock name, token, fence, pairs. */
+	args[0] = count;
+	lens[0] = (size_t)snprintf(count, sizeof(count), "%zu", n);
+	args[1] = f ? f->name : "";
+	lens[1] = strlen(args[1]);
+	args[2] = f ? (const char *)f->token : "";
+	lens[2] = f ? 16 : 0;
+	args[3] = fence;
+	lens[3] = (size_t)snprintf(fence, sizeof(fence), "%llu",
+				   f ? (unsigned long long)f->fence : 0ull);
+	for (i = 0; i < n; i++) {
+		char bk[BK_MAX];
+		size_t bn = tsec__rd_bk_of(r, p[i].sk->text, bk);
+
+		if ((rc = tsec__env_wrap(&r->seal, bk, bn, p[i].value, p[i].len, now, &env[i],
+					 &lens[5 + 2 * i], err)))
+			goto out;
+		args[4 + 2 * i] = p[i].sk->text;
+		lens[4 + 2 * i] = strlen(p[i].sk->text);
+		args[5 + 2 * i] = (const char *)env[i];
+	}
+	/* Not resent: a second copy after a lost answer could undo a peer's
+	 * write made in between. */
+	if (!(rep = tsec__rd_script(r, S_PUT, (int)nargs, args, lens, false, err))) {
+		rc = tsec__rd_failed(err);
+		goto out;
+	}
+	rc = tsec__rd_verdict(rep, f && strcmp(rep->str ? rep->str : "", "EEXIST") ? f->name
+			  : p[0].sk->text, err);
+out:
+	freeReplyObject(rep);
+	for (i = 0; env && i < n; i++)
+		free(env[i]);
+	free(env);
+	free(args);
+	free(lens);
+	return rc;
+}
+
+int tsec__rd_move(struct tsec__backend *b, const struct tsec__skey *src,
+		   const struct tsec__skey *dst, const struct tsec__fence *f,
+		   struct tsec_error *err)
+{
+	struct redisbe *r = tsec__rd_rb_of(b);
+
+	if (tsec__key_below(dst->text, src->text) || tsec__key_below(src->text, dst->text))
+		return tsec__seterr(err, TSEC_EEXIST, dst->text, "'%s' and '%s' are a value and a "
+				    "folder", src->text, dst->text);
+	for (int tries = 0; tries < 8; tries++) {
+		char bd[BK_MAX];
+		size_t bdn = tsec__rd_bk_of(r, dst->text, bd), nl = 0;
+		redisReply *v, *rep;
+		uint8_t *nenv = NULL;
+		char *val = NULL, *old;
+		size_t oldlen;
+		int64_t mt;
+		size_t len;
+		bool folder;
+		int rc;
+
+		if ((rc = look(r, src, &v, &folder, err)))
+			return rc;
+		if (!v)
+			return folder ? tsec__seterr(err, TSEC_EINVAL, src->text, "'%s' is a folder; "
+						     "only values move", src->text)
+				      : tsec__seterr(err, TSEC_ENOENT, src->text, "%s: not found",
+						     src->text);
+		/* Sealed values are bound to their key: seal it again for dst.
+		 * Opening decrypts in place: keep the stored bytes to compare. */
+		if (!(old = malloc(v->len ? v->len : 1))) {
+			freeReplyObject(v);
+			return tsec__seterr(err, TSEC_ENOMEM, src->text, NULL);
+		}
+		oldlen = v->len;
+		memcpy(old, v->str, oldlen);
+		if (!(rc = open_val(r, src->text, v, SIZE_MAX, &val, &len, &mt, err)))
+			rc = tsec__env_wrap(&r->seal, bd, bdn, val, len, mt, &nenv, &nl, err);
+		if (val)
+			sodium_memzero(val, len);
+		free(val);
+		if (!rc) {
+			const char *args[7] = { src->text, dst->text };
+			size_t lens[7] = { strlen(src->text), strlen(dst->text) };
+			char fence[24];
+
+			tsec__rd_fence_args(f, args + 2, lens + 2, fence);
+			args[5] = old;
+			lens[5] = oldlen;
+			args[6] = (const char *)nenv;
+			lens[6] = nl;
+			if (!(rep = tsec__rd_script(r, S_MOVE, 7, args, lens, false, err)))
+				rc = tsec__rd_failed(err);
+			else if (tsec__rd_says(rep, "RETRY"))
+				rc = 1;
+			else if (tsec__rd_lock_said(rep, f))
+				rc = tsec__rd_verdict_of(tsec__rd_lock_said(rep, f), f->name, err);
+			else
+				rc = tsec__rd_verdict(rep, !strcmp(rep->str ? rep->str : "", "EEXIST")
+					     ? dst->text : src->text, err);
+			freeReplyObject(rep);
+		}
+		free(nenv);
+		free(old);
+		freeReplyObject(v);
+		if (rc != 1)
+			return rc;
+	}
+	return tsec__seterr(err, TSEC_EBUSY, src->text, "%s kept changing during the move", src->text);
+}

@@ -1,0 +1,126 @@
+/*
+ * Internal: what the redis backend's files share (redis.c: connections,
+ * scripts, open and close; redis_kv.c: values, folders, listings;
+ * redis_lock.c: locks and the invalidation feed).
+ */
+#ifndef TSEC_STORAGE_REDIS_PRIVATE_H
+#define TSEC_STORAGE_REDIS_PRIVATE_H
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+#include <openssl/sha.h>
+
+#include "broker/storage/remote.h"
+#include "common/clock.h"
+
+#define POOL 32
+#define PAGE 1000
+#define BK_MAX (2 * TSEC_KEY_MAX + 8)
+
+enum { S_PUT, S_DEL, S_MOVE, S_ACQUIRE, S_RENEW, S_RELEASE, S_META_CAS, S_COUNT };
+
+
+struct redisbe {
+	struct tsec__backend base;
+	char host[256];
+	int port;                    /* 0: host is a unix socket path */
+	struct timeval tmo;
+	char user[256], pass[512];
+	char prefix[TSEC_KEY_MAX + 1];
+	size_t plen;
+	struct tsec__seal seal;
+	char sha[S_COUNT][41];       /* the scripts' SHA-1, for EVALSHA */
+	pthread_mutex_t mu;
+	redisContext *pool[POOL];
+	size_t npool;
+	/* the invalidation feed */
+	pthread_t feed;
+	atomic_bool feed_on;
+	redisContext *feed_ctx;      /* under mu, to wake it */
+	tsec__inval_fn fn;
+	void *fn_ctx;
+	char note[256];              /* what its configuration promises */
+};
+
+/* Around each command: SIGPIPE blocked, and one it raised taken back. */
+struct nopipe {
+	sigset_t old;
+};
+
+struct redisbe *tsec__rd_rb_of(struct tsec__backend *b);
+
+size_t tsec__rd_bk_of(const struct redisbe *r, const char *key, char *out);
+
+void tsec__rd_nopipe_on(struct nopipe *np);
+
+void tsec__rd_nopipe_off(struct nopipe *np);
+
+redisContext *tsec__rd_dial(struct redisbe *r, struct tsec_error *err);
+
+redisContext *tsec__rd_take(struct redisbe *r, struct tsec_error *err);
+
+void tsec__rd_give(struct redisbe *r, redisContext *c);
+
+redisReply *tsec__rd_call(struct redisbe *r, int argc, const char **argv, const size_t *lens,
+			bool idempotent, struct tsec_error *err);
+
+int tsec__rd_failed(const struct tsec_error *err);
+
+redisReply *tsec__rd_script(struct redisbe *r, int s, int nargs, const char **args,
+			  const size_t *lens, bool idempotent, struct tsec_error *err);
+
+bool tsec__rd_says(const redisReply *rep, const char *word);
+
+int tsec__rd_verdict(const redisReply *rep, const char *what, struct tsec_error *err);
+
+const char *tsec__rd_lock_said(const redisReply *rep, const struct tsec__fence *f);
+
+int tsec__rd_verdict_of(const char *s, const char *what, struct tsec_error *err);
+
+int tsec__rd_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t max,
+		  char **out, size_t *len, struct tsec_error *err);
+
+int tsec__rd_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
+		   struct tsec_error *err);
+
+int tsec__rd_stat(struct tsec__backend *b, const struct tsec__skey *sk, struct tsec_stat *st,
+		   struct tsec_error *err);
+
+int tsec__rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
+		   struct tsec_strlist *out, struct tsec_error *err);
+
+void tsec__rd_fence_args(const struct tsec__fence *f, const char **args, size_t *lens,
+		       char fence[24]);
+
+int tsec__rd_del(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
+		  const struct tsec__fence *f, struct tsec_error *err);
+
+int tsec__rd_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
+		       const struct tsec__fence *f, struct tsec_error *err);
+
+int tsec__rd_move(struct tsec__backend *b, const struct tsec__skey *src,
+		   const struct tsec__skey *dst, const struct tsec__fence *f,
+		   struct tsec_error *err);
+
+int tsec__rd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
+		       const uint8_t *waiter, struct tsec__lease *out, struct tsec_error *err);
+
+int tsec__rd_lock_renew(struct tsec__backend *b, const char *name, const uint8_t token[16],
+			 uint64_t ttl_ms, int64_t *expires_ms, struct tsec_error *err);
+
+int tsec__rd_lock_release(struct tsec__backend *b, const char *name, const uint8_t token[16],
+			   struct tsec_error *err);
+
+bool tsec__rd_is_kind(const redisReply *rep, const char *kind);
+
+#endif
