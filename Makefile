@@ -109,7 +109,7 @@ CLI := $(B)/tsec
 
 TESTS := key match compile cert decision loader reload exports verifier wire docs \
 	conformance fleet brokers cli acme crash hardening \
-	store lock certcache daemon archive faults chaos
+	store store_disk lock certcache daemon daemon_cli archive faults chaos
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
 FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 	mod_serial mod_proxy mod_future mod_abi10
@@ -206,7 +206,7 @@ TSAN_TESTS := reload certcache lock conformance crash
 # call), which under valgrind's one-thread-at-a-time scheduling takes many
 # minutes; ASan and ThreadSanitizer cover both.
 MEMCHECK_TESTS := key match compile cert decision loader exports wire \
-	conformance store lock verifier
+	conformance store store_disk lock verifier
 
 tsan: deps
 	$(Q)$(MAKE) --no-print-directory MODE=debug SANITIZE=thread build \
@@ -424,6 +424,14 @@ $(B)/tests/test_verifier $(B)/tests/test_archive: $(B)/tests/test_%: \
 	@mkdir -p $(dir $@)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(CMOCKA_LIBS) $(ARCHIVE_LIBS) $(BROKER_LIBS) -lm
+
+$(B)/tests/test_daemon $(B)/tests/test_daemon_cli: $(B)/tests/test_%: \
+		$(B)/tobj/tests/test_%.o $(B)/tobj/tests/daemon_harness.o \
+		$(B)/tobj/tests/testutil.o $(B)/tobj/tests/certgen.o $(B)/tobj/tests/servers.o \
+		$(B)/tobj/tests/faults.o $(BROKER_A)
+	@mkdir -p $(dir $@)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) $(BROKER_LIBS)
 
 $(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/testutil.o \
 		$(B)/tobj/tests/certgen.o $(B)/tobj/tests/servers.o $(B)/tobj/tests/faults.o \

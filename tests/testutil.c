@@ -206,3 +206,26 @@ int tu_count_litter(const char *root)
 		n -= 1;                  /* the locks' folder, not litter */
 	return n;
 }
+
+void tu_put(struct tsec_store *s, const struct tsec_principal *who, const char *key,
+	    const char *value)
+{
+	struct tsec_error err;
+
+	if (tsec_store_put(s, who, key, value, strlen(value), &err))
+		fail_msg("put %s: %s", key, err.msg);
+}
+
+void tu_want(struct tsec_store *s, const struct tsec_principal *who, const char *key,
+	     const char *want)
+{
+	struct tsec_error err;
+	char *v;
+	size_t n;
+
+	if (tsec_store_get(s, who, key, &v, &n, &err))
+		fail_msg("get %s: %s", key, err.msg);
+	assert_int_equal(n, strlen(want));
+	assert_string_equal(v, want);
+	free(v);
+}

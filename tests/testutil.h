@@ -41,6 +41,13 @@ void tu_store_open_on(struct tu_store *t, const char *backend, size_t cache_byte
 void tu_store_open_with(struct tu_store *t, const struct tsec_store_opts *o);
 void tu_store_close(struct tu_store *t);
 
+/* Puts key = value as who; fails the test on an error. */
+void tu_put(struct tsec_store *s, const struct tsec_principal *who, const char *key,
+	    const char *value);
+/* Reads key as who; fails the test unless it holds want. */
+void tu_want(struct tsec_store *s, const struct tsec_principal *who, const char *key,
+	     const char *want);
+
 /*
  * Describes every file and folder below path (names, modes, sizes,
  * contents' hash), sorted, into a new string (free() it): two calls

@@ -1,0 +1,39 @@
+/* The tsec-broker the daemon suites drive (tests/daemon_harness.c). */
+#ifndef TSEC_TESTS_DAEMON_HARNESS_H
+#define TSEC_TESTS_DAEMON_HARNESS_H
+
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "tinysecurity/client.h"
+
+struct daemon_harness {
+	char dir[64];
+	char policy[128], config[128], log[128], err[128];
+	char ipc[160], tcp[64], metrics[64];
+	char srv_pub[41], srv_sec[41];
+	char good_pub[41], good_sec[41], bad_pub[41], bad_sec[41], unk_pub[41], unk_sec[41];
+	unsigned char sign_pk[32], sign_sk[64];
+	pid_t pid;
+};
+extern struct daemon_harness D;
+
+#define S(lit) { lit, sizeof(lit) - 1 }
+
+extern const char *policy_v1;
+extern const char *policy_v2;
+void write_file(const char *path, const char *text);
+void write_policy(const char *text, int revision);
+void sign_policy(void);
+int free_port(void);
+struct tsec_client *client(const char *who, int timeout_ms);
+json_t *stats(void);
+long stat_of(const char *name);
+void start_broker(void);
+int setup(void **state);
+int teardown(void **state);
+extern const struct tsec_request load_req;
+int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,369 @@
+/*
+ * Gated storage and what the disk holds: files planted under the root,
+ * folders kept and removed, listings of an empty store, a reopen that
+ * recovers an interrupted transaction, the LocalCache's write race, and
+ * the old lock layout.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "tests/testutil.h"
+#include "tests/certgen.h"
+#include "broker/storage/remote.h"
+
+static struct tsec_principal app, reader, nobody;
+
+static int setup(void **state)
+{
+	static struct tu_store t;
+	app = tu_who("svc:app");
+	reader = tu_who("svc:reader");
+	nobody = tu_who("svc:nobody");
+	tu_store_open(&t);
+	*state = &t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	tu_store_close(*state);
+	return 0;
+}
+
+#define put(s, key, value) tu_put((s), &app, (key), (value))
+#define check_value(s, key, want) tu_want((s), &app, (key), (want))
+
+/*
+ * Planted files: a FIFO, a socket-like special file and a hard link to a
+ * file outside the root are refused at once (nothing blocks), never
+ * listed, never counted as values.
+ */
+/* Writes a file at root/rel (folders made as needed). */
+static void plant(const char *root, const char *rel, const char *text)
+{
+	char path[4096], cmd[8192];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", path);
+	assert_int_equal(system(cmd), 0);
+	assert_non_null(f = fopen(path, "w"));
+	fputs(text, f);
+	fclose(f);
+}
+
+static void test_store_planted_files(void **state)
+{
+	struct tu_store *t = *state;
+	char path[4096], outside[4096];
+	struct tsec_strlist l;
+	struct tsec_error err;
+	char *v;
+	size_t n;
+	int ex;
+
+	put(t->store, "planted/ok", "fine");
+	snprintf(path, sizeof(path), "%s/planted/fifo", t->root);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	/* Opening a FIFO for reading would wait for a writer forever. */
+	assert_int_equal(tsec_store_get(t->store, &app, "planted/fifo", &v, &n, &err), TSEC_EIO);
+	assert_non_null(strstr(err.msg, "not a regular file"));
+	assert_int_equal(tsec_store_exists(t->store, &app, "planted/fifo", &ex, &err), 0);
+	assert_false(ex);
+	snprintf(outside, sizeof(outside), "%s/outside-secret", t->dir);
+	plant(t->dir, "outside-secret", "secret");
+	snprintf(path, sizeof(path), "%s/planted/hardlink", t->root);
+	assert_int_equal(link(outside, path), 0);
+	assert_int_equal(tsec_store_get(t->store, &app, "planted/hardlink", &v, &n, &err), TSEC_EIO);
+	assert_int_equal(tsec_store_move(t->store, &app, "planted/hardlink", "planted/moved", &err),
+			 TSEC_EIO);
+	assert_int_equal(tsec_store_list(t->store, &app, "planted", 0, &l, &err), 0);
+	assert_int_equal(l.n, 1);
+	assert_string_equal(l.v[0], "planted/ok");
+	tsec_strlist_free(&l);
+}
+
+/*
+ * The file backend keeps resolved folders open (file_folders.c).  A
+ * second store on the same root stands for another process: its
+ * recursive delete and re-creation of a folder the first keeps open are
+ * seen by the first at once; a folder moved away behind the store's back
+ * and replaced by a link to a folder outside never lets the first see a
+ * file outside the root.
+ */
+static void test_store_kept_folders(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_store_opts o = { .backend = "file", .root = t->root };
+	char from[4096], to[4200], outside[4096];
+	struct tsec_store *other = NULL;
+	struct tsec_error err;
+	struct tsec_stat st;
+	char *v;
+	size_t n;
+	int ex;
+
+	put(t->store, "kept/a/x", "1");
+	assert_int_equal(tsec_store_exists(t->store, &app, "kept/a/x", &ex, &err), 0);
+	assert_true(ex);
+	assert_int_equal(tsec_store_open_opts(&other, &o, t->bus, NULL, &err), 0);
+	/* The other removes the folder and makes it again, with another value. */
+	assert_int_equal(tsec_store_delete(other, &app, "kept/a", 1, &err), 0);
+	put(other, "kept/a/y", "2");
+	assert_int_equal(tsec_store_exists(t->store, &app, "kept/a/y", &ex, &err), 0);
+	assert_true(ex);
+	assert_int_equal(tsec_store_exists(t->store, &app, "kept/a/x", &ex, &err), 0);
+	assert_false(ex);
+	assert_int_equal(tsec_store_stat(t->store, &app, "kept/a/y", &st, &err), 0);
+	assert_int_equal(st.size, 1);
+
+	/* Behind the store's back: kept/b moves away, a link to outside
+	 * takes its name. */
+	put(t->store, "kept/b/z", "3");
+	assert_int_equal(tsec_store_exists(t->store, &app, "kept/b/z", &ex, &err), 0);
+	assert_true(ex);
+	snprintf(outside, sizeof(outside), "%s/outside-folder", t->dir);
+	plant(t->dir, "outside-folder/secret", "secret");
+	snprintf(from, sizeof(from), "%s/kept/b", t->root);
+	snprintf(to, sizeof(to), "%s/kept/b-moved", t->root);
+	assert_int_equal(rename(from, to), 0);
+	assert_int_equal(symlink(outside, from), 0);
+	for (int i = 0; i < 2; i++) {
+		struct tsec_store *s = i ? other : t->store;
+		assert_int_equal(tsec_store_exists(s, &app, "kept/b/secret", &ex, &err), 0);
+		assert_false(ex);
+		assert_int_not_equal(tsec_store_stat(s, &app, "kept/b/secret", &st, &err), 0);
+		assert_int_not_equal(tsec_store_get(s, &app, "kept/b/secret", &v, &n, &err), 0);
+	}
+	/* A link as the value's own name is not followed either. */
+	snprintf(from, sizeof(from), "%s/kept/a/link", t->root);
+	snprintf(to, sizeof(to), "%s/secret", outside);
+	assert_int_equal(symlink(to, from), 0);
+	assert_int_equal(tsec_store_exists(t->store, &app, "kept/a/link", &ex, &err), 0);
+	assert_false(ex);
+	assert_int_equal(tsec_store_stat(t->store, &app, "kept/a/link", &st, &err), TSEC_ENOENT);
+	assert_non_null(strstr(err.msg, "symbolic link"));
+	tsec_store_close(&other);
+}
+
+/*
+ * A folder emptied by a delete is gone; an empty folder made outside the
+ * store lists as empty; the root lists the same every time.
+ */
+static void test_store_list_empty_and_again(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_strlist l, again;
+	struct tsec_error err;
+	char path[4096];
+
+	put(t->store, "emptied/x", "1");
+	assert_int_equal(tsec_store_delete(t->store, &app, "emptied/x", 0, &err), 0);
+	assert_int_equal(tsec_store_list(t->store, &app, "emptied", 0, &l, &err), TSEC_ENOENT);
+	snprintf(path, sizeof(path), "%s/emptied", t->root);
+	assert_int_equal(mkdir(path, 0700), 0);
+	assert_int_equal(tsec_store_list(t->store, &app, "emptied", 0, &l, &err), 0);
+	assert_int_equal(l.n, 0);
+	tsec_strlist_free(&l);
+	assert_int_equal(tsec_store_list(t->store, &app, "", 0, &l, &err), 0);
+	assert_true(l.n > 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(tsec_store_list(t->store, &app, "", 0, &again, &err), 0);
+		assert_int_equal(again.n, l.n);
+		for (size_t k = 0; k < l.n; k++)
+			assert_string_equal(again.v[k], l.v[k]);
+		tsec_strlist_free(&again);
+	}
+	tsec_strlist_free(&l);
+}
+
+/*
+ * Opening a store recovers: a committed record is rolled forward, an
+ * uncommitted one undone, dead writers' temporaries and old backups
+ * removed; a live writer's temporary (our own pid) is left alone.
+ */
+static void test_store_reopen_recovers(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_store *again;
+	struct tsec_error err;
+	char rec[8192];
+
+	put(t->store, "rec/value", "old");
+	plant(t->root, "rec/.tsec-tmp-999999999-aaaa", "committed new");
+	plant(t->root, "rec/.tsec-tmp-999999999-bbbb", "never committed");
+	plant(t->root, "rec/.tsec-tmp-999999999-cccc", "stray");
+	plant(t->root, "rec/deep/.tsec-bak-0123", "old backup");
+	snprintf(rec, sizeof(rec), "tsec-journal 1\nput\t.tsec-tmp-999999999-aaaa\trec/value\n"
+		 "put\t.tsec-tmp-999999999-gone\trec/other\ncommit\n");
+	plant(t->root, ".tsec-journal/tx-committed", rec);
+	plant(t->root, ".tsec-journal/tx-torn",
+	      "tsec-journal 1\nput\t.tsec-tmp-999999999-bbbb\trec/never\n");
+	/* A record naming a path outside the store is ignored. */
+	plant(t->root, ".tsec-journal/tx-hostile",
+	      "tsec-journal 1\nput\t.tsec-tmp-x\t../../etc/passwd\ncommit\n");
+	snprintf(rec, sizeof(rec), "rec/.tsec-tmp-%ld-live", (long)getpid());
+	plant(t->root, rec, "a write in flight");
+	assert_int_equal(tsec_store_open(&again, t->root, t->bus, NULL, &err), 0);
+	check_value(again, "rec/value", "committed new");
+	assert_int_equal(tsec_store_get(again, &app, "rec/never", &(char *){ NULL },
+					&(size_t){ 0 }, &err), TSEC_ENOENT);
+	assert_int_equal(tu_count_litter(t->root), 1); /* only the live one */
+	tsec_store_close(&again);
+	snprintf(rec, sizeof(rec), "%s/rec/.tsec-tmp-%ld-live", t->root, (long)getpid());
+	unlink(rec);
+	assert_int_equal(tu_count_litter(t->root), 0);
+}
+
+static void test_store_bad_input(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_principal empty = tu_who("");
+	struct tsec_error err;
+	char *big = malloc(TSEC_STORE_VALUE_MAX + 1), *longkey = malloc(2000);
+	char *v;
+	size_t n;
+
+	assert_int_equal(tsec_store_put(t->store, &app, NULL, "x", 1, &err), TSEC_EKEY);
+	assert_int_equal(tsec_store_put(t->store, &app, "k", NULL, 5, &err), TSEC_EINVAL);
+	assert_int_equal(tsec_store_put(t->store, &app, "k", big, TSEC_STORE_VALUE_MAX + 1, &err),
+			 TSEC_ETOOBIG);
+	memset(longkey, 'a', 1999);
+	longkey[1999] = '\0';
+	assert_int_equal(tsec_store_put(t->store, &app, longkey, "x", 1, &err), TSEC_EKEY);
+	assert_int_equal(tsec_store_get(t->store, NULL, "a/b/c.txt", &v, &n, &err), TSEC_EINVAL);
+	/* An empty principal is an invalid request: denied. */
+	assert_int_equal(tsec_store_get(t->store, &empty, "a/b/c.txt", &v, &n, &err), TSEC_EDENIED);
+	assert_non_null(strstr(err.msg, "invalid request"));
+	free(big);
+	free(longkey);
+}
+
+/*
+ * A store opened on the old layout (lock records at locks/<name>.lock,
+ * inside the key space) moves them out: the holder keeps its lock, its
+ * token is no longer readable, a value merely named so stays a value.
+ */
+static void test_store_old_lock_layout(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_store *again;
+	struct tsec_lock lk;
+	struct tsec_error err;
+	char rec[512], *v;
+	size_t n;
+
+	snprintf(rec, sizeof(rec), "tsec-lock 2\ntoken %s\nfence 7\nexpires_ms %lld\n"
+		 "waiter %s\nwaiter_seen_ms 0\n", "0123456789abcdef0123456789abcdef",
+		 4102444800000LL, "00000000000000000000000000000000");
+	plant(t->root, "locks/old.lock", rec);
+	plant(t->root, "locks/note.lock", "a value, not a lock record");
+	assert_int_equal(tsec_store_open(&again, t->root, t->bus, NULL, &err), 0);
+	assert_int_equal(tsec_store_get(again, &app, "locks/old.lock", &v, &n, &err), TSEC_ENOENT);
+	assert_int_equal(tsec_lock_try_acquire(again, &app, "old", 60000, &lk, &err), TSEC_EBUSY);
+	check_value(again, "locks/note.lock", "a value, not a lock record");
+	/* The holder, with its token, still holds it. */
+	memset(&lk, 0, sizeof(lk));
+	snprintf(lk.name, sizeof(lk.name), "old");
+	assert_int_equal(sodium_hex2bin(lk.token, 16, "0123456789abcdef0123456789abcdef", 32,
+					NULL, &n, NULL), 0);
+	lk.fence = 7;
+	assert_int_equal(tsec_lock_release(again, &app, &lk, &err), 0);
+	assert_int_equal(tsec_lock_try_acquire(again, &app, "old", 60000, &lk, &err), 0);
+	assert_true(lk.fence > 7);
+	assert_int_equal(tsec_lock_release(again, &app, &lk, &err), 0);
+	tsec_store_close(&again);
+}
+
+/*
+ * LocalCache write-through race (issue 17, defect 2): a peer's write to
+ * the key is applied, and its invalidation delivered, after our write
+ * was applied but before its answer came back.  The cache kept our
+ * value and shadowed the peer's for good.  The inner backend here is
+ * the memory backend whose put_many plays the peer at that moment.
+ */
+static const struct tsec__backend_ops *mem_ops;
+static void *race_cache;
+static int race_armed;
+
+static int racy_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
+			 const struct tsec__fence *f, struct tsec_error *err)
+{
+	int rc = mem_ops->put_many(b, p, n, f, err);
+
+	if (rc == 0 && race_armed) {
+		struct tsec__bput peer = { p[0].sk, "peer", 4 };
+		race_armed = 0;
+		assert_int_equal(mem_ops->put_many(b, &peer, 1, NULL, err), 0);
+		tsec__localcache_invalidate(race_cache, p[0].sk->text);
+	}
+	return rc;
+}
+
+static void test_store_cache_write_race(void **state)
+{
+	static struct tsec__backend_ops racy;
+	struct tsec__backend *mem, *cache;
+	struct tsec__skey sk, other;
+	struct tsec_error err;
+	struct tsec__bput ours = { &sk, "ours", 4 };
+	struct tsec__bput first = { &sk, "first", 5 };
+	char *v;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(tsec__memory_open(&mem, 0, &err), 0);
+	mem_ops = mem->ops;
+	racy = *mem->ops;
+	racy.put_many = racy_put_many;
+	mem->ops = &racy;
+	assert_int_equal(tsec__localcache_open(&cache, mem, 1 << 20, &err), 0);
+	race_cache = cache;
+	assert_int_equal(tsec__skey_parse("race/k", false, &sk, &err), 0);
+	assert_int_equal(tsec__skey_parse("race/other", false, &other, &err), 0);
+	/* Cached before, rewritten with the peer racing. */
+	assert_int_equal(cache->ops->put_many(cache, &first, 1, NULL, &err), 0);
+	assert_int_equal(cache->ops->get(cache, &sk, 1 << 20, &v, &n, &err), 0);
+	assert_string_equal(v, "first");
+	free(v);
+	race_armed = 1;
+	assert_int_equal(cache->ops->put_many(cache, &ours, 1, NULL, &err), 0);
+	assert_int_equal(race_armed, 0);
+	assert_int_equal(cache->ops->get(cache, &sk, 1 << 20, &v, &n, &err), 0);
+	assert_string_equal(v, "peer");            /* the backend's value, not ours */
+	free(v);
+	/* Without a race, a write is cached as before: the next get is a hit
+	 * even after the backend's value changed behind the cache's back. */
+	assert_int_equal(cache->ops->put_many(cache, &ours, 1, NULL, &err), 0);
+	{
+		struct tsec__bput behind = { &sk, "behind", 6 };
+		assert_int_equal(mem_ops->put_many(mem, &behind, 1, NULL, &err), 0);
+	}
+	assert_int_equal(cache->ops->get(cache, &sk, 1 << 20, &v, &n, &err), 0);
+	assert_string_equal(v, "ours");
+	free(v);
+	cache->ops->close(cache);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_store_planted_files),
+		cmocka_unit_test(test_store_kept_folders),
+		cmocka_unit_test(test_store_list_empty_and_again),
+		cmocka_unit_test(test_store_reopen_recovers),
+		cmocka_unit_test(test_store_bad_input),
+		cmocka_unit_test(test_store_cache_write_race),
+		cmocka_unit_test(test_store_old_lock_layout),
+	};
+	return cmocka_run_group_tests_name("store: the disk", tests, setup, teardown);
+}
