@@ -158,6 +158,12 @@ static void test_command_table(void **state)
 	/* Global options before the command (tsec(1), README). */
 	assert_int_equal(sh(out, sizeof(out), TSEC " --endpoint ipc:///nonexistent/x health"), 2);
 	assert_non_null(strstr(out, "no broker listening at ipc:///nonexistent/x"));
+	/* Any option that takes a value may come first, its value not read
+	 * as the command. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " --action storage.load --resource "
+			    "certificates/acme/example.com/example.com.crt check " POL
+			    " --principal svc:web-1 --role web"), 0);
+	assert_non_null(strstr(out, "ALLOW"));
 }
 
 static void test_lint(void **state)

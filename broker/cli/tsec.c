@@ -395,7 +395,10 @@ static int command_help(const char *name)
 static bool takes_value(const char *a)
 {
 	static const char *const v[] = { "--endpoint", "--server-key", "--key", "--timeout-ms",
-					 "--module", "--policy", "--principal", "--role" };
+					 "--module", "--policy", "--principal", "--role",
+					 "--input", "--action", "--resource", "--dest",
+					 "--cert-file", "--ttl-ms", "--size", "--now", "--wait-ms",
+					 "--run" };
 
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 		if (!strcmp(a, v[i]))
