@@ -69,7 +69,7 @@ MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
 	module/tables.c module/eval.c module/explain.c \
 	module/cert.c module/entry.c
 BUS_SRC := broker/bus/bus.c broker/bus/loader.c
-STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c txn.c lock.c certfiles.c \
+STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c records.c txn.c lock.c certfiles.c \
 	gates.c lease.c localcache.c envelope.c \
 	file/file.c file/file_folders.c file/file_journal.c file/file_lock.c \
 	memory/memory.c \

@@ -311,7 +311,7 @@ static void test_fleet_policy(void **state)
 		sodium_bin2hex(sig, sizeof(sig), s, sizeof(s));
 		bundle = bundle_of(text, sig);
 		tu_store_open_with(&t, &o);
-		assert_int_equal(tsec__store_meta_put(t.store, "policy", bundle, strlen(bundle), &err), 0);
+		assert_int_equal(tsec__store_record_put(t.store, "policy", bundle, strlen(bundle), &err), 0);
 		free(bundle);
 		/* Both brokers have read it and refused it: each says so in
 		 * its health. */

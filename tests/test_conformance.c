@@ -17,6 +17,7 @@
 
 #include <unistd.h>
 
+#include "broker/storage/store_private.h"
 #include "common/clock.h"
 #include "tests/servers.h"
 #include "tests/testutil.h"
@@ -618,6 +619,58 @@ static void test_conf_huge_leases(void **state)
 	}
 }
 
+/*
+ * The store's own records (the fleet's policy bundle) are ordinary values
+ * under a reserved key (issue 18): compare-and-swap on every backend, and
+ * no caller reaches them through a key, a listing or a lock name.
+ */
+static void test_conf_store_records(void **state)
+{
+	static const char *const hostile[] = { ".tsec-fleet/policy", ".tsec-fleet",
+						"a/.tsec-fleet/policy" };
+	struct tu_store *t = *state;
+	struct tsec_strlist l;
+	struct tsec_lock lk;
+	struct tsec_error err;
+	char *v = NULL;
+	size_t n;
+
+	assert_int_equal(tsec__store_record_get(t->store, "policy", &v, &n, &err), TSEC_ENOENT);
+	assert_int_equal(tsec__store_record_cas(t->store, "policy", NULL, 0, "A", 1, &err), 0);
+	assert_int_equal(tsec__store_record_cas(t->store, "policy", NULL, 0, "B", 1, &err),
+			 TSEC_EBUSY);
+	assert_int_equal(tsec__store_record_cas(t->store, "policy", "X", 1, "B", 1, &err),
+			 TSEC_EBUSY);
+	assert_int_equal(tsec__store_record_cas(t->store, "policy", "A", 1, "B", 1, &err), 0);
+	/* A resend of a swap that was made: success, nothing changes. */
+	assert_int_equal(tsec__store_record_cas(t->store, "policy", "A", 1, "B", 1, &err), 0);
+	assert_int_equal(tsec__store_record_get(t->store, "policy", &v, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(v[0], 'B');
+	free(v);
+	assert_int_equal(tsec__store_record_put(t->store, "policy", "CC", 2, &err), 0);
+	assert_int_equal(tsec__store_record_get(t->store, "policy", &v, &n, &err), 0);
+	assert_int_equal(n, 2);
+	free(v);
+	assert_int_equal(tsec__store_record_get(t->store, "a/b", &v, &n, &err), TSEC_EINVAL);
+
+	put(t->store, "plain", "x");
+	for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
+		assert_int_equal(tsec_store_get(t->store, &app, hostile[i], &v, &n, &err), TSEC_EKEY);
+		assert_int_equal(tsec_store_put(t->store, &app, hostile[i], "x", 1, &err), TSEC_EKEY);
+		assert_int_equal(tsec_store_delete(t->store, &app, hostile[i], 1, &err), TSEC_EKEY);
+		assert_int_equal(tsec_store_list(t->store, &app, hostile[i], 1, &l, &err), TSEC_EKEY);
+	}
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, ".tsec-fleet", 1000, &lk, &err),
+			 TSEC_EKEY);
+	for (int rec = 0; rec < 2; rec++) {
+		assert_int_equal(tsec_store_list(t->store, &app, "", rec, &l, &err), 0);
+		assert_int_equal(l.n, 1);
+		assert_true(!strncmp(l.v[0], "plain", 5));
+		tsec_strlist_free(&l);
+	}
+}
+
 #define CONF_TESTS(name) \
 	const struct CMUnitTest name[] = { \
 		cmocka_unit_test_setup_teardown(test_conf_values_and_folders, setup, teardown), \
@@ -636,6 +689,7 @@ static void test_conf_huge_leases(void **state)
 		cmocka_unit_test_setup_teardown(test_conf_delete_leaves_no_folder, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_locks_outside_keys, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_huge_leases, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_store_records, setup, teardown), \
 	}
 
 int main(void)

@@ -390,38 +390,6 @@ static void test_redis_acl_without_channels(void **state)
 
 /* The fleet's records change by compare-and-swap (issue 17, defect 11:
  * two publishes at once cannot undo each other). */
-static void meta_cas(const char *backend, const char *endpoints)
-{
-	char prefix[64];
-	struct tsec_store_opts o = { .backend = backend, .prefix = prefix, .timeout_ms = 5000,
-				     .endpoints = endpoints };
-	struct tsec_error err;
-	struct tu_store t;
-	char *v = NULL;
-	size_t n;
-
-	prefix_for(prefix, sizeof(prefix));
-	tu_store_open_with(&t, &o);
-	assert_int_equal(tsec__store_meta_cas(t.store, "policy", NULL, 0, "A", 1, &err), 0);
-	assert_int_equal(tsec__store_meta_cas(t.store, "policy", NULL, 0, "B", 1, &err), TSEC_EBUSY);
-	assert_int_equal(tsec__store_meta_cas(t.store, "policy", "X", 1, "B", 1, &err), TSEC_EBUSY);
-	assert_int_equal(tsec__store_meta_cas(t.store, "policy", "A", 1, "B", 1, &err), 0);
-	/* A resend of a swap that was made: success, nothing changes. */
-	assert_int_equal(tsec__store_meta_cas(t.store, "policy", "A", 1, "B", 1, &err), 0);
-	assert_int_equal(tsec__store_meta_get(t.store, "policy", &v, &n, &err), 0);
-	assert_int_equal(n, 1);
-	assert_int_equal(v[0], 'B');
-	free(v);
-	tu_store_close(&t);
-}
-
-static void test_meta_cas(void **state)
-{
-	(void)state;
-	meta_cas("etcd", etcd.url[0]);
-	meta_cas("redis", redis.endpoints);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -431,7 +399,6 @@ int main(void)
 		cmocka_unit_test(test_redis_silent_subscription),
 		cmocka_unit_test(test_etcd_silent_watch),
 		cmocka_unit_test(test_redis_acl_without_channels),
-		cmocka_unit_test(test_meta_cas),
 		cmocka_unit_test(test_redis_close_while_pinging),
 	};
 	int failed;

@@ -1,8 +1,9 @@
 /*
  * tsec-broker: one policy for the fleet.  On a shared backend the signed
- * policy bundle {"policy": TEXT, "signature": HEX} is kept as the record
- * "policy" (etcd: P/m/policy).  `policy.publish` (admin) verifies and
- * writes it; every broker looks at it once a second and loads a bundle
+ * policy bundle {"policy": TEXT, "signature": HEX} is kept as the
+ * store's record "policy" (storage/records.c: the value under the
+ * reserved key .tsec-fleet/policy).  `policy.publish` (admin) verifies
+ * and writes it; every broker looks at it once a second and loads a bundle
  * whose SHA-256 differs from what it runs, after the same checks as a
  * reload from its file: the signature against its own configured key
  * (write access to etcd alone cannot change the policy), and a revision
@@ -125,7 +126,7 @@ int tsec__fleet_publish(struct tsec__daemon *d, const char *policy, size_t plen,
 	 * (compare-and-swap: two publishes at once cannot undo each other). */
 	rc = bundle_open(d, bundle, strlen(bundle), &text, &tlen, err);
 	if (!rc) {
-		int got = tsec__store_meta_get(d->store, "policy", &cur, &clen, err);
+		int got = tsec__store_record_get(d->store, "policy", &cur, &clen, err);
 
 		if (got && got != TSEC_ENOENT)
 			rc = got;
@@ -138,7 +139,7 @@ int tsec__fleet_publish(struct tsec__daemon *d, const char *policy, size_t plen,
 	}
 	if (!rc)
 		rc = adopt(d, text, tlen, id, err);
-	if (!rc && (rc = tsec__store_meta_cas(d->store, "policy", cur, cur ? clen : 0, bundle,
+	if (!rc && (rc = tsec__store_record_cas(d->store, "policy", cur, cur ? clen : 0, bundle,
 					      strlen(bundle), err)))
 		tsec__say("fleet policy loaded here, but not published: %s", err->msg);
 	if (!rc) {
@@ -194,7 +195,7 @@ int tsec__fleet_prefer(struct tsec__daemon *d, char **text, size_t *len)
 		prefer_one(d, "the fleet policy kept in state_dir", b, blen, text, len);
 	free(b);
 	b = NULL;
-	if (tsec__store_meta_get(d->store, "policy", &b, &blen, &err) == 0)
+	if (tsec__store_record_get(d->store, "policy", &b, &blen, &err) == 0)
 		prefer_one(d, "the fleet's policy", b, blen, text, len);
 	free(b);
 	return 0;
@@ -210,7 +211,7 @@ static void look(struct tsec__daemon *d)
 	size_t len, tlen;
 	int rc;
 
-	rc = tsec__store_meta_get(d->store, "policy", &b, &len, &err);
+	rc = tsec__store_record_get(d->store, "policy", &b, &len, &err);
 	/* The backend answered (even "none published yet"): fresh. */
 	if (!rc || rc == TSEC_ENOENT)
 		atomic_store(&d->fleet_read_ms, tsec__wall_ms());

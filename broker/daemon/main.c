@@ -167,7 +167,7 @@ static int check_report(struct tsec__daemon *d, const char *config)
 		struct tsec_error err;
 		char *b = NULL;
 		size_t blen;
-		int rc = tsec__store_meta_get(d->store, "policy", &b, &blen, &err);
+		int rc = tsec__store_record_get(d->store, "policy", &b, &blen, &err);
 
 		free(b);
 		if (rc && rc != TSEC_ENOENT) {

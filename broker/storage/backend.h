@@ -57,12 +57,6 @@ struct tsec__backend;
  * Every function returns 0 or a negative TSEC_E* code with err filled.
  * All are thread-safe.  Values are at most `max` bytes (TSEC_ETOOBIG).
  */
-/* What a conditional meta_put expects to find. */
-struct tsec__meta_expect {
-	const char *val;             /* NULL: no record */
-	size_t len;
-};
-
 struct tsec__backend_ops {
 	const char *name;
 	void (*close)(struct tsec__backend *b);
@@ -111,18 +105,6 @@ struct tsec__backend_ops {
 			  struct tsec_error *err);
 	int (*lock_release)(struct tsec__backend *b, const char *name,
 			    const uint8_t token[16], struct tsec_error *err);
-	/*
-	 * Shared backends only (NULL elsewhere): the fleet's own records
-	 * (the signed policy bundle), outside the store's keys.  *out new,
-	 * NUL-terminated; TSEC_ENOENT when absent.
-	 */
-	int (*meta_get)(struct tsec__backend *b, const char *name, char **out, size_t *len,
-			struct tsec_error *err);
-	/* With ex, only while the record still holds what ex says (absent
-	 * when ex->val is NULL), checked in the same step; TSEC_EBUSY when
-	 * it changed. */
-	int (*meta_put)(struct tsec__backend *b, const char *name, const char *val, size_t len,
-			const struct tsec__meta_expect *ex, struct tsec_error *err);
 };
 
 struct tsec__backend {
@@ -136,7 +118,9 @@ struct tsec__backend {
  * against another version is not listed (a change to the ops above that
  * an old backend would get wrong bumps it), as sqlite3_vfs.iVersion.
  */
-#define TSEC__BACKEND_VERSION 1
+/* 2: the fleet's records became ordinary values under a reserved key
+ * (records.c); meta_get and meta_put are gone. */
+#define TSEC__BACKEND_VERSION 2
 
 enum {
 	TSEC__CAP_SERVED = 1,        /* tsec-broker's configuration may name it */
@@ -145,7 +129,8 @@ enum {
 					at open in its note) */
 	TSEC__CAP_ROOT = 4,          /* needs a folder (opts.root) */
 	TSEC__CAP_SHARED = 8,        /* other brokers write it too: a LocalCache
-					needs its feed; it keeps fleet records */
+					needs its feed; a fleet can share its
+					policy through it (records.c) */
 	TSEC__CAP_REMOTE = 16,       /* takes endpoints, prefix, TLS, auth */
 };
 

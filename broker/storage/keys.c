@@ -10,8 +10,8 @@
 
 #include "broker/storage/backend.h"
 
-int tsec__skey_parse(const char *key, bool root_ok, struct tsec__skey *sk,
-		     struct tsec_error *err)
+static int parse(const char *key, bool root_ok, bool store_ok, struct tsec__skey *sk,
+		 struct tsec_error *err)
 {
 	char why[96];
 	size_t len, n;
@@ -35,13 +35,29 @@ int tsec__skey_parse(const char *key, bool root_ok, struct tsec__skey *sk,
 		unsigned o = sk->k.off[i];
 		sk->seg[i] = sk->segbuf + o;
 		sk->segbuf[o + sk->k.len[i]] = '\0';
-		if (sk->segbuf[o] == '.' &&
+		if (!store_ok && sk->segbuf[o] == '.' &&
 		    strncmp(sk->seg[i], TSEC__RESERVED, TSEC__RESERVED_LEN) == 0)
 			return tsec__seterr(err, TSEC_EKEY, sk->text,
 					    "invalid key: names starting with "
 					    TSEC__RESERVED " belong to the store");
 	}
 	return 0;
+}
+
+int tsec__skey_parse(const char *key, bool root_ok, struct tsec__skey *sk,
+		     struct tsec_error *err)
+{
+	return parse(key, root_ok, false, sk, err);
+}
+
+int tsec__skey_parse_any(const char *key, struct tsec__skey *sk, struct tsec_error *err)
+{
+	return parse(key, false, true, sk, err);
+}
+
+bool tsec__key_reserved(const char *key)
+{
+	return !strncmp(key, TSEC__RESERVED, TSEC__RESERVED_LEN);
 }
 
 int tsec__strlist_add(struct tsec_strlist *l, size_t *cap, const char *k, size_t n,

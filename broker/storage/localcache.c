@@ -258,6 +258,9 @@ static int lc_get(struct tsec__backend *b, const struct tsec__skey *k, size_t ma
 
 	*out = NULL;
 	*len = 0;
+	/* The store's own records are read from the backend every time. */
+	if (tsec__key_reserved(key))
+		return c->inner->ops->get(c->inner, k, max, out, len, err);
 	if ((rc = hit(c, key, max, out, len)) != 0)
 		return rc > 0 ? 0 : tsec__seterr(err, TSEC_ENOMEM, key, NULL);
 	/* A miss: one reader per key goes to the backend, the rest wait here
@@ -397,7 +400,7 @@ static int lc_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 		gen[i] = gen_of(c, keys[i]);
 	rc = c->inner->ops->put_many(c->inner, p, n, f, err);
 	for (size_t i = 0; i < n; i++) {
-		if (rc == 0)
+		if (rc == 0 && !tsec__key_reserved(keys[i]))
 			remember_if(c, keys[i], p[i].value, p[i].len, &gen[i]);
 		else
 			forget(c, keys[i]);
@@ -451,26 +454,6 @@ static void lc_close(struct tsec__backend *b)
 	pthread_mutex_destroy(&c->why_mu);
 	tsec__gates_destroy(&c->gates);
 	free(c);
-}
-
-static int lc_meta_get(struct tsec__backend *b, const char *name, char **out, size_t *len,
-		       struct tsec_error *err)
-{
-	struct cache *c = c_of(b);
-
-	if (!c->inner->ops->meta_get)
-		return tsec__seterr(err, TSEC_EINVAL, name, "only a shared backend keeps %s", name);
-	return c->inner->ops->meta_get(c->inner, name, out, len, err);
-}
-
-static int lc_meta_put(struct tsec__backend *b, const char *name, const char *val, size_t len,
-		       const struct tsec__meta_expect *ex, struct tsec_error *err)
-{
-	struct cache *c = c_of(b);
-
-	if (!c->inner->ops->meta_put)
-		return tsec__seterr(err, TSEC_EINVAL, name, "only a shared backend keeps %s", name);
-	return c->inner->ops->meta_put(c->inner, name, val, len, ex, err);
 }
 
 void tsec__localcache_invalidate(void *cache, const char *key)
@@ -580,8 +563,6 @@ static const struct tsec__backend_ops cache_ops = {
 	.lock_try = lc_lock_try,
 	.lock_renew = lc_lock_renew,
 	.lock_release = lc_lock_release,
-	.meta_get = lc_meta_get,
-	.meta_put = lc_meta_put,
 };
 
 int tsec__localcache_open(struct tsec__backend **out, struct tsec__backend *inner,

@@ -48,20 +48,14 @@ static int check(struct tsec_store *s, const struct tsec_principal *who, const c
 	return tsec__store_check(s, who, &r, 1, err);
 }
 
-static int acquire(struct tsec_store *s, const struct tsec_principal *who, const char *name,
-		   uint64_t ttl_ms, uint64_t timeout_ms, int wait, struct tsec_lock *out,
-		   struct tsec_error *err)
+int tsec__store_lock_take(struct tsec_store *s, const char *name, uint64_t ttl_ms,
+			  uint64_t timeout_ms, int wait, struct tsec__lease *lease,
+			  struct tsec_error *err)
 {
 	int64_t deadline_ns, backoff = BACKOFF_MIN_MS;
-	struct tsec__lease lease;
 	uint8_t me[16];
 	int rc;
 
-	if (!s || !out)
-		return tsec__seterr(err, TSEC_EINVAL, "", "no store or no lock to fill");
-	memset(out, 0, sizeof(*out));
-	if ((rc = check(s, who, name, "lock.acquire", ttl_ms, true, err)))
-		return rc;
 	randombytes_buf(me, sizeof(me));
 	/* In nanoseconds: a deadline in whole milliseconds could end up to
 	 * one early. */
@@ -70,9 +64,9 @@ static int acquire(struct tsec_store *s, const struct tsec_principal *who, const
 						   ? UINT64_MAX : timeout_ms * 1000000) : 0;
 	for (;;) {
 		int64_t left, nap;
-		rc = s->be->ops->lock_try(s->be, name, ttl_ms, wait ? me : NULL, &lease, err);
+		rc = s->be->ops->lock_try(s->be, name, ttl_ms, wait ? me : NULL, lease, err);
 		if (rc != TSEC_EBUSY || !wait)
-			break;
+			return rc;
 		left = deadline_ns - (int64_t)tsec__mono_ns();
 		left = left <= 0 ? 0 : left / 1000000 + (left % 1000000 != 0);
 		if (left <= 0)
@@ -84,7 +78,20 @@ static int acquire(struct tsec_store *s, const struct tsec_principal *who, const
 		if (backoff < BACKOFF_MAX_MS)
 			backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
 	}
-	if (rc)
+}
+
+static int acquire(struct tsec_store *s, const struct tsec_principal *who, const char *name,
+		   uint64_t ttl_ms, uint64_t timeout_ms, int wait, struct tsec_lock *out,
+		   struct tsec_error *err)
+{
+	struct tsec__lease lease;
+	int rc;
+
+	if (!s || !out)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store or no lock to fill");
+	memset(out, 0, sizeof(*out));
+	if ((rc = check(s, who, name, "lock.acquire", ttl_ms, true, err)) ||
+	    (rc = tsec__store_lock_take(s, name, ttl_ms, timeout_ms, wait, &lease, err)))
 		return rc;
 	snprintf(out->name, sizeof(out->name), "%s", name);
 	memcpy(out->token, lease.token, sizeof(out->token));

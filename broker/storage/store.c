@@ -151,33 +151,6 @@ int tsec_store_open(struct tsec_store **out, const char *root, struct tsec_bus *
 	return tsec_store_open_opts(out, &o, bus, endpoint, err);
 }
 
-int tsec__store_meta_get(struct tsec_store *s, const char *name, char **out, size_t *len,
-			 struct tsec_error *err)
-{
-	*out = NULL;
-	if (!s->be->ops->meta_get)
-		return tsec__seterr(err, TSEC_EINVAL, name, "only a shared backend keeps %s", name);
-	return s->be->ops->meta_get(s->be, name, out, len, err);
-}
-
-int tsec__store_meta_put(struct tsec_store *s, const char *name, const char *val, size_t len,
-			 struct tsec_error *err)
-{
-	if (!s->be->ops->meta_put)
-		return tsec__seterr(err, TSEC_EINVAL, name, "only a shared backend keeps %s", name);
-	return s->be->ops->meta_put(s->be, name, val, len, NULL, err);
-}
-
-int tsec__store_meta_cas(struct tsec_store *s, const char *name, const char *old,
-			 size_t oldlen, const char *val, size_t len, struct tsec_error *err)
-{
-	struct tsec__meta_expect ex = { old, oldlen };
-
-	if (!s->be->ops->meta_put)
-		return tsec__seterr(err, TSEC_EINVAL, name, "this backend keeps no fleet records");
-	return s->be->ops->meta_put(s->be, name, val, len, &ex, err);
-}
-
 void tsec_store_set_observer(struct tsec_store *s, tsec_store_observer_fn fn, void *ctx)
 {
 	if (!s)
@@ -354,6 +327,20 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The root's listing leaves out the store's own records. */
+static void drop_reserved(struct tsec_strlist *l)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < l->n; i++) {
+		if (tsec__key_reserved(l->v[i]))
+			free(l->v[i]);
+		else
+			l->v[o++] = l->v[i];
+	}
+	l->n = o;
+}
+
 int tsec_store_list(struct tsec_store *s, const struct tsec_principal *who,
 		    const char *prefix, int recursive, struct tsec_strlist *out,
 		    struct tsec_error *err)
@@ -366,6 +353,8 @@ int tsec_store_list(struct tsec_store *s, const struct tsec_principal *who,
 	if ((rc = gate1(s, who, prefix, true, "storage.list", recursive, &sk, err)) ||
 	    (rc = s->be->ops->list(s->be, &sk, recursive, out, err)))
 		return rc;
+	if (sk.n == 0)
+		drop_reserved(out);
 	if (out->n > 1)
 		qsort(out->v, out->n, sizeof(*out->v), cmp_str);
 	return 0;

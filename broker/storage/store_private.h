@@ -46,6 +46,11 @@ struct tsec__skey {
  */
 int tsec__skey_parse(const char *key, bool root_ok, struct tsec__skey *sk,
 		     struct tsec_error *err);
+/* The same, ".tsec-" segments allowed: the store's own records, and keys
+ * a backend reads back from its own data. */
+int tsec__skey_parse_any(const char *key, struct tsec__skey *sk, struct tsec_error *err);
+/* Whether key lies in the store's own namespace (first segment ".tsec-"). */
+bool tsec__key_reserved(const char *key);
 
 /*
  * Checks n requests through the store's endpoint, with `who` filled in as
@@ -62,17 +67,30 @@ void tsec__req_for(struct tsec_request *r, const char *action,
 		   const struct tsec__skey *sk);
 
 /*
- * The fleet's records on a shared backend (tsec-broker's policy bundle):
- * TSEC_EINVAL on file and memory, TSEC_ENOENT when absent.
+ * The store's own records (records.c): the fleet's signed policy bundle,
+ * kept as an ordinary value under the reserved key ".tsec-fleet/<name>",
+ * which no caller's key can name, so every backend keeps it with the
+ * promises it keeps for values, and no backend needs an operation of its
+ * own for it.  TSEC_ENOENT when absent.  Never cached by a LocalCache:
+ * a record is read from the backend every time.
  */
-int tsec__store_meta_get(struct tsec_store *s, const char *name, char **out, size_t *len,
-			 struct tsec_error *err);
-int tsec__store_meta_put(struct tsec_store *s, const char *name, const char *val, size_t len,
-			 struct tsec_error *err);
+int tsec__store_record_get(struct tsec_store *s, const char *name, char **out, size_t *len,
+			   struct tsec_error *err);
+int tsec__store_record_put(struct tsec_store *s, const char *name, const char *val,
+			   size_t len, struct tsec_error *err);
 /* The same, only while the record is still old[0..oldlen) (absent when
- * old is NULL): compare-and-swap; TSEC_EBUSY when it changed. */
-int tsec__store_meta_cas(struct tsec_store *s, const char *name, const char *old,
-			 size_t oldlen, const char *val, size_t len, struct tsec_error *err);
+ * old is NULL): compare-and-swap under the reserved lock ".tsec-fleet"
+ * with a fenced write; TSEC_EBUSY when it changed or another writer
+ * held the lock past the wait. */
+int tsec__store_record_cas(struct tsec_store *s, const char *name, const char *old,
+			   size_t oldlen, const char *val, size_t len, struct tsec_error *err);
+/* Takes lock `name` on the backend, no policy asked (the caller has, or
+ * the name is the store's own): waits up to timeout_ms when wait is set,
+ * with jittered backoff; TSEC_ETIMEDOUT then. */
+struct tsec__lease;
+int tsec__store_lock_take(struct tsec_store *s, const char *name, uint64_t ttl_ms,
+			  uint64_t timeout_ms, int wait, struct tsec__lease *lease,
+			  struct tsec_error *err);
 
 /* Whether the key names a certificate (a .crt under certificates/). */
 bool tsec__is_cert_key(const struct tsec__skey *sk);

@@ -3,8 +3,8 @@
  * (through its JSON gateway, etcd_http.c); locks are in etcd_lock.c.
  *
  * Layout under the prefix P:  P/k/<key>  a value (remote.h's envelope);
- * P/l/<name>, P/d/<name>, P/h/<name>  a lock (etcd_lock.c); P/m/policy
- * the fleet's signed policy bundle.  Folders are implicit: a folder exists
+ * P/l/<name>, P/d/<name>, P/h/<name>  a lock (etcd_lock.c).  The fleet's
+ * signed policy bundle is a value under P/k/.tsec-fleet/ (records.c).  Folders are implicit: a folder exists
  * while a key lies below it.  Every write is one txn whose compares
  * carry the store's rules (no value where a folder is, no value above
  * another), so a rule and the write it guards are one step in etcd.
@@ -573,73 +573,6 @@ static int et_move(struct tsec__backend *b, const struct tsec__skey *src,
 	return tsec__seterr(err, TSEC_EBUSY, src->text, "%s kept changing during the move", src->text);
 }
 
-static int et_meta_get(struct tsec__backend *b, const char *name, char **out, size_t *len,
-		       struct tsec_error *err)
-{
-	struct etcd *e = tsec__etcd_of(b);
-	char bk[TSEC__BK_MAX];
-	size_t n = tsec__etcd_bk(e, 'm', name, bk);
-	json_t *req = json_object(), *r;
-	const json_t *kv;
-	int rc;
-
-	*out = NULL;
-	json_object_set_new(req, "key", tsec__b64(bk, n));
-	if ((rc = tsec__etcd_post(e->c, "/v3/kv/range", req, TSEC__ETCD_IDEMPOTENT, &r, err)))
-		return rc;
-	if (!(kv = tsec__etcd_kv0(r)))
-		rc = tsec__seterr(err, TSEC_ENOENT, name, "no %s published", name);
-	else if (tsec__unb64(kv, "value", (uint8_t **)out, len))
-		rc = tsec__seterr(err, TSEC_EIO, name, "%s: not base64", name);
-	json_decref(r);
-	return rc;
-}
-
-static int et_meta_put(struct tsec__backend *b, const char *name, const char *val, size_t len,
-		       const struct tsec__meta_expect *ex, struct tsec_error *err)
-{
-	struct etcd *e = tsec__etcd_of(b);
-	char bk[TSEC__BK_MAX];
-	size_t n = tsec__etcd_bk(e, 'm', name, bk);
-	json_t *req, *r;
-	int rc;
-
-	if (ex) {
-		/* One txn: the record as expected, or already ours (a resend
-		 * whose first answer was lost), then the put. */
-		json_t *cmp = json_array(), *ok = json_array(), *ko = json_array();
-		bool succ;
-		const json_t *kv;
-
-		json_array_append_new(cmp, ex->val
-			? tsec__etcd_cmp(bk, n, false, "VALUE", "EQUAL", tsec__b64(ex->val, ex->len))
-			: tsec__etcd_cmp(bk, n, false, "VERSION", "EQUAL", tsec__jnum(0)));
-		json_array_append_new(ok, json_pack("{s{soso}}", "request_put", "key",
-						    tsec__b64(bk, n), "value", tsec__b64(val, len)));
-		json_array_append_new(ko, tsec__etcd_range(bk, n, false, false));
-		if ((rc = tsec__etcd_txn(e, cmp, ok, ko, TSEC__ETCD_IDEMPOTENT, &r, &succ, err)))
-			return rc;
-		if (!succ) {
-			uint8_t *cur = NULL;
-			size_t cn = 0;
-
-			kv = tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"));
-			if (!kv || tsec__unb64(kv, "value", &cur, &cn) || cn != len ||
-			    memcmp(cur, val, len))
-				rc = tsec__seterr(err, TSEC_EBUSY, name, "%s changed since it was "
-						  "read; read it again", name);
-			free(cur);
-		}
-		json_decref(r);
-		return rc;
-	}
-	req = json_pack("{soso}", "key", tsec__b64(bk, n), "value", tsec__b64(val, len));
-	if ((rc = tsec__etcd_post(e->c, "/v3/kv/put", req, TSEC__ETCD_ONCE, &r, err)))
-		return rc;
-	json_decref(r);
-	return 0;
-}
-
 static void et_close(struct tsec__backend *b)
 {
 	struct etcd *e = tsec__etcd_of(b);
@@ -665,8 +598,6 @@ static const struct tsec__backend_ops etcd_ops = {
 	.lock_try = tsec__etcd_lock_try,
 	.lock_renew = tsec__etcd_lock_renew,
 	.lock_release = tsec__etcd_lock_release,
-	.meta_get = et_meta_get,
-	.meta_put = et_meta_put,
 };
 
 int tsec__etcd_open(struct tsec__backend **out, const struct tsec_store_opts *o,

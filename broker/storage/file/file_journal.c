@@ -248,7 +248,7 @@ static void replay_line(struct tsec__filebe *fb, char *line, bool forward)
 	key = tab + 1;
 	/* Only our own temporary names, only keys by the key rules. */
 	if (strncmp(tmp, TSEC__TMP_PREFIX, strlen(TSEC__TMP_PREFIX)) || strchr(tmp, '/') ||
-	    tsec__skey_parse(key, false, &sk, &err))
+	    tsec__skey_parse_any(key, &sk, &err))
 		return;
 	if (tsec__fb_open_dirs(fb, &sk, sk.n - 1, false, &dirfd, &err))
 		return;

@@ -55,7 +55,7 @@ static int names(const char *name, struct lockfile *l, struct tsec_error *err)
 
 	l->dirfd = l->fd = -1;
 	snprintf(key, sizeof(key), "locks/%s", name);
-	if ((rc = tsec__skey_parse(key, false, &l->sk, err)))
+	if ((rc = tsec__skey_parse_any(key, &l->sk, err)))
 		return rc;
 	if (l->sk.n != 2)
 		return tsec__seterr(err, TSEC_EKEY, "name", "lock name must be one key segment");

@@ -337,7 +337,7 @@ static void drop(struct membe *m, struct entry *e)
 	struct tsec_error ignore;
 
 	val_unlink(m, e);
-	if (!tsec__skey_parse(e->key, false, &sk, &ignore))
+	if (!tsec__skey_parse_any(e->key, &sk, &ignore))
 		count_below(m, &sk, -1, NULL);
 	free(e->val);
 	free(e);

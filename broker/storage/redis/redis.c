@@ -24,7 +24,7 @@
 
 static const char *const scripts[S_COUNT] = {
 	tsec__lua_put, tsec__lua_del, tsec__lua_move,
-	tsec__lua_acquire, tsec__lua_renew, tsec__lua_release, tsec__lua_meta_cas,
+	tsec__lua_acquire, tsec__lua_renew, tsec__lua_release,
 };
 
 struct redisbe *tsec__rd_rb_of(struct tsec__backend *b)
@@ -275,64 +275,6 @@ int tsec__rd_verdict_of(const char *s, const char *what, struct tsec_error *err)
 	return tsec__seterr(err, TSEC_EIO, what, "redis answered unexpectedly");
 }
 
-static int rd_meta_get(struct tsec__backend *b, const char *name, char **out, size_t *len,
-		       struct tsec_error *err)
-{
-	struct redisbe *r = tsec__rd_rb_of(b);
-	char k[BK_MAX];
-	const char *av[2] = { "GET", k };
-	redisReply *rep;
-	int rc = 0;
-
-	*out = NULL;
-	snprintf(k, sizeof(k), "%s/m/%s", r->prefix, name);
-	if (!(rep = tsec__rd_call(r, 2, av, NULL, true, err)))
-		return TSEC_EIO;
-	if (rep->type != REDIS_REPLY_STRING)
-		rc = tsec__seterr(err, TSEC_ENOENT, name, "no %s published", name);
-	else if (!(*out = malloc(rep->len + 1)))
-		rc = tsec__seterr(err, TSEC_ENOMEM, name, NULL);
-	else {
-		memcpy(*out, rep->str, rep->len);
-		(*out)[rep->len] = '\0';
-		*len = rep->len;
-	}
-	freeReplyObject(rep);
-	return rc;
-}
-
-static int rd_meta_put(struct tsec__backend *b, const char *name, const char *val, size_t len,
-		       const struct tsec__meta_expect *ex, struct tsec_error *err)
-{
-	struct redisbe *r = tsec__rd_rb_of(b);
-	char k[BK_MAX];
-	const char *av[3] = { "SET", k, val };
-	size_t lv[3] = { 3, 0, len };
-	redisReply *rep;
-
-	if (ex) {
-		const char *args[4] = { name, val, ex->val ? "1" : "0", ex->val ? ex->val : "" };
-		size_t lens[4] = { strlen(name), len, 1, ex->val ? ex->len : 0 };
-		int rc = 0;
-
-		/* Safe to resend: a record holding our value is success. */
-		if (!(rep = tsec__rd_script(r, S_META_CAS, 4, args, lens, true, err)))
-			return tsec__rd_failed(err);
-		if (tsec__rd_says(rep, "EBUSY"))
-			rc = tsec__seterr(err, TSEC_EBUSY, name, "%s changed since it was read; "
-					  "read it again", name);
-		else if (!tsec__rd_says(rep, "OK"))
-			rc = tsec__seterr(err, TSEC_EIO, name, "redis answered unexpectedly");
-		freeReplyObject(rep);
-		return rc;
-	}
-	lv[1] = (size_t)snprintf(k, sizeof(k), "%s/m/%s", r->prefix, name);
-	if (!(rep = tsec__rd_call(r, 3, av, lv, true, err)))
-		return TSEC_EIO;
-	freeReplyObject(rep);
-	return 0;
-}
-
 static void rd_close(struct tsec__backend *b)
 {
 	struct redisbe *r = tsec__rd_rb_of(b);
@@ -462,8 +404,6 @@ static const struct tsec__backend_ops redis_ops = {
 	.lock_try = tsec__rd_lock_try,
 	.lock_renew = tsec__rd_lock_renew,
 	.lock_release = tsec__rd_lock_release,
-	.meta_get = rd_meta_get,
-	.meta_put = rd_meta_put,
 };
 
 int tsec__redis_open(struct tsec__backend **out, const struct tsec_store_opts *o,

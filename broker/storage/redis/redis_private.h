@@ -27,7 +27,7 @@
 #define PAGE 1000
 #define BK_MAX (2 * TSEC_KEY_MAX + 8)
 
-enum { S_PUT, S_DEL, S_MOVE, S_ACQUIRE, S_RENEW, S_RELEASE, S_META_CAS, S_COUNT };
+enum { S_PUT, S_DEL, S_MOVE, S_ACQUIRE, S_RENEW, S_RELEASE, S_COUNT };
 
 
 struct redisbe {

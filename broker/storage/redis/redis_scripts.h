@@ -138,22 +138,6 @@ static const char tsec__lua_acquire[] =
 	"redis.call('HSET', P..'/f/'..name, 'fence', string.format('%.0f', f), 'holder', token)\n"
 	"return f\n";
 
-/*
- * A fleet record's compare-and-swap: ARGV P, name, new value, '0' (must
- * be absent) or '1' (must equal ARGV[5]), old value.  A record that
- * already holds the new value is 'OK' (a resend whose first answer was
- * lost).
- */
-static const char tsec__lua_meta_cas[] =
-	"local k = ARGV[1]..'/m/'..ARGV[2]\n"
-	"local cur = redis.call('GET', k)\n"
-	"if cur == ARGV[3] then return 'OK' end\n"
-	"if ARGV[4] == '0' then\n"
-	"  if cur then return 'EBUSY' end\n"
-	"elseif cur ~= ARGV[5] then return 'EBUSY' end\n"
-	"redis.call('SET', k, ARGV[3])\n"
-	"return 'OK'\n";
-
 /* renew: ARGV P, name, token, ttl_ms. */
 static const char tsec__lua_renew[] =
 	TSEC__LUA_OWNED

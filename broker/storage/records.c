@@ -1,0 +1,98 @@
+/*
+ * The store's own records: values under the reserved folder ".tsec-fleet"
+ * (no caller's key can name a ".tsec-" segment, and a listing of the root
+ * leaves the folder out), written and read with the backend's ordinary
+ * value operations.  A compare-and-swap is a read and a fenced write
+ * under the reserved lock ".tsec-fleet": the backend applies the write
+ * only while that lease is held, so two writers cannot both succeed over
+ * the same old record, on any backend that keeps the fencing promise.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/storage/backend.h"
+
+#define RECORDS TSEC__RESERVED "fleet"
+#define RECORD_MAX (32u << 20)
+#define CAS_TTL_MS 10000
+#define CAS_WAIT_MS 5000
+
+static int record_key(const char *name, struct tsec__skey *sk, struct tsec_error *err)
+{
+	char key[TSEC_KEY_MAX + 1];
+
+	if (!name || !*name || strchr(name, '/') ||
+	    (size_t)snprintf(key, sizeof(key), RECORDS "/%s", name) >= sizeof(key))
+		return tsec__seterr(err, TSEC_EINVAL, "", "a record's name is one key segment");
+	return tsec__skey_parse_any(key, sk, err);
+}
+
+int tsec__store_record_get(struct tsec_store *s, const char *name, char **out, size_t *len,
+			   struct tsec_error *err)
+{
+	struct tsec__skey sk;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	if ((rc = record_key(name, &sk, err)))
+		return rc;
+	rc = s->be->ops->get(s->be, &sk, RECORD_MAX, out, len, err);
+	if (rc == TSEC_ENOENT)
+		return tsec__seterr(err, TSEC_ENOENT, name, "no %s published", name);
+	return rc;
+}
+
+int tsec__store_record_put(struct tsec_store *s, const char *name, const char *val,
+			   size_t len, struct tsec_error *err)
+{
+	struct tsec__skey sk;
+	struct tsec__bput p;
+	int rc;
+
+	if ((rc = record_key(name, &sk, err)))
+		return rc;
+	p = (struct tsec__bput){ &sk, val, len };
+	return s->be->ops->put_many(s->be, &p, 1, NULL, err);
+}
+
+int tsec__store_record_cas(struct tsec_store *s, const char *name, const char *old,
+			   size_t oldlen, const char *val, size_t len, struct tsec_error *err)
+{
+	struct tsec__fence f = { .name = RECORDS };
+	struct tsec__lease lease;
+	struct tsec__skey sk;
+	struct tsec__bput p;
+	struct tsec_error ignored;
+	char *cur = NULL;
+	size_t clen = 0;
+	int rc, got;
+
+	if ((rc = record_key(name, &sk, err)))
+		return rc;
+	rc = tsec__store_lock_take(s, RECORDS, CAS_TTL_MS, CAS_WAIT_MS, 1, &lease, err);
+	if (rc == TSEC_ETIMEDOUT)
+		return tsec__seterr(err, TSEC_EBUSY, name, "another writer of %s held its lock "
+				    "for %d s: try again", name, CAS_WAIT_MS / 1000);
+	if (rc)
+		return rc;
+	got = s->be->ops->get(s->be, &sk, RECORD_MAX, &cur, &clen, err);
+	if (got && got != TSEC_ENOENT) {
+		rc = got;
+	} else if (!got && clen == len && !memcmp(cur, val, len)) {
+		rc = 0;                  /* already so: a resend whose answer was lost */
+	} else if (got == TSEC_ENOENT ? old != NULL
+		   : !old || clen != oldlen || memcmp(cur, old, clen)) {
+		rc = tsec__seterr(err, TSEC_EBUSY, name, "%s changed since it was read; "
+				  "read it again", name);
+	} else {
+		memcpy(f.token, lease.token, sizeof(f.token));
+		f.fence = lease.fence;
+		p = (struct tsec__bput){ &sk, val, len };
+		rc = s->be->ops->put_many(s->be, &p, 1, &f, err);
+	}
+	free(cur);
+	s->be->ops->lock_release(s->be, RECORDS, lease.token, &ignored);
+	return rc;
+}
