@@ -64,7 +64,8 @@ endif
 
 # The parts, one folder each (docs/architecture.md).
 CORE_SRC := common/error.c common/key.c common/suggest.c common/clock.c
-SHARED_SRC := $(CORE_SRC) common/file.c common/wire.c common/jsonw.c common/sign.c common/prom.c
+SHARED_SRC := $(CORE_SRC) common/file.c common/wire.c common/jsonw.c common/sign.c common/prom.c \
+	common/certinfo.c
 MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
 	module/tables.c module/eval.c module/explain.c \
 	module/cert.c module/entry.c
@@ -81,7 +82,7 @@ PTEST_SRC := broker/policytest/policytest.c
 BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(CLIENT_SRC) $(PTEST_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c policy.c auth.c \
 	methods.c storage.c held.c dispatch.c serve.c declog.c fleet.c metrics.c)
-CLI_SRC := broker/cli/tsec.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c
+CLI_SRC := broker/cli/tsec.c broker/cli/tools.c broker/cli/schema.c broker/cli/replay.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
@@ -292,6 +293,8 @@ install:
 		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8 \
 		$(DESTDIR)$(PREFIX)/share/man/man5 \
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+		$(DESTDIR)$(PREFIX)/share/zsh/site-functions \
+		$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d \
 		$(DESTDIR)$(PREFIX)/share/doc/tinysecurity \
 		$(DESTDIR)$(PREFIX)/share/tinysecurity/examples \
 		$(DESTDIR)$(PREFIX)/share/tinysecurity/systemd \
@@ -310,6 +313,9 @@ install:
 		$(DESTDIR)$(PREFIX)/share/man/man5/tinysecurity-policy.5
 	install -m 0644 packaging/tsec.bash-completion \
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/tsec
+	install -m 0644 packaging/tsec.zsh-completion $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_tsec
+	install -m 0644 packaging/tsec.fish \
+		$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/tsec.fish
 	install -m 0644 README.md LICENSE SECURITY.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/tinysecurity/
 	$(subst_in) packaging/tsec-broker.service.in > \
 		$(DESTDIR)$(PREFIX)/share/tinysecurity/systemd/tsec-broker.service
@@ -413,7 +419,7 @@ $(B)/tests/test_docs: tests/test_docs.sh
 $(B)/tests/test_key $(B)/tests/test_match $(B)/tests/test_compile \
 		$(B)/tests/test_cert: \
 		$(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/certgen.o \
-		$(TEST_MODULE_OBJ)
+		$(TEST_MODULE_OBJ) $(B)/mobj/common/certinfo.o
 	@mkdir -p $(dir $@)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CRYPTO_LIBS) $(CMOCKA_LIBS)

@@ -61,4 +61,20 @@ static inline size_t tsec__utf8_seq(const unsigned char *p, size_t n, uint32_t *
 	return need;
 }
 
+/*
+ * Code points that change how the text around them is shown without
+ * showing themselves: bidirectional controls (U+202E turns
+ * "key.crt" into "trc.yek"), zero-width and invisible formatting
+ * characters, line and paragraph separators, the BOM, tag characters.
+ * Keys refuse them; the JSON writer escapes them as \uXXXX.
+ */
+static inline int tsec__invisible_cp(uint32_t cp)
+{
+	return cp == 0x00ad || cp == 0x061c || cp == 0x180e ||
+	       (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
+	       (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x2066 && cp <= 0x206f) ||
+	       cp == 0xfeff || (cp >= 0xfff9 && cp <= 0xfffb) ||
+	       (cp >= 0xe0000 && cp <= 0xe007f);
+}
+
 #endif

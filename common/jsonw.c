@@ -78,11 +78,16 @@ static void escape(struct tsec__jw *w, uint32_t cp)
 	default:
 		break;
 	}
-	if (cp > 0xff) {
-		TSEC__JW_LIT(w, "\\uFFFD");
+	if (cp > 0xffff) {
+		/* A pair of surrogates, as JSON spells a code point past the BMP. */
+		cp -= 0x10000;
+		escape(w, 0xd800 | (cp >> 10));
+		escape(w, 0xdc00 | (cp & 0x3ff));
 		return;
 	}
-	e[4] = hex[cp >> 4];
+	e[2] = hex[cp >> 12];
+	e[3] = hex[(cp >> 8) & 15];
+	e[4] = hex[(cp >> 4) & 15];
 	e[5] = hex[cp & 15];
 	tsec__jw_raw(w, e, 6);
 }
@@ -108,8 +113,8 @@ void tsec__jw_str(struct tsec__jw *w, const char *s, size_t n)
 		} else if ((l = tsec__utf8_seq(u + i, n - i, &cp)) == 0) {
 			escape(w, 0xfffd);       /* not UTF-8: one replacement per byte */
 			i++;
-		} else if (cp <= 0x9f) {
-			escape(w, cp);           /* a C1 control */
+		} else if (cp <= 0x9f || tsec__invisible_cp(cp)) {
+			escape(w, cp);           /* a C1 control, bidi or invisible */
 			i += l;
 		} else {
 			tsec__jw_raw(w, s + i, l);

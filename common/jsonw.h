@@ -40,7 +40,9 @@ static inline void tsec__jw_raw(struct tsec__jw *w, const char *s, size_t n)
 	}
 	tsec__jw_grow(w, s, n);
 }
-#define TSEC__JW_LIT(w, lit) tsec__jw_raw((w), (lit), sizeof(lit) - 1)
+/* lit must be a string literal ("" lit "" will not compile otherwise:
+ * sizeof of a pointer, from a ?: of two literals, wrote 8 bytes). */
+#define TSEC__JW_LIT(w, lit) tsec__jw_raw((w), "" lit "", sizeof("" lit "") - 1)
 
 /* Appends s[0..n) as a JSON string, quotes included. */
 void tsec__jw_str(struct tsec__jw *w, const char *s, size_t n);

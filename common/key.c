@@ -20,20 +20,6 @@ static int fail(char *why, size_t whylen, const char *msg, size_t at)
 	return TSEC_EKEY;
 }
 
-/*
- * Length of the UTF-8 sequence at p[0..n) or 0 if it is not valid UTF-8
- * (common/bytes.h); C1 controls (U+0080..U+009F) count as invalid here too.
- */
-static size_t utf8_len(const unsigned char *p, size_t n)
-{
-	uint32_t cp;
-	size_t l;
-
-	if (p[0] < 0x80)
-		return 1;
-	l = tsec__utf8_seq(p, n, &cp);
-	return l && (cp < 0x80 || cp > 0x9f) ? l : 0;
-}
 
 /* Segment i is the literal s (n bytes, 4 <= n <= 16: two loads each). */
 #define SEG_IS(k, i, s) seg_is((k), (i), (s), sizeof(s) - 1)
@@ -131,6 +117,7 @@ static int parse_bytes(const char *p, size_t n, struct tsec__key *k,
 		/* One segment: up to the next '/' or the end. */
 		while (i < n && p[i] != '/') {
 			unsigned c = u[i];
+			uint32_t cp;
 			size_t l;
 
 			if (c > 0x20 && c < 0x7f && c != '\\' && c != ':') {
@@ -145,9 +132,16 @@ static int parse_bytes(const char *p, size_t n, struct tsec__key *k,
 				return fail(why, whylen, "backslash in key", i);
 			if (c == ':')
 				return fail(why, whylen, "colon in key", i);
-			l = utf8_len(u + i, n - i);
-			if (l == 0)
+			if (c < 0x80) {          /* the space */
+				i++;
+				continue;
+			}
+			l = tsec__utf8_seq(u + i, n - i, &cp);
+			if (l == 0 || cp <= 0x9f)
 				return fail(why, whylen, "invalid UTF-8 or C1 control in key", i);
+			if (tsec__invisible_cp(cp))
+				return fail(why, whylen, "bidirectional or invisible character "
+					    "in key", i);
 			i += l;
 		}
 		rc = segment(k, p, start, i - start, why, whylen);

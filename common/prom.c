@@ -59,7 +59,7 @@ static void put(struct out *o, const char *fmt, ...)
 /* A label value: backslash, quote and newline escaped. */
 static void label(struct out *o, const char *s)
 {
-	for (; *s; s++)
+	for (; s && *s; s++)
 		put(o, *s == '\\' ? "\\\\" : *s == '"' ? "\\\"" : *s == '\n' ? "\\n" : "%c", *s);
 }
 
@@ -91,6 +91,27 @@ char *tsec__prometheus(const json_t *st)
 			put(&o, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", plain[i].name,
 			    plain[i].help, plain[i].name, plain[i].type, plain[i].name,
 			    (long long)json_integer_value(json_object_get(st, plain[i].key)));
+	if ((v = json_object_get(st, "info"))) {
+		put(&o, "# HELP tsec_build_info The broker's build and its module.\n"
+		    "# TYPE tsec_build_info gauge\ntsec_build_info{version=\"");
+		label(&o, json_string_value(json_object_get(v, "version")));
+		put(&o, "\",build=\"");
+		label(&o, json_string_value(json_object_get(v, "build")));
+		put(&o, "\",module=\"");
+		label(&o, json_string_value(json_object_get(v, "module")));
+		put(&o, "\"} 1\n# HELP tsec_policy_info The running policy.\n"
+		    "# TYPE tsec_policy_info gauge\ntsec_policy_info{sha256=\"");
+		label(&o, json_string_value(json_object_get(v, "policy_sha256")));
+		put(&o, "\",revision=\"%lld\"} 1\n",
+		    (long long)json_integer_value(json_object_get(v, "policy_revision")));
+		put(&o, "# HELP tsec_policy_revision The running policy's revision (-1: none).\n"
+		    "# TYPE tsec_policy_revision gauge\ntsec_policy_revision %lld\n"
+		    "# HELP tsec_policy_loaded_timestamp_seconds When the running policy was "
+		    "loaded.\n# TYPE tsec_policy_loaded_timestamp_seconds gauge\n"
+		    "tsec_policy_loaded_timestamp_seconds %.3f\n",
+		    (long long)json_integer_value(json_object_get(v, "policy_revision")),
+		    (double)json_integer_value(json_object_get(v, "policy_loaded_ms")) / 1000.0);
+	}
 	put(&o, "# HELP tsec_method_calls_total Calls by method.\n"
 	    "# TYPE tsec_method_calls_total counter\n");
 	json_object_foreach((json_t *)bym, k, v) {

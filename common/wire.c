@@ -163,6 +163,12 @@ void tsec__decision_rules_write(struct tsec__jw *w, const struct tsec_decision *
 
 void tsec__decision_write(struct tsec__jw *w, const struct tsec_decision *d)
 {
+	tsec__decision_write_open(w, d);
+	TSEC__JW_LIT(w, "}");
+}
+
+void tsec__decision_write_open(struct tsec__jw *w, const struct tsec_decision *d)
+{
 	/* The members and order of tsec__decision_to_json. */
 	TSEC__JW_LIT(w, "{\"allow\":");
 	tsec__jw_bool(w, d->allow);
@@ -184,7 +190,6 @@ void tsec__decision_write(struct tsec__jw *w, const struct tsec_decision *d)
 		TSEC__JW_LIT(w, ",\"detail\":");
 		tsec__jw_str(w, d->detail, strnlen(d->detail, sizeof(d->detail)));
 	}
-	TSEC__JW_LIT(w, "}");
 }
 
 int tsec__decision_from_json(json_t *o, struct tsec_decision *d)

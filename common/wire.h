@@ -41,6 +41,8 @@ int tsec__decision_from_json(json_t *o, struct tsec_decision *d);
 /* The JSON text of tsec__decision_to_json, written into w. */
 struct tsec__jw;
 void tsec__decision_write(struct tsec__jw *w, const struct tsec_decision *d);
+/* The same without the closing brace, for members the caller adds. */
+void tsec__decision_write_open(struct tsec__jw *w, const struct tsec_decision *d);
 /* Its "rules" array alone. */
 void tsec__decision_rules_write(struct tsec__jw *w, const struct tsec_decision *d);
 

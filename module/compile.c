@@ -40,7 +40,15 @@ int tsec__cc_fail(struct tsec__cc *c, const char *field, long sub, const char *f
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return tsec__seterr(c->err, TSEC_EPOLICY, where, "%s", msg);
+	tsec__seterr(c->err, TSEC_EPOLICY, where, "%s", msg);
+	if (c->errs) {
+		/* Lint: every error is kept, in order. */
+		if (c->nerrs < c->max)
+			c->errs[c->nerrs] = *c->err;
+		c->nerrs++;
+		c->failed = true;
+	}
+	return TSEC_EPOLICY;
 }
 
 int tsec__cc_oom(struct tsec__cc *c)
@@ -71,14 +79,9 @@ static int compile_array(struct tsec__cc *c, struct tsec__doc *d, const char *na
 			return rc;
 		rc = tsec__rule_compile(c, v, effect);
 		json_decref(v);
-		if (rc == TSEC_EPOLICY && c->errs) {
-			if (c->nerrs < c->max)
-				c->errs[c->nerrs] = *c->err;
-			c->nerrs++;
-			c->failed = true;
-		} else if (rc) {
+		/* Lint: the rule's errors are kept (tsec__cc_fail); go on. */
+		if (rc && !(rc == TSEC_EPOLICY && c->errs))
 			return rc;
-		}
 		tsec__doc_skip_ws(d);
 		if (d->p < d->end && *d->p == ']') {
 			d->p++;

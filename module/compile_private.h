@@ -31,7 +31,8 @@ struct tsec__cc {
 	struct tsec_error *err;
 	const char *section;         /* "floor" or "rules" */
 	size_t index;
-	/* Lint: every rule's error is kept here and compiling goes on. */
+	/* Lint: every error of every rule is kept here (tsec__cc_fail) and
+	 * compiling goes on. */
 	struct tsec_error *errs;
 	size_t max, nerrs;
 	bool failed;

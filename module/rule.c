@@ -289,7 +289,7 @@ struct rule_json {
 };
 
 /* Sorts the members into j; refuses unknown ones. */
-static int rule_members(struct tsec__cc *c, json_t *obj, struct rule_json *j)
+static int rule_members(struct tsec__cc *c, json_t *obj, struct rule_json *j, bool *bad)
 {
 	const char *k;
 	json_t *v;
@@ -306,8 +306,9 @@ static int rule_members(struct tsec__cc *c, json_t *obj, struct rule_json *j)
 		else if (!strcmp(k, "domain")) j->dom = v;
 		else if (!strcmp(k, "when")) j->when = v;
 		else if (!strcmp(k, "description")) {
-			if (!json_is_string(v))
-				return tsec__cc_fail(c, k, -1, "must be a string");
+			if (!json_is_string(v) && (tsec__cc_fail(c, k, -1, "must be a string"),
+						   *bad = true, !c->errs))
+				return TSEC_EPOLICY;
 		} else {
 			static const char *const fields[] = {
 				"id", "effect", "principal", "action", "resource", "domain", "when",
@@ -315,8 +316,11 @@ static int rule_members(struct tsec__cc *c, json_t *obj, struct rule_json *j)
 			};
 			const char *near = tsec__nearest(k, fields, sizeof(fields) / sizeof(fields[0]));
 
-			return tsec__cc_fail(c, k, -1, "unknown field%s%s%s", near ? "; did you mean \"" : "",
-					     near ? near : "", near ? "\"?" : "");
+			tsec__cc_fail(c, k, -1, "unknown field%s%s%s", near ? "; did you mean \"" : "",
+				      near ? near : "", near ? "\"?" : "");
+			*bad = true;
+			if (!c->errs)
+				return TSEC_EPOLICY;
 		}
 	}
 	return 0;
@@ -417,17 +421,28 @@ static int parse_domains(struct tsec__cc *c, json_t *dom, struct tsec__rule *r)
 
 /*
  * Parses one rule into the next slot of pol->rules (counted in nrules
- * only when every field is good), leaving j for the index.
+ * only when every field is good), leaving j for the index.  Compiling,
+ * the first bad field ends it; linting (c->errs), every field is checked
+ * and *bad says whether any was wrong, each said by tsec__cc_fail.
  */
 static int parse_rule(struct tsec__cc *c, json_t *obj, uint8_t effect,
-		      struct rule_json *j)
+		      struct rule_json *j, bool *bad)
 {
 	struct tsec__policy *pol = c->pol;
 	struct tsec__rule *r;
 	uint32_t ri;
 	int rc;
 
-	if ((rc = rule_members(c, obj, j)))
+/* A field's error: the end when compiling, noted when linting. */
+#define FIELD(expr) do { \
+		if ((rc = (expr)) == TSEC_EPOLICY && c->errs) \
+			*bad = true; \
+		else if (rc) \
+			return rc; \
+	} while (0)
+
+	*bad = false;
+	if ((rc = rule_members(c, obj, j, bad)))
 		return rc;
 	if (tsec__grow((void **)&pol->rules, &pol->cap_rules, pol->nrules + 1,
 		       sizeof(*pol->rules)))
@@ -437,21 +452,25 @@ static int parse_rule(struct tsec__cc *c, json_t *obj, uint8_t effect,
 	memset(r, 0, sizeof(*r));
 	r->order = ri;
 	r->effect = effect;
-	if ((rc = parse_id(c, j->id, r, ri)) || (rc = parse_effect(c, j->eff, effect, r)))
-		return rc;
+	FIELD(parse_id(c, j->id, r, ri));
+	FIELD(parse_effect(c, j->eff, effect, r));
 	if (!j->act)
-		return tsec__cc_fail(c, "action", -1, "missing action list");
-	if ((rc = want_array(c, j->act, "action")) ||
-	    (rc = parse_actions(c, j->act, &r->actions)))
-		return rc;
+		FIELD(tsec__cc_fail(c, "action", -1, "missing action list"));
+	else if (!(rc = want_array(c, j->act, "action")))
+		FIELD(parse_actions(c, j->act, &r->actions));
+	else
+		FIELD(rc);
 	if (!j->res)
-		return tsec__cc_fail(c, "resource", -1, "missing resource list");
-	if ((rc = want_array(c, j->res, "resource")) ||
-	    (rc = parse_principals(c, j->prin)) ||
-	    (rc = parse_domains(c, j->dom, r)))
-		return rc;
-	if (j->when && (rc = parse_when(c, j->when, r)))
-		return rc;
+		FIELD(tsec__cc_fail(c, "resource", -1, "missing resource list"));
+	else
+		FIELD(want_array(c, j->res, "resource"));
+	FIELD(parse_principals(c, j->prin));
+	FIELD(parse_domains(c, j->dom, r));
+	if (j->when)
+		FIELD(parse_when(c, j->when, r));
+#undef FIELD
+	if (*bad)
+		return 0;
 	pol->nrules++;
 	return 0;
 }
@@ -541,11 +560,34 @@ static int index_rule(struct tsec__cc *c, uint32_t ri, const struct rule_json *j
 	return 0;
 }
 
+/* Lint, for a rule with a bad field: its resource patterns still said. */
+static int resources_checked(struct tsec__cc *c, const struct rule_json *j)
+{
+	uint16_t off[TSEC_KEY_SEGMENTS], len[TSEC_KEY_SEGMENTS];
+	unsigned nseg;
+	json_t *v;
+	size_t k;
+
+	if (!json_is_array(j->res))
+		return TSEC_EPOLICY;
+	json_array_foreach(j->res, k, v) {
+		const char *why = json_is_string(v)
+			? resource_bad(json_string_value(v), json_string_length(v), off, len, &nseg)
+			: NULL;
+		if (why)
+			tsec__cc_fail(c, "resource", (long)k, "%s", why);
+	}
+	return TSEC_EPOLICY;
+}
+
 int tsec__rule_compile(struct tsec__cc *c, json_t *obj, uint8_t effect)
 {
 	struct rule_json j;
 	uint32_t ri = c->pol->nrules;
-	int rc = parse_rule(c, obj, effect, &j);
+	bool bad;
+	int rc = parse_rule(c, obj, effect, &j, &bad);
 
-	return rc ? rc : index_rule(c, ri, &j);
+	if (rc)
+		return rc;
+	return bad ? resources_checked(c, &j) : index_rule(c, ri, &j);
 }

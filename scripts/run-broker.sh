@@ -18,7 +18,8 @@ sed -e "s|@UID@|$(id -u)|" \
     examples/broker.json > var/broker.json
 cat <<MSG
 tsec-broker: starting on ipc://var/run/tsec.sock (your uid) and tcp://127.0.0.1:5701 (CURVE).
-Call it from another terminal, for example:
+Call it from another terminal, here, for example:
+  export TSEC_ENDPOINT=ipc://$PWD/var/run/tsec.sock
   $B/tsec health
   $B/tsec check --action storage.list --resource certificates/acme/example.com/example.com.key
   $B/tsec eval --action storage.load --resource certificates/acme/example.com/example.com.crt

@@ -293,7 +293,7 @@ static void test_fleet_policy(void **state)
 	/* An older revision, correctly signed, is refused (no rollback). */
 	params = bundle_of(signed_policy(1, sig), sig);
 	r = call(1, "policy.publish", params, &rc);
-	assert_int_equal(rc, TSEC_ESIGNATURE);
+	assert_int_equal(rc, TSEC_EROLLBACK);
 	json_decref(r);
 	free(params);
 	/* Write access to etcd alone cannot change the policy: a bundle of

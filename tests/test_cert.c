@@ -13,6 +13,9 @@
 #include <time.h>
 #include <cmocka.h>
 
+#include <jansson.h>
+
+#include "common/certinfo.h"
 #include "module/module_private.h"
 #include "tests/certgen.h"
 
@@ -260,10 +263,53 @@ static void test_cert_policy_errors(void **state)
 	}
 }
 
+/*
+ * A certificate's attributes as the decision log keeps them, and the
+ * certificate tsec replay makes from them (issue 20: only a hash was
+ * logged, so certificate decisions did not replay): the same attributes
+ * read back, for every key type.
+ */
+static void test_cert_info_round_trip(void **state)
+{
+	static const char *const types[] = { "rsa2048", "ec-p256", "ec-p384", "ed25519" };
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		struct tsec__certinfo a, b, c;
+		size_t len;
+		char *pem = tu_cert(types[i], "a.example.com,b.example.com", -60, 86400 * 30, &len);
+		char *again;
+		json_t *j;
+
+		assert_int_equal(tsec__certinfo_of(pem, len, &a), 0);
+		assert_int_equal(a.nnames, 2);
+		assert_string_equal(a.names[1], "b.example.com");
+		assert_true(a.not_after > 0);
+		j = tsec__certinfo_json(&a);
+		assert_int_equal(tsec__certinfo_from_json(j, &b), 0);
+		json_decref(j);
+		assert_non_null(again = tsec__certinfo_pem(&b));
+		assert_int_equal(tsec__certinfo_of(again, strlen(again), &c), 0);
+		assert_int_equal(c.nnames, a.nnames);
+		assert_string_equal(c.names[0], a.names[0]);
+		assert_int_equal(c.not_after, a.not_after);
+		assert_string_equal(c.key, a.key);
+		assert_int_equal(c.bits, a.bits);
+		free(again);
+		free(pem);
+	}
+	{
+		struct tsec__certinfo x;
+
+		assert_int_equal(tsec__certinfo_of("not a pem", 9, &x), -1);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cert_table),
+		cmocka_unit_test(test_cert_info_round_trip),
 		cmocka_unit_test(test_cert_now),
 		cmocka_unit_test(test_cert_garbage),
 		cmocka_unit_test(test_cert_no_pem),

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include <jansson.h>
+
 #include "tests/testutil.h"
 
 #define TSEC TSEC_BUILD_DIR "/tsec"
@@ -142,6 +144,10 @@ static void test_command_table(void **state)
 		assert_true(strlen(out) > 60);
 		assert_int_equal(sh(NULL, 0, "grep -q '^	local cmds=.*[ \"]%s[ \"]' "
 				    "packaging/tsec.bash-completion", name), 0);
+		assert_int_equal(sh(NULL, 0, "grep -qE '^	cmds=\\((.* )?%s[ )]' "
+				    "packaging/tsec.zsh-completion", name), 0);
+		assert_int_equal(sh(NULL, 0, "grep -qE '^set -l cmds (.* )?%s( |$)' "
+				    "packaging/tsec.fish", name), 0);
 		assert_int_equal(sh(NULL, 0, "grep -q '^\\.B[IR]* \"*%s\\b' packaging/tsec.1", name), 0);
 	}
 	assert_true(n >= 13);
@@ -152,11 +158,16 @@ static void test_command_table(void **state)
 	for (name = strtok_r(out, " \n", &save); name; name = strtok_r(NULL, " \n", &save))
 		assert_int_equal(sh(NULL, 0, TSEC " help %s >/dev/null 2>&1 || [ %s = help ]", name,
 				    name), 0);
+	/* The three completions offer the same commands. */
+	assert_int_equal(sh(NULL, 0, "a=$(sed -n 's/^	local cmds=\"\\(.*\\)\"/\\1/p' "
+			    "packaging/tsec.bash-completion); b=$(sed -n 's/^	cmds=(\\(.*\\))/"
+			    "\\1/p' packaging/tsec.zsh-completion); c=$(sed -n 's/^set -l cmds //p' "
+			    "packaging/tsec.fish); [ \"$a\" = \"$b\" ] && [ \"$a\" = \"$c\" ]"), 0);
 	/* Unknown commands and too many arguments are usage errors. */
 	assert_int_equal(sh(NULL, 0, TSEC " help nosuch"), 2);
 	assert_int_equal(sh(NULL, 0, TSEC " health extra"), 2);
 	/* Global options before the command (tsec(1), README). */
-	assert_int_equal(sh(out, sizeof(out), TSEC " --endpoint ipc:///nonexistent/x health"), 2);
+	assert_int_equal(sh(out, sizeof(out), TSEC " --endpoint ipc:///nonexistent/x health"), 3);
 	assert_non_null(strstr(out, "no broker listening at ipc:///nonexistent/x"));
 	/* Any option that takes a value may come first, its value not read
 	 * as the command. */
@@ -185,6 +196,43 @@ static void test_lint(void **state)
 	assert_non_null(strstr(out, "/rules/0/actoin: unknown field; did you mean \"action\"?"));
 	assert_non_null(strstr(out, "unknown action 'storage.laod'; did you mean 'storage.load'?"));
 	assert_non_null(strstr(out, "/rules/2/effect"));
+	/* Every error of one rule, not only its first (issue 20, defect 3). */
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint tests/data/cli/many-errors.json"), 2);
+	assert_non_null(strstr(out, "/rules/0/actoin: unknown field"));
+	assert_non_null(strstr(out, "/rules/0/effect"));
+	assert_non_null(strstr(out, "/rules/0/principal/0"));
+	assert_non_null(strstr(out, "/rules/0/action: missing action list"));
+	assert_non_null(strstr(out, "/rules/0/resource/0"));
+	assert_non_null(strstr(out, "/rules/0/when/recursive"));
+	/* --strict: the names against a schema (issue 20: "lego" for
+	 * "svc:lego" or "ROLE:web" was a silent never-match). */
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint tests/data/cli/strict/policy.json"), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint --strict tests/data/cli/strict/policy.json"), 2);
+	assert_non_null(strstr(out, "/rules/0/principal/0: principal 'acme-issuer' is not in the "
+				    "schema; did you mean 'svc:acme-issuer'?"));
+	assert_non_null(strstr(out, "/rules/0/resource/0: issuer 'acmee' is not in the schema; "
+				    "did you mean 'acme'?"));
+	assert_non_null(strstr(out, "/rules/1/principal/0: principal 'ROLE:web' is not in the "
+				    "schema; did you mean 'role:web'?"));
+	assert_non_null(strstr(out, "/rules/1/principal/1: role 'wbe' is not in the schema; did "
+				    "you mean 'role:web'?"));
+	assert_non_null(strstr(out, "/rules/1/domain/0: domain 'exmaple.com' is not in the schema"));
+	assert_null(strstr(out, "/rules/2/"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint --strict --schema examples/schema.json "
+			    "examples/policy.json"), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint --strict examples/policy.json"), 0);
+	/* A broker configuration is a schema too; no schema at all is a
+	 * usage error; a misspelt schema member is refused. */
+	assert_int_equal(sh(NULL, 0, "sed 's/@UID@/0/' examples/broker.json > /tmp/tsec-schema-"
+			    "broker.json"), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint --strict --schema /tmp/tsec-schema-"
+			    "broker.json tests/data/cli/strict/policy.json"), 2);
+	assert_non_null(strstr(out, "did you mean 'svc:acme-issuer'?"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint --strict tests/data/cli/shadowed.json"), 2);
+	assert_non_null(strstr(out, "needs a schema"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint --strict --schema "
+			    "tests/data/cli/misspelt.json examples/policy.json"), 2);
+	assert_non_null(strstr(out, "unknown member"));
 	/* Warnings: valid, but rules that decide nothing. */
 	assert_int_equal(sh(out, sizeof(out), TSEC " lint tests/data/cli/shadowed.json"), 0);
 	assert_non_null(strstr(out, "'reads-keys' can never allow: floor 'no-keys'"));
@@ -208,7 +256,7 @@ static void test_connection(void **state)
 	assert_int_equal(sh(NULL, 0, TSEC " keygen --curve %s/me", dir), 0);
 	/* Nobody on that port: said so, not "timed out". */
 	assert_int_equal(sh(out, sizeof(out), TSEC " health --endpoint tcp://127.0.0.1:1 "
-			    "--server-key %s/me.pub --key %s/me --timeout-ms 300", dir, dir), 2);
+			    "--server-key %s/me.pub --key %s/me --timeout-ms 300", dir, dir), 3);
 	if (!strstr(out, "no broker listening at tcp://127.0.0.1:1"))
 		fail_msg("said: %s", out);
 	/* The same from a configuration file; a misspelt member is refused. */
@@ -222,7 +270,7 @@ static void test_connection(void **state)
 			" \"key\": \"%s/me\"}", dir, dir);
 		fclose(f);
 		assert_int_equal(sh(out, sizeof(out), "TSEC_ENDPOINT= TSEC_CONFIG=%s " TSEC
-				    " health --timeout-ms 300", path), 2);
+				    " health --timeout-ms 300", path), 3);
 		assert_non_null(strstr(out, "no broker listening at tcp://127.0.0.1:1"));
 		assert_non_null(f = fopen(path, "w"));
 		fprintf(f, "{\"endpont\": \"tcp://127.0.0.1:1\"}");
@@ -237,6 +285,87 @@ static void test_connection(void **state)
 	}
 }
 
+/* tsec fmt, inspect and verify on the example policy (issue 20). */
+static void test_author_tools(void **state)
+{
+	char out[8192], dir[] = "/tmp/tsec-tools-XXXXXX", cmd[256];
+	json_t *a, *b;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	/* fmt: the example is canonical; a reordered copy is not, means the
+	 * same, and -w makes it canonical. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " fmt --check examples/policy.json"), 0);
+	assert_int_equal(sh(NULL, 0, "python3 -c 'import json,sys; p=json.load(open(\"examples/"
+			    "policy.json\")); print(json.dumps({k: p[k] for k in reversed(list(p))}))'"
+			    " > %s/p.json", dir), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " fmt --check %s/p.json", dir), 1);
+	assert_non_null(strstr(out, "/p.json"));
+	assert_int_equal(sh(NULL, 0, TSEC " fmt %s/p.json > %s/f.json", dir, dir), 0);
+	a = json_load_file("examples/policy.json", 0, NULL);
+	snprintf(cmd, sizeof(cmd), "%s/f.json", dir);
+	b = json_load_file(cmd, 0, NULL);
+	assert_true(a && b && json_equal(a, b));
+	json_decref(a);
+	json_decref(b);
+	assert_int_equal(sh(NULL, 0, "cmp -s examples/policy.json %s/f.json", dir), 0);
+	assert_int_equal(sh(NULL, 0, TSEC " fmt -w %s/p.json && cmp -s examples/policy.json "
+			    "%s/p.json", dir, dir), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " fmt --check %s/p.json", dir), 0);
+	assert_int_equal(sh(NULL, 0, "echo '{\"version\": 1, \"version\": 1}' > %s/dup.json", dir), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " fmt %s/dup.json", dir), 2);
+	assert_int_equal(sh(NULL, 0, "echo '{\"version\": 1,' > %s/bad.json", dir), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " fmt --check %s/bad.json", dir), 2);
+
+	/* inspect: the SHA-256 of the bytes, the rules by effect. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " inspect --json examples/policy.json"), 0);
+	a = json_loads(out, 0, NULL);
+	assert_non_null(a);
+	assert_int_equal(json_integer_value(json_object_get(a, "floor")), 2);
+	assert_int_equal(json_integer_value(json_object_get(a, "allow")), 3);
+	assert_int_equal(json_integer_value(json_object_get(a, "deny")), 1);
+	assert_null(json_object_get(a, "revision"));
+	snprintf(cmd, sizeof(cmd), "sha256sum examples/policy.json | grep -q ^%s",
+		 json_string_value(json_object_get(a, "sha256")));
+	assert_int_equal(sh(NULL, 0, "%s", cmd), 0);
+	json_decref(a);
+
+	/* verify: signed, tampered, unsigned, the wrong key, a bundle. */
+	assert_int_equal(sh(NULL, 0, TSEC " keygen --sign %s/s > /dev/null && " TSEC " keygen "
+			    "--sign %s/other > /dev/null", dir, dir), 0);
+	assert_int_equal(sh(NULL, 0, "sed 's/\"version\": 1,/\"version\": 1, \"revision\": 3,/' "
+			    "examples/policy.json > %s/r.json", dir), 0);
+	assert_int_equal(sh(NULL, 0, TSEC " sign --key %s/s.sign.key %s/r.json > /dev/null", dir,
+			    dir), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " verify --key %s/s.sign.pub %s/r.json", dir,
+			    dir), 0);
+	assert_non_null(strstr(out, "verifies"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " verify --key %s/other.sign.pub %s/r.json", dir,
+			    dir), 1);
+	assert_int_equal(sh(out, sizeof(out), TSEC " inspect --key %s/other.sign.pub %s/r.json",
+			    dir, dir), 1);
+	assert_non_null(strstr(out, "DOES NOT VERIFY"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " inspect %s/r.json", dir), 0);
+	assert_non_null(strstr(out, "revision    3"));
+	assert_int_equal(sh(NULL, 0, "python3 -c 'import json; print(json.dumps({\"policy\": "
+			    "open(\"%s/r.json\").read(), \"signature\": open(\"%s/r.json.sig\")"
+			    ".read().strip()}))' > %s/bundle.json", dir, dir, dir), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " verify --key %s/s.sign.pub %s/bundle.json",
+			    dir, dir), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " inspect --key %s/s.sign.pub %s/bundle.json",
+			    dir, dir), 0);
+	assert_non_null(strstr(out, "bundle"));
+	assert_int_equal(sh(NULL, 0, "echo ' ' >> %s/r.json", dir), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " verify --key %s/s.sign.pub %s/r.json", dir,
+			    dir), 1);
+	assert_int_equal(sh(out, sizeof(out), TSEC " verify --key %s/s.sign.pub %s/f.json", dir,
+			    dir), 1);
+	assert_non_null(strstr(out, "not signed"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " verify --key %s/nope %s/f.json", dir, dir), 2);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(sh(NULL, 0, "%s", cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -246,6 +375,7 @@ int main(void)
 		cmocka_unit_test(test_command_table),
 		cmocka_unit_test(test_lint),
 		cmocka_unit_test(test_connection),
+		cmocka_unit_test(test_author_tools),
 	};
 
 	return cmocka_run_group_tests_name("tsec offline", tests, NULL, NULL);

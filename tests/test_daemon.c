@@ -93,6 +93,18 @@ static void test_daemon_metrics(void **state)
 	assert_non_null(strstr(body, "tsec_call_duration_seconds_bucket{method=\"health\",le=\"+Inf\"} "));
 	assert_non_null(strstr(body, "tsec_call_duration_seconds_count{method=\"health\"} "));
 	assert_null(strstr(body, "tsec_call_duration_seconds_count{method=\"health\"} 0\n"));
+	/* What runs: build, module, policy (issue 20). */
+	assert_non_null(strstr(body, "tsec_build_info{version=\""));
+	assert_non_null(strstr(body, "tsec_policy_info{sha256=\""));
+	assert_non_null(strstr(body, "# TYPE tsec_policy_revision gauge\ntsec_policy_revision "));
+	assert_non_null(strstr(body, "tsec_policy_loaded_timestamp_seconds "));
+	/* /health and /ready: the health answer, 200 while it is ok. */
+	snprintf(url, sizeof(url), "http://%s/health", D.metrics);
+	assert_int_equal(tu_http(url, NULL, body, sizeof(body), 5000), 200);
+	assert_non_null(strstr(body, "\"status\":\"ok\""));
+	assert_non_null(strstr(body, "\"policy_sha256\":"));
+	snprintf(url, sizeof(url), "http://%s/ready", D.metrics);
+	assert_int_equal(tu_http(url, NULL, body, sizeof(body), 5000), 200);
 	/* Nothing else is served, and nothing is taken. */
 	snprintf(url, sizeof(url), "http://%s/", D.metrics);
 	assert_int_equal(tu_http(url, NULL, body, sizeof(body), 5000), 404);
@@ -192,7 +204,7 @@ static void test_daemon_unknown_key(void **state)
 	(void)state;
 
 	/* Told apart from a timeout: the broker refused the key. */
-	assert_int_equal(tsec_client_call(unk, "health", NULL, NULL, &err), TSEC_EDENIED);
+	assert_int_equal(tsec_client_call(unk, "health", NULL, NULL, &err), TSEC_EAUTH);
 	assert_non_null(strstr(err.msg, "authentication refused"));
 	tsec_client_close(&unk);
 	assert_true(stat_of("zap_refused") > before);
@@ -354,11 +366,11 @@ static void test_daemon_reload(void **state)
 	 * is other content under the running revision; the same one is fine. */
 	write_policy(policy_v2, 2);
 	sign_policy();
-	reload_rpc(TSEC_ESIGNATURE);
+	reload_rpc(TSEC_EROLLBACK);
 	assert_false(bad_allowed());
 	write_policy(policy_v2, 3);
 	sign_policy();
-	reload_rpc(TSEC_ESIGNATURE);
+	reload_rpc(TSEC_EROLLBACK);
 	write_policy(policy_v1, 3);
 	sign_policy();
 	reload_rpc(0);

@@ -140,7 +140,7 @@ static void test_daemon_cli(void **state)
 				    tsec, D.tcp, srvpub, keyp), 0);
 	}
 	/* A missing broker is told apart from a timeout, at once. */
-	assert_int_equal(sh("%s health --endpoint ipc://%s/nowhere.sock 2> %s", tsec, D.dir, out), 2);
+	assert_int_equal(sh("%s health --endpoint ipc://%s/nowhere.sock 2> %s", tsec, D.dir, out), 3);
 	assert_int_equal(sh("grep -q 'no broker listening at ipc://%s/nowhere.sock' %s", D.dir, out), 0);
 	assert_int_equal(sh("%s/tsec-broker --version | grep -q '^tsec-broker '", TSEC_BUILD_DIR), 0);
 	assert_int_equal(sh("%s/verify_module --version | grep -q '^verify_module '", TSEC_BUILD_DIR), 0);
@@ -161,8 +161,15 @@ static void test_daemon_cli(void **state)
 	assert_int_equal(sh("%s sign --module %s --key %s/signer.sign.key %s 2> /dev/null", tsec,
 			    MODULE_PATH, D.dir, buf), 2);
 	assert_int_equal(sh("test -e %s.sig", buf), 1);
+	/* sign refuses a policy without a "revision", which every broker
+	 * would refuse (issue 20, defect 6: it signed it). */
 	snprintf(buf, sizeof(buf), "%s/signed.json", D.dir);
 	write_file(buf, policy_v1);
+	assert_int_equal(sh("%s sign --module %s --key %s/signer.sign.key %s 2> %s", tsec,
+			    MODULE_PATH, D.dir, buf, out), 2);
+	assert_int_equal(sh("grep -q 'has no \"revision\"' %s", out), 0);
+	assert_int_equal(sh("test -e %s.sig", buf), 1);
+	assert_int_equal(sh("sed -i 's/\"version\": 1,/\"version\": 1, \"revision\": 4,/' %s", buf), 0);
 	assert_int_equal(sh("%s sign --module %s --key %s/signer.sign.key %s > /dev/null", tsec,
 			    MODULE_PATH, D.dir, buf), 0);
 	{
@@ -186,6 +193,100 @@ static void test_daemon_cli(void **state)
 }
 
 /* With ipc_curve, ipc callers are known by their CURVE key, not their uid. */
+/*
+ * One table of exit statuses for every command (issue 20, defect 5: a
+ * refused key exited 1 "deny" for health but 2 for check, a missing
+ * output folder exited 0): 0 ok/allow, 1 deny, 2 usage or bad input,
+ * 3 no broker answered or it refused this client, 4 the broker answered
+ * with an error or the output could not be written.
+ */
+static void test_exit_codes(void **state)
+{
+	const char *tsec = TSEC_BUILD_DIR "/tsec";
+	char out[4096], srvpub[256], good[256], unk[256], conn[1024], buf[512];
+	struct stat sb;
+	(void)state;
+
+	snprintf(out, sizeof(out), "%s/exit.out", D.dir);
+	snprintf(srvpub, sizeof(srvpub), "%s/srv.pub", D.dir);
+	write_file(srvpub, D.srv_pub);
+	snprintf(good, sizeof(good), "%s/good", D.dir);
+	snprintf(buf, sizeof(buf), "%s.pub", good);
+	write_file(buf, D.good_pub);
+	snprintf(buf, sizeof(buf), "%s.key", good);
+	write_file(buf, D.good_sec);
+	snprintf(unk, sizeof(unk), "%s/unk", D.dir);
+	snprintf(buf, sizeof(buf), "%s.pub", unk);
+	write_file(buf, D.unk_pub);
+	snprintf(buf, sizeof(buf), "%s.key", unk);
+	write_file(buf, D.unk_sec);
+	snprintf(conn, sizeof(conn), "--endpoint %s --server-key %s --timeout-ms 3000", D.tcp,
+		 srvpub);
+
+	/* 3: a key the broker does not know, for every command alike, said
+	 * as what it is, never "(denied by policy)". */
+	static const char *const cmds[] = {
+		"health", "stats", "check --action storage.load --resource a/b",
+		"eval --action storage.load --resource a/b", "store get a/b",
+		"lock release x 00000000000000000000000000000000",
+	};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		assert_int_equal(sh("%s %s %s --key %s 2> %s", tsec, cmds[i], conn, unk, out), 3);
+		assert_int_equal(sh("grep -q 'does not know this client' %s", out), 0);
+		assert_int_equal(sh("grep -q 'denied by policy' %s", out), 1);
+	}
+	/* 0 and 1: the policy's answer, online and as a store call. */
+	assert_int_equal(sh("printf hi | %s store put %s --key %s ex/a - > /dev/null", tsec, conn,
+			    good), 0);
+	assert_int_equal(sh("%s store ls --endpoint %s certificates/a/b/b.key 2> /dev/null", tsec,
+			    D.ipc), 1);
+	assert_int_equal(sh("%s check --endpoint %s --action storage.store --resource a/b --size 1"
+			    " > /dev/null", tsec, D.ipc), 1);
+	/* 4: the broker answered with an error; the message once, no
+	 * "not found (not found)". */
+	assert_int_equal(sh("%s store get %s --key %s ex/none 2> %s", tsec, conn, good, out), 4);
+	assert_int_equal(sh("grep -q 'not found (not found)' %s", out), 1);
+	assert_int_equal(sh("%s store get %s --key %s ex/none --json > %s", tsec, conn, good, out),
+			 4);
+	assert_int_equal(sh("grep -q '\"not_found\"' %s", out), 0);
+	/* 2: usage and bad input. */
+	assert_int_equal(sh("%s store get %s --key %s '../x' 2> /dev/null", tsec, conn, good), 2);
+	assert_int_equal(sh("%s frobnicate 2> /dev/null", tsec), 2);
+	/* 4: output that cannot be written (defect 4: cert load to a folder
+	 * that does not exist printed three errors and exited 0). */
+	assert_int_equal(sh("%s store get %s --key %s ex/a > /dev/full 2> %s", tsec, conn, good,
+			    out), 4);
+	assert_int_equal(sh("grep -q 'cannot write the output' %s", out), 0);
+	assert_int_equal(sh("cd %s && openssl req -x509 -newkey ec -pkeyopt "
+			    "ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=ex.com -keyout in.key "
+			    "-out in.crt 2> /dev/null && echo '{}' > in.json", D.dir), 0);
+	assert_int_equal(sh("%s cert save %s --key %s acme ex.com %s/in.crt %s/in.key %s/in.json"
+			    " > /dev/null", tsec, conn, good, D.dir, D.dir, D.dir), 0);
+	assert_int_equal(sh("%s cert load %s --key %s acme ex.com %s/nowhere 2> %s", tsec, conn,
+			    good, D.dir, out), 4);
+	assert_int_equal(sh("grep -c 'cannot write' %s | grep -qx 1", out), 0);
+	/* The private key is written 0600 even over a wider file. */
+	snprintf(buf, sizeof(buf), "%s/ex.com.key", D.dir);
+	write_file(buf, "old");
+	assert_int_equal(chmod(buf, 0644), 0);
+	assert_int_equal(sh("%s cert load %s --key %s acme ex.com %s", tsec, conn, good, D.dir), 0);
+	assert_int_equal(stat(buf, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	/* The default endpoint is absolute (defect 8: it was relative to the
+	 * folder tsec ran in). */
+	assert_int_equal(sh("cd / && env -u TSEC_ENDPOINT -u TSEC_CONFIG HOME=/nonexistent "
+			    "XDG_CONFIG_HOME=/nonexistent %s/%s health 2> %s", getcwd(buf, sizeof(buf)),
+			    tsec, out), 3);
+	assert_int_equal(sh("grep -q 'ipc:///run/tinysecurity/tsec.sock' %s", out), 0);
+	/* 3: a socket this user may not reach (as another user, where
+	 * setpriv can switch to one). */
+	if (getuid() == 0 && sh("command -v setpriv > /dev/null") == 0) {
+		assert_int_equal(sh("setpriv --reuid=65534 --regid=65534 --clear-groups %s health "
+				    "--endpoint %s 2> %s", tsec, D.ipc, out), 3);
+		assert_int_equal(sh("grep -q 'not yours to open' %s", out), 0);
+	}
+}
+
 static void test_daemon_ipc_curve(void **state)
 {
 	char cfg[2048], path[160], ipc[200], err_path[160];
@@ -263,7 +364,7 @@ static void *burst_main(void *arg)
 
 	for (;;) {
 		int rc = tsec_client_check(c, &load_req, 1, &d, &err);
-		if (rc == TSEC_ETIMEDOUT) {
+		if (rc == TSEC_EUNREACHABLE) {
 			atomic_fetch_add(&b->timeouts, 1);
 			break;
 		}
@@ -420,6 +521,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_daemon_fenced_writes),
 		cmocka_unit_test(test_daemon_cli),
+		cmocka_unit_test(test_exit_codes),
 		cmocka_unit_test(test_daemon_ipc_curve),
 		cmocka_unit_test(test_daemon_sigterm_burst),
 	};

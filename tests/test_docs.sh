@@ -81,6 +81,19 @@ while IFS= read -r line; do
 	run "${want:-0}" "${line%%#*}"
 done < "$W/tour"
 
+# A denial says why not, in the reply and in the decision log (issue 20,
+# defect 11: the broker said only "nothing allowed it").
+"$T" check --action storage.store --size 100000 \
+	--resource certificates/acme/example.com/example.com.json > "$W/out" 2>&1
+grep -q "not applied: issuer-writes: .*size" "$W/out" ||
+	{ echo "FAIL: a denial without its why-not:"; cat "$W/out"; fail=1; }
+for i in $(seq 1 600); do
+	grep -q '"why_not":\[{"rule":"issuer-writes"' "$W/decisions.log" 2>/dev/null && break
+	sleep 0.1
+done
+grep -q '"why_not":\[{"rule":"issuer-writes"' "$W/decisions.log" ||
+	{ echo "FAIL: the decision log has no why_not"; tail -n 3 "$W/decisions.log"; fail=1; }
+
 # 2. What `make run` suggests.
 sed -n 's/^  \$B\/tsec \(.*\)$/\1/p' scripts/run-broker.sh > "$W/suggested"
 [ -s "$W/suggested" ] || { echo "FAIL: no suggestions in scripts/run-broker.sh"; fail=1; }
@@ -114,6 +127,10 @@ cat > "$W/examples" <<EOF
 2 \$T keygen --sign $W/s1
 0 \$T keygen --sign $W/s1 --force
 0 \$T sign --key $W/s1.sign.key $W/policy.json
+0 \$T verify --key $W/s1.sign.pub $W/policy.json
+0 \$T inspect --key $W/s1.sign.pub $W/policy.json
+0 \$T fmt examples/policy.json
+0 \$T fmt --check examples/policy.json
 0 \$T store put $C.json $W/docs.json
 0 \$T store put certificates/acme/docs.example/extra.json - <<< '{}'
 0 \$T store get $C.json
@@ -134,10 +151,16 @@ cat > "$W/examples" <<EOF
 0 \$T --json health
 0 \$T reload
 2 \$T policy publish $W/policy.json
+0 \$T replay --policy examples/policy.json $W/decisions.log
+1 \$T replay -v --policy $W/nofloor.json $W/decisions.log
+0 \$T diff examples/policy.json examples/policy.json
+1 \$T diff --log $W/decisions.log examples/policy.json $W/nofloor.json
 0 \$T help check
 0 \$T --version
 EOF
 mkdir -p "$W/out-dir"
+# The example policy without its floors, for replay and diff.
+python3 -c 'import json,sys; p=json.load(open("examples/policy.json")); p["floor"]=[]; json.dump(p, sys.stdout)' > "$W/nofloor.json"
 while read -r want line; do
 	run "$want" "$line"
 done < "$W/examples"
@@ -162,6 +185,18 @@ for cmd in $(sed -n '/^\.SH DESCRIPTION/,/^\.SH OPTIONS/s/^\.B[IR]* "*\([a-z]*\)
 		packaging/tsec.1 | sort -u); do
 	"$T" --commands | grep -qx "$cmd" || { echo "FAIL: tsec(1) describes '$cmd', tsec has none"; fail=1; }
 done
+
+# replay decides a certificate request again with a certificate made from
+# the logged attributes: the same policy changes nothing, and the log
+# keeps the attributes (issue 20: only a hash was logged).
+grep -q '"cert":{"names":\["docs.example"\]' "$W/decisions.log" ||
+	{ echo "FAIL: no certificate attributes in the decision log"; fail=1; }
+"$T" replay -v --policy examples/policy.json "$W/decisions.log" > "$W/out" 2>&1
+grep -q ' 0 changed, 0 lines not replayed' "$W/out" ||
+	{ echo "FAIL: replay under the same policy:"; cat "$W/out"; fail=1; }
+"$T" replay --policy "$W/nofloor.json" "$W/decisions.log" > "$W/out" 2>&1
+grep -q 'storage.list certificates/acme/example.com/example.com.key by svc:acme-issuer: was deny, now allow' "$W/out" ||
+	{ echo "FAIL: replay without the floor:"; cat "$W/out"; fail=1; }
 
 echo "test_docs: $ran command lines run, $([ $fail = 0 ] && echo "all as documented" || echo FAILED)"
 exit $fail

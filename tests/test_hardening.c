@@ -104,6 +104,46 @@ static void test_hardening_misspelt_settings(void **state)
 	assert_int_equal(broker_run(args, &out), 2);
 	assert_non_null(strstr(out, "/metrics_listen: \"localhost:99999\" is not [IPv4 ADDRESS:]PORT"));
 	free(out);
+	/* A setting twice, a uid twice, a client key twice: refused with
+	 * their place, never "the first wins" (issue 20, defect 13). */
+	config("twice.json", ", \"allow_unsigned_policy\": true, \"workers\": 2, \"workers\": 4");
+	snprintf(args, sizeof(args), "--check --config %s/twice.json", dir);
+	assert_int_equal(broker_run(args, &out), 2);
+	assert_non_null(strstr(out, "duplicate object key"));
+	assert_non_null(strstr(out, "workers"));
+	free(out);
+	{
+		char path[256], cfg[4096];
+		const char *k = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
+
+		snprintf(path, sizeof(path), "%s/uids.json", dir);
+		snprintf(cfg, sizeof(cfg),
+			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": "
+			 "\"examples/policy.json\", \"allow_unsigned_policy\": true,"
+			 " \"storage\": \"%s/store\", \"endpoints\": [\"ipc://%s\"],"
+			 " \"ipc_uids\": [{\"uid\": 7, \"principal\": \"svc:a\"},"
+			 " {\"uid\": 7, \"principal\": \"svc:b\", \"admin\": true}]}",
+			 TSEC_BUILD_DIR, dir, sock);
+		write_text(path, cfg);
+		snprintf(args, sizeof(args), "--check --config %s", path);
+		assert_int_equal(broker_run(args, &out), 2);
+		assert_non_null(strstr(out, "/ipc_uids/1: uid 7 again (first at /ipc_uids/0)"));
+		free(out);
+		snprintf(path, sizeof(path), "%s/keys.json", dir);
+		snprintf(cfg, sizeof(cfg),
+			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": "
+			 "\"examples/policy.json\", \"allow_unsigned_policy\": true,"
+			 " \"storage\": \"%s/store\", \"endpoints\": [\"ipc://%s\"],"
+			 " \"server_secret_key\": \"%s\","
+			 " \"clients\": [{\"public_key\": \"%s\", \"principal\": \"svc:a\"},"
+			 " {\"public_key\": \"%s\", \"principal\": \"svc:b\"}]}",
+			 TSEC_BUILD_DIR, dir, sock, k, k, k);
+		write_text(path, cfg);
+		snprintf(args, sizeof(args), "--check --config %s", path);
+		assert_int_equal(broker_run(args, &out), 2);
+		assert_non_null(strstr(out, "/clients/1: the same \"public_key\" as /clients/0"));
+		free(out);
+	}
 	/* An unsigned policy needs saying so. */
 	config("unsigned.json", "");
 	snprintf(args, sizeof(args), "--check --config %s/unsigned.json", dir);

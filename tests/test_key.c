@@ -83,6 +83,19 @@ static const struct key_case cases[] = {
 	BAD("a/\xed\xa0\x80"),
 	BAD("a/\xc2\x85"),
 	BAD("a/\xe2\x82"),
+	/* Bidirectional and invisible characters (issue 20, defect 12): a
+	 * right-to-left override, zero-width space and joiner, a BOM, a line
+	 * separator, an isolate, a tag; accented letters and emoji stay. */
+	BAD("certificates/acme/x/x\xe2\x80\xae" "trc.key"),
+	BAD("a/b\xe2\x80\x8b" "c"),
+	BAD("a/b\xe2\x80\x8d" "c"),
+	BAD("a/\xef\xbb\xbf" "b"),
+	BAD("a/b\xe2\x80\xa8" "c"),
+	BAD("a/b\xe2\x81\xa6" "c"),
+	BAD("a/b\xc2\xad" "c"),
+	BAD("a/b\xf3\xa0\x80\x81" "c"),
+	{ "a/\xc3\xa9t\xc3\xa9 \xf0\x9f\x94\x91", 0, 0, 1,
+	  "a/\xc3\xa9t\xc3\xa9 \xf0\x9f\x94\x91", "other", NULL, NULL },
 };
 
 static void check_case(const struct key_case *c)

@@ -258,14 +258,16 @@ static void test_loader_lint(void **state)
 	assert_int_equal(tsec_bus_load(bus, "policy", MODULE_PATH, policy, strlen(policy), &err), 0);
 	assert_int_equal(tsec_bus_load(bus, "old", FIXTURE("mod_serial"), "", 0, &err), 0);
 	assert_int_equal(tsec_bus_lint(bus, "policy", bad, strlen(bad), errs, 4, &n), TSEC_EPOLICY);
-	assert_int_equal(n, 2);
+	/* Rule 2 has two errors: both said (issue 20, defect 3). */
+	assert_int_equal(n, 3);
 	assert_string_equal(errs[0].where, "/rules/0/action/0");
 	assert_string_equal(errs[1].where, "/rules/2/id");
+	assert_string_equal(errs[2].where, "/rules/2/resource/0");
 	assert_int_equal(tsec_bus_lint(bus, "policy", policy, strlen(policy), errs, 4, &n), 0);
 	assert_int_equal(n, 0);
 	/* Fewer slots than errors: the count still says how many. */
 	assert_int_equal(tsec_bus_lint(bus, "policy", bad, strlen(bad), errs, 1, &n), TSEC_EPOLICY);
-	assert_int_equal(n, 2);
+	assert_int_equal(n, 3);
 	assert_int_equal(tsec_bus_lint(bus, "old", bad, strlen(bad), errs, 4, &n), TSEC_EMODULE);
 	assert_int_equal(tsec_bus_lint(bus, "none", bad, strlen(bad), errs, 4, &n), TSEC_ENOENT);
 	tsec_bus_free(&bus);

@@ -101,6 +101,10 @@ static void test_wire_writer_strings(void **state)
 		{ "over\xc0\xafx", 7, "over\xef\xbf\xbd\xef\xbf\xbdx" },
 		{ "sur\xed\xa0\x80", 6, "sur\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },
 		{ "cut\xe2\x82", 5, "cut\xef\xbf\xbd\xef\xbf\xbd" },
+		/* Bidi and invisible characters escaped, read back the same. */
+		{ "rlo\xe2\x80\xae", 6, "rlo\xe2\x80\xae" },
+		{ "zw\xe2\x80\x8b", 5, "zw\xe2\x80\x8b" },
+		{ "tag\xf3\xa0\x80\x81", 7, "tag\xf3\xa0\x80\x81" },
 	};
 	(void)state;
 
@@ -118,6 +122,9 @@ static void test_wire_writer_strings(void **state)
 		for (size_t k = 0; k < n; k++)
 			if ((unsigned char)text[k] < 0x20 || text[k] == 0x7f)
 				fail_msg("case %zu: raw control byte 0x%02x written", i, text[k]);
+		if (strstr(text, "\xe2\x80\xae") || strstr(text, "\xe2\x80\x8b") ||
+		    strstr(text, "\xf3\xa0\x80"))
+			fail_msg("case %zu: a bidi or invisible character written raw: %s", i, text);
 		j = json_loadb(text, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
 		if (!j)
 			fail_msg("case %zu: jansson cannot read back %s", i, text);

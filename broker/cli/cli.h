@@ -10,9 +10,37 @@
 
 #include <jansson.h>
 
+/*
+ * Exit statuses, one table for every command (tsec(1) EXIT STATUS;
+ * test_exit_codes in tests/test_daemon_cli.c):
+ *   0  ok, allowed, every case passed
+ *   1  the answer is no: denied by the policy, a test case failed, a file
+ *      is not formatted (fmt --check), a signature does not verify,
+ *      decisions differ (diff, replay)
+ *   2  usage or bad input: options, arguments, a policy, key or request
+ *      that is invalid, a file that cannot be read
+ *   3  no broker answered, or it did not accept this client (socket
+ *      missing or not ours to open, key or user refused, no answer)
+ *   4  the broker answered with an error (not found, conflict, lock held,
+ *      deadline passed, I/O), or tsec could not write its output
+ */
 #define EXIT_ALLOW 0
 #define EXIT_DENY 1
 #define EXIT_ERROR 2
+#define EXIT_UNREACHABLE 3
+#define EXIT_FAILED 4
+
+/* The exit status for a TSEC_E* code a call returned. */
+int cli_exit_of(int rc);
+/* Says why a call failed (as JSON on stdout with --json, else on
+ * stderr as "tsec CMD: MESSAGE"); returns cli_exit_of(rc). */
+struct tsec_error;
+int cli_fail(const char *cmd, int rc, const struct tsec_error *err, int json);
+
+/* The installed service's socket (packaging/broker.json.in): absolute, so
+ * tsec finds the broker from any folder.  `make run` prints the export
+ * for its own. */
+#define TSEC_DEFAULT_ENDPOINT "ipc:///run/tinysecurity/tsec.sock"
 
 #define CLI_ENDPOINTS_MAX 16
 
@@ -38,6 +66,10 @@ struct opts {
 	int coverage, verbose;
 	const char *run;                     /* tsec test --run PATTERN */
 	int prometheus;
+	int check, write;                    /* tsec fmt --check / -w */
+	int strict;                          /* tsec lint --strict [--schema FILE] */
+	const char *log;                     /* tsec diff --log FILE */
+	const char *schema;
 };
 
 /* Prints a decision (JSON of the wire); returns 0 allow, 1 deny. */
@@ -48,9 +80,18 @@ void cli_human_report(json_t *r);
 const char *cli_default_module(void);
 
 /* warn.c: lint's warnings for a policy that compiles ([{where, message}]). */
+/* Appends {where: place, message: the formatted text} to out. */
+void cli_note(json_t *out, const char *place, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 json_t *cli_policy_warnings(const char *path);
 
 /* decide.c: check and eval without a broker (--policy), and tsec test. */
+/* A bus with the policy at path on endpoint "policy"; NULL after saying why. */
+struct tsec_bus;
+struct tsec_bus *cli_bus_on(const char *cmd, const struct opts *o, const char *path);
+/* replay.c */
+int cmd_replay(struct opts *o);
+int cmd_diff(struct opts *o);
 int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req);
 int cmd_test(struct opts *o);
 
@@ -62,6 +103,15 @@ void die_usage(const char *cmd, const char *text) __attribute__((noreturn));
 
 /* offline.c */
 int cmd_lint(struct opts *o);
+/* schema.c: lint --strict's errors ([{where, message}]) for the policy
+ * at policy_path against the schema (or broker configuration) at
+ * schema_path; NULL with why when the schema does not read. */
+json_t *cli_schema_errors(const char *policy_path, const char *schema_path, char *why,
+			  size_t whylen);
+/* tools.c: fmt, inspect, verify (no broker). */
+int cmd_fmt(struct opts *o);
+int cmd_inspect(struct opts *o);
+int cmd_verify(struct opts *o);
 /* online.c: the commands that call a broker. */
 int cmd_check(struct opts *o);
 int cmd_eval(struct opts *o);

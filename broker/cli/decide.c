@@ -22,7 +22,7 @@
 #include "common/wire.h"
 
 /* A bus with the policy at path on endpoint "policy"; NULL after saying why. */
-static struct tsec_bus *bus_on(const char *cmd, const struct opts *o, const char *path)
+struct tsec_bus *cli_bus_on(const char *cmd, const struct opts *o, const char *path)
 {
 	struct tsec_bus *bus = NULL;
 	struct tsec_error err;
@@ -84,7 +84,7 @@ int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 		json_array_append_new(batch, req);
 		list = batch;
 	}
-	if (!(bus = bus_on(cmd, o, o->policy))) {
+	if (!(bus = cli_bus_on(cmd, o, o->policy))) {
 		json_decref(batch);
 		return EXIT_ERROR;
 	}

@@ -70,6 +70,55 @@ int cmd_lint(struct opts *o)
 	}
 	/* A policy that compiles may still hold rules that decide nothing. */
 	warns = rc == 0 ? cli_policy_warnings(o->args[0]) : json_array();
+	/* --strict: names the schema does not know are errors, and so are
+	 * the warnings. */
+	if (o->strict && rc == 0) {
+		char schema[4200], why[600];
+		json_t *se;
+		size_t i;
+
+		if (o->schema) {
+			snprintf(schema, sizeof(schema), "%s", o->schema);
+		} else {
+			char *copy = strdup(o->args[0]);
+
+			snprintf(schema, sizeof(schema), "%s/schema.json", copy ? dirname(copy) : ".");
+			free(copy);
+			if (access(schema, R_OK)) {
+				json_decref(warns);
+				die_usage("lint", "--strict needs a schema: --schema FILE, or "
+					  "schema.json beside the policy");
+			}
+		}
+		if (!(se = cli_schema_errors(o->args[0], schema, why, sizeof(why)))) {
+			fprintf(stderr, "tsec lint: %s\n", why);
+			json_decref(warns);
+			return EXIT_ERROR;
+		}
+		n = json_array_size(se) + json_array_size(warns);
+		for (i = 0; i < json_array_size(se) && i < 64; i++) {
+			json_t *v = json_array_get(se, i);
+
+			snprintf(errs[i].where, sizeof(errs[i].where), "%s",
+				 json_string_value(json_object_get(v, "where")));
+			snprintf(errs[i].msg, sizeof(errs[i].msg), "%s",
+				 json_string_value(json_object_get(v, "message")));
+		}
+		for (size_t j = 0; j < json_array_size(warns) && i < 64; j++, i++) {
+			json_t *v = json_array_get(warns, j);
+
+			snprintf(errs[i].where, sizeof(errs[i].where), "%s",
+				 json_string_value(json_object_get(v, "where")));
+			snprintf(errs[i].msg, sizeof(errs[i].msg), "%s (an error with --strict)",
+				 json_string_value(json_object_get(v, "message")));
+		}
+		json_decref(se);
+		if (n) {
+			json_decref(warns);
+			warns = json_array();
+			rc = TSEC_EPOLICY;
+		}
+	}
 	if (o->json) {
 		json_t *a = json_array();
 		for (size_t i = 0; i < n && i < 64; i++)
@@ -249,6 +298,24 @@ static int policy_compiles(const char *cmd, const struct opts *o, const char *pa
 	return rc ? -1 : 0;
 }
 
+/*
+ * A broker refuses a signed policy without a "revision" (it could not
+ * tell it from an older one): refused here, before anything is signed.
+ */
+static int has_revision(const char *cmd, const char *path)
+{
+	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+	json_t *r = json_object_get(root, "revision");
+	int ok = json_is_integer(r) && json_integer_value(r) >= 0;
+
+	json_decref(root);
+	if (!ok)
+		fprintf(stderr, "tsec %s: %s has no \"revision\" (a non-negative integer raised "
+			"with every change): a broker refuses a signed policy without one\n",
+			cmd, path);
+	return ok ? 0 : -1;
+}
+
 int cmd_sign(struct opts *o, const char *keyfile)
 {
 	unsigned char sk[64];
@@ -257,7 +324,7 @@ int cmd_sign(struct opts *o, const char *keyfile)
 	if (!keyfile || o->nargs != 1)
 		die_usage("sign", "need --key PREFIX.sign.key and one policy file");
 	/* A signature vouches for a policy: never for one that cannot load. */
-	if (policy_compiles("sign", o, o->args[0]))
+	if (policy_compiles("sign", o, o->args[0]) || has_revision("sign", o->args[0]))
 		return EXIT_ERROR;
 	if (tsec__key_file_read(keyfile, sk, sizeof(sk), &err) ||
 	    tsec__policy_sign(o->args[0], sk, &err)) {

@@ -60,12 +60,17 @@ static const char *ipc_endpoint(const char *cmd, const char *ep)
 		snprintf(abs_ep, sizeof(abs_ep), "%s", ep);
 	path = abs_ep + 6;
 	if (lstat(path, &sb) < 0) {
-		fprintf(stderr, "tsec %s: no broker listening at %s (no socket there)\n", cmd, abs_ep);
-		exit(EXIT_ERROR);
+		if (errno == EACCES)
+			fprintf(stderr, "tsec %s: cannot reach %s: a folder on its path is not "
+				"yours to open (permission denied)\n", cmd, abs_ep);
+		else
+			fprintf(stderr, "tsec %s: no broker listening at %s (no socket there)\n",
+				cmd, abs_ep);
+		exit(EXIT_UNREACHABLE);
 	}
 	if (!S_ISSOCK(sb.st_mode)) {
 		fprintf(stderr, "tsec %s: %s is not a socket\n", cmd, path);
-		exit(EXIT_ERROR);
+		exit(EXIT_UNREACHABLE);
 	}
 	if (strlen(path) < sizeof(sa.sun_path) && (fd = socket(AF_UNIX, SOCK_STREAM, 0)) >= 0) {
 		memset(&sa, 0, sizeof(sa));
@@ -76,7 +81,13 @@ static const char *ipc_endpoint(const char *cmd, const char *ep)
 		if (rc < 0 && errno == ECONNREFUSED) {
 			fprintf(stderr, "tsec %s: no broker listening at %s (a stale socket)\n", cmd,
 				abs_ep);
-			exit(EXIT_ERROR);
+			exit(EXIT_UNREACHABLE);
+		}
+		if (rc < 0 && errno == EACCES) {
+			fprintf(stderr, "tsec %s: cannot reach %s: the socket is not yours to open "
+				"(permission denied; the broker's operator grants access)\n", cmd,
+				abs_ep);
+			exit(EXIT_UNREACHABLE);
 		}
 	}
 	return abs_ep;
@@ -136,9 +147,41 @@ static struct tsec_client *connect_or_die(const char *cmd, struct opts *o)
 	return c;
 }
 
+int cli_exit_of(int rc)
+{
+	switch (rc) {
+	case TSEC_OK:
+		return EXIT_ALLOW;
+	case TSEC_EDENIED:
+		return EXIT_DENY;
+	case TSEC_EINVAL: case TSEC_EKEY: case TSEC_EPROTO: case TSEC_EPOLICY:
+	case TSEC_ETOOBIG: case TSEC_ECERT: case TSEC_ESIGNATURE: case TSEC_EROLLBACK:
+		return EXIT_ERROR;
+	case TSEC_EAUTH: case TSEC_EUNREACHABLE: case TSEC_EUNKNOWN:
+		return EXIT_UNREACHABLE;
+	default:
+		return EXIT_FAILED;
+	}
+}
+
+int cli_fail(const char *cmd, int rc, const struct tsec_error *err, int json)
+{
+	if (json) {
+		json_t *e = tsec__error_json(rc, err->where, err->msg);
+		json_dumpf(e, stdout, JSON_COMPACT);
+		putchar('\n');
+		json_decref(e);
+	} else {
+		/* The message says what happened; the code's own words would
+		 * only repeat it ("not found (not found)"). */
+		fprintf(stderr, "tsec %s: %s\n", cmd, err->msg[0] ? err->msg : tsec_strerror(rc));
+	}
+	return cli_exit_of(rc);
+}
+
 /* Calls and prints; returns the exit status. */
 static int call_print(const char *cmd, struct opts *o, const char *method,
-		      json_t *params, void (*human)(json_t *result))
+		      json_t *params, int (*human)(json_t *result))
 {
 	struct tsec_client *c = connect_or_die(cmd, o);
 	struct tsec_error err;
@@ -147,26 +190,17 @@ static int call_print(const char *cmd, struct opts *o, const char *method,
 
 	free(p);
 	tsec_client_close(&c);
-	if (rc) {
-		if (o->json) {
-			json_t *e = tsec__error_json(rc, err.where, err.msg);
-			json_dumpf(e, stdout, JSON_COMPACT);
-			putchar('\n');
-			json_decref(e);
-		} else {
-			fprintf(stderr, "tsec %s: %s (%s)\n", cmd, err.msg, tsec_strerror(rc));
-		}
-		return rc == TSEC_EDENIED ? EXIT_DENY : EXIT_ERROR;
-	}
+	if (rc)
+		return cli_fail(cmd, rc, &err, o->json);
 	if (o->json || !human) {
 		puts(res);
 	} else {
 		json_t *r = json_loads(res, 0, NULL);
-		human(r);
+		rc = human(r);
 		json_decref(r);
 	}
 	free(res);
-	return EXIT_ALLOW;
+	return rc;
 }
 
 static json_t *request_json(const char *cmd, struct opts *o)
@@ -232,6 +266,12 @@ int cli_print_decision(json_t *d, int json)
 		if (json_object_get(d, "detail"))
 			printf(" -- %s", json_string_value(json_object_get(d, "detail")));
 		putchar('\n');
+		/* Why not: the rules that matched but did not apply. */
+		json_array_foreach(json_object_get(d, "why_not"), i, v)
+			printf("  not applied: %s%s: %s\n",
+			       json_string_value(json_object_get(v, "rule")),
+			       json_object_get(v, "at") ? " (at the destination)" : "",
+			       json_string_value(json_object_get(v, "why")));
 	}
 	return allow ? EXIT_ALLOW : EXIT_DENY;
 }
@@ -256,10 +296,8 @@ int cmd_check(struct opts *o)
 	free(p);
 	json_decref(params);
 	tsec_client_close(&c);
-	if (rc) {
-		fprintf(stderr, "tsec check: %s (%s)\n", err.msg, tsec_strerror(rc));
-		return EXIT_ERROR;
-	}
+	if (rc)
+		return cli_fail("check", rc, &err, o->json);
 	r = json_loads(res, 0, NULL);
 	free(res);
 	rc = cli_print_decision(json_array_get(json_object_get(r, "decisions"), 0), o->json);
@@ -331,10 +369,8 @@ int cmd_eval(struct opts *o)
 	free(p);
 	json_decref(params);
 	tsec_client_close(&c);
-	if (rc) {
-		fprintf(stderr, "tsec eval: %s (%s)\n", err.msg, tsec_strerror(rc));
-		return EXIT_ERROR;
-	}
+	if (rc)
+		return cli_fail("eval", rc, &err, o->json);
 	r = json_loads(res, 0, NULL);
 	free(res);
 	if (o->json) {
@@ -349,7 +385,7 @@ int cmd_eval(struct opts *o)
 }
 
 /* A value's bytes, exactly as stored, text or not. */
-static void human_value(json_t *r)
+static int human_value(json_t *r)
 {
 	json_t *v = json_object_get(r, "value"), *b = json_object_get(r, "value_b64");
 
@@ -364,56 +400,91 @@ static void human_value(json_t *r)
 		else
 			fprintf(stderr, "tsec store get: the broker sent a value that is not base64\n");
 		free(raw);
+		return raw && n ? EXIT_ALLOW : EXIT_FAILED;
 	}
+	return EXIT_ALLOW;
 }
 
-static void human_keys(json_t *r)
+static int human_keys(json_t *r)
 {
 	json_t *v;
 	size_t i;
 	json_array_foreach(json_object_get(r, "keys"), i, v)
 		puts(json_string_value(v));
+	return EXIT_ALLOW;
 }
 
 /* cert load: the PEM to stdout, or DIR/DOMAIN.{crt,key,json} (key 0600). */
 static const char *cert_out_dir, *cert_out_domain;
 
-static void human_cert(json_t *r)
+/*
+ * Writes text to dir/name: a new file (mode 0600 for a private key, never
+ * an existing file's wider mode) renamed over the name, so a reader sees
+ * the old file or the whole new one.  0, or -1 with errno.
+ */
+static int write_file_at(const char *dir, const char *name, const char *text, mode_t mode)
+{
+	char tmp[4200], path[4200];
+	size_t n = strlen(text);
+	int fd, e;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path) ||
+	    (size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.tsec-%ld", dir, name,
+			     (long)getpid()) >= sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)) < 0)
+		return -1;
+	if (fchmod(fd, mode) || write(fd, text, n) != (ssize_t)n || fsync(fd) || close(fd)) {
+		e = errno ? errno : EIO;
+		close(fd);
+		unlink(tmp);
+		errno = e;
+		return -1;
+	}
+	if (rename(tmp, path)) {
+		e = errno;
+		unlink(tmp);
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+static int human_cert(json_t *r)
 {
 	static const char *const part[3] = { "cert", "key", "meta" };
 	static const char *const ext[3] = { "crt", "key", "json" };
+	int rc = EXIT_ALLOW;
 
 	if (!cert_out_dir) {
 		fputs(json_string_value(json_object_get(r, "cert")), stdout);
-		return;
+		return EXIT_ALLOW;
 	}
 	for (int i = 0; i < 3; i++) {
-		char path[4200];
+		char name[300];
 		const char *v = json_string_value(json_object_get(r, part[i]));
-		int fd;
-		FILE *f;
 
-		snprintf(path, sizeof(path), "%s/%s.%s", cert_out_dir, cert_out_domain, ext[i]);
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-			  i == 1 ? 0600 : 0644);
-		if (fd < 0 || !(f = fdopen(fd, "w"))) {
-			fprintf(stderr, "tsec cert load: cannot write %s\n", path);
-			if (fd >= 0)
-				close(fd);
-			continue;
+		snprintf(name, sizeof(name), "%s.%s", cert_out_domain, ext[i]);
+		if (write_file_at(cert_out_dir, name, v ? v : "", i == 1 ? 0600 : 0644)) {
+			fprintf(stderr, "tsec cert load: cannot write %s/%s: %s\n", cert_out_dir,
+				name, strerror(errno));
+			rc = EXIT_FAILED;
+			break;               /* the rest would fail the same way */
 		}
-		fputs(v ? v : "", f);
-		fclose(f);
 	}
+	return rc;
 }
 
-static void human_ok(json_t *r)
+static int human_ok(json_t *r)
 {
 	(void)r;
 	puts("ok");
+	return EXIT_ALLOW;
 }
 
-static void human_object(json_t *r)
+static int human_object(json_t *r)
 {
 	const char *k;
 	json_t *v;
@@ -422,6 +493,7 @@ static void human_object(json_t *r)
 		printf("%-20s %s\n", k, t);
 		free(t);
 	}
+	return EXIT_ALLOW;
 }
 
 int cmd_store(struct opts *o)
@@ -517,17 +589,15 @@ static int cmd_stats_prometheus(struct opts *o)
 	int rc = tsec_client_call(c, "stats", NULL, &res, &err);
 
 	tsec_client_close(&c);
-	if (rc) {
-		fprintf(stderr, "tsec stats: %s (%s)\n", err.msg, tsec_strerror(rc));
-		return EXIT_ERROR;
-	}
+	if (rc)
+		return cli_fail("stats", rc, &err, 0);
 	j = json_loads(res, 0, NULL);
 	free(res);
 	text = j ? tsec__prometheus(j) : NULL;
 	json_decref(j);
 	if (!text) {
 		fprintf(stderr, "tsec stats: the broker's answer is not stats\n");
-		return EXIT_ERROR;
+		return EXIT_FAILED;
 	}
 	fputs(text, stdout);
 	free(text);

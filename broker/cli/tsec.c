@@ -43,7 +43,7 @@ static const char *const conn_help =
 	"Connection (also from TSEC_ENDPOINT, TSEC_SERVER_KEY, TSEC_KEY, or a file:\n"
 	"$TSEC_CONFIG, ~/.config/tsec/client.json, /etc/tinysecurity/client.json, holding\n"
 	"{\"endpoint\", \"server_key\", \"key\"}):\n"
-	"  --endpoint EP        tcp://host:port or ipc://path (default ipc://var/run/tsec.sock);\n"
+	"  --endpoint EP        tcp://host:port or ipc://path (default ipc:///run/tinysecurity/tsec.sock);\n"
 	"                       again for more brokers: a call fails over to the next\n"
 	"  --server-key Z85     the broker's CURVE public key (tcp); again for each endpoint\n"
 	"  --key PREFIX         this client's CURVE key pair PREFIX.pub / PREFIX.key (tcp)\n"
@@ -209,6 +209,11 @@ static void parse(const char *cmd, int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = 1;
 		else if (!strcmp(a, "--run")) o->run = TAKE();
 		else if (!strcmp(a, "--prometheus")) o->prometheus = 1;
+		else if (!strcmp(a, "--check")) o->check = 1;
+		else if (!strcmp(a, "--strict")) o->strict = 1;
+		else if (!strcmp(a, "--log")) o->log = TAKE();
+		else if (!strcmp(a, "--schema")) o->schema = TAKE();
+		else if (!strcmp(a, "-w") || !strcmp(a, "--write")) o->write = 1;
 		else if (!strcmp(a, "--role")) {
 			if (o->nroles == 16)
 				die_usage(cmd, "at most 16 --role");
@@ -239,7 +244,7 @@ static void parse(const char *cmd, int argc, char **argv, struct opts *o)
 	if (!o->endpoint)
 		client_config(cmd, o);
 	if (!o->endpoint)
-		o->endpoint = "ipc://var/run/tsec.sock";
+		o->endpoint = TSEC_DEFAULT_ENDPOINT;
 	if (o->neps > 1 && o->nskeys > 1 && o->nskeys != o->neps)
 		die_usage(cmd, "give one --server-key for every --endpoint, or one for all");
 }
@@ -272,8 +277,16 @@ static const struct command {
 	  "matched, why the others did not, and the decision.\n",
 	  HELP_REQ | HELP_CONN },
 	{ "lint", cmd_lint, 1, "every error of a policy, with its place (exit 0 or 2)",
-	  "lint [--module SO] [--json] POLICY",
-	  "Prints every error with its JSON pointer; exit 0 if the policy is good, 2 if not.\n",
+	  "lint [--strict [--schema FILE]] [--module SO] [--json] POLICY",
+	  "Prints every error (every error of every rule) with its JSON pointer, then\n"
+	  "warnings: rules that can never allow or never match.  Exit 0 if the\n"
+	  "policy is good, 2 if not.\n\n"
+	  "--strict also checks the names the policy uses against a schema (--schema\n"
+	  "FILE, else schema.json beside the policy): {\"principals\": [...],\n"
+	  "\"roles\": [...], \"issuers\": [...], \"domains\": [...]}, each entry a name\n"
+	  "or an fnmatch pattern, or a tsec-broker configuration (its clients'\n"
+	  "principals and roles).  A name it does not know (\"lego\" for \"svc:lego\",\n"
+	  "\"ROLE:web\") is an error with the nearest known name, and so is a warning.\n",
 	  0 },
 	{ "test", cmd_test, CLI_ARGS_MAX, "run a policy's test cases (no broker)",
 	  "test [--coverage] [-v] [--run PATTERN] [--json] [--policy FILE] FILE|DIR...",
@@ -292,6 +305,50 @@ static const struct command {
 	  "pass; --run runs the cases whose name matches PATTERN (fnmatch).  Exit 0\n"
 	  "when all pass, 1 when one fails, 2 when a case or file cannot run.\n"
 	  "--coverage names the rules no case was decided by.\n",
+	  0 },
+	{ "fmt", cmd_fmt, CLI_ARGS_MAX, "a policy in canonical form (-w rewrites, --check for CI)",
+	  "fmt [-w|--check] POLICY...",
+	  "Prints each POLICY in canonical form: the top-level members in the order\n"
+	  "version, description, revision, fleet, expires, floor, rules; each rule\n"
+	  "on lines of its own, its members in the order id, effect, principal,\n"
+	  "action, resource, domain, when, description, filled to 100 columns.\n"
+	  "-w rewrites the files that differ (a new\n"
+	  "file renamed over the old); --check prints the names of those not in\n"
+	  "canonical form and exits 1 if there is one.  Malformed JSON or a\n"
+	  "duplicate member: exit 2.  A signature covers the bytes: sign after fmt.\n",
+	  0 },
+	{ "inspect", cmd_inspect, 1, "what a policy or bundle holds: rules, revision, signature, SHA-256",
+	  "inspect [--key PREFIX.sign.pub] [--json] POLICY|BUNDLE",
+	  "What a policy file (or a fleet bundle {\"policy\", \"signature\"}) holds:\n"
+	  "its SHA-256, version, revision, fleet, expiry, its floors and rules by\n"
+	  "effect, the principals, roles, actions and issuers it names, and its\n"
+	  "signature (POLICY.sig), checked against --key when given.\n",
+	  0 },
+	{ "verify", cmd_verify, 1, "--key PREFIX.sign.pub POLICY|BUNDLE: check a signature",
+	  "verify --key PREFIX.sign.pub POLICY|BUNDLE",
+	  "Checks POLICY against POLICY.sig (or a fleet bundle's own signature)\n"
+	  "with the public key, as tsec-broker does: exit 0 when it verifies, 1\n"
+	  "when it does not (or there is none), 2 when a file cannot be read.\n",
+	  0 },
+	{ "replay", cmd_replay, 1, "LOG --policy NEW: the logged decisions NEW would change",
+	  "replay [-v] [--module SO] --policy NEW LOG",
+	  "Decides every request of a decision log (tsec-broker's decision_log)\n"
+	  "again under the policy NEW, as of the time it was logged, and prints each\n"
+	  "decision that changes: the request, what was decided, what NEW decides\n"
+	  "and by which rules.  A request that carried a certificate is decided with\n"
+	  "a certificate made again from the attributes the log keeps (names,\n"
+	  "notAfter, key type and size).  The last line counts the decisions\n"
+	  "replayed, changed and not replayed (-v says why each was not).  Exit 0\n"
+	  "when none changes, 1 when one does, 2 when a file cannot be read.\n",
+	  0 },
+	{ "diff", cmd_diff, 2, "OLD NEW: the requests two policies decide differently",
+	  "diff [--log LOG] [--module SO] OLD NEW",
+	  "Decides the same requests under OLD and NEW and prints each decided\n"
+	  "differently, with both decisions and their rules: a request made from\n"
+	  "each rule of either policy (its principals, its actions, its resource\n"
+	  "patterns made concrete, with the domains the policies name), and with\n"
+	  "--log every request of a decision log.  Exit 0 when none differs, 1 when\n"
+	  "one does.\n",
 	  0 },
 	{ "keygen", NULL, 0, "--curve PREFIX (CURVE key pair) or --sign PREFIX (policy signing)",
 	  "keygen --curve PREFIX | --sign PREFIX [--force]",
@@ -370,7 +427,11 @@ static void usage(FILE *f)
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f, "\nGlobal options (the connection, --json) may come before the command.\n"
-		"Exit status: 0 allow or success, 1 deny, 2 error.  'tsec help COMMAND' for more.\n");
+		"Exit status: 0 ok or allow; 1 deny (or a test failed, a file not\n"
+		"formatted, a signature that does not verify); 2 usage or bad input;\n"
+		"3 no broker answered, or it refused this client; 4 the broker answered\n"
+		"with an error, or the output could not be written.  'tsec help COMMAND'\n"
+		"for more.\n");
 }
 
 /* 0, or EXIT_ERROR for a command that does not exist. */
@@ -398,12 +459,24 @@ static bool takes_value(const char *a)
 					 "--module", "--policy", "--principal", "--role",
 					 "--input", "--action", "--resource", "--dest",
 					 "--cert-file", "--ttl-ms", "--size", "--now", "--wait-ms",
-					 "--run" };
+					 "--run", "--schema", "--log" };
 
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 		if (!strcmp(a, v[i]))
 			return true;
 	return false;
+}
+
+/*
+ * A command whose output did not reach its file (a full disk, a closed
+ * pipe, /dev/full) has failed, whatever it decided: exit 4, said once.
+ */
+static int output_written(const char *cmd, int rc)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return rc;
+	fprintf(stderr, "tsec %s: cannot write the output: %s\n", cmd, strerror(errno));
+	return EXIT_FAILED;
 }
 
 int main(int argc, char **argv)
@@ -467,5 +540,5 @@ int main(int argc, char **argv)
 			o.args[c->max_args], cmd);
 		return EXIT_ERROR;
 	}
-	return c->run(&o);
+	return output_written(cmd, c->run(&o));
 }

@@ -98,10 +98,7 @@ static bool principals_covered(const json_t *d, const json_t *a)
 	return true;
 }
 
-static void say(json_t *out, const char *place, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void say(json_t *out, const char *place, const char *fmt, ...)
+void cli_note(json_t *out, const char *place, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -112,17 +109,107 @@ static void say(json_t *out, const char *place, const char *fmt, ...)
 	json_array_append_new(out, json_pack("{s:s,s:s}", "where", place, "message", msg));
 }
 
+/* Rank of a rule that can shadow an allow: floors first, then rules. */
+static const json_t *rule_at(const json_t *floors, const json_t *rules, size_t rank)
+{
+	size_t nf = json_array_size(floors);
+
+	return rank < nf ? json_array_get(floors, rank) : json_array_get(rules, rank - nf);
+}
+
+/* Files rank under each resource pattern of d (the index of shadowers). */
+static void index_shadower(json_t *by_pat, const json_t *d, size_t rank)
+{
+	const json_t *v;
+	size_t i;
+
+	json_array_foreach(json_object_get(d, "resource"), i, v) {
+		json_t *list;
+
+		if (!json_is_string(v))
+			continue;
+		if (!(list = json_object_get(by_pat, json_string_value(v)))) {
+			list = json_array();
+			json_object_set_new(by_pat, json_string_value(v), list);
+		}
+		json_array_append_new(list, json_integer((json_int_t)rank));
+	}
+}
+
+/*
+ * The first shadower (lowest rank) that refuses everything allow r
+ * matches, or NULL.  Candidates come from the index: only a pattern that
+ * covers r's first resource ("**", the same pattern, or P/ followed by "**" for a
+ * folder P above it) can cover them all, so the work per rule is the
+ * few patterns along its first resource, not every rule of the policy.
+ */
+static const json_t *shadowed_by(const json_t *by_pat, const json_t *floors,
+				 const json_t *rules, const json_t *r, unsigned am,
+				 size_t nfloors, size_t *rank_out)
+{
+	const json_t *res = json_object_get(r, "resource"), *first = json_array_get(res, 0);
+	const char *a = json_string_value(first);
+	size_t n = a ? strlen(a) : 0, best = (size_t)-1;
+	char key[1100];
+
+	if (!a || n + 4 > sizeof(key))
+		return NULL;
+	for (size_t cut = 0; cut <= n + 1; cut++) {
+		const json_t *list, *v;
+		size_t i;
+
+		if (cut == 0)
+			snprintf(key, sizeof(key), "**");
+		else if (cut == n + 1)
+			snprintf(key, sizeof(key), "%s", a);
+		else if (a[cut - 1] == '/')
+			snprintf(key, sizeof(key), "%.*s**", (int)cut, a);
+		else
+			continue;
+		json_array_foreach((list = json_object_get(by_pat, key)), i, v) {
+			size_t rank = (size_t)json_integer_value(v);
+			const json_t *d = rule_at(floors, rules, rank);
+
+			if (rank >= best || d == r || !principals_covered(d, r) ||
+			    (actions_of(d) & am) != am ||
+			    !all_covered(json_object_get(d, "resource"), res))
+				continue;
+			best = rank;
+		}
+	}
+	if (best == (size_t)-1)
+		return NULL;
+	*rank_out = best;
+	(void)nfloors;
+	return rule_at(floors, rules, best);
+}
+
 json_t *cli_policy_warnings(const char *path)
 {
 	json_t *p = json_load_file(path, 0, NULL), *out = json_array(), *rules, *floors, *r, *d;
+	json_t *by_pat = json_object();
 	unsigned lock_mask = 0;
-	size_t i, j;
+	size_t i, nfloors;
 
 	for (unsigned x = 0; x < TSEC_ACTION__COUNT; x++)
 		if (!strncmp(tsec_action_name(x), "lock.", 5))
 			lock_mask |= 1u << x;
 	rules = json_object_get(p, "rules");
 	floors = json_object_get(p, "floor");
+	nfloors = json_array_size(floors);
+	/* The rules that can shadow an allow: floors (every principal they
+	 * name) and denies, without conditions or domains. */
+	json_array_foreach(floors, i, d)
+		if (json_string_value(json_object_get(d, "id")) &&
+		    !json_object_get(d, "when") && !json_object_get(d, "domain"))
+			index_shadower(by_pat, d, i);
+	json_array_foreach(rules, i, d) {
+		const char *eff = json_string_value(json_object_get(d, "effect"));
+
+		if (json_string_value(json_object_get(d, "id")) && eff && !strcmp(eff, "deny") &&
+		    !json_object_get(d, "when") && !json_object_get(d, "domain"))
+			index_shadower(by_pat, d, nfloors + i);
+	}
 	json_array_foreach(rules, i, r) {
 		const char *id = json_string_value(json_object_get(r, "id"));
 		const char *eff = json_string_value(json_object_get(r, "effect"));
@@ -130,7 +217,7 @@ json_t *cli_policy_warnings(const char *path)
 		char place[64];
 		bool lock_res = false;
 		const json_t *v;
-		size_t k;
+		size_t k, rank;
 
 		snprintf(place, sizeof(place), "/rules/%zu", i);
 		if (!id || !eff)
@@ -143,34 +230,17 @@ json_t *cli_policy_warnings(const char *path)
 				lock_res = true;
 		}
 		if (am && !(am & ~lock_mask) && !lock_res)
-			say(out, place, "rule '%s' can never match: lock actions act on locks/<name>, "
+			cli_note(out, place, "rule '%s' can never match: lock actions act on locks/<name>, "
 			    "and none of its resources is there", id);
 		if (strcmp(eff, "allow"))
 			continue;
 		/* Shadowed by a floor (everyone) or an unconditional deny. */
-		for (int pass = 0; pass < 2; pass++) {
-			json_array_foreach(pass ? rules : floors, j, d) {
-				const char *did = json_string_value(json_object_get(d, "id"));
-
-				if (!did || d == r || (pass && strcmp(json_string_value(
-					json_object_get(d, "effect")) ? json_string_value(
-					json_object_get(d, "effect")) : "", "deny")))
-					continue;
-				if (json_object_get(d, "when") || json_object_get(d, "domain"))
-					continue;
-				/* A floor may name principals too. */
-				if (!principals_covered(d, r))
-					continue;
-				if ((actions_of(d) & am) != am ||
-				    !all_covered(json_object_get(d, "resource"), json_object_get(r, "resource")))
-					continue;
-				say(out, place, "rule '%s' can never allow: %s '%s' refuses everything "
-				    "it matches", id, pass ? "deny" : "floor", did);
-				goto next;
-			}
-		}
-next:;
+		if ((d = (json_t *)shadowed_by(by_pat, floors, rules, r, am, nfloors, &rank)))
+			cli_note(out, place, "rule '%s' can never allow: %s '%s' refuses everything "
+			    "it matches", id, rank < nfloors ? "floor" : "deny",
+			    json_string_value(json_object_get(d, "id")));
 	}
+	json_decref(by_pat);
 	json_decref(p);
 	return out;
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <zmq.h>
@@ -242,16 +243,20 @@ static int no_reply(struct tsec_client *c, struct tsec_error *err)
 
 	drain_events(c);
 	if (c->seen & ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-		return tsec__seterr(err, TSEC_EDENIED, ep, "authentication refused by the broker at "
-				    "%s: it does not know this client's key", ep);
+		return c->ep[c->cur].server_public_key
+			? tsec__seterr(err, TSEC_EAUTH, ep, "authentication refused by the broker "
+				       "at %s: it does not know this client's key", ep)
+			: tsec__seterr(err, TSEC_EAUTH, ep, "the broker at %s refused this client: "
+				       "this user (uid %u) is not among its clients",
+				       ep, (unsigned)getuid());
 	if (c->seen & (ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL))
-		return tsec__seterr(err, TSEC_EPROTO, ep, "the handshake with %s failed (a server "
+		return tsec__seterr(err, TSEC_EAUTH, ep, "the handshake with %s failed (a server "
 				    "key that is not the broker's, or not a tsec-broker)", ep);
 	if (c->mon && !(c->seen & ZMQ_EVENT_CONNECTED))
-		return tsec__seterr(err, TSEC_ETIMEDOUT, ep, "no broker listening at %s (nothing "
+		return tsec__seterr(err, TSEC_EUNREACHABLE, ep, "no broker listening at %s (nothing "
 				    "accepted the connection in %d ms)", ep, c->timeout_ms);
-	return tsec__seterr(err, TSEC_ETIMEDOUT, ep, "timed out: the broker at %s took the call "
-			    "and did not answer in %d ms", ep, c->timeout_ms);
+	return tsec__seterr(err, TSEC_EUNREACHABLE, ep, "the broker at %s took the call and did "
+			    "not answer in %d ms", ep, c->timeout_ms);
 }
 
 /* Waits for one reply frame (after the delimiter) until deadline. */
@@ -378,7 +383,7 @@ static int exchange(struct tsec_client *c, const char *frame, size_t len, long i
 			free(*reply);
 			*reply = NULL;       /* a late reply to an earlier call */
 		}
-		if ((rc != TSEC_ETIMEDOUT && rc != TSEC_EDENIED && rc != TSEC_EPROTO) || c->nep == 1 ||
+		if ((rc != TSEC_EUNREACHABLE && rc != TSEC_EAUTH) || c->nep == 1 ||
 		    tsec__mono_ms() >= deadline)
 			return rc;
 		/* This broker did not answer: the next one. */

@@ -150,6 +150,7 @@ static int cfg_callers(json_t *root, struct tsec__config *c)
 {
 	json_t *v, *x;
 	size_t i;
+	int first_uid;
 	char place[64];
 
 	v = json_object_get(root, "clients");
@@ -171,8 +172,16 @@ static int cfg_callers(json_t *root, struct tsec__config *c)
 			return -1;
 		}
 		cl->uid = -1;
+		for (int j = 0; j < c->ncallers; j++)
+			if (!memcmp(c->callers[j].key, cl->key, sizeof(cl->key))) {
+				tsec__say("config %s: the same \"public_key\" as /clients/%zu: a key "
+					  "names one caller (the first entry would win silently)",
+					  place, (size_t)j);
+				return -1;
+			}
 		c->ncallers++;
 	}
+	first_uid = c->ncallers;
 	v = json_object_get(root, "ipc_uids");
 	if (v && !json_is_array(v)) {
 		tsec__say("config /ipc_uids: must be an array");
@@ -192,6 +201,13 @@ static int cfg_callers(json_t *root, struct tsec__config *c)
 			return -1;
 		}
 		cl->uid = (long)json_integer_value(uid);
+		for (int j = first_uid; j < c->ncallers; j++)
+			if (c->callers[j].uid == cl->uid) {
+				tsec__say("config %s: uid %ld again (first at /ipc_uids/%zu): a uid "
+					  "names one caller (the first entry would win silently)",
+					  place, cl->uid, (size_t)(j - first_uid));
+				return -1;
+			}
 		c->ncallers++;
 	}
 	return 0;

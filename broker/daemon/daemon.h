@@ -212,6 +212,8 @@ void tsec__config_free(struct tsec__config *c);
 /* metrics.c: the optional Prometheus listener */
 int tsec__metrics_start(struct tsec__daemon *d);
 void tsec__metrics_stop(struct tsec__daemon *d);
+/* The health answer (methods.c): status "ok" or "degraded" with why. */
+json_t *tsec__health_json(struct tsec__daemon *d);
 /* The stats reply (methods.c), for the listener. */
 json_t *tsec__stats_json(struct tsec__daemon *d);
 
@@ -260,10 +262,28 @@ void tsec__observe(void *ctx, void *call_ctx, const struct tsec_request *reqs,
 		   const struct tsec_decision *dec, size_t n,
 		   uint64_t latency_ns);
 /* One decision-log line. */
+/* Why nothing allowed a request: up to TSEC__WHY_NOT_MAX rules that
+ * matched it and the condition each failed (methods.c). */
+#define TSEC__WHY_NOT_MAX 4
+struct tsec__why_not_one {
+	char rule[TSEC_ID_MAX];
+	char why[TSEC_DETAIL_MAX];
+	int dest;                    /* at a move's destination */
+};
+struct tsec__why_not {
+	unsigned n;
+	struct tsec__why_not_one v[TSEC__WHY_NOT_MAX];
+};
+/* Fills out for a default deny (n = 0 otherwise, or without explain). */
+void tsec__why_not_of(struct tsec__daemon *d, const struct tsec_request *r,
+		      const struct tsec_decision *dec, struct tsec__why_not *out);
+/* Writes y as a JSON array, each why cut to max bytes. */
+struct tsec__jw;
+void tsec__why_not_write(struct tsec__jw *w, const struct tsec__why_not *y, size_t max);
 void tsec__log_decision(struct tsec__daemon *d, struct tsec__call *c,
 			const struct tsec_str *action, const struct tsec_str *resource,
 			const struct tsec_context *ctx, const struct tsec_decision *dec,
-			int64_t latency_ns);
+			const struct tsec__why_not *why, int64_t latency_ns);
 /* The call's id as JSON text ("null" when it has none), made once. */
 const char *tsec__call_id(struct tsec__call *c, size_t *n);
 

@@ -133,7 +133,7 @@ int tsec__fleet_publish(struct tsec__daemon *d, const char *policy, size_t plen,
 		else if (!got && !bundle_open(d, cur, clen, &ctext, &ctlen, &ignored) &&
 			 tsec__policy_revision_of(ctext, ctlen) >
 			 tsec__policy_revision_of(text, tlen))
-			rc = tsec__seterr(err, TSEC_ESIGNATURE, "/revision", "the fleet already "
+			rc = tsec__seterr(err, TSEC_EROLLBACK, "/revision", "the fleet already "
 					  "has revision %lld: refused (no rollback)",
 					  tsec__policy_revision_of(ctext, ctlen));
 	}

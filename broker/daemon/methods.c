@@ -10,6 +10,7 @@
 #include <sodium.h>
 
 #include "broker/daemon/daemon.h"
+#include "common/certinfo.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/jsonw.h"
@@ -118,6 +119,7 @@ const char *tsec__call_id(struct tsec__call *c, size_t *n)
 static void context_write(struct tsec__jw *w, const struct tsec_context *x, size_t max)
 {
 	uint32_t has = x ? x->has : 0;
+	struct tsec__certinfo ci;
 	bool first = true;
 
 	TSEC__JW_LIT(w, "{");
@@ -151,6 +153,27 @@ static void context_write(struct tsec__jw *w, const struct tsec_context *x, size
 		sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
 		MEMBER("cert_pem_sha256");
 		tsec__jw_cstr(w, hex);
+		/* Its non-secret attributes, so that `tsec replay` can decide
+		 * the request again (parsing is tens of microseconds, and only
+		 * a request carrying a certificate pays it). */
+		if (!tsec__certinfo_of(x->cert_pem.ptr, x->cert_pem.len, &ci)) {
+			MEMBER("cert");
+			TSEC__JW_LIT(w, "{\"names\":[");
+			for (unsigned i = 0; i < ci.nnames; i++) {
+				if (i)
+					TSEC__JW_LIT(w, ",");
+				clipped(w, ci.names[i], strlen(ci.names[i]), max);
+			}
+			TSEC__JW_LIT(w, "],\"not_after\":");
+			tsec__jw_int(w, ci.not_after);
+			TSEC__JW_LIT(w, ",\"key\":");
+			tsec__jw_cstr(w, ci.key);
+			TSEC__JW_LIT(w, ",\"bits\":");
+			tsec__jw_uint(w, ci.bits);
+			TSEC__JW_LIT(w, ",\"issuer\":");
+			clipped(w, ci.issuer, strlen(ci.issuer), max);
+			TSEC__JW_LIT(w, "}");
+		}
 	}
 #undef MEMBER
 	TSEC__JW_LIT(w, "}");
@@ -166,6 +189,7 @@ struct line {
 	const struct tsec_str *action, *resource;
 	const struct tsec_context *ctx;
 	const struct tsec_decision *dec;
+	const struct tsec__why_not *why;     /* NULL: none */
 	int64_t latency_ns;
 };
 
@@ -230,6 +254,10 @@ static void line_write(struct tsec__jw *w, struct line *l, size_t idmax, size_t 
 		tsec__decision_rules_write(w, dec);
 	TSEC__JW_LIT(w, ",\"floor\":");
 	tsec__jw_bool(w, dec->status == TSEC_STATUS_FLOOR);
+	if (l->why && l->why->n && !last) {
+		TSEC__JW_LIT(w, ",\"why_not\":");
+		tsec__why_not_write(w, l->why, max);
+	}
 	TSEC__JW_LIT(w, ",\"latency_ns\":");
 	tsec__jw_int(w, l->latency_ns);
 	if (last)
@@ -240,13 +268,62 @@ static void line_write(struct tsec__jw *w, struct line *l, size_t idmax, size_t 
 /* The hardest cut of the last resort: 16 bytes a field, 6 once escaped. */
 #define LAST_CUT 16
 
+/*
+ * Why a request nothing allowed was denied: the rules that matched it but
+ * did not apply, and the condition each failed (the module's explain).
+ * Only for a default deny (a floor or a deny names its rule already);
+ * the report and explanation are tens of kilobytes, so they are
+ * allocated here, on the deny path only, never for an allow.
+ */
+void tsec__why_not_of(struct tsec__daemon *d, const struct tsec_request *r,
+		      const struct tsec_decision *dec, struct tsec__why_not *out)
+{
+	struct tsec_report *rep;
+	struct tsec_explain *ex;
+	struct tsec_error err;
+
+	out->n = 0;
+	if (dec->allow || dec->status != TSEC_STATUS_DEFAULT)
+		return;
+	rep = malloc(sizeof(*rep));
+	ex = malloc(sizeof(*ex));
+	if (rep && ex && !tsec_bus_explain(d->bus, "policy", r, rep, ex, &err) && ex->explained)
+		for (uint32_t k = 0; k < ex->nnot_applied && out->n < TSEC__WHY_NOT_MAX; k++) {
+			struct tsec__why_not_one *o = &out->v[out->n++];
+
+			memcpy(o->rule, ex->not_applied[k].rule, sizeof(o->rule));
+			memcpy(o->why, ex->not_applied[k].why, sizeof(o->why));
+			o->rule[sizeof(o->rule) - 1] = o->why[sizeof(o->why) - 1] = '\0';
+			o->dest = ex->not_applied[k].dest;
+		}
+	free(rep);
+	free(ex);
+}
+
+void tsec__why_not_write(struct tsec__jw *w, const struct tsec__why_not *y, size_t max)
+{
+	TSEC__JW_LIT(w, "[");
+	for (unsigned i = 0; i < y->n; i++) {
+		if (i)
+			TSEC__JW_LIT(w, ",");
+		TSEC__JW_LIT(w, "{\"rule\":");
+		tsec__jw_cstr(w, y->v[i].rule);
+		TSEC__JW_LIT(w, ",\"why\":");
+		clipped(w, y->v[i].why, strlen(y->v[i].why), max);
+		if (y->v[i].dest)
+			TSEC__JW_LIT(w, ",\"at\":\"destination\"");
+		TSEC__JW_LIT(w, "}");
+	}
+	TSEC__JW_LIT(w, "]");
+}
+
 void tsec__log_decision(struct tsec__daemon *d, struct tsec__call *c,
 			const struct tsec_str *action, const struct tsec_str *resource,
 			const struct tsec_context *ctx, const struct tsec_decision *dec,
-			int64_t latency_ns)
+			const struct tsec__why_not *why, int64_t latency_ns)
 {
 	struct line l = { .d = d, .c = c, .action = action, .resource = resource,
-			  .ctx = ctx, .dec = dec, .latency_ns = latency_ns };
+			  .ctx = ctx, .dec = dec, .why = why, .latency_ns = latency_ns };
 	struct tsec__jw w;
 	char did[48];
 	char *text;
@@ -303,8 +380,11 @@ void tsec__observe(void *ctx, void *call_ctx, const struct tsec_request *reqs,
 	if (!c)
 		return;
 	for (size_t i = 0; i < n; i++) {
+		struct tsec__why_not why;
+
+		tsec__why_not_of(d, &reqs[i], &dec[i], &why);
 		tsec__log_decision(d, c, &reqs[i].action, &reqs[i].resource, &reqs[i].ctx,
-				   &dec[i], (int64_t)(latency_ns / n));
+				   &dec[i], &why, (int64_t)(latency_ns / n));
 		if (!dec[i].allow)
 			atomic_fetch_add(&d->st.denied, 1);
 	}
@@ -352,12 +432,22 @@ static json_t *m_check(struct tsec__daemon *d, struct tsec__call *c, json_t **re
 	tsec__jw_init(&w);
 	TSEC__JW_LIT(&w, "{\"decisions\":[");
 	for (i = 0; i < n; i++) {
-		tsec__log_decision(d, c, &r[i].action, &r[i].resource, &r[i].ctx, &dec[i], lat);
-		if (!dec[i].allow)
+		struct tsec__why_not why = { .n = 0 };
+
+		if (!dec[i].allow) {
 			atomic_fetch_add(&d->st.denied, 1);
+			tsec__why_not_of(d, &r[i], &dec[i], &why);
+		}
+		tsec__log_decision(d, c, &r[i].action, &r[i].resource, &r[i].ctx, &dec[i], &why,
+				   lat);
 		if (i)
 			TSEC__JW_LIT(&w, ",");
-		tsec__decision_write(&w, &dec[i]);
+		tsec__decision_write_open(&w, &dec[i]);
+		if (why.n) {
+			TSEC__JW_LIT(&w, ",\"why_not\":");
+			tsec__why_not_write(&w, &why, TSEC_DETAIL_MAX);
+		}
+		TSEC__JW_LIT(&w, "}");
 	}
 	TSEC__JW_LIT(&w, "]}");
 	if (!(c->result_text = tsec__jw_take(&w, &c->result_len)))
@@ -419,14 +509,19 @@ static json_t *storage_json(struct tsec__daemon *d)
 
 static json_t *m_health(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
 {
+	(void)c;
+	*result = tsec__health_json(d);
+	return NULL;
+}
+
+json_t *tsec__health_json(struct tsec__daemon *d)
+{
 	struct tsec_module_info info;
-
 	struct tsec__policy_id id;
-
-	json_t *why = json_array();
+	json_t *why = json_array(), *res;
+	json_t **result = &res;
 	int64_t now = tsec__wall_ms(), read;
 
-	(void)c;
 	tsec_bus_info(d->bus, "policy", &info);
 	pthread_mutex_lock(&d->policy_lock);
 	id = d->policy;
@@ -461,7 +556,7 @@ static json_t *m_health(struct tsec__daemon *d, struct tsec__call *c, json_t **r
 		json_object_set_new(*result, "storage", storage_json(d));
 	}
 	json_decref(why);
-	return NULL;
+	return res;
 }
 
 json_t *tsec__stats_json(struct tsec__daemon *d)
@@ -499,6 +594,21 @@ json_t *tsec__stats_json(struct tsec__daemon *d)
 		TSEC_STAT_COUNTERS(C)
 	}
 #undef C
+	/* What is running, for the info metrics: build, module, policy. */
+	if (st) {
+		struct tsec_module_info info;
+		struct tsec__policy_id id;
+
+		tsec_bus_info(d->bus, "policy", &info);
+		pthread_mutex_lock(&d->policy_lock);
+		id = d->policy;
+		pthread_mutex_unlock(&d->policy_lock);
+		json_object_set_new(st, "info", json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}",
+			"version", TSEC_VERSION, "build", tsec_build_name(TSEC_BUILD_THIS),
+			"module", info.name, "policy_sha256", id.sha256,
+			"policy_revision", (json_int_t)id.revision,
+			"policy_loaded_ms", (json_int_t)id.loaded_ms));
+	}
 	tsec_store_info(d->store, &in);
 	if (st && in.cached) {
 		json_object_set_new(st, "cache_hits", json_integer((json_int_t)in.hits));

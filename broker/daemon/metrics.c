@@ -1,13 +1,18 @@
 /*
  * tsec-broker: the optional Prometheus listener ("metrics_listen").
- * libmicrohttpd serves GET /metrics from its own thread: the broker's
- * counters and latency histograms, rendered by the same code as `tsec
- * stats --prometheus` (common/prom.c).  It binds to loopback unless the
+ * libmicrohttpd serves from its own thread GET /metrics: the broker's
+ * counters, latency histograms and what runs (build, module, policy
+ * revision and SHA-256), rendered by the same code as `tsec stats
+ * --prometheus` (common/prom.c); GET /health: the health answer as JSON,
+ * 200 while the broker serves (status "ok" or "degraded"); GET /ready:
+ * 200 when it is "ok", 503 with the reasons when degraded, for a load
+ * balancer or an orchestrator's readiness probe.  It binds to loopback unless the
  * configuration names another address; it reads counters only and takes
  * no request body, so a caller can learn nothing but the numbers.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +29,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
 	struct MHD_Response *r;
 	enum MHD_Result rc;
 	unsigned status = MHD_HTTP_OK;
+	bool json = false;
 	char *text = NULL;
 	json_t *st;
 
@@ -34,10 +40,28 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
 		return MHD_NO;           /* no bodies here */
 	if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
 		status = MHD_HTTP_METHOD_NOT_ALLOWED;
-		text = strdup("only GET /metrics\n");
+		text = strdup("only GET /metrics, /health, /ready\n");
+	} else if (!strcmp(url, "/health") || !strcmp(url, "/ready")) {
+		json_t *h = tsec__health_json(d);
+		const char *hs = json_string_value(json_object_get(h, "status"));
+
+		if (url[1] == 'r' && (!hs || strcmp(hs, "ok")))
+			status = MHD_HTTP_SERVICE_UNAVAILABLE;
+		if (h && (text = json_dumps(h, JSON_COMPACT))) {
+			size_t n = strlen(text);
+			char *t = realloc(text, n + 2);
+
+			if (t) {
+				t[n] = '\n';
+				t[n + 1] = '\0';
+				text = t;
+			}
+		}
+		json_decref(h);
+		json = true;
 	} else if (strcmp(url, "/metrics")) {
 		status = MHD_HTTP_NOT_FOUND;
-		text = strdup("see /metrics\n");
+		text = strdup("see /metrics, /health, /ready\n");
 	} else {
 		st = tsec__stats_json(d);
 		text = tsec__prometheus(st);
@@ -50,8 +74,9 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
 		free(text);
 		return MHD_NO;
 	}
-	MHD_add_response_header(r, "Content-Type", status == MHD_HTTP_OK
-				? "text/plain; version=0.0.4; charset=utf-8" : "text/plain");
+	MHD_add_response_header(r, "Content-Type", json ? "application/json"
+				: status == MHD_HTTP_OK ? "text/plain; version=0.0.4; charset=utf-8"
+				: "text/plain");
 	rc = MHD_queue_response(conn, status, r);
 	MHD_destroy_response(r);
 	return rc;

@@ -161,7 +161,7 @@ int tsec__policy_admit(struct tsec__daemon *d, const char *text, size_t len,
 	if (!d->cfg.have_pk)
 		return 0; /* unsigned: whoever can write the file decides anyway */
 	if (id->revision < 0)
-		return tsec__seterr(err, TSEC_ESIGNATURE, "/revision",
+		return tsec__seterr(err, TSEC_EPOLICY, "/revision",
 				    "a signed policy needs a \"revision\" (a non-negative integer "
 				    "raised with every change)");
 	if ((st = tsec__policy_bound(d, text, len, err)))
@@ -170,7 +170,7 @@ int tsec__policy_admit(struct tsec__daemon *d, const char *text, size_t len,
 		return st;
 	if (st == 0 &&
 	    (id->revision < last || (id->revision == last && strcmp(id->sha256, last_sha))))
-		return tsec__seterr(err, TSEC_ESIGNATURE, "/revision",
+		return tsec__seterr(err, TSEC_EROLLBACK, "/revision",
 				    "revision %lld is not above the running %lld: refused "
 				    "(no rollback)", id->revision, last);
 	return 0;

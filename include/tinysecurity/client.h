@@ -61,9 +61,13 @@ TSEC_API void tsec_client_close(struct tsec_client **c);
  * Calls a method with params (a JSON object as text, or NULL) and waits
  * for the reply.  On success *result is the reply's result as new JSON
  * text (free() it; result may be NULL to ignore it).  An error reply
- * returns its negative TSEC_E* code with the broker's message in err;
- * TSEC_ETIMEDOUT when no reply came in time (an unknown key is refused
- * at the handshake and ends so).
+ * returns its negative TSEC_E* code with the broker's message in err.
+ * When the call got no reply: TSEC_EAUTH when the broker refused this
+ * client (its CURVE key, or over ipc its user) or the handshake failed
+ * (a server key that is not the broker's); TSEC_EUNREACHABLE when
+ * nothing accepted the connection, or it took the call and did not
+ * answer in time (with several brokers, a call that may not be sent
+ * again returns TSEC_EUNKNOWN instead, as above).
  */
 TSEC_API int tsec_client_call(struct tsec_client *c, const char *method,
 		     const char *params, char **result,

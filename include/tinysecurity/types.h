@@ -55,7 +55,10 @@ extern "C" {
 	X(EBUDGET,   -21,   "budget_exceeded",    "performance budget exceeded") \
 	X(ENOTOWNER, -22,   "not_owner",          "lock held by another owner") \
 	X(ECERT,     -23,   "bad_certificate",    "certificate does not parse") \
-	X(EUNKNOWN,  -24,   "outcome_unknown",    "may or may not have been applied")
+	X(EUNKNOWN,  -24,   "outcome_unknown",    "may or may not have been applied") \
+	X(EAUTH,     -25,   "unauthenticated",    "the broker did not accept this client") \
+	X(EUNREACHABLE, -26, "unreachable",       "no broker answered") \
+	X(EROLLBACK, -27,   "rollback",           "revision not above the accepted one")
 
 enum tsec_errno {
 #define TSEC__ERRNO_ENUM(name, value, wire, msg) TSEC_##name = value,
