@@ -117,7 +117,7 @@ FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 FIXTURE_SOS := $(addprefix $(B)/fixtures/,$(addsuffix .so,$(FIXTURES))) \
 	$(B)/fixtures/not_elf.so
 BENCHES := bench_bus bench_policy_scale bench_certcache bench_store bench_zmq \
-	bench_backend bench_instructions bench_turn bench_fleet
+	bench_backend bench_instructions bench_turn bench_fleet bench_calls
 BENCH_BINS := $(addprefix $(B)/,$(BENCHES))
 
 .PHONY: all build both test check run verify bench deps clean dist install fuzz \
@@ -187,6 +187,7 @@ instructions: deps
 	$(Q)sh scripts/deps.sh valgrind
 	$(Q)$(MAKE) --no-print-directory MODE=release build
 	sh perf/instructions.sh build/release
+	sh perf/broker_instructions.sh build/release
 
 clean:
 	rm -rf build

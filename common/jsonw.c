@@ -10,6 +10,16 @@ void tsec__jw_init(struct tsec__jw *w)
 	w->buf = NULL;
 	w->len = w->cap = 0;
 	w->failed = false;
+	w->borrowed = false;
+}
+
+void tsec__jw_init_on(struct tsec__jw *w, char *buf, size_t cap)
+{
+	w->buf = buf;
+	w->len = 0;
+	w->cap = cap;
+	w->failed = false;
+	w->borrowed = true;
 }
 
 /* Room for n more bytes and a NUL; false (and failed) without memory. */
@@ -30,10 +40,13 @@ static bool room(struct tsec__jw *w, size_t n)
 	cap = w->cap ? w->cap : 256;
 	while (cap < need)
 		cap *= 2;
-	if (!(b = realloc(w->buf, cap))) {
+	if (!(b = w->borrowed ? malloc(cap) : realloc(w->buf, cap))) {
 		w->failed = true;
 		return false;
 	}
+	if (w->borrowed && w->len)
+		memcpy(b, w->buf, w->len);
+	w->borrowed = false;
 	w->buf = b;
 	w->cap = cap;
 	return true;
@@ -61,6 +74,22 @@ static const unsigned char cls[256] = {
 	[0x80 ... 0xff] = 2,
 };
 
+
+/* Whether any of the 8 bytes in x is below 0x20, '"', '\\', 0x7f or
+ * 0x80 and up (the exact has-less and has-byte tests, without carries
+ * between bytes). */
+static inline bool needs_look(uint64_t x)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	const uint64_t low7 = 0x7f7f7f7f7f7f7f7full;
+	uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\'), d = x ^ (ones * 0x7f);
+	uint64_t lt = ~(((x & low7) + (ones * (0x80 - 0x20))) | x) & high;
+	uint64_t zq = ~(((q & low7) + low7) | q) & high;
+	uint64_t zb = ~(((b & low7) + low7) | b) & high;
+	uint64_t zd = ~(((d & low7) + low7) | d) & high;
+
+	return (x & high) | lt | zq | zb | zd;
+}
 
 static void escape(struct tsec__jw *w, uint32_t cp)
 {
@@ -102,6 +131,16 @@ void tsec__jw_str(struct tsec__jw *w, const char *s, size_t n)
 		size_t run = i, l;
 		uint32_t cp;
 
+		/* Eight bytes a step while none needs a look: no control, no
+		 * '"', '\\', DEL or byte past ASCII (the usual key or name). */
+		while (n - run >= 8) {
+			uint64_t x;
+
+			memcpy(&x, u + run, 8);
+			if (needs_look(x))
+				break;
+			run += 8;
+		}
 		while (run < n && !cls[u[run]])
 			run++;
 		tsec__jw_raw(w, s + i, run - i);
@@ -131,13 +170,27 @@ void tsec__jw_cstr(struct tsec__jw *w, const char *s)
 
 void tsec__jw_uint(struct tsec__jw *w, uint64_t v)
 {
+	/* Two digits a step: half the divisions of one at a time. */
+	static const char pairs[201] =
+		"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+		"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+		"8081828384858687888990919293949596979899";
 	char d[24];
 	size_t i = sizeof(d);
 
-	do {
-		d[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
+	while (v >= 100) {
+		unsigned r = (unsigned)(v % 100);
+
+		v /= 100;
+		i -= 2;
+		memcpy(d + i, pairs + 2 * r, 2);
+	}
+	if (v >= 10) {
+		i -= 2;
+		memcpy(d + i, pairs + 2 * v, 2);
+	} else {
+		d[--i] = (char)('0' + v);
+	}
 	tsec__jw_raw(w, d + i, sizeof(d) - i);
 }
 
@@ -163,7 +216,12 @@ char *tsec__jw_take(struct tsec__jw *w, size_t *len)
 {
 	char *t = NULL;
 
-	if (!w->failed && room(w, 0)) {
+	if (!w->failed && w->borrowed && (t = malloc(w->len + 1))) {
+		memcpy(t, w->buf, w->len);
+		t[w->len] = '\0';
+		if (len)
+			*len = w->len;
+	} else if (!w->failed && !w->borrowed && room(w, 0)) {
 		w->buf[w->len] = '\0';
 		t = w->buf;
 		if (len)
@@ -176,6 +234,7 @@ char *tsec__jw_take(struct tsec__jw *w, size_t *len)
 
 void tsec__jw_free(struct tsec__jw *w)
 {
-	free(w->buf);
+	if (!w->borrowed)
+		free(w->buf);
 	tsec__jw_init(w);
 }

@@ -20,10 +20,16 @@ struct tsec__jw {
 	char *buf;
 	size_t len, cap;
 	bool failed;                 /* out of memory: the text is incomplete */
+	bool borrowed;               /* buf is the caller's (tsec__jw_init_on) */
 };
 
 /* An empty writer (no allocation until the first byte). */
 void tsec__jw_init(struct tsec__jw *w);
+
+/* A writer into the caller's buf[0..cap) (a stack buffer for a line):
+ * no allocation unless the text outgrows it, when it moves to the heap.
+ * tsec__jw_free frees only what it allocated. */
+void tsec__jw_init_on(struct tsec__jw *w, char *buf, size_t cap);
 
 /* Room for n bytes ahead of time (one allocation for a line). */
 void tsec__jw_reserve(struct tsec__jw *w, size_t n);

@@ -35,6 +35,9 @@ check bench_turn "turn_gated_memory turn_ungated_memory turn_gated_file turn_bro
 check bench_zmq "throughput latency connect" $B/bench_zmq 200
 check bench_fleet "file_load etcd_load redis_load etcd_cache_load redis_cache_load" $B/bench_fleet 50
 check bench_instructions "" $B/bench_instructions "$M" examples/policy.json 100
+# The broker's instructions per call (bench_calls drives it under callgrind).
+check broker_instructions "whole_process tsec__dispatch tsec__log_decision tsec_bus_check" \
+	sh perf/broker_instructions.sh $B 20
 # The A-B-B-A runner: both sides from another working directory (each
 # side's benchmark loads its own module), and a failing run fails it.
 here=$(pwd)

@@ -156,6 +156,32 @@ static void test_wire_writer_strings(void **state)
 		json_decref(j);
 		free(text);
 	}
+	/* Every byte at every place of a 19-byte string: the writer scans
+	 * eight bytes a step, so each place of a step and the tail. */
+	for (unsigned b = 0; b < 256; b++)
+		for (unsigned at = 0; at < 19; at++) {
+			char in[19];
+			struct tsec__jw w;
+			char *text;
+			json_t *j;
+
+			memset(in, 'k', sizeof(in));
+			in[at] = (char)b;
+			tsec__jw_init(&w);
+			tsec__jw_str(&w, in, sizeof(in));
+			text = tsec__jw_take(&w, NULL);
+			for (size_t k = 0; text[k]; k++)
+				if ((unsigned char)text[k] < 0x20 || text[k] == 0x7f ||
+				    (b >= 0x80 && (unsigned char)text[k] == b))
+					fail_msg("byte 0x%02x at %u written raw: %s", b, at, text);
+			j = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+			if (!j)
+				fail_msg("byte 0x%02x at %u: %s does not read back", b, at, text);
+			if (b < 0x80)
+				assert_memory_equal(json_string_value(j), in, sizeof(in));
+			json_decref(j);
+			free(text);
+		}
 }
 
 /* A decision written as text is what jansson writes for its tree. */

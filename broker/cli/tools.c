@@ -410,7 +410,9 @@ int cmd_inspect(struct opts *o)
 		die_usage("inspect", "need one policy or bundle");
 	if ((rc = read_signed("inspect", o->args[0], &text, &len, &sig, &bundle)))
 		goto done;
-	if (!json_is_object(root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je))) {
+	/* (json_is_object reads its argument twice: never a call in it.) */
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	if (!json_is_object(root)) {
 		fprintf(stderr, "tsec inspect: %s:%d:%d: %s\n", o->args[0], je.line, je.column,
 			root ? "a policy is a JSON object" : je.text);
 		json_decref(root);

@@ -18,6 +18,7 @@
 
 #include "broker/daemon/daemon.h"
 #include "broker/storage/backend.h"
+#include "common/jsonw.h"
 #include "common/sign.h"
 #include "common/suggest.h"
 
@@ -133,6 +134,28 @@ static int cfg_roles(json_t *roles, struct tsec__caller *c)
 }
 
 /* What clients and ipc_uids entries share: principal, roles, admin. */
+/*
+ * The caller's members of a decision-log line, ","principal":...,
+ * "roles":[...]", escaped once here rather than on every line.
+ */
+static int log_who(struct tsec__caller *cl)
+{
+	struct tsec__jw w;
+
+	tsec__jw_init(&w);
+	TSEC__JW_LIT(&w, ",\"principal\":");
+	tsec__jw_cstr(&w, cl->principal);
+	TSEC__JW_LIT(&w, ",\"roles\":[");
+	for (uint32_t i = 0; i < cl->nroles; i++) {
+		if (i)
+			TSEC__JW_LIT(&w, ",");
+		tsec__jw_str(&w, cl->roles[i].ptr, cl->roles[i].len);
+	}
+	TSEC__JW_LIT(&w, "]");
+	cl->log_who = tsec__jw_take(&w, &cl->log_who_len);
+	return cl->log_who ? 0 : -1;
+}
+
 static int cfg_caller(json_t *x, struct tsec__caller *cl)
 {
 	const char *p = json_string_value(json_object_get(x, "principal"));
@@ -143,7 +166,7 @@ static int cfg_caller(json_t *x, struct tsec__caller *cl)
 		return -1;
 	snprintf(cl->principal, sizeof(cl->principal), "%s", p);
 	cl->admin = json_is_true(admin);
-	return 0;
+	return log_who(cl);
 }
 
 static int cfg_callers(json_t *root, struct tsec__config *c)
@@ -534,8 +557,10 @@ void tsec__config_free(struct tsec__config *c)
 	for (int i = 0; i < c->nendpoints; i++)
 		free(c->endpoints[i]);
 	/* Every slot: a caller refused half-read may hold roles too. */
-	for (int i = 0; i < TSEC_D_MAX_CALLERS; i++)
+	for (int i = 0; i < TSEC_D_MAX_CALLERS; i++) {
 		free(c->callers[i].roles_buf);
+		free(c->callers[i].log_who);
+	}
 	memset(c, 0, sizeof(*c));
 }
 

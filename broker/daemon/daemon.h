@@ -57,6 +57,9 @@ struct tsec__caller {
 	int admin;
 	uint8_t key[32];             /* CURVE public key (tcp callers) */
 	long uid;                    /* peer uid (ipc callers), -1 if none */
+	/* ,"principal":...,"roles":[...] for its decision-log lines (config.c) */
+	char *log_who;
+	size_t log_who_len;
 };
 
 /* "storage": a folder (the file backend) or an object naming a backend. */
@@ -197,6 +200,7 @@ struct tsec__call {
 	json_t *params;
 	char *id_text;               /* the id as JSON text, once made */
 	size_t id_len;
+	char id_small[24];           /* id_text for an integer or null id */
 	char *result_text;           /* a method's result as JSON text, if it wrote one */
 	size_t result_len;
 };

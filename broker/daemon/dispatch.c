@@ -184,7 +184,8 @@ reply:
 	json_decref(reply);
 out:
 	json_decref(msg);
-	free(c.id_text);
+	if (c.id_text != c.id_small)
+		free(c.id_text);
 	free(c.result_text);
 	return text;
 }

@@ -89,12 +89,20 @@ const char *tsec__call_id(struct tsec__call *c, size_t *n)
 	if (!c->id_text) {
 		struct tsec__jw w;
 
+		if (!c->id || json_is_null(c->id) || json_is_integer(c->id)) {
+			/* The usual id: into the call itself, no allocation. */
+			tsec__jw_init_on(&w, c->id_small, sizeof(c->id_small));
+			if (json_is_integer(c->id))
+				tsec__jw_int(&w, (int64_t)json_integer_value(c->id));
+			else
+				TSEC__JW_LIT(&w, "null");
+			c->id_text = w.buf;     /* c->id_small, unless it grew */
+			c->id_len = w.len;
+			*n = c->id_len;
+			return c->id_text;
+		}
 		tsec__jw_init(&w);
-		if (!c->id || json_is_null(c->id)) {
-			TSEC__JW_LIT(&w, "null");
-		} else if (json_is_integer(c->id)) {
-			tsec__jw_int(&w, (int64_t)json_integer_value(c->id));
-		} else if (json_is_string(c->id)) {
+		if (json_is_string(c->id)) {
 			tsec__jw_str(&w, json_string_value(c->id), json_string_length(c->id));
 		} else {
 			char *t = json_dumps(c->id, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -183,7 +191,7 @@ static void context_write(struct tsec__jw *w, const struct tsec_context *x, size
 struct line {
 	struct tsec__daemon *d;
 	struct tsec__call *c;
-	const char *did;
+	uint64_t seq;                        /* the decision's number here */
 	struct tsec__policy_id pid;
 	int64_t now_ms;
 	const struct tsec_str *action, *resource;
@@ -210,32 +218,36 @@ static void line_write(struct tsec__jw *w, struct line *l, size_t idmax, size_t 
 
 	TSEC__JW_LIT(w, "{\"time_ms\":");
 	tsec__jw_int(w, l->now_ms);
-	TSEC__JW_LIT(w, ",\"decision_id\":");
-	tsec__jw_cstr(w, l->did);
-	TSEC__JW_LIT(w, ",\"broker\":");
-	tsec__jw_cstr(w, l->d->broker_id);
-	TSEC__JW_LIT(w, ",\"id\":");
+	/* The broker's id and the policy's SHA-256 are hex: copied, not
+	 * escaped; the decision's number without snprintf. */
+	TSEC__JW_LIT(w, ",\"decision_id\":\"");
+	tsec__jw_raw(w, l->d->broker_id, strlen(l->d->broker_id));
+	TSEC__JW_LIT(w, "-");
+	tsec__jw_uint(w, l->seq);
+	TSEC__JW_LIT(w, "\",\"broker\":\"");
+	tsec__jw_raw(w, l->d->broker_id, strlen(l->d->broker_id));
+	TSEC__JW_LIT(w, "\",\"id\":");
 	if (idn <= idmax)
 		tsec__jw_raw(w, id, idn);
 	else
 		clipped(w, id, idn, idmax);
-	TSEC__JW_LIT(w, ",\"principal\":");
-	if (last)
+	if (!last && who->log_who) {
+		/* Escaped once, when the configuration was read (config.c). */
+		tsec__jw_raw(w, who->log_who, who->log_who_len);
+	} else {
+		TSEC__JW_LIT(w, ",\"principal\":");
 		clipped(w, who->principal, strlen(who->principal), max);
-	else
-		tsec__jw_cstr(w, who->principal);
-	TSEC__JW_LIT(w, ",\"roles\":[");
-	for (uint32_t i = 0; i < who->nroles && !(last && i == 4); i++) {
-		if (i)
-			TSEC__JW_LIT(w, ",");
-		if (last)
+		TSEC__JW_LIT(w, ",\"roles\":[");
+		for (uint32_t i = 0; i < who->nroles && !(last && i == 4); i++) {
+			if (i)
+				TSEC__JW_LIT(w, ",");
 			clipped(w, who->roles[i].ptr, who->roles[i].len, max);
-		else
-			tsec__jw_str(w, who->roles[i].ptr, who->roles[i].len);
+		}
+		TSEC__JW_LIT(w, "]");
 	}
-	TSEC__JW_LIT(w, "],\"policy_sha256\":");
-	tsec__jw_cstr(w, l->pid.sha256);
-	TSEC__JW_LIT(w, ",\"policy_revision\":");
+	TSEC__JW_LIT(w, ",\"policy_sha256\":\"");
+	tsec__jw_raw(w, l->pid.sha256, strnlen(l->pid.sha256, sizeof(l->pid.sha256)));
+	TSEC__JW_LIT(w, "\",\"policy_revision\":");
 	tsec__jw_int(w, l->pid.revision);
 	TSEC__JW_LIT(w, ",\"action\":");
 	clipped(w, l->action->ptr ? l->action->ptr : "", l->action->len, max);
@@ -243,10 +255,13 @@ static void line_write(struct tsec__jw *w, struct line *l, size_t idmax, size_t 
 	clipped(w, l->resource->ptr ? l->resource->ptr : "", l->resource->len, max);
 	TSEC__JW_LIT(w, ",\"context\":");
 	context_write(w, l->ctx, max);
-	TSEC__JW_LIT(w, ",\"decision\":");
-	tsec__jw_cstr(w, dec->allow ? "allow" : "deny");
-	TSEC__JW_LIT(w, ",\"status\":");
-	tsec__jw_cstr(w, tsec__status_name(dec->status));
+	if (dec->allow)
+		TSEC__JW_LIT(w, ",\"decision\":\"allow\",\"status\":\"");
+	else
+		TSEC__JW_LIT(w, ",\"decision\":\"deny\",\"status\":\"");
+	/* Our own names (wire.c), plain letters: copied. */
+	tsec__jw_raw(w, tsec__status_name(dec->status), strlen(tsec__status_name(dec->status)));
+	TSEC__JW_LIT(w, "\"");
 	TSEC__JW_LIT(w, ",\"rules\":");
 	if (last)
 		TSEC__JW_LIT(w, "[]");
@@ -324,17 +339,14 @@ void tsec__log_decision(struct tsec__daemon *d, struct tsec__call *c,
 {
 	struct line l = { .d = d, .c = c, .action = action, .resource = resource,
 			  .ctx = ctx, .dec = dec, .why = why, .latency_ns = latency_ns };
+	/* One line on the stack: no allocation unless it outgrows this. */
+	char buf[2048];
 	struct tsec__jw w;
-	char did[48];
-	char *text;
-	size_t n;
 
 	if (!d->log)
 		return;
 	/* Unique across brokers and restarts without a syscall per line. */
-	snprintf(did, sizeof(did), "%s-%llu", d->broker_id,
-		 (unsigned long long)atomic_fetch_add(&d->decisions, 1));
-	l.did = did;
+	l.seq = atomic_fetch_add(&d->decisions, 1);
 	pthread_mutex_lock(&d->policy_lock);
 	l.pid = d->policy;
 	pthread_mutex_unlock(&d->policy_lock);
@@ -347,22 +359,22 @@ void tsec__log_decision(struct tsec__daemon *d, struct tsec__call *c,
 	 * line fits: its fixed fields are under 400 bytes, and each of its
 	 * at most nine cut fields under 140.
 	 */
-	tsec__jw_init(&w);
-	tsec__jw_reserve(&w, 1024);
+	tsec__jw_init_on(&w, buf, sizeof(buf));
 	line_write(&w, &l, TSEC_DECLOG_FIELD_MAX, TSEC_DECLOG_FIELD_MAX, false);
 	for (size_t max = TSEC_DECLOG_FIELD_MAX / 8;
 	     !w.failed && w.len > TSEC_DECLOG_LINE_MAX && max >= 2; max /= 8) {
 		tsec__jw_free(&w);
+		tsec__jw_init_on(&w, buf, sizeof(buf));
 		line_write(&w, &l, max, max, false);
 	}
 	if (!w.failed && w.len > TSEC_DECLOG_LINE_MAX) {
 		tsec__jw_free(&w);
+		tsec__jw_init_on(&w, buf, sizeof(buf));
 		line_write(&w, &l, LAST_CUT, LAST_CUT, true);
 	}
-	if ((text = tsec__jw_take(&w, &n))) {
-		tsec__declog_push(d->log, text, n);
-		free(text);
-	}
+	if (!w.failed)
+		tsec__declog_push(d->log, w.buf, w.len);
+	tsec__jw_free(&w);
 }
 
 /*
@@ -432,8 +444,9 @@ static json_t *m_check(struct tsec__daemon *d, struct tsec__call *c, json_t **re
 	tsec__jw_init(&w);
 	TSEC__JW_LIT(&w, "{\"decisions\":[");
 	for (i = 0; i < n; i++) {
-		struct tsec__why_not why = { .n = 0 };
+		struct tsec__why_not why;        /* only .n read while it is 0 */
 
+		why.n = 0;
 		if (!dec[i].allow) {
 			atomic_fetch_add(&d->st.denied, 1);
 			tsec__why_not_of(d, &r[i], &dec[i], &why);
