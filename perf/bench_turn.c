@@ -318,9 +318,13 @@ int main(int argc, char **argv)
 	printf("# bench_turn: %s build, %d renewal turns per case\n",
 	       tsec_build_name(TSEC_BUILD_THIS), turns);
 	printf("case,sample,iterations,elapsed_ns,ns_per_op\n");
-	run("file", root, turns, bus);
-	run("memory", NULL, turns * 10, bus);
-	run_broker(root, turns);
+	/* BENCH_ONLY=memory: that case alone (for callgrind's counts). */
+	if (!getenv("BENCH_ONLY") || !strcmp(getenv("BENCH_ONLY"), "file"))
+		run("file", root, turns, bus);
+	if (!getenv("BENCH_ONLY") || !strcmp(getenv("BENCH_ONLY"), "memory"))
+		run("memory", NULL, turns * 10, bus);
+	if (!getenv("BENCH_ONLY") || !strcmp(getenv("BENCH_ONLY"), "broker"))
+		run_broker(root, turns);
 	tsec_bus_free(&bus);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	return system(cmd) == 0 ? 0 : 1;

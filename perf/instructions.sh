@@ -25,3 +25,17 @@ for f in instr_check2 instr_evaluate; do
 	c=$(count "$f" $((n * 2)))
 	echo "${f#instr_},$n,$(( (c - a) / n ))"
 done
+# A renewal turn on the memory backend, gated (through the store: key
+# rules, policy, gates) and ungated (the backend's own operations), as
+# bench_turn runs them: BENCH_ONLY=memory, N/10 and 2N/10 turns x 10.
+turn() { # turn FUNCTION TURNS
+	BENCH_ONLY=memory valgrind --tool=callgrind --callgrind-out-file="$out/cgt" \
+		--toggle-collect="$1" "$b/bench_turn" "$2" >/dev/null 2>&1
+	callgrind_annotate "$out/cgt" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1; exit }'
+}
+t=$((n / 10 > 0 ? n / 10 : 1))
+for f in turn_gated turn_ungated; do
+	a=$(turn "$f" "$t")
+	c=$(turn "$f" $((t * 2)))
+	echo "${f}_memory,$((t * 10)),$(( (c - a) / (t * 10) ))"
+done

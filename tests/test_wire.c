@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tests/testutil.h"
+#include "tests/wire_diff.h"
 #include "common/jsonw.h"
 #include "common/wire.h"
 
@@ -244,11 +245,76 @@ static void test_wire_writer_numbers(void **state)
 	free(text);
 }
 
+/*
+ * The tree-less Check reader against jansson (issue 21): seeds in every
+ * shape it takes, and each seed with every byte replaced by each of a set
+ * of bytes that break JSON or change its meaning, deleted, or cut there.
+ * A message the fast reader takes, jansson takes with the same id and
+ * requests; one jansson refuses, the fast reader refuses.
+ */
+static void test_wire_fast_reader_agrees(void **state)
+{
+	static const char *const seeds[] = {
+		"{\"id\":1,\"method\":\"check\",\"params\":{\"requests\":[{\"action\":"
+		"\"storage.load\",\"resource\":\"certificates/acme/example.com/example.com.crt\"}]}}",
+		" {\"params\" : {\"requests\" : [ {\"resource\":\"a/b\", \"action\":\"lock.acquire\","
+		"\"context\":{\"ttl_ms\":60000,\"size\":0,\"recursive\":false,\"dest\":\"c/d\"}},"
+		"{\"action\":\"storage.list\",\"resource\":\"x\",\"context\":{}}]},\n"
+		"\"method\":\"check\", \"id\":\"req-\xc3\xa9\"}\t\r\n",
+		"{\"method\":\"check\",\"id\":null,\"params\":{\"requests\":[{\"action\":\"a\","
+		"\"resource\":\"\",\"context\":{\"recursive\":true}}]}}",
+		"{\"id\":-12345678901234567,\"method\":\"check\",\"params\":{\"requests\":[{"
+		"\"action\":\"storage.move\",\"resource\":\"k\xe2\x82\xac\",\"context\":{\"dest\":"
+		"\"\xf0\x9f\x94\x91\"}}]}}",
+	};
+	static const unsigned char subst[] = {
+		0x00, ' ', '"', '\\', ',', ':', '{', '}', '[', ']', '0', '1', '-', 'e', '.',
+		'a', 'u', 0x80, 0xc3, 0xed, 0xff, 0x1f, 0x7f, '\n',
+	};
+	size_t took = 0, tried = 0;
+	(void)state;
+
+	for (size_t s = 0; s < sizeof(seeds) / sizeof(seeds[0]); s++) {
+		const char *seed = seeds[s];
+		size_t n = strlen(seed);
+		char m[512];
+		const char *why;
+		int fast;
+
+		if ((why = tu_wire_diff(seed, n, &fast)) || !fast)
+			fail_msg("seed %zu: %s", s, why ? why : "not taken by the fast reader");
+		for (size_t at = 0; at < n; at++) {
+			for (size_t k = 0; k <= sizeof(subst); k++) {
+				size_t len = n;
+
+				memcpy(m, seed, n);
+				if (k == sizeof(subst)) {        /* deleted */
+					memmove(m + at, m + at + 1, n - at - 1);
+					len = n - 1;
+				} else {
+					m[at] = (char)subst[k];
+				}
+				if ((why = tu_wire_diff(m, len, &fast)))
+					fail_msg("seed %zu, byte %zu -> 0x%02x: %s", s, at,
+						 k < sizeof(subst) ? subst[k] : 0x100, why);
+				took += (size_t)fast;
+				tried++;
+			}
+			if ((why = tu_wire_diff(seed, at, &fast)))  /* cut there */
+				fail_msg("seed %zu cut at %zu: %s", s, at, why);
+		}
+	}
+	/* The mutations keep some messages in the shape (a letter for a
+	 * letter), so both outcomes were met. */
+	assert_true(took > 100 && took < tried / 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_wire_every_error_round_trips),
 		cmocka_unit_test(test_wire_writer_strings),
+		cmocka_unit_test(test_wire_fast_reader_agrees),
 		cmocka_unit_test(test_wire_writer_decisions),
 		cmocka_unit_test(test_wire_writer_numbers),
 		cmocka_unit_test(test_wire_names_distinct),

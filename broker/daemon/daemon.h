@@ -216,6 +216,10 @@ void tsec__config_free(struct tsec__config *c);
 /* metrics.c: the optional Prometheus listener */
 int tsec__metrics_start(struct tsec__daemon *d);
 void tsec__metrics_stop(struct tsec__daemon *d);
+/* Check's work once its requests are read (methods.c): decide, log,
+ * write the result as text into c; NULL or the error. */
+json_t *tsec__check_requests(struct tsec__daemon *d, struct tsec__call *c,
+			     struct tsec_request *r, size_t n);
 /* The health answer (methods.c): status "ok" or "degraded" with why. */
 json_t *tsec__health_json(struct tsec__daemon *d);
 /* The stats reply (methods.c), for the listener. */

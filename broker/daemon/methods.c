@@ -424,10 +424,6 @@ static json_t *m_check(struct tsec__daemon *d, struct tsec__call *c, json_t **re
 {
 	json_t *reqs = json_object_get(c->params, "requests"), *v, *e;
 	struct tsec_request r[TSEC_D_MAX_BATCH];
-	struct tsec_decision dec[TSEC_D_MAX_BATCH];
-	struct tsec_error err;
-	struct tsec__jw w;
-	int64_t t0, lat;
 	size_t i, n;
 
 	(void)result;
@@ -436,6 +432,18 @@ static json_t *m_check(struct tsec__daemon *d, struct tsec__call *c, json_t **re
 	json_array_foreach(reqs, i, v)
 		if ((e = request_of(d, c, v, &r[i])))
 			return e;
+	return tsec__check_requests(d, c, r, n);
+}
+
+json_t *tsec__check_requests(struct tsec__daemon *d, struct tsec__call *c,
+			     struct tsec_request *r, size_t n)
+{
+	struct tsec_decision dec[TSEC_D_MAX_BATCH];
+	struct tsec_error err;
+	struct tsec__jw w;
+	int64_t t0, lat;
+	size_t i;
+
 	t0 = (int64_t)tsec__mono_ns();
 	if (tsec_bus_check(d->bus, "policy", r, n, dec, &err))
 		return tsec__err_json(&err);

@@ -56,10 +56,28 @@ int tsec_cert_keys(const char *issuer, const char *domain, char *crt,
 
 	if (safe_name(issuer, iss, sizeof(iss)) || safe_name(domain, dom, sizeof(dom)))
 		return TSEC_EKEY;
-	if ((size_t)snprintf(crt, n, "certificates/%s/%s/%s.crt", iss, dom, dom) >= n ||
-	    (size_t)snprintf(key, n, "certificates/%s/%s/%s.key", iss, dom, dom) >= n ||
-	    (size_t)snprintf(meta, n, "certificates/%s/%s/%s.json", iss, dom, dom) >= n)
-		return TSEC_EKEY;
+	/* Built with copies, not snprintf (issue 21: three snprintf calls
+	 * were a fifth of a gated renewal turn): the folder once, then each
+	 * name's extension. */
+	{
+		size_t il = strlen(iss), dl = strlen(dom), base = 13 + il + 1 + dl + 1 + dl;
+		char *outs[3] = { crt, key, meta };
+		static const char *const ext[3] = { ".crt", ".key", ".json" };
+
+		if (base + 6 > n)
+			return TSEC_EKEY;
+		memcpy(crt, "certificates/", 13);
+		memcpy(crt + 13, iss, il);
+		crt[13 + il] = '/';
+		memcpy(crt + 14 + il, dom, dl);
+		crt[14 + il + dl] = '/';
+		memcpy(crt + 15 + il + dl, dom, dl);
+		for (int i = 0; i < 3; i++) {
+			if (i)
+				memcpy(outs[i], crt, base);
+			memcpy(outs[i] + base, ext[i], strlen(ext[i]) + 1);
+		}
+	}
 	if (tsec__key_parse(crt, strlen(crt), false, &k, why, sizeof(why)) || k.nseg != 4)
 		return TSEC_EKEY;
 	return 0;

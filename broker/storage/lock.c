@@ -27,13 +27,15 @@ static int check(struct tsec_store *s, const struct tsec_principal *who, const c
 	char key[TSEC_LOCK_NAME_MAX + 8];
 	struct tsec__skey sk;
 	struct tsec_request r;
+	size_t n = name ? strlen(name) : 0;
 	int rc;
 
-	if (!name || !*name || strlen(name) > TSEC_LOCK_NAME_MAX || strchr(name, '/'))
+	if (!n || n > TSEC_LOCK_NAME_MAX || memchr(name, '/', n))
 		return tsec__seterr(err, TSEC_EKEY, "name",
 				    "lock name must be one key segment of 1-%d bytes",
 				    TSEC_LOCK_NAME_MAX);
-	snprintf(key, sizeof(key), "locks/%s", name);
+	memcpy(key, "locks/", 6);
+	memcpy(key + 6, name, n + 1);
 	if ((rc = tsec__skey_parse(key, false, &sk, err)))
 		return rc;
 	if (sk.n != 2)

@@ -5,6 +5,7 @@
  * per-key gates of all its keys, in one canonical order, before it
  * reaches the backend.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,10 +94,14 @@ static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 		return 0;
 	if (!puts)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no values");
-	sk = calloc(n, sizeof(*sk));
+	if (n > SIZE_MAX / sizeof(*sk))
+		return tsec__seterr(err, TSEC_ENOMEM, "", "too many values in one group");
+	/* Not zeroed: each parsed key is kilobytes, and every field read is
+	 * written first (tsec__skey_parse, tsec__req_for, below). */
+	sk = malloc(n * sizeof(*sk));
 	r = calloc(n, sizeof(*r));
-	bp = calloc(n, sizeof(*bp));
-	keys = calloc(n, sizeof(*keys));
+	bp = malloc(n * sizeof(*bp));
+	keys = malloc(n * sizeof(*keys));
 	if (!sk || !r || !bp || !keys) {
 		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 		goto out;

@@ -1,0 +1,292 @@
+/* A Check message read without a tree (see wire_fast.h). */
+#include <stdbool.h>
+#include <string.h>
+
+#include "common/bytes.h"
+#include "common/wire_fast.h"
+
+struct rd {
+	const unsigned char *p, *end;
+};
+
+static inline void ws(struct rd *d)
+{
+	while (d->p < d->end && (*d->p == ' ' || *d->p == '\n' || *d->p == '\r' || *d->p == '\t'))
+		d->p++;
+}
+
+static inline bool eat(struct rd *d, unsigned char c)
+{
+	ws(d);
+	if (d->p < d->end && *d->p == c) {
+		d->p++;
+		return true;
+	}
+	return false;
+}
+
+/* Whether any of 8 bytes is below 0x20, '"', '\\' or 0x80 and up. */
+static inline bool special8(uint64_t x)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	const uint64_t low7 = 0x7f7f7f7f7f7f7f7full;
+	uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+	uint64_t lt = ~(((x & low7) + (ones * (0x80 - 0x20))) | x) & high;
+	uint64_t zq = ~(((q & low7) + low7) | q) & high;
+	uint64_t zb = ~(((b & low7) + low7) | b) & high;
+
+	return (x & high) | lt | zq | zb;
+}
+
+/*
+ * A string without escapes: its bytes (between the quotes) into out.
+ * False for anything else: an escape, a control character, invalid
+ * UTF-8, no closing quote.
+ */
+static bool string(struct rd *d, struct tsec_str *out)
+{
+	const unsigned char *s;
+
+	if (!eat(d, '"'))
+		return false;
+	s = d->p;
+	for (;;) {
+		while (d->end - d->p >= 8) {
+			uint64_t x;
+
+			memcpy(&x, d->p, 8);
+			if (special8(x))
+				break;
+			d->p += 8;
+		}
+		if (d->p >= d->end)
+			return false;
+		if (*d->p == '"')
+			break;
+		if (*d->p == '\\' || *d->p < 0x20)
+			return false;
+		if (*d->p < 0x80) {
+			d->p++;
+		} else {
+			uint32_t cp;
+			size_t l = tsec__utf8_seq(d->p, (size_t)(d->end - d->p), &cp);
+
+			if (!l)
+				return false;
+			d->p += l;
+		}
+	}
+	out->ptr = (const char *)s;
+	out->len = (size_t)(d->p - s);
+	d->p++;
+	return true;
+}
+
+/* An object member's key, then its colon; true at the object's end with
+ * *key NULL. */
+static bool key(struct rd *d, bool first, struct tsec_str *k, bool *end)
+{
+	*end = false;
+	ws(d);
+	if (d->p < d->end && *d->p == '}') {
+		d->p++;
+		*end = true;
+		return true;
+	}
+	if (!first && !eat(d, ','))
+		return false;
+	return string(d, k) && eat(d, ':');
+}
+
+static inline bool is(const struct tsec_str *k, const char *lit, size_t n)
+{
+	return k->len == n && !memcmp(k->ptr, lit, n);
+}
+#define IS(k, lit) is((k), (lit), sizeof(lit) - 1)
+
+/* An integer of at most 18 digits (no fraction, no exponent): exact in
+ * an int64 and read by jansson as this integer. */
+static bool integer(struct rd *d, bool neg_ok, int64_t *out)
+{
+	bool neg = false;
+	int64_t v = 0;
+	int digits = 0;
+
+	ws(d);
+	if (d->p < d->end && *d->p == '-') {
+		if (!neg_ok)
+			return false;
+		neg = true;
+		d->p++;
+	}
+	if (d->p >= d->end || *d->p < '0' || *d->p > '9')
+		return false;
+	if (*d->p == '0') {
+		d->p++;
+	} else {
+		while (d->p < d->end && *d->p >= '0' && *d->p <= '9') {
+			if (++digits > 18)
+				return false;
+			v = v * 10 + (*d->p++ - '0');
+		}
+	}
+	if (d->p < d->end && (*d->p == '.' || *d->p == 'e' || *d->p == 'E' ||
+			      (*d->p >= '0' && *d->p <= '9')))
+		return false;
+	*out = neg ? -v : v;
+	return true;
+}
+
+static bool literal(struct rd *d, const char *lit, size_t n)
+{
+	ws(d);
+	if ((size_t)(d->end - d->p) < n || memcmp(d->p, lit, n))
+		return false;
+	d->p += n;
+	return true;
+}
+
+static bool context(struct rd *d, struct tsec_context *x)
+{
+	struct tsec_str k;
+	unsigned seen = 0;
+	bool end;
+
+	if (!eat(d, '{'))
+		return false;
+	for (bool first = true;; first = false) {
+		unsigned bit;
+		int64_t v;
+
+		if (!key(d, first, &k, &end))
+			return false;
+		if (end)
+			return true;
+		if (IS(&k, "ttl_ms") || IS(&k, "size")) {
+			bit = k.ptr[0] == 't' ? TSEC_CTX_TTL_MS : TSEC_CTX_SIZE;
+			if ((seen & bit) || !integer(d, false, &v))
+				return false;
+			if (bit == TSEC_CTX_TTL_MS)
+				x->ttl_ms = (uint64_t)v;
+			else
+				x->size = (uint64_t)v;
+		} else if (IS(&k, "recursive")) {
+			bit = TSEC_CTX_RECURSIVE;
+			if (seen & bit)
+				return false;
+			if (literal(d, "true", 4))
+				x->recursive = 1;
+			else if (literal(d, "false", 5))
+				x->recursive = 0;
+			else
+				return false;
+		} else if (IS(&k, "dest")) {
+			bit = TSEC_CTX_DEST;
+			if ((seen & bit) || !string(d, &x->dest))
+				return false;
+		} else {
+			return false;            /* now, cert_pem, unknown: jansson's */
+		}
+		seen |= bit;
+		x->has |= bit;
+	}
+}
+
+static bool request(struct rd *d, struct tsec_request *r)
+{
+	struct tsec_str k;
+	bool end, act = false, res = false, ctx = false;
+
+	memset(r, 0, sizeof(*r));
+	if (!eat(d, '{'))
+		return false;
+	for (bool first = true;; first = false) {
+		if (!key(d, first, &k, &end))
+			return false;
+		if (end)
+			return act && res;
+		if (IS(&k, "action") && !act)
+			act = string(d, &r->action);
+		else if (IS(&k, "resource") && !res)
+			res = string(d, &r->resource);
+		else if (IS(&k, "context") && !ctx)
+			ctx = context(d, &r->ctx);
+		else
+			return false;
+		if (!(IS(&k, "action") ? act : IS(&k, "resource") ? res : ctx))
+			return false;
+	}
+}
+
+static bool params(struct rd *d, struct tsec__fast_check *fc, struct tsec_request *r,
+		   size_t max)
+{
+	struct tsec_str k;
+	bool end, reqs = false;
+
+	if (!eat(d, '{'))
+		return false;
+	for (bool first = true;; first = false) {
+		if (!key(d, first, &k, &end))
+			return false;
+		if (end)
+			return reqs;
+		if (!IS(&k, "requests") || reqs || !eat(d, '['))
+			return false;
+		reqs = true;
+		if (eat(d, ']'))
+			return false;            /* none: jansson's error */
+		do {
+			if (fc->n == max || !request(d, &r[fc->n]))
+				return false;
+			fc->n++;
+		} while (eat(d, ','));
+		if (!eat(d, ']'))
+			return false;
+	}
+}
+
+int tsec__fast_check_read(const char *p, size_t len, struct tsec__fast_check *fc,
+			  struct tsec_request *r, size_t max)
+{
+	struct rd d = { (const unsigned char *)p, (const unsigned char *)p + len };
+	struct tsec_str k, m;
+	bool end, have_id = false, have_m = false, have_p = false;
+
+	memset(fc, 0, sizeof(*fc));
+	if (!eat(&d, '{'))
+		return 0;
+	for (bool first = true;; first = false) {
+		if (!key(&d, first, &k, &end))
+			return 0;
+		if (end)
+			break;
+		if (IS(&k, "id") && !have_id) {
+			have_id = true;
+			ws(&d);
+			if (d.p < d.end && *d.p == '"') {
+				if (!string(&d, &fc->id_str))
+					return 0;
+				fc->id_kind = TSEC__FAST_ID_STRING;
+			} else if (literal(&d, "null", 4)) {
+				fc->id_kind = TSEC__FAST_ID_NULL;
+			} else if (integer(&d, true, &fc->id_int)) {
+				fc->id_kind = TSEC__FAST_ID_INT;
+			} else {
+				return 0;
+			}
+		} else if (IS(&k, "method") && !have_m) {
+			have_m = true;
+			if (!string(&d, &m) || !IS(&m, "check"))
+				return 0;
+		} else if (IS(&k, "params") && !have_p) {
+			have_p = true;
+			if (!params(&d, fc, r, max))
+				return 0;
+		} else {
+			return 0;                /* principal, unknown, twice: jansson's */
+		}
+	}
+	ws(&d);
+	return d.p == d.end && have_m && have_p && fc->n > 0;
+}
