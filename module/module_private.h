@@ -319,6 +319,9 @@ struct tsec__edge {
 
 #define TSEC__NS_PRINCIPAL 0xffffffffu
 #define TSEC__NS_ROLE      0xfffffffeu
+/* Glob children at compile time: parent node | this (node ids stay
+ * below TSEC__NODES_MAX, far under it). */
+#define TSEC__NS_GLOB      0x80000000u
 
 /*
  * Immutable once compiled; shared by every thread that calls.  Each
