@@ -362,6 +362,18 @@ static void test_author_tools(void **state)
 			    dir), 1);
 	assert_non_null(strstr(out, "not signed"));
 	assert_int_equal(sh(out, sizeof(out), TSEC " verify --key %s/nope %s/f.json", dir, dir), 2);
+	/* diff: the floors removed, found without a log (every principal
+	 * asks every rule's requests); the same policy twice differs in
+	 * nothing. */
+	assert_int_equal(sh(NULL, 0, "python3 -c 'import json,sys; p=json.load(open(\"examples/"
+			    "policy.json\")); p[\"floor\"]=[]; json.dump(p, sys.stdout)' > %s/nf.json",
+			    dir), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " diff examples/policy.json %s/nf.json", dir), 1);
+	assert_non_null(strstr(out, "storage.list certificates/x/x.key by svc:acme-issuer: deny: "
+				    "forbidden by floor (keys-never-listed); allow"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " diff examples/policy.json examples/policy.json"),
+			 0);
+	assert_non_null(strstr(out, " 0 differ"));
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	assert_int_equal(sh(NULL, 0, "%s", cmd), 0);
 }

@@ -276,12 +276,45 @@ static void add_request(json_t *reqs, json_t *seen, const char *prin, const char
 	json_decref(req);
 }
 
-/* The requests one rule names, made concrete. */
-static void rule_requests(json_t *reqs, json_t *seen, json_t *r, json_t *domains)
+/* Every principal either policy names: {"p": id, "role": name or null}. */
+static void principals_of(json_t *out, json_t *seen, json_t *pol)
 {
-	json_t *prins = json_object_get(r, "principal"), *a, *res, *dom;
-	size_t i, j, k, l;
-	static const char *const anyone[] = { "*" };
+	static const char *const sections[] = { "floor", "rules" };
+	json_t *r;
+	size_t i, j;
+
+	for (int s = 0; s < 2; s++)
+		json_array_foreach(json_object_get(pol, sections[s]), i, r) {
+			json_t *prins = json_object_get(r, "principal");
+
+			for (j = 0; j < (prins ? json_array_size(prins) : 1); j++) {
+				const char *ps = prins ? json_string_value(json_array_get(prins, j))
+					       : "*";
+				json_t *e;
+
+				if (!ps || json_object_get(seen, ps))
+					continue;
+				json_object_set_new(seen, ps, json_true());
+				e = !strncmp(ps, "role:", 5)
+					? json_pack("{s:s,s:s}", "p", "svc:diff", "role", ps + 5)
+					: json_pack("{s:s,s:n}", "p", strcmp(ps, "*") ? ps : "svc:anyone",
+						    "role");
+				json_array_append_new(out, e);
+			}
+		}
+}
+
+/*
+ * The requests one rule's actions and resources make, asked by every
+ * principal either policy names (a floor removed changes what an allow
+ * elsewhere lets through), with the domains the policies name in place
+ * of a certificate's.
+ */
+static void rule_requests(json_t *reqs, json_t *seen, json_t *r, json_t *domains,
+			  json_t *prins)
+{
+	json_t *a, *res, *dom, *pe;
+	size_t j, k, l, i;
 
 	json_array_foreach(json_object_get(r, "action"), j, a) {
 		const char *an = json_string_value(a);
@@ -297,30 +330,19 @@ static void rule_requests(json_t *reqs, json_t *seen, json_t *r, json_t *domains
 				if (!json_is_string(res))
 					continue;
 				concrete(json_string_value(res), rc, sizeof(rc));
-				for (i = 0; i < (prins ? json_array_size(prins) : 1); i++) {
-					const char *ps = prins ? json_string_value(json_array_get(prins, i))
-						       : anyone[0];
+				json_array_foreach(prins, i, pe) {
+					const char *who = json_string_value(json_object_get(pe, "p"));
+					const char *role = json_string_value(json_object_get(pe, "role"));
 
-					if (!ps)
-						continue;
-					if (!strncmp(ps, "role:", 5))
-						add_request(reqs, seen, "svc:diff", ps + 5, name, rc);
-					else
-						add_request(reqs, seen, strcmp(ps, "*") ? ps : "svc:anyone",
-							    NULL, name, rc);
+					add_request(reqs, seen, who, role, name, rc);
 					json_array_foreach(domains, l, dom) {
 						char d[260];
 
 						concrete(json_string_value(dom), d, sizeof(d));
 						if (d[0] == 'x' && d[1] == '.')
 							d[0] = 'w';
-						if (!with_domain(rc, d, rd, sizeof(rd)))
-							continue;
-						if (!strncmp(ps, "role:", 5))
-							add_request(reqs, seen, "svc:diff", ps + 5, name, rd);
-						else
-							add_request(reqs, seen, strcmp(ps, "*") ? ps
-								    : "svc:anyone", NULL, name, rd);
+						if (with_domain(rc, d, rd, sizeof(rd)))
+							add_request(reqs, seen, who, role, name, rd);
 					}
 				}
 			}
@@ -328,22 +350,31 @@ static void rule_requests(json_t *reqs, json_t *seen, json_t *r, json_t *domains
 	}
 }
 
-static void policy_requests(json_t *reqs, json_t *seen, const char *path)
+static void policy_requests(json_t *reqs, json_t *seen, const char *a, const char *b)
 {
-	json_t *p = json_load_file(path, 0, NULL), *r, *domains = json_array(), *d;
-	size_t i, j;
 	static const char *const sections[] = { "floor", "rules" };
+	json_t *pa = json_load_file(a, 0, NULL), *pb = json_load_file(b, 0, NULL);
+	json_t *domains = json_array(), *prins = json_array(), *pseen = json_object(), *r, *d;
+	json_t *pols[2] = { pa, pb };
+	size_t i, j;
 
-	for (int s = 0; s < 2; s++)
-		json_array_foreach(json_object_get(p, sections[s]), i, r)
-			json_array_foreach(json_object_get(r, "domain"), j, d)
-				if (json_is_string(d))
-					json_array_append(domains, d);
-	for (int s = 0; s < 2; s++)
-		json_array_foreach(json_object_get(p, sections[s]), i, r)
-			rule_requests(reqs, seen, r, domains);
+	for (int p = 0; p < 2; p++) {
+		principals_of(prins, pseen, pols[p]);
+		for (int s = 0; s < 2; s++)
+			json_array_foreach(json_object_get(pols[p], sections[s]), i, r)
+				json_array_foreach(json_object_get(r, "domain"), j, d)
+					if (json_is_string(d))
+						json_array_append(domains, d);
+	}
+	for (int p = 0; p < 2; p++)
+		for (int s = 0; s < 2; s++)
+			json_array_foreach(json_object_get(pols[p], sections[s]), i, r)
+				rule_requests(reqs, seen, r, domains, prins);
 	json_decref(domains);
-	json_decref(p);
+	json_decref(prins);
+	json_decref(pseen);
+	json_decref(pa);
+	json_decref(pb);
 }
 
 int cmd_diff(struct opts *o)
@@ -360,8 +391,7 @@ int cmd_diff(struct opts *o)
 		rc = EXIT_ERROR;
 		goto out;
 	}
-	policy_requests(reqs, seen, o->args[0]);
-	policy_requests(reqs, seen, o->args[1]);
+	policy_requests(reqs, seen, o->args[0], o->args[1]);
 	if (o->log) {
 		FILE *f = fopen(o->log, "r");
 		char *buf = NULL;
