@@ -18,7 +18,8 @@
  * Then the shapes built to exhaust a compiler, one row each
  * (shape,compile_ms,rss_kib,check_p50_ns): one rule naming 3,000
  * principals and 3,000 resources; 80,000 rules on one resource; 10,000
- * rules on one general glob after "**", asked with a 24-segment key.
+ * rules on one general glob after "**", asked with a 24-segment key;
+ * 32,000 rules, each its own glob under one node.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -191,7 +192,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	printf("shape,compile_ms,rss_kib,check_p50_ns\n");
-	for (int shape = 0; shape < 3; shape++) {
+	for (int shape = 0; shape < 4; shape++) {
 		struct tsec_request r;
 		struct tsec_decision d;
 		long rss0 = bench_rss_kib();
@@ -208,6 +209,15 @@ int main(int argc, char **argv)
 			for (int i = 0; i < 3000; i++)
 				add(&b, "%s\"certificates/r%d/x/*/y.crt\"", i ? "," : "", i);
 			add(&b, "]}]}");
+		} else if (shape == 3) {
+			/* Distinct glob siblings under one node (issue 21: was
+			 * quadratic, 32,000 rules 1.56 s). */
+			add(&b, "{\"version\": 1, \"rules\": [");
+			for (int i = 0; i < 32000; i++)
+				add(&b, "%s{\"id\": \"s%d\", \"effect\": \"allow\", \"action\":"
+				    " [\"storage.load\"], \"resource\": [\"certificates/d%d-*/**\"]}",
+				    i ? "," : "", i, i);
+			add(&b, "]}");
 		} else if (shape == 2) {
 			add(&b, "{\"version\": 1, \"rules\": [");
 			for (int i = 0; i < 10000; i++)
@@ -239,7 +249,8 @@ int main(int argc, char **argv)
 		memset(&r, 0, sizeof(r));
 		r.principal = tsec_str_c("svc:p2999");
 		r.action = tsec_str_c("storage.load");
-		r.resource = tsec_str_c(shape == 2 ? longkey : shape ? "certificates/one/x/a/y.crt"
+		r.resource = tsec_str_c(shape == 3 ? "certificates/d31999-x/y/z.crt"
+					: shape == 2 ? longkey : shape ? "certificates/one/x/a/y.crt"
 					      : "certificates/r2999/x/a/y.crt");
 		for (int i = 0; i < CALLS; i++) {
 			t0 = bench_now();
@@ -247,7 +258,8 @@ int main(int argc, char **argv)
 				abort();
 			lat[i] = bench_now() - t0;
 		}
-		printf("%s,%.2f,%ld,%llu\n", shape == 2 ? "rules_10000_one_glob_long_key"
+		printf("%s,%.2f,%ld,%llu\n", shape == 3 ? "rules_32000_glob_siblings"
+					      : shape == 2 ? "rules_10000_one_glob_long_key"
 					      : shape ? "rules_80000_one_resource"
 						      : "principals_3000_x_resources_3000",
 		       compile_ns / 1e6, bench_rss_kib() - rss0,

@@ -24,7 +24,7 @@ check() {
 }
 
 check bench_bus "check2 evaluate" $B/bench_bus "$M" examples/policy.json 500
-check bench_policy_scale "10 20" $B/bench_policy_scale "$M" 10 20
+check bench_policy_scale "10 20 rules_32000_glob_siblings" $B/bench_policy_scale "$M" 10 20
 check bench_certcache "lookup_exact lookup_wildcard lookup_miss lookup_all duplicate_insert \
 	wildcard_4_threads empty_miss single_hit 64_origins_hit 256_origins_hit full_hit full_miss \
 	shared_full_hit shared_full_miss untracked_guard_drop" env BENCH_SAMPLES=2 $B/bench_certcache 500
