@@ -6,8 +6,10 @@
  *   BENCH_NO_LOG=1 build/release/bench_zmq   (the broker without its decision log)
  *
  * Starts build/release/tsec-broker on a temporary ipc socket and a tcp
- * port (CURVE), and in this process an echo server (a ROUTER that sends
- * every message back) on ipc, on tcp with CURVE and on plain tcp.  Every
+ * port (CURVE), and in a process of its own an echo server (a ROUTER that
+ * sends every message back) on ipc, on tcp with CURVE and on plain tcp,
+ * so that each server's CPU time (its threads, ZeroMQ's I/O thread
+ * included) can be read from /proc around the throughput runs.  Every
  * client is the client library sending the same Check message (a batch
  * of two requests) and waiting for the reply.
  *
@@ -16,6 +18,8 @@
  *   ratio,transport,broker_p50_over_echo_p50
  *   throughput,case,clients,calls,elapsed_ns,calls_per_s
  *   throughput_ratio,ipc,clients,broker_over_echo   (A-B-B-A in the same run)
+ *   cpu_per_call,ipc,clients,broker_ns,echo_ns,broker_over_echo   (the
+ *     servers' user and system time over the same A-B-B-A runs)
  *   connect,case,samples,p50_ns   (open + handshake + first reply)
  */
 #include <arpa/inet.h>
@@ -41,7 +45,28 @@ static char echo_tcp_curve[64], echo_tcp_plain[64];
 static char srv_pub[41], srv_sec[41], cli_pub[41], cli_sec[41];
 static void *echo_ctx;
 static atomic_int echo_stop;
-static pid_t broker;
+static pid_t broker, echo_pid;
+
+/* A process's user + system CPU time so far, in nanoseconds (/proc). */
+static uint64_t cpu_ns(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut = 0, st = 0;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* After the command's ")": state, then fields 4..13, then utime, stime. */
+	if (!(p = strrchr(buf, ')')) ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return 0;
+	return (ut + st) * (1000000000ull / (unsigned long long)sysconf(_SC_CLK_TCK));
+}
 
 static const char *msg =
 	"{\"id\":1,\"method\":\"check\",\"params\":{\"requests\":["
@@ -312,6 +337,15 @@ static void connect_cost(const char *name, const char *ep, int curve)
 	printf("connect,%s,%d,%llu\n", name, N, (unsigned long long)bench_quantile(v, N, 0.5));
 }
 
+static void stop_echo(void)
+{
+	if (echo_pid > 0) {
+		kill(echo_pid, SIGTERM);
+		waitpid(echo_pid, NULL, 0);
+		echo_pid = 0;
+	}
+}
+
 /* Never leave a broker behind, whatever way this program ends. */
 static void stop_broker(void)
 {
@@ -370,7 +404,6 @@ static void start_broker(void)
 int main(int argc, char **argv)
 {
 	size_t calls = argc > 1 ? strtoul(argv[1], NULL, 10) : 20000;
-	pthread_t echo;
 	uint64_t e_tcp, e_plain;
 	double r_ipc, r_tcp;
 	char cmd[128];
@@ -385,8 +418,16 @@ int main(int argc, char **argv)
 	snprintf(echo_tcp_plain, sizeof(echo_tcp_plain), "tcp://127.0.0.1:%d", free_port());
 	zmq_curve_keypair(srv_pub, srv_sec);
 	zmq_curve_keypair(cli_pub, cli_sec);
-	echo_ctx = zmq_ctx_new();
-	pthread_create(&echo, NULL, echo_main, NULL);
+	/* The echo in a process of its own, made before this one has any
+	 * ZeroMQ context. */
+	if ((echo_pid = fork()) < 0)
+		return 2;
+	if (echo_pid == 0) {
+		echo_ctx = zmq_ctx_new();
+		echo_main(NULL);
+		_exit(0);
+	}
+	atexit(stop_echo);
 	start_broker();
 
 	printf("# bench_zmq: %s build, %zu calls per latency case; one message = Check of 2 (%zu bytes)\n",
@@ -404,11 +445,22 @@ int main(int argc, char **argv)
 	       " echo, broker; each side the mean of its two runs)\n");
 	for (int n = 1; n <= 16; n *= 4) {
 		size_t half = calls / 2 / (size_t)n;
+		uint64_t bc = cpu_ns(broker), ec, bcpu, ecpu;
 		double b = throughput("broker_ipc", broker_ipc, 0, n, half);
+
+		bcpu = cpu_ns(broker) - bc;
+		ec = cpu_ns(echo_pid);
 		double e = throughput("echo_ipc", echo_ipc, 0, n, half);
 		e += throughput("echo_ipc", echo_ipc, 0, n, half);
+		ecpu = cpu_ns(echo_pid) - ec;
+		bc = cpu_ns(broker);
 		b += throughput("broker_ipc", broker_ipc, 0, n, half);
+		bcpu += cpu_ns(broker) - bc;
 		printf("throughput_ratio,ipc,%d,%.3f\n", n, b / e);
+		/* Each side served 2 x half x n calls. */
+		printf("cpu_per_call,ipc,%d,%.0f,%.0f,%.3f\n", n,
+		       (double)bcpu / (2.0 * (double)half * n), (double)ecpu / (2.0 * (double)half * n),
+		       ecpu ? (double)bcpu / (double)ecpu : 0.0);
 	}
 	for (int n = 1; n <= 16; n *= 4)
 		throughput("broker_tcp_curve", broker_tcp, 1, n, calls / (size_t)n);
@@ -419,9 +471,7 @@ int main(int argc, char **argv)
 	connect_cost("broker_ipc_zap", broker_ipc, 0);
 
 	stop_broker();
-	atomic_store(&echo_stop, 1);
-	pthread_join(echo, NULL);
-	zmq_ctx_term(echo_ctx);
+	stop_echo();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	return system(cmd) == 0 ? 0 : 1;
 }
