@@ -296,9 +296,25 @@ static void test_author_tools(void **state)
 	/* fmt: the example is canonical; a reordered copy is not, means the
 	 * same, and -w makes it canonical. */
 	assert_int_equal(sh(out, sizeof(out), TSEC " fmt --check examples/policy.json"), 0);
-	assert_int_equal(sh(NULL, 0, "python3 -c 'import json,sys; p=json.load(open(\"examples/"
-			    "policy.json\")); print(json.dumps({k: p[k] for k in reversed(list(p))}))'"
-			    " > %s/p.json", dir), 0);
+	{
+		/* The example's members in reverse order, on one line. */
+		json_t *p = json_load_file("examples/policy.json", 0, NULL), *rev = json_object();
+		const char *ks[16];
+		size_t nk = 0;
+		const char *k;
+		json_t *v;
+
+		assert_non_null(p);
+		json_object_foreach(p, k, v)
+			if (nk < 16)
+				ks[nk++] = k;
+		while (nk--)
+			json_object_set(rev, ks[nk], json_object_get(p, ks[nk]));
+		snprintf(cmd, sizeof(cmd), "%s/p.json", dir);
+		assert_int_equal(json_dump_file(rev, cmd, JSON_COMPACT), 0);
+		json_decref(rev);
+		json_decref(p);
+	}
 	assert_int_equal(sh(out, sizeof(out), TSEC " fmt --check %s/p.json", dir), 1);
 	assert_non_null(strstr(out, "/p.json"));
 	assert_int_equal(sh(NULL, 0, TSEC " fmt %s/p.json > %s/f.json", dir, dir), 0);
@@ -347,9 +363,26 @@ static void test_author_tools(void **state)
 	assert_non_null(strstr(out, "DOES NOT VERIFY"));
 	assert_int_equal(sh(out, sizeof(out), TSEC " inspect %s/r.json", dir), 0);
 	assert_non_null(strstr(out, "revision    3"));
-	assert_int_equal(sh(NULL, 0, "python3 -c 'import json; print(json.dumps({\"policy\": "
-			    "open(\"%s/r.json\").read(), \"signature\": open(\"%s/r.json.sig\")"
-			    ".read().strip()}))' > %s/bundle.json", dir, dir, dir), 0);
+	{
+		/* A fleet bundle: the policy's text and its signature. */
+		char path[128], *text, *sig;
+		size_t tl, sl;
+		struct tsec_error e;
+		json_t *bundle;
+
+		snprintf(path, sizeof(path), "%s/r.json", dir);
+		assert_int_equal(tsec_read_file(path, 1 << 20, &text, &tl, &e), 0);
+		snprintf(path, sizeof(path), "%s/r.json.sig", dir);
+		assert_int_equal(tsec_read_file(path, 1024, &sig, &sl, &e), 0);
+		while (sl && (sig[sl - 1] == '\n' || sig[sl - 1] == '\r'))
+			sig[--sl] = '\0';
+		bundle = json_pack("{s:s%,s:s}", "policy", text, tl, "signature", sig);
+		snprintf(path, sizeof(path), "%s/bundle.json", dir);
+		assert_int_equal(json_dump_file(bundle, path, JSON_COMPACT), 0);
+		json_decref(bundle);
+		free(text);
+		free(sig);
+	}
 	assert_int_equal(sh(out, sizeof(out), TSEC " verify --key %s/s.sign.pub %s/bundle.json",
 			    dir, dir), 0);
 	assert_int_equal(sh(out, sizeof(out), TSEC " inspect --key %s/s.sign.pub %s/bundle.json",
@@ -365,9 +398,15 @@ static void test_author_tools(void **state)
 	/* diff: the floors removed, found without a log (every principal
 	 * asks every rule's requests); the same policy twice differs in
 	 * nothing. */
-	assert_int_equal(sh(NULL, 0, "python3 -c 'import json,sys; p=json.load(open(\"examples/"
-			    "policy.json\")); p[\"floor\"]=[]; json.dump(p, sys.stdout)' > %s/nf.json",
-			    dir), 0);
+	{
+		json_t *p = json_load_file("examples/policy.json", 0, NULL);
+
+		assert_non_null(p);
+		json_object_set_new(p, "floor", json_array());
+		snprintf(cmd, sizeof(cmd), "%s/nf.json", dir);
+		assert_int_equal(json_dump_file(p, cmd, 0), 0);
+		json_decref(p);
+	}
 	assert_int_equal(sh(out, sizeof(out), TSEC " diff examples/policy.json %s/nf.json", dir), 1);
 	assert_non_null(strstr(out, "storage.list certificates/x/x.key by svc:acme-issuer: deny: "
 				    "forbidden by floor (keys-never-listed); allow"));

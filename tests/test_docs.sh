@@ -160,7 +160,8 @@ cat > "$W/examples" <<EOF
 EOF
 mkdir -p "$W/out-dir"
 # The example policy without its floors, for replay and diff.
-python3 -c 'import json,sys; p=json.load(open("examples/policy.json")); p["floor"]=[]; json.dump(p, sys.stdout)' > "$W/nofloor.json"
+sed '/^  "floor": \[/,/^  \],/c\  "floor": [],' examples/policy.json > "$W/nofloor.json"
+grep -q '"floor": \[\],' "$W/nofloor.json" || { echo "FAIL: could not remove the floors"; fail=1; }
 while read -r want line; do
 	run "$want" "$line"
 done < "$W/examples"
