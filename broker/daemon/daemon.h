@@ -163,6 +163,12 @@ struct tsec__policy_id {
 	int64_t loaded_ms;           /* when it started serving (wall) */
 };
 
+struct tsec__policy_text {
+	struct tsec__policy_text *older;
+	size_t len;
+	char text[];
+};
+
 struct tsec__daemon {
 	struct tsec__config cfg;
 	/* fleet.c: the fleet's policy bundle, watched on a shared backend */
@@ -183,6 +189,15 @@ struct tsec__daemon {
 	pthread_mutex_t reload_lock;
 	pthread_mutex_t policy_lock;     /* guards policy (health reads it) */
 	struct tsec__policy_id policy;
+	/*
+	 * The running policy's members of a decision-log line,
+	 * ,"policy_sha256":"...","policy_revision":N, made once per policy
+	 * (policy.c) and read without the lock.  A line being written may
+	 * hold the one before, so each stays until the broker stops
+	 * (policy_texts: one per policy served, a few dozen bytes each).
+	 */
+	_Atomic(struct tsec__policy_text *) policy_text;
+	struct tsec__policy_text *policy_texts;
 	struct tsec__held_table held;
 	int64_t started_ms;
 	int sigpipe[2];

@@ -236,6 +236,12 @@ static void stop(struct tsec__daemon *d)
 	else
 		tsec__held_release_all(d);
 	tsec__declog_close(&d->log);
+	while (d->policy_texts) {
+		struct tsec__policy_text *t = d->policy_texts;
+
+		d->policy_texts = t->older;
+		free(t);
+	}
 	tsec_store_close(&d->store);
 	tsec_bus_free(&d->bus);
 	free((void *)d->st.by_method);

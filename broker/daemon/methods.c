@@ -192,6 +192,7 @@ struct line {
 	struct tsec__daemon *d;
 	struct tsec__call *c;
 	uint64_t seq;                        /* the decision's number here */
+	const struct tsec__policy_text *ptext;   /* or, when NULL, pid */
 	struct tsec__policy_id pid;
 	int64_t now_ms;
 	const struct tsec_str *action, *resource;
@@ -245,10 +246,15 @@ static void line_write(struct tsec__jw *w, struct line *l, size_t idmax, size_t 
 		}
 		TSEC__JW_LIT(w, "]");
 	}
-	TSEC__JW_LIT(w, ",\"policy_sha256\":\"");
-	tsec__jw_raw(w, l->pid.sha256, strnlen(l->pid.sha256, sizeof(l->pid.sha256)));
-	TSEC__JW_LIT(w, "\",\"policy_revision\":");
-	tsec__jw_int(w, l->pid.revision);
+	if (l->ptext) {
+		/* Made once per policy (policy.c). */
+		tsec__jw_raw(w, l->ptext->text, l->ptext->len);
+	} else {
+		TSEC__JW_LIT(w, ",\"policy_sha256\":\"");
+		tsec__jw_raw(w, l->pid.sha256, strnlen(l->pid.sha256, sizeof(l->pid.sha256)));
+		TSEC__JW_LIT(w, "\",\"policy_revision\":");
+		tsec__jw_int(w, l->pid.revision);
+	}
 	TSEC__JW_LIT(w, ",\"action\":");
 	clipped(w, l->action->ptr ? l->action->ptr : "", l->action->len, max);
 	TSEC__JW_LIT(w, ",\"resource\":");
@@ -347,9 +353,11 @@ void tsec__log_decision(struct tsec__daemon *d, struct tsec__call *c,
 		return;
 	/* Unique across brokers and restarts without a syscall per line. */
 	l.seq = atomic_fetch_add(&d->decisions, 1);
-	pthread_mutex_lock(&d->policy_lock);
-	l.pid = d->policy;
-	pthread_mutex_unlock(&d->policy_lock);
+	if (!(l.ptext = atomic_load_explicit(&d->policy_text, memory_order_acquire))) {
+		pthread_mutex_lock(&d->policy_lock);
+		l.pid = d->policy;
+		pthread_mutex_unlock(&d->policy_lock);
+	}
 	l.now_ms = tsec__wall_ms();
 	/*
 	 * A decision is never dropped for its size: the caller's fields are

@@ -179,8 +179,17 @@ int tsec__policy_admit(struct tsec__daemon *d, const char *text, size_t len,
 int tsec__policy_commit(struct tsec__daemon *d, const struct tsec__policy_id *id,
 			struct tsec_error *err)
 {
+	struct tsec__policy_text *t = malloc(sizeof(*t) + 128);
+
 	pthread_mutex_lock(&d->policy_lock);
 	d->policy = *id;
+	if (t) {
+		t->len = (size_t)snprintf(t->text, 128, ",\"policy_sha256\":\"%s\",\"policy_revision\":%lld",
+					  id->sha256, id->revision);
+		t->older = d->policy_texts;
+		d->policy_texts = t;
+		atomic_store_explicit(&d->policy_text, t, memory_order_release);
+	}
 	pthread_mutex_unlock(&d->policy_lock);
 	return d->cfg.have_pk ? state_write(d, id->revision, id->sha256, err) : 0;
 }
