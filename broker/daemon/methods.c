@@ -343,14 +343,23 @@ void tsec__log_decision(struct tsec__daemon *d, struct tsec__call *c,
 			const struct tsec_context *ctx, const struct tsec_decision *dec,
 			const struct tsec__why_not *why, int64_t latency_ns)
 {
-	struct line l = { .d = d, .c = c, .action = action, .resource = resource,
-			  .ctx = ctx, .dec = dec, .why = why, .latency_ns = latency_ns };
+	struct line l;                       /* every member set below (no
+						whole-struct zeroing: pid is
+						read only without ptext) */
 	/* One line on the stack: no allocation unless it outgrows this. */
 	char buf[2048];
 	struct tsec__jw w;
 
 	if (!d->log)
 		return;
+	l.d = d;
+	l.c = c;
+	l.action = action;
+	l.resource = resource;
+	l.ctx = ctx;
+	l.dec = dec;
+	l.why = why;
+	l.latency_ns = latency_ns;
 	/* Unique across brokers and restarts without a syscall per line. */
 	l.seq = atomic_fetch_add(&d->decisions, 1);
 	if (!(l.ptext = atomic_load_explicit(&d->policy_text, memory_order_acquire))) {
