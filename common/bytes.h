@@ -5,6 +5,7 @@
 #ifndef TSEC_COMMON_BYTES_H
 #define TSEC_COMMON_BYTES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -59,6 +60,24 @@ static inline size_t tsec__utf8_seq(const unsigned char *p, size_t n, uint32_t *
 		return 0;
 	*cp = v;
 	return need;
+}
+
+/*
+ * Whether any of the 8 bytes in x needs a JSON writer's or reader's look:
+ * below 0x20, '"', '\\', or 0x80 and up (exact has-less and has-byte
+ * tests, without carries between bytes); with del, 0x7f too.
+ */
+static inline bool tsec__json_special8(uint64_t x, bool del)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	const uint64_t low7 = 0x7f7f7f7f7f7f7f7full;
+	uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\'), d = x ^ (ones * 0x7f);
+	uint64_t lt = ~(((x & low7) + (ones * (0x80 - 0x20))) | x) & high;
+	uint64_t zq = ~(((q & low7) + low7) | q) & high;
+	uint64_t zb = ~(((b & low7) + low7) | b) & high;
+	uint64_t zd = del ? ~(((d & low7) + low7) | d) & high : 0;
+
+	return (x & high) | lt | zq | zb | zd;
 }
 
 /*

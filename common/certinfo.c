@@ -2,6 +2,7 @@
  * A certificate's non-secret attributes, read (for the decision log) and
  * made again (for tsec replay).  See certinfo.h.
  */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,18 +124,48 @@ int tsec__certinfo_from_json(json_t *o, struct tsec__certinfo *out)
 	return 0;
 }
 
+/*
+ * A key of ci's type and size, made once per type and size and kept for
+ * the process (an RSA key takes tens of milliseconds to make: replaying
+ * a log of thousands of certificates must not make thousands).  RSA of
+ * 512 to 8,192 bits; a new reference (EVP_PKEY_free it), or NULL.
+ */
 static EVP_PKEY *key_like(const struct tsec__certinfo *ci)
 {
-	if (!strcmp(ci->key, "rsa"))
-		return ci->bits >= 512 && ci->bits <= 16384
-			? EVP_RSA_gen(ci->bits) : NULL;
-	if (!strcmp(ci->key, "ec-p256"))
-		return EVP_EC_gen("P-256");
-	if (!strcmp(ci->key, "ec-p384"))
-		return EVP_EC_gen("P-384");
-	if (!strcmp(ci->key, "ed25519"))
-		return EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
-	return NULL;
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static struct { char key[16]; unsigned bits; EVP_PKEY *pk; } made[8];
+	static unsigned nmade;
+	EVP_PKEY *pk = NULL;
+	unsigned i;
+
+	pthread_mutex_lock(&lock);
+	for (i = 0; i < nmade; i++)
+		if (!strcmp(made[i].key, ci->key) && made[i].bits == ci->bits)
+			break;
+	if (i < nmade) {
+		pk = made[i].pk;
+	} else {
+		if (!strcmp(ci->key, "rsa"))
+			pk = ci->bits >= 512 && ci->bits <= 8192 ? EVP_RSA_gen(ci->bits) : NULL;
+		else if (!strcmp(ci->key, "ec-p256"))
+			pk = EVP_EC_gen("P-256");
+		else if (!strcmp(ci->key, "ec-p384"))
+			pk = EVP_EC_gen("P-384");
+		else if (!strcmp(ci->key, "ed25519"))
+			pk = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+		if (pk && nmade < sizeof(made) / sizeof(made[0])) {
+			snprintf(made[nmade].key, sizeof(made[nmade].key), "%s", ci->key);
+			made[nmade].bits = ci->bits;
+			made[nmade++].pk = pk;
+		} else if (pk) {
+			pthread_mutex_unlock(&lock);
+			return pk;           /* not kept: this reference is the caller's */
+		}
+	}
+	if (pk)
+		EVP_PKEY_up_ref(pk);
+	pthread_mutex_unlock(&lock);
+	return pk;
 }
 
 char *tsec__certinfo_pem(const struct tsec__certinfo *ci)

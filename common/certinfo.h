@@ -34,9 +34,10 @@ json_t *tsec__certinfo_json(const struct tsec__certinfo *ci);
 int tsec__certinfo_from_json(json_t *o, struct tsec__certinfo *out);
 
 /*
- * A self-signed certificate with ci's attributes (a fresh key of its type
- * and size; notBefore a day before notAfter or earlier), as PEM (new,
- * NUL-terminated).  NULL when the key type cannot be made.
+ * A self-signed certificate with ci's attributes (a key of its type and
+ * size, made once per type and size for the process; notBefore a day
+ * before notAfter), as PEM (new, NUL-terminated).  NULL when the key
+ * cannot be made (an unknown type, RSA under 512 or over 8,192 bits).
  */
 char *tsec__certinfo_pem(const struct tsec__certinfo *ci);
 

@@ -1,12 +1,15 @@
 /*
- * Reading a whole file, bounded (common/file.h).  In common/ because the
+ * Reading a whole file, bounded, and replacing one whole (common/file.h).  In common/ because the
  * signature checks read files too and common/ depends on nothing above
  * it; exported as part of the bus's API (tinysecurity/bus.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "common/file.h"
@@ -62,4 +65,33 @@ out:
 	free(buf);
 	fclose(f);
 	return rc;
+}
+
+int tsec__file_replace(const char *path, const void *data, size_t len, unsigned mode)
+{
+	char tmp[4200];
+	int fd, e;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tsec-tmp-%ld", path, (long)getpid()) >=
+	    sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	unlink(tmp);                 /* one this process left, killed mid-write */
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
+		return -1;
+	if (fchmod(fd, (mode_t)mode) || write(fd, data, len) != (ssize_t)len || fsync(fd)) {
+		e = errno ? errno : EIO;
+		close(fd);
+		unlink(tmp);
+		errno = e;
+		return -1;
+	}
+	if (close(fd) || rename(tmp, path)) {
+		e = errno;
+		unlink(tmp);
+		errno = e;
+		return -1;
+	}
+	return 0;
 }

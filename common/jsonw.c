@@ -75,22 +75,6 @@ static const unsigned char cls[256] = {
 };
 
 
-/* Whether any of the 8 bytes in x is below 0x20, '"', '\\', 0x7f or
- * 0x80 and up (the exact has-less and has-byte tests, without carries
- * between bytes). */
-static inline bool needs_look(uint64_t x)
-{
-	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-	const uint64_t low7 = 0x7f7f7f7f7f7f7f7full;
-	uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\'), d = x ^ (ones * 0x7f);
-	uint64_t lt = ~(((x & low7) + (ones * (0x80 - 0x20))) | x) & high;
-	uint64_t zq = ~(((q & low7) + low7) | q) & high;
-	uint64_t zb = ~(((b & low7) + low7) | b) & high;
-	uint64_t zd = ~(((d & low7) + low7) | d) & high;
-
-	return (x & high) | lt | zq | zb | zd;
-}
-
 static void escape(struct tsec__jw *w, uint32_t cp)
 {
 	static const char hex[] = "0123456789ABCDEF";
@@ -137,7 +121,7 @@ void tsec__jw_str(struct tsec__jw *w, const char *s, size_t n)
 			uint64_t x;
 
 			memcpy(&x, u + run, 8);
-			if (needs_look(x))
+			if (tsec__json_special8(x, true))
 				break;
 			run += 8;
 		}

@@ -25,19 +25,6 @@ static inline bool eat(struct rd *d, unsigned char c)
 	return false;
 }
 
-/* Whether any of 8 bytes is below 0x20, '"', '\\' or 0x80 and up. */
-static inline bool special8(uint64_t x)
-{
-	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-	const uint64_t low7 = 0x7f7f7f7f7f7f7f7full;
-	uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-	uint64_t lt = ~(((x & low7) + (ones * (0x80 - 0x20))) | x) & high;
-	uint64_t zq = ~(((q & low7) + low7) | q) & high;
-	uint64_t zb = ~(((b & low7) + low7) | b) & high;
-
-	return (x & high) | lt | zq | zb;
-}
-
 /*
  * A string without escapes: its bytes (between the quotes) into out.
  * False for anything else: an escape, a control character, invalid
@@ -55,7 +42,7 @@ static bool string(struct rd *d, struct tsec_str *out)
 			uint64_t x;
 
 			memcpy(&x, d->p, 8);
-			if (special8(x))
+			if (tsec__json_special8(x, false))
 				break;
 			d->p += 8;
 		}
@@ -82,8 +69,8 @@ static bool string(struct rd *d, struct tsec_str *out)
 	return true;
 }
 
-/* An object member's key, then its colon; true at the object's end with
- * *key NULL. */
+/* An object member's key, then its colon; at the object's end, true with
+ * *end set. */
 static bool key(struct rd *d, bool first, struct tsec_str *k, bool *end)
 {
 	*end = false;
@@ -195,7 +182,7 @@ static bool context(struct rd *d, struct tsec_context *x)
 static bool request(struct rd *d, struct tsec_request *r)
 {
 	struct tsec_str k;
-	bool end, act = false, res = false, ctx = false;
+	bool end, ok, act = false, res = false, ctx = false;
 
 	memset(r, 0, sizeof(*r));
 	if (!eat(d, '{'))
@@ -205,15 +192,20 @@ static bool request(struct rd *d, struct tsec_request *r)
 			return false;
 		if (end)
 			return act && res;
-		if (IS(&k, "action") && !act)
-			act = string(d, &r->action);
-		else if (IS(&k, "resource") && !res)
-			res = string(d, &r->resource);
-		else if (IS(&k, "context") && !ctx)
-			ctx = context(d, &r->ctx);
-		else
-			return false;
-		if (!(IS(&k, "action") ? act : IS(&k, "resource") ? res : ctx))
+		/* Each member once; anything else is jansson's. */
+		if (IS(&k, "action") && !act) {
+			act = true;
+			ok = string(d, &r->action);
+		} else if (IS(&k, "resource") && !res) {
+			res = true;
+			ok = string(d, &r->resource);
+		} else if (IS(&k, "context") && !ctx) {
+			ctx = true;
+			ok = context(d, &r->ctx);
+		} else {
+			ok = false;
+		}
+		if (!ok)
 			return false;
 	}
 }

@@ -4,7 +4,6 @@
  * answers are printed.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +20,7 @@
 #include "tinysecurity/client.h"
 #include "tinysecurity/store.h"
 #include "common/error.h"
+#include "common/file.h"
 #include "common/prom.h"
 #include "common/sign.h"
 #include "common/wire.h"
@@ -417,41 +417,6 @@ static int human_keys(json_t *r)
 /* cert load: the PEM to stdout, or DIR/DOMAIN.{crt,key,json} (key 0600). */
 static const char *cert_out_dir, *cert_out_domain;
 
-/*
- * Writes text to dir/name: a new file (mode 0600 for a private key, never
- * an existing file's wider mode) renamed over the name, so a reader sees
- * the old file or the whole new one.  0, or -1 with errno.
- */
-static int write_file_at(const char *dir, const char *name, const char *text, mode_t mode)
-{
-	char tmp[4200], path[4200];
-	size_t n = strlen(text);
-	int fd, e;
-
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path) ||
-	    (size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.tsec-%ld", dir, name,
-			     (long)getpid()) >= sizeof(tmp)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)) < 0)
-		return -1;
-	if (fchmod(fd, mode) || write(fd, text, n) != (ssize_t)n || fsync(fd) || close(fd)) {
-		e = errno ? errno : EIO;
-		close(fd);
-		unlink(tmp);
-		errno = e;
-		return -1;
-	}
-	if (rename(tmp, path)) {
-		e = errno;
-		unlink(tmp);
-		errno = e;
-		return -1;
-	}
-	return 0;
-}
-
 static int human_cert(json_t *r)
 {
 	static const char *const part[3] = { "cert", "key", "meta" };
@@ -463,13 +428,15 @@ static int human_cert(json_t *r)
 		return EXIT_ALLOW;
 	}
 	for (int i = 0; i < 3; i++) {
-		char name[300];
+		char name[4200];
 		const char *v = json_string_value(json_object_get(r, part[i]));
 
-		snprintf(name, sizeof(name), "%s.%s", cert_out_domain, ext[i]);
-		if (write_file_at(cert_out_dir, name, v ? v : "", i == 1 ? 0600 : 0644)) {
-			fprintf(stderr, "tsec cert load: cannot write %s/%s: %s\n", cert_out_dir,
-				name, strerror(errno));
+		/* A new file renamed over the name: the private key 0600 even
+		 * over a wider file, and a reader never sees half of one. */
+		snprintf(name, sizeof(name), "%s/%s.%s", cert_out_dir, cert_out_domain, ext[i]);
+		if (tsec__file_replace(name, v ? v : "", v ? strlen(v) : 0, i == 1 ? 0600 : 0644)) {
+			fprintf(stderr, "tsec cert load: cannot write %s: %s\n", name,
+				strerror(errno));
 			rc = EXIT_FAILED;
 			break;               /* the rest would fail the same way */
 		}

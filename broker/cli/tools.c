@@ -5,13 +5,11 @@
  * checks it).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <jansson.h>
 #include <sodium.h>
@@ -166,35 +164,6 @@ static char *canonical(json_t *root, size_t *outlen)
 	return buf;
 }
 
-/* Writes text over path: a new file beside it, with path's mode, renamed. */
-static int replace_file(const char *path, const char *text, size_t n)
-{
-	char tmp[4200];
-	struct stat sb;
-	int fd, e;
-
-	if (stat(path, &sb) ||
-	    (size_t)snprintf(tmp, sizeof(tmp), "%s.tsec-fmt-%ld", path, (long)getpid()) >=
-	    sizeof(tmp))
-		return -1;
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
-		return -1;
-	if (fchmod(fd, sb.st_mode & 07777) || write(fd, text, n) != (ssize_t)n || fsync(fd)) {
-		e = errno;
-		close(fd);
-		unlink(tmp);
-		errno = e;
-		return -1;
-	}
-	if (close(fd) || rename(tmp, path)) {
-		e = errno;
-		unlink(tmp);
-		errno = e;
-		return -1;
-	}
-	return 0;
-}
-
 int cmd_fmt(struct opts *o)
 {
 	int rc = EXIT_ALLOW;
@@ -210,6 +179,7 @@ int cmd_fmt(struct opts *o)
 		json_t *root;
 		char *text = NULL, *out;
 		size_t len, olen;
+		struct stat sb;
 
 		if (tsec_read_file(path, TSEC_POLICY_MAX, &text, &len, &err)) {
 			fprintf(stderr, "tsec fmt: %s\n", err.msg);
@@ -239,7 +209,8 @@ int cmd_fmt(struct opts *o)
 				printf("%s\n", path);
 				if (rc == EXIT_ALLOW)
 					rc = EXIT_DENY;
-			} else if (!same && replace_file(path, out, olen)) {
+			} else if (!same && (stat(path, &sb) ||
+					     tsec__file_replace(path, out, olen, sb.st_mode & 07777))) {
 				fprintf(stderr, "tsec fmt: cannot rewrite %s: %s\n", path, strerror(errno));
 				rc = EXIT_FAILED;
 			}

@@ -18,8 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <sodium.h>
 
@@ -27,6 +25,7 @@
 #include "broker/storage/store_private.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/file.h"
 #include "common/sign.h"
 
 #define POLL_MS 1000
@@ -35,19 +34,11 @@
 /* Keeps bundle b in state_dir (temporary file, fsync, rename). */
 static void keep(struct tsec__daemon *d, const char *b, size_t len)
 {
-	char path[1100], tmp[1120];
-	int fd;
+	char path[1100];
 
 	snprintf(path, sizeof(path), "%s/" KEPT, d->cfg.state_dir);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 || write(fd, b, len) != (ssize_t)len || fsync(fd) || close(fd) ||
-	    rename(tmp, path)) {
-		if (fd >= 0)
-			close(fd);
-		unlink(tmp);
+	if (tsec__file_replace(path, b, len, 0600))
 		tsec__say("could not keep the fleet policy in %s", path);
-	}
 }
 
 int tsec__fleet_shared(const struct tsec__daemon *d)

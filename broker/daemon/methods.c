@@ -409,9 +409,12 @@ void tsec__observe(void *ctx, void *call_ctx, const struct tsec_request *reqs,
 	if (!c)
 		return;
 	for (size_t i = 0; i < n; i++) {
-		struct tsec__why_not why;
+		struct tsec__why_not why;        /* for the log only: made only
+						    when there is one */
 
-		tsec__why_not_of(d, &reqs[i], &dec[i], &why);
+		why.n = 0;
+		if (d->log)
+			tsec__why_not_of(d, &reqs[i], &dec[i], &why);
 		tsec__log_decision(d, c, &reqs[i].action, &reqs[i].resource, &reqs[i].ctx,
 				   &dec[i], &why, (int64_t)(latency_ns / n));
 		if (!dec[i].allow)
@@ -557,7 +560,6 @@ json_t *tsec__health_json(struct tsec__daemon *d)
 	struct tsec_module_info info;
 	struct tsec__policy_id id;
 	json_t *why = json_array(), *res;
-	json_t **result = &res;
 	int64_t now = tsec__wall_ms(), read;
 
 	tsec_bus_info(d->bus, "policy", &info);
@@ -577,21 +579,21 @@ json_t *tsec__health_json(struct tsec__daemon *d)
 			json_array_append_new(why, json_string("the fleet's policy bundle has not "
 							       "been read lately"));
 	}
-	*result = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:b,s:I}", "status",
-			    json_array_size(why) ? "degraded" : "ok", "module", info.name,
-			    "version", info.version, "build", tsec_build_name(info.build),
-			    "policy_sha256", id.sha256, "policy_revision", (json_int_t)id.revision,
-			    "policy_signed", d->cfg.have_pk,
-			    "policy_loaded_ms", (json_int_t)id.loaded_ms);
-	if (*result) {
+	res = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:b,s:I}", "status",
+			json_array_size(why) ? "degraded" : "ok", "module", info.name,
+			"version", info.version, "build", tsec_build_name(info.build),
+			"policy_sha256", id.sha256, "policy_revision", (json_int_t)id.revision,
+			"policy_signed", d->cfg.have_pk,
+			"policy_loaded_ms", (json_int_t)id.loaded_ms);
+	if (res) {
 		if (id.expires_s)
-			json_object_set_new(*result, "policy_expires_ms",
+			json_object_set_new(res, "policy_expires_ms",
 					    json_integer((json_int_t)id.expires_s * 1000));
 		if (d->cfg.fleet_id)
-			json_object_set_new(*result, "fleet_id", json_string(d->cfg.fleet_id));
+			json_object_set_new(res, "fleet_id", json_string(d->cfg.fleet_id));
 		if (json_array_size(why))
-			json_object_set(*result, "degraded", why);
-		json_object_set_new(*result, "storage", storage_json(d));
+			json_object_set(res, "degraded", why);
+		json_object_set_new(res, "storage", storage_json(d));
 	}
 	json_decref(why);
 	return res;

@@ -20,18 +20,17 @@
  * shows).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <sodium.h>
 
 #include "broker/daemon/daemon.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/file.h"
 #include "common/sign.h"
 
 #define STATE_FILE ".tsec-policy-revision"
@@ -104,26 +103,17 @@ static void binding_of(const char *text, size_t len, char fleet[72], int64_t *ex
 static int state_write(const struct tsec__daemon *d, long long rev, const char *sha,
 		       struct tsec_error *err)
 {
-	char path[1100], tmp[1200], line[128];
-	int fd, n, ok;
+	char path[1100], line[128];
+	int n;
 
 	state_path(d, path, sizeof(path));
 	if (mkdir(d->cfg.state_dir, 0700) < 0 && errno != EEXIST)
 		return tsec__seterr(err, TSEC_EIO, d->cfg.state_dir, "cannot create %s: %s",
 				    d->cfg.state_dir, strerror(errno));
-	snprintf(tmp, sizeof(tmp), "%s.tmp-%ld", path, (long)getpid());
 	n = snprintf(line, sizeof(line), "revision %lld sha256 %s\n", rev, sha);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
+	if (tsec__file_replace(path, line, (size_t)n, 0600))
 		return tsec__seterr(err, TSEC_EIO, path, "cannot keep the policy revision: %s",
 				    strerror(errno));
-	ok = write(fd, line, (size_t)n) == n && fsync(fd) == 0;
-	ok = close(fd) == 0 && ok && rename(tmp, path) == 0;
-	if (!ok) {
-		unlink(tmp);
-		return tsec__seterr(err, TSEC_EIO, path, "cannot keep the policy revision: %s",
-				    strerror(errno));
-	}
 	return 0;
 }
 
