@@ -108,7 +108,7 @@ static void kill_at_random(pid_t pid)
 	assert_int_equal(read(ready[0], &c, 1), 1);
 	sleep_us((long)(random() % 20000));
 	kill(pid, SIGKILL);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(tu_waitpid(pid, &st), pid);
 	if (!WIFSIGNALED(st)) /* it was writing, not failing */
 		fail_msg("the writer exited with %d before the kill", WEXITSTATUS(st));
 }
@@ -259,7 +259,7 @@ static void test_crash_lock_fair_across_processes(void **state)
 	atomic_store(&sh->stop, 1);
 	for (int i = 0; i < PROCS; i++) {
 		int st;
-		assert_int_equal(waitpid(pid[i], &st, 0), pid[i]);
+		assert_int_equal(tu_waitpid(pid[i], &st), pid[i]);
 		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
 	for (int i = 0; i < PROCS; i++)

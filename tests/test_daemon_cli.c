@@ -347,7 +347,7 @@ static void test_daemon_ipc_curve(void **state)
 	tsec_client_close(&c);
 	kill(pid, SIGTERM);
 	int st;
-	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(tu_waitpid(pid, &st), pid);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
@@ -503,7 +503,7 @@ static void test_daemon_sigterm_burst(void **state)
 	assert_int_equal(kill(D.pid, SIGTERM), 0);
 	for (int i = 0; i < 4; i++)
 		pthread_join(th[i], NULL);
-	assert_int_equal(waitpid(D.pid, &st, 0), D.pid);
+	assert_int_equal(tu_waitpid(D.pid, &st), D.pid);
 	D.pid = -1;
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);

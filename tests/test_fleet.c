@@ -125,7 +125,7 @@ static void race_on(const char *backend)
 	for (int k = 0; k < 2; k++) {
 		int st;
 
-		assert_int_equal(waitpid(kid[k], &st, 0), kid[k]);
+		assert_int_equal(tu_waitpid(kid[k], &st), kid[k]);
 		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
 	assert_int_equal(atomic_load(&sh->rounds), 2 * 4 * 15);

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "tests/testutil.h"
+#include "tests/wait.h"
 #include "tinysecurity/client.h"
 
 static char dir[64], sock[160], logpath[160];
@@ -216,7 +217,7 @@ static void stop(pid_t pid)
 	int st;
 
 	kill(pid, SIGTERM);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(tu_waitpid(pid, &st), pid);
 }
 
 static void test_hardening_callers(void **state)
@@ -280,7 +281,7 @@ static void test_hardening_callers(void **state)
 	}
 	/* A second broker on the same socket is refused; the first serves on. */
 	second = start("run.json", "run2.err");
-	assert_int_equal(waitpid(second, &st, 0), second);
+	assert_int_equal(tu_waitpid(second, &st), second);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
 	assert_int_equal(tsec_client_call(c, "health", NULL, NULL, &err), 0);
 	/* A reload rereads the configuration and says what needs a restart. */

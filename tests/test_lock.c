@@ -210,7 +210,7 @@ static void test_lock_processes(void **state)
 	}
 	for (int p = 0; p < PROCS; p++) {
 		int st;
-		assert_int_equal(waitpid(pids[p], &st, 0), pids[p]);
+		assert_int_equal(tu_waitpid(pids[p], &st), pids[p]);
 		assert_true(WIFEXITED(st));
 		assert_int_equal(WEXITSTATUS(st), 0);
 	}
@@ -266,7 +266,7 @@ static void test_lock_paused_fenced_writer(void **state)
 	assert_true(lk2.fence > lk.fence);
 	assert_int_equal(tsec_store_put_fenced(t->store, &app, &lk2, &mine, 1, &err), 0);
 	kill(pid, SIGCONT);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(tu_waitpid(pid, &st), pid);
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
 	assert_int_equal(tsec_store_get(t->store, &app, "paused/k", &v, &n, &err), 0);
@@ -307,7 +307,7 @@ static void test_lock_stale_one_winner(void **state)
 	close(go[1]);
 	for (int p = 0; p < RACERS; p++) {
 		int st;
-		assert_int_equal(waitpid(pids[p], &st, 0), pids[p]);
+		assert_int_equal(tu_waitpid(pids[p], &st), pids[p]);
 		assert_true(WIFEXITED(st));
 		if (WEXITSTATUS(st) == 0)
 			winners++;

@@ -9,6 +9,15 @@
 
 #include "tinysecurity/bus.h"
 
+#include <stdio.h>
+
+/* Each line a suite prints reaches the log at once (stdout is a pipe
+ * there), so a suite killed for hanging has named the case it was in. */
+__attribute__((constructor)) static void tu_line_buffered(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+}
+
 #define MODULE_PATH TSEC_BUILD_DIR "/libtinysecurity_module.so"
 #define LIBRARY_PATH TSEC_BUILD_DIR "/libtinysecurity.so"
 #define FIXTURE(name) TSEC_BUILD_DIR "/fixtures/" name ".so"

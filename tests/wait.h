@@ -15,6 +15,11 @@
 #define TSEC_TESTS_WAIT_H
 
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -60,5 +65,31 @@ static inline bool tu_wait_more(struct tu_waiter *w)
 #define TU_WAIT_S(cond, seconds) \
 	for (struct tu_waiter tu_w_ = tu_wait_begin(seconds); !(cond) && tu_wait_more(&tu_w_);)
 #define TU_WAIT(cond) TU_WAIT_S(cond, TU_WAIT_SECONDS)
+
+/*
+ * waitpid for a process that should end by itself (a broker told to stop,
+ * a child that finishes its part): its pid, with its status in *st, or
+ * -1 when it is still running at the deadline; then every thread of it is
+ * shown with its stack (where gdb is installed) and it is killed, so the
+ * test fails saying where the process was instead of hanging.
+ */
+static inline pid_t tu_waitpid(pid_t pid, int *st)
+{
+	pid_t r = 0;
+	char cmd[160];
+
+	TU_WAIT((r = waitpid(pid, st, WNOHANG)) != 0);
+	if (r != 0)
+		return r;
+	fprintf(stderr, "process %d did not end in %d s; its stacks:\n", (int)pid,
+		TU_WAIT_SECONDS);
+	snprintf(cmd, sizeof(cmd), "command -v gdb > /dev/null && timeout 60 gdb -p %d -batch -nx "
+		 "-ex 'thread apply all bt' 2>&1 | grep -E '^(Thread|#)' >&2", (int)pid);
+	if (system(cmd) < 0)
+		fprintf(stderr, "(cannot run gdb)\n");
+	kill(pid, SIGKILL);
+	waitpid(pid, st, 0);
+	return -1;
+}
 
 #endif
