@@ -77,9 +77,10 @@ STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c records.c t
 	etcd/etcd_http.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_feed.c \
 	redis/redis.c redis/redis_kv.c redis/redis_lock.c) \
 	broker/certcache/certcache.c
+REMOTE_SRC := $(addprefix broker/remote/,remote.c blobs_file.c blobs_memory.c blobs_s3.c)
 CLIENT_SRC := broker/client/client.c
 PTEST_SRC := broker/policytest/policytest.c
-BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(CLIENT_SRC) $(PTEST_SRC)
+BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(REMOTE_SRC) $(CLIENT_SRC) $(PTEST_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c policy.c auth.c \
 	methods.c storage.c held.c dispatch.c serve.c declog.c fleet.c metrics.c)
 CLI_SRC := broker/cli/tsec.c broker/cli/tools.c broker/cli/schema.c broker/cli/replay.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c
@@ -108,7 +109,7 @@ VERIFY := $(B)/verify_module
 DAEMON := $(B)/tsec-broker
 CLI := $(B)/tsec
 
-TESTS := key match compile cert decision loader reload exports verifier wire docs \
+TESTS := key match compile cert decision loader reload exports verifier wire docs remote \
 	conformance fleet brokers cli acme crash hardening \
 	store store_disk lock certcache daemon daemon_cli archive faults chaos
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -538,4 +539,65 @@ int tu_etcd_put_raw(struct tu_server *s, const char *key, size_t klen, const cha
 	free(vb);
 	free(body);
 	return rc;
+}
+
+/* Where s3rver's command is: $TSEC_S3RVER, or npm's global folders. */
+static const char *s3rver_path(void)
+{
+	static const char *const where[] = {
+		"/usr/lib/node_modules/s3rver/bin/s3rver.js",
+		"/usr/local/lib/node_modules/s3rver/bin/s3rver.js",
+	};
+	const char *env = getenv("TSEC_S3RVER");
+
+	if (env && *env)
+		return env;
+	for (size_t i = 0; i < sizeof(where) / sizeof(where[0]); i++)
+		if (access(where[i], R_OK) == 0)
+			return where[i];
+	return NULL;
+}
+
+int tu_s3_start(struct tu_server *s)
+{
+	const char *js = s3rver_path();
+
+	memset(s, 0, sizeof(*s));
+	if (!js || !tu_have("node"))
+		return -1;
+	for (int tries = 0; tries < 3; tries++) {
+		char port[16], log[96], data[96];
+
+		snprintf(s->dir, sizeof(s->dir), "/tmp/tsec-s3-XXXXXX");
+		if (!mkdtemp(s->dir))
+			return -1;
+		s->n = 1;
+		s->client_port[0] = free_port();
+		snprintf(port, sizeof(port), "%d", s->client_port[0]);
+		snprintf(log, sizeof(log), "%s/s3rver.log", s->dir);
+		snprintf(data, sizeof(data), "%s/data", s->dir);
+		snprintf(s->url[0], sizeof(s->url[0]), "http://127.0.0.1:%d", s->client_port[0]);
+		snprintf(s->endpoints, sizeof(s->endpoints), "%s", s->url[0]);
+		mkdir(data, 0700);
+		{
+			char *argv[] = { "node", (char *)js, "-d", data, "-a", "127.0.0.1", "-p", port,
+					 "--silent", "--no-vhost-buckets", "--configure-bucket",
+					 "tsec-test", NULL };
+			s->pid[0] = spawn(argv, log);
+		}
+		/* Up when it answers HTTP at all (node starts in about a
+		 * second; up to a minute on a slow machine). */
+		for (int t = 0; t < 600; t++) {
+			if (tu_http(s->url[0], NULL, NULL, 0, 500) > 0)
+				return 0;
+			if (waitpid(s->pid[0], NULL, WNOHANG) == s->pid[0]) {
+				s->pid[0] = 0;
+				break;
+			}
+			nap_ms(100);
+		}
+		fprintf(stderr, "s3rver did not come up (see %s)\n", log);
+		tu_server_stop(s);
+	}
+	return -1;
 }

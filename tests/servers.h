@@ -41,6 +41,13 @@ int tu_redis_start(struct tu_server *s);
  * persistence would (nothing).  0, or -1.
  */
 int tu_redis_restart(struct tu_server *s, bool keep_data);
+/*
+ * An S3-compatible server (the npm package s3rver, on node) with the
+ * bucket "tsec-test", keys S3RVER / S3RVER, path-style; s->url[0] is its
+ * endpoint.  -1 when node or s3rver is missing (scripts/deps.sh servers
+ * installs it) or it does not come up.
+ */
+int tu_s3_start(struct tu_server *s);
 /* Stops every member still running and removes the data folder. */
 void tu_server_stop(struct tu_server *s);
 

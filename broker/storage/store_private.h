@@ -92,6 +92,16 @@ int tsec__store_lock_take(struct tsec_store *s, const char *name, uint64_t ttl_m
 			  uint64_t timeout_ms, int wait, struct tsec__lease *lease,
 			  struct tsec_error *err);
 
+/*
+ * tsec_store_put_many (or _fenced when lk is given) where the policy
+ * judges judged[i] (its size, and the PEM of a certificate key) in place
+ * of what is written: the remote store writes references, and the policy
+ * decides on the certificate each one names.
+ */
+int tsec__store_put_judged(struct tsec_store *s, const struct tsec_principal *who,
+			   const struct tsec_lock *lk, const struct tsec_put *puts,
+			   const struct tsec_put *judged, size_t n, struct tsec_error *err);
+
 /* Whether the key names a certificate (a .crt under certificates/). */
 bool tsec__is_cert_key(const struct tsec__skey *sk);
 

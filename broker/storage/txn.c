@@ -78,7 +78,7 @@ int tsec_store_move_fenced(struct tsec_store *s, const struct tsec_principal *wh
 /* Validates, checks and writes a group; f: only while that lease holds. */
 static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 		     const struct tsec_put *puts, size_t n, const struct tsec__fence *f,
-		     struct tsec_error *err)
+		     const struct tsec_put *judged, struct tsec_error *err)
 {
 	struct tsec__skey *sk = NULL;
 	struct tsec_request *r = NULL;
@@ -133,14 +133,17 @@ static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 				goto out;
 			}
 		}
+		/* The policy judges what the write stands for: the value, or
+		 * for a reference the content it names (remote.c). */
+		const struct tsec_put *jv = judged ? &judged[i] : &puts[i];
 		tsec__req_for(&r[i], "storage.store", &sk[i]);
 		r[i].ctx.has = TSEC_CTX_SIZE;
-		r[i].ctx.size = puts[i].len;
-		if (tsec__is_cert_key(&sk[i]) && puts[i].len) {
+		r[i].ctx.size = jv->len;
+		if (tsec__is_cert_key(&sk[i]) && jv->len) {
 			/* The policy judges the certificate being stored. */
 			r[i].ctx.has |= TSEC_CTX_CERT_PEM;
-			r[i].ctx.cert_pem.ptr = puts[i].value;
-			r[i].ctx.cert_pem.len = puts[i].len;
+			r[i].ctx.cert_pem.ptr = jv->value;
+			r[i].ctx.cert_pem.len = jv->len;
 		}
 		bp[i] = (struct tsec__bput){ &sk[i], puts[i].value ? puts[i].value : "", puts[i].len };
 		keys[i] = sk[i].text;
@@ -164,7 +167,7 @@ out:
 int tsec_store_put_many(struct tsec_store *s, const struct tsec_principal *who,
 			const struct tsec_put *puts, size_t n, struct tsec_error *err)
 {
-	return put_group(s, who, puts, n, NULL, err);
+	return put_group(s, who, puts, n, NULL, NULL, err);
 }
 
 int tsec_store_put_fenced(struct tsec_store *s, const struct tsec_principal *who,
@@ -176,5 +179,19 @@ int tsec_store_put_fenced(struct tsec_store *s, const struct tsec_principal *who
 
 	if ((rc = tsec__fence_of(lk, &f, err)))
 		return rc;
-	return put_group(s, who, puts, n, &f, err);
+	return put_group(s, who, puts, n, &f, NULL, err);
+}
+
+int tsec__store_put_judged(struct tsec_store *s, const struct tsec_principal *who,
+			   const struct tsec_lock *lk, const struct tsec_put *puts,
+			   const struct tsec_put *judged, size_t n, struct tsec_error *err)
+{
+	struct tsec__fence f;
+	int rc;
+
+	if (!lk)
+		return put_group(s, who, puts, n, NULL, judged, err);
+	if ((rc = tsec__fence_of(lk, &f, err)))
+		return rc;
+	return put_group(s, who, puts, n, &f, judged, err);
 }

@@ -58,7 +58,8 @@ extern "C" {
 	X(EUNKNOWN,  -24,   "outcome_unknown",    "may or may not have been applied") \
 	X(EAUTH,     -25,   "unauthenticated",    "the broker did not accept this client") \
 	X(EUNREACHABLE, -26, "unreachable",       "no broker answered") \
-	X(EROLLBACK, -27,   "rollback",           "revision not above the accepted one")
+	X(EROLLBACK, -27,   "rollback",           "revision not above the accepted one") \
+	X(ECORRUPT,  -28,   "corrupt",            "stored data does not verify")
 
 enum tsec_errno {
 #define TSEC__ERRNO_ENUM(name, value, wire, msg) TSEC_##name = value,

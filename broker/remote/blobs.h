@@ -1,0 +1,64 @@
+/*
+ * Internal: the contract an object-store provider implements for the
+ * remote certificate store (remote.c).  A provider stores opaque,
+ * immutable blobs under names the store makes ("crt/<64 hex>",
+ * "key/<64 hex>", "meta/<64 hex>"; never anything a caller typed) and
+ * promises:
+ *
+ *   put_new   writes a blob only where none is: TSEC_EEXIST when the name
+ *             is taken (and nothing changes), 0 once the whole blob is
+ *             durable.  A reader never sees part of a blob.
+ *   has       0 when the blob is there, TSEC_ENOENT when it is not.
+ *   get       the whole blob, at most max bytes (TSEC_ETOOBIG past that),
+ *             TSEC_ENOENT when absent.
+ *   del       removes one; absent is 0.
+ *   list      every blob name with its mtime (unix ms); names that are
+ *             not the store's own are skipped, never reported.
+ *
+ * Every call is thread-safe and bounded by the provider's timeout.
+ */
+#ifndef TSEC_REMOTE_BLOBS_H
+#define TSEC_REMOTE_BLOBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tinysecurity/remote.h"
+
+/* "crt/" + 64 hex digits: the longest name a blob has. */
+#define TSEC__BLOB_NAME_MAX 72
+
+struct tsec__blobs;
+
+typedef int (*tsec__blob_list_fn)(void *ctx, const char *name, int64_t mtime_ms);
+
+struct tsec__blob_ops {
+	const char *name;            /* "file", "s3", "memory" */
+	int (*put_new)(struct tsec__blobs *b, const char *name, const void *data, size_t len,
+		       struct tsec_error *err);
+	int (*has)(struct tsec__blobs *b, const char *name, struct tsec_error *err);
+	int (*get)(struct tsec__blobs *b, const char *name, size_t max, uint8_t **out,
+		   size_t *len, struct tsec_error *err);
+	int (*del)(struct tsec__blobs *b, const char *name, struct tsec_error *err);
+	int (*list)(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
+		    struct tsec_error *err);
+	void (*close)(struct tsec__blobs *b);
+};
+
+struct tsec__blobs {
+	const struct tsec__blob_ops *ops;
+};
+
+/* Whether name is one the store makes: kind "/" 64 lower-case hex. */
+int tsec__blob_name_ok(const char *name);
+
+int tsec__blobs_file_open(struct tsec__blobs **out, const char *root, struct tsec_error *err);
+int tsec__blobs_memory_open(struct tsec__blobs **out, struct tsec_error *err);
+int tsec__blobs_s3_open(struct tsec__blobs **out, const char *bucket_and_prefix,
+			const struct tsec_remote_opts *o, struct tsec_error *err);
+
+/* Opens the provider o->blobs names. */
+int tsec__blobs_open(struct tsec__blobs **out, const struct tsec_remote_opts *o,
+		     struct tsec_error *err);
+
+#endif

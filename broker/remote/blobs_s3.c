@@ -1,0 +1,527 @@
+/*
+ * Blobs in an S3-compatible object store, over libcurl: its AWS
+ * Signature V4 (CURLOPT_AWS_SIGV4) signs every request, with the
+ * payload's SHA-256 in x-amz-content-sha256; TLS as curl does it
+ * (verified, CA bundle settable); path-style (host/bucket/key) or
+ * virtual-host (bucket.host/key) addressing.
+ *
+ * "Only if absent" is a HEAD, then a PUT with If-None-Match: * (S3 and
+ * most compatibles refuse it with 412 when the name is taken).  On a
+ * server that ignores the header, two writers racing past the HEAD write
+ * the same bytes: a blob's bytes follow from its name (remote.c seals
+ * with a nonce derived from the content), so neither changes what the
+ * other wrote.
+ */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <sodium.h>
+
+#include "broker/remote/blobs.h"
+#include "broker/storage/remote.h"
+#include "common/clock.h"
+#include "common/error.h"
+
+#define LIST_BODY_MAX (4u << 20)
+#define POOL 4
+
+struct s3blobs {
+	struct tsec__blobs base;
+	char base_url[512];          /* ".../bucket/" or "https://bucket.host/" */
+	char prefix[256];            /* "" or "p/q/" */
+	char sigv4[96];
+	char access[128];
+	char secret[256];
+	char ca[512];
+	long timeout_ms;
+	pthread_mutex_t mu;
+	CURL *pool[POOL];
+	int npool;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_rc;
+
+static void curl_init(void)
+{
+	curl_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static CURL *take(struct s3blobs *s)
+{
+	CURL *c = NULL;
+
+	pthread_mutex_lock(&s->mu);
+	if (s->npool)
+		c = s->pool[--s->npool];
+	pthread_mutex_unlock(&s->mu);
+	if (c)
+		curl_easy_reset(c);
+	else
+		c = curl_easy_init();
+	return c;
+}
+
+/* Keeps a handle (and its open connection) for the next request. */
+static void give(struct s3blobs *s, CURL *c)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->npool < POOL) {
+		s->pool[s->npool++] = c;
+		c = NULL;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (c)
+		curl_easy_cleanup(c);
+}
+
+struct body {
+	uint8_t *p;
+	size_t n, cap, max;
+	int over;
+};
+
+static size_t on_data(char *d, size_t sz, size_t nm, void *ud)
+{
+	struct body *b = ud;
+	size_t n = sz * nm;
+
+	if (b->n + n > b->max) {
+		b->over = 1;
+		return 0;
+	}
+	if (b->n + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		uint8_t *np;
+		while (cap < b->n + n + 1)
+			cap *= 2;
+		if (!(np = realloc(b->p, cap)))
+			return 0;
+		b->p = np;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->n, d, n);
+	b->n += n;
+	b->p[b->n] = 0;
+	return n;
+}
+
+struct upload {
+	const uint8_t *p;
+	size_t n, off;
+};
+
+static size_t on_read(char *d, size_t sz, size_t nm, void *ud)
+{
+	struct upload *u = ud;
+	size_t n = sz * nm;
+
+	if (n > u->n - u->off)
+		n = u->n - u->off;
+	memcpy(d, u->p + u->off, n);
+	u->off += n;
+	return n;
+}
+
+enum method { M_GET, M_HEAD, M_PUT, M_DELETE };
+
+/*
+ * One signed request for path (below the base URL, query included): the
+ * HTTP status, or a TSEC_E* code (< 0) with err filled when no answer
+ * came.  The body (at most max bytes) into *out when out is given.
+ */
+static long request(struct s3blobs *s, enum method m, const char *path, const void *data,
+		    size_t len, const char *extra_header, size_t max, struct body *out,
+		    struct tsec_error *err)
+{
+	char url[1024], hdr_sha[128];
+	uint8_t sha[crypto_hash_sha256_BYTES];
+	struct curl_slist *h = NULL;
+	struct upload up = { data, len, 0 };
+	struct body sink = { .max = max };
+	CURL *c = take(s);
+	CURLcode cc;
+	long status = 0;
+
+	if (!c)
+		return tsec__seterr(err, TSEC_ENOMEM, "", "cannot start a request");
+	snprintf(url, sizeof(url), "%s%s", s->base_url, path);
+	crypto_hash_sha256(sha, data ? data : (const void *)"", data ? len : 0);
+	memcpy(hdr_sha, "x-amz-content-sha256: ", 22);
+	sodium_bin2hex(hdr_sha + 22, sizeof(hdr_sha) - 22, sha, sizeof(sha));
+	h = curl_slist_append(h, hdr_sha);
+	if (extra_header)
+		h = curl_slist_append(h, extra_header);
+	/* No "Expect: 100-continue" round trip for small blobs. */
+	h = curl_slist_append(h, "Expect:");
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_AWS_SIGV4, s->sigv4);
+	curl_easy_setopt(c, CURLOPT_USERNAME, s->access);
+	curl_easy_setopt(c, CURLOPT_PASSWORD, s->secret);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, s->timeout_ms);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	if (*s->ca)
+		curl_easy_setopt(c, CURLOPT_CAINFO, s->ca);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, out ? out : &sink);
+	if (out)
+		out->max = max;
+	switch (m) {
+	case M_HEAD:
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+		break;
+	case M_PUT:
+		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(c, CURLOPT_READDATA, &up);
+		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)len);
+		break;
+	case M_DELETE:
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "DELETE");
+		break;
+	case M_GET:
+		break;
+	}
+	cc = curl_easy_perform(c);
+	curl_slist_free_all(h);
+	free(sink.p);
+	if (cc == CURLE_WRITE_ERROR && out && out->over) {
+		give(s, c);
+		return tsec__seterr(err, TSEC_ETOOBIG, path, "the object store's answer for %s is "
+				    "over %zu bytes", path, max);
+	}
+	if (cc != CURLE_OK) {
+		give(s, c);
+		return tsec__seterr(err, cc == CURLE_OPERATION_TIMEDOUT ? TSEC_ETIMEDOUT : TSEC_EIO,
+				    path, "object store: %s", curl_easy_strerror(cc));
+	}
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	give(s, c);
+	return status;
+}
+
+static int http_error(long status, const char *name, const struct body *b,
+		      struct tsec_error *err)
+{
+	char code[64] = "";
+	const char *p = b && b->p ? strstr((const char *)b->p, "<Code>") : NULL;
+
+	if (p) {
+		size_t i = 0;
+		for (p += 6; *p && *p != '<' && i + 1 < sizeof(code); p++)
+			code[i++] = isalnum((unsigned char)*p) ? *p : '?';
+		code[i] = 0;
+	}
+	return tsec__seterr(err, status == 403 ? TSEC_EAUTH : TSEC_EIO, name,
+			    "object store: HTTP %ld%s%s for blob %s", status, *code ? " " : "",
+			    code, name);
+}
+
+static int s_put_new(struct tsec__blobs *b, const char *name, const void *data, size_t len,
+		     struct tsec_error *err)
+{
+	struct s3blobs *s = (struct s3blobs *)b;
+	char path[400];
+	struct body rb = { 0 };
+	long st;
+
+	if (!tsec__blob_name_ok(name))
+		return tsec__seterr(err, TSEC_EKEY, "", "not a blob name");
+	snprintf(path, sizeof(path), "%s%s", s->prefix, name);
+	st = request(s, M_HEAD, path, NULL, 0, NULL, 0, NULL, err);
+	if (st < 0)
+		return (int)st;
+	if (st == 200)
+		return tsec__seterr(err, TSEC_EEXIST, name, "blob %s exists", name);
+	if (st != 404)
+		return http_error(st, name, NULL, err);
+	st = request(s, M_PUT, path, data, len, "If-None-Match: *", 65536, &rb, err);
+	if (st < 0) {
+		free(rb.p);
+		return (int)st;
+	}
+	if (st == 412 || st == 409) {
+		free(rb.p);
+		return tsec__seterr(err, TSEC_EEXIST, name, "blob %s exists", name);
+	}
+	if (st != 200) {
+		int rc = http_error(st, name, &rb, err);
+		free(rb.p);
+		return rc;
+	}
+	free(rb.p);
+	return 0;
+}
+
+static int s_has(struct tsec__blobs *b, const char *name, struct tsec_error *err)
+{
+	struct s3blobs *s = (struct s3blobs *)b;
+	char path[400];
+	long st;
+
+	if (!tsec__blob_name_ok(name))
+		return tsec__seterr(err, TSEC_EKEY, "", "not a blob name");
+	snprintf(path, sizeof(path), "%s%s", s->prefix, name);
+	st = request(s, M_HEAD, path, NULL, 0, NULL, 0, NULL, err);
+	if (st < 0)
+		return (int)st;
+	if (st == 200)
+		return 0;
+	if (st == 404)
+		return tsec__seterr(err, TSEC_ENOENT, name, "no blob %s", name);
+	return http_error(st, name, NULL, err);
+}
+
+static int s_get(struct tsec__blobs *b, const char *name, size_t max, uint8_t **out,
+		 size_t *len, struct tsec_error *err)
+{
+	struct s3blobs *s = (struct s3blobs *)b;
+	char path[400];
+	struct body rb = { 0 };
+	long st;
+
+	*out = NULL;
+	*len = 0;
+	if (!tsec__blob_name_ok(name))
+		return tsec__seterr(err, TSEC_EKEY, "", "not a blob name");
+	snprintf(path, sizeof(path), "%s%s", s->prefix, name);
+	/* An error document may be longer than a small blob. */
+	st = request(s, M_GET, path, NULL, 0, NULL, max < 65536 ? 65536 : max, &rb, err);
+	if (st < 0) {
+		free(rb.p);
+		return (int)st;
+	}
+	if (st == 404) {
+		free(rb.p);
+		return tsec__seterr(err, TSEC_ENOENT, name, "no blob %s", name);
+	}
+	if (st != 200) {
+		int rc = http_error(st, name, &rb, err);
+		free(rb.p);
+		return rc;
+	}
+	if (rb.n > max) {
+		free(rb.p);
+		return tsec__seterr(err, TSEC_ETOOBIG, name, "blob %s is too large", name);
+	}
+	if (!rb.p && !(rb.p = calloc(1, 1)))
+		return tsec__seterr(err, TSEC_ENOMEM, name, NULL);
+	*out = rb.p;
+	*len = rb.n;
+	return 0;
+}
+
+static int s_del(struct tsec__blobs *b, const char *name, struct tsec_error *err)
+{
+	struct s3blobs *s = (struct s3blobs *)b;
+	char path[400];
+	long st;
+
+	if (!tsec__blob_name_ok(name))
+		return tsec__seterr(err, TSEC_EKEY, "", "not a blob name");
+	snprintf(path, sizeof(path), "%s%s", s->prefix, name);
+	st = request(s, M_DELETE, path, NULL, 0, NULL, 0, NULL, err);
+	if (st < 0)
+		return (int)st;
+	if (st == 200 || st == 204 || st == 404)
+		return 0;
+	return http_error(st, name, NULL, err);
+}
+
+/* The text between <tag> and </tag> from *p on, into out; advances *p. */
+static int xml_take(const char **p, const char *end, const char *tag, char *out, size_t n)
+{
+	char open[40], close[40];
+	const char *a, *z;
+
+	snprintf(open, sizeof(open), "<%s>", tag);
+	snprintf(close, sizeof(close), "</%s>", tag);
+	if (!(a = memmem(*p, (size_t)(end - *p), open, strlen(open))))
+		return -1;
+	a += strlen(open);
+	if (!(z = memmem(a, (size_t)(end - a), close, strlen(close))))
+		return -1;
+	if ((size_t)(z - a) >= n)
+		out[0] = 0;
+	else {
+		memcpy(out, a, (size_t)(z - a));
+		out[z - a] = 0;
+	}
+	*p = z + strlen(close);
+	return 0;
+}
+
+static int s_list(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
+		  struct tsec_error *err)
+{
+	struct s3blobs *s = (struct s3blobs *)b;
+	char token[1024] = "";
+	int rc = 0;
+
+	do {
+		char path[2048], *esc_prefix, *esc_token = NULL;
+		struct body rb = { 0 };
+		const char *p, *end;
+		char trunc[8] = "";
+		long st;
+
+		esc_prefix = curl_easy_escape(NULL, s->prefix, 0);
+		if (*token)
+			esc_token = curl_easy_escape(NULL, token, 0);
+		snprintf(path, sizeof(path), "?list-type=2&prefix=%s%s%s",
+			 esc_prefix ? esc_prefix : "", esc_token ? "&continuation-token=" : "",
+			 esc_token ? esc_token : "");
+		curl_free(esc_prefix);
+		curl_free(esc_token);
+		st = request(s, M_GET, path, NULL, 0, NULL, LIST_BODY_MAX, &rb, err);
+		if (st < 0) {
+			free(rb.p);
+			return (int)st;
+		}
+		if (st != 200) {
+			rc = http_error(st, "(list)", &rb, err);
+			free(rb.p);
+			return rc;
+		}
+		p = rb.p ? (const char *)rb.p : "";
+		end = p + rb.n;
+		*token = 0;
+		{
+			const char *q = p;
+			if (xml_take(&q, end, "IsTruncated", trunc, sizeof(trunc)) == 0 &&
+			    !strcmp(trunc, "true")) {
+				q = p;
+				xml_take(&q, end, "NextContinuationToken", token, sizeof(token));
+			}
+		}
+		while (rc == 0) {
+			char key[512], lm[64], day[32];
+			const char *c = memmem(p, (size_t)(end - p), "<Contents>", 10);
+			int64_t secs;
+
+			if (!c)
+				break;
+			p = c + 10;
+			if (xml_take(&p, end, "Key", key, sizeof(key)) ||
+			    xml_take(&p, end, "LastModified", lm, sizeof(lm)))
+				break;
+			if (strncmp(key, s->prefix, strlen(s->prefix)) ||
+			    !tsec__blob_name_ok(key + strlen(s->prefix)))
+				continue;
+			/* "2026-12-02T03:26:12.000Z": seconds, fraction dropped. */
+			snprintf(day, sizeof(day), "%.19sZ", lm);
+			secs = tsec__utc_parse(day);
+			rc = fn(ctx, key + strlen(s->prefix), secs < 0 ? 0 : secs * 1000);
+		}
+		free(rb.p);
+	} while (rc == 0 && *token);
+	return rc;
+}
+
+static void s_close(struct tsec__blobs *b)
+{
+	struct s3blobs *s = (struct s3blobs *)b;
+
+	for (int i = 0; i < s->npool; i++)
+		curl_easy_cleanup(s->pool[i]);
+	sodium_memzero(s->secret, sizeof(s->secret));
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+static const struct tsec__blob_ops s3_ops = {
+	"s3", s_put_new, s_has, s_get, s_del, s_list, s_close,
+};
+
+static bool plain_text(const char *v, const char *extra)
+{
+	for (; v && *v; v++)
+		if (!isalnum((unsigned char)*v) && !strchr(extra, *v))
+			return false;
+	return true;
+}
+
+int tsec__blobs_s3_open(struct tsec__blobs **out, const char *where,
+			const struct tsec_remote_opts *o, struct tsec_error *err)
+{
+	struct s3blobs *s;
+	char bucket[64];
+	const char *slash = strchr(where, '/'), *ep = o->s3_endpoint, *region = o->s3_region;
+	size_t bl = slash ? (size_t)(slash - where) : strlen(where);
+	int rc;
+
+	*out = NULL;
+	pthread_once(&curl_once, curl_init);
+	if (curl_rc != CURLE_OK)
+		return tsec__seterr(err, TSEC_EIO, "", "libcurl: %s", curl_easy_strerror(curl_rc));
+	/* Bucket names as S3 allows them (and so safe in a host name). */
+	if (bl < 3 || bl >= sizeof(bucket))
+		return tsec__seterr(err, TSEC_EINVAL, "blobs", "s3: the bucket name must be 3 "
+				    "to 63 characters");
+	memcpy(bucket, where, bl);
+	bucket[bl] = 0;
+	if (!plain_text(bucket, "-.") || isupper((unsigned char)bucket[0]))
+		return tsec__seterr(err, TSEC_EINVAL, "blobs", "s3: bucket '%s' is not a valid "
+				    "name", bucket);
+	if (slash && !plain_text(slash + 1, "-._/"))
+		return tsec__seterr(err, TSEC_EINVAL, "blobs", "s3: the prefix may hold letters, "
+				    "digits and - . _ /");
+	if (!region || !*region)
+		region = "us-east-1";
+	if (!plain_text(region, "-"))
+		return tsec__seterr(err, TSEC_EINVAL, "s3_region", "s3: bad region");
+	if (!o->s3_access_key || !*o->s3_access_key || !plain_text(o->s3_access_key, "-_"))
+		return tsec__seterr(err, TSEC_EINVAL, "s3_access_key", "s3: needs s3_access_key");
+	if (!(s = calloc(1, sizeof(*s))))
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	s->base.ops = &s3_ops;
+	pthread_mutex_init(&s->mu, NULL);
+	s->timeout_ms = o->timeout_ms ? (long)o->timeout_ms : 10000;
+	snprintf(s->sigv4, sizeof(s->sigv4), "aws:amz:%s:s3", region);
+	snprintf(s->access, sizeof(s->access), "%s", o->s3_access_key);
+	if (o->s3_ca_file)
+		snprintf(s->ca, sizeof(s->ca), "%s", o->s3_ca_file);
+	if ((rc = tsec__password_load(o->s3_secret_file, s->secret, sizeof(s->secret), err))) {
+		s_close(&s->base);
+		return rc;
+	}
+	if (slash && slash[1]) {
+		size_t pl = strlen(slash + 1);
+		snprintf(s->prefix, sizeof(s->prefix), "%s%s", slash + 1,
+			 slash[pl] == '/' ? "" : "/");
+	}
+	if (!ep || !*ep) {
+		if (o->s3_virtual_host)
+			snprintf(s->base_url, sizeof(s->base_url), "https://%s.s3.%s.amazonaws.com/",
+				 bucket, region);
+		else
+			snprintf(s->base_url, sizeof(s->base_url), "https://s3.%s.amazonaws.com/%s/",
+				 region, bucket);
+	} else {
+		const char *host = strstr(ep, "://");
+		size_t el = strlen(ep);
+		if (!host || (strncmp(ep, "http://", 7) && strncmp(ep, "https://", 8)))
+			rc = tsec__seterr(err, TSEC_EINVAL, "s3_endpoint", "s3_endpoint must be "
+					  "http://host[:port] or https://host[:port]");
+		else if (o->s3_virtual_host)
+			snprintf(s->base_url, sizeof(s->base_url), "%.*s%s.%.*s/",
+				 (int)(host + 3 - ep), ep, bucket,
+				 (int)(el - (size_t)(host + 3 - ep)) - (ep[el - 1] == '/'), host + 3);
+		else
+			snprintf(s->base_url, sizeof(s->base_url), "%.*s/%s/",
+				 (int)el - (ep[el - 1] == '/'), ep, bucket);
+		if (rc) {
+			s_close(&s->base);
+			return rc;
+		}
+	}
+	*out = &s->base;
+	return 0;
+}

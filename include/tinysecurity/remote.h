@@ -1,0 +1,160 @@
+/*
+ * The remote certificate store: a certificate, its private key and its
+ * metadata kept as immutable, content-addressed blobs in an object store
+ * (a folder, S3 or a compatible server), with three small references in
+ * the coordinator (any tsec_store: file, etcd, redis, with or without a
+ * LocalCache) saying which blobs are current.
+ *
+ *   blob:      written once under an address derived from its content
+ *              with a keyed hash (equal private keys do not show as equal
+ *              addresses to whoever lacks the key); a private key is
+ *              sealed (XChaCha20-Poly1305) before it leaves the process.
+ *              Never overwritten; a blob that does not verify against its
+ *              address is an error, never served.
+ *   reference: certificates/<issuer>/<d>/<d>.{crt,key,json}, the keys of
+ *              tsec_store_save_cert, each naming one blob.  The three
+ *              change together in one guarded coordinator transaction,
+ *              fenced by the renewal lock when one is given.  The policy
+ *              decides on these logical keys, as for tsec_store_save_cert.
+ *
+ * A publish writes the blobs that are missing, then switches the three
+ * references; one that dies between the two leaves only unreferenced
+ * blobs, which the sweeper collects after a grace period.
+ */
+#ifndef TINYSECURITY_REMOTE_H
+#define TINYSECURITY_REMOTE_H
+
+#include "tinysecurity/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tsec_remote;
+
+/* The on-store format this library writes (references and blobs). */
+#define TSEC_REMOTE_FORMAT 1
+/* Largest blob (a certificate chain, a key, its metadata), by default. */
+#define TSEC_REMOTE_BLOB_MAX (1u << 20)
+
+struct tsec_remote_opts {
+	/*
+	 * Where the blobs live:
+	 *   "file:/path"                  a folder (shared storage)
+	 *   "s3://bucket[/prefix]"        an S3-compatible object store, with
+	 *                                 s3_endpoint, s3_region and keys
+	 *   "memory:"                     this process only (tests, benchmarks)
+	 */
+	const char *blobs;
+	const char *s3_endpoint;     /* "https://s3.eu-west-1.amazonaws.com" or
+					"http://127.0.0.1:4568"; "" for AWS in
+					s3_region */
+	const char *s3_region;       /* default "us-east-1" */
+	const char *s3_access_key;
+	const char *s3_secret_file;  /* a file holding the secret key, 0600 */
+	bool s3_virtual_host;        /* bucket.host addressing; default path
+					style (host/bucket) */
+	const char *s3_ca_file;      /* TLS: a CA bundle other than the system's */
+	/*
+	 * The key file (32 raw bytes or 64 hex digits, mode 0600) from which
+	 * the address key and the sealing key are derived.  Required: without
+	 * it an address would be a plain hash of a private key.
+	 */
+	const char *key_file;
+	bool plain_keys;             /* true: private keys are stored unsealed
+					(their addresses are still keyed) */
+	size_t blob_max;             /* 0: TSEC_REMOTE_BLOB_MAX */
+	size_t txn_max;              /* the bound on what one publish keeps to
+					undo itself (the blobs it writes and
+					the references it replaces); a publish
+					over it is TSEC_ETOOBIG before anything
+					changes.  0: 4 * blob_max */
+	uint32_t timeout_ms;         /* one object-store request (default 10000) */
+};
+
+/*
+ * Opens the remote store over coordinator (which it uses, never closes:
+ * close the remote first).  Returns 0 or a TSEC_E* code with err filled.
+ */
+TSEC_API int tsec_remote_open(struct tsec_remote **out, struct tsec_store *coordinator,
+			      const struct tsec_remote_opts *o, struct tsec_error *err);
+/* Closes it; sets *r to NULL.  Accepts NULL. */
+TSEC_API void tsec_remote_close(struct tsec_remote **r);
+
+/* What a publish did. */
+enum tsec_remote_outcome {
+	TSEC_REMOTE_PUBLISHED = 1,   /* the references now name the new blobs */
+	TSEC_REMOTE_UNCHANGED = 2,   /* the same content was already current */
+};
+
+/*
+ * Publishes a certificate: writes its blobs where missing (one already
+ * there must hold the same bytes, or the publish is TSEC_ECORRUPT), then
+ * switches the three references in one coordinator transaction, made
+ * only while lk is held with its token and fence when lk is given
+ * (TSEC_ENOTOWNER otherwise, and no reference changes).  Publishing the
+ * content that is already current changes nothing.  *outcome (may be
+ * NULL) says which.
+ */
+TSEC_API int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
+				 const struct tsec_lock *lk, const char *issuer,
+				 const char *domain, const struct tsec_cert_files *f,
+				 enum tsec_remote_outcome *outcome, struct tsec_error *err);
+
+/*
+ * Loads a certificate: the three references read together (a set torn by
+ * a publish in between is read again), then each blob, verified against
+ * its address.  0 with all three; TSEC_ENOENT when none exists;
+ * TSEC_EINCOMPLETE when only some references do (an archived key);
+ * TSEC_ECORRUPT when a blob does not verify or is missing.
+ */
+TSEC_API int tsec_remote_load(struct tsec_remote *r, const struct tsec_principal *who,
+			      const char *issuer, const char *domain,
+			      struct tsec_cert_files *f, struct tsec_error *err);
+
+/* Whether the certificate's reference exists (exact; no blob is read). */
+TSEC_API int tsec_remote_exists(struct tsec_remote *r, const struct tsec_principal *who,
+				const char *issuer, const char *domain, int *exists,
+				struct tsec_error *err);
+
+/*
+ * Archives the private key: moves only its reference to
+ * certificates/<issuer>/<d>/archive/<name>.key, recording who archived
+ * it (TSEC_EEXIST when that name is taken; nothing moves).  Only that
+ * principal may load it again (tsec_remote_load_archived).
+ */
+TSEC_API int tsec_remote_archive_key(struct tsec_remote *r, const struct tsec_principal *who,
+				     const struct tsec_lock *lk, const char *issuer,
+				     const char *domain, const char *name,
+				     struct tsec_error *err);
+/* An archived key's PEM (*out, free() it); TSEC_EDENIED for another
+ * principal than the one who archived it. */
+TSEC_API int tsec_remote_load_archived(struct tsec_remote *r, const struct tsec_principal *who,
+				       const char *issuer, const char *domain,
+				       const char *name, char **out, size_t *len,
+				       struct tsec_error *err);
+
+/* What a sweep did. */
+struct tsec_remote_sweep {
+	size_t blobs;                /* blobs seen */
+	size_t referenced;           /* of which referenced */
+	size_t waiting;              /* unreferenced, within their grace */
+	size_t removed;              /* unreferenced for longer: removed */
+};
+
+/*
+ * Collects unreferenced blobs: one is removed only once it has been seen
+ * unreferenced by this sweeper for grace_ms (by the injected clock), so a
+ * reader that read a reference before it was switched, or a publisher
+ * between its blobs and its references, still finds the blob.  Reads the
+ * references as the internal sweeper (no principal); run it from one
+ * process of the fleet.
+ */
+TSEC_API int tsec_remote_sweep(struct tsec_remote *r, uint64_t grace_ms,
+			       struct tsec_remote_sweep *out, struct tsec_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,1232 @@
+/*
+ * The remote certificate store's contract (issue 19), run on every blob
+ * provider x coordinator pair: blobs in a folder, in an S3-compatible
+ * server (s3rver, started here on loopback) and in memory; references in
+ * the file, etcd and redis backends, with and without a LocalCache.  And
+ * once per provider: a 3-member etcd coordinator losing its leader during
+ * publishes.
+ *
+ *   TSEC_REMOTE_WRITE_FIXTURE=DIR test_remote   writes the v1 fixture
+ *   (tests/data/remote-v1 is one; it is never rewritten).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "broker/remote/remote_private.h"
+#include "broker/storage/store_private.h"
+#include "common/clock.h"
+#include "tests/certgen.h"
+#include "tests/servers.h"
+#include "tests/testutil.h"
+#include "tests/wait.h"
+#include "tinysecurity/remote.h"
+
+struct variant {
+	const char *blobs;           /* "file", "s3", "memory" */
+	const char *coord;           /* "file", "etcd", "redis", "memory" */
+	size_t cache_bytes;
+	const char *name;
+};
+
+static const struct variant *cur;
+static struct tu_server etcd, redis, s3;
+static struct tsec_principal app, reader, issuer;
+
+struct rt {
+	struct tu_store t;
+	struct tsec_remote *r;
+	char keyfile[256], s3secret[256], blobs[512];
+	char prefix[64];
+	struct tsec_remote_opts o;
+	struct tsec_store_opts so;   /* how the coordinator was opened */
+};
+
+/* A key file (0600) of 32 bytes in hex, from seed. */
+static void write_key(const char *path, int seed)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	for (int i = 0; i < 32; i++)
+		fprintf(f, "%02x", (unsigned)((seed * 37 + i * 11) & 0xff));
+	fputc('\n', f);
+	fclose(f);
+	assert_int_equal(chmod(path, 0600), 0);
+}
+
+static void remote_open(struct rt *x, const struct tsec_remote_opts *o, struct tsec_remote **r)
+{
+	struct tsec_error err;
+
+	if (tsec_remote_open(r, x->t.store, o, &err))
+		fail_msg("remote open (%s): %s", cur->name, err.msg);
+}
+
+static int setup(void **state)
+{
+	struct rt *x = calloc(1, sizeof(*x));
+	static int serial;
+
+	app = tu_who("svc:app");
+	reader = tu_who("svc:reader");
+	issuer = tu_who("svc:issuer");
+	snprintf(x->prefix, sizeof(x->prefix), "rt%d-%d", (int)getpid(), ++serial);
+	if (!strcmp(cur->coord, "etcd") || !strcmp(cur->coord, "redis")) {
+		struct tsec_store_opts o = {
+			.backend = cur->coord, .cache_bytes = cur->cache_bytes,
+			.endpoints = cur->coord[0] == 'e' ? etcd.endpoints : redis.endpoints,
+			.prefix = x->prefix, .clock_skew_ms = cur->coord[0] == 'e' ? 1 : 0,
+		};
+		tu_store_open_with(&x->t, &o);
+		x->so = o;
+	} else {
+		tu_store_open_on(&x->t, cur->coord, cur->cache_bytes);
+		x->so = (struct tsec_store_opts){ .backend = cur->coord, .root = x->t.root,
+						  .cache_bytes = cur->cache_bytes };
+	}
+	snprintf(x->keyfile, sizeof(x->keyfile), "%s/remote.key", x->t.dir);
+	write_key(x->keyfile, 1);
+	x->o.key_file = x->keyfile;
+	if (!strcmp(cur->blobs, "file")) {
+		snprintf(x->blobs, sizeof(x->blobs), "file:%s/blobs", x->t.dir);
+	} else if (!strcmp(cur->blobs, "s3")) {
+		FILE *f;
+		snprintf(x->s3secret, sizeof(x->s3secret), "%s/s3.secret", x->t.dir);
+		assert_non_null(f = fopen(x->s3secret, "w"));
+		fputs("S3RVER\n", f);
+		fclose(f);
+		assert_int_equal(chmod(x->s3secret, 0600), 0);
+		snprintf(x->blobs, sizeof(x->blobs), "s3://tsec-test/%s", x->prefix);
+		x->o.s3_endpoint = s3.url[0];
+		x->o.s3_access_key = "S3RVER";
+		x->o.s3_secret_file = x->s3secret;
+	} else {
+		snprintf(x->blobs, sizeof(x->blobs), "memory:");
+	}
+	x->o.blobs = x->blobs;
+	remote_open(x, &x->o, &x->r);
+	*state = x;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct rt *x = *state;
+
+	tsec_remote_close(&x->r);
+	tu_store_close(&x->t);
+	free(x);
+	return 0;
+}
+
+/* A certificate for domain with its key and metadata; v varies it. */
+struct cert {
+	struct tsec_cert_files f;
+};
+
+static void make_cert(struct cert *c, const char *domain, int v)
+{
+	char meta[128];
+
+	memset(c, 0, sizeof(*c));
+	c->f.cert = tu_cert(v % 2 ? "ec-p384" : "ec-p256", domain, -60, 86400L * (30 + v),
+			    &c->f.cert_len);
+	c->f.key = tu_key_pem(v % 2 ? "ec-p384" : "ec-p256", &c->f.key_len);
+	snprintf(meta, sizeof(meta), "{\"sans\": [\"%s\"], \"v\": %d}", domain, v);
+	c->f.meta = strdup(meta);
+	c->f.meta_len = strlen(meta);
+}
+
+static void same_files(const struct tsec_cert_files *a, const struct tsec_cert_files *b)
+{
+	assert_int_equal(a->cert_len, b->cert_len);
+	assert_memory_equal(a->cert, b->cert, a->cert_len);
+	assert_int_equal(a->key_len, b->key_len);
+	assert_memory_equal(a->key, b->key, a->key_len);
+	assert_int_equal(a->meta_len, b->meta_len);
+	assert_memory_equal(a->meta, b->meta, a->meta_len);
+}
+
+static void publish_ok(struct rt *x, const struct tsec_lock *lk, const char *domain,
+		       const struct cert *c, enum tsec_remote_outcome want)
+{
+	enum tsec_remote_outcome got;
+	struct tsec_error err;
+
+	if (tsec_remote_publish(x->r, &app, lk, "acme", domain, &c->f, &got, &err))
+		fail_msg("publish %s (%s): %s", domain, cur->name, err.msg);
+	if (want)
+		assert_int_equal(got, want);
+}
+
+static void load_is(struct rt *x, const char *domain, const struct cert *c)
+{
+	struct tsec_cert_files got;
+	struct tsec_error err;
+
+	if (tsec_remote_load(x->r, &app, "acme", domain, &got, &err))
+		fail_msg("load %s (%s): %s", domain, cur->name, err.msg);
+	same_files(&got, &c->f);
+	tsec_cert_files_free(&got);
+}
+
+struct counter {
+	size_t n;
+	char last[TSEC__BLOB_NAME_MAX + 1];
+};
+
+static int count_blob(void *ctx, const char *name, int64_t mtime_ms)
+{
+	struct counter *c = ctx;
+
+	(void)mtime_ms;
+	c->n++;
+	snprintf(c->last, sizeof(c->last), "%s", name);
+	return 0;
+}
+
+static size_t nblobs(struct rt *x)
+{
+	struct tsec__blobs *b = tsec__remote_blobs(x->r);
+	struct counter c = { 0 };
+	struct tsec_error err;
+
+	assert_int_equal(b->ops->list(b, count_blob, &c, &err), 0);
+	return c.n;
+}
+
+/* The raw text of a reference (or NULL). */
+static char *raw_ref(struct rt *x, const char *domain, int which)
+{
+	char k[3][TSEC_KEY_MAX];
+	struct tsec_error err;
+	char *v = NULL;
+	size_t n;
+
+	assert_int_equal(tsec_cert_keys("acme", domain, k[0], k[1], k[2], TSEC_KEY_MAX), 0);
+	if (tsec_store_get(x->t.store, &app, k[which], &v, &n, &err))
+		return NULL;
+	return v;
+}
+
+/* The blob a reference names. */
+static void blob_of(struct rt *x, const char *domain, int which, char *out, size_t n)
+{
+	char *t = raw_ref(x, domain, which);
+	json_t *j;
+
+	assert_non_null(t);
+	assert_non_null(j = json_loads(t, 0, NULL));
+	snprintf(out, n, "%s", json_string_value(json_object_get(j, "blob")));
+	json_decref(j);
+	free(t);
+}
+
+static void free_cert(struct cert *c)
+{
+	tsec_cert_files_free(&c->f);
+}
+
+/* 1. What is published loads back, byte for byte; presence is exact. */
+static void test_round_trip(void **state)
+{
+	struct rt *x = *state;
+	struct cert a;
+	struct tsec_error err;
+	int ex = -1;
+
+	make_cert(&a, "example.com", 0);
+	assert_int_equal(tsec_remote_exists(x->r, &app, "acme", "example.com", &ex, &err), 0);
+	assert_int_equal(ex, 0);
+	publish_ok(x, NULL, "example.com", &a, TSEC_REMOTE_PUBLISHED);
+	load_is(x, "example.com", &a);
+	assert_int_equal(tsec_remote_exists(x->r, &app, "acme", "example.com", &ex, &err), 0);
+	assert_int_equal(ex, 1);
+	/* Exact: no prefix semantics. */
+	assert_int_equal(tsec_remote_exists(x->r, &app, "acme", "example.co", &ex, &err), 0);
+	assert_int_equal(ex, 0);
+	assert_int_equal(tsec_remote_exists(x->r, &app, "acme", "ample.com", &ex, &err), 0);
+	assert_int_equal(ex, 0);
+	{
+		struct tsec_cert_files none;
+		assert_int_equal(tsec_remote_load(x->r, &app, "acme", "other.com", &none, &err),
+				 TSEC_ENOENT);
+	}
+	/* A wildcard is its own name. */
+	publish_ok(x, NULL, "*.example.com", &a, TSEC_REMOTE_PUBLISHED);
+	load_is(x, "*.example.com", &a);
+	assert_int_equal(nblobs(x), 3);  /* the same content: the same blobs */
+	free_cert(&a);
+}
+
+/* 2. Publishing the current content again changes nothing. */
+static void test_identical_republish(void **state)
+{
+	struct rt *x = *state;
+	struct cert a;
+	char *before[3], *after;
+
+	make_cert(&a, "same.example", 1);
+	publish_ok(x, NULL, "same.example", &a, TSEC_REMOTE_PUBLISHED);
+	for (int i = 0; i < 3; i++)
+		assert_non_null(before[i] = raw_ref(x, "same.example", i));
+	publish_ok(x, NULL, "same.example", &a, TSEC_REMOTE_UNCHANGED);
+	for (int i = 0; i < 3; i++) {
+		assert_non_null(after = raw_ref(x, "same.example", i));
+		assert_string_equal(after, before[i]);
+		free(after);
+		free(before[i]);
+	}
+	assert_int_equal(nblobs(x), 3);
+	load_is(x, "same.example", &a);
+	free_cert(&a);
+}
+
+/* 3. New content switches all three references at once. */
+static void test_conflicting_republish(void **state)
+{
+	struct rt *x = *state;
+	struct cert a, b;
+
+	make_cert(&a, "flip.example", 0);
+	make_cert(&b, "flip.example", 1);
+	publish_ok(x, NULL, "flip.example", &a, TSEC_REMOTE_PUBLISHED);
+	publish_ok(x, NULL, "flip.example", &b, TSEC_REMOTE_PUBLISHED);
+	load_is(x, "flip.example", &b);
+	/* The old blobs stay until swept; publishing the old content again
+	 * finds them and verifies them. */
+	assert_int_equal(nblobs(x), 6);
+	publish_ok(x, NULL, "flip.example", &a, TSEC_REMOTE_PUBLISHED);
+	load_is(x, "flip.example", &a);
+	assert_int_equal(nblobs(x), 6);
+	free_cert(&a);
+	free_cert(&b);
+}
+
+static void die_now(void)
+{
+	raise(SIGKILL);
+}
+
+/* 4. A publisher killed (-9) between its blobs and its references:
+ * readers see the old certificate, whole; the orphans are swept. */
+static void test_torn_publish(void **state)
+{
+	struct rt *x = *state;
+	struct cert a, b;
+	struct tsec_remote_sweep sw;
+	struct tsec_error err;
+	pid_t pid;
+	int st;
+
+	if (!strcmp(cur->blobs, "memory"))
+		skip();  /* the blobs die with the process */
+	make_cert(&a, "torn.example", 0);
+	make_cert(&b, "torn.example", 1);
+	publish_ok(x, NULL, "torn.example", &a, TSEC_REMOTE_PUBLISHED);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* Another process: a store and a remote of its own on the same
+		 * coordinator and blobs (none of the parent's locks or
+		 * connections). */
+		struct tsec_bus *bus = tu_bus_with_policy("tests/data/store_policy.json");
+		struct tsec_store *s = NULL;
+		struct tsec_remote *r = NULL;
+		if (tsec_store_open_opts(&s, &x->so, bus, NULL, &err) ||
+		    tsec_remote_open(&r, s, &x->o, &err))
+			_exit(4);
+		tsec__remote_after_blobs_hook = die_now;
+		tsec_remote_publish(r, &app, NULL, "acme", "torn.example", &b.f, NULL, &err);
+		_exit(3);
+	}
+	assert_int_equal(tu_waitpid(pid, &st), pid);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	load_is(x, "torn.example", &a);
+	assert_int_equal(nblobs(x), 6);
+	assert_int_equal(tsec_remote_sweep(x->r, 1000, &sw, &err), 0);
+	assert_int_equal(sw.referenced, 3);
+	assert_int_equal(sw.waiting, 3);
+	assert_int_equal(sw.removed, 0);
+	tsec__clock_advance(1001);
+	assert_int_equal(tsec_remote_sweep(x->r, 1000, &sw, &err), 0);
+	assert_int_equal(sw.removed, 3);
+	assert_int_equal(nblobs(x), 3);
+	load_is(x, "torn.example", &a);
+	/* And the publish, made again, completes. */
+	publish_ok(x, NULL, "torn.example", &b, TSEC_REMOTE_PUBLISHED);
+	load_is(x, "torn.example", &b);
+	free_cert(&a);
+	free_cert(&b);
+}
+
+/* Replaces blob name's bytes with what (as an attacker with write access
+ * to the object store could). */
+static void plant_blob(struct rt *x, const char *name, const void *what, size_t n)
+{
+	struct tsec__blobs *b = tsec__remote_blobs(x->r);
+	struct tsec_error err;
+
+	assert_int_equal(b->ops->del(b, name, &err), 0);
+	assert_int_equal(b->ops->put_new(b, name, what, n, &err), 0);
+}
+
+/* 5. A blob altered in the object store is an error, never served. */
+static void test_corrupted_blob(void **state)
+{
+	struct rt *x = *state;
+	struct tsec__blobs *b = tsec__remote_blobs(x->r);
+	struct cert a, other;
+	struct tsec_cert_files got;
+	struct tsec_error err;
+	char name[TSEC__BLOB_NAME_MAX + 1];
+	uint8_t *raw;
+	size_t n;
+
+	make_cert(&a, "bad.example", 0);
+	make_cert(&other, "bad.example", 1);
+	publish_ok(x, NULL, "bad.example", &a, TSEC_REMOTE_PUBLISHED);
+	for (int which = 0; which < 3; which++) {
+		blob_of(x, "bad.example", which, name, sizeof(name));
+		assert_int_equal(b->ops->get(b, name, 1 << 20, &raw, &n, &err), 0);
+		/* One bit flipped at the end (the ciphertext's tag, or the
+		 * plaintext). */
+		raw[n - 1] ^= 1;
+		plant_blob(x, name, raw, n);
+		assert_int_equal(tsec_remote_load(x->r, &app, "acme", "bad.example", &got, &err),
+				 TSEC_ECORRUPT);
+		assert_null(got.cert);
+		assert_null(got.key);
+		raw[n - 1] ^= 1;
+		plant_blob(x, name, raw, n);
+		free(raw);
+		load_is(x, "bad.example", &a);
+	}
+	/* Another certificate's blob under this one's name. */
+	blob_of(x, "bad.example", 0, name, sizeof(name));
+	{
+		char hdr[5 + 4096];
+		memcpy(hdr, "TSB1\0", 5);
+		memcpy(hdr + 5, other.f.cert, other.f.cert_len);
+		plant_blob(x, name, hdr, 5 + other.f.cert_len);
+	}
+	assert_int_equal(tsec_remote_load(x->r, &app, "acme", "bad.example", &got, &err),
+			 TSEC_ECORRUPT);
+	/* A publish of the real content does not trust what sits there. */
+	assert_int_equal(tsec_remote_publish(x->r, &app, NULL, "acme", "bad2.example", &a.f, NULL,
+					     &err), TSEC_ECORRUPT);
+	free_cert(&a);
+	free_cert(&other);
+}
+
+/* 6. A blob missing from the object store: an error, never a partial
+ * certificate. */
+static void test_missing_blob(void **state)
+{
+	struct rt *x = *state;
+	struct tsec__blobs *b = tsec__remote_blobs(x->r);
+	struct cert a;
+	struct tsec_cert_files got;
+	struct tsec_error err;
+	char name[TSEC__BLOB_NAME_MAX + 1];
+
+	make_cert(&a, "gone.example", 0);
+	publish_ok(x, NULL, "gone.example", &a, TSEC_REMOTE_PUBLISHED);
+	blob_of(x, "gone.example", 1, name, sizeof(name));
+	assert_int_equal(b->ops->del(b, name, &err), 0);
+	assert_int_equal(tsec_remote_load(x->r, &app, "acme", "gone.example", &got, &err),
+			 TSEC_ECORRUPT);
+	assert_non_null(strstr(err.msg, "missing"));
+	assert_null(got.cert);
+	/* Publishing it again puts the blob back (the references, already
+	 * current, stay as they are). */
+	publish_ok(x, NULL, "gone.example", &a, TSEC_REMOTE_UNCHANGED);
+	load_is(x, "gone.example", &a);
+	free_cert(&a);
+}
+
+/* 7. A publish whose undo copy would pass the bound is refused before
+ * anything changes; the same under the bound goes through. */
+static void test_rollback_bound(void **state)
+{
+	struct rt *x = *state;
+	struct tsec_remote_opts o = x->o;
+	struct tsec_remote *small = NULL;
+	struct cert a, big;
+	struct tsec_error err;
+	int ex = -1;
+	char *pad;
+
+	tsec_remote_close(&x->r);     /* one memory provider at a time */
+	o.txn_max = 16 * 1024;
+	remote_open(x, &o, &small);
+	make_cert(&a, "bound.example", 0);
+	make_cert(&big, "bound.example", 1);
+	/* Metadata of 14 KiB: under blob_max, over what the bound allows. */
+	assert_non_null(pad = malloc(14 * 1024 + 1));
+	memset(pad, ' ', 14 * 1024);
+	pad[0] = '{';
+	pad[14 * 1024 - 1] = '}';
+	pad[14 * 1024] = 0;
+	free(big.f.meta);
+	big.f.meta = pad;
+	big.f.meta_len = 14 * 1024;
+	assert_int_equal(tsec_remote_publish(small, &app, NULL, "acme", "bound.example", &big.f,
+					     NULL, &err), TSEC_ETOOBIG);
+	assert_non_null(strstr(err.msg, "txn_max"));
+	assert_int_equal(tsec_remote_exists(small, &app, "acme", "bound.example", &ex, &err), 0);
+	assert_int_equal(ex, 0);
+	x->r = small;
+	assert_int_equal(nblobs(x), 0);
+	publish_ok(x, NULL, "bound.example", &a, TSEC_REMOTE_PUBLISHED);
+	/* A payload over blob_max: refused the same way. */
+	o.txn_max = 0;
+	o.blob_max = 1024;
+	tsec_remote_close(&x->r);
+	remote_open(x, &o, &x->r);
+	assert_int_equal(tsec_remote_publish(x->r, &app, NULL, "acme", "bound.example", &big.f,
+					     NULL, &err), TSEC_ETOOBIG);
+	assert_int_equal(nblobs(x), strcmp(cur->blobs, "memory") ? 3 : 0);
+	free_cert(&a);
+	free_cert(&big);
+}
+
+/* ---- the v1 fixture ---- */
+
+#define FIXTURE_DIR "tests/data/remote-v1"
+
+static char *slurp(const char *path, size_t *n)
+{
+	struct tsec_error err;
+	char *t = NULL;
+
+	if (tsec_read_file(path, 1 << 20, &t, n, &err))
+		fail_msg("%s: %s", path, err.msg);
+	return t;
+}
+
+/* 8. Blobs and references written by format 1 load in this version. */
+static void test_fixture_v1(void **state)
+{
+	struct rt *x = *state;
+	static const char *const kinds[3] = { "crt", "key", "meta" };
+	static const char *const files[3] = { "cert.pem", "key.pem", "meta.json" };
+	struct tsec_remote_opts o = x->o;
+	struct tsec_remote *r1 = NULL;
+	struct tsec_cert_files want, got;
+	struct tsec_put puts[3];
+	char keys[3][TSEC_KEY_MAX], *refs[3], path[512], keyfile[300];
+	size_t rl[3];
+	struct tsec_error err;
+	json_t *names;
+
+	/* The fixture's key file, given the mode a key file needs. */
+	snprintf(keyfile, sizeof(keyfile), "%s/fixture.key", x->t.dir);
+	{
+		size_t n;
+		char *k = slurp(FIXTURE_DIR "/remote.key", &n);
+		FILE *f = fopen(keyfile, "w");
+		assert_non_null(f);
+		fwrite(k, 1, n, f);
+		fclose(f);
+		free(k);
+		assert_int_equal(chmod(keyfile, 0600), 0);
+	}
+	tsec_remote_close(&x->r);
+	o.key_file = keyfile;
+	remote_open(x, &o, &r1);
+	x->r = r1;
+	/* Its blobs into this provider, its references into this
+	 * coordinator, byte for byte. */
+	assert_non_null(names = json_load_file(FIXTURE_DIR "/blobs.json", 0, NULL));
+	for (int i = 0; i < 3; i++) {
+		const char *name = json_string_value(json_object_get(names, kinds[i]));
+		size_t n;
+		char *raw;
+		struct tsec__blobs *b = tsec__remote_blobs(r1);
+		assert_non_null(name);
+		snprintf(path, sizeof(path), FIXTURE_DIR "/blobs/%s", name);
+		raw = slurp(path, &n);
+		assert_int_equal(b->ops->put_new(b, name, raw, n, &err), 0);
+		free(raw);
+		snprintf(path, sizeof(path), FIXTURE_DIR "/refs/%s", kinds[i]);
+		refs[i] = slurp(path, &rl[i]);
+	}
+	json_decref(names);
+	assert_int_equal(tsec_cert_keys("acme", "fixture.example", keys[0], keys[1], keys[2],
+					TSEC_KEY_MAX), 0);
+	for (int i = 0; i < 3; i++)
+		puts[i] = (struct tsec_put){ keys[i], refs[i], rl[i] };
+	assert_int_equal(tsec_store_put_many(x->t.store, &app, puts, 3, &err), 0);
+	for (int i = 0; i < 3; i++)
+		free(refs[i]);
+	{
+		char **w[3] = { &want.cert, &want.key, &want.meta };
+		size_t *wl[3] = { &want.cert_len, &want.key_len, &want.meta_len };
+		for (int i = 0; i < 3; i++) {
+			snprintf(path, sizeof(path), FIXTURE_DIR "/%s", files[i]);
+			*w[i] = slurp(path, wl[i]);
+		}
+	}
+	if (tsec_remote_load(r1, &app, "acme", "fixture.example", &got, &err))
+		fail_msg("fixture v1 does not load (%s): %s", cur->name, err.msg);
+	same_files(&got, &want);
+	tsec_cert_files_free(&got);
+	/* Republishing it is recognised as the same content. */
+	{
+		enum tsec_remote_outcome oc;
+		assert_int_equal(tsec_remote_publish(r1, &app, NULL, "acme", "fixture.example",
+						     &want, &oc, &err), 0);
+		assert_int_equal(oc, TSEC_REMOTE_UNCHANGED);
+	}
+	tsec_cert_files_free(&want);
+}
+
+/* Writes the fixture (TSEC_REMOTE_WRITE_FIXTURE=DIR): file blobs, a file
+ * coordinator. */
+static int write_fixture(const char *dir)
+{
+	static const char *const kinds[3] = { "crt", "key", "meta" };
+	struct tu_store t;
+	struct tsec_remote_opts o = { 0 };
+	struct tsec_remote *r;
+	struct tsec_error err;
+	struct cert c;
+	char path[512], blobs[512], keys[3][TSEC_KEY_MAX], cmd[1200];
+	json_t *names = json_object();
+
+	app = tu_who("svc:app");
+	tu_store_open_on(&t, "file", 0);
+	snprintf(path, sizeof(path), "mkdir -p %s/refs %s/blobs/crt %s/blobs/key %s/blobs/meta",
+		 dir, dir, dir, dir);
+	if (system(path))
+		return 1;
+	snprintf(path, sizeof(path), "%s/remote.key", dir);
+	write_key(path, 19);
+	snprintf(blobs, sizeof(blobs), "file:%s/b", t.dir);
+	o.blobs = blobs;
+	o.key_file = path;
+	if (tsec_remote_open(&r, t.store, &o, &err) != 0)
+		return fprintf(stderr, "%s\n", err.msg), 1;
+	make_cert(&c, "fixture.example", 0);
+	if (tsec_remote_publish(r, &app, NULL, "acme", "fixture.example", &c.f, NULL, &err))
+		return fprintf(stderr, "%s\n", err.msg), 1;
+	tsec_cert_keys("acme", "fixture.example", keys[0], keys[1], keys[2], TSEC_KEY_MAX);
+	for (int i = 0; i < 3; i++) {
+		char *v;
+		size_t n;
+		FILE *f;
+		json_t *j;
+		tsec_store_get(t.store, &app, keys[i], &v, &n, &err);
+		snprintf(path, sizeof(path), "%s/refs/%s", dir, kinds[i]);
+		f = fopen(path, "w");
+		fwrite(v, 1, n, f);
+		fclose(f);
+		j = json_loads(v, 0, NULL);
+		json_object_set(names, kinds[i], json_object_get(j, "blob"));
+		snprintf(cmd, sizeof(cmd), "cp %s/b/%s %s/blobs/%s", t.dir,
+			 json_string_value(json_object_get(j, "blob")), dir,
+			 json_string_value(json_object_get(j, "blob")));
+		if (system(cmd))
+			return 1;
+		json_decref(j);
+		free(v);
+	}
+	snprintf(path, sizeof(path), "%s/blobs.json", dir);
+	json_dump_file(names, path, JSON_INDENT(2) | JSON_SORT_KEYS);
+	json_decref(names);
+	{
+		const char *fn[3] = { "cert.pem", "key.pem", "meta.json" };
+		const char *d[3] = { c.f.cert, c.f.key, c.f.meta };
+		size_t l[3] = { c.f.cert_len, c.f.key_len, c.f.meta_len };
+		for (int i = 0; i < 3; i++) {
+			FILE *f;
+			snprintf(path, sizeof(path), "%s/%s", dir, fn[i]);
+			f = fopen(path, "w");
+			fwrite(d[i], 1, l[i], f);
+			fclose(f);
+		}
+	}
+	free_cert(&c);
+	tsec_remote_close(&r);
+	tu_store_close(&t);
+	return 0;
+}
+
+/* 9. Archival moves only the key's reference; a name taken is refused;
+ * the archived key is its publisher's alone. */
+static void test_archival(void **state)
+{
+	struct rt *x = *state;
+	struct cert a, b;
+	struct tsec_cert_files got;
+	struct tsec_error err;
+	char *pem, *keyref;
+	size_t n;
+
+	make_cert(&a, "arch.example", 0);
+	make_cert(&b, "arch.example", 1);
+	publish_ok(x, NULL, "arch.example", &a, TSEC_REMOTE_PUBLISHED);
+	assert_int_equal(tsec_remote_archive_key(x->r, &app, NULL, "acme", "arch.example",
+						 "2026-12", &err), 0);
+	assert_int_equal(tsec_remote_load(x->r, &app, "acme", "arch.example", &got, &err),
+			 TSEC_EINCOMPLETE);
+	assert_int_equal(tsec_remote_load_archived(x->r, &app, "acme", "arch.example", "2026-12",
+						   &pem, &n, &err), 0);
+	assert_int_equal(n, a.f.key_len);
+	assert_memory_equal(pem, a.f.key, n);
+	free(pem);
+	/* Readable by its publisher only: another principal the policy
+	 * lets read everything still may not. */
+	assert_int_equal(tsec_remote_load_archived(x->r, &reader, "acme", "arch.example",
+						   "2026-12", &pem, &n, &err), TSEC_EDENIED);
+	assert_null(pem);
+	/* A new certificate, archived under the same name: refused, and its
+	 * key stays where it is. */
+	publish_ok(x, NULL, "arch.example", &b, TSEC_REMOTE_PUBLISHED);
+	assert_int_equal(tsec_remote_archive_key(x->r, &app, NULL, "acme", "arch.example",
+						 "2026-12", &err), TSEC_EEXIST);
+	assert_non_null(keyref = raw_ref(x, "arch.example", 1));
+	free(keyref);
+	load_is(x, "arch.example", &b);
+	assert_int_equal(tsec_remote_load_archived(x->r, &app, "acme", "arch.example", "2026-12",
+						   &pem, &n, &err), 0);
+	assert_memory_equal(pem, a.f.key, n);
+	free(pem);
+	/* Names that are not one segment. */
+	assert_int_equal(tsec_remote_archive_key(x->r, &app, NULL, "acme", "arch.example",
+						 "../x", &err), TSEC_EKEY);
+	assert_int_equal(tsec_remote_archive_key(x->r, &app, NULL, "acme", "arch.example", "",
+						 &err), TSEC_EKEY);
+	free_cert(&a);
+	free_cert(&b);
+}
+
+struct racer {
+	struct rt *x;
+	const struct cert *c;
+	int rounds, failures;
+	const struct cert *either[2];
+	int mixed, loads;
+};
+
+static void *publisher(void *arg)
+{
+	struct racer *p = arg;
+	struct tsec_error err;
+
+	for (int i = 0; i < p->rounds; i++)
+		if (tsec_remote_publish(p->x->r, &app, NULL, "acme", "race.example", &p->c->f, NULL,
+					&err))
+			p->failures++;
+	return NULL;
+}
+
+static bool same(const struct tsec_cert_files *a, const struct tsec_cert_files *b)
+{
+	return a->cert_len == b->cert_len && !memcmp(a->cert, b->cert, a->cert_len) &&
+	       a->key_len == b->key_len && !memcmp(a->key, b->key, a->key_len) &&
+	       a->meta_len == b->meta_len && !memcmp(a->meta, b->meta, a->meta_len);
+}
+
+static void *loader(void *arg)
+{
+	struct racer *p = arg;
+	struct tsec_error err;
+
+	for (int i = 0; i < p->rounds * 2; i++) {
+		struct tsec_cert_files got;
+		if (tsec_remote_load(p->x->r, &app, "acme", "race.example", &got, &err) == 0) {
+			p->loads++;
+			if (!same(&got, &p->either[0]->f) && !same(&got, &p->either[1]->f))
+				p->mixed++;
+			tsec_cert_files_free(&got);
+		}
+	}
+	return NULL;
+}
+
+/* 10. Concurrent publishers: the same content (one writes each blob,
+ * the other finds it and verifies it), then different content; a reader
+ * meanwhile sees one whole certificate or the other, never a mix. */
+static void test_concurrent_publishers(void **state)
+{
+	struct rt *x = *state;
+	struct cert a, b;
+	pthread_t th[3];
+	int rounds = strcmp(cur->coord, "file") && strcmp(cur->coord, "memory") ? 6 : 20;
+	struct racer p[3] = {
+		{ .x = x, .c = &a, .rounds = rounds }, { .x = x, .c = &a, .rounds = rounds },
+		{ .x = x, .rounds = rounds, .either = { &a, &b } },
+	};
+
+	make_cert(&a, "race.example", 0);
+	make_cert(&b, "race.example", 1);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, publisher, &p[i]), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(p[0].failures + p[1].failures, 0);
+	load_is(x, "race.example", &a);
+	assert_int_equal(nblobs(x), 3);
+	p[1].c = &b;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, i == 2 ? loader : publisher, &p[i]),
+				 0);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(p[0].failures + p[1].failures, 0);
+	assert_int_equal(p[2].mixed, 0);
+	assert_true(p[2].loads > 0);
+	assert_int_equal(nblobs(x), 6);
+	free_cert(&a);
+	free_cert(&b);
+}
+
+/* Ends a lease (as test_conformance does): the injected clock moves past
+ * it; redis times its own, so wait until a fenced write is refused. */
+static void lease_ends(struct tsec_store *s, const struct tsec_lock *lk)
+{
+	struct tsec_put probe = { .key = "probe/lease", .value = "x", .len = 1 };
+	struct tsec_error err;
+	int rc = 0;
+
+	tsec__clock_advance((int64_t)(lk->expires_ms - tsec__wall_ms()) + 1);
+	TU_WAIT((rc = tsec_store_put_fenced(s, &app, lk, &probe, 1, &err)) == TSEC_ENOTOWNER);
+	assert_int_equal(rc, TSEC_ENOTOWNER);
+}
+
+/* 11. A publish fenced by the renewal lock, from a holder whose lease
+ * ended and was taken over: refused, and no reference changes. */
+static void test_stale_holder_fenced(void **state)
+{
+	struct rt *x = *state;
+	struct cert a, b, c;
+	struct tsec_lock old, now;
+	struct tsec_error err;
+	char *before, *after;
+
+	make_cert(&a, "fence.example", 0);
+	make_cert(&b, "fence.example", 1);
+	make_cert(&c, "fence.example", 2);
+	assert_int_equal(tsec_lock_acquire(x->t.store, &app, "renew-fence", 1000, 5000, &old,
+					   &err), 0);
+	publish_ok(x, &old, "fence.example", &a, TSEC_REMOTE_PUBLISHED);
+	lease_ends(x->t.store, &old);
+	assert_int_equal(tsec_lock_acquire(x->t.store, &app, "renew-fence", 60000, 60000, &now,
+					   &err), 0);
+	assert_non_null(before = raw_ref(x, "fence.example", 0));
+	assert_int_equal(tsec_remote_publish(x->r, &app, &old, "acme", "fence.example", &b.f,
+					     NULL, &err), TSEC_ENOTOWNER);
+	assert_non_null(after = raw_ref(x, "fence.example", 0));
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	load_is(x, "fence.example", &a);
+	/* The refused publish left no blob behind. */
+	assert_int_equal(nblobs(x), 3);
+	publish_ok(x, &now, "fence.example", &c, TSEC_REMOTE_PUBLISHED);
+	load_is(x, "fence.example", &c);
+	assert_int_equal(tsec_lock_release(x->t.store, &app, &now, &err), 0);
+	free_cert(&a);
+	free_cert(&b);
+	free_cert(&c);
+}
+
+/* 12. The sweeper removes a blob only once it has been unreferenced for
+ * the whole grace period; one referenced again meanwhile stays. */
+static void test_sweeper_grace(void **state)
+{
+	struct rt *x = *state;
+	struct cert a, b, c;
+	struct tsec_remote_sweep sw;
+	struct tsec_error err;
+
+	make_cert(&a, "sweep.example", 0);
+	make_cert(&b, "sweep.example", 1);
+	make_cert(&c, "sweep.example", 2);
+	publish_ok(x, NULL, "sweep.example", &a, TSEC_REMOTE_PUBLISHED);
+	publish_ok(x, NULL, "sweep.example", &b, TSEC_REMOTE_PUBLISHED);
+	assert_int_equal(tsec_remote_sweep(x->r, 60000, &sw, &err), 0);
+	assert_int_equal(sw.blobs, 6);
+	assert_int_equal(sw.referenced, 3);
+	assert_int_equal(sw.waiting, 3);
+	assert_int_equal(sw.removed, 0);
+	/* Within the grace: a reader that read a's references before the
+	 * switch still finds a's blobs. */
+	tsec__clock_advance(59000);
+	assert_int_equal(tsec_remote_sweep(x->r, 60000, &sw, &err), 0);
+	assert_int_equal(sw.removed, 0);
+	/* a is current again: its blobs are referenced, b's now wait. */
+	publish_ok(x, NULL, "sweep.example", &a, TSEC_REMOTE_PUBLISHED);
+	tsec__clock_advance(2000);
+	assert_int_equal(tsec_remote_sweep(x->r, 60000, &sw, &err), 0);
+	assert_int_equal(sw.removed, 0);
+	assert_int_equal(sw.waiting, 3);
+	tsec__clock_advance(60000);
+	assert_int_equal(tsec_remote_sweep(x->r, 60000, &sw, &err), 0);
+	assert_int_equal(sw.removed, 3);
+	assert_int_equal(sw.referenced, 3);
+	load_is(x, "sweep.example", &a);
+	/* c is published (its blobs written) while a sweep runs with no
+	 * grace: the publish puts back what the sweep took. */
+	publish_ok(x, NULL, "sweep.example", &c, TSEC_REMOTE_PUBLISHED);
+	assert_int_equal(tsec_remote_sweep(x->r, 0, &sw, &err), 0);
+	load_is(x, "sweep.example", &c);
+	/* Values that are not references (a certificate saved whole) are
+	 * left alone and do not stop a sweep. */
+	{
+		struct cert w;
+		make_cert(&w, "whole.example", 0);
+		assert_int_equal(tsec_store_save_cert(x->t.store, &app, "acme", "whole.example",
+						      &w.f, &err), 0);
+		assert_int_equal(tsec_remote_sweep(x->r, 0, &sw, &err), 0);
+		assert_int_equal(sw.referenced, 3);
+		free_cert(&w);
+	}
+	free_cert(&a);
+	free_cert(&b);
+	free_cert(&c);
+}
+
+/* 13. Planted and hostile names: refused before any I/O, or ignored. */
+static void test_planted_names(void **state)
+{
+	struct rt *x = *state;
+	struct tsec__blobs *b = tsec__remote_blobs(x->r);
+	static const char *const bad[] = {
+		"../etc/passwd", "crt/../../x", "crt/", "key/ABCDEF", "crt/zz",
+		"meta/00000000000000000000000000000000000000000000000000000000000000000",
+		"/crt/0000000000000000000000000000000000000000000000000000000000000000",
+		"other/0000000000000000000000000000000000000000000000000000000000000000",
+	};
+	struct cert a;
+	struct tsec_cert_files got;
+	struct tsec_remote_sweep sw;
+	struct tsec_error err;
+	uint8_t *raw;
+	size_t n;
+	int ex;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(b->ops->put_new(b, bad[i], "x", 1, &err), TSEC_EKEY);
+		assert_int_equal(b->ops->get(b, bad[i], 10, &raw, &n, &err), TSEC_EKEY);
+		assert_int_equal(b->ops->del(b, bad[i], &err), TSEC_EKEY);
+	}
+	make_cert(&a, "plant.example", 0);
+	static const char *const names[] = { "../x", "a/b", "", "x\ny" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		assert_int_equal(tsec_remote_publish(x->r, &app, NULL, "acme", names[i], &a.f,
+						     NULL, &err), TSEC_EKEY);
+		assert_int_equal(tsec_remote_publish(x->r, &app, NULL, names[i], "ok.example",
+						     &a.f, NULL, &err), TSEC_EKEY);
+		assert_int_not_equal(tsec_remote_load(x->r, &app, "acme", names[i], &got, &err),
+				     0);
+		assert_int_not_equal(tsec_remote_exists(x->r, &app, names[i], "ok.example", &ex,
+							&err), 0);
+	}
+	assert_int_equal(nblobs(x), 0);
+	publish_ok(x, NULL, "plant.example", &a, TSEC_REMOTE_PUBLISHED);
+	if (!strcmp(cur->blobs, "file")) {
+		/* In the folder: junk, a link where a blob should be, a
+		 * folder; none is reported, removed or followed. */
+		char cmd[1024], name[TSEC__BLOB_NAME_MAX + 1];
+		const char *dir = x->blobs + 5;
+		blob_of(x, "plant.example", 0, name, sizeof(name));
+		snprintf(cmd, sizeof(cmd),
+			 "cd %s && echo junk > crt/notours && echo x > crt/%.64s && "
+			 "mkdir key/%.64s && mv %s %s.real && ln -s /etc/passwd %s", dir,
+			 "1111111111111111111111111111111111111111111111111111111111111111",
+			 "2222222222222222222222222222222222222222222222222222222222222222",
+			 name, name, name);
+		assert_int_equal(system(cmd), 0);
+		assert_int_not_equal(tsec_remote_load(x->r, &app, "acme", "plant.example", &got,
+						      &err), 0);
+		assert_null(got.cert);
+		assert_int_equal(tsec_remote_sweep(x->r, 0, &sw, &err), 0);
+		/* The stray file of a good name is a blob (unreferenced, so
+		 * swept); the junk, the link and the folder are not. */
+		snprintf(cmd, sizeof(cmd), "cd %s && test -e crt/notours && test -L %s && "
+			 "test -d key/%.64s && ! test -e crt/%.64s", dir, name,
+			 "2222222222222222222222222222222222222222222222222222222222222222",
+			 "1111111111111111111111111111111111111111111111111111111111111111");
+		assert_int_equal(system(cmd), 0);
+		snprintf(cmd, sizeof(cmd), "cd %s && rm %s && mv %s.real %s", dir, name, name, name);
+		assert_int_equal(system(cmd), 0);
+		load_is(x, "plant.example", &a);
+	}
+	free_cert(&a);
+}
+
+/* 14. Private keys sealed (or not); either loads; another key file
+ * opens nothing. */
+static void test_encryption_on_off(void **state)
+{
+	struct rt *x = *state;
+	struct tsec__blobs *b = tsec__remote_blobs(x->r);
+	struct tsec_remote_opts o = x->o;
+	struct tsec_remote *plain = NULL, *other = NULL;
+	struct cert a, c;
+	struct tsec_cert_files got;
+	struct tsec_error err;
+	char name[TSEC__BLOB_NAME_MAX + 1], otherkey[300];
+	uint8_t *raw;
+	size_t n;
+
+	make_cert(&a, "seal.example", 0);
+	publish_ok(x, NULL, "seal.example", &a, TSEC_REMOTE_PUBLISHED);
+	blob_of(x, "seal.example", 1, name, sizeof(name));
+	assert_int_equal(b->ops->get(b, name, 1 << 20, &raw, &n, &err), 0);
+	assert_null(memmem(raw, n, "PRIVATE KEY", 11));
+	assert_int_equal(n, 5 + 24 + a.f.key_len + 16);
+	free(raw);
+	blob_of(x, "seal.example", 0, name, sizeof(name));
+	assert_int_equal(b->ops->get(b, name, 1 << 20, &raw, &n, &err), 0);
+	assert_non_null(memmem(raw, n, "BEGIN CERTIFICATE", 17));
+	free(raw);
+	if (!strcmp(cur->blobs, "memory")) {
+		free_cert(&a);
+		return;  /* one process, one memory: no second store to share it */
+	}
+	o.plain_keys = true;
+	remote_open(x, &o, &plain);
+	make_cert(&c, "plain.example", 1);
+	if (tsec_remote_publish(plain, &app, NULL, "acme", "plain.example", &c.f, NULL, &err))
+		fail_msg("%s", err.msg);
+	blob_of(x, "plain.example", 1, name, sizeof(name));
+	assert_int_equal(b->ops->get(b, name, 1 << 20, &raw, &n, &err), 0);
+	assert_non_null(memmem(raw, n, "PRIVATE KEY", 11));
+	free(raw);
+	/* Each store reads what the other wrote. */
+	load_is(x, "plain.example", &c);
+	assert_int_equal(tsec_remote_load(plain, &app, "acme", "seal.example", &got, &err), 0);
+	same_files(&got, &a.f);
+	tsec_cert_files_free(&got);
+	/* Another key: nothing verifies. */
+	snprintf(otherkey, sizeof(otherkey), "%s/other.key", x->t.dir);
+	write_key(otherkey, 2);
+	o.plain_keys = false;
+	o.key_file = otherkey;
+	remote_open(x, &o, &other);
+	assert_int_equal(tsec_remote_load(other, &app, "acme", "seal.example", &got, &err),
+			 TSEC_ECORRUPT);
+	assert_int_equal(tsec_remote_load(other, &app, "acme", "plain.example", &got, &err),
+			 TSEC_ECORRUPT);
+	tsec_remote_close(&plain);
+	tsec_remote_close(&other);
+	free_cert(&a);
+	free_cert(&c);
+}
+
+/* 15. The policy decides on the logical keys and judges the certificate
+ * published, not the reference written; a denial writes nothing. */
+static void test_policy_judges_content(void **state)
+{
+	struct rt *x = *state;
+	struct cert ok, wrong;
+	struct tsec_cert_files got;
+	struct tsec_error err;
+	int ex;
+
+	make_cert(&ok, "judged.example", 0);
+	make_cert(&wrong, "someone-else.example", 0);
+	/* svc:issuer may store a certificate that covers its domain. */
+	assert_int_equal(tsec_remote_publish(x->r, &issuer, NULL, "acme", "judged.example",
+					     &wrong.f, NULL, &err), TSEC_EDENIED);
+	assert_int_equal(nblobs(x), 0);
+	if (tsec_remote_publish(x->r, &issuer, NULL, "acme", "judged.example", &ok.f, NULL, &err))
+		fail_msg("issuer publish: %s", err.msg);
+	/* svc:reader may load, not publish. */
+	assert_int_equal(tsec_remote_publish(x->r, &reader, NULL, "acme", "judged.example",
+					     &wrong.f, NULL, &err), TSEC_EDENIED);
+	assert_int_equal(tsec_remote_load(x->r, &reader, "acme", "judged.example", &got, &err),
+			 0);
+	same_files(&got, &ok.f);
+	tsec_cert_files_free(&got);
+	/* Nobody else may even ask. */
+	{
+		struct tsec_principal who = tu_who("svc:stranger");
+		assert_int_equal(tsec_remote_load(x->r, &who, "acme", "judged.example", &got, &err),
+				 TSEC_EDENIED);
+		assert_int_equal(tsec_remote_exists(x->r, &who, "acme", "judged.example", &ex,
+						    &err), TSEC_EDENIED);
+	}
+	free_cert(&ok);
+	free_cert(&wrong);
+}
+
+/* 16. References torn by hand (from two publishes) are never served as
+ * one certificate. */
+static void test_torn_references(void **state)
+{
+	struct rt *x = *state;
+	struct cert a, b;
+	struct tsec_cert_files got;
+	struct tsec_error err;
+	char k[3][TSEC_KEY_MAX], *refb;
+
+	make_cert(&a, "mix.example", 0);
+	make_cert(&b, "mix.example", 1);
+	publish_ok(x, NULL, "mix.example", &b, TSEC_REMOTE_PUBLISHED);
+	assert_non_null(refb = raw_ref(x, "mix.example", 1));
+	publish_ok(x, NULL, "mix.example", &a, TSEC_REMOTE_PUBLISHED);
+	assert_int_equal(tsec_cert_keys("acme", "mix.example", k[0], k[1], k[2], TSEC_KEY_MAX),
+			 0);
+	assert_int_equal(tsec_store_put(x->t.store, &app, k[1], refb, strlen(refb), &err), 0);
+	free(refb);
+	assert_int_equal(tsec_remote_load(x->r, &app, "acme", "mix.example", &got, &err),
+			 TSEC_EBUSY);
+	assert_null(got.cert);
+	/* A reference that is not one. */
+	assert_int_equal(tsec_store_put(x->t.store, &app, k[2], "{\"tsec_ref\": 2}", 15, &err),
+			 0);
+	assert_int_equal(tsec_remote_load(x->r, &app, "acme", "mix.example", &got, &err),
+			 TSEC_ECORRUPT);
+	assert_non_null(strstr(err.msg, "later version"));
+	publish_ok(x, NULL, "mix.example", &a, TSEC_REMOTE_PUBLISHED);
+	load_is(x, "mix.example", &a);
+	free_cert(&a);
+	free_cert(&b);
+}
+
+#define CONTRACT(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+static const struct CMUnitTest contract[] = {
+	CONTRACT(test_round_trip),
+	CONTRACT(test_identical_republish),
+	CONTRACT(test_conflicting_republish),
+	CONTRACT(test_torn_publish),
+	CONTRACT(test_corrupted_blob),
+	CONTRACT(test_missing_blob),
+	CONTRACT(test_rollback_bound),
+	CONTRACT(test_fixture_v1),
+	CONTRACT(test_archival),
+	CONTRACT(test_concurrent_publishers),
+	CONTRACT(test_stale_holder_fenced),
+	CONTRACT(test_sweeper_grace),
+	CONTRACT(test_planted_names),
+	CONTRACT(test_encryption_on_off),
+	CONTRACT(test_policy_judges_content),
+	CONTRACT(test_torn_references),
+};
+
+/* ---- a 3-member etcd coordinator losing its leader ---- */
+
+static struct tu_server etcd3;
+
+static int setup3(void **state)
+{
+	struct rt *x;
+
+	setup(state);
+	x = *state;
+	/* Reopen the coordinator on the 3-member cluster. */
+	tsec_remote_close(&x->r);
+	tsec_store_close(&x->t.store);
+	{
+		struct tsec_store_opts o = { .backend = "etcd", .endpoints = etcd3.endpoints,
+					     .prefix = x->prefix, .clock_skew_ms = 1,
+					     .timeout_ms = 20000 };
+		struct tsec_error err;
+		if (tsec_store_open_opts(&x->t.store, &o, x->t.bus, NULL, &err))
+			fail_msg("%s", err.msg);
+	}
+	remote_open(x, &x->o, &x->r);
+	return 0;
+}
+
+/* Publishes while the leader is killed: every publish that said so took
+ * effect, and what loads afterwards is one of the published certificates,
+ * whole. */
+static void test_etcd_leader_loss(void **state)
+{
+	struct rt *x = *state;
+	struct cert c[8];
+	struct tsec_cert_files got;
+	struct tsec_error err;
+	int last_ok = -1, leader;
+
+	for (int i = 0; i < 8; i++)
+		make_cert(&c[i], "leader.example", i);
+	for (int i = 0; i < 8; i++) {
+		if (i == 3) {
+			TU_WAIT((leader = tu_etcd_leader(&etcd3)) >= 0);
+			assert_true(leader >= 0);
+			tu_member_kill(&etcd3, leader);
+		}
+		if (tsec_remote_publish(x->r, &app, NULL, "acme", "leader.example", &c[i].f, NULL,
+					&err) == 0)
+			last_ok = i;
+		else
+			fprintf(stderr, "publish %d during the election: %s\n", i, err.msg);
+	}
+	assert_true(last_ok >= 4);
+	TU_WAIT(tsec_remote_load(x->r, &app, "acme", "leader.example", &got, &err) == 0);
+	same_files(&got, &c[last_ok].f);
+	tsec_cert_files_free(&got);
+	assert_int_equal(tu_member_restart(&etcd3, leader), 0);
+	for (int i = 0; i < 8; i++)
+		free_cert(&c[i]);
+}
+
+int main(void)
+{
+	static const struct variant variants[] = {
+		{ "file", "file", 0, "remote: file blobs, file coordinator" },
+		{ "file", "file", 1 << 20, "remote: file blobs, LocalCache over file" },
+		{ "file", "etcd", 0, "remote: file blobs, etcd" },
+		{ "file", "redis", 1 << 20, "remote: file blobs, LocalCache over redis" },
+		{ "s3", "file", 0, "remote: s3 blobs, file coordinator" },
+		{ "s3", "etcd", 1 << 20, "remote: s3 blobs, LocalCache over etcd" },
+		{ "s3", "redis", 0, "remote: s3 blobs, redis" },
+		{ "memory", "memory", 0, "remote: memory blobs, memory coordinator" },
+	};
+	const struct CMUnitTest leader[] = {
+		cmocka_unit_test_setup_teardown(test_etcd_leader_loss, setup3, teardown),
+	};
+	const char *fx = getenv("TSEC_REMOTE_WRITE_FIXTURE");
+	int failed = 0;
+
+	if (fx && *fx)
+		return write_fixture(fx);
+	if (tu_etcd_start(&etcd, 1) || tu_redis_start(&redis) || tu_s3_start(&s3)) {
+		fprintf(stderr, "remote: cannot start etcd, redis-server and s3rver "
+			"(scripts/deps.sh servers installs them)\n");
+		tu_server_stop(&etcd);
+		tu_server_stop(&redis);
+		tu_server_stop(&s3);
+		return 1;
+	}
+	for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+		cur = &variants[v];
+		failed += _cmocka_run_group_tests(cur->name, contract,
+						  sizeof(contract) / sizeof(contract[0]), NULL, NULL);
+	}
+	if (tu_etcd_start(&etcd3, 3) == 0) {
+		static const struct variant lv[] = {
+			{ "file", "etcd", 0, "remote: file blobs, 3-member etcd losing its leader" },
+			{ "s3", "etcd", 0, "remote: s3 blobs, 3-member etcd losing its leader" },
+		};
+		for (size_t v = 0; v < 2; v++) {
+			cur = &lv[v];
+			failed += _cmocka_run_group_tests(cur->name, leader, 1, NULL, NULL);
+		}
+		tu_server_stop(&etcd3);
+	} else {
+		fprintf(stderr, "remote: cannot start a 3-member etcd\n");
+		failed++;
+	}
+	tu_server_stop(&etcd);
+	tu_server_stop(&redis);
+	tu_server_stop(&s3);
+	return failed ? 1 : 0;
+}
