@@ -118,7 +118,7 @@ FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 FIXTURE_SOS := $(addprefix $(B)/fixtures/,$(addsuffix .so,$(FIXTURES))) \
 	$(B)/fixtures/not_elf.so
 BENCHES := bench_bus bench_policy_scale bench_certcache bench_store bench_zmq \
-	bench_backend bench_instructions bench_turn bench_fleet bench_calls
+	bench_backend bench_instructions bench_turn bench_fleet bench_calls bench_remote
 BENCH_BINS := $(addprefix $(B)/,$(BENCHES))
 
 .PHONY: all build both test check run verify bench deps clean dist install fuzz \
@@ -168,6 +168,7 @@ bench: deps
 	build/release/bench_turn
 	build/release/bench_zmq
 	build/release/bench_fleet
+	build/release/bench_remote
 
 # Every benchmark with tiny counts (CI): a crash or a missing case fails.
 bench-smoke: deps
@@ -387,8 +388,8 @@ $(CLI): $(CLI_OBJ) $(BROKER_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(ZMQ_LIBS) $(BROKER_LIBS)
 
-$(B)/bench_fleet: $(B)/obj/perf/bench_fleet.o $(B)/obj/perf/benchutil.o $(B)/obj/tests/servers.o \
-		$(BROKER_A)
+$(B)/bench_fleet $(B)/bench_remote: $(B)/%: $(B)/obj/perf/%.o $(B)/obj/perf/benchutil.o \
+		$(B)/obj/tests/servers.o $(BROKER_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(BROKER_LIBS) -lm
 

@@ -36,7 +36,7 @@ complete -c tsec -n "__fish_seen_subcommand_from store; and not __fish_seen_subc
 complete -c tsec -n "__fish_seen_subcommand_from lock; and not __fish_seen_subcommand_from acquire renew release" -a "acquire renew release"
 complete -c tsec -n "__fish_seen_subcommand_from lock" -l ttl-ms -r
 complete -c tsec -n "__fish_seen_subcommand_from lock" -l wait-ms -r
-complete -c tsec -n "__fish_seen_subcommand_from cert; and not __fish_seen_subcommand_from save load" -a "save load"
+complete -c tsec -n "__fish_seen_subcommand_from cert; and not __fish_seen_subcommand_from save load publish fetch exists archive sweep" -a "save load publish fetch exists archive sweep"
 complete -c tsec -n "__fish_seen_subcommand_from policy; and not __fish_seen_subcommand_from publish" -a publish
 complete -c tsec -n "__fish_seen_subcommand_from keygen" -l curve -r -F
 complete -c tsec -n "__fish_seen_subcommand_from keygen" -l sign -r -F

@@ -9,6 +9,10 @@ mkdir -p var/keys var/run
 chmod 700 var var/keys var/run
 [ -f var/keys/server.key ] || "$B/tsec" keygen --curve var/keys/server >/dev/null
 [ -f var/keys/client.key ] || "$B/tsec" keygen --curve var/keys/client >/dev/null
+# The remote certificate store's key (blobs in var/blobs): 32 random bytes.
+if [ ! -f var/keys/remote.key ]; then
+	(umask 077 && head -c 32 /dev/urandom > var/keys/remote.key)
+fi
 # Z85 keys may hold '&', which sed would read as "the match": escape it.
 esc() { printf '%s' "$1" | sed 's/[&|\\]/\\&/g'; }
 sed -e "s|@UID@|$(id -u)|" \

@@ -2,7 +2,9 @@
  * A real ACME client end to end (examples/acme/run.sh): pebble issues,
  * lego's hook saves through tsec-broker as the issuer, a reader loads the
  * same bytes back, a save under a domain the issuer may not write and a
- * 1024-bit certificate are refused, the refusal is in the decision log.
+ * 1024-bit certificate are refused, the refusal is in the decision log;
+ * then lego publishes to the remote certificate store and the reader
+ * fetches the same bytes, every blob verified.
  * This build's tsec-broker, tsec and module are the ones run.
  */
 #include <stdio.h>

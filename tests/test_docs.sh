@@ -28,6 +28,7 @@ trap cleanup EXIT
 
 # The broker, configured as scripts/run-broker.sh does, in $W.
 mkdir -p "$W/keys" "$W/run"
+(umask 077 && head -c 32 /dev/urandom > "$W/keys/remote.key")
 "$T" keygen --curve "$W/keys/server" >/dev/null &&
 	"$T" keygen --curve "$W/keys/client" >/dev/null || { echo "keygen failed"; exit 1; }
 esc() { printf '%s' "$1" | sed 's/[&|\\]/\\&/g'; }
@@ -36,6 +37,7 @@ sed -e "s|@UID@|$(id -u)|" \
     -e "s|@CLIENT_PUBLIC@|$(esc "$(cat "$W/keys/client.pub")")|" \
     -e "s|@MODULE@|$(esc "$B/libtinysecurity_module.so")|" \
     -e "s|var/store|$W/store|; s|var/decisions.log|$W/decisions.log|" \
+    -e "s|var/blobs|$W/blobs|; s|var/keys/remote.key|$W/keys/remote.key|" \
     -e "s|ipc://var/run/tsec.sock|ipc://$W/run/tsec.sock|" \
     -e "s|, \"tcp://127.0.0.1:5701\"||" \
     examples/broker.json > "$W/broker.json"
@@ -144,6 +146,13 @@ cat > "$W/examples" <<EOF
 0 \$T cert save acme docs.example $W/docs.crt $W/docs.key $W/docs.json
 0 \$T cert load acme docs.example
 0 \$T cert load acme docs.example $W/out-dir
+1 \$T cert exists acme never.example
+0 \$T cert publish acme docs.example $W/docs.crt $W/docs.key $W/docs.json
+0 \$T cert exists acme docs.example
+0 \$T cert fetch acme docs.example
+0 \$T cert fetch acme docs.example $W/fetched
+0 \$T cert archive acme docs.example 2026-12
+0 \$T cert sweep 0
 0 \$T store rm certificates/acme/docs.example -r
 0 \$T stats
 0 \$T stats --prometheus
@@ -158,7 +167,7 @@ cat > "$W/examples" <<EOF
 0 \$T help check
 0 \$T --version
 EOF
-mkdir -p "$W/out-dir"
+mkdir -p "$W/out-dir" "$W/fetched"
 # The example policy without its floors, for replay and diff.
 sed '/^  "floor": \[/,/^  \],/c\  "floor": [],' examples/policy.json > "$W/nofloor.json"
 grep -q '"floor": \[\],' "$W/nofloor.json" || { echo "FAIL: could not remove the floors"; fail=1; }
@@ -166,6 +175,8 @@ while read -r want line; do
 	run "$want" "$line"
 done < "$W/examples"
 [ -s "$W/out-dir/docs.example.key" ] || { echo "FAIL: cert load DIR wrote no key"; fail=1; }
+cmp -s "$W/fetched/docs.example.key" "$W/docs.key" ||
+	{ echo "FAIL: cert fetch DIR did not write the published key"; fail=1; }
 
 # Every form shown has an example: the usage lines of help CMD, split at
 # " | ", each form's first word after the command (a sub-command or an

@@ -588,54 +588,97 @@ int cmd_reload(struct opts *o)
 	return call_print("reload", o, "reload", NULL, human_ok);
 }
 
+static int human_exists(json_t *r)
+{
+	int ex = json_is_true(json_object_get(r, "exists"));
+
+	puts(ex ? "exists" : "absent");
+	return ex ? EXIT_ALLOW : EXIT_DENY;
+}
+
+static int human_outcome(json_t *r)
+{
+	puts(json_string_value(json_object_get(r, "outcome")) ? json_string_value(
+		     json_object_get(r, "outcome")) : "ok");
+	return EXIT_ALLOW;
+}
+
+/* The three files CRT KEY META as the params of a save or a publish. */
+static json_t *cert_params(const char *cmd, struct opts *o)
+{
+	struct tsec_error err;
+	char *t[3] = { NULL, NULL, NULL };
+	size_t n[3];
+	json_t *params;
+
+	for (int i = 0; i < 3; i++)
+		if (tsec_read_file(o->args[3 + i], 16u << 20, &t[i], &n[i], &err)) {
+			fprintf(stderr, "tsec %s: %s\n", cmd, err.msg);
+			for (int k = 0; k < i; k++) {
+				sodium_memzero(t[k], n[k]);
+				free(t[k]);
+			}
+			exit(EXIT_ERROR);
+		}
+	params = json_pack("{s:s,s:s,s:s%,s:s%,s:s%}", "issuer", o->args[1], "domain",
+			   o->args[2], "cert", t[0], n[0], "key", t[1], n[1], "meta", t[2], n[2]);
+	for (int i = 0; i < 3; i++) {
+		sodium_memzero(t[i], n[i]);
+		free(t[i]);
+	}
+	if (!params) {
+		fprintf(stderr, "tsec %s: the files must be UTF-8 text (PEM, JSON)\n", cmd);
+		exit(EXIT_ERROR);
+	}
+	return params;
+}
+
 int cmd_cert(struct opts *o)
 {
-	const char *cmd = "cert";
-	/* cert save ISSUER DOMAIN CRT KEY META | cert load ISSUER DOMAIN [DIR] */
-	struct tsec_error err;
-	json_t *params;
+	const char *cmd = "cert", *sub = o->nargs >= 1 ? o->args[0] : "";
+	json_t *params = NULL;
 	int rc;
 
-	if (o->nargs >= 1 && !strcmp(o->args[0], "save") && o->nargs == 6) {
-		char *t[3] = { NULL, NULL, NULL };
-		size_t n[3];
-
-		for (int i = 0; i < 3; i++)
-			if (tsec_read_file(o->args[3 + i], 16u << 20, &t[i], &n[i], &err)) {
-				fprintf(stderr, "tsec cert: %s\n", err.msg);
-				free(t[0]);
-				free(t[1]);
-				return EXIT_ERROR;
-			}
-		params = json_pack("{s:s,s:s,s:s%,s:s%,s:s%}", "issuer", o->args[1],
-				   "domain", o->args[2], "cert", t[0], n[0], "key", t[1], n[1],
-				   "meta", t[2], n[2]);
-		for (int i = 0; i < 3; i++) {
-			if (t[i])
-				sodium_memzero(t[i], n[i]);
-			free(t[i]);
-		}
-		if (!params) {
-			fprintf(stderr, "tsec cert: the files must be UTF-8 text (PEM, JSON)\n");
-			return EXIT_ERROR;
-		}
-		rc = call_print("cert save", o, "store.save_cert", params, human_ok);
-		json_decref(params);
-		return rc;
-	}
-	if (o->nargs >= 1 && !strcmp(o->args[0], "load") && (o->nargs == 3 || o->nargs == 4)) {
+	/* save/publish ISSUER DOMAIN CRT KEY META */
+	if ((!strcmp(sub, "save") || !strcmp(sub, "publish")) && o->nargs == 6) {
+		int pub = !strcmp(sub, "publish");
+		params = cert_params(pub ? "cert publish" : "cert save", o);
+		rc = call_print(pub ? "cert publish" : "cert save", o,
+				pub ? "remote.publish" : "store.save_cert", params,
+				pub ? human_outcome : human_ok);
+	} else if ((!strcmp(sub, "load") || !strcmp(sub, "fetch")) &&
+		   (o->nargs == 3 || o->nargs == 4)) {
+		/* load/fetch ISSUER DOMAIN [DIR] */
 		params = json_pack("{s:s,s:s}", "issuer", o->args[1], "domain", o->args[2]);
 		cert_out_dir = o->nargs == 4 ? o->args[3] : NULL;
 		cert_out_domain = o->args[2];
 		if (strchr(cert_out_domain, '/'))
 			die_usage(cmd, "DOMAIN names no folder");
-		rc = call_print("cert load", o, "store.load_cert", params, human_cert);
-		json_decref(params);
-		return rc;
+		rc = call_print(!strcmp(sub, "load") ? "cert load" : "cert fetch", o,
+				!strcmp(sub, "load") ? "store.load_cert" : "remote.load", params,
+				human_cert);
+	} else if (!strcmp(sub, "exists") && o->nargs == 3) {
+		params = json_pack("{s:s,s:s}", "issuer", o->args[1], "domain", o->args[2]);
+		rc = call_print("cert exists", o, "remote.exists", params, human_exists);
+	} else if (!strcmp(sub, "archive") && o->nargs == 4) {
+		params = json_pack("{s:s,s:s,s:s}", "issuer", o->args[1], "domain", o->args[2],
+				   "name", o->args[3]);
+		rc = call_print("cert archive", o, "remote.archive_key", params, human_ok);
+	} else if (!strcmp(sub, "sweep") && o->nargs == 2) {
+		char *end;
+		long long g = strtoll(o->args[1], &end, 10);
+		if (*end || end == o->args[1] || g < 0)
+			die_usage(cmd, "GRACE_MS must be a number of milliseconds");
+		params = json_pack("{s:I}", "grace_ms", (json_int_t)g);
+		rc = call_print("cert sweep", o, "remote.sweep", params, human_object);
+	} else {
+		die_usage(cmd, "usage: tsec cert save|publish ISSUER DOMAIN CRT KEY META | "
+			  "cert load|fetch ISSUER DOMAIN [DIR] | cert exists ISSUER DOMAIN | "
+			  "cert archive ISSUER DOMAIN NAME | cert sweep GRACE_MS");
+		return EXIT_ERROR;
 	}
-	die_usage(cmd, "usage: tsec cert save ISSUER DOMAIN CRT KEY META | "
-		  "cert load ISSUER DOMAIN [DIR]");
-	return EXIT_ERROR;
+	json_decref(params);
+	return rc;
 }
 
 int cmd_policy(struct opts *o)

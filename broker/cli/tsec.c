@@ -374,15 +374,30 @@ static const struct command {
 	  "       tsec lock release NAME TOKEN",
 	  "Takes, renews and releases a lock; acquire prints its token and fence.\n",
 	  HELP_CONN },
-	{ "cert", cmd_cert, 6, "save ISSUER DOMAIN CRT KEY META | load ISSUER DOMAIN [DIR]:\n"
-	  "              a certificate, its key and metadata, as one group",
+	{ "cert", cmd_cert, 6, "save|publish ISSUER DOMAIN CRT KEY META, load|fetch ISSUER DOMAIN\n"
+	  "              [DIR], exists, archive, sweep: certificates, local or remote",
 	  "cert save ISSUER DOMAIN CRT KEY META [connection]\n"
-	  "       tsec cert load ISSUER DOMAIN [DIR] [connection]",
+	  "       tsec cert load ISSUER DOMAIN [DIR] [connection]\n"
+	  "       tsec cert publish ISSUER DOMAIN CRT KEY META [connection]\n"
+	  "       tsec cert fetch ISSUER DOMAIN [DIR] [connection]\n"
+	  "       tsec cert exists ISSUER DOMAIN [connection]\n"
+	  "       tsec cert archive ISSUER DOMAIN NAME [connection]\n"
+	  "       tsec cert sweep GRACE_MS [connection]",
 	  "save stores a certificate, its private key and its metadata (files) as\n"
 	  "one all-or-nothing group, in certmagic's layout\n"
 	  "(certificates/ISSUER/DOMAIN/DOMAIN.crt, .key, .json).  load reads the\n"
 	  "three together and prints them, or writes DOMAIN.crt, DOMAIN.key (mode\n"
-	  "0600) and DOMAIN.json into DIR.\n",
+	  "0600) and DOMAIN.json into DIR.\n"
+	  "\n"
+	  "publish, fetch, exists, archive and sweep use the broker's remote\n"
+	  "certificate store (\"remote\" in its configuration): the three files as\n"
+	  "immutable blobs in a folder or an S3 bucket, the same three keys holding\n"
+	  "references to them.  publish prints \"published\" or \"unchanged\" (the\n"
+	  "same content was current); fetch verifies every blob against its address\n"
+	  "and writes like load; exists exits 0 when the certificate is there, 1 when\n"
+	  "not; archive moves the key's reference to\n"
+	  "certificates/ISSUER/DOMAIN/archive/NAME.key (refused if taken); sweep\n"
+	  "(admin) removes blobs unreferenced for GRACE_MS.\n",
 	  HELP_CONN },
 	{ "stats", cmd_stats, 0, "the broker's counters",
 	  "stats [--prometheus] [connection]",

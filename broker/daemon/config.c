@@ -27,12 +27,16 @@ static const char *const top_keys[] = {
 	"state_dir", "decision_log", "decision_log_group", "endpoints",
 	"server_secret_key", "ipc_curve", "clients", "ipc_uids", "max_message",
 	"workers", "log_buffer", "allow_caller_clock", "metrics_listen",
-	"max_locks_per_caller", "fleet_id",
+	"max_locks_per_caller", "fleet_id", "remote",
 };
 static const char *const storage_keys[] = {
 	"backend", "root", "endpoints", "prefix", "key_file", "timeout_ms", "clock_skew_ms",
 	"request_max", "cache_bytes", "cache_live_ms", "tls_ca", "tls_cert", "tls_key", "username",
 	"password_file", "watch_policy",
+};
+static const char *const remote_keys[] = {
+	"blobs", "key_file", "plain_keys", "s3_endpoint", "s3_region", "s3_access_key",
+	"s3_secret_file", "s3_virtual_host", "s3_ca_file", "blob_max", "txn_max", "timeout_ms",
 };
 static const char *const client_keys[] = { "public_key", "principal", "roles", "admin" };
 static const char *const uid_keys[] = { "uid", "principal", "roles", "admin" };
@@ -403,6 +407,74 @@ static int cfg_storage(json_t *root, struct tsec__config *c)
 	return 0;
 }
 
+/*
+ * "remote": the remote certificate store (include/tinysecurity/remote.h):
+ * {"blobs": "file:/path" or "s3://bucket/prefix", "key_file": ..., and
+ * for S3 "s3_endpoint", "s3_region", "s3_access_key", "s3_secret_file",
+ * "s3_virtual_host", "s3_ca_file"}.  Absent: no remote.* methods.
+ */
+static int cfg_remote(json_t *root, struct tsec__config *c)
+{
+	json_t *o = json_object_get(root, "remote");
+	struct tsec__remote_cfg *r = &c->remote;
+	long long n;
+
+	if (!o)
+		return 0;
+	if (!json_is_object(o)) {
+		tsec__say("config /remote: must be an object");
+		return -1;
+	}
+	r->on = 1;
+	if (known_only(o, "/remote", remote_keys, COUNT(remote_keys)) ||
+	    cfg_string(o, "blobs", &r->blobs, 0) || cfg_string(o, "key_file", &r->key_file, 0) ||
+	    cfg_string(o, "s3_endpoint", &r->s3_endpoint, 0) ||
+	    cfg_string(o, "s3_region", &r->s3_region, 0) ||
+	    cfg_string(o, "s3_access_key", &r->s3_access_key, 0) ||
+	    cfg_string(o, "s3_secret_file", &r->s3_secret_file, 0) ||
+	    cfg_string(o, "s3_ca_file", &r->s3_ca_file, 0) ||
+	    cfg_bool(o, "plain_keys", &r->plain_keys) ||
+	    cfg_bool(o, "s3_virtual_host", &r->s3_virtual_host))
+		return -1;
+	if (!r->blobs || !r->key_file) {
+		tsec__say("config /remote: needs \"blobs\" and \"key_file\"");
+		return -1;
+	}
+#define RNUM(name, field, lo, hi)                                                   \
+	do {                                                                          \
+		n = 0;                                                                \
+		if (cfg_int(o, name, lo, hi, &n)) {                                   \
+			tsec__say("(in /remote)");                                    \
+			return -1;                                                    \
+		}                                                                     \
+		r->field = n;                                                         \
+	} while (0)
+	RNUM("blob_max", blob_max, 1024, 64LL << 20);
+	RNUM("txn_max", txn_max, 4096, 1LL << 32);
+	RNUM("timeout_ms", timeout_ms, 1, 600000);
+#undef RNUM
+	return 0;
+}
+
+void tsec__remote_opts_of(const struct tsec__config *c, struct tsec_remote_opts *o)
+{
+	const struct tsec__remote_cfg *r = &c->remote;
+
+	memset(o, 0, sizeof(*o));
+	o->blobs = r->blobs;
+	o->key_file = r->key_file;
+	o->plain_keys = r->plain_keys;
+	o->s3_endpoint = r->s3_endpoint;
+	o->s3_region = r->s3_region;
+	o->s3_access_key = r->s3_access_key;
+	o->s3_secret_file = r->s3_secret_file;
+	o->s3_virtual_host = r->s3_virtual_host;
+	o->s3_ca_file = r->s3_ca_file;
+	o->blob_max = (size_t)r->blob_max;
+	o->txn_max = (size_t)r->txn_max;
+	o->timeout_ms = (uint32_t)r->timeout_ms;
+}
+
 void tsec__store_opts_of(const struct tsec__config *c, struct tsec_store_opts *o)
 {
 	const struct tsec__storage_cfg *st = &c->st;
@@ -481,7 +553,7 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 	if (known_only(root, "", top_keys, COUNT(top_keys)) ||
 	    cfg_string(root, "module", &c->module, 1) ||
 	    cfg_string(root, "policy", &c->policy, 1) ||
-	    cfg_storage(root, c) ||
+	    cfg_storage(root, c) || cfg_remote(root, c) ||
 	    cfg_string(root, "state_dir", &c->state_dir, 0) ||
 	    cfg_string(root, "fleet_id", &c->fleet_id, 0) ||
 	    cfg_string(root, "decision_log", &c->decision_log, 0) ||
@@ -551,6 +623,13 @@ void tsec__config_free(struct tsec__config *c)
 	free(c->st.tls_key);
 	free(c->st.username);
 	free(c->st.password_file);
+	free(c->remote.blobs);
+	free(c->remote.key_file);
+	free(c->remote.s3_endpoint);
+	free(c->remote.s3_region);
+	free(c->remote.s3_access_key);
+	free(c->remote.s3_secret_file);
+	free(c->remote.s3_ca_file);
 	free(c->state_dir);
 	free(c->fleet_id);
 	free(c->decision_log);
@@ -618,6 +697,13 @@ void tsec__config_reread(const char *path, const struct tsec__config *running)
 		str_differs(c->st.key_file, running->st.key_file) ||
 		c->st.cache_bytes != running->st.cache_bytes ||
 		c->st.cache_live_ms != running->st.cache_live_ms, "storage");
+	CHANGED(c->remote.on != running->remote.on ||
+		str_differs(c->remote.blobs, running->remote.blobs) ||
+		str_differs(c->remote.key_file, running->remote.key_file) ||
+		str_differs(c->remote.s3_endpoint, running->remote.s3_endpoint) ||
+		str_differs(c->remote.s3_access_key, running->remote.s3_access_key) ||
+		str_differs(c->remote.s3_secret_file, running->remote.s3_secret_file) ||
+		c->remote.plain_keys != running->remote.plain_keys, "remote");
 	CHANGED(str_differs(c->state_dir, running->state_dir), "state_dir");
 	CHANGED(str_differs(c->fleet_id, running->fleet_id), "fleet_id");
 	CHANGED(str_differs(c->decision_log, running->decision_log), "decision_log");

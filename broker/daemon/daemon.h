@@ -28,6 +28,7 @@
 #include "common/stats.h"
 
 #include "tinysecurity/bus.h"
+#include "tinysecurity/remote.h"
 #include "tinysecurity/store.h"
 #include "broker/daemon/declog.h"
 
@@ -70,11 +71,21 @@ struct tsec__storage_cfg {
 	int watch_policy;            /* reload when the fleet's policy changes */
 };
 
+/* "remote": the remote certificate store; on 0: none. */
+struct tsec__remote_cfg {
+	int on;
+	char *blobs, *key_file, *s3_endpoint, *s3_region, *s3_access_key, *s3_secret_file;
+	char *s3_ca_file;
+	int plain_keys, s3_virtual_host;
+	long long blob_max, txn_max, timeout_ms;
+};
+
 struct tsec__config {
 	char *module, *policy, *storage, *decision_log;
 	char *metrics_listen;        /* "127.0.0.1:9464" or a port; NULL: none */
 	struct sockaddr_in metrics_addr;  /* metrics_listen, read at load */
 	struct tsec__storage_cfg st; /* st.backend NULL: storage is a folder */
+	struct tsec__remote_cfg remote;
 	char *state_dir;             /* the last accepted policy revision */
 	char *fleet_id;              /* a signed policy must name this "fleet" */
 	long log_gid;                /* decision log group, or -1 */
@@ -183,6 +194,7 @@ struct tsec__daemon {
 	void *metrics;               /* the metrics listener (libmicrohttpd), or NULL */
 	struct tsec_bus *bus;
 	struct tsec_store *store;
+	struct tsec_remote *remote;  /* "remote" configured, or NULL */
 	struct tsec__declog *log;
 	void *zmq;                   /* the ZeroMQ context */
 	struct tsec__stats st;
@@ -254,6 +266,8 @@ int tsec__fleet_publish(struct tsec__daemon *d, const char *policy, size_t plen,
 
 /* The store options the configuration names (borrowing its strings). */
 void tsec__store_opts_of(const struct tsec__config *c, struct tsec_store_opts *o);
+/* The remote store's options from "remote" (strings borrowed from c). */
+void tsec__remote_opts_of(const struct tsec__config *c, struct tsec_remote_opts *o);
 /*
  * At a reload: rereads the configuration file and says which settings
  * changed; only the policy's text is applied live, the rest takes effect
@@ -316,6 +330,13 @@ json_t *tsec__m_store_put_many(struct tsec__daemon *, struct tsec__call *, json_
 json_t *tsec__m_store_get(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_save_cert(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_load_cert(struct tsec__daemon *, struct tsec__call *, json_t **);
+/* The remote certificate store's methods (storage.c). */
+json_t *tsec__m_remote_publish(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_remote_load(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_remote_exists(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_remote_archive_key(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_remote_load_archived(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_remote_sweep(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_exists(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_delete(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_list(struct tsec__daemon *, struct tsec__call *, json_t **);

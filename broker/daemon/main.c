@@ -95,6 +95,16 @@ static int start(struct tsec__daemon *d, const char *config)
 		tsec__say("storage (%s): %s", so.backend, err.msg);
 		return -1;
 	}
+	if (d->cfg.remote.on) {
+		struct tsec_remote_opts ro;
+
+		tsec__remote_opts_of(&d->cfg, &ro);
+		if (tsec_remote_open(&d->remote, d->store, &ro, &err)) {
+			tsec__say("remote (%s): %s", ro.blobs, err.msg);
+			return -1;
+		}
+		tsec__say("remote certificate store: blobs in %s", ro.blobs);
+	}
 	{
 		struct tsec_store_info in;
 
@@ -242,6 +252,7 @@ static void stop(struct tsec__daemon *d)
 		d->policy_texts = t->older;
 		free(t);
 	}
+	tsec_remote_close(&d->remote);
 	tsec_store_close(&d->store);
 	tsec_bus_free(&d->bus);
 	free((void *)d->st.by_method);

@@ -396,3 +396,150 @@ json_t *tsec__m_store_load_cert(struct tsec__daemon *d, struct tsec__call *c, js
 	tsec_cert_files_free(&f);
 	return *result ? NULL : tsec__fail(TSEC_EPROTO, "", "a stored file is not UTF-8 text");
 }
+
+/* ---- remote.*: the remote certificate store ---- */
+
+static json_t *no_remote(void)
+{
+	return tsec__fail(TSEC_EINVAL, "method", "this broker has no remote certificate store "
+			  "(\"remote\" in its configuration)");
+}
+
+/* {"issuer", "domain", "cert", "key", "meta", "lock"?}: published; the
+ * answer says whether anything changed. */
+json_t *tsec__m_remote_publish(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	const char *issuer = tsec__param_str(c, "issuer"), *domain = tsec__param_str(c, "domain");
+	json_t *crt = json_object_get(c->params, "cert"), *key = json_object_get(c->params, "key");
+	json_t *meta = json_object_get(c->params, "meta");
+	enum tsec_remote_outcome oc = 0;
+	struct tsec_cert_files f;
+	struct tsec_lock lk, *fence;
+	struct tsec_error err;
+	json_t *e;
+	int rc;
+
+	if (!d->remote)
+		return no_remote();
+	if ((e = fence_of(c, &lk, &fence)))
+		return e;
+	if (!issuer || !domain || !json_is_string(crt) || !json_is_string(key) ||
+	    !json_is_string(meta))
+		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\", \"domain\", \"cert\", "
+				  "\"key\" and \"meta\" (strings)");
+	f.cert = (char *)json_string_value(crt);
+	f.cert_len = json_string_length(crt);
+	f.key = (char *)json_string_value(key);
+	f.key_len = json_string_length(key);
+	f.meta = (char *)json_string_value(meta);
+	f.meta_len = json_string_length(meta);
+	rc = tsec_remote_publish(d->remote, &c->p, fence, issuer, domain, &f, &oc, &err);
+	if (!rc)
+		*result = json_pack("{s:s}", "outcome", oc == TSEC_REMOTE_UNCHANGED ? "unchanged"
+									 : "published");
+	return done(rc, &err, result);
+}
+
+/* {"issuer", "domain"}: the three files, each verified. */
+json_t *tsec__m_remote_load(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	const char *issuer = tsec__param_str(c, "issuer"), *domain = tsec__param_str(c, "domain");
+	struct tsec_cert_files f;
+	struct tsec_error err;
+	int rc;
+
+	if (!d->remote)
+		return no_remote();
+	if (!issuer || !domain)
+		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\" and \"domain\"");
+	if ((rc = tsec_remote_load(d->remote, &c->p, issuer, domain, &f, &err)))
+		return tsec__err_json(&err);
+	*result = json_pack("{s:s%,s:s%,s:s%}", "cert", f.cert, f.cert_len, "key", f.key,
+			    f.key_len, "meta", f.meta, f.meta_len);
+	sodium_memzero(f.key, f.key_len);
+	tsec_cert_files_free(&f);
+	return *result ? NULL : tsec__fail(TSEC_EPROTO, "", "a stored file is not UTF-8 text");
+}
+
+/* {"issuer", "domain"}: {"exists": bool}, from the reference alone. */
+json_t *tsec__m_remote_exists(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	struct tsec_error err;
+	int ex = 0, rc;
+
+	if (!d->remote)
+		return no_remote();
+	if (!tsec__param_str(c, "issuer") || !tsec__param_str(c, "domain"))
+		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\" and \"domain\"");
+	rc = tsec_remote_exists(d->remote, &c->p, tsec__param_str(c, "issuer"),
+				tsec__param_str(c, "domain"), &ex, &err);
+	if (!rc)
+		*result = json_pack("{s:b}", "exists", ex);
+	return done(rc, &err, result);
+}
+
+/* {"issuer", "domain", "name", "lock"?}: the key's reference archived. */
+json_t *tsec__m_remote_archive_key(struct tsec__daemon *d, struct tsec__call *c,
+				   json_t **result)
+{
+	struct tsec_lock lk, *fence;
+	struct tsec_error err;
+	json_t *e;
+
+	if (!d->remote)
+		return no_remote();
+	if ((e = fence_of(c, &lk, &fence)))
+		return e;
+	if (!tsec__param_str(c, "issuer") || !tsec__param_str(c, "domain") ||
+	    !tsec__param_str(c, "name"))
+		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\", \"domain\" and \"name\"");
+	return done(tsec_remote_archive_key(d->remote, &c->p, fence, tsec__param_str(c, "issuer"),
+					    tsec__param_str(c, "domain"),
+					    tsec__param_str(c, "name"), &err),
+		    &err, result);
+}
+
+/* {"issuer", "domain", "name"}: {"key": PEM}, for its publisher only. */
+json_t *tsec__m_remote_load_archived(struct tsec__daemon *d, struct tsec__call *c,
+				     json_t **result)
+{
+	struct tsec_error err;
+	char *pem = NULL;
+	size_t n = 0;
+	int rc;
+
+	if (!d->remote)
+		return no_remote();
+	if (!tsec__param_str(c, "issuer") || !tsec__param_str(c, "domain") ||
+	    !tsec__param_str(c, "name"))
+		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\", \"domain\" and \"name\"");
+	rc = tsec_remote_load_archived(d->remote, &c->p, tsec__param_str(c, "issuer"),
+				       tsec__param_str(c, "domain"), tsec__param_str(c, "name"),
+				       &pem, &n, &err);
+	if (rc)
+		return tsec__err_json(&err);
+	*result = json_pack("{s:s%}", "key", pem, n);
+	sodium_memzero(pem, n);
+	free(pem);
+	return *result ? NULL : tsec__fail(TSEC_EPROTO, "", "the key is not UTF-8 text");
+}
+
+/* {"grace_ms"}: one sweep of unreferenced blobs (admin). */
+json_t *tsec__m_remote_sweep(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	json_t *g = json_object_get(c->params, "grace_ms");
+	struct tsec_remote_sweep sw;
+	struct tsec_error err;
+	int rc;
+
+	if (!d->remote)
+		return no_remote();
+	if (!json_is_integer(g) || json_integer_value(g) < 0)
+		return tsec__fail(TSEC_EPROTO, "params.grace_ms", "need an integer >= 0");
+	rc = tsec_remote_sweep(d->remote, (uint64_t)json_integer_value(g), &sw, &err);
+	if (!rc)
+		*result = json_pack("{s:I,s:I,s:I,s:I}", "blobs", (json_int_t)sw.blobs,
+				    "referenced", (json_int_t)sw.referenced, "waiting",
+				    (json_int_t)sw.waiting, "removed", (json_int_t)sw.removed);
+	return done(rc, &err, result);
+}

@@ -9,7 +9,10 @@
 # under a policy that wants the SAN to cover the domain and an RSA key of
 # 2048 bits; svc:web loads them back and they match what lego wrote; the
 # issuer saving the same files under a domain it may not write is
-# refused, and the refusal is in the decision log.
+# refused, and the refusal is in the decision log.  Then the remote
+# certificate store: lego's hook publishes a second certificate as blobs
+# (a folder here; an S3 bucket the same way) with three references, and
+# the web server fetches it, every blob verified.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-build/release}" && pwd)
@@ -67,6 +70,7 @@ done
 "$build/tsec" keygen --curve server >/dev/null
 "$build/tsec" keygen --curve issuer >/dev/null
 "$build/tsec" keygen --curve web >/dev/null
+(umask 077 && head -c 32 /dev/urandom > remote.key)
 export TSEC="$build/tsec" TSEC_SERVER_KEY="$work/server.pub"
 export ACME_ISSUER=acme-pebble
 # As for pebble: a port someone else holds means another try.
@@ -75,6 +79,7 @@ for try in 1 2 3; do
 	cat > broker.json <<JSON
 {"module": "$build/libtinysecurity_module.so", "policy": "$here/policy.json",
  "allow_unsigned_policy": true, "storage": "$work/store", "decision_log": "$work/decisions.log",
+ "remote": {"blobs": "file:$work/blobs", "key_file": "$work/remote.key"},
  "endpoints": ["$broker_ep"], "server_secret_key": "$(cat server.key)",
  "clients": [{"public_key": "$(cat issuer.pub)", "principal": "svc:acme-issuer"},
              {"public_key": "$(cat web.pub)", "principal": "svc:web"}]}
@@ -134,4 +139,26 @@ if TSEC_KEY="$work/issuer" "$TSEC" cert save "$ACME_ISSUER" test.example weak.cr
 	echo "acme: FAILED: a 1024-bit certificate was saved" >&2; exit 1
 fi
 cmp store/certificates/$ACME_ISSUER/test.example/test.example.crt lego/certificates/test.example.crt
+
+say "lego obtains www.test.example; its hook publishes it to the remote certificate store"
+TSEC_KEY="$work/issuer" TSEC_CERT_VERB=publish LEGO_CA_CERTIFICATES="$work/pebble-cert.pem" \
+	lego --server "https://127.0.0.1:$acme_port/dir" --accept-tos --email ops@test.example \
+	--domains www.test.example --key-type rsa2048 --http --http.port "127.0.0.1:$(port)" \
+	--path "$work/lego" run --run-hook "sh $here/hook.sh" > lego2.log 2>&1 ||
+	{ cat lego2.log >&2; exit 1; }
+say "published: $(find blobs -type f | wc -l) blobs, references at $(ls store/certificates/$ACME_ISSUER/www.test.example/ | tr '\n' ' ')"
+if grep -l "PRIVATE KEY" blobs/key/* >/dev/null 2>&1; then
+	echo "acme: FAILED: a private key is stored unsealed" >&2; exit 1
+fi
+
+say "the web server fetches it: every blob verified, the bytes lego wrote"
+TSEC_KEY="$work/web" "$TSEC" cert exists "$ACME_ISSUER" www.test.example >/dev/null
+mkdir got-remote
+TSEC_KEY="$work/web" "$TSEC" cert fetch "$ACME_ISSUER" www.test.example got-remote
+for f in crt key json; do
+	cmp got-remote/www.test.example.$f lego/certificates/www.test.example.$f
+done
+say "publishing the same again changes nothing: $(TSEC_KEY="$work/issuer" "$TSEC" cert publish \
+	"$ACME_ISSUER" www.test.example lego/certificates/www.test.example.crt \
+	lego/certificates/www.test.example.key lego/certificates/www.test.example.json)"
 say "ok"
