@@ -34,6 +34,9 @@ check bench_backend "local_hit_64 local_write_64 gated_local_hit" env BENCH_ITER
 check bench_turn "turn_gated_memory turn_ungated_memory turn_gated_file turn_broker_ipc_file" $B/bench_turn 5
 check bench_zmq "throughput latency connect" $B/bench_zmq 200
 check bench_fleet "file_load etcd_load redis_load etcd_cache_load redis_cache_load" $B/bench_fleet 50
+check bench_remote "load_6k presence_6k republish_6k load_48k presence_48k republish_48k \
+	store_load_cert_6k store_load_cert_48k s3_load_6k s3_presence_6k s3_republish_6k s3_load_48k \
+	s3_presence_48k s3_republish_48k" env BENCH_SAMPLES=1 BENCH_S3_ITERS=5 $B/bench_remote 200
 check bench_instructions "" $B/bench_instructions "$M" examples/policy.json 100
 # The broker's instructions per call (bench_calls drives it under callgrind).
 check broker_instructions "whole_process tsec__dispatch tsec__log_decision tsec_bus_check" \
