@@ -204,7 +204,7 @@ clean:
 #                   races inside it.
 #   make memcheck   valgrind's memcheck over the in-process suites.
 
-TSAN_TESTS := reload certcache lock conformance crash
+TSAN_TESTS := reload certcache lock conformance crash remote
 # test_certcache and test_reload are left out: their threads spin while
 # another works (readers while a writer frees, a reloader while callers
 # call), which under valgrind's one-thread-at-a-time scheduling takes many
@@ -236,7 +236,7 @@ memcheck: deps
 #                               go to build/fuzz/corpus/NAME)
 
 FUZZ_SECONDS ?= 10
-FUZZERS := policy key request cert wire config storage archive
+FUZZERS := policy key request cert wire config storage archive remote
 FZ := build/fuzz
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -pthread -I. -Iinclude -DTSEC_VERSION='"$(VERSION)"' \
@@ -260,7 +260,7 @@ $(FZ)/libtinysecurity_module.so: $(MODULE_SRC) $(CORE_SRC) module/module.map | f
 
 $(FZ)/fuzz_policy: tests/fuzz/fuzz_policy.c $(FUZZ_MODULE_SRC)
 $(FZ)/fuzz_key: tests/fuzz/fuzz_key.c $(CORE_SRC)
-$(FZ)/fuzz_request $(FZ)/fuzz_cert $(FZ)/fuzz_storage: $(FZ)/%: tests/fuzz/%.c \
+$(FZ)/fuzz_request $(FZ)/fuzz_cert $(FZ)/fuzz_storage $(FZ)/fuzz_remote: $(FZ)/%: tests/fuzz/%.c \
 	$(BROKER_SRC) $(SHARED_SRC) $(FZ)/libtinysecurity_module.so
 $(FZ)/fuzz_wire $(FZ)/fuzz_config: $(FZ)/%: tests/fuzz/%.c $(FUZZ_DAEMON_SRC) \
 	$(BROKER_SRC) $(SHARED_SRC) $(FZ)/libtinysecurity_module.so

@@ -19,7 +19,8 @@
  *
  * A payload of P is a certificate chain of P/2, a key of P/8 and
  * metadata making up the rest.  BENCH_SAMPLES samples (5), each after
- * 500 warm-up operations (5% of N at most).  CSV: case,sample,
+ * 500 warm-up operations (5% of N at most); BENCH_ONLY=6k or 48k runs
+ * one size.  CSV: case,sample,
  * iterations,elapsed_ns,ns_per_op (perf/abba.sh reads it).
  */
 #include <stdio.h>
@@ -129,10 +130,13 @@ static void cases(const char *prefix, struct tsec_remote *r, struct tsec_store *
 	static const char *const tags[2] = { "6k", "48k" };
 
 	for (int i = 0; i < 2; i++) {
+		const char *only = getenv("BENCH_ONLY");
 		struct tsec_cert_files f;
 		struct tsec_error err;
 		char domain[32], label[64];
 
+		if (only && *only && strcmp(only, tags[i]))
+			continue;
 		snprintf(domain, sizeof(domain), "%s.example", tags[i]);
 		payload(&f, sizes[i], (char)('a' + i));
 		if (tsec_remote_publish(r, &app, NULL, "acme", domain, &f, NULL, &err))

@@ -333,21 +333,36 @@ static void test_torn_publish(void **state)
 	make_cert(&a, "torn.example", 0);
 	make_cert(&b, "torn.example", 1);
 	publish_ok(x, NULL, "torn.example", &a, TSEC_REMOTE_PUBLISHED);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		/* Another process: a store and a remote of its own on the same
-		 * coordinator and blobs (none of the parent's locks or
-		 * connections). */
-		struct tsec_bus *bus = tu_bus_with_policy("tests/data/store_policy.json");
-		struct tsec_store *s = NULL;
-		struct tsec_remote *r = NULL;
-		if (tsec_store_open_opts(&s, &x->so, bus, NULL, &err) ||
-		    tsec_remote_open(&r, s, &x->o, &err))
-			_exit(4);
-		tsec__remote_after_blobs_hook = die_now;
-		tsec_remote_publish(r, &app, NULL, "acme", "torn.example", &b.f, NULL, &err);
-		_exit(3);
+	/* Another process, started afresh (exec: none of this one's threads,
+	 * locks or connections), publishes b and is killed between its
+	 * blobs and its references. */
+	{
+		static const char *const ext[3] = { "crt", "key", "json" };
+		const char *d[3] = { b.f.cert, b.f.key, b.f.meta };
+		size_t l[3] = { b.f.cert_len, b.f.key_len, b.f.meta_len };
+		char path[300], cache[32];
+		for (int i = 0; i < 3; i++) {
+			FILE *f;
+			snprintf(path, sizeof(path), "%s/b.%s", x->t.dir, ext[i]);
+			assert_non_null(f = fopen(path, "w"));
+			fwrite(d[i], 1, l[i], f);
+			fclose(f);
+		}
+		snprintf(cache, sizeof(cache), "%zu", x->so.cache_bytes);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			setenv("TSEC_REMOTE_CHILD", x->t.dir, 1);
+			setenv("TSEC_REMOTE_BACKEND", x->so.backend, 1);
+			setenv("TSEC_REMOTE_ROOT", x->so.root ? x->so.root : "", 1);
+			setenv("TSEC_REMOTE_ENDPOINTS", x->so.endpoints ? x->so.endpoints : "", 1);
+			setenv("TSEC_REMOTE_PREFIX", x->so.prefix ? x->so.prefix : "", 1);
+			setenv("TSEC_REMOTE_CACHE", cache, 1);
+			setenv("TSEC_REMOTE_BLOBS", x->blobs, 1);
+			setenv("TSEC_REMOTE_S3", x->o.s3_endpoint ? x->o.s3_endpoint : "", 1);
+			execl("/proc/self/exe", "test_remote", (char *)NULL);
+			_exit(127);
+		}
 	}
 	assert_int_equal(tu_waitpid(pid, &st), pid);
 	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
@@ -1178,6 +1193,59 @@ static void test_etcd_leader_loss(void **state)
 		free_cert(&c[i]);
 }
 
+/*
+ * The torn publisher (test_torn_publish), run in a process of its own:
+ * publishes $TSEC_REMOTE_CHILD/b.{crt,key,json} as torn.example on the
+ * coordinator and blobs the environment names, and is killed between its
+ * blobs and its references.
+ */
+static int torn_child(const char *dir)
+{
+	struct tsec_store_opts so = {
+		.backend = getenv("TSEC_REMOTE_BACKEND"), .root = getenv("TSEC_REMOTE_ROOT"),
+		.endpoints = getenv("TSEC_REMOTE_ENDPOINTS"), .prefix = getenv("TSEC_REMOTE_PREFIX"),
+		.cache_bytes = (size_t)atol(getenv("TSEC_REMOTE_CACHE")),
+	};
+	struct tsec_remote_opts ro = { .blobs = getenv("TSEC_REMOTE_BLOBS") };
+	struct tsec_bus *bus = tu_bus_with_policy("tests/data/store_policy.json");
+	struct tsec_cert_files f;
+	struct tsec_store *s = NULL;
+	struct tsec_remote *r = NULL;
+	struct tsec_error err;
+	char key[300], secret[300], path[300];
+
+	app = tu_who("svc:app");
+	if (!*so.root)
+		so.root = NULL;
+	if (!*so.endpoints)
+		so.endpoints = NULL;
+	if (!*so.prefix)
+		so.prefix = NULL;
+	so.clock_skew_ms = !strcmp(so.backend, "etcd") ? 1 : 0;
+	snprintf(key, sizeof(key), "%s/remote.key", dir);
+	snprintf(secret, sizeof(secret), "%s/s3.secret", dir);
+	ro.key_file = key;
+	if (*getenv("TSEC_REMOTE_S3")) {
+		ro.s3_endpoint = getenv("TSEC_REMOTE_S3");
+		ro.s3_access_key = "S3RVER";
+		ro.s3_secret_file = secret;
+	}
+	snprintf(path, sizeof(path), "%s/b.crt", dir);
+	tsec_read_file(path, 1 << 20, &f.cert, &f.cert_len, &err);
+	snprintf(path, sizeof(path), "%s/b.key", dir);
+	tsec_read_file(path, 1 << 20, &f.key, &f.key_len, &err);
+	snprintf(path, sizeof(path), "%s/b.json", dir);
+	tsec_read_file(path, 1 << 20, &f.meta, &f.meta_len, &err);
+	if (tsec_store_open_opts(&s, &so, bus, NULL, &err) || tsec_remote_open(&r, s, &ro, &err)) {
+		fprintf(stderr, "torn publisher: %s\n", err.msg);
+		return 4;
+	}
+	tsec__remote_after_blobs_hook = die_now;
+	tsec_remote_publish(r, &app, NULL, "acme", "torn.example", &f, NULL, &err);
+	fprintf(stderr, "torn publisher: not killed (%s)\n", err.msg);
+	return 3;
+}
+
 int main(void)
 {
 	static const struct variant variants[] = {
@@ -1196,6 +1264,8 @@ int main(void)
 	const char *fx = getenv("TSEC_REMOTE_WRITE_FIXTURE");
 	int failed = 0;
 
+	if (getenv("TSEC_REMOTE_CHILD"))
+		return torn_child(getenv("TSEC_REMOTE_CHILD"));
 	if (fx && *fx)
 		return write_fixture(fx);
 	if (tu_etcd_start(&etcd, 1) || tu_redis_start(&redis) || tu_s3_start(&s3)) {

@@ -406,6 +406,33 @@ out:
 	return rc;
 }
 
+int tsec__remote_ref_agree(const char *text, size_t len)
+{
+	for (int kind = 0; kind < NKINDS; kind++) {
+		struct ref fast, slow;
+		struct tsec_error err;
+		char *copy;
+		int rc;
+
+		memset(&fast, 0, sizeof(fast));
+		if (!parse_ref_fast(text, len, kind, &fast))
+			continue;
+		/* jansson must read the same reference from the same bytes: a
+		 * copy with one space after the brace takes its path. */
+		if (!(copy = malloc(len + 1)))
+			return -1;
+		copy[0] = '{';
+		copy[1] = ' ';
+		memcpy(copy + 2, text + 1, len - 1);
+		rc = parse_ref(copy, len + 1, kind, &slow, "fuzz", &err);
+		free(copy);
+		if (rc || strcmp(fast.gen, slow.gen) || strcmp(fast.blob, slow.blob) ||
+		    strcmp(fast.by, slow.by) || fast.size != slow.size)
+			return -1;
+	}
+	return 0;
+}
+
 static char *ref_text(const char *gen, const char *blob, size_t size,
 		      const struct tsec_principal *who)
 {
