@@ -913,15 +913,23 @@ struct sweep_ctx {
 	struct nameset doomed;
 	struct tsec_remote_sweep *st;
 	int64_t now, grace;
+	size_t nsorted;
 	int oom;
 };
 
-static struct cand *cand_find(struct tsec_remote *r, const char *name)
+static int cmp_cand(const void *a, const void *b)
 {
-	for (size_t i = 0; i < r->ncand; i++)
-		if (!strcmp(r->cand[i].name, name))
-			return &r->cand[i];
-	return NULL;
+	return strcmp(((const struct cand *)a)->name, ((const struct cand *)b)->name);
+}
+
+/* The candidates are kept sorted by name between sweeps (those a sweep
+ * adds go after the sorted ones, which is all it looks up). */
+static struct cand *cand_find(struct tsec_remote *r, size_t nsorted, const char *name)
+{
+	struct cand key;
+
+	snprintf(key.name, sizeof(key.name), "%s", name);
+	return nsorted ? bsearch(&key, r->cand, nsorted, sizeof(*r->cand), cmp_cand) : NULL;
 }
 
 static int on_blob(void *ctx, const char *name, int64_t mtime_ms)
@@ -936,7 +944,7 @@ static int on_blob(void *ctx, const char *name, int64_t mtime_ms)
 		c->st->referenced++;
 		return 0;
 	}
-	if (!(k = cand_find(r, name))) {
+	if (!(k = cand_find(r, c->nsorted, name))) {
 		if (r->ncand == r->capcand) {
 			size_t cap = r->capcand ? 2 * r->capcand : 64;
 			struct cand *nv = realloc(r->cand, cap * sizeof(*nv));
@@ -975,7 +983,8 @@ static void remove_batch(struct tsec_remote *r, const struct nameset *doomed, si
 	if (!gone || !b || !l)
 		goto out;
 	for (size_t i = from; i < to; i++) {
-		if (r->blobs->ops->get(r->blobs, doomed->v[i], (size_t)-1 / 2, &b[ng], &l[ng],
+		if (r->blobs->ops->get(r->blobs, doomed->v[i], r->blob_max + BLOB_HDR + SEAL_OVERHEAD,
+				       &b[ng], &l[ng],
 				       &e2))
 			continue;
 		if (r->blobs->ops->del(r->blobs, doomed->v[i], &e2)) {
@@ -987,11 +996,11 @@ static void remove_batch(struct tsec_remote *r, const struct nameset *doomed, si
 	if (ng)
 		restore_referenced(r, gone, b, l, ng);
 	for (size_t i = 0; i < ng; i++) {
-		struct cand *k = cand_find(r, gone[i]);
+		struct cand *k = cand_find(r, r->ncand, gone[i]);
 		if (r->blobs->ops->has(r->blobs, gone[i], &e2) == TSEC_ENOENT) {
 			st->removed++;
 			if (k)
-				*k = r->cand[--r->ncand];
+				k->seen = 0;   /* gone: forgotten below */
 		}
 		sodium_memzero(b[i], l[i]);
 		free(b[i]);
@@ -1023,6 +1032,7 @@ int tsec_remote_sweep(struct tsec_remote *r, uint64_t grace_ms, struct tsec_remo
 				.grace = grace_ms > INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)grace_ms };
 	for (size_t i = 0; i < r->ncand; i++)
 		r->cand[i].seen = 0;
+	c.nsorted = r->ncand;
 	rc = r->blobs->ops->list(r->blobs, on_blob, &c, err);
 	free(refd.v);
 	if (rc == 0 && c.oom)
@@ -1031,12 +1041,8 @@ int tsec_remote_sweep(struct tsec_remote *r, uint64_t grace_ms, struct tsec_remo
 		free(c.doomed.v);
 		goto out;
 	}
-	/* Forget candidates no longer there, or referenced again. */
-	for (size_t i = 0; i < r->ncand;)
-		if (!r->cand[i].seen)
-			r->cand[i] = r->cand[--r->ncand];
-		else
-			i++;
+	if (r->ncand > 1)
+		qsort(r->cand, r->ncand, sizeof(*r->cand), cmp_cand);
 	for (size_t i = 0; i < c.doomed.n;) {
 		size_t j = i, bytes = 0;
 		while (j < c.doomed.n && (j == i || bytes < SWEEP_BATCH_BYTES)) {
@@ -1047,6 +1053,15 @@ int tsec_remote_sweep(struct tsec_remote *r, uint64_t grace_ms, struct tsec_remo
 		i = j;
 	}
 	free(c.doomed.v);
+	/* Forget candidates no longer there, referenced again, or removed
+	 * (order kept: the list stays sorted). */
+	{
+		size_t o = 0;
+		for (size_t i = 0; i < r->ncand; i++)
+			if (r->cand[i].seen)
+				r->cand[o++] = r->cand[i];
+		r->ncand = o;
+	}
 out:
 	pthread_mutex_unlock(&r->sweep_mu);
 	if (out)
