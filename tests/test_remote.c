@@ -1168,7 +1168,7 @@ static void test_etcd_leader_loss(void **state)
 	struct cert c[8];
 	struct tsec_cert_files got;
 	struct tsec_error err;
-	int last_ok = -1, leader;
+	int last_ok = -1, leader = -1;
 
 	for (int i = 0; i < 8; i++)
 		make_cert(&c[i], "leader.example", i);
