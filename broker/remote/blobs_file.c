@@ -17,9 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <sodium.h>
-
 #include "broker/remote/blobs.h"
+#include "broker/storage/file/file_private.h"
 #include "common/error.h"
 
 static const char *const kinds[] = { "crt", "key", "meta" };
@@ -52,49 +51,19 @@ static int bad_name(const char *name, struct tsec_error *err)
 	return tsec__seterr(err, TSEC_EKEY, "", "not a blob name: '%.80s'", name);
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-
-	while (len) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 static int f_put_new(struct tsec__blobs *b, const char *name, const void *data, size_t len,
 		     struct tsec_error *err)
 {
 	struct fblobs *f = (struct fblobs *)b;
 	const char *hex;
-	int dir = kind_fd(f, name, &hex), fd, rc = 0, e;
+	int dir = kind_fd(f, name, &hex), rc, e;
 	char tmp[64];
-	uint8_t rnd[8];
 
 	if (dir < 0)
 		return bad_name(name, err);
-	randombytes_buf(rnd, sizeof(rnd));
-	snprintf(tmp, sizeof(tmp), ".tmp-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
-		 rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-	fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return tsec__seterr(err, TSEC_EIO, name, "blob %s: cannot create: %s", name,
-				    strerror(errno));
-	if (write_all(fd, data, len) || fsync(fd)) {
-		e = errno;
-		close(fd);
-		unlinkat(dir, tmp, 0);
-		return tsec__seterr(err, TSEC_EIO, name, "blob %s: cannot write: %s", name,
-				    strerror(e));
-	}
-	close(fd);
+	/* Written and synced as the file backend writes a value. */
+	if ((rc = tsec__fb_write_temp(dir, data, len, true, tmp, sizeof(tmp), name, err)))
+		return rc;
 	if (linkat(dir, tmp, dir, hex, 0) < 0) {
 		e = errno;
 		rc = e == EEXIST ? tsec__seterr(err, TSEC_EEXIST, name, "blob %s exists", name)

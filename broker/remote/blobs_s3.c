@@ -224,6 +224,16 @@ static int http_error(long status, const char *name, const struct body *b,
 			    code, name);
 }
 
+/* The object's path for blob name (below the base URL), or TSEC_EKEY. */
+static int object_path(const struct s3blobs *s, const char *name, char *path, size_t n,
+		       struct tsec_error *err)
+{
+	if (!tsec__blob_name_ok(name))
+		return tsec__seterr(err, TSEC_EKEY, "", "not a blob name");
+	snprintf(path, n, "%s%s", s->prefix, name);
+	return 0;
+}
+
 static int s_put_new(struct tsec__blobs *b, const char *name, const void *data, size_t len,
 		     struct tsec_error *err)
 {
@@ -231,10 +241,10 @@ static int s_put_new(struct tsec__blobs *b, const char *name, const void *data, 
 	char path[400];
 	struct body rb = { 0 };
 	long st;
+	int rc;
 
-	if (!tsec__blob_name_ok(name))
-		return tsec__seterr(err, TSEC_EKEY, "", "not a blob name");
-	snprintf(path, sizeof(path), "%s%s", s->prefix, name);
+	if ((rc = object_path(s, name, path, sizeof(path), err)))
+		return rc;
 	st = request(s, M_HEAD, path, NULL, 0, NULL, 0, NULL, err);
 	if (st < 0)
 		return (int)st;
@@ -252,7 +262,7 @@ static int s_put_new(struct tsec__blobs *b, const char *name, const void *data, 
 		return tsec__seterr(err, TSEC_EEXIST, name, "blob %s exists", name);
 	}
 	if (st != 200) {
-		int rc = http_error(st, name, &rb, err);
+		rc = http_error(st, name, &rb, err);
 		free(rb.p);
 		return rc;
 	}
@@ -265,10 +275,10 @@ static int s_has(struct tsec__blobs *b, const char *name, struct tsec_error *err
 	struct s3blobs *s = (struct s3blobs *)b;
 	char path[400];
 	long st;
+	int rc;
 
-	if (!tsec__blob_name_ok(name))
-		return tsec__seterr(err, TSEC_EKEY, "", "not a blob name");
-	snprintf(path, sizeof(path), "%s%s", s->prefix, name);
+	if ((rc = object_path(s, name, path, sizeof(path), err)))
+		return rc;
 	st = request(s, M_HEAD, path, NULL, 0, NULL, 0, NULL, err);
 	if (st < 0)
 		return (int)st;
@@ -286,12 +296,12 @@ static int s_get(struct tsec__blobs *b, const char *name, size_t max, uint8_t **
 	char path[400];
 	struct body rb = { 0 };
 	long st;
+	int rc;
 
 	*out = NULL;
 	*len = 0;
-	if (!tsec__blob_name_ok(name))
-		return tsec__seterr(err, TSEC_EKEY, "", "not a blob name");
-	snprintf(path, sizeof(path), "%s%s", s->prefix, name);
+	if ((rc = object_path(s, name, path, sizeof(path), err)))
+		return rc;
 	/* An error document may be longer than a small blob. */
 	st = request(s, M_GET, path, NULL, 0, NULL, max < 65536 ? 65536 : max, &rb, err);
 	if (st < 0) {
@@ -303,7 +313,7 @@ static int s_get(struct tsec__blobs *b, const char *name, size_t max, uint8_t **
 		return tsec__seterr(err, TSEC_ENOENT, name, "no blob %s", name);
 	}
 	if (st != 200) {
-		int rc = http_error(st, name, &rb, err);
+		rc = http_error(st, name, &rb, err);
 		free(rb.p);
 		return rc;
 	}
@@ -323,10 +333,10 @@ static int s_del(struct tsec__blobs *b, const char *name, struct tsec_error *err
 	struct s3blobs *s = (struct s3blobs *)b;
 	char path[400];
 	long st;
+	int rc;
 
-	if (!tsec__blob_name_ok(name))
-		return tsec__seterr(err, TSEC_EKEY, "", "not a blob name");
-	snprintf(path, sizeof(path), "%s%s", s->prefix, name);
+	if ((rc = object_path(s, name, path, sizeof(path), err)))
+		return rc;
 	st = request(s, M_DELETE, path, NULL, 0, NULL, 0, NULL, err);
 	if (st < 0)
 		return (int)st;
