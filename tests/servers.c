@@ -577,12 +577,15 @@ int tu_s3_start(struct tu_server *s)
 		snprintf(log, sizeof(log), "%s/s3rver.log", s->dir);
 		snprintf(data, sizeof(data), "%s/data", s->dir);
 		snprintf(s->url[0], sizeof(s->url[0]), "http://127.0.0.1:%d", s->client_port[0]);
+		/* Virtual-host style: BUCKET.s3.localhost (libcurl resolves any
+		 * name under localhost to loopback itself). */
+		snprintf(s->url[1], sizeof(s->url[1]), "http://s3.localhost:%d", s->client_port[0]);
 		snprintf(s->endpoints, sizeof(s->endpoints), "%s", s->url[0]);
 		mkdir(data, 0700);
 		{
 			char *argv[] = { "node", (char *)js, "-d", data, "-a", "127.0.0.1", "-p", port,
-					 "--silent", "--no-vhost-buckets", "--configure-bucket",
-					 "tsec-test", NULL };
+					 "--silent", "--service-endpoint", "localhost",
+					 "--configure-bucket", "tsec-test", NULL };
 			s->pid[0] = spawn(argv, log);
 		}
 		/* Up when it answers HTTP at all (node starts in about a

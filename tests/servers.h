@@ -43,8 +43,9 @@ int tu_redis_start(struct tu_server *s);
 int tu_redis_restart(struct tu_server *s, bool keep_data);
 /*
  * An S3-compatible server (the npm package s3rver, on node) with the
- * bucket "tsec-test", keys S3RVER / S3RVER, path-style; s->url[0] is its
- * endpoint.  -1 when node or s3rver is missing (scripts/deps.sh servers
+ * bucket "tsec-test", keys S3RVER / S3RVER: s->url[0] is its endpoint for
+ * path-style requests, s->url[1] for virtual-host style
+ * (tsec-test.s3.localhost).  -1 when node or s3rver is missing (scripts/deps.sh servers
  * installs it) or it does not come up.
  */
 int tu_s3_start(struct tu_server *s);

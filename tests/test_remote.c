@@ -98,7 +98,7 @@ static int setup(void **state)
 	x->o.key_file = x->keyfile;
 	if (!strcmp(cur->blobs, "file")) {
 		snprintf(x->blobs, sizeof(x->blobs), "file:%s/blobs", x->t.dir);
-	} else if (!strcmp(cur->blobs, "s3")) {
+	} else if (!strncmp(cur->blobs, "s3", 2)) {
 		FILE *f;
 		snprintf(x->s3secret, sizeof(x->s3secret), "%s/s3.secret", x->t.dir);
 		assert_non_null(f = fopen(x->s3secret, "w"));
@@ -107,6 +107,10 @@ static int setup(void **state)
 		assert_int_equal(chmod(x->s3secret, 0600), 0);
 		snprintf(x->blobs, sizeof(x->blobs), "s3://tsec-test/%s", x->prefix);
 		x->o.s3_endpoint = s3.url[0];
+		if (!strcmp(cur->blobs, "s3-vhost")) {
+			x->o.s3_endpoint = s3.url[1];
+			x->o.s3_virtual_host = true;
+		}
 		x->o.s3_access_key = "S3RVER";
 		x->o.s3_secret_file = x->s3secret;
 	} else {
@@ -360,6 +364,7 @@ static void test_torn_publish(void **state)
 			setenv("TSEC_REMOTE_CACHE", cache, 1);
 			setenv("TSEC_REMOTE_BLOBS", x->blobs, 1);
 			setenv("TSEC_REMOTE_S3", x->o.s3_endpoint ? x->o.s3_endpoint : "", 1);
+			setenv("TSEC_REMOTE_S3_VHOST", x->o.s3_virtual_host ? "1" : "", 1);
 			execl("/proc/self/exe", "test_remote", (char *)NULL);
 			_exit(127);
 		}
@@ -1229,6 +1234,7 @@ static int torn_child(const char *dir)
 		ro.s3_endpoint = getenv("TSEC_REMOTE_S3");
 		ro.s3_access_key = "S3RVER";
 		ro.s3_secret_file = secret;
+		ro.s3_virtual_host = *getenv("TSEC_REMOTE_S3_VHOST") != 0;
 	}
 	snprintf(path, sizeof(path), "%s/b.crt", dir);
 	tsec_read_file(path, 1 << 20, &f.cert, &f.cert_len, &err);
@@ -1256,6 +1262,7 @@ int main(void)
 		{ "s3", "file", 0, "remote: s3 blobs, file coordinator" },
 		{ "s3", "etcd", 1 << 20, "remote: s3 blobs, LocalCache over etcd" },
 		{ "s3", "redis", 0, "remote: s3 blobs, redis" },
+		{ "s3-vhost", "file", 1 << 20, "remote: s3 blobs by virtual host, LocalCache over file" },
 		{ "memory", "memory", 0, "remote: memory blobs, memory coordinator" },
 	};
 	const struct CMUnitTest leader[] = {
