@@ -63,11 +63,12 @@ static inline size_t tsec__utf8_seq(const unsigned char *p, size_t n, uint32_t *
 }
 
 /*
- * Whether any of the 8 bytes in x needs a JSON writer's or reader's look:
- * below 0x20, '"', '\\', or 0x80 and up (exact has-less and has-byte
- * tests, without carries between bytes); with del, 0x7f too.
+ * The bytes of x that need a JSON writer's or reader's look: below 0x20,
+ * '"', '\\', or 0x80 and up (exact has-less and has-byte tests, without
+ * carries between bytes); with del, 0x7f too.  Each such byte's high bit
+ * is set in the result, and only theirs.
  */
-static inline bool tsec__json_special8(uint64_t x, bool del)
+static inline uint64_t tsec__json_special_mask(uint64_t x, bool del)
 {
 	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
 	const uint64_t low7 = 0x7f7f7f7f7f7f7f7full;
@@ -78,6 +79,23 @@ static inline bool tsec__json_special8(uint64_t x, bool del)
 	uint64_t zd = del ? ~(((d & low7) + low7) | d) & high : 0;
 
 	return (x & high) | lt | zq | zb | zd;
+}
+
+/* Whether any of the 8 bytes in x needs a look (as above). */
+static inline bool tsec__json_special8(uint64_t x, bool del)
+{
+	return tsec__json_special_mask(x, del) != 0;
+}
+
+/* The index (0..7) in memory order of the first byte a non-zero mask of
+ * tsec__json_special_mask marks, for x loaded with memcpy. */
+static inline unsigned tsec__first_marked(uint64_t mask)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	return (unsigned)__builtin_clzll(mask) >> 3;
+#else
+	return (unsigned)__builtin_ctzll(mask) >> 3;
+#endif
 }
 
 /*

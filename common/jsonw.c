@@ -118,11 +118,13 @@ void tsec__jw_str(struct tsec__jw *w, const char *s, size_t n)
 		/* Eight bytes a step while none needs a look: no control, no
 		 * '"', '\\', DEL or byte past ASCII (the usual key or name). */
 		while (n - run >= 8) {
-			uint64_t x;
+			uint64_t x, m;
 
 			memcpy(&x, u + run, 8);
-			if (tsec__json_special8(x, true))
+			if ((m = tsec__json_special_mask(x, true))) {
+				run += tsec__first_marked(m);
 				break;
+			}
 			run += 8;
 		}
 		while (run < n && !cls[u[run]])

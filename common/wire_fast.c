@@ -38,12 +38,16 @@ static bool string(struct rd *d, struct tsec_str *out)
 		return false;
 	s = d->p;
 	for (;;) {
+		/* Eight bytes a step, and straight to the first that needs a
+		 * look (the closing quote, mostly). */
 		while (d->end - d->p >= 8) {
-			uint64_t x;
+			uint64_t x, m;
 
 			memcpy(&x, d->p, 8);
-			if (tsec__json_special8(x, false))
+			if ((m = tsec__json_special_mask(x, false))) {
+				d->p += tsec__first_marked(m);
 				break;
+			}
 			d->p += 8;
 		}
 		if (d->p >= d->end)

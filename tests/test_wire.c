@@ -6,6 +6,7 @@
 
 #include "tests/testutil.h"
 #include "tests/wire_diff.h"
+#include "common/bytes.h"
 #include "common/jsonw.h"
 #include "common/wire.h"
 
@@ -309,11 +310,62 @@ static void test_wire_fast_reader_agrees(void **state)
 	assert_true(took > 100 && took < tried / 2);
 }
 
+/* The eight-bytes-a-step test marks exactly the bytes a byte-wise look
+ * would stop at, and the first of them is found (the fast reader and the
+ * writer jump straight to it). */
+static uint64_t special_ref(const unsigned char b[8], bool del)
+{
+	uint64_t m = 0;
+
+	for (int i = 0; i < 8; i++)
+		if (b[i] < 0x20 || b[i] == '"' || b[i] == '\\' || b[i] >= 0x80 ||
+		    (del && b[i] == 0x7f))
+			m |= 0x80ull << (8 * i);
+	return m;
+}
+
+static void test_wire_special_mask(void **state)
+{
+	unsigned char b[8];
+	uint64_t x, seed = 0x9e3779b97f4a7c15ull;
+	(void)state;
+
+	/* Every byte value at every place, among plain ones. */
+	for (int v = 0; v < 256; v++)
+		for (int at = 0; at < 8; at++)
+			for (int del = 0; del < 2; del++) {
+				memset(b, 'a', 8);
+				b[at] = (unsigned char)v;
+				memcpy(&x, b, 8);
+				assert_int_equal(tsec__json_special_mask(x, del), special_ref(b, del));
+				if (special_ref(b, del))
+					assert_int_equal(tsec__first_marked(tsec__json_special_mask(x, del)),
+							 at);
+			}
+	/* Words of mixed bytes: several marked, the first found. */
+	for (int i = 0; i < 200000; i++) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		x = seed ^ (seed >> 29);
+		memcpy(b, &x, 8);
+		for (int del = 0; del < 2; del++) {
+			uint64_t m = tsec__json_special_mask(x, del);
+			assert_int_equal(m, special_ref(b, del));
+			if (m) {
+				unsigned f = tsec__first_marked(m);
+				assert_true(special_ref(b, del) & (0x80ull << (8 * f)));
+				for (unsigned k = 0; k < f; k++)
+					assert_false(special_ref(b, del) & (0x80ull << (8 * k)));
+			}
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_wire_every_error_round_trips),
 		cmocka_unit_test(test_wire_writer_strings),
+		cmocka_unit_test(test_wire_special_mask),
 		cmocka_unit_test(test_wire_fast_reader_agrees),
 		cmocka_unit_test(test_wire_writer_decisions),
 		cmocka_unit_test(test_wire_writer_numbers),

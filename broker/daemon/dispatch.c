@@ -4,6 +4,7 @@
  * table in methods.c.
  */
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,12 +47,26 @@ char *tsec__error_reply(int code, const char *msg)
  * workers so the main thread never waits on them.  The method is sniffed
  * from the text; a wrong guess only changes which thread runs the call.
  */
+/* Whether "cert_pem" is in p[0..n): a look at each '_' (memchr runs
+ * sixteen bytes a step; a Check without a certificate has none or few). */
+static bool has_cert_pem(const char *p, size_t n)
+{
+	const char *u = p, *end = p + n;
+
+	while ((u = memchr(u, '_', (size_t)(end - u)))) {
+		if (u - p >= 4 && end - u >= 4 && !memcmp(u - 4, "cert_pem", 8))
+			return true;
+		u++;
+	}
+	return false;
+}
+
 int tsec__is_inline(const char *p, size_t n)
 {
 	const char *m = memmem(p, n, "\"method\"", 8), *end = p + n, *v;
 	const struct tsec__method *meth;
 
-	if (!m || memmem(p, n, "cert_pem", 8))
+	if (!m)
 		return 0;
 	for (m += 8; m < end && (*m == ' ' || *m == ':' || *m == '\t' || *m == '\n'); m++)
 		;
@@ -62,7 +77,8 @@ int tsec__is_inline(const char *p, size_t n)
 	if (v >= end || *v != '"')
 		return 0;
 	meth = tsec__method_find(m, (size_t)(v - m));
-	return meth && (meth->flags & TSEC_M_INLINE);
+	/* A certificate to parse is a worker's job. */
+	return meth && (meth->flags & TSEC_M_INLINE) && !has_cert_pem(p, n);
 }
 
 /*

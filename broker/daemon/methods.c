@@ -54,8 +54,9 @@ const size_t tsec__nmethods = sizeof(tsec__methods) / sizeof(tsec__methods[0]);
 
 const struct tsec__method *tsec__method_find(const char *name, size_t len)
 {
-	for (size_t i = 0; i < tsec__nmethods; i++)
-		if (strlen(tsec__methods[i].name) == len &&
+	/* The first byte rules out most names before a length is taken. */
+	for (size_t i = 0; len && i < tsec__nmethods; i++)
+		if (tsec__methods[i].name[0] == name[0] && strlen(tsec__methods[i].name) == len &&
 		    !memcmp(tsec__methods[i].name, name, len))
 			return &tsec__methods[i];
 	return NULL;
