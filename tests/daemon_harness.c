@@ -239,6 +239,28 @@ int sh(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(cmd, sizeof(cmd), fmt, ap);
 	va_end(ap);
-	st = system(cmd);
+	/*
+	 * As system(), in a process group of its own, with a deadline: a
+	 * command that does not finish is named, its processes' stacks are
+	 * shown (tu_waitpid) and the whole group is killed, so a hung tsec
+	 * fails the test that ran it instead of stalling the suite.
+	 */
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		setpgid(0, 0);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	setpgid(pid, pid);
+	if (tu_waitpid(pid, &st) != pid) {
+		fprintf(stderr, "command did not finish in %d s: %s\n", TU_WAIT_SECONDS, cmd);
+		kill(-pid, SIGKILL);
+		return -1;
+	}
+	/* Anything it left running in its group goes with it. */
+	kill(-pid, SIGKILL);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

@@ -76,15 +76,19 @@ static inline bool tu_wait_more(struct tu_waiter *w)
 static inline pid_t tu_waitpid(pid_t pid, int *st)
 {
 	pid_t r = 0;
-	char cmd[160];
+	char cmd[1024];
 
 	TU_WAIT((r = waitpid(pid, st, WNOHANG)) != 0);
 	if (r != 0)
 		return r;
-	fprintf(stderr, "process %d did not end in %d s; its stacks:\n", (int)pid,
-		TU_WAIT_SECONDS);
-	snprintf(cmd, sizeof(cmd), "command -v gdb > /dev/null && timeout 60 gdb -p %d -batch -nx "
-		 "-ex 'thread apply all bt' 2>&1 | grep -E '^(Thread|#)' >&2", (int)pid);
+	fprintf(stderr, "process %d did not end in %d s; its stacks, and those of the "
+		"processes under it:\n", (int)pid, TU_WAIT_SECONDS);
+	snprintf(cmd, sizeof(cmd),
+		 "command -v gdb > /dev/null || exit 0; "
+		 "for p in %d $(pgrep -P %d) $(for c in $(pgrep -P %d); do pgrep -P $c; done); do "
+		 "echo \"--- pid $p: $(tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null)\"; "
+		 "timeout 60 gdb -p $p -batch -nx -ex 'thread apply all bt' 2>&1 | "
+		 "grep -E '^(Thread|#)'; done >&2", (int)pid, (int)pid, (int)pid);
 	if (system(cmd) < 0)
 		fprintf(stderr, "(cannot run gdb)\n");
 	kill(pid, SIGKILL);
