@@ -30,6 +30,17 @@ stacks() {
 	done
 }
 
+# A suite runs in the background (so the watchdog can look at it), where
+# a non-interactive shell ignores ^C: an interrupt of this script ends
+# the suite, what it started and the watchdog too.
+pid= dog=
+stop_all() {
+	[ -n "$pid" ] && kill -STOP "$pid" 2>/dev/null
+	for p in $(below "${pid:-0}") $pid $dog; do kill -KILL "$p" 2>/dev/null; done
+	exit 130
+}
+trap stop_all INT TERM
+
 for t in "$@"; do
 	${VALGRIND:-} "$t" &
 	pid=$!
