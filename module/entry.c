@@ -184,8 +184,7 @@ static int mod_check(void *vst, const struct tsec_request *reqs, size_t n,
 	if (!st || !reqs || !out || n == 0)
 		return tsec__seterr(err, TSEC_EINVAL, "", "NULL argument or empty batch");
 	slot = read_enter(st, &pol);
-	for (size_t i = 0; i < n; i++)
-		tsec__decide(pol, &reqs[i], &out[i], NULL, NULL, st->certs);
+	tsec__decide_batch(pol, reqs, n, out, st->certs);
 	read_leave(st, slot);
 	return 0;
 }

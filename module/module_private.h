@@ -409,4 +409,11 @@ void tsec__decide(const struct tsec__policy *pol,
 		  struct tsec_report *rep, struct tsec_explain *ex,
 		  struct tsec__certcache *cache);
 
+/*
+ * Check of a batch: tsec__decide of each request, the caller's roots
+ * found once while the requests name the same principal and roles.
+ */
+void tsec__decide_batch(const struct tsec__policy *pol, const struct tsec_request *reqs,
+			size_t n, struct tsec_decision *out, struct tsec__certcache *cache);
+
 #endif

@@ -415,6 +415,71 @@ static void test_decision_why_not(void **state)
 	tsec_bus_free(&bus);
 }
 
+/*
+ * A batch's caller is looked up once and reused while the requests name
+ * the same principal and roles (issue 21): every decision of a batch is
+ * the one the same request gets alone, whatever runs of callers, shared
+ * or copied names, invalid names and role lists the batch holds.
+ */
+static void test_decision_batch_same_as_alone(void **state)
+{
+	struct tsec_bus *bus = tu_bus_with_policy("examples/policy.json");
+	static const struct tsec_str web[1] = { { "web", 3 } }, web2[1] = { { "role:web", 8 } };
+	static const struct tsec_str ops[2] = { { "ops", 3 }, { "web", 3 } };
+	static const struct tsec_str bad[1] = { { "we b", 4 } }, nul[1] = { { NULL, 0 } };
+	char copy[16] = "svc:web-1";
+	const struct { const char *p; size_t pl; const struct tsec_str *r; uint32_t nr; } who[] = {
+		{ "svc:web-1", 9, web, 1 }, { copy, 9, web, 1 }, { "svc:web-1", 9, web2, 1 },
+		{ "svc:web-1", 9, NULL, 0 }, { "svc:web-1", 9, ops, 2 }, { "svc:web-1", 9, ops, 1 },
+		{ "svc:acme-issuer", 15, NULL, 0 }, { "svc:web-1", 9, bad, 1 },
+		{ "svc:web-1", 9, nul, 1 }, { "svc:web-1", 9, NULL, 1 }, { "", 0, NULL, 0 },
+		{ "svc:web 1", 9, web, 1 }, { NULL, 0, NULL, 0 },
+	};
+	static const char *const res[] = {
+		"certificates/acme/example.com/example.com.crt",
+		"certificates/acme/example.com/example.com.key",
+		"certificates/acme/other.org/other.org.crt",
+	};
+	const size_t nw = sizeof(who) / sizeof(who[0]);
+	struct tsec_request r[64];
+	struct tsec_decision batch[64], alone;
+	struct tsec_error err;
+	uint64_t seed = 7;
+	(void)state;
+
+	for (int round = 0; round < 300; round++) {
+		size_t n = 1 + round % 64;
+		for (size_t i = 0; i < n; i++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			/* Runs of one caller, as a wire batch has, broken now and then. */
+			if (i && (seed >> 60) < 12) {
+				r[i] = r[i - 1];
+			} else {
+				size_t w = (seed >> 33) % nw;
+				memset(&r[i], 0, sizeof(r[i]));
+				r[i].principal.ptr = who[w].p;
+				r[i].principal.len = who[w].pl;
+				r[i].roles = who[w].r;
+				r[i].nroles = who[w].nr;
+			}
+			r[i].action = (struct tsec_str){ "storage.load", 12 };
+			r[i].resource.ptr = res[(seed >> 20) % 3];
+			r[i].resource.len = strlen(r[i].resource.ptr);
+		}
+		assert_int_equal(tsec_bus_check(bus, "policy", r, n, batch, &err), 0);
+		for (size_t i = 0; i < n; i++) {
+			assert_int_equal(tsec_bus_check(bus, "policy", &r[i], 1, &alone, &err), 0);
+			assert_int_equal(batch[i].status, alone.status);
+			assert_int_equal(batch[i].allow, alone.allow);
+			assert_int_equal(batch[i].nrules, alone.nrules);
+			for (unsigned k = 0; k < alone.nrules; k++)
+				assert_string_equal(batch[i].rules[k], alone.rules[k]);
+			assert_string_equal(batch[i].field, alone.field);
+		}
+	}
+	tsec_bus_free(&bus);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -427,6 +492,7 @@ int main(void)
 		cmocka_unit_test(test_decision_bad_calls),
 		cmocka_unit_test(test_decision_example_policy),
 		cmocka_unit_test(test_decision_why_not),
+		cmocka_unit_test(test_decision_batch_same_as_alone),
 	};
 	return cmocka_run_group_tests_name("decision", tests, setup, teardown);
 }
