@@ -252,16 +252,19 @@ int tsec_store_exists_many(struct tsec_store *s, const struct tsec_principal *wh
 			   const char *const *keys, size_t n, int *exists,
 			   struct tsec_error *err)
 {
-	struct tsec__skey *sk = NULL;
-	struct tsec_request *r = NULL;
+	/* A certificate's few files on the stack; a longer list allocated. */
+	struct tsec__skey sk_small[TSEC__SMALL_GROUP], *sk = sk_small;
+	struct tsec_request r_small[TSEC__SMALL_GROUP], *r = r_small;
 	int rc = 0;
 
 	if (!s)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
 	if (n == 0)
 		return 0;
-	sk = malloc(n * sizeof(*sk));
-	r = malloc(n * sizeof(*r));
+	if (n > TSEC__SMALL_GROUP) {
+		sk = n <= SIZE_MAX / sizeof(*sk) ? malloc(n * sizeof(*sk)) : NULL;
+		r = n <= SIZE_MAX / sizeof(*r) ? malloc(n * sizeof(*r)) : NULL;
+	}
 	if (!sk || !r) {
 		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 		goto out;
@@ -280,8 +283,10 @@ int tsec_store_exists_many(struct tsec_store *s, const struct tsec_principal *wh
 		exists[i] = kind == 1;
 	}
 out:
-	free(sk);
-	free(r);
+	if (sk != sk_small)
+		free(sk);
+	if (r != r_small)
+		free(r);
 	return rc;
 }
 

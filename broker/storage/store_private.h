@@ -39,6 +39,10 @@ struct tsec__skey {
 	unsigned n;
 };
 
+/* Groups of up to this many keys (a certificate's three files, a move's
+ * two) are parsed into stack storage, not allocated. */
+#define TSEC__SMALL_GROUP 4
+
 /*
  * Parses key by the key rules (root allowed only with root_ok) and
  * refuses reserved ".tsec-" segments.  Returns 0 or TSEC_EKEY (err says

@@ -80,10 +80,11 @@ static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 		     const struct tsec_put *puts, size_t n, const struct tsec__fence *f,
 		     const struct tsec_put *judged, struct tsec_error *err)
 {
-	struct tsec__skey *sk = NULL;
-	struct tsec_request *r = NULL;
-	struct tsec__bput *bp = NULL;
-	const char **keys = NULL;
+	/* A certificate's group on the stack; a longer one allocated. */
+	struct tsec__skey sk_small[TSEC__SMALL_GROUP], *sk = sk_small;
+	struct tsec_request r_small[TSEC__SMALL_GROUP], *r = r_small;
+	struct tsec__bput bp_small[TSEC__SMALL_GROUP], *bp = bp_small;
+	const char *keys_small[TSEC__SMALL_GROUP], **keys = keys_small;
 	struct tsec__gateset g;
 	size_t i;
 	int rc;
@@ -97,11 +98,14 @@ static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 	if (n > SIZE_MAX / sizeof(*sk))
 		return tsec__seterr(err, TSEC_ENOMEM, "", "too many values in one group");
 	/* Not zeroed: each parsed key is kilobytes, and every field read is
-	 * written first (tsec__skey_parse, tsec__req_for, below). */
-	sk = malloc(n * sizeof(*sk));
-	r = calloc(n, sizeof(*r));
-	bp = malloc(n * sizeof(*bp));
-	keys = malloc(n * sizeof(*keys));
+	 * written first (tsec__skey_parse, tsec__req_for, below; a request's
+	 * other fields are cleared by tsec__req_for). */
+	if (n > TSEC__SMALL_GROUP) {
+		sk = malloc(n * sizeof(*sk));
+		r = malloc(n * sizeof(*r));
+		bp = malloc(n * sizeof(*bp));
+		keys = malloc(n * sizeof(*keys));
+	}
 	if (!sk || !r || !bp || !keys) {
 		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 		goto out;
@@ -157,10 +161,12 @@ static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 	rc = s->be->ops->put_many(s->be, bp, n, f, err);
 	tsec__gates_unlock(s->gates, &g);
 out:
-	free(sk);
-	free(r);
-	free(bp);
-	free(keys);
+	if (sk != sk_small) {
+		free(sk);
+		free(r);
+		free(bp);
+		free(keys);
+	}
 	return rc;
 }
 
