@@ -28,20 +28,18 @@ static int safe_name(const char *in, char *out, size_t n)
 	if (!in || !*in)
 		return -1;
 	for (; *in; in++) {
-		const char *rep = NULL;
 		char c = *in;
-		char one[2] = { (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c, '\0' };
-		if (c == '*')
-			rep = "wildcard_";
-		else if (c == '/' || c == '\\' || c == ':')
-			return -1;
-		else
-			rep = one;
-		for (; *rep; rep++) {
-			if (o + 1 >= n)
+
+		if (c == '*') {
+			if (o + 9 >= n)
 				return -1;
-			out[o++] = *rep;
+			memcpy(out + o, "wildcard_", 9);
+			o += 9;
+			continue;
 		}
+		if (c == '/' || c == '\\' || c == ':' || o + 1 >= n)
+			return -1;
+		out[o++] = (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
 	}
 	out[o] = '\0';
 	return 0;
