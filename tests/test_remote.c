@@ -1118,6 +1118,49 @@ static void test_torn_references(void **state)
 	free_cert(&b);
 }
 
+static int observed_batches, observed_decisions;
+
+static void observe(void *ctx, void *call_ctx, const struct tsec_request *reqs,
+		    const struct tsec_decision *decisions, size_t n, uint64_t latency_ns)
+{
+	(void)ctx;
+	(void)call_ctx;
+	(void)reqs;
+	(void)decisions;
+	(void)latency_ns;
+	observed_batches++;
+	observed_decisions += (int)n;
+}
+
+/* 17. A publish asks the policy once: one decision per logical key, so
+ * the decision log holds each once (it was asked twice, before the blobs
+ * and again with the references, and logged twice). */
+static void test_one_decision_per_key(void **state)
+{
+	struct rt *x = *state;
+	struct cert a, b;
+
+	make_cert(&a, "once.example", 0);
+	make_cert(&b, "once.example", 1);
+	tsec_store_set_observer(x->t.store, observe, NULL);
+	observed_batches = observed_decisions = 0;
+	publish_ok(x, NULL, "once.example", &a, TSEC_REMOTE_PUBLISHED);
+	assert_int_equal(observed_batches, 1);
+	assert_int_equal(observed_decisions, 3);
+	observed_batches = observed_decisions = 0;
+	publish_ok(x, NULL, "once.example", &a, TSEC_REMOTE_UNCHANGED);
+	publish_ok(x, NULL, "once.example", &b, TSEC_REMOTE_PUBLISHED);
+	assert_int_equal(observed_batches, 2);
+	assert_int_equal(observed_decisions, 6);
+	observed_batches = observed_decisions = 0;
+	load_is(x, "once.example", &b);
+	assert_int_equal(observed_batches, 1);
+	assert_int_equal(observed_decisions, 3);
+	tsec_store_set_observer(x->t.store, NULL, NULL);
+	free_cert(&a);
+	free_cert(&b);
+}
+
 #define CONTRACT(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 static const struct CMUnitTest contract[] = {
@@ -1137,6 +1180,7 @@ static const struct CMUnitTest contract[] = {
 	CONTRACT(test_encryption_on_off),
 	CONTRACT(test_policy_judges_content),
 	CONTRACT(test_torn_references),
+	CONTRACT(test_one_decision_per_key),
 };
 
 /* ---- a 3-member etcd coordinator losing its leader ---- */

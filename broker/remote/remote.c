@@ -700,16 +700,16 @@ int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 	randombytes_buf(rnd, sizeof(rnd));
 	sodium_bin2hex(gen, sizeof(gen), rnd, sizeof(rnd));
 	{
-		struct tsec_put puts[NKINDS], judged[NKINDS];
+		struct tsec_put puts[NKINDS];
 		for (int i = 0; i < NKINDS; i++) {
 			if (!(refs[i] = ref_text(gen, names[i], len[i], who))) {
 				rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 				goto undo;
 			}
 			puts[i] = (struct tsec_put){ k.text[i], refs[i], strlen(refs[i]) };
-			judged[i] = (struct tsec_put){ k.text[i], data[i], len[i] };
 		}
-		if ((rc = tsec__store_put_judged(r->coord, who, lk, puts, judged, NKINDS, err)))
+		/* The policy was asked above, about the certificate. */
+		if ((rc = tsec__store_put_checked(r->coord, lk, puts, NKINDS, err)))
 			goto undo;
 	}
 	/* A sweeper that judged a blob unreferenced before the switch may

@@ -97,14 +97,14 @@ int tsec__store_lock_take(struct tsec_store *s, const char *name, uint64_t ttl_m
 			  struct tsec_error *err);
 
 /*
- * tsec_store_put_many (or _fenced when lk is given) where the policy
- * judges judged[i] (its size, and the PEM of a certificate key) in place
- * of what is written: the remote store writes references, and the policy
- * decides on the certificate each one names.
+ * tsec_store_put_many (or _fenced when lk is given) without asking the
+ * policy: for a caller that has asked it already, about what the write
+ * stands for (the remote store writes references after asking about the
+ * certificate they name, before any blob is written), so each decision
+ * is made and logged once.
  */
-int tsec__store_put_judged(struct tsec_store *s, const struct tsec_principal *who,
-			   const struct tsec_lock *lk, const struct tsec_put *puts,
-			   const struct tsec_put *judged, size_t n, struct tsec_error *err);
+int tsec__store_put_checked(struct tsec_store *s, const struct tsec_lock *lk,
+			    const struct tsec_put *puts, size_t n, struct tsec_error *err);
 
 /* Whether the key names a certificate (a .crt under certificates/). */
 bool tsec__is_cert_key(const struct tsec__skey *sk);

@@ -6,6 +6,7 @@
  * reaches the backend.
  */
 #include <stdint.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,7 +79,7 @@ int tsec_store_move_fenced(struct tsec_store *s, const struct tsec_principal *wh
 /* Validates, checks and writes a group; f: only while that lease holds. */
 static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 		     const struct tsec_put *puts, size_t n, const struct tsec__fence *f,
-		     const struct tsec_put *judged, struct tsec_error *err)
+		     bool checked, struct tsec_error *err)
 {
 	/* A certificate's group on the stack; a longer one allocated. */
 	struct tsec__skey sk_small[TSEC__SMALL_GROUP], *sk = sk_small;
@@ -137,22 +138,19 @@ static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 				goto out;
 			}
 		}
-		/* The policy judges what the write stands for: the value, or
-		 * for a reference the content it names (remote.c). */
-		const struct tsec_put *jv = judged ? &judged[i] : &puts[i];
 		tsec__req_for(&r[i], "storage.store", &sk[i]);
 		r[i].ctx.has = TSEC_CTX_SIZE;
-		r[i].ctx.size = jv->len;
-		if (tsec__is_cert_key(&sk[i]) && jv->len) {
+		r[i].ctx.size = puts[i].len;
+		if (tsec__is_cert_key(&sk[i]) && puts[i].len) {
 			/* The policy judges the certificate being stored. */
 			r[i].ctx.has |= TSEC_CTX_CERT_PEM;
-			r[i].ctx.cert_pem.ptr = jv->value;
-			r[i].ctx.cert_pem.len = jv->len;
+			r[i].ctx.cert_pem.ptr = puts[i].value;
+			r[i].ctx.cert_pem.len = puts[i].len;
 		}
 		bp[i] = (struct tsec__bput){ &sk[i], puts[i].value ? puts[i].value : "", puts[i].len };
 		keys[i] = sk[i].text;
 	}
-	if ((rc = tsec__store_check(s, who, r, n, err)))
+	if (!checked && (rc = tsec__store_check(s, who, r, n, err)))
 		goto out;
 	if ((rc = tsec__gates_lock(s->gates, keys, n, &g))) {
 		rc = tsec__seterr(err, rc, "", NULL);
@@ -173,7 +171,7 @@ out:
 int tsec_store_put_many(struct tsec_store *s, const struct tsec_principal *who,
 			const struct tsec_put *puts, size_t n, struct tsec_error *err)
 {
-	return put_group(s, who, puts, n, NULL, NULL, err);
+	return put_group(s, who, puts, n, NULL, false, err);
 }
 
 int tsec_store_put_fenced(struct tsec_store *s, const struct tsec_principal *who,
@@ -185,19 +183,18 @@ int tsec_store_put_fenced(struct tsec_store *s, const struct tsec_principal *who
 
 	if ((rc = tsec__fence_of(lk, &f, err)))
 		return rc;
-	return put_group(s, who, puts, n, &f, NULL, err);
+	return put_group(s, who, puts, n, &f, false, err);
 }
 
-int tsec__store_put_judged(struct tsec_store *s, const struct tsec_principal *who,
-			   const struct tsec_lock *lk, const struct tsec_put *puts,
-			   const struct tsec_put *judged, size_t n, struct tsec_error *err)
+int tsec__store_put_checked(struct tsec_store *s, const struct tsec_lock *lk,
+			    const struct tsec_put *puts, size_t n, struct tsec_error *err)
 {
 	struct tsec__fence f;
 	int rc;
 
 	if (!lk)
-		return put_group(s, who, puts, n, NULL, judged, err);
+		return put_group(s, NULL, puts, n, NULL, true, err);
 	if ((rc = tsec__fence_of(lk, &f, err)))
 		return rc;
-	return put_group(s, who, puts, n, &f, judged, err);
+	return put_group(s, NULL, puts, n, &f, true, err);
 }
