@@ -30,14 +30,15 @@ struct tu_proxy {
 	atomic_int marked_mode;      /* -1: as mode */
 	char needle[64];             /* set before connections */
 	atomic_uint gen;
-	atomic_size_t sent, accepted;
+	atomic_size_t sent, accepted, dropped;
 	pthread_t th;
 	pthread_mutex_t mu;
 	struct conn *conns[CONNS_MAX];
 	size_t nconns;
 };
 
-static bool pump(int from, int to, bool forward, atomic_size_t *count, struct conn *mark)
+static bool pump(int from, int to, bool forward, atomic_size_t *count, atomic_size_t *lost,
+		 struct conn *mark)
 {
 	char buf[16384];
 	ssize_t n = read(from, buf, sizeof(buf));
@@ -47,8 +48,10 @@ static bool pump(int from, int to, bool forward, atomic_size_t *count, struct co
 	if (mark && mark->p->needle[0] &&
 	    memmem(buf, (size_t)n, mark->p->needle, strlen(mark->p->needle)))
 		atomic_store(&mark->marked, true);
-	if (!forward)
+	if (!forward) {
+		atomic_fetch_add(lost, (size_t)n);
 		return true;
+	}
 	for (ssize_t off = 0; off < n;) {
 		ssize_t w = write(to, buf + off, (size_t)(n - off));
 
@@ -87,10 +90,10 @@ static void *serve(void *arg)
 		if (mode == TU_HANG)
 			continue;
 		if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    !pump(c->cfd, c->sfd, true, &p->sent, c))
+		    !pump(c->cfd, c->sfd, true, &p->sent, NULL, c))
 			break;
 		if ((fds[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    !pump(c->sfd, c->cfd, mode != TU_DROP, NULL, NULL))
+		    !pump(c->sfd, c->cfd, mode != TU_DROP, NULL, &p->dropped, NULL))
 			break;
 	}
 	shutdown(c->cfd, SHUT_RDWR);
@@ -204,6 +207,11 @@ size_t tu_proxy_sent(struct tu_proxy *p)
 size_t tu_proxy_accepted(struct tu_proxy *p)
 {
 	return atomic_load(&p->accepted);
+}
+
+size_t tu_proxy_dropped(struct tu_proxy *p)
+{
+	return atomic_load(&p->dropped);
 }
 
 void tu_proxy_stop(struct tu_proxy *p)

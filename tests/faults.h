@@ -38,9 +38,15 @@ void tu_proxy_mark(struct tu_proxy *p, const char *needle);
 void tu_proxy_set_marked(struct tu_proxy *p, enum tu_fault f);
 /* Closes every connection open now; new ones are accepted as before. */
 void tu_proxy_cut(struct tu_proxy *p);
-/* Bytes forwarded to the server, and connections accepted, so far. */
+/*
+ * Bytes forwarded to the server, connections accepted, and answer bytes
+ * dropped (TU_DROP), so far.  An answer is gone only once it is counted
+ * here: until the proxy has read it, setting TU_PASS would still let it
+ * through.
+ */
 size_t tu_proxy_sent(struct tu_proxy *p);
 size_t tu_proxy_accepted(struct tu_proxy *p);
+size_t tu_proxy_dropped(struct tu_proxy *p);
 void tu_proxy_stop(struct tu_proxy *p);
 
 /* The port of an "http://127.0.0.1:PORT" or "127.0.0.1:PORT" endpoint. */
