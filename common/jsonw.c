@@ -13,6 +13,14 @@ void tsec__jw_init(struct tsec__jw *w)
 	w->borrowed = false;
 }
 
+void tsec__jw_reset(struct tsec__jw *w)
+{
+	if (!w->borrowed && w->cap > 65536)
+		tsec__jw_free(w);
+	w->len = 0;
+	w->failed = false;
+}
+
 void tsec__jw_init_on(struct tsec__jw *w, char *buf, size_t cap)
 {
 	w->buf = buf;

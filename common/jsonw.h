@@ -25,6 +25,9 @@ struct tsec__jw {
 
 /* An empty writer (no allocation until the first byte). */
 void tsec__jw_init(struct tsec__jw *w);
+/* Empties w for the next text, keeping its buffer (one writer reused
+ * call after call allocates once); a buffer grown past 64 KiB is let go. */
+void tsec__jw_reset(struct tsec__jw *w);
 
 /* A writer into the caller's buf[0..cap) (a stack buffer for a line):
  * no allocation unless the text outgrows it, when it moves to the heap.

@@ -11,7 +11,9 @@ struct rd {
 
 static inline void ws(struct rd *d)
 {
-	while (d->p < d->end && (*d->p == ' ' || *d->p == '\n' || *d->p == '\r' || *d->p == '\t'))
+	/* One comparison for the usual byte (compact JSON has no space). */
+	while (d->p < d->end && *d->p <= ' ' &&
+	       (*d->p == ' ' || *d->p == '\n' || *d->p == '\r' || *d->p == '\t'))
 		d->p++;
 }
 
@@ -264,10 +266,10 @@ int tsec__fast_check_read(const char *p, size_t len, struct tsec__fast_check *fc
 				if (!string(&d, &fc->id_str))
 					return 0;
 				fc->id_kind = TSEC__FAST_ID_STRING;
+			} else if (d.p < d.end && *d.p != 'n' && integer(&d, true, &fc->id_int)) {
+				fc->id_kind = TSEC__FAST_ID_INT;
 			} else if (literal(&d, "null", 4)) {
 				fc->id_kind = TSEC__FAST_ID_NULL;
-			} else if (integer(&d, true, &fc->id_int)) {
-				fc->id_kind = TSEC__FAST_ID_INT;
 			} else {
 				return 0;
 			}

@@ -4,7 +4,7 @@
 # callgrind twice, answering N and then 2N calls from bench_calls over
 # ipc, and the difference divided by N is one call, start and stop
 # cancelled out.  Printed: the whole process (user space: the broker's
-# code, jansson, ZeroMQ, libc), and, inclusive, tsec__dispatch (one call:
+# code, jansson, ZeroMQ, libc), and, inclusive, tsec__dispatch_fast (one Check
 # reading the request, deciding, logging, writing the reply),
 # tsec__log_decision (the decision-log line, written and queued; the
 # writer thread's batched writev is not in it) and tsec_bus_check (the
@@ -57,7 +57,7 @@ total() {
 run "$n"
 run $((n * 2))
 echo "part,calls,instructions_per_call"
-for part in "" tsec__dispatch tsec__log_decision tsec_bus_check; do
+for part in "" tsec__dispatch_fast tsec__log_decision tsec_bus_check; do
 	a=$(total "$W/cg.$n" "$part")
 	c=$(total "$W/cg.$((n * 2))" "$part")
 	echo "${part:-whole_process},$n,$(( (c - a) / n ))"

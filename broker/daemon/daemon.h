@@ -131,6 +131,7 @@ struct tsec__method {
 /* The table, and its length; counters are indexed by the same position. */
 extern const struct tsec__method tsec__methods[];
 extern const size_t tsec__nmethods;
+extern const struct tsec__method *const tsec__method_check;   /* "check" */
 
 /* Returns the method named name[0..len), or NULL. */
 const struct tsec__method *tsec__method_find(const char *name, size_t len);
@@ -247,6 +248,10 @@ void tsec__metrics_stop(struct tsec__daemon *d);
  * write the result as text into c; NULL or the error. */
 json_t *tsec__check_requests(struct tsec__daemon *d, struct tsec__call *c,
 			     struct tsec_request *r, size_t n);
+/* The same, the result appended to w (the reply being written). */
+struct tsec__jw;
+json_t *tsec__check_requests_into(struct tsec__daemon *d, struct tsec__call *c,
+				  struct tsec_request *r, size_t n, struct tsec__jw *w);
 /* The health answer (methods.c): status "ok" or "degraded" with why. */
 json_t *tsec__health_json(struct tsec__daemon *d);
 /* The stats reply (methods.c), for the listener. */
@@ -366,10 +371,23 @@ void tsec__held_release_all(struct tsec__daemon *d);
 /* dispatch.c: runs one call; returns the reply text (new). */
 char *tsec__dispatch(struct tsec__daemon *d, int caller, const char *payload,
 		     size_t len);
+/* The same, read by jansson whatever its shape (tsec__dispatch tries
+ * tsec__dispatch_fast first; the wire fuzzer compares the two). */
+char *tsec__dispatch_tree(struct tsec__daemon *d, int caller, const char *payload,
+			  size_t len);
 /* A reply with a null id and an error (new text). */
 char *tsec__error_reply(int code, const char *msg);
 /* Whether the payload names a method marked TSEC_M_INLINE. */
 int tsec__is_inline(const char *payload, size_t len);
+/*
+ * A Check in the common shape (common/wire_fast.c), answered whole: the
+ * reply written into w (emptied first, its buffer kept from call to
+ * call); 1.  0, with w untouched, when the message is not one or the
+ * caller is not known: tsec__dispatch reads it then.  Such a Check
+ * carries no certificate, so it is always quick enough to run inline.
+ */
+int tsec__dispatch_fast(struct tsec__daemon *d, int caller, const char *payload, size_t len,
+			struct tsec__jw *w);
 /* Helpers for handlers. */
 json_t *tsec__fail(int code, const char *where, const char *msg);
 json_t *tsec__err_json(const struct tsec_error *e);

@@ -137,51 +137,106 @@ static void timed(struct tsec__daemon *d, const struct tsec__method *meth, uint6
 	atomic_fetch_add_explicit(&h->sum_ns, dt, memory_order_relaxed);
 }
 
-/*
- * A Check in the common shape, read without a tree (common/wire_fast.c):
- * NULL when the message is not one (jansson reads it then), else the
- * call's error or an empty object with the result in c.  Its id is kept
- * as text in c, as tsec__call_id makes it from jansson's.
- */
-static json_t *fast_check(struct tsec__daemon *d, struct tsec__call *c, const char *payload,
-			  size_t len, const struct tsec__method **meth)
+/* The call's fields for a known caller. */
+static void call_begin(struct tsec__daemon *d, struct tsec__call *c, int caller)
 {
+	memset(c, 0, sizeof(*c));
+	c->who = &d->cfg.callers[caller];
+	c->index = caller;
+	c->p.id = tsec_str_c(c->who->principal);
+	c->p.roles = c->who->roles;
+	c->p.nroles = c->who->nroles;
+	c->p.call_ctx = c;
+}
+
+/*
+ * The fast-read id as text in c, as tsec__call_id makes it from
+ * jansson's: an integer or null in c->id_small.  False without memory.
+ */
+static bool fast_id(struct tsec__call *c, const struct tsec__fast_check *fc)
+{
+	struct tsec__jw w;
+
+	if (fc->id_kind == TSEC__FAST_ID_STRING) {
+		tsec__jw_init(&w);
+		tsec__jw_str(&w, fc->id_str.ptr, fc->id_str.len);
+		return (c->id_text = tsec__jw_take(&w, &c->id_len)) != NULL;
+	}
+	tsec__jw_init_on(&w, c->id_small, sizeof(c->id_small));
+	if (fc->id_kind == TSEC__FAST_ID_INT)
+		tsec__jw_int(&w, fc->id_int);
+	else
+		TSEC__JW_LIT(&w, "null");
+	c->id_text = w.buf;
+	c->id_len = w.len;
+	return true;
+}
+
+int tsec__dispatch_fast(struct tsec__daemon *d, int caller, const char *payload, size_t len,
+			struct tsec__jw *w)
+{
+	const struct tsec__method *meth = tsec__method_check;
 	struct tsec_request r[TSEC_D_MAX_BATCH];
 	struct tsec__fast_check fc;
-	struct tsec__jw w;
+	struct tsec__call c;
 	json_t *error;
 	uint64_t t0;
 
-	if (!tsec__fast_check_read(payload, len, &fc, r, TSEC_D_MAX_BATCH) ||
-	    !(*meth = tsec__method_find("check", 5)))
-		return NULL;
-	if (fc.id_kind == TSEC__FAST_ID_STRING) {
-		tsec__jw_init(&w);
-		tsec__jw_str(&w, fc.id_str.ptr, fc.id_str.len);
-		if (!(c->id_text = tsec__jw_take(&w, &c->id_len)))
-			return tsec__fail(TSEC_ENOMEM, "", NULL);
-	} else {
-		tsec__jw_init_on(&w, c->id_small, sizeof(c->id_small));
-		if (fc.id_kind == TSEC__FAST_ID_INT)
-			tsec__jw_int(&w, fc.id_int);
-		else
-			TSEC__JW_LIT(&w, "null");
-		c->id_text = w.buf;
-		c->id_len = w.len;
-	}
+	if (caller < 0 || caller >= d->cfg.ncallers ||
+	    !tsec__fast_check_read(payload, len, &fc, r, TSEC_D_MAX_BATCH))
+		return 0;
+	call_begin(d, &c, caller);
+	if (!fast_id(&c, &fc))
+		return 0;
 	for (size_t i = 0; i < fc.n; i++) {
-		r[i].principal = c->p.id;
-		r[i].roles = c->p.roles;
-		r[i].nroles = c->p.nroles;
+		r[i].principal = c.p.id;
+		r[i].roles = c.p.roles;
+		r[i].nroles = c.p.nroles;
 	}
-	atomic_fetch_add(&d->st.by_method[*meth - tsec__methods], 1);
+	atomic_fetch_add(&d->st.calls, 1);
+	atomic_fetch_add(&d->st.by_method[meth - tsec__methods], 1);
+	tsec__jw_reset(w);
+	TSEC__JW_LIT(w, "{\"id\":");
+	tsec__jw_raw(w, c.id_text, c.id_len);
+	TSEC__JW_LIT(w, ",\"result\":");
 	t0 = tsec__mono_ns();
-	error = tsec__check_requests(d, c, r, fc.n);
-	timed(d, *meth, t0);
-	return error ? error : json_object();
+	error = tsec__check_requests_into(d, &c, r, fc.n, w);
+	timed(d, meth, t0);
+	if (error) {
+		char *e = json_dumps(error, JSON_COMPACT);
+
+		atomic_fetch_add(&d->st.errors, 1);
+		tsec__jw_reset(w);
+		TSEC__JW_LIT(w, "{\"id\":");
+		tsec__jw_raw(w, c.id_text, c.id_len);
+		TSEC__JW_LIT(w, ",\"error\":");
+		if (e)
+			tsec__jw_raw(w, e, strlen(e));
+		else
+			w->failed = true;
+		free(e);
+		json_decref(error);
+	}
+	TSEC__JW_LIT(w, "}");
+	if (w->failed)
+		tsec__jw_reset(w);       /* no memory: an empty reply, as tsec__dispatch's */
+	if (c.id_text != c.id_small)
+		free(c.id_text);
+	return 1;
 }
 
 char *tsec__dispatch(struct tsec__daemon *d, int caller, const char *payload, size_t len)
+{
+	struct tsec__jw w;
+
+	tsec__jw_init(&w);
+	if (tsec__dispatch_fast(d, caller, payload, len, &w))
+		return tsec__jw_take(&w, NULL);
+	tsec__jw_free(&w);
+	return tsec__dispatch_tree(d, caller, payload, len);
+}
+
+char *tsec__dispatch_tree(struct tsec__daemon *d, int caller, const char *payload, size_t len)
 {
 	const struct tsec__method *meth = NULL;
 	json_t *msg = NULL, *result = NULL, *error = NULL, *reply;
@@ -189,25 +244,13 @@ char *tsec__dispatch(struct tsec__daemon *d, int caller, const char *payload, si
 	json_error_t je;
 	char *text;
 
-	memset(&c, 0, sizeof(c));
 	atomic_fetch_add(&d->st.calls, 1);
 	if (caller < 0 || caller >= d->cfg.ncallers) {
+		memset(&c, 0, sizeof(c));
 		error = tsec__fail(TSEC_EDENIED, "", "unauthenticated caller");
 		goto reply;
 	}
-	c.who = &d->cfg.callers[caller];
-	c.index = caller;
-	c.p.id = tsec_str_c(c.who->principal);
-	c.p.roles = c.who->roles;
-	c.p.nroles = c.who->nroles;
-	c.p.call_ctx = &c;
-	if ((error = fast_check(d, &c, payload, len, &meth))) {
-		if (json_object_size(error) == 0) {      /* done: the result is in c */
-			json_decref(error);
-			error = NULL;
-		}
-		goto reply;
-	}
+	call_begin(d, &c, caller);
 	msg = json_loadb(payload, len, JSON_REJECT_DUPLICATES, &je);
 	if (!msg || !json_is_object(msg)) {
 		atomic_fetch_add(&d->st.malformed, 1);
@@ -246,23 +289,6 @@ reply:
 		TSEC__JW_LIT(&w, "}");
 		text = tsec__jw_take(&w, NULL);
 		json_decref(result);
-		goto out;
-	}
-	if (error && !c.id && c.id_text) {
-		/* A fast-read call's error: its id is text already. */
-		struct tsec__jw w;
-		char *e = json_dumps(error, JSON_COMPACT);
-
-		tsec__jw_init(&w);
-		TSEC__JW_LIT(&w, "{\"id\":");
-		tsec__jw_raw(&w, c.id_text, c.id_len);
-		TSEC__JW_LIT(&w, ",\"error\":");
-		if (e)
-			tsec__jw_raw(&w, e, strlen(e));
-		TSEC__JW_LIT(&w, "}");
-		free(e);
-		json_decref(error);
-		text = e ? tsec__jw_take(&w, NULL) : (tsec__jw_free(&w), NULL);
 		goto out;
 	}
 	reply = json_object();

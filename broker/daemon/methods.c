@@ -51,6 +51,7 @@ const struct tsec__method tsec__methods[] = {
 	{ "lock.release", tsec__m_lock_release, TSEC_M_STORAGE },
 };
 const size_t tsec__nmethods = sizeof(tsec__methods) / sizeof(tsec__methods[0]);
+const struct tsec__method *const tsec__method_check = &tsec__methods[1];
 
 const struct tsec__method *tsec__method_find(const char *name, size_t len)
 {
@@ -465,9 +466,25 @@ static json_t *m_check(struct tsec__daemon *d, struct tsec__call *c, json_t **re
 json_t *tsec__check_requests(struct tsec__daemon *d, struct tsec__call *c,
 			     struct tsec_request *r, size_t n)
 {
+	struct tsec__jw w;
+	json_t *e;
+
+	/* The result as text, which tsec__dispatch wraps: no tree to build. */
+	tsec__jw_init(&w);
+	if ((e = tsec__check_requests_into(d, c, r, n, &w))) {
+		tsec__jw_free(&w);
+		return e;
+	}
+	if (!(c->result_text = tsec__jw_take(&w, &c->result_len)))
+		return tsec__fail(TSEC_ENOMEM, "", NULL);
+	return NULL;
+}
+
+json_t *tsec__check_requests_into(struct tsec__daemon *d, struct tsec__call *c,
+				  struct tsec_request *r, size_t n, struct tsec__jw *w)
+{
 	struct tsec_decision dec[TSEC_D_MAX_BATCH];
 	struct tsec_error err;
-	struct tsec__jw w;
 	int64_t t0, lat;
 	size_t i;
 
@@ -475,9 +492,7 @@ json_t *tsec__check_requests(struct tsec__daemon *d, struct tsec__call *c,
 	if (tsec_bus_check(d->bus, "policy", r, n, dec, &err))
 		return tsec__err_json(&err);
 	lat = ((int64_t)tsec__mono_ns() - t0) / (int64_t)n;
-	/* The result as text, which tsec__dispatch wraps: no tree to build. */
-	tsec__jw_init(&w);
-	TSEC__JW_LIT(&w, "{\"decisions\":[");
+	TSEC__JW_LIT(w, "{\"decisions\":[");
 	for (i = 0; i < n; i++) {
 		struct tsec__why_not why;        /* only .n read while it is 0 */
 
@@ -489,17 +504,15 @@ json_t *tsec__check_requests(struct tsec__daemon *d, struct tsec__call *c,
 		tsec__log_decision(d, c, &r[i].action, &r[i].resource, &r[i].ctx, &dec[i], &why,
 				   lat);
 		if (i)
-			TSEC__JW_LIT(&w, ",");
-		tsec__decision_write_open(&w, &dec[i]);
+			TSEC__JW_LIT(w, ",");
+		tsec__decision_write_open(w, &dec[i]);
 		if (why.n) {
-			TSEC__JW_LIT(&w, ",\"why_not\":");
-			tsec__why_not_write(&w, &why, TSEC_DETAIL_MAX);
+			TSEC__JW_LIT(w, ",\"why_not\":");
+			tsec__why_not_write(w, &why, TSEC_DETAIL_MAX);
 		}
-		TSEC__JW_LIT(&w, "}");
+		TSEC__JW_LIT(w, "}");
 	}
-	TSEC__JW_LIT(&w, "]}");
-	if (!(c->result_text = tsec__jw_take(&w, &c->result_len)))
-		return tsec__fail(TSEC_ENOMEM, "", NULL);
+	TSEC__JW_LIT(w, "]}");
 	return NULL;
 }
 
