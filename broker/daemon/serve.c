@@ -57,13 +57,17 @@ static int signals_start(struct tsec__daemon *d)
 /* The caller index a "User-Id" frame or property carries, or -1. */
 static int caller_of(const char *user, size_t n)
 {
-	char who[16];
+	int v = 0;
 
-	if (!user || n == 0 || n > 15)
+	/* The index our ZAP handler wrote: digits only, read without strtol. */
+	if (!user || n == 0 || n > 9)
 		return -1;
-	memcpy(who, user, n);
-	who[n] = '\0';
-	return atoi(who);
+	for (size_t i = 0; i < n; i++) {
+		if (user[i] < '0' || user[i] > '9')
+			return -1;
+		v = v * 10 + (user[i] - '0');
+	}
+	return v;
 }
 
 static void *worker_main(void *arg)
