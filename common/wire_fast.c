@@ -1,6 +1,9 @@
 /* A Check message read without a tree (see wire_fast.h). */
 #include <stdbool.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "common/bytes.h"
 #include "common/wire_fast.h"
@@ -27,6 +30,20 @@ static inline bool eat(struct rd *d, unsigned char c)
 	return false;
 }
 
+#ifdef __SSE2__
+/* Bit i set where p[i] needs a look: a quote, a backslash, a control
+ * character or a byte past ASCII (as a signed byte, below 0x20). */
+static inline unsigned special16(const unsigned char *p)
+{
+	__m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+	__m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
+					      _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
+				 _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)));
+
+	return (unsigned)_mm_movemask_epi8(m);
+}
+#endif
+
 /*
  * A string without escapes: its bytes (between the quotes) into out.
  * False for anything else: an escape, a control character, invalid
@@ -40,8 +57,19 @@ static bool string(struct rd *d, struct tsec_str *out)
 		return false;
 	s = d->p;
 	for (;;) {
-		/* Eight bytes a step, and straight to the first that needs a
-		 * look (the closing quote, mostly). */
+		/* Sixteen bytes a step (eight without SSE2), and straight to
+		 * the first that needs a look (the closing quote, mostly). */
+#ifdef __SSE2__
+		while (d->end - d->p >= 16) {
+			unsigned m = special16(d->p);
+
+			if (m) {
+				d->p += __builtin_ctz(m);
+				goto look;
+			}
+			d->p += 16;
+		}
+#endif
 		while (d->end - d->p >= 8) {
 			uint64_t x, m;
 
@@ -52,6 +80,9 @@ static bool string(struct rd *d, struct tsec_str *out)
 			}
 			d->p += 8;
 		}
+#ifdef __SSE2__
+look:
+#endif
 		if (d->p >= d->end)
 			return false;
 		if (*d->p == '"')
@@ -88,6 +119,20 @@ static bool key(struct rd *d, bool first, struct tsec_str *k, bool *end)
 	}
 	if (!first && !eat(d, ','))
 		return false;
+#ifdef __SSE2__
+	/* The usual key, compact: a short plain name, its quote and colon
+	 * found with one look at sixteen bytes. */
+	if (d->end - d->p >= 18 && *d->p == '"') {
+		unsigned m = special16(d->p + 1);
+
+		if (m && d->p[1 + __builtin_ctz(m)] == '"' && d->p[2 + __builtin_ctz(m)] == ':') {
+			k->ptr = (const char *)d->p + 1;
+			k->len = __builtin_ctz(m);
+			d->p += 3 + __builtin_ctz(m);
+			return true;
+		}
+	}
+#endif
 	return string(d, k) && eat(d, ':');
 }
 
