@@ -1,6 +1,9 @@
 /* The JSON text writer (see jsonw.h). */
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "common/bytes.h"
 #include "common/jsonw.h"
@@ -123,8 +126,25 @@ void tsec__jw_str(struct tsec__jw *w, const char *s, size_t n)
 		size_t run = i, l;
 		uint32_t cp;
 
-		/* Eight bytes a step while none needs a look: no control, no
-		 * '"', '\\', DEL or byte past ASCII (the usual key or name). */
+		/* Sixteen bytes a step (SSE2), then eight, while none needs a
+		 * look: no control, no '"', '\\', DEL or byte past ASCII (the
+		 * usual key or name). */
+#ifdef __SSE2__
+		while (n - run >= 16) {
+			__m128i x = _mm_loadu_si128((const __m128i *)(const void *)(u + run));
+			unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+				_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
+					     _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
+				_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)),
+					     _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)))));
+
+			if (m) {
+				run += (size_t)__builtin_ctz(m);
+				goto look;
+			}
+			run += 16;
+		}
+#endif
 		while (n - run >= 8) {
 			uint64_t x, m;
 
@@ -135,6 +155,9 @@ void tsec__jw_str(struct tsec__jw *w, const char *s, size_t n)
 			}
 			run += 8;
 		}
+#ifdef __SSE2__
+look:
+#endif
 		while (run < n && !cls[u[run]])
 			run++;
 		tsec__jw_raw(w, s + i, run - i);

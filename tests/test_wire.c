@@ -158,11 +158,12 @@ static void test_wire_writer_strings(void **state)
 		json_decref(j);
 		free(text);
 	}
-	/* Every byte at every place of a 19-byte string: the writer scans
-	 * eight bytes a step, so each place of a step and the tail. */
+	/* Every byte at every place of a 27-byte string: the writer scans
+	 * sixteen bytes a step (SSE2), then eight, then one: each place of
+	 * each kind of step. */
 	for (unsigned b = 0; b < 256; b++)
-		for (unsigned at = 0; at < 19; at++) {
-			char in[19];
+		for (unsigned at = 0; at < 27; at++) {
+			char in[27];
 			struct tsec__jw w;
 			char *text;
 			json_t *j;
