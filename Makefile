@@ -109,7 +109,7 @@ VERIFY := $(B)/verify_module
 DAEMON := $(B)/tsec-broker
 CLI := $(B)/tsec
 
-TESTS := key match compile cert decision loader reload exports verifier wire docs remote \
+TESTS := key match compile cert decision loader reload exports verifier wire docs remote s3 \
 	conformance fleet brokers cli acme crash hardening \
 	store store_disk lock certcache daemon daemon_cli archive faults chaos
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))

@@ -1,0 +1,284 @@
+/*
+ * The S3 provider (broker/remote/blobs_s3.c) against a scripted server
+ * on loopback: the answers real S3-compatibles give that s3rver (which
+ * test_remote runs every contract case on) never does.  A server without
+ * conditional writes answers 501 to If-None-Match; a writer that raced
+ * past the HEAD meets 412; a failing server must never read as success.
+ *
+ * The server is a thread answering one request per connection
+ * (Connection: close), with the status the case scripts for each kind of
+ * request, and it counts what it was sent.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "broker/remote/blobs.h"
+#include "tests/testutil.h"
+
+struct fake {
+	int lfd, port;
+	atomic_int stop;
+	pthread_t th;
+	/* The script: the status for each kind of request. */
+	int head, put_conditional, put_plain;
+	/* What came. */
+	atomic_int heads, conditional_puts, plain_puts, others;
+	atomic_size_t body_bytes;
+};
+
+/* Reads one request's head and its body; 0, or -1 on a broken request. */
+static int read_request(int fd, char *head, size_t cap, size_t *body)
+{
+	size_t n = 0, want;
+	char *end, *cl;
+
+	for (;;) {
+		ssize_t r;
+
+		if (n + 1 >= cap)
+			return -1;
+		if ((r = read(fd, head + n, cap - 1 - n)) <= 0)
+			return -1;
+		n += (size_t)r;
+		head[n] = '\0';
+		if ((end = strstr(head, "\r\n\r\n")))
+			break;
+	}
+	cl = strcasestr(head, "\r\ncontent-length:");
+	want = cl ? strtoul(cl + 17, NULL, 10) : 0;
+	*body = want;
+	/* The body bytes already read, then the rest. */
+	n -= (size_t)(end + 4 - head);
+	while (n < want) {
+		char sink[4096];
+		ssize_t r = read(fd, sink, sizeof(sink));
+
+		if (r <= 0)
+			return -1;
+		n += (size_t)r;
+	}
+	*end = '\0';
+	return 0;
+}
+
+static void answer(int fd, int status)
+{
+	char out[160];
+	int n = snprintf(out, sizeof(out), "HTTP/1.1 %d Scripted\r\nContent-Length: 0\r\n"
+			 "Connection: close\r\n\r\n", status);
+	ssize_t w = write(fd, out, (size_t)n);
+
+	(void)w;
+}
+
+static void *serve(void *arg)
+{
+	struct fake *f = arg;
+
+	while (!atomic_load(&f->stop)) {
+		struct pollfd p = { f->lfd, POLLIN, 0 };
+		char head[8192];
+		size_t body;
+		int fd, status = 400;
+
+		if (poll(&p, 1, 20) <= 0 || (fd = accept(f->lfd, NULL, NULL)) < 0)
+			continue;
+		if (read_request(fd, head, sizeof(head), &body) == 0) {
+			atomic_fetch_add(&f->body_bytes, body);
+			if (!strncmp(head, "HEAD ", 5)) {
+				atomic_fetch_add(&f->heads, 1);
+				status = f->head;
+			} else if (!strncmp(head, "PUT ", 4) &&
+				   strcasestr(head, "\r\nif-none-match:")) {
+				atomic_fetch_add(&f->conditional_puts, 1);
+				status = f->put_conditional;
+			} else if (!strncmp(head, "PUT ", 4)) {
+				atomic_fetch_add(&f->plain_puts, 1);
+				status = f->put_plain;
+			} else {
+				atomic_fetch_add(&f->others, 1);
+			}
+			answer(fd, status);
+		}
+		close(fd);
+	}
+	return NULL;
+}
+
+static void fake_start(struct fake *f, int head, int put_conditional, int put_plain)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+
+	memset(f, 0, sizeof(*f));
+	f->head = head;
+	f->put_conditional = put_conditional;
+	f->put_plain = put_plain;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true((f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0);
+	assert_int_equal(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(f->lfd, 16), 0);
+	assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&a, &al), 0);
+	f->port = ntohs(a.sin_port);
+	assert_int_equal(pthread_create(&f->th, NULL, serve, f), 0);
+}
+
+static void fake_stop(struct fake *f)
+{
+	atomic_store(&f->stop, 1);
+	pthread_join(f->th, NULL);
+	close(f->lfd);
+}
+
+/* The provider on the scripted server, path-style. */
+static struct tsec__blobs *open_on(const struct fake *f, char *dir)
+{
+	char ep[64], secret[512];
+	struct tsec_remote_opts o = { 0 };
+	struct tsec__blobs *b = NULL;
+	struct tsec_error err;
+	FILE *fp;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(secret, sizeof(secret), "%s/s3.secret", dir);
+	assert_non_null(fp = fopen(secret, "w"));
+	fputs("scripted-secret\n", fp);
+	fclose(fp);
+	assert_int_equal(chmod(secret, 0600), 0);
+	snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", f->port);
+	o.s3_endpoint = ep;
+	o.s3_access_key = "SCRIPTED";
+	o.s3_secret_file = secret;
+	o.timeout_ms = 20000;
+	if (tsec__blobs_s3_open(&b, "tsec-test/p", &o, &err))
+		fail_msg("s3 open: %s", err.msg);
+	return b;
+}
+
+static void cleanup(char *dir)
+{
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/s3.secret", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
+static const char NAME[] = "crt/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+static const char BLOB[] = "-----BEGIN CERTIFICATE-----\nscripted\n-----END CERTIFICATE-----\n";
+
+/*
+ * A server without conditional writes (501 to If-None-Match): the blob is
+ * written with a plain PUT once the HEAD found none, and the write is
+ * reported done.
+ */
+static void test_s3_no_conditional_writes(void **state)
+{
+	struct fake f;
+	struct tsec__blobs *b;
+	struct tsec_error err;
+	char dir[] = "/tmp/tsec-s3-XXXXXX";
+
+	(void)state;
+	fake_start(&f, 404, 501, 200);
+	b = open_on(&f, dir);
+	if (b->ops->put_new(b, NAME, BLOB, sizeof(BLOB) - 1, &err))
+		fail_msg("put_new on a server without If-None-Match: %s", err.msg);
+	assert_int_equal(atomic_load(&f.heads), 1);
+	assert_int_equal(atomic_load(&f.conditional_puts), 1);
+	assert_int_equal(atomic_load(&f.plain_puts), 1);
+	/* The blob went whole, both times. */
+	assert_int_equal(atomic_load(&f.body_bytes), 2 * (sizeof(BLOB) - 1));
+	b->ops->close(b);
+	fake_stop(&f);
+	cleanup(dir);
+}
+
+/* A writer that raced past the HEAD took the name: 412 is "exists",
+ * never a second, unconditional write. */
+static void test_s3_lost_race_is_exists(void **state)
+{
+	struct fake f;
+	struct tsec__blobs *b;
+	struct tsec_error err;
+	char dir[] = "/tmp/tsec-s3-XXXXXX";
+
+	(void)state;
+	fake_start(&f, 404, 412, 200);
+	b = open_on(&f, dir);
+	assert_int_equal(b->ops->put_new(b, NAME, BLOB, sizeof(BLOB) - 1, &err), TSEC_EEXIST);
+	assert_int_equal(atomic_load(&f.plain_puts), 0);
+	b->ops->close(b);
+	fake_stop(&f);
+	cleanup(dir);
+}
+
+/* A blob already there (HEAD 200) is "exists" without a write. */
+static void test_s3_present_is_exists(void **state)
+{
+	struct fake f;
+	struct tsec__blobs *b;
+	struct tsec_error err;
+	char dir[] = "/tmp/tsec-s3-XXXXXX";
+
+	(void)state;
+	fake_start(&f, 200, 200, 200);
+	b = open_on(&f, dir);
+	assert_int_equal(b->ops->put_new(b, NAME, BLOB, sizeof(BLOB) - 1, &err), TSEC_EEXIST);
+	assert_int_equal(atomic_load(&f.conditional_puts) + atomic_load(&f.plain_puts), 0);
+	b->ops->close(b);
+	fake_stop(&f);
+	cleanup(dir);
+}
+
+/* A server that fails (500, 403, 501 to both kinds of PUT) is an error,
+ * never a write reported done. */
+static void test_s3_failures_are_errors(void **state)
+{
+	static const int script[][3] = {
+		{ 404, 500, 200 }, { 404, 403, 200 }, { 404, 501, 500 }, { 404, 501, 501 },
+		{ 500, 200, 200 }, { 403, 200, 200 },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(script) / sizeof(script[0]); i++) {
+		struct fake f;
+		struct tsec__blobs *b;
+		struct tsec_error err;
+		char dir[] = "/tmp/tsec-s3-XXXXXX";
+		int rc;
+
+		fake_start(&f, script[i][0], script[i][1], script[i][2]);
+		b = open_on(&f, dir);
+		rc = b->ops->put_new(b, NAME, BLOB, sizeof(BLOB) - 1, &err);
+		if (rc == 0 || rc == TSEC_EEXIST)
+			fail_msg("script %zu (HEAD %d, PUT %d/%d): put_new said %d", i, script[i][0],
+				 script[i][1], script[i][2], rc);
+		assert_true(err.msg[0] != '\0');
+		b->ops->close(b);
+		fake_stop(&f);
+		cleanup(dir);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_s3_no_conditional_writes),
+		cmocka_unit_test(test_s3_lost_race_is_exists),
+		cmocka_unit_test(test_s3_present_is_exists),
+		cmocka_unit_test(test_s3_failures_are_errors),
+	};
+
+	return cmocka_run_group_tests_name("s3: a scripted server", tests, NULL, NULL);
+}
