@@ -289,6 +289,54 @@ static bool params(struct rd *d, struct tsec__fast_check *fc, struct tsec_reques
 	}
 }
 
+/* The bytes lit[0..n) next, exactly (no space before them). */
+static inline bool text(struct rd *d, const char *lit, size_t n)
+{
+	if ((size_t)(d->end - d->p) < n || memcmp(d->p, lit, n))
+		return false;
+	d->p += n;
+	return true;
+}
+#define TEXT(d, lit) text((d), (lit), sizeof(lit) - 1)
+
+/*
+ * The shape the client library writes (jansson, compact, its members in
+ * the order it adds them), matched as text: the names are compared as
+ * the bytes they must be, not read and then looked up.  A subset of what
+ * the reader below takes, with the same values; false at the first byte
+ * that differs, and the reader below reads the message from the start.
+ */
+static bool compact(struct rd *d, struct tsec__fast_check *fc, struct tsec_request *r,
+		    size_t max)
+{
+	if (!TEXT(d, "{\"id\":"))
+		return false;
+	if (d->p < d->end && *d->p == '"') {
+		if (!string(d, &fc->id_str))
+			return false;
+		fc->id_kind = TSEC__FAST_ID_STRING;
+	} else if (d->p < d->end && *d->p != 'n' && *d->p != ' ' && integer(d, true, &fc->id_int)) {
+		fc->id_kind = TSEC__FAST_ID_INT;
+	} else {
+		return false;
+	}
+	if (!TEXT(d, ",\"method\":\"check\",\"params\":{\"requests\":["))
+		return false;
+	do {
+		struct tsec_request *q = &r[fc->n];
+
+		if (fc->n == max)
+			return false;
+		memset(q, 0, sizeof(*q));
+		if (!TEXT(d, "{\"action\":") || !string(d, &q->action) ||
+		    !TEXT(d, ",\"resource\":") || !string(d, &q->resource) ||
+		    (TEXT(d, ",\"context\":") && !context(d, &q->ctx)) || !TEXT(d, "}"))
+			return false;
+		fc->n++;
+	} while (TEXT(d, ","));
+	return TEXT(d, "]}}") && d->p == d->end;
+}
+
 int tsec__fast_check_read(const char *p, size_t len, struct tsec__fast_check *fc,
 			  struct tsec_request *r, size_t max)
 {
@@ -297,6 +345,10 @@ int tsec__fast_check_read(const char *p, size_t len, struct tsec__fast_check *fc
 	bool end, have_id = false, have_m = false, have_p = false;
 
 	memset(fc, 0, sizeof(*fc));
+	if (compact(&d, fc, r, max))
+		return 1;
+	memset(fc, 0, sizeof(*fc));
+	d.p = (const unsigned char *)p;
 	if (!eat(&d, '{'))
 		return 0;
 	for (bool first = true;; first = false) {

@@ -16,6 +16,12 @@
  * before: so every error still comes from one place, and a message this
  * reader takes is one jansson takes with the same values (test_wire's
  * differential test and the wire fuzzer check both).
+ *
+ * The shape the client library writes (jansson's compact text, its
+ * members in the order above) is tried first as text: each member's
+ * name, quotes and punctuation compared as the bytes they must be, only
+ * the values read.  At the first byte that differs, the reader starts
+ * over in the general way.
  */
 #ifndef TSEC_COMMON_WIRE_FAST_H
 #define TSEC_COMMON_WIRE_FAST_H

@@ -265,6 +265,11 @@ static void test_wire_fast_reader_agrees(void **state)
 		"\"method\":\"check\", \"id\":\"req-\xc3\xa9\"}\t\r\n",
 		"{\"method\":\"check\",\"id\":null,\"params\":{\"requests\":[{\"action\":\"a\","
 		"\"resource\":\"\",\"context\":{\"recursive\":true}}]}}",
+		/* The client library's own shape, two requests with contexts. */
+		"{\"id\":\"a-1\",\"method\":\"check\",\"params\":{\"requests\":[{\"action\":"
+		"\"lock.acquire\",\"resource\":\"locks/x\",\"context\":{\"ttl_ms\":5000}},"
+		"{\"action\":\"storage.list\",\"resource\":\"certificates\",\"context\":"
+		"{\"recursive\":true}}]}}",
 		"{\"id\":-12345678901234567,\"method\":\"check\",\"params\":{\"requests\":[{"
 		"\"action\":\"storage.move\",\"resource\":\"k\xe2\x82\xac\",\"context\":{\"dest\":"
 		"\"\xf0\x9f\x94\x91\"}}]}}",
