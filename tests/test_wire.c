@@ -220,6 +220,26 @@ static void test_wire_writer_decisions(void **state)
 		free(want);
 		json_decref(tree);
 	}
+	/* Every status (and one past them), each written as jansson would. */
+	for (unsigned st = 0; st <= TSEC_STATUS_DEFAULT + 1; st++) {
+		struct tsec_decision x;
+		json_t *tree;
+		char *want, *got;
+		struct tsec__jw w;
+
+		memset(&x, 0, sizeof(x));
+		x.status = (uint8_t)st;
+		x.allow = st == TSEC_STATUS_ALLOWED;
+		tree = tsec__decision_to_json(&x);
+		want = json_dumps(tree, JSON_COMPACT);
+		tsec__jw_init(&w);
+		tsec__decision_write(&w, &x);
+		got = tsec__jw_take(&w, NULL);
+		assert_string_equal(got, want);
+		free(got);
+		free(want);
+		json_decref(tree);
+	}
 }
 
 /* Numbers at their limits, and a writer that grows past its first block. */
