@@ -43,7 +43,31 @@ void tsec__jw_grow(struct tsec__jw *w, const char *s, size_t n);
 static inline void tsec__jw_raw(struct tsec__jw *w, const char *s, size_t n)
 {
 	if (n < w->cap - w->len) {
-		memcpy(w->buf + w->len, s, n);
+		char *d = w->buf + w->len;
+
+		/* A short run of unknown length (a name, a number, a key) in
+		 * two overlapping moves, not a call to memcpy. */
+		if (__builtin_constant_p(n) || n > 16) {
+			memcpy(d, s, n);
+		} else if (n >= 8) {
+			uint64_t a, b;
+
+			memcpy(&a, s, 8);
+			memcpy(&b, s + n - 8, 8);
+			memcpy(d, &a, 8);
+			memcpy(d + n - 8, &b, 8);
+		} else if (n >= 4) {
+			uint32_t a, b;
+
+			memcpy(&a, s, 4);
+			memcpy(&b, s + n - 4, 4);
+			memcpy(d, &a, 4);
+			memcpy(d + n - 4, &b, 4);
+		} else if (n) {
+			d[0] = s[0];
+			d[n >> 1] = s[n >> 1];
+			d[n - 1] = s[n - 1];
+		}
 		w->len += n;
 		return;
 	}
