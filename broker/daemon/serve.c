@@ -10,7 +10,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,11 +32,18 @@
 /* The process's daemon, for the signal handler only. */
 static struct tsec__daemon *signalled;
 
+/* Set with each byte written to sigpipe: the loop looks at it between
+ * messages without a system call, and reads the pipe when it is set.
+ * The handler may run in any thread; a lock-free atomic is safe there. */
+static atomic_int signal_pending;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "a signal handler needs a lock-free int");
+
 static void on_signal(int sig)
 {
 	char c = sig == SIGHUP ? 'H' : 'T';
 	ssize_t r = write(signalled->sigpipe[1], &c, 1);
 	(void)r;
+	atomic_store_explicit(&signal_pending, 1, memory_order_relaxed);
 }
 
 static int signals_start(struct tsec__daemon *d)
@@ -402,38 +412,71 @@ static int bind_all(struct loop *l)
 	return 0;
 }
 
+/* Whether s has a message waiting.  ZMQ_EVENTS also takes in the
+ * commands its ZMQ_FD signalled, so it is read before every sleep. */
+static bool waiting(void *s)
+{
+	int ev = 0;
+	size_t sz = sizeof(ev);
+
+	return zmq_getsockopt(s, ZMQ_EVENTS, &ev, &sz) == 0 && (ev & ZMQ_POLLIN);
+}
+
+/*
+ * The loop: answer what is waiting on each socket (up to 64 messages a
+ * socket a round, so none starves the others), and sleep in poll() on
+ * the sockets' ZMQ_FDs and the signal pipe only when a look at every
+ * socket found nothing.  A ZMQ_FD only says that something may have
+ * changed, and says it once: so nothing sleeps before ZMQ_EVENTS was
+ * read on every socket since the last message (zmq_poll does the same
+ * with two poll() calls a wake-up, one of them for nothing).
+ */
 static void run_loop(struct loop *l)
 {
-	for (;;) {
-		zmq_pollitem_t it[4];
-		int n = 0, ri[2] = { -1, -1 }, rep, sig;
+	int fd[3] = { -1, -1, -1 };
+	size_t sz;
 
-		for (int r = 0; r < 2; r++)
-			if (l->routers[r]) {
-				ri[r] = n;
-				it[n++] = (zmq_pollitem_t){ l->routers[r], 0, ZMQ_POLLIN, 0 };
-			}
-		/* The workers' socket only while they hold calls: each socket in
-		 * the set costs zmq_poll a look at its mailbox (a syscall). */
-		rep = -1;
-		if (l->inflight > 0) {
-			rep = n;
-			it[n++] = (zmq_pollitem_t){ l->replies, 0, ZMQ_POLLIN, 0 };
-		}
-		sig = n;
-		it[n++] = (zmq_pollitem_t){ NULL, l->d->sigpipe[0], ZMQ_POLLIN, 0 };
-		if (zmq_poll(it, n, l->draining ? 50 : -1) < 0 && errno != EINTR)
-			break;
-		if (it[sig].revents & ZMQ_POLLIN)
+	for (int r = 0; r < 2; r++)
+		if (l->routers[r] && (sz = sizeof(fd[r]),
+				      zmq_getsockopt(l->routers[r], ZMQ_FD, &fd[r], &sz)))
+			return;
+	sz = sizeof(fd[2]);
+	if (zmq_getsockopt(l->replies, ZMQ_FD, &fd[2], &sz))
+		return;
+	for (;;) {
+		struct pollfd pf[4];
+		bool busy = false;
+		int n = 0;
+
+		if (atomic_exchange_explicit(&signal_pending, 0, memory_order_relaxed))
 			on_signals(l);
-		for (int r = 0; r < 2; r++)
-			if (ri[r] >= 0 && (it[ri[r]].revents & ZMQ_POLLIN))
-				for (int k = 0; k < 64 && from_client(l, r); k++)
-					;
-		if (rep >= 0 && (it[rep].revents & ZMQ_POLLIN))
+		for (int r = 0; r < 2; r++) {
+			int k = 0;
+
+			while (l->routers[r] && k < 64 && waiting(l->routers[r]) && from_client(l, r))
+				k++;
+			busy |= k > 0;
+		}
+		/* The workers' socket only while they hold calls: a look at a
+		 * socket's mailbox is a system call. */
+		if (l->inflight > 0 && waiting(l->replies)) {
 			from_workers(l);
+			busy = true;
+		}
 		if (l->draining && l->inflight == 0 && tsec__mono_ms() >= l->drain_until)
 			break;
+		if (busy)
+			continue;
+		for (int r = 0; r < 2; r++)
+			if (l->routers[r])
+				pf[n++] = (struct pollfd){ fd[r], POLLIN, 0 };
+		if (l->inflight > 0)
+			pf[n++] = (struct pollfd){ fd[2], POLLIN, 0 };
+		pf[n++] = (struct pollfd){ l->d->sigpipe[0], POLLIN, 0 };
+		if (poll(pf, (nfds_t)n, l->draining ? 50 : -1) < 0 && errno != EINTR)
+			break;
+		if (pf[n - 1].revents & POLLIN)
+			on_signals(l);
 	}
 }
 
