@@ -151,22 +151,25 @@ static void call_begin(struct tsec__daemon *d, struct tsec__call *c, int caller)
 
 /*
  * The fast-read id as text in c, as tsec__call_id makes it from
- * jansson's: an integer or null in c->id_small.  False without memory.
+ * jansson's: in c->id_small when it fits (an integer, null, a short
+ * string), else on the heap (c->id_text then differs from c->id_small
+ * and is freed with the call).  False without memory.
  */
 static bool fast_id(struct tsec__call *c, const struct tsec__fast_check *fc)
 {
 	struct tsec__jw w;
 
-	if (fc->id_kind == TSEC__FAST_ID_STRING) {
-		tsec__jw_init(&w);
-		tsec__jw_str(&w, fc->id_str.ptr, fc->id_str.len);
-		return (c->id_text = tsec__jw_take(&w, &c->id_len)) != NULL;
-	}
 	tsec__jw_init_on(&w, c->id_small, sizeof(c->id_small));
-	if (fc->id_kind == TSEC__FAST_ID_INT)
+	if (fc->id_kind == TSEC__FAST_ID_STRING)
+		tsec__jw_str(&w, fc->id_str.ptr, fc->id_str.len);
+	else if (fc->id_kind == TSEC__FAST_ID_INT)
 		tsec__jw_int(&w, fc->id_int);
 	else
 		TSEC__JW_LIT(&w, "null");
+	if (w.failed) {
+		tsec__jw_free(&w);
+		return false;
+	}
 	c->id_text = w.buf;
 	c->id_len = w.len;
 	return true;

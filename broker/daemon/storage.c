@@ -352,12 +352,33 @@ json_t *tsec__m_lock_release(struct tsec__daemon *d, struct tsec__call *c, json_
 	return done(rc, &err, result);
 }
 
+/* {"issuer", "domain", "cert", "key", "meta"} (strings): the names and the
+ * three files (pointing into the params), or the error for the reply. */
+static json_t *cert_files_of(const struct tsec__call *c, const char **issuer,
+			     const char **domain, struct tsec_cert_files *f)
+{
+	json_t *crt = json_object_get(c->params, "cert"), *key = json_object_get(c->params, "key");
+	json_t *meta = json_object_get(c->params, "meta");
+
+	*issuer = tsec__param_str(c, "issuer");
+	*domain = tsec__param_str(c, "domain");
+	if (!*issuer || !*domain || !json_is_string(crt) || !json_is_string(key) ||
+	    !json_is_string(meta))
+		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\", \"domain\", \"cert\", "
+				  "\"key\" and \"meta\" (strings)");
+	f->cert = (char *)json_string_value(crt);
+	f->cert_len = json_string_length(crt);
+	f->key = (char *)json_string_value(key);
+	f->key_len = json_string_length(key);
+	f->meta = (char *)json_string_value(meta);
+	f->meta_len = json_string_length(meta);
+	return NULL;
+}
+
 /* {"issuer", "domain", "cert", "key", "meta"}: the three files as one group. */
 json_t *tsec__m_store_save_cert(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
 {
-	const char *issuer = tsec__param_str(c, "issuer"), *domain = tsec__param_str(c, "domain");
-	json_t *crt = json_object_get(c->params, "cert"), *key = json_object_get(c->params, "key");
-	json_t *meta = json_object_get(c->params, "meta");
+	const char *issuer, *domain;
 	struct tsec_cert_files f;
 	struct tsec_lock lk, *fence;
 	struct tsec_error err;
@@ -365,16 +386,8 @@ json_t *tsec__m_store_save_cert(struct tsec__daemon *d, struct tsec__call *c, js
 
 	if ((e = fence_of(c, &lk, &fence)))
 		return e;
-	if (!issuer || !domain || !json_is_string(crt) || !json_is_string(key) ||
-	    !json_is_string(meta))
-		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\", \"domain\", \"cert\", "
-				  "\"key\" and \"meta\" (strings)");
-	f.cert = (char *)json_string_value(crt);
-	f.cert_len = json_string_length(crt);
-	f.key = (char *)json_string_value(key);
-	f.key_len = json_string_length(key);
-	f.meta = (char *)json_string_value(meta);
-	f.meta_len = json_string_length(meta);
+	if ((e = cert_files_of(c, &issuer, &domain, &f)))
+		return e;
 	return done(tsec_store_save_cert_fenced(d->store, &c->p, fence, issuer, domain, &f, &err),
 		    &err, result);
 }
@@ -409,9 +422,7 @@ static json_t *no_remote(void)
  * answer says whether anything changed. */
 json_t *tsec__m_remote_publish(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
 {
-	const char *issuer = tsec__param_str(c, "issuer"), *domain = tsec__param_str(c, "domain");
-	json_t *crt = json_object_get(c->params, "cert"), *key = json_object_get(c->params, "key");
-	json_t *meta = json_object_get(c->params, "meta");
+	const char *issuer, *domain;
 	enum tsec_remote_outcome oc = 0;
 	struct tsec_cert_files f;
 	struct tsec_lock lk, *fence;
@@ -423,16 +434,8 @@ json_t *tsec__m_remote_publish(struct tsec__daemon *d, struct tsec__call *c, jso
 		return no_remote();
 	if ((e = fence_of(c, &lk, &fence)))
 		return e;
-	if (!issuer || !domain || !json_is_string(crt) || !json_is_string(key) ||
-	    !json_is_string(meta))
-		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\", \"domain\", \"cert\", "
-				  "\"key\" and \"meta\" (strings)");
-	f.cert = (char *)json_string_value(crt);
-	f.cert_len = json_string_length(crt);
-	f.key = (char *)json_string_value(key);
-	f.key_len = json_string_length(key);
-	f.meta = (char *)json_string_value(meta);
-	f.meta_len = json_string_length(meta);
+	if ((e = cert_files_of(c, &issuer, &domain, &f)))
+		return e;
 	rc = tsec_remote_publish(d->remote, &c->p, fence, issuer, domain, &f, &oc, &err);
 	if (!rc)
 		*result = json_pack("{s:s}", "outcome", oc == TSEC_REMOTE_UNCHANGED ? "unchanged"

@@ -278,16 +278,23 @@ static int s_put_new(struct tsec__blobs *b, const char *name, const void *data, 
 	return 0;
 }
 
-static int s_has(struct tsec__blobs *b, const char *name, struct tsec_error *err)
+/* A request without a body (HEAD, DELETE) on blob name: its HTTP status,
+ * or a negative code with err set. */
+static long bodiless(struct s3blobs *s, enum method method, const char *name,
+		     struct tsec_error *err)
 {
-	struct s3blobs *s = (struct s3blobs *)b;
 	char path[400];
-	long st;
 	int rc;
 
 	if ((rc = object_path(s, name, path, sizeof(path), err)))
 		return rc;
-	st = request(s, M_HEAD, path, NULL, 0, NULL, 0, NULL, err);
+	return request(s, method, path, NULL, 0, NULL, 0, NULL, err);
+}
+
+static int s_has(struct tsec__blobs *b, const char *name, struct tsec_error *err)
+{
+	long st = bodiless((struct s3blobs *)b, M_HEAD, name, err);
+
 	if (st < 0)
 		return (int)st;
 	if (st == 200)
@@ -338,14 +345,8 @@ static int s_get(struct tsec__blobs *b, const char *name, size_t max, uint8_t **
 
 static int s_del(struct tsec__blobs *b, const char *name, struct tsec_error *err)
 {
-	struct s3blobs *s = (struct s3blobs *)b;
-	char path[400];
-	long st;
-	int rc;
+	long st = bodiless((struct s3blobs *)b, M_DELETE, name, err);
 
-	if ((rc = object_path(s, name, path, sizeof(path), err)))
-		return rc;
-	st = request(s, M_DELETE, path, NULL, 0, NULL, 0, NULL, err);
 	if (st < 0)
 		return (int)st;
 	if (st == 200 || st == 204 || st == 404)
