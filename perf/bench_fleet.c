@@ -147,23 +147,8 @@ static void start_broker(int i, const char *etcd_ep)
 		 " \"endpoints\": [\"%s\"], \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:app\"}]}",
 		 MODULE, path, dir, etcd_ep, ipc[i], (int)getuid());
 	write_file(cfg[i], text);
-	if ((pid[i] = fork()) == 0) {
-		if (!freopen("/dev/null", "w", stderr))
-			_exit(127);
-		execl(bench_broker(), "tsec-broker", "--config", cfg[i], (char *)NULL);
-		_exit(127);
-	}
-	for (int t = 0; t < 200; t++) {
-		struct tsec_client *c = client(i);
-		struct tsec_error err;
-		int rc = tsec_client_call(c, "health", NULL, NULL, &err);
-
-		tsec_client_close(&c);
-		if (!rc)
-			return;
-		usleep(50000);
-	}
-	die("tsec-broker did not start", NULL);
+	snprintf(path, sizeof(path), "%s/b%d.log", dir, i);
+	pid[i] = bench_broker_start(cfg[i], ipc[i], path);
 }
 
 static void *caller(void *arg)
@@ -252,10 +237,9 @@ int main(int argc, char **argv)
 		throughput(1, 20000);
 		throughput(2, 20000);
 	}
-	for (int i = 0; i < 2; i++) {
-		kill(pid[i], SIGTERM);
-		waitpid(pid[i], NULL, 0);
-	}
+	for (int i = 0; i < 2; i++)
+		if (bench_broker_stop(pid[i]))
+			die("tsec-broker", NULL);
 	tu_server_stop(&etcd);
 	tu_server_stop(&redis);
 	{

@@ -21,12 +21,10 @@
  * backend and side, iterations = turns) and latency rows
  * latency,case,samples,first,p50,p90,p99,p999,max.
  */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -128,8 +126,9 @@ static void turn_ungated(void *arg)
 	uint8_t me[16] = { 1 };
 	int kind;
 
-	while (be->ops->lock_try(be, "example.com", 60000, me, &lease, &err) == TSEC_EBUSY)
-		;
+	/* Free at every turn's start: the one before released it. */
+	if (be->ops->lock_try(be, "example.com", 60000, me, &lease, &err))
+		die("lock_try", &err);
 	for (int i = 0; i < 3; i++)
 		if (be->ops->kind(be, &sk[i], &kind, &err))
 			die("kind", &err);
@@ -221,7 +220,7 @@ static void client_turn(void *arg)
 
 static void run_broker(const char *root, int turns)
 {
-	char dir[256], cfg[4096], path[300], ipc[320], tcp[64], pol[300];
+	char dir[256], cfg[4096], path[300], ipc[320], tcp[64], pol[300], blog[300];
 	char srv_pub[41], srv_sec[41], cli_pub[41], cli_sec[41];
 	uint64_t *lat = calloc((size_t)turns, sizeof(*lat));
 	struct tsec_error err;
@@ -238,7 +237,7 @@ static void run_broker(const char *root, int turns)
 	zmq_curve_keypair(srv_pub, srv_sec);
 	zmq_curve_keypair(cli_pub, cli_sec);
 	snprintf(ipc, sizeof(ipc), "ipc://%s/tsec.sock", dir);
-	snprintf(tcp, sizeof(tcp), "tcp://127.0.0.1:%d", 20000 + (int)(getpid() % 30000));
+	snprintf(tcp, sizeof(tcp), "tcp://127.0.0.1:%d", bench_free_port());
 	snprintf(cfg, sizeof(cfg),
 		 "{\"module\": \"%s\", \"policy\": \"%s\","
 		 " \"allow_unsigned_policy\": true, \"storage\": \"%s/store\","
@@ -251,12 +250,8 @@ static void run_broker(const char *root, int turns)
 		exit(2);
 	fputs(cfg, f);
 	fclose(f);
-	if ((pid = fork()) == 0) {
-		if (!freopen("/dev/null", "w", stderr))
-			_exit(127);
-		execl(bench_broker(), "tsec-broker", "--config", path, (char *)NULL);
-		_exit(127);
-	}
+	snprintf(blog, sizeof(blog), "%s/broker.log", dir);
+	pid = bench_broker_start(path, ipc, blog);
 	for (int side = 0; side < 2; side++) {
 		struct tsec_client_opts o = { .endpoint = side ? tcp : ipc, .timeout_ms = 20000,
 					      .server_public_key = side ? srv_pub : NULL,
@@ -264,19 +259,9 @@ static void run_broker(const char *root, int turns)
 					      .secret_key = side ? cli_sec : NULL };
 		struct tsec_client *c;
 		char name[64];
-		int up = 0;
 
-		for (int t = 0; t < 100 && !up; t++) {
-			if (tsec_client_open(&c, &o, &err))
-				die("client", &err);
-			up = tsec_client_call(c, "health", NULL, NULL, &err) == 0;
-			if (!up) {
-				tsec_client_close(&c);
-				usleep(50000);
-			}
-		}
-		if (!up)
-			die("tsec-broker did not answer", &err);
+		if (tsec_client_open(&c, &o, &err))
+			die("client", &err);
 		/* The certificate exists before the first turn. */
 		{
 			json_t *seed = json_pack("{s:s,s:s,s:s%,s:s%,s:s%}", "issuer", "acme", "domain",
@@ -293,8 +278,8 @@ static void run_broker(const char *root, int turns)
 		timed(name, turns, lat, client_turn, c);
 		tsec_client_close(&c);
 	}
-	kill(pid, SIGTERM);
-	waitpid(pid, NULL, 0);
+	if (bench_broker_stop(pid))
+		exit(2);
 	free(lat);
 }
 

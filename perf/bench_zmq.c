@@ -73,20 +73,6 @@ static const char *msg =
 	"{\"action\":\"storage.load\",\"resource\":\"certificates/acme-v02/example.com/example.com.crt\"},"
 	"{\"action\":\"storage.list\",\"resource\":\"certificates/acme-v02/example.com/example.com.key\"}]}}";
 
-static int free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) || getsockname(fd, (struct sockaddr *)&a, &l))
-		exit(2);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
 /* One ROUTER per echo endpoint, all served by this thread. */
 static void *echo_main(void *arg)
 {
@@ -346,22 +332,28 @@ static void stop_echo(void)
 	}
 }
 
-/* Never leave a broker behind, whatever way this program ends. */
-static void stop_broker(void)
+/* Never leave a broker behind, whatever way this program ends; 0 when
+ * it stopped cleanly (or was not running). */
+static int stop_broker(void)
 {
-	if (broker > 0) {
-		kill(broker, SIGTERM);
-		waitpid(broker, NULL, 0);
-		broker = 0;
-	}
+	pid_t p = broker;
+
+	broker = 0;
+	return bench_broker_stop(p);
+}
+
+static void stop_broker_at_exit(void)
+{
+	stop_broker();
 }
 
 static void start_broker(void)
 {
-	char cfg[4096], path[128];
+	char cfg[4096], path[128], log[128];
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/broker.json", dir);
+	snprintf(log, sizeof(log), "%s/broker.log", dir);
 	snprintf(cfg, sizeof(cfg),
 		 "{\"module\": \"%s\","
 		 " \"policy\": \"examples/policy.json\", \"allow_unsigned_policy\": true,"
@@ -374,31 +366,12 @@ static void start_broker(void)
 		 getenv("BENCH_NO_LOG") ? "" : dir,
 		 getenv("BENCH_NO_LOG") ? "" : "/decisions.log\",",
 		 broker_ipc, broker_tcp, srv_sec, cli_pub, (int)getuid());
-	f = fopen(path, "w");
-	fputs(cfg, f);
-	fclose(f);
-	broker = fork();
-	if (broker > 0)
-		atexit(stop_broker);
-	if (broker == 0) {
-		if (!freopen("/dev/null", "w", stderr))
-			_exit(126);
-		execl(bench_broker(), "tsec-broker", "--config", path, (char *)NULL);
-		_exit(127);
+	if (!(f = fopen(path, "w")) || fputs(cfg, f) < 0 || fclose(f)) {
+		fprintf(stderr, "bench_zmq: cannot write %s\n", path);
+		exit(2);
 	}
-	for (int i = 0; i < 200; i++) {
-		struct tsec_client_opts o = { .endpoint = broker_ipc, .timeout_ms = 50 };
-		struct tsec_client *c;
-		struct tsec_error err;
-		if (tsec_client_open(&c, &o, &err))
-			exit(2);
-		int rc = tsec_client_call(c, "health", NULL, NULL, &err);
-		tsec_client_close(&c);
-		if (rc == 0)
-			return;
-	}
-	fprintf(stderr, "bench_zmq: the broker did not start\n");
-	exit(2);
+	broker = bench_broker_start(path, broker_ipc, log);
+	atexit(stop_broker_at_exit);
 }
 
 int main(int argc, char **argv)
@@ -407,15 +380,16 @@ int main(int argc, char **argv)
 	uint64_t e_tcp, e_plain;
 	double r_ipc, r_tcp;
 	char cmd[128];
+	int bad;
 
 	snprintf(dir, sizeof(dir), "/tmp/tsec-bench-zmq-XXXXXX");
 	if (!calls || !mkdtemp(dir))
 		return 2;
 	snprintf(broker_ipc, sizeof(broker_ipc), "ipc://%s/run/broker.sock", dir);
 	snprintf(echo_ipc, sizeof(echo_ipc), "ipc://%s/echo.sock", dir);
-	snprintf(broker_tcp, sizeof(broker_tcp), "tcp://127.0.0.1:%d", free_port());
-	snprintf(echo_tcp_curve, sizeof(echo_tcp_curve), "tcp://127.0.0.1:%d", free_port());
-	snprintf(echo_tcp_plain, sizeof(echo_tcp_plain), "tcp://127.0.0.1:%d", free_port());
+	snprintf(broker_tcp, sizeof(broker_tcp), "tcp://127.0.0.1:%d", bench_free_port());
+	snprintf(echo_tcp_curve, sizeof(echo_tcp_curve), "tcp://127.0.0.1:%d", bench_free_port());
+	snprintf(echo_tcp_plain, sizeof(echo_tcp_plain), "tcp://127.0.0.1:%d", bench_free_port());
 	zmq_curve_keypair(srv_pub, srv_sec);
 	zmq_curve_keypair(cli_pub, cli_sec);
 	/* The echo in a process of its own, made before this one has any
@@ -470,8 +444,8 @@ int main(int argc, char **argv)
 	connect_cost("broker_tcp_curve_zap", broker_tcp, 1);
 	connect_cost("broker_ipc_zap", broker_ipc, 0);
 
-	stop_broker();
+	bad = stop_broker();
 	stop_echo();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : 1;
+	return system(cmd) == 0 && !bad ? 0 : 1;
 }

@@ -1,9 +1,15 @@
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "tinysecurity/client.h"
 #include "perf/benchutil.h"
 
 #define S(lit) { lit, sizeof(lit) - 1 }
@@ -123,4 +129,140 @@ const char *bench_broker(void)
 	static char path[4096];
 
 	return path[0] ? path : beside(path, sizeof(path), "tsec-broker");
+}
+
+int bench_free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t l = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    getsockname(fd, (struct sockaddr *)&a, &l)) {
+		fprintf(stderr, "bench: no free loopback port\n");
+		exit(2);
+	}
+	port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0)
+		;
+}
+
+/* How a child ended, in words, into buf. */
+static const char *ended(int status, char *buf, size_t cap)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, cap, "exited with status %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, cap, "was killed by signal %d", WTERMSIG(status));
+	else
+		snprintf(buf, cap, "ended (status 0x%x)", status);
+	return buf;
+}
+
+/* The last lines of a broker's log, to stderr (its own text, as written). */
+static void show_tail(const char *log)
+{
+	char buf[2048];
+	size_t n;
+	FILE *f;
+
+	if (!log || !(f = fopen(log, "r")))
+		return;
+	if (fseek(f, -(long)(sizeof(buf) - 1), SEEK_END) < 0)
+		rewind(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	fprintf(stderr, "bench: the end of %s:\n%s\n", log, buf);
+}
+
+pid_t bench_broker_start(const char *config, const char *endpoint, const char *log)
+{
+	uint64_t deadline = bench_now() + BENCH_BROKER_WAIT_S * 1000000000ull;
+	char why[64];
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		perror("bench: fork");
+		exit(2);
+	}
+	if (pid == 0) {
+		if (!freopen(log ? log : "/dev/null", "w", stderr))
+			_exit(126);
+		execl(bench_broker(), "tsec-broker", "--config", config, (char *)NULL);
+		_exit(127);
+	}
+	for (;;) {
+		/* Short calls: a broker that died after binding its ipc socket
+		 * leaves a file nobody answers, and a long call would wait out
+		 * its whole timeout on it. */
+		struct tsec_client_opts o = { .endpoint = endpoint, .timeout_ms = 200 };
+		struct tsec_client *c;
+		struct tsec_error err;
+		int rc = -1;
+
+		if (tsec_client_open(&c, &o, &err) == 0) {
+			rc = tsec_client_call(c, "health", NULL, NULL, &err);
+			tsec_client_close(&c);
+		}
+		if (rc == 0)
+			return pid;
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			fprintf(stderr, "bench: tsec-broker %s before it answered\n",
+				ended(status, why, sizeof(why)));
+			show_tail(log);
+			exit(2);
+		}
+		if (bench_now() >= deadline) {
+			bench_broker_stop(pid);
+			fprintf(stderr, "bench: tsec-broker did not answer at %s within %d s\n",
+				endpoint, BENCH_BROKER_WAIT_S);
+			show_tail(log);
+			exit(2);
+		}
+		sleep_ms(20);
+	}
+}
+
+int bench_broker_stop(pid_t pid)
+{
+	uint64_t deadline = bench_now() + BENCH_BROKER_WAIT_S * 1000000000ull;
+	char why[64];
+	int status;
+
+	if (pid <= 0)
+		return 0;
+	kill(pid, SIGTERM);
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		if (bench_now() >= deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			fprintf(stderr, "bench: tsec-broker did not stop within %d s of SIGTERM\n",
+				BENCH_BROKER_WAIT_S);
+			return -1;
+		}
+		sleep_ms(10);
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		fprintf(stderr, "bench: tsec-broker %s on SIGTERM\n", ended(status, why, sizeof(why)));
+		return -1;
+	}
+	return 0;
+}
+
+/* Every benchmark's rows reach a file or pipe line by line, so what a
+ * killed or hung run printed is still there to read. */
+__attribute__((constructor)) static void rows_line_buffered(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
 }

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "tinysecurity/types.h"
 
@@ -41,6 +42,28 @@ const char *bench_module(void);
 
 /* The tsec-broker beside the benchmark's own program (the same build). */
 const char *bench_broker(void);
+
+/* A loopback TCP port free a moment ago (exits when there is none). */
+int bench_free_port(void);
+
+/* How long a broker may take to answer or to stop, in seconds. */
+#define BENCH_BROKER_WAIT_S 30
+
+/*
+ * Starts this build's tsec-broker with `config` (its stderr to `log`, or
+ * /dev/null when NULL) and returns once it answers "health" on `endpoint`
+ * (an ipc endpoint this uid may use).  Exits with a message when the
+ * broker dies first or does not answer within BENCH_BROKER_WAIT_S: a
+ * benchmark never waits on a broker that is gone.
+ */
+pid_t bench_broker_start(const char *config, const char *endpoint, const char *log);
+
+/*
+ * SIGTERM, then waits up to BENCH_BROKER_WAIT_S for the broker to end
+ * (SIGKILL after that).  0 when it ended with status 0, else -1 with a
+ * message on stderr.
+ */
+int bench_broker_stop(pid_t pid);
 
 /* Resident set size of this process in KiB, from /proc/self/status. */
 long bench_rss_kib(void);

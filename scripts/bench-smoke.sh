@@ -12,8 +12,15 @@ bad=0
 # check NAME "CASE CASE ..." COMMAND...
 check() {
 	name=$1; cases=$2; shift 2
-	if ! timeout 600 "$@" >"$out" 2>&1; then
-		echo "bench-smoke: $name failed (exit $?):"; tail -5 "$out"; bad=1; return
+	timeout -k 10 600 "$@" >"$out" 2>&1
+	rc=$?
+	if [ $rc -ne 0 ]; then
+		if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+			echo "bench-smoke: $name did not finish within 600 s; what it printed:"
+		else
+			echo "bench-smoke: $name failed (exit $rc):"
+		fi
+		tail -5 "$out"; bad=1; return
 	fi
 	for c in $cases; do
 		if ! grep -q "^$c," "$out"; then
