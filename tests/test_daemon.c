@@ -13,11 +13,14 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -450,6 +453,76 @@ static void test_daemon_decision_log(void **state)
 	assert_int_equal(stat_of("log_dropped"), 0);
 }
 
+/* Whether thread tid of the broker blocks SIGHUP (its SigBlk mask), and
+ * its name into name. */
+static bool blocks_sighup(int tid, char name[32])
+{
+	char path[96], line[256];
+	unsigned long long mask = 0;
+	FILE *f;
+
+	name[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)D.pid, tid);
+	if (!(f = fopen(path, "r")))
+		return true; /* ended meanwhile */
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Name: %31s", name) != 1 &&
+		    sscanf(line, "SigBlk: %llx", &mask) == 1)
+			break;
+	fclose(f);
+	return mask & (1ull << (SIGHUP - 1));
+}
+
+/*
+ * A SIGHUP that lands on another thread than the loop's: every thread
+ * either blocks it (the workers, the ZAP thread and ZeroMQ's own do) or
+ * takes it for the loop (a reload each), and every worker still answers
+ * after.  A worker's wait cut short by a signal used to end that worker,
+ * and calls then waited on workers that were gone.
+ */
+static void test_daemon_signal_elsewhere(void **state)
+{
+	struct tsec_client *ipc = client("ipc", 5000);
+	char path[64];
+	struct dirent *e;
+	struct tsec_error err;
+	long want = stat_of("reloads");
+	int workers = 0, zap = 0;
+	DIR *dir;
+	(void)state;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)D.pid);
+	assert_non_null(dir = opendir(path));
+	while ((e = readdir(dir))) {
+		int tid = atoi(e->d_name);
+		char name[32];
+		bool blocks;
+
+		if (tid <= 0 || tid == (int)D.pid)
+			continue;
+		blocks = blocks_sighup(tid, name);
+		workers += !strcmp(name, "tsec-worker") && blocks;
+		zap += !strcmp(name, "tsec-zap") && blocks;
+		if (blocks)
+			continue;
+		/* One at a time: two pending SIGHUPs would be one. */
+		if (syscall(SYS_tgkill, (int)D.pid, tid, SIGHUP) != 0)
+			continue; /* a thread that ended meanwhile */
+		want++;
+		TU_WAIT(stat_of("reloads") >= want);
+		assert_int_equal(stat_of("reloads"), want);
+	}
+	closedir(dir);
+	assert_int_equal(workers, 3);
+	assert_int_equal(zap, 1);
+	/* Each store call goes to a worker; more calls than workers, so a
+	 * worker that was gone would hold one. */
+	for (int i = 0; i < 12; i++)
+		assert_int_equal(tsec_client_call(ipc, "store.exists",
+			"{\"key\": \"certificates/acme/x/x.json\"}", NULL, &err), 0);
+	tsec_client_close(&ipc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -459,6 +532,7 @@ int main(void)
 		cmocka_unit_test(test_daemon_metrics),
 		cmocka_unit_test(test_daemon_principal_claim),
 		cmocka_unit_test(test_daemon_bad_input),
+		cmocka_unit_test(test_daemon_signal_elsewhere),
 		cmocka_unit_test(test_daemon_reload),
 		cmocka_unit_test(test_daemon_decision_log),
 	};

@@ -105,6 +105,8 @@ static void *zap_main(void *arg)
 	struct zap_args a = *(struct zap_args *)arg;
 
 	free(arg);
+	pthread_setname_np(pthread_self(), "tsec-zap");
+	tsec__block_signals();
 	for (;;) {
 		zmq_pollitem_t it = { a.sock, 0, ZMQ_POLLIN, 0 };
 		if (zmq_poll(&it, 1, -1) < 0) {

@@ -233,6 +233,11 @@ struct tsec__call {
 	size_t result_len;
 };
 
+/* Blocks SIGHUP, SIGTERM and SIGINT in the calling thread: a worker or
+ * the ZAP thread, so that a signal meant for the loop never interrupts
+ * their waits (the loop thread takes them). */
+void tsec__block_signals(void);
+
 /* Writes "tsec-broker: " and the message, escaped, to tsec__say_fd
  * (stderr; the fuzzing harnesses point it elsewhere). */
 void tsec__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -62,6 +62,17 @@ static int signals_start(struct tsec__daemon *d)
 	return 0;
 }
 
+void tsec__block_signals(void)
+{
+	sigset_t s;
+
+	sigemptyset(&s);
+	sigaddset(&s, SIGHUP);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &s, NULL);
+}
+
 /* ---- workers ---- */
 
 /* The caller index a "User-Id" frame or property carries, or -1. */
@@ -86,6 +97,8 @@ static void *worker_main(void *arg)
 	void *in = zmq_socket(d->zmq, ZMQ_PULL), *out = zmq_socket(d->zmq, ZMQ_PUSH);
 	int zero = 0;
 
+	pthread_setname_np(pthread_self(), "tsec-worker");
+	tsec__block_signals();
 	zmq_setsockopt(in, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_setsockopt(out, ZMQ_LINGER, &zero, sizeof(zero));
 	if (zmq_connect(in, TSEC_D_WORK_ENDPOINT) || zmq_connect(out, TSEC_D_REPLY_ENDPOINT))
@@ -98,6 +111,10 @@ static void *worker_main(void *arg)
 		while (more && n < 4) {
 			zmq_msg_init(&f[n]);
 			if (zmq_msg_recv(&f[n], in, 0) < 0) {
+				if (errno == EINTR) { /* not ours to stop on: again */
+					zmq_msg_close(&f[n]);
+					continue;
+				}
 				for (int i = 0; i <= n; i++)
 					zmq_msg_close(&f[i]);
 				goto out; /* context terminated */
