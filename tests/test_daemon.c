@@ -523,11 +523,101 @@ static void test_daemon_signal_elsewhere(void **state)
 	tsec_client_close(&ipc);
 }
 
+/* One waiter of test_daemon_lock_waits: acquire (waiting), then release. */
+struct waiter {
+	pthread_t t;
+	const char *who;
+	int wait_ms;
+	int acquired, released;
+	char msg[sizeof(((struct tsec_error *)0)->msg)];
+};
+
+static void *wait_for_lock(void *arg)
+{
+	struct waiter *w = arg;
+	struct tsec_client *c = client(w->who, 120000);
+	struct tsec_error err;
+	char params[160], *res = NULL;
+	json_t *j;
+
+	snprintf(params, sizeof(params), "{\"name\": \"other-parked\", \"ttl_ms\": 60000,"
+		 " \"timeout_ms\": %d}", w->wait_ms);
+	w->acquired = tsec_client_call(c, "lock.acquire", params, &res, &err);
+	snprintf(w->msg, sizeof(w->msg), "%s", w->acquired ? err.msg : "");
+	if (!w->acquired) {
+		j = json_loads(res, 0, NULL);
+		snprintf(params, sizeof(params), "{\"name\": \"other-parked\", \"token\": \"%s\"}",
+			 json_string_value(json_object_get(j, "token")));
+		json_decref(j);
+		w->released = tsec_client_call(c, "lock.release", params, NULL, &err);
+	}
+	free(res);
+	tsec_client_close(&c);
+	return NULL;
+}
+
+/*
+ * Callers waiting for a held lock hold no worker: with more waiters than
+ * workers (3), storage calls are still answered at once, every waiter
+ * gets the lock in turn once it is free, and a waiter whose deadline
+ * passes hears "timed out".  Before, each waiting lock.acquire held a
+ * worker for its whole wait, so a few waiters stalled every storage call
+ * of every caller for up to 30 s.
+ */
+static void test_daemon_lock_waits(void **state)
+{
+	struct tsec_client *good = client("good", 10000);
+	struct waiter w[6] = {
+		{ .who = "bad", .wait_ms = 60000 }, { .who = "good", .wait_ms = 60000 },
+		{ .who = "bad", .wait_ms = 60000 }, { .who = "good", .wait_ms = 60000 },
+		{ .who = "bad", .wait_ms = 60000 }, { .who = "good", .wait_ms = 1 },
+	};
+	struct tsec_error err;
+	char params[160], *res;
+	json_t *j;
+	(void)state;
+
+	assert_int_equal(tsec_client_call(good, "lock.acquire",
+		"{\"name\": \"other-parked\", \"ttl_ms\": 60000}", &res, &err), 0);
+	assert_non_null(j = json_loads(res, 0, NULL));
+	snprintf(params, sizeof(params), "{\"name\": \"other-parked\", \"token\": \"%s\"}",
+		 json_string_value(json_object_get(j, "token")));
+	json_decref(j);
+	free(res);
+	/* The short one first: its deadline passes while the lock is held. */
+	assert_int_equal(pthread_create(&w[5].t, NULL, wait_for_lock, &w[5]), 0);
+	assert_int_equal(pthread_join(w[5].t, NULL), 0);
+	assert_int_equal(w[5].acquired, TSEC_ETIMEDOUT);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(pthread_create(&w[i].t, NULL, wait_for_lock, &w[i]), 0);
+	TU_WAIT(stat_of("lock_waits") == 5);
+	assert_int_equal(stat_of("lock_waits"), 5);
+	/* Five waiting, three workers: storage still answers. */
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(tsec_client_call(good, "store.put",
+			"{\"key\": \"certificates/acme/w/w.json\", \"value\": \"{}\"}", NULL, &err), 0);
+		assert_int_equal(tsec_client_call(good, "store.get",
+			"{\"key\": \"certificates/acme/w/w.json\"}", NULL, &err), 0);
+	}
+	assert_int_equal(stat_of("lock_waits"), 5);
+	/* Freed: each waiter takes it in turn and lets it go. */
+	assert_int_equal(tsec_client_call(good, "lock.release", params, NULL, &err), 0);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(pthread_join(w[i].t, NULL), 0);
+		if (w[i].acquired)
+			fail_msg("waiter %d: %s", i, w[i].msg);
+		assert_int_equal(w[i].released, 0);
+	}
+	assert_int_equal(stat_of("lock_waits"), 0);
+	tsec_client_close(&good);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_daemon_callers),
 		cmocka_unit_test(test_daemon_lock_quota),
+		cmocka_unit_test(test_daemon_lock_waits),
 		cmocka_unit_test(test_daemon_unknown_key),
 		cmocka_unit_test(test_daemon_metrics),
 		cmocka_unit_test(test_daemon_principal_claim),

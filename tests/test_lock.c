@@ -320,6 +320,54 @@ static void test_lock_stale_one_winner(void **state)
 	assert_int_equal(tsec_lock_release(t->store, &app, &lk, &err), TSEC_ENOTOWNER);
 }
 
+/*
+ * A wait made one step at a time (tsec_lock_wait_begin/step, how
+ * tsec-broker waits without holding a thread): the name and the policy
+ * are checked before any attempt, the waiter keeps the queue slot (a
+ * newcomer cannot take the lock it waits for), the deadline ends it, and
+ * a wait begin did not make is refused.
+ */
+static void test_lock_wait_steps(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_principal reader = tu_who("svc:reader");
+	struct tsec_lock_wait w, w2, forged;
+	struct tsec_lock a, got, b;
+	struct tsec_error err;
+
+	assert_int_equal(tsec_lock_wait_begin(t->store, &app, "a/b", 1000, 1000, &w, &got, &err),
+			 TSEC_EKEY);
+	assert_int_equal(tsec_lock_wait_begin(t->store, &reader, "stepped", 1000, 1000, &w, &got,
+					      &err), TSEC_EDENIED);
+	/* Free: the first step takes it. */
+	assert_int_equal(tsec_lock_wait_begin(t->store, &app, "stepped", 10000, 1000, &w, &a, &err),
+			 0);
+	/* Held: busy, with a pause within the backoff and the deadline. */
+	assert_int_equal(tsec_lock_wait_begin(t->store, &app, "stepped", 10000, 60000, &w, &got,
+					      &err), TSEC_EBUSY);
+	assert_true(w.pause_ms <= 50);
+	assert_int_equal(tsec_lock_wait_step(t->store, &w, &got, &err), TSEC_EBUSY);
+	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), 0);
+	/* Freed, but promised to the waiter: a newcomer is refused. */
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "stepped", 10000, &b, &err),
+			 TSEC_EBUSY);
+	assert_int_equal(tsec_lock_wait_step(t->store, &w, &got, &err), 0);
+	assert_string_equal(got.name, "stepped");
+	assert_true(got.fence > a.fence);
+	/* A second waiter whose deadline passes while the lock is held. */
+	assert_int_equal(tsec_lock_wait_begin(t->store, &app, "stepped", 10000, 100, &w2, &b, &err),
+			 TSEC_EBUSY);
+	tsec__clock_advance(101);
+	assert_int_equal(tsec_lock_wait_step(t->store, &w2, &b, &err), TSEC_ETIMEDOUT);
+	/* A wait no begin made. */
+	memset(&forged, 0, sizeof(forged));
+	assert_int_equal(tsec_lock_wait_step(t->store, &forged, &b, &err), TSEC_EINVAL);
+	memset(forged.name, 'x', sizeof(forged.name));
+	forged.ttl_ms = 1000;
+	assert_int_equal(tsec_lock_wait_step(t->store, &forged, &b, &err), TSEC_EINVAL);
+	assert_int_equal(tsec_lock_release(t->store, &app, &got, &err), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -328,6 +376,7 @@ int main(void)
 		cmocka_unit_test(test_lock_successor),
 		cmocka_unit_test(test_lock_try_never_waits),
 		cmocka_unit_test(test_lock_deadline),
+		cmocka_unit_test(test_lock_wait_steps),
 		cmocka_unit_test(test_lock_processes),
 		cmocka_unit_test(test_lock_stale_one_winner),
 		cmocka_unit_test(test_lock_paused_fenced_writer),

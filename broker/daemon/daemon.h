@@ -40,6 +40,7 @@
 #define TSEC_D_MAX_HELD 4096
 #define TSEC_D_LOCKS_PER_CALLER 256      /* default share of the table, per caller */
 #define TSEC_D_LOCK_WAIT_MAX_MS 30000
+#define TSEC_D_MAX_PARKED 4096           /* lock waits the loop keeps, in all */
 #define TSEC_D_DRAIN_LINGER_MS 300
 #define TSEC_D_FLEET_STALE_MS 30000      /* health: the fleet bundle unread this long */
 
@@ -217,6 +218,7 @@ struct tsec__daemon {
 	const char *config_path;     /* --config, reread at each reload */
 	char broker_id[17];          /* random, per process: names its decisions */
 	_Atomic uint64_t decisions;  /* numbers them */
+	atomic_long lock_waits;      /* lock.acquire calls parked by the loop */
 };
 
 /* One call in flight: who asks, and the message's id and params. */
@@ -231,6 +233,13 @@ struct tsec__call {
 	char id_small[24];           /* id_text for an integer or null id */
 	char *result_text;           /* a method's result as JSON text, if it wrote one */
 	size_t result_len;
+	/* lock.acquire's wait, parked in the loop between attempts (no
+	 * worker held while the lock is busy): the wait this call steps, if
+	 * it is a parked one's next attempt; where its wait goes when it
+	 * parks (NULL: it may not, it waits in the worker); whether it did. */
+	const struct tsec_lock_wait *wait_in;
+	struct tsec_lock_wait *wait_out;
+	bool parked;
 };
 
 /* Blocks SIGHUP, SIGTERM and SIGINT in the calling thread: a worker or
@@ -380,8 +389,20 @@ char *tsec__dispatch(struct tsec__daemon *d, int caller, const char *payload,
  * tsec__dispatch_fast first; the wire fuzzer compares the two). */
 char *tsec__dispatch_tree(struct tsec__daemon *d, int caller, const char *payload,
 			  size_t len);
+/*
+ * A worker's dispatch: tsec__dispatch_tree, and a lock.acquire that finds
+ * the lock held, with time left to wait, parks instead of waiting: NULL,
+ * *parked set and its wait in *wait_out, for the loop to step again
+ * after wait_out->pause_ms.  wait_in: the wait of a parked call's next
+ * attempt (not counted as a new call), or NULL.
+ */
+char *tsec__dispatch_step(struct tsec__daemon *d, int caller, const char *payload, size_t len,
+			  const struct tsec_lock_wait *wait_in, struct tsec_lock_wait *wait_out,
+			  bool *parked);
 /* A reply with a null id and an error (new text). */
 char *tsec__error_reply(int code, const char *msg);
+/* The same with the id of the call in payload, when it has one. */
+char *tsec__error_reply_to(const char *payload, size_t len, int code, const char *msg);
 /* Whether the payload names a method marked TSEC_M_INLINE. */
 int tsec__is_inline(const char *payload, size_t len);
 /*

@@ -30,6 +30,19 @@ const char *tsec__param_str(const struct tsec__call *c, const char *k)
 	return json_string_value(json_object_get(c->params, k));
 }
 
+char *tsec__error_reply_to(const char *payload, size_t len, int code, const char *msg)
+{
+	json_t *m = json_loadb(payload, len, JSON_REJECT_DUPLICATES, NULL);
+	json_t *id = json_object_get(m, "id");
+	json_t *r = json_pack("{s:O,s:o}", "id", id ? id : json_null(), "error",
+			      tsec__fail(code, "", msg));
+	char *t = json_dumps(r, JSON_COMPACT);
+
+	json_decref(r);
+	json_decref(m);
+	return t;
+}
+
 char *tsec__error_reply(int code, const char *msg)
 {
 	json_t *r = json_pack("{s:n,s:o}", "id", "error", tsec__fail(code, "", msg));
@@ -241,19 +254,32 @@ char *tsec__dispatch(struct tsec__daemon *d, int caller, const char *payload, si
 
 char *tsec__dispatch_tree(struct tsec__daemon *d, int caller, const char *payload, size_t len)
 {
+	return tsec__dispatch_step(d, caller, payload, len, NULL, NULL, NULL);
+}
+
+char *tsec__dispatch_step(struct tsec__daemon *d, int caller, const char *payload, size_t len,
+			  const struct tsec_lock_wait *wait_in, struct tsec_lock_wait *wait_out,
+			  bool *parked)
+{
 	const struct tsec__method *meth = NULL;
 	json_t *msg = NULL, *result = NULL, *error = NULL, *reply;
 	struct tsec__call c;
 	json_error_t je;
-	char *text;
+	char *text = NULL;
 
-	atomic_fetch_add(&d->st.calls, 1);
+	if (parked)
+		*parked = false;
+	/* A parked call's next attempt is the same call, counted once. */
+	if (!wait_in)
+		atomic_fetch_add(&d->st.calls, 1);
 	if (caller < 0 || caller >= d->cfg.ncallers) {
 		memset(&c, 0, sizeof(c));
 		error = tsec__fail(TSEC_EDENIED, "", "unauthenticated caller");
 		goto reply;
 	}
 	call_begin(d, &c, caller);
+	c.wait_in = wait_in;
+	c.wait_out = wait_out;
 	msg = json_loadb(payload, len, JSON_REJECT_DUPLICATES, &je);
 	if (!msg || !json_is_object(msg)) {
 		atomic_fetch_add(&d->st.malformed, 1);
@@ -262,7 +288,8 @@ char *tsec__dispatch_tree(struct tsec__daemon *d, int caller, const char *payloa
 	}
 	if ((error = read_call(d, msg, &c, &meth)))
 		goto reply;
-	atomic_fetch_add(&d->st.by_method[meth - tsec__methods], 1);
+	if (!wait_in)
+		atomic_fetch_add(&d->st.by_method[meth - tsec__methods], 1);
 	if ((meth->flags & TSEC_M_ADMIN) && !c.who->admin) {
 		char why[96];
 		snprintf(why, sizeof(why), "%s needs an admin caller", meth->name);
@@ -271,6 +298,15 @@ char *tsec__dispatch_tree(struct tsec__daemon *d, int caller, const char *payloa
 		uint64_t t0 = tsec__mono_ns();
 
 		error = meth->fn(d, &c, &result);
+		if (c.parked) {
+			/* No reply yet: the loop steps the wait again. */
+			json_decref(error);
+			json_decref(result);
+			*parked = true;
+			if (!wait_in)
+				atomic_fetch_add(&d->lock_waits, 1);
+			goto out;
+		}
 		timed(d, meth, t0);
 	}
 reply:
@@ -307,5 +343,8 @@ out:
 	if (c.id_text != c.id_small)
 		free(c.id_text);
 	free(c.result_text);
+	/* A parked wait's attempt that did not park again: the wait ended. */
+	if (wait_in && !(parked && *parked))
+		atomic_fetch_sub(&d->lock_waits, 1);
 	return text;
 }

@@ -104,11 +104,12 @@ static void *worker_main(void *arg)
 	if (zmq_connect(in, TSEC_D_WORK_ENDPOINT) || zmq_connect(out, TSEC_D_REPLY_ENDPOINT))
 		goto out;
 	for (;;) {
-		/* Frames: client identity, router index, caller, payload. */
-		zmq_msg_t f[4];
+		/* Frames: client identity, router index, caller, payload, and
+		 * for a parked lock wait's next attempt, its wait. */
+		zmq_msg_t f[5];
 		int n = 0, more = 1;
 		size_t msz = sizeof(more);
-		while (more && n < 4) {
+		while (more && n < 5) {
 			zmq_msg_init(&f[n]);
 			if (zmq_msg_recv(&f[n], in, 0) < 0) {
 				if (errno == EINTR) { /* not ours to stop on: again */
@@ -122,17 +123,41 @@ static void *worker_main(void *arg)
 			n++;
 			zmq_getsockopt(in, ZMQ_RCVMORE, &more, &msz);
 		}
-		if (n == 4) {
-			char *reply = tsec__dispatch(d, caller_of(zmq_msg_data(&f[2]),
-								  zmq_msg_size(&f[2])),
-						     zmq_msg_data(&f[3]), zmq_msg_size(&f[3]));
+		if (!more && (n == 4 || (n == 5 && zmq_msg_size(&f[4]) == sizeof(struct tsec_lock_wait)))) {
+			struct tsec_lock_wait win, wout;
+			bool parked;
+			char *reply;
+
+			if (n == 5)
+				memcpy(&win, zmq_msg_data(&f[4]), sizeof(win));
+			reply = tsec__dispatch_step(d, caller_of(zmq_msg_data(&f[2]), zmq_msg_size(&f[2])),
+						    zmq_msg_data(&f[3]), zmq_msg_size(&f[3]),
+						    n == 5 ? &win : NULL, &wout, &parked);
 			zmq_msg_send(&f[0], out, ZMQ_SNDMORE);
 			zmq_msg_send(&f[1], out, ZMQ_SNDMORE);
-			zmq_send(out, reply ? reply : "", reply ? strlen(reply) : 0, 0);
+			if (parked) {
+				/* The call back to the loop, to step after the
+				 * pause: payload, caller, wait. */
+				zmq_msg_send(&f[3], out, ZMQ_SNDMORE);
+				zmq_msg_send(&f[2], out, ZMQ_SNDMORE);
+				zmq_send(out, &wout, sizeof(wout), 0);
+			} else {
+				zmq_send(out, reply ? reply : "", reply ? strlen(reply) : 0, 0);
+			}
 			free(reply);
-			zmq_msg_close(&f[2]);
-			zmq_msg_close(&f[3]);
+			for (int i = 0; i < n; i++)
+				zmq_msg_close(&f[i]);
 		} else {
+			/* Not what the loop sends: dropped whole. */
+			while (more) {
+				zmq_msg_t x;
+				zmq_msg_init(&x);
+				if (zmq_msg_recv(&x, in, 0) < 0 && errno != EINTR)
+					more = 0;
+				else
+					zmq_getsockopt(in, ZMQ_RCVMORE, &more, &msz);
+				zmq_msg_close(&x);
+			}
 			for (int i = 0; i < n; i++)
 				zmq_msg_close(&f[i]);
 		}
@@ -299,6 +324,16 @@ static int recv_client(void *router, zmq_msg_t *ident, zmq_msg_t *payload, int *
 	return 0;
 }
 
+/* A lock.acquire waiting for a held lock, kept by the loop between
+ * attempts: no worker is held while it waits. */
+struct parked {
+	zmq_msg_t ident, user, payload;
+	unsigned char ix;            /* its router */
+	int caller;
+	int64_t wake_ms;             /* its next attempt, monotonic */
+	struct tsec_lock_wait w;
+};
+
 struct loop {
 	struct tsec__daemon *d;
 	void *routers[2];            /* [0] CURVE, [1] ipc by uid */
@@ -307,6 +342,8 @@ struct loop {
 	int draining;
 	long inflight;
 	int64_t drain_until;
+	struct parked *park[TSEC_D_MAX_PARKED];
+	size_t npark;
 };
 
 /* Reads one client message and runs it, inline or on a worker.  0 when
@@ -367,11 +404,122 @@ static int from_client(struct loop *l, int r)
 }
 
 /* Sends every reply the workers have finished back to its client. */
+/* Answers a call the loop holds (a parked one) with an error. */
+static void refuse(struct loop *l, int r, zmq_msg_t *ident, const zmq_msg_t *payload, int code,
+		   const char *msg)
+{
+	char *reply = tsec__error_reply_to(zmq_msg_data((zmq_msg_t *)payload),
+					   zmq_msg_size((zmq_msg_t *)payload), code, msg);
+
+	if (r >= 0 && r < 2 && l->routers[r])
+		send_client(l->routers[r], ident, reply ? reply : "", reply ? strlen(reply) : 0);
+	free(reply);
+}
+
+static void park_free(struct loop *l, size_t i)
+{
+	struct parked *p = l->park[i];
+
+	zmq_msg_close(&p->ident);
+	zmq_msg_close(&p->user);
+	zmq_msg_close(&p->payload);
+	free(p);
+	l->park[i] = l->park[--l->npark];
+}
+
+/*
+ * Keeps a lock wait a worker gave back (the lock was held) until its next
+ * attempt.  Bounded: TSEC_D_MAX_PARKED in all, and per caller as many as
+ * it may hold locks; past that, or while stopping, the call is answered
+ * busy instead (it holds nothing, so nothing is lost).
+ */
+static void park(struct loop *l, int r, zmq_msg_t *ident, zmq_msg_t *payload, zmq_msg_t *user,
+		 zmq_msg_t *wait)
+{
+	int caller = caller_of(zmq_msg_data(user), zmq_msg_size(user));
+	struct parked *p;
+	size_t mine = 0;
+
+	const char *no = NULL;
+	int code = TSEC_EBUSY;
+
+	for (size_t i = 0; i < l->npark; i++)
+		mine += l->park[i]->caller == caller;
+	if (zmq_msg_size(wait) != sizeof(p->w) || r < 0 || r > 1) {
+		code = TSEC_EPROTO;
+		no = "a lock wait came back malformed";
+	} else if (l->draining) {
+		no = "shutting down";
+	} else if (l->npark >= TSEC_D_MAX_PARKED ||
+		   mine >= (size_t)l->d->cfg.max_locks_per_caller || !(p = malloc(sizeof(*p)))) {
+		no = "the lock is held, and this broker holds as many waits for locks as it "
+		     "may (for this caller or in all): try again later";
+	}
+	if (no) {
+		/* The wait ends here (tsec__dispatch_step counted it). */
+		atomic_fetch_sub(&l->d->lock_waits, 1);
+		refuse(l, r, ident, payload, code, no);
+		return;
+	}
+	memcpy(&p->w, zmq_msg_data(wait), sizeof(p->w));
+	p->ix = (unsigned char)r;
+	p->caller = caller;
+	p->wake_ms = tsec__mono_ms() + p->w.pause_ms;
+	zmq_msg_init(&p->ident);
+	zmq_msg_init(&p->user);
+	zmq_msg_init(&p->payload);
+	zmq_msg_move(&p->ident, ident);
+	zmq_msg_move(&p->user, user);
+	zmq_msg_move(&p->payload, payload);
+	l->park[l->npark++] = p;
+}
+
+/* Hands each parked wait that is due to a worker for its next attempt;
+ * returns the milliseconds until the next one is due (-1: none). */
+static int unpark(struct loop *l)
+{
+	int64_t now = tsec__mono_ms(), next = -1;
+
+	for (size_t i = 0; i < l->npark;) {
+		struct parked *p = l->park[i];
+
+		if (p->wake_ms > now) {
+			if (next < 0 || p->wake_ms - now < next)
+				next = p->wake_ms - now;
+			i++;
+			continue;
+		}
+		zmq_msg_send(&p->ident, l->work, ZMQ_SNDMORE);
+		zmq_send(l->work, &p->ix, 1, ZMQ_SNDMORE);
+		zmq_msg_send(&p->user, l->work, ZMQ_SNDMORE);
+		zmq_msg_send(&p->payload, l->work, ZMQ_SNDMORE);
+		zmq_send(l->work, &p->w, sizeof(p->w), 0);
+		l->inflight++;
+		park_free(l, i); /* the last one moves to i */
+	}
+	return next < 0 ? -1 : next > INT32_MAX ? INT32_MAX : (int)next;
+}
+
+/* Stopping: every parked wait is answered at once. */
+static void unpark_all_busy(struct loop *l)
+{
+	while (l->npark) {
+		struct parked *p = l->park[l->npark - 1];
+
+		refuse(l, p->ix, &p->ident, &p->payload, TSEC_EBUSY, "shutting down");
+		park_free(l, l->npark - 1);
+		atomic_fetch_sub(&l->d->lock_waits, 1);
+	}
+}
+
+/* Replies from the workers back to their clients; a lock wait that
+ * found the lock held comes back with two more frames, to park. */
 static void from_workers(struct loop *l)
 {
 	for (;;) {
 		zmq_msg_t ident, ix, body;
-		int r;
+		int r, more = 0;
+		size_t msz = sizeof(more);
 
 		zmq_msg_init(&ident);
 		if (zmq_msg_recv(&ident, l->replies, ZMQ_DONTWAIT) < 0) {
@@ -382,9 +530,21 @@ static void from_workers(struct loop *l)
 		zmq_msg_init(&body);
 		zmq_msg_recv(&ix, l->replies, 0);
 		zmq_msg_recv(&body, l->replies, 0);
+		zmq_getsockopt(l->replies, ZMQ_RCVMORE, &more, &msz);
 		r = zmq_msg_size(&ix) == 1 ? *(unsigned char *)zmq_msg_data(&ix) : -1;
-		if (r >= 0 && r < 2 && l->routers[r])
+		if (more) {
+			zmq_msg_t user, wait;
+
+			zmq_msg_init(&user);
+			zmq_msg_init(&wait);
+			zmq_msg_recv(&user, l->replies, 0);
+			zmq_msg_recv(&wait, l->replies, 0);
+			park(l, r, &ident, &body, &user, &wait);
+			zmq_msg_close(&user);
+			zmq_msg_close(&wait);
+		} else if (r >= 0 && r < 2 && l->routers[r]) {
 			send_client(l->routers[r], &ident, zmq_msg_data(&body), zmq_msg_size(&body));
+		}
 		zmq_msg_close(&ident);
 		zmq_msg_close(&ix);
 		zmq_msg_close(&body);
@@ -463,7 +623,7 @@ static void run_loop(struct loop *l)
 	for (;;) {
 		struct pollfd pf[4];
 		bool busy = false;
-		int n = 0;
+		int n = 0, tmo;
 
 		if (atomic_exchange_explicit(&signal_pending, 0, memory_order_relaxed))
 			on_signals(l);
@@ -480,17 +640,22 @@ static void run_loop(struct loop *l)
 			from_workers(l);
 			busy = true;
 		}
+		if (l->draining && l->npark)
+			unpark_all_busy(l);
+		tmo = l->npark ? unpark(l) : -1;
 		if (l->draining && l->inflight == 0 && tsec__mono_ms() >= l->drain_until)
 			break;
 		if (busy)
 			continue;
+		if (l->draining && (tmo < 0 || tmo > 50))
+			tmo = 50;
 		for (int r = 0; r < 2; r++)
 			if (l->routers[r])
 				pf[n++] = (struct pollfd){ fd[r], POLLIN, 0 };
 		if (l->inflight > 0)
 			pf[n++] = (struct pollfd){ fd[2], POLLIN, 0 };
 		pf[n++] = (struct pollfd){ l->d->sigpipe[0], POLLIN, 0 };
-		if (poll(pf, (nfds_t)n, l->draining ? 50 : -1) < 0 && errno != EINTR)
+		if (poll(pf, (nfds_t)n, tmo) < 0 && errno != EINTR)
 			break;
 		if (pf[n - 1].revents & POLLIN)
 			on_signals(l);

@@ -261,6 +261,7 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 {
 	json_t *tmo = json_object_get(c->params, "timeout_ms");
 	uint64_t ttl = ttl_of(c), wait = 0;
+	struct tsec_lock_wait w;
 	struct tsec_lock lk;
 	struct tsec_error err;
 	char hex[33];
@@ -272,7 +273,7 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 		return tsec__fail(TSEC_EPROTO, "params.timeout_ms", "need a non-negative integer");
 	if (tmo)
 		wait = (uint64_t)json_integer_value(tmo);
-	/* A worker waits at most this long; longer waits retry. */
+	/* A call waits at most this long; longer waits retry. */
 	if (wait > TSEC_D_LOCK_WAIT_MAX_MS)
 		wait = TSEC_D_LOCK_WAIT_MAX_MS;
 	/* Refused before the backend is asked: no lock taken, no fence spent. */
@@ -281,10 +282,28 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 				  "this caller holds as many live locks through the broker as "
 				  "max_locks_per_caller allows");
 	memset(&lk, 0, sizeof(lk));
-	rc = wait ? tsec_lock_acquire(d->store, &c->p, tsec__param_str(c, "name"), ttl,
-				      wait, &lk, &err)
-		  : tsec_lock_try_acquire(d->store, &c->p, tsec__param_str(c, "name"), ttl,
-					  &lk, &err);
+	if (c->wait_in) {
+		/* A parked wait's next attempt: the name and the policy were
+		 * checked when it began. */
+		w = *c->wait_in;
+		rc = tsec_lock_wait_step(d->store, &w, &lk, &err);
+	} else if (wait && c->wait_out) {
+		rc = tsec_lock_wait_begin(d->store, &c->p, tsec__param_str(c, "name"), ttl, wait,
+					  &w, &lk, &err);
+	} else if (wait) {
+		rc = tsec_lock_acquire(d->store, &c->p, tsec__param_str(c, "name"), ttl, wait,
+				       &lk, &err);
+	} else {
+		rc = tsec_lock_try_acquire(d->store, &c->p, tsec__param_str(c, "name"), ttl,
+					   &lk, &err);
+	}
+	if (rc == TSEC_EBUSY && c->wait_out && (c->wait_in || wait)) {
+		/* Held: the loop keeps the call and steps it after the pause;
+		 * no worker waits. */
+		*c->wait_out = w;
+		c->parked = true;
+		return NULL;
+	}
 	if (!rc && (rc = tsec__held_put(&d->held, &lk, c->index, d->cfg.max_locks_per_caller))) {
 		/* Never hold a lock the broker could not release at exit. */
 		tsec_lock_release(d->store, &c->p, &lk, &err);

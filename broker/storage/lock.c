@@ -50,36 +50,70 @@ static int check(struct tsec_store *s, const struct tsec_principal *who, const c
 	return tsec__store_check(s, who, &r, 1, err);
 }
 
+/* A wait's first state: its deadline, its waiter id, the least backoff. */
+static void wait_init(struct tsec_lock_wait *w, const char *name, uint64_t ttl_ms,
+		      uint64_t timeout_ms)
+{
+	snprintf(w->name, sizeof(w->name), "%s", name);
+	w->ttl_ms = ttl_ms;
+	/* In nanoseconds: a deadline in whole milliseconds could end up to
+	 * one early. */
+	w->deadline_ns = tsec__deadline_after((int64_t)tsec__mono_ns(),
+					      timeout_ms > UINT64_MAX / 1000000
+					      ? UINT64_MAX : timeout_ms * 1000000);
+	w->backoff_ms = BACKOFF_MIN_MS;
+	w->pause_ms = 0;
+	randombytes_buf(w->waiter, sizeof(w->waiter));
+}
+
+/*
+ * One attempt as w's waiter.  TSEC_EBUSY with w->pause_ms set (jittered
+ * backoff, never past the deadline) while the lock is held and time is
+ * left; TSEC_ETIMEDOUT once the deadline has passed.
+ */
+static int attempt(struct tsec_store *s, struct tsec_lock_wait *w, struct tsec__lease *lease,
+		   struct tsec_error *err)
+{
+	int64_t left, nap;
+	int rc = s->be->ops->lock_try(s->be, w->name, w->ttl_ms, w->waiter, lease, err);
+
+	if (rc != TSEC_EBUSY)
+		return rc;
+	left = w->deadline_ns - (int64_t)tsec__mono_ns();
+	left = left <= 0 ? 0 : left / 1000000 + (left % 1000000 != 0);
+	if (left <= 0)
+		return tsec__seterr(err, TSEC_ETIMEDOUT, w->name,
+				    "lock still held when the deadline passed");
+	/* Jitter spreads waiters that started together. */
+	nap = w->backoff_ms / 2 + (int64_t)randombytes_uniform(w->backoff_ms / 2 + 1);
+	w->pause_ms = (uint32_t)(nap < left ? nap : left);
+	if (w->backoff_ms < BACKOFF_MAX_MS)
+		w->backoff_ms = w->backoff_ms * 2 < BACKOFF_MAX_MS ? w->backoff_ms * 2
+								   : BACKOFF_MAX_MS;
+	return TSEC_EBUSY;
+}
+
 int tsec__store_lock_take(struct tsec_store *s, const char *name, uint64_t ttl_ms,
 			  uint64_t timeout_ms, int wait, struct tsec__lease *lease,
 			  struct tsec_error *err)
 {
-	int64_t deadline_ns, backoff = BACKOFF_MIN_MS;
-	uint8_t me[16];
+	struct tsec_lock_wait w;
 	int rc;
 
-	randombytes_buf(me, sizeof(me));
-	/* In nanoseconds: a deadline in whole milliseconds could end up to
-	 * one early. */
-	deadline_ns = wait ? tsec__deadline_after((int64_t)tsec__mono_ns(),
-						   timeout_ms > UINT64_MAX / 1000000
-						   ? UINT64_MAX : timeout_ms * 1000000) : 0;
-	for (;;) {
-		int64_t left, nap;
-		rc = s->be->ops->lock_try(s->be, name, ttl_ms, wait ? me : NULL, lease, err);
-		if (rc != TSEC_EBUSY || !wait)
-			return rc;
-		left = deadline_ns - (int64_t)tsec__mono_ns();
-		left = left <= 0 ? 0 : left / 1000000 + (left % 1000000 != 0);
-		if (left <= 0)
-			return tsec__seterr(err, TSEC_ETIMEDOUT, name,
-					    "lock still held when the deadline passed");
-		/* Jitter spreads waiters that started together. */
-		nap = backoff / 2 + (int64_t)randombytes_uniform((uint32_t)backoff / 2 + 1);
-		tsec__nap_ms(nap < left ? nap : left);
-		if (backoff < BACKOFF_MAX_MS)
-			backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
-	}
+	if (!wait)
+		return s->be->ops->lock_try(s->be, name, ttl_ms, NULL, lease, err);
+	wait_init(&w, name, ttl_ms, timeout_ms);
+	while ((rc = attempt(s, &w, lease, err)) == TSEC_EBUSY)
+		tsec__nap_ms(w.pause_ms);
+	return rc;
+}
+
+static void fill(struct tsec_lock *out, const char *name, const struct tsec__lease *lease)
+{
+	snprintf(out->name, sizeof(out->name), "%s", name);
+	memcpy(out->token, lease->token, sizeof(out->token));
+	out->expires_ms = lease->expires_ms;
+	out->fence = lease->fence;
 }
 
 static int acquire(struct tsec_store *s, const struct tsec_principal *who, const char *name,
@@ -95,10 +129,7 @@ static int acquire(struct tsec_store *s, const struct tsec_principal *who, const
 	if ((rc = check(s, who, name, "lock.acquire", ttl_ms, true, err)) ||
 	    (rc = tsec__store_lock_take(s, name, ttl_ms, timeout_ms, wait, &lease, err)))
 		return rc;
-	snprintf(out->name, sizeof(out->name), "%s", name);
-	memcpy(out->token, lease.token, sizeof(out->token));
-	out->expires_ms = lease.expires_ms;
-	out->fence = lease.fence;
+	fill(out, name, &lease);
 	return 0;
 }
 
@@ -114,6 +145,41 @@ int tsec_lock_try_acquire(struct tsec_store *s, const struct tsec_principal *who
 			  struct tsec_error *err)
 {
 	return acquire(s, who, name, ttl_ms, 0, 0, out, err);
+}
+
+int tsec_lock_wait_begin(struct tsec_store *s, const struct tsec_principal *who,
+			 const char *name, uint64_t ttl_ms, uint64_t timeout_ms,
+			 struct tsec_lock_wait *w, struct tsec_lock *out,
+			 struct tsec_error *err)
+{
+	int rc;
+
+	if (!s || !w || !out)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store, wait or lock to fill");
+	memset(out, 0, sizeof(*out));
+	if ((rc = check(s, who, name, "lock.acquire", ttl_ms, true, err)))
+		return rc;
+	wait_init(w, name, ttl_ms, timeout_ms);
+	return tsec_lock_wait_step(s, w, out, err);
+}
+
+int tsec_lock_wait_step(struct tsec_store *s, struct tsec_lock_wait *w,
+			struct tsec_lock *out, struct tsec_error *err)
+{
+	struct tsec__lease lease;
+	size_t n;
+	int rc;
+
+	if (!s || !w || !out)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no store, wait or lock to fill");
+	/* What begin wrote: a name of one segment, terminated in its array. */
+	n = strnlen(w->name, sizeof(w->name));
+	if (n == 0 || n == sizeof(w->name) || memchr(w->name, '/', n) || w->ttl_ms == 0)
+		return tsec__seterr(err, TSEC_EINVAL, "", "not a wait tsec_lock_wait_begin began");
+	if ((rc = attempt(s, w, &lease, err)))
+		return rc;
+	fill(out, w->name, &lease);
+	return 0;
 }
 
 int tsec_lock_renew(struct tsec_store *s, const struct tsec_principal *who,

@@ -312,6 +312,42 @@ TSEC_API int tsec_lock_try_acquire(struct tsec_store *s,
 			  struct tsec_error *err);
 
 /*
+ * A wait for a lock made in the caller's own event loop, one attempt at
+ * a time, so that a waiting call holds no thread (tsec-broker parks its
+ * lock waits this way):
+ *
+ *	rc = tsec_lock_wait_begin(s, who, name, ttl_ms, timeout_ms, &w, &lk, &err);
+ *	while (rc == TSEC_EBUSY) {
+ *		... other work for w.pause_ms milliseconds ...
+ *		rc = tsec_lock_wait_step(s, &w, &lk, &err);
+ *	}
+ *
+ * begin checks the name and asks the policy, once for the whole wait as
+ * tsec_lock_acquire does, then makes the first attempt; each step is one
+ * more attempt as the same waiter, which keeps the lock's one queue slot
+ * while it asks again within 250 ms (waiters are then served before
+ * newcomers).  Returns 0 (acquired, *out filled), TSEC_EBUSY (held: step
+ * again after w->pause_ms), TSEC_ETIMEDOUT (timeout_ms passed, no
+ * attempt after it) or another error.  w is plain data: it may be copied
+ * and stepped from another thread, one step at a time.
+ */
+struct tsec_lock_wait {
+	char name[TSEC_LOCK_NAME_MAX + 1];
+	uint64_t ttl_ms;
+	int64_t deadline_ns;         /* monotonic clock */
+	uint32_t backoff_ms;         /* grows from 1 to 50 */
+	uint32_t pause_ms;           /* before the next step */
+	uint8_t waiter[16];          /* this wait's id in the lock's queue */
+};
+
+TSEC_API int tsec_lock_wait_begin(struct tsec_store *s, const struct tsec_principal *who,
+				  const char *name, uint64_t ttl_ms, uint64_t timeout_ms,
+				  struct tsec_lock_wait *w, struct tsec_lock *out,
+				  struct tsec_error *err);
+TSEC_API int tsec_lock_wait_step(struct tsec_store *s, struct tsec_lock_wait *w,
+				 struct tsec_lock *out, struct tsec_error *err);
+
+/*
  * Extends the lease of a lock this caller holds to now + ttl_ms.
  * TSEC_ENOTOWNER when the lease has ended (whether or not someone took
  * the lock since) or the lock holds another token.  Tokens are compared
