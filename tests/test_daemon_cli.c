@@ -460,11 +460,23 @@ static void test_daemon_fenced_writes(void **state)
 	tsec_client_close(&c);
 }
 
+/* A caller waiting for the lock "held" (a minute): its answer's code. */
+static void *wait_held(void *arg)
+{
+	struct tsec_client *c = client("good", 120000);
+	struct tsec_error err;
+
+	*(int *)arg = tsec_client_call(c, "lock.acquire", "{\"name\": \"held\", \"ttl_ms\": "
+				       "600000, \"timeout_ms\": 60000}", NULL, &err);
+	tsec_client_close(&c);
+	return NULL;
+}
+
 static void test_daemon_sigterm_burst(void **state)
 {
 	struct burst b = { 0 };
-	pthread_t th[4];
-	int st;
+	pthread_t th[4], wt[2];
+	int st, waited[2] = { 1, 1 };
 	(void)state;
 
 	/*
@@ -496,6 +508,12 @@ static void test_daemon_sigterm_burst(void **state)
 		assert_true(now >= 1 && now <= live_before + 1);
 	}
 
+	/* Two callers wait for it, kept by the broker's loop. */
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&wt[i], NULL, wait_held, &waited[i]), 0);
+	TU_WAIT(stat_of("lock_waits") == 2);
+	assert_int_equal(stat_of("lock_waits"), 2);
+
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, burst_main, &b), 0);
 	/* Calls under way, then the signal. */
@@ -503,6 +521,12 @@ static void test_daemon_sigterm_burst(void **state)
 	assert_int_equal(kill(D.pid, SIGTERM), 0);
 	for (int i = 0; i < 4; i++)
 		pthread_join(th[i], NULL);
+	/* The waiters are answered "busy" at once, not left to their minute
+	 * (nor given the lock the broker lets go). */
+	for (int i = 0; i < 2; i++) {
+		pthread_join(wt[i], NULL);
+		assert_int_equal(waited[i], TSEC_EBUSY);
+	}
 	assert_int_equal(tu_waitpid(D.pid, &st), D.pid);
 	D.pid = -1;
 	assert_true(WIFEXITED(st));
@@ -510,10 +534,17 @@ static void test_daemon_sigterm_burst(void **state)
 	assert_int_equal(atomic_load(&b.timeouts), 0);
 	assert_int_equal(atomic_load(&b.stopped), 4);
 	assert_true(atomic_load(&b.answered) > 4);
-	/* The lock file is gone. */
-	char path[256];
+	/* Released: the lock file is gone, or kept (for the waiters that
+	 * queued) with no holder's token. */
+	char path[256], text[512] = "";
 	snprintf(path, sizeof(path), "%s/store/.tsec-locks/held.lock", D.dir);
-	assert_int_equal(access(path, F_OK), -1);
+	FILE *f = fopen(path, "r");
+	if (f) {
+		size_t n = fread(text, 1, sizeof(text) - 1, f);
+		text[n] = '\0';
+		fclose(f);
+		assert_non_null(strstr(text, "\ntoken 00000000000000000000000000000000\n"));
+	}
 }
 
 int main(void)
