@@ -8,6 +8,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <dirent.h>
 #include <sys/stat.h>
@@ -612,12 +614,118 @@ static void test_daemon_lock_waits(void **state)
 	tsec_client_close(&good);
 }
 
+/* A store.put_many of two values as "good": its answer's code. */
+static void *put_two(void *arg)
+{
+	struct tsec_client *c = client("good", 120000);
+	struct tsec_error err;
+
+	*(int *)arg = tsec_client_call(c, "store.put_many", "{\"puts\": ["
+		"{\"key\": \"certificates/acme/full/a.json\", \"value\": \"A\"},"
+		"{\"key\": \"certificates/acme/full/b.json\", \"value\": \"B\"}]}", NULL, &err);
+	tsec_client_close(&c);
+	return NULL;
+}
+
+static long put_many_calls(void)
+{
+	json_t *j = stats();
+	long v = (long)json_integer_value(json_object_get(json_object_get(j, "by_method"),
+							  "store.put_many"));
+
+	json_decref(j);
+	return v;
+}
+
+/*
+ * Workers that cannot move (all three wait on the store's commit flock,
+ * which this test holds) never stop the loop: it takes 4,096 calls for
+ * them and answers the rest "busy" at once, and a Check is still
+ * answered.  Before, the loop sent to the workers with ZeroMQ's
+ * high-water marks (about 2,000 a worker), then blocked in the send,
+ * and every caller's Check waited with it.
+ */
+static void test_daemon_workers_full(void **state)
+{
+	enum { FLOOD = 5000, CAP = 4096 };
+	struct tsec_client *good = client("good", 10000);
+	char path[256], msg[160], buf[512];
+	int fd, rc[3] = { 1, 1, 1 }, zero = 0, tmo = 60000, ok = 0, busy = 0;
+	long before = put_many_calls();
+	struct tsec_decision d;
+	struct tsec_error err;
+	pthread_t t[3];
+	void *ctx, *s;
+	(void)state;
+
+	snprintf(path, sizeof(path), "%s/store/.tsec-journal/.tsec-commit", D.dir);
+	assert_true((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0);
+	assert_int_equal(flock(fd, LOCK_EX), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, put_two, &rc[i]), 0);
+	/* Each in a worker of its own, waiting on the flock. */
+	TU_WAIT(put_many_calls() == before + 3);
+	assert_int_equal(put_many_calls(), before + 3);
+
+	ctx = zmq_ctx_new();
+	s = zmq_socket(ctx, ZMQ_DEALER);
+	zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof(zero));
+	zmq_setsockopt(s, ZMQ_RCVHWM, &zero, sizeof(zero));
+	zmq_setsockopt(s, ZMQ_RCVTIMEO, &tmo, sizeof(tmo));
+	assert_int_equal(zmq_connect(s, D.ipc), 0);
+	for (int i = 0; i < FLOOD; i++) {
+		int n = snprintf(msg, sizeof(msg), "{\"id\": %d, \"method\": \"store.exists\", "
+				 "\"params\": {\"key\": \"certificates/acme/full/a.json\"}}", i);
+		assert_int_equal(zmq_send(s, "", 0, ZMQ_SNDMORE), 0);
+		assert_int_equal(zmq_send(s, msg, (size_t)n, 0), n);
+	}
+	/* The loop answers the ones past the cap at once... */
+	for (int i = 0; i < FLOOD - (CAP - 3); i++) {
+		int n;
+		do {
+			n = zmq_recv(s, buf, sizeof(buf) - 1, 0);
+		} while (n == 0);
+		assert_true(n > 0);
+		buf[n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1] = '\0';
+		if (!strstr(buf, "\"busy\""))
+			fail_msg("reply %d while the workers are stuck: %s", i, buf);
+		busy++;
+	}
+	/* ...and still decides. */
+	assert_int_equal(tsec_client_check(good, &load_req, 1, &d, &err), 0);
+	assert_int_equal(d.status, TSEC_STATUS_ALLOWED);
+	/* Free: the 4,093 it took are answered. */
+	flock(fd, LOCK_UN);
+	close(fd);
+	while (ok < CAP - 3) {
+		int n;
+		do {
+			n = zmq_recv(s, buf, sizeof(buf) - 1, 0);
+		} while (n == 0);
+		assert_true(n > 0);
+		buf[n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1] = '\0';
+		if (!strstr(buf, "\"exists\":true"))
+			fail_msg("reply after the workers moved: %s", buf);
+		ok++;
+	}
+	assert_int_equal(busy, FLOOD - (CAP - 3));
+	for (int i = 0; i < 3; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(rc[i], 0);
+	}
+	zmq_close(s);
+	zmq_ctx_term(ctx);
+	tsec_client_close(&good);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_daemon_callers),
 		cmocka_unit_test(test_daemon_lock_quota),
 		cmocka_unit_test(test_daemon_lock_waits),
+		cmocka_unit_test(test_daemon_workers_full),
 		cmocka_unit_test(test_daemon_unknown_key),
 		cmocka_unit_test(test_daemon_metrics),
 		cmocka_unit_test(test_daemon_principal_claim),

@@ -41,6 +41,7 @@
 #define TSEC_D_LOCKS_PER_CALLER 256      /* default share of the table, per caller */
 #define TSEC_D_LOCK_WAIT_MAX_MS 30000
 #define TSEC_D_MAX_PARKED 4096           /* lock waits the loop keeps, in all */
+#define TSEC_D_MAX_INFLIGHT 4096         /* calls handed to the workers, queued or running */
 #define TSEC_D_DRAIN_LINGER_MS 300
 #define TSEC_D_FLEET_STALE_MS 30000      /* health: the fleet bundle unread this long */
 

@@ -101,6 +101,9 @@ static void *worker_main(void *arg)
 	tsec__block_signals();
 	zmq_setsockopt(in, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_setsockopt(out, ZMQ_LINGER, &zero, sizeof(zero));
+	/* No high-water mark: the loop bounds the calls in flight. */
+	zmq_setsockopt(in, ZMQ_RCVHWM, &zero, sizeof(zero));
+	zmq_setsockopt(out, ZMQ_SNDHWM, &zero, sizeof(zero));
 	if (zmq_connect(in, TSEC_D_WORK_ENDPOINT) || zmq_connect(out, TSEC_D_REPLY_ENDPOINT))
 		goto out;
 	for (;;) {
@@ -173,13 +176,19 @@ out:
 static void *make_router(struct tsec__daemon *d, int curve)
 {
 	void *s = zmq_socket(d->zmq, ZMQ_ROUTER);
-	int one = 1, zero = 0;
+	int one = 1, zero = 0, hwm = 2 * TSEC_D_MAX_INFLIGHT;
 	int64_t max = (int64_t)d->cfg.max_message * 2 + 4096;
 
 	zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
 	/* Past twice the configured maximum a peer is cut off; between the
 	 * two, it gets an error reply. */
 	zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof(max));
+	/* Room, per client, for the answers of every call the workers may
+	 * hold (TSEC_D_MAX_INFLIGHT) and as many again: a ROUTER drops what
+	 * finds its queue full, and an answer the broker took a call for
+	 * must reach a client that reads, even while ZeroMQ's I/O thread
+	 * lags behind the loop. */
+	zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof(hwm));
 	if (curve) {
 		zmq_setsockopt(s, ZMQ_CURVE_SERVER, &one, sizeof(one));
 		zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, d->cfg.server_secret, 40);
@@ -389,6 +398,15 @@ static int from_client(struct loop *l, int r)
 						     zmq_msg_data(&payload),
 						     zmq_msg_size(&payload));
 			send_client_owned(router, &ident, reply);
+		} else if (l->inflight >= TSEC_D_MAX_INFLIGHT) {
+			/* The workers have all they may queue: refused now
+			 * rather than the loop waiting on them. */
+			char *reply = tsec__error_reply_to(zmq_msg_data(&payload), zmq_msg_size(&payload),
+							   TSEC_EBUSY, "the broker's workers have as many "
+							   "calls queued as it allows: try again");
+			atomic_fetch_add(&l->d->st.errors, 1);
+			send_client(router, &ident, reply ? reply : "", reply ? strlen(reply) : 0);
+			free(reply);
 		} else {
 			unsigned char ix = (unsigned char)r;
 			zmq_msg_send(&ident, l->work, ZMQ_SNDMORE);
@@ -483,7 +501,13 @@ static int unpark(struct loop *l)
 	for (size_t i = 0; i < l->npark;) {
 		struct parked *p = l->park[i];
 
-		if (p->wake_ms > now) {
+		if (p->wake_ms > now || l->inflight >= TSEC_D_MAX_INFLIGHT) {
+			/* Not due, or due while the workers are full: a reply
+			 * wakes the loop then. */
+			if (p->wake_ms <= now) {
+				i++;
+				continue;
+			}
 			if (next < 0 || p->wake_ms - now < next)
 				next = p->wake_ms - now;
 			i++;
@@ -680,6 +704,10 @@ int tsec__serve(struct tsec__daemon *d)
 	l.replies = zmq_socket(d->zmq, ZMQ_PULL);
 	zmq_setsockopt(l.work, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_setsockopt(l.replies, ZMQ_LINGER, &zero, sizeof(zero));
+	/* No high-water mark, so that a send to the workers never blocks the
+	 * loop: it bounds the calls in flight itself (TSEC_D_MAX_INFLIGHT). */
+	zmq_setsockopt(l.work, ZMQ_SNDHWM, &zero, sizeof(zero));
+	zmq_setsockopt(l.replies, ZMQ_RCVHWM, &zero, sizeof(zero));
 	if (zmq_bind(l.work, TSEC_D_WORK_ENDPOINT) || zmq_bind(l.replies, TSEC_D_REPLY_ENDPOINT))
 		goto stop;
 	for (; nworkers < d->cfg.workers; nworkers++)
