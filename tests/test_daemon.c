@@ -145,6 +145,33 @@ static void test_daemon_metrics(void **state)
  */
 #define TSEC_D_QUOTA 256 /* max_locks_per_caller's default */
 
+/*
+ * lock.acquire of `name` (a lease of a minute; waiting wait_ms when > 0)
+ * as c: its code, and on success the lock.release params that give it
+ * back, into release.
+ */
+static int take_lock(struct tsec_client *c, const char *name, int wait_ms, char *release,
+		     size_t cap, struct tsec_error *err)
+{
+	char params[160], *res = NULL;
+	json_t *j;
+	int rc;
+
+	if (wait_ms > 0)
+		snprintf(params, sizeof(params), "{\"name\": \"%s\", \"ttl_ms\": 60000,"
+			 " \"timeout_ms\": %d}", name, wait_ms);
+	else
+		snprintf(params, sizeof(params), "{\"name\": \"%s\", \"ttl_ms\": 60000}", name);
+	if ((rc = tsec_client_call(c, "lock.acquire", params, &res, err)))
+		return rc;
+	assert_non_null(j = json_loads(res, 0, NULL));
+	snprintf(release, cap, "{\"name\": \"%s\", \"token\": \"%s\"}", name,
+		 json_string_value(json_object_get(j, "token")));
+	json_decref(j);
+	free(res);
+	return 0;
+}
+
 static void test_daemon_lock_quota(void **state)
 {
 	struct tsec_client *good = client("good", 5000), *bad = client("bad", 5000);
@@ -168,13 +195,7 @@ static void test_daemon_lock_quota(void **state)
 		"{\"name\": \"quota-over\", \"ttl_ms\": 600000}", NULL, &err), TSEC_EBUSY);
 	assert_non_null(strstr(err.msg, "max_locks_per_caller"));
 	/* Nothing was taken for the refused call: another caller could. */
-	assert_int_equal(tsec_client_call(bad, "lock.acquire",
-		"{\"name\": \"other-1\", \"ttl_ms\": 600000}", &res, &err), 0);
-	assert_non_null(j = json_loads(res, 0, NULL));
-	snprintf(params, sizeof(params), "{\"name\": \"other-1\", \"token\": \"%s\"}",
-		 json_string_value(json_object_get(j, "token")));
-	json_decref(j);
-	free(res);
+	assert_int_equal(take_lock(bad, "other-1", 0, params, sizeof(params), &err), 0);
 	assert_int_equal(tsec_client_call(bad, "lock.release", params, NULL, &err), 0);
 	/* A release makes room for one more. */
 	snprintf(params, sizeof(params), "{\"name\": \"quota-0\", \"token\": \"%s\"}", tokens[0]);
@@ -539,21 +560,12 @@ static void *wait_for_lock(void *arg)
 	struct waiter *w = arg;
 	struct tsec_client *c = client(w->who, 120000);
 	struct tsec_error err;
-	char params[160], *res = NULL;
-	json_t *j;
+	char release[160];
 
-	snprintf(params, sizeof(params), "{\"name\": \"other-parked\", \"ttl_ms\": 60000,"
-		 " \"timeout_ms\": %d}", w->wait_ms);
-	w->acquired = tsec_client_call(c, "lock.acquire", params, &res, &err);
+	w->acquired = take_lock(c, "other-parked", w->wait_ms, release, sizeof(release), &err);
 	snprintf(w->msg, sizeof(w->msg), "%s", w->acquired ? err.msg : "");
-	if (!w->acquired) {
-		j = json_loads(res, 0, NULL);
-		snprintf(params, sizeof(params), "{\"name\": \"other-parked\", \"token\": \"%s\"}",
-			 json_string_value(json_object_get(j, "token")));
-		json_decref(j);
-		w->released = tsec_client_call(c, "lock.release", params, NULL, &err);
-	}
-	free(res);
+	if (!w->acquired)
+		w->released = tsec_client_call(c, "lock.release", release, NULL, &err);
 	tsec_client_close(&c);
 	return NULL;
 }
@@ -575,17 +587,10 @@ static void test_daemon_lock_waits(void **state)
 		{ .who = "bad", .wait_ms = 60000 }, { .who = "good", .wait_ms = 1 },
 	};
 	struct tsec_error err;
-	char params[160], *res;
-	json_t *j;
+	char params[160];
 	(void)state;
 
-	assert_int_equal(tsec_client_call(good, "lock.acquire",
-		"{\"name\": \"other-parked\", \"ttl_ms\": 60000}", &res, &err), 0);
-	assert_non_null(j = json_loads(res, 0, NULL));
-	snprintf(params, sizeof(params), "{\"name\": \"other-parked\", \"token\": \"%s\"}",
-		 json_string_value(json_object_get(j, "token")));
-	json_decref(j);
-	free(res);
+	assert_int_equal(take_lock(good, "other-parked", 0, params, sizeof(params), &err), 0);
 	/* The short one first: its deadline passes while the lock is held. */
 	assert_int_equal(pthread_create(&w[5].t, NULL, wait_for_lock, &w[5]), 0);
 	assert_int_equal(pthread_join(w[5].t, NULL), 0);
@@ -625,6 +630,18 @@ static void *put_two(void *arg)
 		"{\"key\": \"certificates/acme/full/b.json\", \"value\": \"B\"}]}", NULL, &err);
 	tsec_client_close(&c);
 	return NULL;
+}
+
+/* The next answer on a raw DEALER (its delimiter skipped), as a string. */
+static void next_reply(void *s, char *buf, size_t cap)
+{
+	int n;
+
+	do {
+		n = zmq_recv(s, buf, cap - 1, 0);
+	} while (n == 0);
+	assert_true(n > 0);
+	buf[(size_t)n < cap ? (size_t)n : cap - 1] = '\0';
 }
 
 static long put_many_calls(void)
@@ -682,12 +699,7 @@ static void test_daemon_workers_full(void **state)
 	}
 	/* The loop answers the ones past the cap at once... */
 	for (int i = 0; i < FLOOD - (CAP - 3); i++) {
-		int n;
-		do {
-			n = zmq_recv(s, buf, sizeof(buf) - 1, 0);
-		} while (n == 0);
-		assert_true(n > 0);
-		buf[n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1] = '\0';
+		next_reply(s, buf, sizeof(buf));
 		if (!strstr(buf, "\"busy\""))
 			fail_msg("reply %d while the workers are stuck: %s", i, buf);
 		busy++;
@@ -699,12 +711,7 @@ static void test_daemon_workers_full(void **state)
 	flock(fd, LOCK_UN);
 	close(fd);
 	while (ok < CAP - 3) {
-		int n;
-		do {
-			n = zmq_recv(s, buf, sizeof(buf) - 1, 0);
-		} while (n == 0);
-		assert_true(n > 0);
-		buf[n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1] = '\0';
+		next_reply(s, buf, sizeof(buf));
 		if (!strstr(buf, "\"exists\":true"))
 			fail_msg("reply after the workers moved: %s", buf);
 		ok++;
