@@ -10,6 +10,7 @@
  *   methods.c    the method table and the policy, health and stats calls
  *   storage.c    the store.* and lock.* calls
  *   held.c       the locks taken through the broker, released at exit
+ *   queue.c      the calls waiting for a worker, each caller's in turn
  *   dispatch.c   one call: parse, authenticate, look up, run, reply
  *   serve.c      sockets, workers and the event loop
  *   declog.c     the decision log writer
@@ -41,7 +42,8 @@
 #define TSEC_D_LOCKS_PER_CALLER 256      /* default share of the table, per caller */
 #define TSEC_D_LOCK_WAIT_MAX_MS 30000
 #define TSEC_D_MAX_PARKED 4096           /* lock waits the loop keeps, in all */
-#define TSEC_D_MAX_INFLIGHT 4096         /* calls handed to the workers, queued or running */
+#define TSEC_D_MAX_QUEUED 4096           /* calls the loop holds for its workers */
+#define TSEC_D_QUEUED_PER_CALLER 1024    /* of which one caller's */
 #define TSEC_D_DRAIN_LINGER_MS 300
 #define TSEC_D_FLEET_STALE_MS 30000      /* health: the fleet bundle unread this long */
 

@@ -28,6 +28,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/jsonw.h"
+#include "broker/daemon/queue.h"
 
 /* The process's daemon, for the signal handler only. */
 static struct tsec__daemon *signalled;
@@ -91,10 +92,17 @@ static int caller_of(const char *user, size_t n)
 	return v;
 }
 
+/* A worker: the daemon and its place among the workers. */
+struct worker_arg {
+	struct tsec__daemon *d;
+	int index;
+};
+
 static void *worker_main(void *arg)
 {
-	struct tsec__daemon *d = arg;
+	struct tsec__daemon *d = ((struct worker_arg *)arg)->d;
 	void *in = zmq_socket(d->zmq, ZMQ_PULL), *out = zmq_socket(d->zmq, ZMQ_PUSH);
+	char ep[64];
 	int zero = 0;
 
 	pthread_setname_np(pthread_self(), "tsec-worker");
@@ -104,11 +112,13 @@ static void *worker_main(void *arg)
 	/* No high-water mark: the loop bounds the calls in flight. */
 	zmq_setsockopt(in, ZMQ_RCVHWM, &zero, sizeof(zero));
 	zmq_setsockopt(out, ZMQ_SNDHWM, &zero, sizeof(zero));
-	if (zmq_connect(in, TSEC_D_WORK_ENDPOINT) || zmq_connect(out, TSEC_D_REPLY_ENDPOINT))
+	/* Its own socket: the loop hands a call only to a worker that is free. */
+	snprintf(ep, sizeof(ep), TSEC_D_WORK_ENDPOINT "-%d", ((struct worker_arg *)arg)->index);
+	if (zmq_connect(in, ep) || zmq_connect(out, TSEC_D_REPLY_ENDPOINT))
 		goto out;
 	for (;;) {
-		/* Frames: client identity, router index, caller, payload, and
-		 * for a parked lock wait's next attempt, its wait. */
+		/* Frames: client identity, router and worker index, caller,
+		 * payload, and for a parked lock wait's next attempt, its wait. */
 		zmq_msg_t f[5];
 		int n = 0, more = 1;
 		size_t msz = sizeof(more);
@@ -176,7 +186,7 @@ out:
 static void *make_router(struct tsec__daemon *d, int curve)
 {
 	void *s = zmq_socket(d->zmq, ZMQ_ROUTER);
-	int one = 1, zero = 0, hwm = 2 * TSEC_D_MAX_INFLIGHT;
+	int one = 1, zero = 0, hwm = 2 * TSEC_D_MAX_QUEUED;
 	int64_t max = (int64_t)d->cfg.max_message * 2 + 4096;
 
 	zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
@@ -184,7 +194,7 @@ static void *make_router(struct tsec__daemon *d, int curve)
 	 * two, it gets an error reply. */
 	zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof(max));
 	/* Room, per client, for the answers of every call the workers may
-	 * hold (TSEC_D_MAX_INFLIGHT) and as many again: a ROUTER drops what
+	 * hold (TSEC_D_MAX_QUEUED) and as many again: a ROUTER drops what
 	 * finds its queue full, and an answer the broker took a call for
 	 * must reach a client that reads, even while ZeroMQ's I/O thread
 	 * lags behind the loop. */
@@ -333,27 +343,55 @@ static int recv_client(void *router, zmq_msg_t *ident, zmq_msg_t *payload, int *
 	return 0;
 }
 
-/* A lock.acquire waiting for a held lock, kept by the loop between
- * attempts: no worker is held while it waits. */
-struct parked {
-	zmq_msg_t ident, user, payload;
-	unsigned char ix;            /* its router */
-	int caller;
-	int64_t wake_ms;             /* its next attempt, monotonic */
-	struct tsec_lock_wait w;
-};
-
 struct loop {
 	struct tsec__daemon *d;
 	void *routers[2];            /* [0] CURVE, [1] ipc by uid */
-	void *work, *replies;
+	void *work[TSEC_D_MAX_WORKERS], *replies;
+	int nworkers;
+	unsigned char idle[TSEC_D_MAX_WORKERS]; /* the workers free now */
+	int nidle;
+	struct tsec__jobq q;         /* the calls waiting for one */
 	struct tsec__jw reply;       /* a fast Check's reply, its buffer reused */
 	int draining;
-	long inflight;
+	long inflight;               /* calls the workers hold: nworkers - nidle */
 	int64_t drain_until;
-	struct parked *park[TSEC_D_MAX_PARKED];
+	/* lock.acquire calls waiting for a held lock, until their next
+	 * attempt: no worker is held while they wait. */
+	struct tsec__job *park[TSEC_D_MAX_PARKED];
 	size_t npark;
 };
+
+/* Answers a call the loop holds with an error. */
+static void refuse(struct loop *l, int r, zmq_msg_t *ident, const zmq_msg_t *payload, int code,
+		   const char *msg)
+{
+	char *reply = tsec__error_reply_to(zmq_msg_data((zmq_msg_t *)payload),
+					   zmq_msg_size((zmq_msg_t *)payload), code, msg);
+
+	if (r >= 0 && r < 2 && l->routers[r])
+		send_client(l->routers[r], ident, reply ? reply : "", reply ? strlen(reply) : 0);
+	free(reply);
+}
+
+/* Hands queued calls to the free workers, the callers in turn. */
+static void schedule(struct loop *l)
+{
+	struct tsec__job *j;
+
+	while (l->nidle > 0 && (j = tsec__jobq_pop(&l->q))) {
+		unsigned char ix[2] = { j->ix, l->idle[--l->nidle] };
+		void *w = l->work[ix[1]];
+
+		zmq_msg_send(&j->ident, w, ZMQ_SNDMORE);
+		zmq_send(w, ix, 2, ZMQ_SNDMORE);
+		zmq_msg_send(&j->user, w, ZMQ_SNDMORE);
+		zmq_msg_send(&j->payload, w, j->has_wait ? ZMQ_SNDMORE : 0);
+		if (j->has_wait)
+			zmq_send(w, &j->w, sizeof(j->w), 0);
+		tsec__job_free(j);
+		l->inflight++;
+	}
+}
 
 /* Reads one client message and runs it, inline or on a worker.  0 when
  * nothing was waiting. */
@@ -398,22 +436,26 @@ static int from_client(struct loop *l, int r)
 						     zmq_msg_data(&payload),
 						     zmq_msg_size(&payload));
 			send_client_owned(router, &ident, reply);
-		} else if (l->inflight >= TSEC_D_MAX_INFLIGHT) {
-			/* The workers have all they may queue: refused now
-			 * rather than the loop waiting on them. */
-			char *reply = tsec__error_reply_to(zmq_msg_data(&payload), zmq_msg_size(&payload),
-							   TSEC_EBUSY, "the broker's workers have as many "
-							   "calls queued as it allows: try again");
-			atomic_fetch_add(&l->d->st.errors, 1);
-			send_client(router, &ident, reply ? reply : "", reply ? strlen(reply) : 0);
-			free(reply);
 		} else {
-			unsigned char ix = (unsigned char)r;
-			zmq_msg_send(&ident, l->work, ZMQ_SNDMORE);
-			zmq_send(l->work, &ix, 1, ZMQ_SNDMORE);
-			zmq_send(l->work, user ? user : "", ulen, ZMQ_SNDMORE);
-			zmq_msg_send(&payload, l->work, 0);
-			l->inflight++;
+			/* For a worker: queued behind the caller's own calls. */
+			struct tsec__job *j;
+			zmq_msg_t u;
+
+			zmq_msg_init_size(&u, ulen);
+			if (ulen)
+				memcpy(zmq_msg_data(&u), user, ulen);
+			j = tsec__job_new(&ident, &u, &payload, (unsigned char)r, caller);
+			zmq_msg_close(&u);
+			if (!j || tsec__jobq_push(&l->q, j, false)) {
+				/* Refused now rather than the loop holding more
+				 * than it may. */
+				refuse(l, r, j ? &j->ident : &ident, j ? &j->payload : &payload,
+				       TSEC_EBUSY, "the broker holds as many calls for its workers as it "
+				       "allows (for this caller or in all): try again");
+				atomic_fetch_add(&l->d->st.errors, 1);
+				tsec__job_free(j);
+			}
+			schedule(l);
 		}
 	}
 	zmq_msg_close(&payload);
@@ -421,27 +463,8 @@ static int from_client(struct loop *l, int r)
 	return 1;
 }
 
-/* Sends every reply the workers have finished back to its client. */
-/* Answers a call the loop holds (a parked one) with an error. */
-static void refuse(struct loop *l, int r, zmq_msg_t *ident, const zmq_msg_t *payload, int code,
-		   const char *msg)
+static void park_drop(struct loop *l, size_t i)
 {
-	char *reply = tsec__error_reply_to(zmq_msg_data((zmq_msg_t *)payload),
-					   zmq_msg_size((zmq_msg_t *)payload), code, msg);
-
-	if (r >= 0 && r < 2 && l->routers[r])
-		send_client(l->routers[r], ident, reply ? reply : "", reply ? strlen(reply) : 0);
-	free(reply);
-}
-
-static void park_free(struct loop *l, size_t i)
-{
-	struct parked *p = l->park[i];
-
-	zmq_msg_close(&p->ident);
-	zmq_msg_close(&p->user);
-	zmq_msg_close(&p->payload);
-	free(p);
 	l->park[i] = l->park[--l->npark];
 }
 
@@ -455,21 +478,21 @@ static void park(struct loop *l, int r, zmq_msg_t *ident, zmq_msg_t *payload, zm
 		 zmq_msg_t *wait)
 {
 	int caller = caller_of(zmq_msg_data(user), zmq_msg_size(user));
-	struct parked *p;
-	size_t mine = 0;
-
+	struct tsec__job *j = NULL;
 	const char *no = NULL;
 	int code = TSEC_EBUSY;
+	size_t mine = 0;
 
 	for (size_t i = 0; i < l->npark; i++)
 		mine += l->park[i]->caller == caller;
-	if (zmq_msg_size(wait) != sizeof(p->w) || r < 0 || r > 1) {
+	if (zmq_msg_size(wait) != sizeof(j->w) || r < 0 || r > 1) {
 		code = TSEC_EPROTO;
 		no = "a lock wait came back malformed";
 	} else if (l->draining) {
 		no = "shutting down";
 	} else if (l->npark >= TSEC_D_MAX_PARKED ||
-		   mine >= (size_t)l->d->cfg.max_locks_per_caller || !(p = malloc(sizeof(*p)))) {
+		   mine >= (size_t)l->d->cfg.max_locks_per_caller ||
+		   !(j = tsec__job_new(ident, user, payload, (unsigned char)r, caller))) {
 		no = "the lock is held, and this broker holds as many waits for locks as it "
 		     "may (for this caller or in all): try again later";
 	}
@@ -479,48 +502,32 @@ static void park(struct loop *l, int r, zmq_msg_t *ident, zmq_msg_t *payload, zm
 		refuse(l, r, ident, payload, code, no);
 		return;
 	}
-	memcpy(&p->w, zmq_msg_data(wait), sizeof(p->w));
-	p->ix = (unsigned char)r;
-	p->caller = caller;
-	p->wake_ms = tsec__mono_ms() + p->w.pause_ms;
-	zmq_msg_init(&p->ident);
-	zmq_msg_init(&p->user);
-	zmq_msg_init(&p->payload);
-	zmq_msg_move(&p->ident, ident);
-	zmq_msg_move(&p->user, user);
-	zmq_msg_move(&p->payload, payload);
-	l->park[l->npark++] = p;
+	j->has_wait = true;
+	memcpy(&j->w, zmq_msg_data(wait), sizeof(j->w));
+	j->wake_ms = tsec__mono_ms() + j->w.pause_ms;
+	l->park[l->npark++] = j;
 }
 
-/* Hands each parked wait that is due to a worker for its next attempt;
- * returns the milliseconds until the next one is due (-1: none). */
+/* Queues each parked wait that is due for its next attempt (ahead of
+ * the shares: the broker took it already); returns the milliseconds
+ * until the next one is due (-1: none). */
 static int unpark(struct loop *l)
 {
 	int64_t now = tsec__mono_ms(), next = -1;
 
 	for (size_t i = 0; i < l->npark;) {
-		struct parked *p = l->park[i];
+		struct tsec__job *j = l->park[i];
 
-		if (p->wake_ms > now || l->inflight >= TSEC_D_MAX_INFLIGHT) {
-			/* Not due, or due while the workers are full: a reply
-			 * wakes the loop then. */
-			if (p->wake_ms <= now) {
-				i++;
-				continue;
-			}
-			if (next < 0 || p->wake_ms - now < next)
-				next = p->wake_ms - now;
+		if (j->wake_ms > now) {
+			if (next < 0 || j->wake_ms - now < next)
+				next = j->wake_ms - now;
 			i++;
 			continue;
 		}
-		zmq_msg_send(&p->ident, l->work, ZMQ_SNDMORE);
-		zmq_send(l->work, &p->ix, 1, ZMQ_SNDMORE);
-		zmq_msg_send(&p->user, l->work, ZMQ_SNDMORE);
-		zmq_msg_send(&p->payload, l->work, ZMQ_SNDMORE);
-		zmq_send(l->work, &p->w, sizeof(p->w), 0);
-		l->inflight++;
-		park_free(l, i); /* the last one moves to i */
+		park_drop(l, i); /* the last one moves to i */
+		tsec__jobq_push(&l->q, j, true);
 	}
+	schedule(l);
 	return next < 0 ? -1 : next > INT32_MAX ? INT32_MAX : (int)next;
 }
 
@@ -528,10 +535,11 @@ static int unpark(struct loop *l)
 static void unpark_all_busy(struct loop *l)
 {
 	while (l->npark) {
-		struct parked *p = l->park[l->npark - 1];
+		struct tsec__job *j = l->park[l->npark - 1];
 
-		refuse(l, p->ix, &p->ident, &p->payload, TSEC_EBUSY, "shutting down");
-		park_free(l, l->npark - 1);
+		refuse(l, j->ix, &j->ident, &j->payload, TSEC_EBUSY, "shutting down");
+		park_drop(l, l->npark - 1);
+		tsec__job_free(j);
 		atomic_fetch_sub(&l->d->lock_waits, 1);
 	}
 }
@@ -555,7 +563,14 @@ static void from_workers(struct loop *l)
 		zmq_msg_recv(&ix, l->replies, 0);
 		zmq_msg_recv(&body, l->replies, 0);
 		zmq_getsockopt(l->replies, ZMQ_RCVMORE, &more, &msz);
-		r = zmq_msg_size(&ix) == 1 ? *(unsigned char *)zmq_msg_data(&ix) : -1;
+		r = zmq_msg_size(&ix) == 2 ? *(unsigned char *)zmq_msg_data(&ix) : -1;
+		if (r >= 0) {
+			/* That worker is free again. */
+			unsigned char wk = ((unsigned char *)zmq_msg_data(&ix))[1];
+
+			if (wk < l->nworkers)
+				l->idle[l->nidle++] = wk;
+		}
 		if (more) {
 			zmq_msg_t user, wait;
 
@@ -574,6 +589,7 @@ static void from_workers(struct loop *l)
 		zmq_msg_close(&body);
 		l->inflight--;
 	}
+	schedule(l);
 }
 
 static void on_signals(struct loop *l)
@@ -586,7 +602,8 @@ static void on_signals(struct loop *l)
 			tsec__policy_reload(l->d, &err);
 			tsec__declog_reopen(l->d->log);
 		} else if (!l->draining) {
-			tsec__say("stopping: answering %ld calls in flight", l->inflight);
+			tsec__say("stopping: answering %ld calls in flight",
+				  l->inflight + (long)l->q.len);
 			l->draining = 1;
 			l->drain_until = tsec__mono_ms() + TSEC_D_DRAIN_LINGER_MS;
 		}
@@ -667,7 +684,8 @@ static void run_loop(struct loop *l)
 		if (l->draining && l->npark)
 			unpark_all_busy(l);
 		tmo = l->npark ? unpark(l) : -1;
-		if (l->draining && l->inflight == 0 && tsec__mono_ms() >= l->drain_until)
+		if (l->draining && l->inflight == 0 && l->q.len == 0 &&
+		    tsec__mono_ms() >= l->drain_until)
 			break;
 		if (busy)
 			continue;
@@ -690,6 +708,7 @@ int tsec__serve(struct tsec__daemon *d)
 {
 	struct loop l = { .d = d };
 	pthread_t workers[TSEC_D_MAX_WORKERS], zapt;
+	struct worker_arg wargs[TSEC_D_MAX_WORKERS];
 	int nworkers = 0, zap = 0, rc = -1, zero = 0;
 
 	if (signals_start(d))
@@ -700,19 +719,34 @@ int tsec__serve(struct tsec__daemon *d)
 	if (tsec__auth_start(d, &zapt))
 		goto stop;
 	zap = 1;
-	l.work = zmq_socket(d->zmq, ZMQ_PUSH);
 	l.replies = zmq_socket(d->zmq, ZMQ_PULL);
-	zmq_setsockopt(l.work, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_setsockopt(l.replies, ZMQ_LINGER, &zero, sizeof(zero));
-	/* No high-water mark, so that a send to the workers never blocks the
-	 * loop: it bounds the calls in flight itself (TSEC_D_MAX_INFLIGHT). */
-	zmq_setsockopt(l.work, ZMQ_SNDHWM, &zero, sizeof(zero));
+	/* No high-water marks, so that a send to a worker never blocks the
+	 * loop: it holds the calls itself (TSEC_D_MAX_QUEUED), and gives a
+	 * worker one call at a time. */
 	zmq_setsockopt(l.replies, ZMQ_RCVHWM, &zero, sizeof(zero));
-	if (zmq_bind(l.work, TSEC_D_WORK_ENDPOINT) || zmq_bind(l.replies, TSEC_D_REPLY_ENDPOINT))
+	if (zmq_bind(l.replies, TSEC_D_REPLY_ENDPOINT) ||
+	    tsec__jobq_init(&l.q, d->cfg.ncallers, TSEC_D_MAX_QUEUED, TSEC_D_QUEUED_PER_CALLER))
 		goto stop;
-	for (; nworkers < d->cfg.workers; nworkers++)
-		if (pthread_create(&workers[nworkers], NULL, worker_main, d))
+	for (; l.nworkers < d->cfg.workers; l.nworkers++) {
+		char ep[64];
+		void *w = zmq_socket(d->zmq, ZMQ_PUSH);
+
+		snprintf(ep, sizeof(ep), TSEC_D_WORK_ENDPOINT "-%d", l.nworkers);
+		if (!w)
 			goto stop;
+		l.work[l.nworkers] = w;
+		zmq_setsockopt(w, ZMQ_LINGER, &zero, sizeof(zero));
+		zmq_setsockopt(w, ZMQ_SNDHWM, &zero, sizeof(zero));
+		if (zmq_bind(w, ep))
+			goto stop;
+		l.idle[l.nidle++] = (unsigned char)l.nworkers;
+	}
+	for (; nworkers < l.nworkers; nworkers++) {
+		wargs[nworkers] = (struct worker_arg){ d, nworkers };
+		if (pthread_create(&workers[nworkers], NULL, worker_main, &wargs[nworkers]))
+			goto stop;
+	}
 	if (bind_all(&l))
 		goto stop;
 	tsec__say("serving policy %s with module %s", d->cfg.policy, d->cfg.module);
@@ -722,8 +756,13 @@ stop:
 	for (int r = 0; r < 2; r++)
 		if (l.routers[r])
 			zmq_close(l.routers[r]);
-	if (l.work)
-		zmq_close(l.work);
+	for (int i = 0; i < l.nworkers; i++)
+		zmq_close(l.work[i]);
+	while (l.npark) {
+		struct tsec__job *j = l.park[--l.npark];
+		tsec__job_free(j);
+	}
+	tsec__jobq_free(&l.q);
 	if (l.replies)
 		zmq_close(l.replies);
 	tsec__jw_free(&l.reply);
