@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "tinysecurity/client.h"
+#include "common/clock.h"
 #include "perf/benchutil.h"
 
 #define S(lit) { lit, sizeof(lit) - 1 }
@@ -148,14 +149,6 @@ int bench_free_port(void)
 	return port;
 }
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) < 0)
-		;
-}
-
 /* How a child ended, in words, into buf. */
 static const char *ended(int status, char *buf, size_t cap)
 {
@@ -230,7 +223,7 @@ pid_t bench_broker_start(const char *config, const char *endpoint, const char *l
 			show_tail(log);
 			exit(2);
 		}
-		sleep_ms(20);
+		tsec__nap_ms(20);
 	}
 }
 
@@ -251,7 +244,7 @@ int bench_broker_stop(pid_t pid)
 				BENCH_BROKER_WAIT_S);
 			return -1;
 		}
-		sleep_ms(10);
+		tsec__nap_ms(10);
 	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		fprintf(stderr, "bench: tsec-broker %s on SIGTERM\n", ended(status, why, sizeof(why)));

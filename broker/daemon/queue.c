@@ -30,18 +30,16 @@ int tsec__jobq_init(struct tsec__jobq *q, int ncallers, size_t max, size_t per_c
 	return 0;
 }
 
-struct tsec__job *tsec__job_new(zmq_msg_t *ident, zmq_msg_t *user, zmq_msg_t *payload,
-				unsigned char ix, int caller)
+struct tsec__job *tsec__job_new(zmq_msg_t *ident, zmq_msg_t *payload, unsigned char ix,
+				int caller)
 {
 	struct tsec__job *j = calloc(1, sizeof(*j));
 
 	if (!j)
 		return NULL;
 	zmq_msg_init(&j->ident);
-	zmq_msg_init(&j->user);
 	zmq_msg_init(&j->payload);
 	zmq_msg_move(&j->ident, ident);
-	zmq_msg_move(&j->user, user);
 	zmq_msg_move(&j->payload, payload);
 	j->ix = ix;
 	j->caller = caller;
@@ -53,7 +51,6 @@ void tsec__job_free(struct tsec__job *j)
 	if (!j)
 		return;
 	zmq_msg_close(&j->ident);
-	zmq_msg_close(&j->user);
 	zmq_msg_close(&j->payload);
 	free(j);
 }

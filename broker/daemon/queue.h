@@ -18,7 +18,7 @@
 /* One call for a worker: the client's frames, and for a lock wait that
  * found the lock held, the wait and when to try again. */
 struct tsec__job {
-	zmq_msg_t ident, user, payload;
+	zmq_msg_t ident, payload;
 	unsigned char ix;            /* its router */
 	int caller;                  /* its place in cfg.callers, or -1 */
 	bool has_wait;
@@ -39,8 +39,8 @@ int tsec__jobq_init(struct tsec__jobq *q, int ncallers, size_t max, size_t per_c
 /* Frees the queue and every call still in it (their frames closed). */
 void tsec__jobq_free(struct tsec__jobq *q);
 /* A new job with its frames moved in from the caller's (left empty). */
-struct tsec__job *tsec__job_new(zmq_msg_t *ident, zmq_msg_t *user, zmq_msg_t *payload,
-				unsigned char ix, int caller);
+struct tsec__job *tsec__job_new(zmq_msg_t *ident, zmq_msg_t *payload, unsigned char ix,
+				int caller);
 void tsec__job_free(struct tsec__job *j);
 /*
  * Appends j to its caller's queue: 0, or -1 when that caller or the

@@ -117,8 +117,9 @@ static void *worker_main(void *arg)
 	if (zmq_connect(in, ep) || zmq_connect(out, TSEC_D_REPLY_ENDPOINT))
 		goto out;
 	for (;;) {
-		/* Frames: client identity, router and worker index, caller,
-		 * payload, and for a parked lock wait's next attempt, its wait. */
+		/* Frames: client identity, router and worker index, the
+		 * caller's index (an int), payload, and for a parked lock
+		 * wait's next attempt, its wait. */
 		zmq_msg_t f[5];
 		int n = 0, more = 1;
 		size_t msz = sizeof(more);
@@ -136,21 +137,23 @@ static void *worker_main(void *arg)
 			n++;
 			zmq_getsockopt(in, ZMQ_RCVMORE, &more, &msz);
 		}
-		if (!more && (n == 4 || (n == 5 && zmq_msg_size(&f[4]) == sizeof(struct tsec_lock_wait)))) {
+		if (!more && zmq_msg_size(&f[2]) == sizeof(int) &&
+		    (n == 4 || (n == 5 && zmq_msg_size(&f[4]) == sizeof(struct tsec_lock_wait)))) {
 			struct tsec_lock_wait win, wout;
 			bool parked;
 			char *reply;
+			int caller;
 
+			memcpy(&caller, zmq_msg_data(&f[2]), sizeof(caller));
 			if (n == 5)
 				memcpy(&win, zmq_msg_data(&f[4]), sizeof(win));
-			reply = tsec__dispatch_step(d, caller_of(zmq_msg_data(&f[2]), zmq_msg_size(&f[2])),
-						    zmq_msg_data(&f[3]), zmq_msg_size(&f[3]),
+			reply = tsec__dispatch_step(d, caller, zmq_msg_data(&f[3]), zmq_msg_size(&f[3]),
 						    n == 5 ? &win : NULL, &wout, &parked);
 			zmq_msg_send(&f[0], out, ZMQ_SNDMORE);
 			zmq_msg_send(&f[1], out, ZMQ_SNDMORE);
 			if (parked) {
 				/* The call back to the loop, to step after the
-				 * pause: payload, caller, wait. */
+				 * pause: payload, caller's index, wait. */
 				zmq_msg_send(&f[3], out, ZMQ_SNDMORE);
 				zmq_msg_send(&f[2], out, ZMQ_SNDMORE);
 				zmq_send(out, &wout, sizeof(wout), 0);
@@ -353,7 +356,6 @@ struct loop {
 	struct tsec__jobq q;         /* the calls waiting for one */
 	struct tsec__jw reply;       /* a fast Check's reply, its buffer reused */
 	int draining;
-	long inflight;               /* calls the workers hold: nworkers - nidle */
 	int64_t drain_until;
 	/* lock.acquire calls waiting for a held lock, until their next
 	 * attempt: no worker is held while they wait. */
@@ -361,12 +363,17 @@ struct loop {
 	size_t npark;
 };
 
+/* The calls the workers hold now. */
+static int working(const struct loop *l)
+{
+	return l->nworkers - l->nidle;
+}
+
 /* Answers a call the loop holds with an error. */
-static void refuse(struct loop *l, int r, zmq_msg_t *ident, const zmq_msg_t *payload, int code,
+static void refuse(struct loop *l, int r, zmq_msg_t *ident, zmq_msg_t *payload, int code,
 		   const char *msg)
 {
-	char *reply = tsec__error_reply_to(zmq_msg_data((zmq_msg_t *)payload),
-					   zmq_msg_size((zmq_msg_t *)payload), code, msg);
+	char *reply = tsec__error_reply_to(zmq_msg_data(payload), zmq_msg_size(payload), code, msg);
 
 	if (r >= 0 && r < 2 && l->routers[r])
 		send_client(l->routers[r], ident, reply ? reply : "", reply ? strlen(reply) : 0);
@@ -384,12 +391,11 @@ static void schedule(struct loop *l)
 
 		zmq_msg_send(&j->ident, w, ZMQ_SNDMORE);
 		zmq_send(w, ix, 2, ZMQ_SNDMORE);
-		zmq_msg_send(&j->user, w, ZMQ_SNDMORE);
+		zmq_send(w, &j->caller, sizeof(j->caller), ZMQ_SNDMORE);
 		zmq_msg_send(&j->payload, w, j->has_wait ? ZMQ_SNDMORE : 0);
 		if (j->has_wait)
 			zmq_send(w, &j->w, sizeof(j->w), 0);
 		tsec__job_free(j);
-		l->inflight++;
 	}
 }
 
@@ -438,14 +444,8 @@ static int from_client(struct loop *l, int r)
 			send_client_owned(router, &ident, reply);
 		} else {
 			/* For a worker: queued behind the caller's own calls. */
-			struct tsec__job *j;
-			zmq_msg_t u;
+			struct tsec__job *j = tsec__job_new(&ident, &payload, (unsigned char)r, caller);
 
-			zmq_msg_init_size(&u, ulen);
-			if (ulen)
-				memcpy(zmq_msg_data(&u), user, ulen);
-			j = tsec__job_new(&ident, &u, &payload, (unsigned char)r, caller);
-			zmq_msg_close(&u);
 			if (!j || tsec__jobq_push(&l->q, j, false)) {
 				/* Refused now rather than the loop holding more
 				 * than it may. */
@@ -474,10 +474,9 @@ static void park_drop(struct loop *l, size_t i)
  * it may hold locks; past that, or while stopping, the call is answered
  * busy instead (it holds nothing, so nothing is lost).
  */
-static void park(struct loop *l, int r, zmq_msg_t *ident, zmq_msg_t *payload, zmq_msg_t *user,
+static void park(struct loop *l, int r, zmq_msg_t *ident, zmq_msg_t *payload, int caller,
 		 zmq_msg_t *wait)
 {
-	int caller = caller_of(zmq_msg_data(user), zmq_msg_size(user));
 	struct tsec__job *j = NULL;
 	const char *no = NULL;
 	int code = TSEC_EBUSY;
@@ -492,7 +491,7 @@ static void park(struct loop *l, int r, zmq_msg_t *ident, zmq_msg_t *payload, zm
 		no = "shutting down";
 	} else if (l->npark >= TSEC_D_MAX_PARKED ||
 		   mine >= (size_t)l->d->cfg.max_locks_per_caller ||
-		   !(j = tsec__job_new(ident, user, payload, (unsigned char)r, caller))) {
+		   !(j = tsec__job_new(ident, payload, (unsigned char)r, caller))) {
 		no = "the lock is held, and this broker holds as many waits for locks as it "
 		     "may (for this caller or in all): try again later";
 	}
@@ -572,14 +571,17 @@ static void from_workers(struct loop *l)
 				l->idle[l->nidle++] = wk;
 		}
 		if (more) {
-			zmq_msg_t user, wait;
+			zmq_msg_t who, wait;
+			int caller = -1;
 
-			zmq_msg_init(&user);
+			zmq_msg_init(&who);
 			zmq_msg_init(&wait);
-			zmq_msg_recv(&user, l->replies, 0);
+			zmq_msg_recv(&who, l->replies, 0);
 			zmq_msg_recv(&wait, l->replies, 0);
-			park(l, r, &ident, &body, &user, &wait);
-			zmq_msg_close(&user);
+			if (zmq_msg_size(&who) == sizeof(caller))
+				memcpy(&caller, zmq_msg_data(&who), sizeof(caller));
+			park(l, r, &ident, &body, caller, &wait);
+			zmq_msg_close(&who);
 			zmq_msg_close(&wait);
 		} else if (r >= 0 && r < 2 && l->routers[r]) {
 			send_client(l->routers[r], &ident, zmq_msg_data(&body), zmq_msg_size(&body));
@@ -587,7 +589,6 @@ static void from_workers(struct loop *l)
 		zmq_msg_close(&ident);
 		zmq_msg_close(&ix);
 		zmq_msg_close(&body);
-		l->inflight--;
 	}
 	schedule(l);
 }
@@ -603,7 +604,7 @@ static void on_signals(struct loop *l)
 			tsec__declog_reopen(l->d->log);
 		} else if (!l->draining) {
 			tsec__say("stopping: answering %ld calls in flight",
-				  l->inflight + (long)l->q.len);
+				  (long)working(l) + (long)l->q.len);
 			l->draining = 1;
 			l->drain_until = tsec__mono_ms() + TSEC_D_DRAIN_LINGER_MS;
 		}
@@ -677,14 +678,14 @@ static void run_loop(struct loop *l)
 		}
 		/* The workers' socket only while they hold calls: a look at a
 		 * socket's mailbox is a system call. */
-		if (l->inflight > 0 && waiting(l->replies)) {
+		if (working(l) > 0 && waiting(l->replies)) {
 			from_workers(l);
 			busy = true;
 		}
 		if (l->draining && l->npark)
 			unpark_all_busy(l);
 		tmo = l->npark ? unpark(l) : -1;
-		if (l->draining && l->inflight == 0 && l->q.len == 0 &&
+		if (l->draining && working(l) == 0 && l->q.len == 0 &&
 		    tsec__mono_ms() >= l->drain_until)
 			break;
 		if (busy)
@@ -694,7 +695,7 @@ static void run_loop(struct loop *l)
 		for (int r = 0; r < 2; r++)
 			if (l->routers[r])
 				pf[n++] = (struct pollfd){ fd[r], POLLIN, 0 };
-		if (l->inflight > 0)
+		if (working(l) > 0)
 			pf[n++] = (struct pollfd){ fd[2], POLLIN, 0 };
 		pf[n++] = (struct pollfd){ l->d->sigpipe[0], POLLIN, 0 };
 		if (poll(pf, (nfds_t)n, tmo) < 0 && errno != EINTR)
