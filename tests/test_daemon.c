@@ -821,9 +821,13 @@ static void test_daemon_callers_in_turn(void **state)
 		}
 		fclose(f);
 	}
-	/* The three that waited on the flock, the one the first free worker
-	 * took, and at most the two the others took at the same time. */
-	if (puts_before > 6)
+	/* The probe is the second call handed out after the flock goes: on
+	 * an idle machine 3-6 writes are logged before it (the three that
+	 * waited, and what the other workers took while its worker ran).
+	 * A worker thread the machine leaves unscheduled for a while lets
+	 * more through, so the bound is half of them; first come, first
+	 * served puts all 60 first. */
+	if (puts_before > PUTS / 2)
 		fail_msg("%d of the other caller's calls reached a worker first", puts_before);
 	zmq_close(g);
 	zmq_close(loc);
