@@ -28,6 +28,8 @@
 	X(log_dropped, "tsec_decision_log_dropped_total", "counter", \
 	  "Decision log lines dropped (buffer full).") \
 	X(locks_held, "tsec_locks_held", "gauge", "Live leases handed out by this broker.") \
+	X(calls_queued, "tsec_calls_queued", "gauge", \
+	  "Calls waiting for a free worker (each caller's served in turn).") \
 	X(lock_waits, "tsec_lock_waits", "gauge", \
 	  "lock.acquire calls waiting for a held lock (kept by the loop, no worker held).") \
 	X(cache_hits, "tsec_cache_hits_total", "counter", "Reads the LocalCache served.") \

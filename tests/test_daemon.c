@@ -724,6 +724,7 @@ static void test_daemon_workers_full(void **state)
 			fail_msg("reply %d while the workers are stuck: %s", i, buf);
 		busy++;
 	}
+	assert_int_equal(stat_of("calls_queued"), SHARE);
 	/* ...and still decides. */
 	assert_int_equal(tsec_client_check(good, &load_req, 1, &d, &err), 0);
 	assert_int_equal(d.status, TSEC_STATUS_ALLOWED);
@@ -801,6 +802,10 @@ static void test_daemon_callers_in_turn(void **state)
 	loc = raw_dealer(ctx, false);
 	raw_send(loc, "{\"id\": 1, \"method\": \"store.exists\", \"params\":"
 		 " {\"key\": \"certificates/acme/turn/probe.json\"}}");
+	/* The probe queued behind the 57 (a new connection's first call
+	 * may take a while to arrive: the flock goes only once it has). */
+	TU_WAIT(stat_of("calls_queued") == PUTS - 3 + 1);
+	assert_int_equal(stat_of("calls_queued"), PUTS - 3 + 1);
 	let_commit_go();
 	next_reply(loc, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "\"exists\":false"));

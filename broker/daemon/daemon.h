@@ -222,6 +222,7 @@ struct tsec__daemon {
 	char broker_id[17];          /* random, per process: names its decisions */
 	_Atomic uint64_t decisions;  /* numbers them */
 	atomic_long lock_waits;      /* lock.acquire calls parked by the loop */
+	atomic_long calls_queued;    /* calls the loop holds for a free worker */
 };
 
 /* One call in flight: who asks, and the message's id and params. */

@@ -641,12 +641,13 @@ json_t *tsec__stats_json(struct tsec__daemon *d)
 				    json_pack("{s:o,s:I}", "cumulative", cum, "sum_ns",
 					      (json_int_t)atomic_load(&h->sum_ns)));
 	}
-	st = json_pack("{s:I,s:I,s:I,s:I,s:I,s:o,s:o,s:o}",
+	st = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:o,s:o}",
 		"uptime_ms", (json_int_t)(tsec__wall_ms() - d->started_ms),
 		"log_written", (json_int_t)tsec__declog_written(d->log),
 		"log_dropped", (json_int_t)tsec__declog_dropped(d->log),
 		"locks_held", (json_int_t)tsec__held_count(&d->held),
 		"lock_waits", (json_int_t)atomic_load(&d->lock_waits),
+		"calls_queued", (json_int_t)atomic_load(&d->calls_queued),
 		"by_method", bym, "latency", lat, "latency_bounds_us", bounds);
 	/* The counters, from their one list (common/stats.h). */
 #define C(f, name, help) \

@@ -397,6 +397,8 @@ static void schedule(struct loop *l)
 			zmq_send(w, &j->w, sizeof(j->w), 0);
 		tsec__job_free(j);
 	}
+	/* Every push is followed by a schedule: the gauge is right here. */
+	atomic_store_explicit(&l->d->calls_queued, (long)l->q.len, memory_order_relaxed);
 }
 
 /* Reads one client message and runs it, inline or on a worker.  0 when
