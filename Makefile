@@ -277,7 +277,8 @@ fuzz: deps fuzz-deps $(addprefix $(FZ)/fuzz_,$(FUZZERS))
 		dict=; [ -f tests/fuzz/$$f.dict ] && dict=-dict=tests/fuzz/$$f.dict; \
 		echo "fuzz $$f: $(FUZZ_SECONDS) s"; \
 		$(FZ)/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 \
-			-print_final_stats=0 $$dict $(FZ)/corpus/$$f tests/fuzz/corpus/$$f \
+			-print_final_stats=0 -artifact_prefix=$(FZ)/$$f- $$dict \
+			$(FZ)/corpus/$$f tests/fuzz/corpus/$$f \
 			2> $(FZ)/$$f.log || { tail -40 $(FZ)/$$f.log; exit 1; }; \
 		grep -E '^(#[0-9]+ *DONE|Done)' $(FZ)/$$f.log | tail -1; \
 	done
