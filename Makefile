@@ -114,7 +114,7 @@ TESTS := key match compile cert decision loader reload exports verifier wire doc
 	store store_disk lock certcache daemon daemon_cli archive faults chaos
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
 FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
-	mod_serial mod_proxy mod_future mod_abi10
+	mod_serial mod_proxy mod_future mod_abi10 mod_bad_decision
 FIXTURE_SOS := $(addprefix $(B)/fixtures/,$(addsuffix .so,$(FIXTURES))) \
 	$(B)/fixtures/not_elf.so
 BENCHES := bench_bus bench_policy_scale bench_certcache bench_store bench_zmq \

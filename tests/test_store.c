@@ -319,6 +319,33 @@ static void test_store_certificates(void **state)
 	assert_string_equal(meta, "certificates/acme-v02/wildcard_.example.com/wildcard_.example.com.json");
 	assert_int_equal(tsec_cert_keys("acme", "../x", crt, key, meta, sizeof(crt)), TSEC_EKEY);
 	assert_int_equal(tsec_cert_keys("a/b", "x", crt, key, meta, sizeof(crt)), TSEC_EKEY);
+	/* Names the key rules refuse, or that would leave the layout. */
+	{
+		static const char *const bad[][2] = {
+			{ "acme", "." }, { "acme", ".." }, { ".", "example.com" },
+			{ "..", "example.com" }, { "acme", "example.com." }, { "acme", "a\x01b" },
+			{ "acme", "" }, { "acme ", "x" },
+		};
+		struct tsec_cert_files one = { "c", 1, "k", 1, "m", 1 };
+		struct tsec_strlist l, l0;
+
+		assert_int_equal(tsec_store_list(t->store, &app, "", 1, &l0, &err), 0);
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			assert_int_equal(tsec_cert_keys(bad[i][0], bad[i][1], crt, key, meta,
+							sizeof(crt)), TSEC_EKEY);
+			assert_int_equal(tsec_store_save_cert(t->store, &app, bad[i][0], bad[i][1],
+							      &one, &err), TSEC_EKEY);
+			assert_int_equal(tsec_store_load_cert(t->store, &app, bad[i][0], bad[i][1],
+							      &got, &err), TSEC_EKEY);
+		}
+		/* Nothing written anywhere. */
+		assert_int_equal(tsec_store_list(t->store, &app, "", 1, &l, &err), 0);
+		assert_int_equal(l.n, l0.n);
+		for (size_t i = 0; i < l.n; i++)
+			assert_string_equal(l.v[i], l0.v[i]);
+		tsec_strlist_free(&l);
+		tsec_strlist_free(&l0);
+	}
 
 	assert_int_equal(tsec_store_load_cert(t->store, &issuer, "acme", "example.com", &got, &err),
 			 TSEC_ENOENT);
@@ -400,6 +427,45 @@ static void test_store_denied_changes_nothing(void **state)
 	free(after);
 }
 
+/*
+ * A module that answers Check with success but writes no decision, or
+ * one naming 255 rules (at most TSEC_DECISION_RULES fit): every gated
+ * operation is denied, and the error lists only the ids there are.
+ * Before, a group's decisions were cleared but a single one was not, and
+ * the error read as many rule ids as the module said (past the array:
+ * ASan stopped the debug-san build).
+ */
+static void test_store_broken_module(void **state)
+{
+	static const char *const texts[2] = { "silent", "x" };
+	struct tu_store *t = *state;
+	struct tsec_put three[3] = { { "bm/a", "1", 1 }, { "bm/b", "2", 1 }, { "bm/c", "3", 1 } };
+	const char *keys[2] = { "bm/a", "bm/b" };
+	struct tsec_store_opts o = { .backend = "file", .root = t->root };
+	struct tsec_store *s;
+	struct tsec_error err;
+	char *v;
+	size_t n;
+	int ex[2];
+
+	for (int i = 0; i < 2; i++) {
+		char ep[16];
+		snprintf(ep, sizeof(ep), "bad%d", i);
+		assert_int_equal(tsec_bus_load(t->bus, ep, FIXTURE("mod_bad_decision"), texts[i],
+					       strlen(texts[i]), &err), 0);
+		assert_int_equal(tsec_store_open_opts(&s, &o, t->bus, ep, &err), 0);
+		assert_int_equal(tsec_store_put(s, &app, "bm/a", "1", 1, &err), TSEC_EDENIED);
+		if (i == 1)
+			assert_non_null(strstr(err.msg, "(r, r, r, r)"));
+		assert_int_equal(tsec_store_put_many(s, &app, three, 3, &err), TSEC_EDENIED);
+		assert_int_equal(tsec_store_get(s, &app, "bm/a", &v, &n, &err), TSEC_EDENIED);
+		assert_int_equal(tsec_store_exists_many(s, &app, keys, 2, ex, &err), TSEC_EDENIED);
+		tsec_store_close(&s);
+		assert_int_equal(tsec_store_exists(t->store, &app, "bm/a", ex, &err), 0);
+		assert_false(ex[0]);
+	}
+}
+
 struct seen {
 	size_t calls, decisions, denied;
 	char last_action[32];
@@ -464,6 +530,7 @@ int main(void)
 		cmocka_unit_test(test_store_certificates),
 		cmocka_unit_test(test_store_denied_changes_nothing),
 		cmocka_unit_test(test_store_observer),
+		cmocka_unit_test(test_store_broken_module),
 	};
 	return cmocka_run_group_tests_name("store", tests, setup, teardown);
 }

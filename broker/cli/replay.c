@@ -128,7 +128,7 @@ static int decide(const char *cmd, struct tsec_bus *bus, json_t *req, json_t *ke
 static void say_rules(const struct tsec_decision *d)
 {
 	printf("%s", tsec_status_reason(d->status));
-	for (unsigned k = 0; k < d->nrules; k++)
+	for (unsigned k = 0; k < d->nrules && k < TSEC_DECISION_RULES; k++)
 		printf("%s%s", k ? ", " : " (", d->rules[k]);
 	printf("%s", d->nrules ? ")" : "");
 }

@@ -121,7 +121,7 @@ static bool same_decision(const struct tsec_decision *a, const struct tsec_decis
 {
 	if (a->allow != b->allow || a->status != b->status || a->nrules != b->nrules)
 		return false;
-	for (unsigned k = 0; k < a->nrules; k++)
+	for (unsigned k = 0; k < a->nrules && k < TSEC_DECISION_RULES; k++)
 		if (strcmp(a->rules[k], b->rules[k]))
 			return false;
 	return true;
@@ -137,7 +137,7 @@ static const char *verdict(json_t *c, const struct tsec_decision *d, char *buf, 
 	const char *field = json_string_value(json_object_get(c, "field"));
 	bool has_rule = false;
 
-	for (unsigned k = 0; k < d->nrules; k++)
+	for (unsigned k = 0; k < d->nrules && k < TSEC_DECISION_RULES; k++)
 		has_rule |= rule && !strcmp(rule, d->rules[k]);
 	if (d->allow != !strcmp(want, "allow"))
 		snprintf(buf, cap, "wrong decision");
@@ -165,7 +165,7 @@ static void print_failure(struct tsec__ptest *t, struct tsec_bus *bus,
 	fprintf(t->out, "FAIL %s: %s\n  want %s%s%s\n  got  %s: %s", label, why,
 		json_string_value(json_object_get(c, "want")), rule ? " by " : "",
 		rule ? rule : "", d->allow ? "allow" : "deny", tsec_status_reason(d->status));
-	for (unsigned k = 0; k < d->nrules; k++)
+	for (unsigned k = 0; k < d->nrules && k < TSEC_DECISION_RULES; k++)
 		fprintf(t->out, "%s%s", k ? ", " : " (", d->rules[k]);
 	fprintf(t->out, "%s%s%s\n", d->nrules ? ")" : "", d->detail[0] ? " -- " : "", d->detail);
 	/* Why not: the rules that matched the request but did not apply. */
@@ -316,7 +316,7 @@ void tsec__ptest_file(struct tsec__ptest *t, const char *file)
 			t->errors++;
 			continue;
 		}
-		for (unsigned k = 0; k < d->nrules; k++)
+		for (unsigned k = 0; k < d->nrules && k < TSEC_DECISION_RULES; k++)
 			json_object_set_new(seen, d->rules[k], json_true());
 		run.cases[run.n++] = c;
 		if (!verdict(c, d, why, sizeof(why))) {

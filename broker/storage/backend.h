@@ -183,6 +183,12 @@ int tsec__strlist_add(struct tsec_strlist *l, size_t *cap, const char *k, size_t
 
 /* Whether the normalised key lies below the folder (folder + "/"). */
 bool tsec__key_below(const char *key, const char *folder);
+/* The same for two parsed keys, from their lengths. */
+static inline bool tsec__skey_below(const struct tsec__skey *key, const struct tsec__skey *folder)
+{
+	return key->tlen > folder->tlen && key->text[folder->tlen] == '/' &&
+	       !memcmp(key->text, folder->text, folder->tlen);
+}
 
 /* ---- lease.c: the lease rules every backend applies ---- */
 
@@ -237,19 +243,28 @@ static inline int64_t tsec__ms_since(int64_t now, int64_t then)
  */
 static inline uint64_t tsec__strhash(const char *p, size_t n)
 {
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ n, w;
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ n, w = 0;
+	uint32_t a, b;
 
-	for (; n >= 8; p += 8, n -= 8) {
-		memcpy(&w, p, 8);
-		h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-		h ^= h >> 31;
+	if (n >= 8) {
+		/* The last step reads the last eight bytes, overlapping the
+		 * one before: no copy of a variable length (a call). */
+		for (size_t i = 0; i + 8 < n; i += 8) {
+			memcpy(&w, p + i, 8);
+			h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+			h ^= h >> 31;
+		}
+		memcpy(&w, p + n - 8, 8);
+	} else if (n >= 4) {
+		memcpy(&a, p, 4);
+		memcpy(&b, p + n - 4, 4);
+		w = (uint64_t)a << 32 | b;
+	} else if (n) {
+		w = (uint64_t)(unsigned char)p[0] << 16 |
+		    (uint64_t)(unsigned char)p[n / 2] << 8 | (unsigned char)p[n - 1];
 	}
-	if (n) {
-		w = 0;
-		memcpy(&w, p, n);
-		h = (h ^ w) * 0x94d049bb133111ebull;
-		h ^= h >> 29;
-	}
+	h = (h ^ w) * 0x94d049bb133111ebull;
+	h ^= h >> 29;
 	return h ^ (h >> 32);
 }
 

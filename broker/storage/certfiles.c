@@ -45,14 +45,19 @@ static int safe_name(const char *in, char *out, size_t n)
 	return 0;
 }
 
-int tsec_cert_keys(const char *issuer, const char *domain, char *crt,
-		   char *key, char *meta, size_t n)
+/* "." would vanish from the key and ".." climb out of it. */
+static bool dots(const char *s)
+{
+	return s[0] == '.' && (s[1] == '\0' || (s[1] == '.' && s[2] == '\0'));
+}
+
+int tsec__cert_names(const char *issuer, const char *domain, char *crt,
+		     char *key, char *meta, size_t n)
 {
 	char iss[256], dom[300];
-	struct tsec__key k;
-	char why[96];
 
-	if (safe_name(issuer, iss, sizeof(iss)) || safe_name(domain, dom, sizeof(dom)))
+	if (safe_name(issuer, iss, sizeof(iss)) || safe_name(domain, dom, sizeof(dom)) ||
+	    dots(iss) || dots(dom))
 		return TSEC_EKEY;
 	/* Built with copies, not snprintf (issue 21: three snprintf calls
 	 * were a fifth of a gated renewal turn): the folder once, then each
@@ -76,7 +81,17 @@ int tsec_cert_keys(const char *issuer, const char *domain, char *crt,
 			memcpy(outs[i] + base, ext[i], strlen(ext[i]) + 1);
 		}
 	}
-	if (tsec__key_parse(crt, strlen(crt), false, &k, why, sizeof(why)) || k.nseg != 4)
+	return 0;
+}
+
+int tsec_cert_keys(const char *issuer, const char *domain, char *crt,
+		   char *key, char *meta, size_t n)
+{
+	struct tsec__key k;
+	char why[96];
+
+	if (tsec__cert_names(issuer, domain, crt, key, meta, n) ||
+	    tsec__key_split(crt, strlen(crt), false, &k, why, sizeof(why)) || k.nseg != 4)
 		return TSEC_EKEY;
 	return 0;
 }
@@ -99,7 +114,8 @@ int tsec_store_save_cert_fenced(struct tsec_store *s, const struct tsec_principa
 	if (!s)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
 
-	if (tsec_cert_keys(issuer, domain, crt, key, meta, sizeof(crt)))
+	/* Each name is read by the key rules once, where it is written. */
+	if (tsec__cert_names(issuer, domain, crt, key, meta, sizeof(crt)))
 		return tsec__seterr(err, TSEC_EKEY, "", "unusable issuer or domain");
 	if (!f || !f->cert || !f->key || !f->meta)
 		return tsec__seterr(err, TSEC_EINVAL, "", "a certificate needs its cert, key and metadata");
@@ -125,7 +141,7 @@ int tsec_store_load_cert(struct tsec_store *s, const struct tsec_principal *who,
 		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
 
 	memset(f, 0, sizeof(*f));
-	if (tsec_cert_keys(issuer, domain, keys[0], keys[1], keys[2], sizeof(keys[0])))
+	if (tsec__cert_names(issuer, domain, keys[0], keys[1], keys[2], sizeof(keys[0])))
 		return tsec__seterr(err, TSEC_EKEY, "", "unusable issuer or domain");
 	for (int i = 0; i < 3; i++) {
 		if ((rc = tsec__skey_parse(keys[i], false, &sk[i], err)))

@@ -50,8 +50,18 @@ int tsec__gates_lock(struct tsec__gates *g, const char *const *keys, size_t n,
 		return TSEC_ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		set->v[i] = tsec__gate_of(keys[i]);
-	if (n > 1)
+	if (n > 8) {
 		qsort(set->v, n, sizeof(*set->v), cmp_u16);
+	} else {
+		/* A certificate's three files, a move's two ends: in place. */
+		for (size_t i = 1; i < n; i++) {
+			uint16_t x = set->v[i];
+			size_t j = i;
+			for (; j > 0 && set->v[j - 1] > x; j--)
+				set->v[j] = set->v[j - 1];
+			set->v[j] = x;
+		}
+	}
 	for (size_t i = 0; i < n; i++)
 		if (k == 0 || set->v[k - 1] != set->v[i])
 			set->v[k++] = set->v[i];

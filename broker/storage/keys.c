@@ -29,6 +29,7 @@ static int parse(const char *key, bool root_ok, bool store_ok, struct tsec__skey
 		/* Read the normalised text again so offsets point into it. */
 		return tsec__seterr(err, TSEC_EKEY, "key", "invalid key: %s", why);
 	}
+	sk->tlen = n;
 	memcpy(sk->segbuf, sk->text, n + 1);
 	sk->n = sk->k.nseg;
 	for (unsigned i = 0; i < sk->n; i++) {

@@ -284,7 +284,7 @@ static int lc_kind(struct tsec__backend *b, const struct tsec__skey *k, int *kin
 		   struct tsec_error *err)
 {
 	struct cache *c = c_of(b);
-	size_t klen = strlen(k->text);
+	size_t klen = k->tlen;
 	uint32_t h = hash_of(k->text, klen);
 	struct shard *sh = shard_of(c, h);
 	int64_t until = atomic_load_explicit(&c->live_until, memory_order_acquire);

@@ -54,7 +54,7 @@ static int check(struct tsec_store *s, const struct tsec_principal *who, const c
 static void wait_init(struct tsec_lock_wait *w, const char *name, uint64_t ttl_ms,
 		      uint64_t timeout_ms)
 {
-	snprintf(w->name, sizeof(w->name), "%s", name);
+	tsec__strlcpy(w->name, name, strlen(name), sizeof(w->name));
 	w->ttl_ms = ttl_ms;
 	/* In nanoseconds: a deadline in whole milliseconds could end up to
 	 * one early. */
@@ -110,7 +110,7 @@ int tsec__store_lock_take(struct tsec_store *s, const char *name, uint64_t ttl_m
 
 static void fill(struct tsec_lock *out, const char *name, const struct tsec__lease *lease)
 {
-	snprintf(out->name, sizeof(out->name), "%s", name);
+	tsec__strlcpy(out->name, name, strlen(name), sizeof(out->name));
 	memcpy(out->token, lease->token, sizeof(out->token));
 	out->expires_ms = lease->expires_ms;
 	out->fence = lease->fence;

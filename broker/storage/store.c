@@ -17,18 +17,23 @@
 int tsec__store_check(struct tsec_store *s, const struct tsec_principal *who,
 		      struct tsec_request *reqs, size_t n, struct tsec_error *err)
 {
-	struct tsec_decision one, *d = n == 1 ? &one : calloc(n, sizeof(*d));
+	/* A certificate's three files and a move fit on the stack, not
+	 * cleared: only the fields read below start as a denial, should a
+	 * module answer 0 without writing them. */
+	struct tsec_decision small[TSEC__SMALL_GROUP], *d = small;
 	uint64_t t0;
 	int rc;
 
-	if (!who || !who->id.ptr) {
-		if (d != &one)
-			free(d);
+	if (!who || !who->id.ptr)
 		return tsec__seterr(err, TSEC_EINVAL, "principal", "no principal");
-	}
-	if (!d)
+	if (n > TSEC__SMALL_GROUP && !(d = malloc(n * sizeof(*d))))
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	for (size_t i = 0; i < n; i++) {
+		d[i].allow = 0;
+		d[i].status = TSEC_STATUS_DEFAULT;
+		d[i].nrules = 0;
+		d[i].flags = 0;
+		d[i].field[0] = d[i].detail[0] = '\0';
 		reqs[i].principal = who->id;
 		reqs[i].roles = who->roles;
 		reqs[i].nroles = who->nroles;
@@ -38,12 +43,13 @@ int tsec__store_check(struct tsec_store *s, const struct tsec_principal *who,
 	if (rc == 0 && s->observer)
 		s->observer(s->observer_ctx, who->call_ctx, reqs, d, n, tsec__mono_ns() - t0);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
-		char rules[TSEC_DECISION_RULES * (TSEC_ID_MAX + 2)] = "";
+		char rules[TSEC_DECISION_RULES * (TSEC_ID_MAX + 2)];
 		size_t o = 0;
 
 		if (d[i].allow)
 			continue;
-		for (unsigned j = 0; j < d[i].nrules; j++)
+		rules[0] = '\0';
+		for (unsigned j = 0; j < d[i].nrules && j < TSEC_DECISION_RULES; j++)
 			o += (size_t)snprintf(rules + o, sizeof(rules) - o, "%s%s",
 					      j ? ", " : "", d[i].rules[j]);
 		/* e.g. "storage.list certificates/a: forbidden by floor (keys)" */
@@ -57,7 +63,7 @@ int tsec__store_check(struct tsec_store *s, const struct tsec_principal *who,
 			 (int)reqs[i].resource.len, reqs[i].resource.ptr);
 		break;
 	}
-	if (d != &one)
+	if (d != small)
 		free(d);
 	return rc;
 }
@@ -67,7 +73,7 @@ void tsec__req_for(struct tsec_request *r, const char *action, const struct tsec
 	memset(r, 0, sizeof(*r));
 	r->action = tsec_str_c(action);
 	r->resource.ptr = sk->text;
-	r->resource.len = strlen(sk->text);
+	r->resource.len = sk->tlen;
 }
 
 int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *o,

@@ -34,10 +34,20 @@ struct tsec_store {
 struct tsec__skey {
 	struct tsec__key k;
 	char text[TSEC_KEY_MAX + 1];
+	size_t tlen;                     /* strlen(text) */
 	char segbuf[TSEC_KEY_MAX + 1];
 	const char *seg[TSEC_KEY_SEGMENTS];
 	unsigned n;
 };
+
+/*
+ * A certificate's three key names (as tsec_cert_keys), not read by the
+ * key rules: each has exactly four segments or is refused when parsed
+ * (an issuer or domain of "." or ".." is refused here).  For callers that
+ * parse the names next.
+ */
+int tsec__cert_names(const char *issuer, const char *domain, char *crt,
+		     char *key, char *meta, size_t n);
 
 /* Groups of up to this many keys (a certificate's three files, a move's
  * two) are parsed into stack storage, not allocated. */

@@ -44,7 +44,7 @@ static int move_as(struct tsec_store *s, const struct tsec_principal *who, const
 	tsec__req_for(&r, "storage.move", &a);
 	r.ctx.has = TSEC_CTX_DEST;
 	r.ctx.dest.ptr = b.text;
-	r.ctx.dest.len = strlen(b.text);
+	r.ctx.dest.len = b.tlen;
 	if ((rc = tsec__store_check(s, who, &r, 1, err)))
 		return rc;
 	if (strcmp(a.text, b.text) == 0)
@@ -124,14 +124,13 @@ static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 			goto out;
 		}
 		for (size_t j = 0; j < i; j++) {
-			if (!strcmp(sk[j].text, sk[i].text)) {
+			if (sk[j].tlen == sk[i].tlen && !memcmp(sk[j].text, sk[i].text, sk[i].tlen)) {
 				rc = tsec__seterr(err, TSEC_EINVAL, sk[i].text,
 						  "key written twice in one transaction");
 				goto out;
 			}
 			/* Checked here, once, for every backend. */
-			if (tsec__key_below(sk[j].text, sk[i].text) ||
-			    tsec__key_below(sk[i].text, sk[j].text)) {
+			if (tsec__skey_below(&sk[j], &sk[i]) || tsec__skey_below(&sk[i], &sk[j])) {
 				rc = tsec__seterr(err, TSEC_EEXIST, sk[i].text,
 						  "'%s' and '%s' would be a value and a folder "
 						  "of each other", sk[j].text, sk[i].text);

@@ -252,7 +252,7 @@ static int et_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 {
 	struct etcd *e = tsec__etcd_of(b);
 	char base[TSEC__BK_MAX + 2], from[TSEC__BK_MAX + 2], end[TSEC__BK_MAX + 2];
-	size_t bl, fl, tl = strlen(sk->text), cap = 0;
+	size_t bl, fl, tl = sk->tlen, cap = 0;
 	int rc = 0;
 
 	/* base: "P/k/" for the root, "P/k/<key>/" below it. */
@@ -501,7 +501,7 @@ static int et_move(struct tsec__backend *b, const struct tsec__skey *src,
 	char bs[TSEC__BK_MAX];
 	size_t sn = tsec__etcd_bk(e, 'k', src->text, bs);
 
-	if (tsec__key_below(dst->text, src->text) || tsec__key_below(src->text, dst->text))
+	if (tsec__skey_below(dst, src) || tsec__skey_below(src, dst))
 		return tsec__seterr(err, TSEC_EEXIST, dst->text, "'%s' and '%s' are a value and a "
 				    "folder", src->text, dst->text);
 	/* Read, then write guarded by what was read; again if it changed. */

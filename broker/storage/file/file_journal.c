@@ -69,7 +69,7 @@ static char *record_text(const struct tsec__bput *p, const struct item *it, size
 	char *t;
 
 	for (size_t i = 0; i < n; i++)
-		cap += strlen(it[i].tmp) + strlen(p[i].sk->text) + 8;
+		cap += strlen(it[i].tmp) + p[i].sk->tlen + 8;
 	if (cap > RECORD_MAX || !(t = malloc(cap)))
 		return NULL;
 	o = (size_t)snprintf(t, cap, "tsec-journal 1\n");

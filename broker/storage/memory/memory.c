@@ -208,7 +208,7 @@ static void count_below(struct membe *m, const struct tsec__skey *sk, int delta,
 /* 0 nothing, 1 value, 2 folder; the root is always a folder. */
 static int kind_of(const struct membe *m, const struct tsec__skey *sk)
 {
-	size_t n = strlen(sk->text);
+	size_t n = sk->tlen;
 	uint64_t h;
 
 	if (sk->n == 0)
@@ -223,7 +223,7 @@ static int mb_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t m
 		  char **out, size_t *len, struct tsec_error *err)
 {
 	struct membe *m = mb_of(b);
-	size_t n = strlen(sk->text);
+	size_t n = sk->tlen;
 	uint64_t h = tsec__strhash(sk->text, n);
 	const struct entry *e;
 	int rc = 0;
@@ -266,7 +266,7 @@ static int mb_stat(struct tsec__backend *b, const struct tsec__skey *sk,
 		   struct tsec_stat *st, struct tsec_error *err)
 {
 	struct membe *m = mb_of(b);
-	size_t n = strlen(sk->text);
+	size_t n = sk->tlen;
 	const struct entry *e;
 	int rc = 0;
 
@@ -299,7 +299,7 @@ static int mb_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 		   struct tsec_strlist *out, struct tsec_error *err)
 {
 	struct membe *m = mb_of(b);
-	size_t plen = strlen(sk->text), cap = 0, skip = plen ? plen + 1 : 0;
+	size_t plen = sk->tlen, cap = 0, skip = plen ? plen + 1 : 0;
 	int kind, rc = 0;
 
 	delay(m);
@@ -349,7 +349,7 @@ static int mb_del(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 		  const struct tsec__fence *f, struct tsec_error *err)
 {
 	struct membe *m = mb_of(b);
-	size_t n = strlen(sk->text);
+	size_t n = sk->tlen;
 	uint64_t h = tsec__strhash(sk->text, n);
 	struct entry *e;
 	int rc = 0;
@@ -383,7 +383,7 @@ static int mb_del(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 static int refuse_put(const struct membe *m, const struct tsec__skey *sk,
 		      struct tsec_error *err)
 {
-	size_t len[TSEC_KEY_SEGMENTS], n = strlen(sk->text);
+	size_t len[TSEC_KEY_SEGMENTS], n = sk->tlen;
 	unsigned np = parents(sk, len);
 
 	if (dir_find(m, sk->text, n, tsec__strhash(sk->text, n)))
@@ -520,7 +520,7 @@ static int mb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 	if (!(pr = n <= 8 ? few : calloc(n, sizeof(*pr))))
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	for (size_t i = 0; i < n; i++) {
-		pr[i].kl = strlen(p[i].sk->text);
+		pr[i].kl = p[i].sk->tlen;
 		pr[i].h = tsec__strhash(p[i].sk->text, pr[i].kl);
 		if (!(pr[i].val = malloc(p[i].len ? p[i].len : 1))) {
 			rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
@@ -563,7 +563,7 @@ static int mb_move(struct tsec__backend *b, const struct tsec__skey *src,
 		   struct tsec_error *err)
 {
 	struct membe *m = mb_of(b);
-	size_t sn = strlen(src->text), dn = strlen(dst->text);
+	size_t sn = src->tlen, dn = dst->tlen;
 	uint64_t sh = tsec__strhash(src->text, sn), dh = tsec__strhash(dst->text, dn);
 	struct folder *spare = NULL;
 	struct entry *e, *moved = NULL;

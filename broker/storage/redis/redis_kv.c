@@ -243,7 +243,7 @@ int tsec__rd_del(struct tsec__backend *b, const struct tsec__skey *sk, int recur
 		  const struct tsec__fence *f, struct tsec_error *err)
 {
 	const char *args[5] = { sk->text, recursive ? "1" : "0" };
-	size_t lens[5] = { strlen(sk->text), 1 };
+	size_t lens[5] = { sk->tlen, 1 };
 	char fence[24];
 	redisReply *rep;
 	int rc;
@@ -297,7 +297,7 @@ int tsec__rd_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_
 					 &lens[5 + 2 * i], err)))
 			goto out;
 		args[4 + 2 * i] = p[i].sk->text;
-		lens[4 + 2 * i] = strlen(p[i].sk->text);
+		lens[4 + 2 * i] = p[i].sk->tlen;
 		args[5 + 2 * i] = (const char *)env[i];
 	}
 	/* Not resent: a second copy after a lost answer could undo a peer's
@@ -324,7 +324,7 @@ int tsec__rd_move(struct tsec__backend *b, const struct tsec__skey *src,
 {
 	struct redisbe *r = tsec__rd_rb_of(b);
 
-	if (tsec__key_below(dst->text, src->text) || tsec__key_below(src->text, dst->text))
+	if (tsec__skey_below(dst, src) || tsec__skey_below(src, dst))
 		return tsec__seterr(err, TSEC_EEXIST, dst->text, "'%s' and '%s' are a value and a "
 				    "folder", src->text, dst->text);
 	for (int tries = 0; tries < 8; tries++) {
@@ -361,7 +361,7 @@ int tsec__rd_move(struct tsec__backend *b, const struct tsec__skey *src,
 		free(val);
 		if (!rc) {
 			const char *args[7] = { src->text, dst->text };
-			size_t lens[7] = { strlen(src->text), strlen(dst->text) };
+			size_t lens[7] = { src->tlen, dst->tlen };
 			char fence[24];
 
 			tsec__rd_fence_args(f, args + 2, lens + 2, fence);
