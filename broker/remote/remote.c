@@ -456,7 +456,7 @@ static int refkeys_of(const char *issuer, const char *domain, struct refkeys *k,
 {
 	int rc;
 
-	if (tsec_cert_keys(issuer, domain, k->text[0], k->text[1], k->text[2], TSEC_KEY_MAX))
+	if (tsec__cert_names(issuer, domain, k->text[0], k->text[1], k->text[2], TSEC_KEY_MAX))
 		return tsec__seterr(err, TSEC_EKEY, "", "unusable issuer or domain");
 	for (int i = 0; i < NKINDS; i++)
 		if ((rc = tsec__skey_parse(k->text[i], false, &k->sk[i], err)))
@@ -574,7 +574,7 @@ int tsec_remote_exists(struct tsec_remote *r, const struct tsec_principal *who,
 	*exists = 0;
 	if (!r)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no remote store");
-	if (tsec_cert_keys(issuer, domain, crt, key, meta, sizeof(crt)))
+	if (tsec__cert_names(issuer, domain, crt, key, meta, sizeof(crt)))
 		return tsec__seterr(err, TSEC_EKEY, "", "unusable issuer or domain");
 	return tsec_store_exists(r->coord, who, crt, exists, err);
 }
