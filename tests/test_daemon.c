@@ -641,6 +641,17 @@ static void let_commit_go(void)
 	commit_fd = -1;
 }
 
+/* The broker's stats as text, for a failure's message (not freed: the
+ * test ends there). */
+static char *stats_text(void)
+{
+	json_t *j = stats();
+	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+	json_decref(j);
+	return s ? s : "no stats";
+}
+
 /* A store.put_many of two values as "good": its answer's code. */
 static void *put_two(void *arg)
 {
@@ -721,7 +732,8 @@ static void test_daemon_workers_full(void **state)
 	for (int i = 0; i < FLOOD - SHARE; i++) {
 		next_reply(s, buf, sizeof(buf));
 		if (!strstr(buf, "\"busy\""))
-			fail_msg("reply %d while the workers are stuck: %s", i, buf);
+			fail_msg("reply %d while the workers are stuck: %s (%s)", i, buf,
+				 stats_text());
 		busy++;
 	}
 	assert_int_equal(stat_of("calls_queued"), SHARE);
@@ -733,7 +745,7 @@ static void test_daemon_workers_full(void **state)
 	while (ok < SHARE) {
 		next_reply(s, buf, sizeof(buf));
 		if (!strstr(buf, "\"exists\":true"))
-			fail_msg("reply after the workers moved: %s", buf);
+			fail_msg("reply %d after the workers moved: %s (%s)", ok, buf, stats_text());
 		ok++;
 	}
 	assert_int_equal(busy, FLOOD - SHARE);
