@@ -134,7 +134,8 @@ json_t *tsec__decision_to_json(const struct tsec_decision *d)
 	json_t *o = json_object(), *rules = json_array();
 
 	for (unsigned i = 0; i < d->nrules && i < TSEC_DECISION_RULES; i++)
-		json_array_append_new(rules, json_string(d->rules[i]));
+		json_array_append_new(rules, json_stringn(d->rules[i],
+							  strnlen(d->rules[i], TSEC_ID_MAX)));
 	json_object_set_new(o, "allow", json_boolean(d->allow));
 	json_object_set_new(o, "status", json_string(tsec__status_name(d->status)));
 	json_object_set_new(o, "reason", json_string(tsec_status_reason(d->status)));
@@ -144,9 +145,11 @@ json_t *tsec__decision_to_json(const struct tsec_decision *d)
 	if (d->flags & TSEC_DECISION_COND_ERROR)
 		json_object_set_new(o, "condition_error", json_true());
 	if (d->field[0])
-		json_object_set_new(o, "field", json_string(d->field));
+		json_object_set_new(o, "field", json_stringn(d->field,
+							     strnlen(d->field, sizeof(d->field))));
 	if (d->detail[0])
-		json_object_set_new(o, "detail", json_string(d->detail));
+		json_object_set_new(o, "detail", json_stringn(d->detail,
+							      strnlen(d->detail, sizeof(d->detail))));
 	return o;
 }
 

@@ -49,16 +49,21 @@ int tsec__store_check(struct tsec_store *s, const struct tsec_principal *who,
 		if (d[i].allow)
 			continue;
 		rules[0] = '\0';
+		/* Bounded by the arrays, not by a NUL the module may not
+		 * have written: four ids of 64 and three ", " fit. */
 		for (unsigned j = 0; j < d[i].nrules && j < TSEC_DECISION_RULES; j++)
-			o += (size_t)snprintf(rules + o, sizeof(rules) - o, "%s%s",
-					      j ? ", " : "", d[i].rules[j]);
+			o += (size_t)snprintf(rules + o, sizeof(rules) - o, "%s%.*s",
+					      j ? ", " : "",
+					      (int)strnlen(d[i].rules[j], TSEC_ID_MAX),
+					      d[i].rules[j]);
 		/* e.g. "storage.list certificates/a: forbidden by floor (keys)" */
 		rc = tsec__seterr(err, TSEC_EDENIED, "",
-				  "%.*s %.*s: %s%s%s%s%s%s", (int)reqs[i].action.len,
+				  "%.*s %.*s: %s%s%s%s%s%.*s", (int)reqs[i].action.len,
 				  reqs[i].action.ptr, (int)reqs[i].resource.len,
 				  reqs[i].resource.ptr, tsec_status_reason(d[i].status),
 				  d[i].nrules ? " (" : "", rules, d[i].nrules ? ")" : "",
-				  d[i].detail[0] ? ": " : "", d[i].detail);
+				  d[i].detail[0] ? ": " : "",
+				  (int)strnlen(d[i].detail, TSEC_DETAIL_MAX), d[i].detail);
 		snprintf(err->where, sizeof(err->where), "%.*s",
 			 (int)reqs[i].resource.len, reqs[i].resource.ptr);
 		break;
