@@ -129,13 +129,39 @@ const char *tsec__status_name(unsigned status)
 	return status <= TSEC_STATUS_DEFAULT ? status_names[status] : "none";
 }
 
+/* A string a module wrote into an array, read no further than the array
+ * (its NUL is the module's promise, not something to rely on). */
+#define ARRAY_STR(a) json_stringn((a), strnlen((a), sizeof(a)))
+
+#define SEAL(a) ((a)[sizeof(a) - 1] = '\0')
+
+void tsec__decision_seal(struct tsec_decision *d)
+{
+	if (d->nrules > TSEC_DECISION_RULES)
+		d->nrules = TSEC_DECISION_RULES;
+	for (unsigned j = 0; j < TSEC_DECISION_RULES; j++)
+		SEAL(d->rules[j]);
+	SEAL(d->field);
+	SEAL(d->detail);
+}
+
+void tsec__explain_seal(struct tsec_explain *ex)
+{
+	if (ex->nnot_applied > TSEC_EXPLAIN_MAX)
+		ex->nnot_applied = TSEC_EXPLAIN_MAX;
+	for (uint32_t i = 0; i < TSEC_EXPLAIN_MAX; i++) {
+		SEAL(ex->not_applied[i].rule);
+		SEAL(ex->not_applied[i].why);
+	}
+	SEAL(ex->cert);
+}
+
 json_t *tsec__decision_to_json(const struct tsec_decision *d)
 {
 	json_t *o = json_object(), *rules = json_array();
 
 	for (unsigned i = 0; i < d->nrules && i < TSEC_DECISION_RULES; i++)
-		json_array_append_new(rules, json_stringn(d->rules[i],
-							  strnlen(d->rules[i], TSEC_ID_MAX)));
+		json_array_append_new(rules, ARRAY_STR(d->rules[i]));
 	json_object_set_new(o, "allow", json_boolean(d->allow));
 	json_object_set_new(o, "status", json_string(tsec__status_name(d->status)));
 	json_object_set_new(o, "reason", json_string(tsec_status_reason(d->status)));
@@ -145,11 +171,9 @@ json_t *tsec__decision_to_json(const struct tsec_decision *d)
 	if (d->flags & TSEC_DECISION_COND_ERROR)
 		json_object_set_new(o, "condition_error", json_true());
 	if (d->field[0])
-		json_object_set_new(o, "field", json_stringn(d->field,
-							     strnlen(d->field, sizeof(d->field))));
+		json_object_set_new(o, "field", ARRAY_STR(d->field));
 	if (d->detail[0])
-		json_object_set_new(o, "detail", json_stringn(d->detail,
-							      strnlen(d->detail, sizeof(d->detail))));
+		json_object_set_new(o, "detail", ARRAY_STR(d->detail));
 	return o;
 }
 
@@ -251,6 +275,7 @@ int tsec__decision_from_json(json_t *o, struct tsec_decision *d)
 
 static const char *const effect_names[] = { "", "floor", "deny", "allow" };
 
+
 json_t *tsec__report_to_json(const struct tsec_report *r)
 {
 	json_t *o = json_object(), *m = json_array(), *e = json_array(), *attrs = json_object();
@@ -259,15 +284,15 @@ json_t *tsec__report_to_json(const struct tsec_report *r)
 	if (r->action >= 0)
 		json_object_set_new(attrs, "action", json_string(tsec_action_name((unsigned)r->action)));
 	json_object_set_new(attrs, "kind", json_string(tsec_kind_name(r->kind)));
-	json_object_set_new(attrs, "key", json_string(r->key));
+	json_object_set_new(attrs, "key", ARRAY_STR(r->key));
 	if (r->issuer[0])
-		json_object_set_new(attrs, "issuer", json_string(r->issuer));
+		json_object_set_new(attrs, "issuer", ARRAY_STR(r->issuer));
 	if (r->domain[0])
-		json_object_set_new(attrs, "domain", json_string(r->domain));
+		json_object_set_new(attrs, "domain", ARRAY_STR(r->domain));
 	json_object_set_new(o, "attributes", attrs);
 	for (uint32_t i = 0; i < r->nmatched && i < TSEC_REPORT_MATCHES; i++) {
 		json_t *x = json_object();
-		json_object_set_new(x, "id", json_string(r->matched[i].id));
+		json_object_set_new(x, "id", ARRAY_STR(r->matched[i].id));
 		json_object_set_new(x, "effect", json_string(r->matched[i].effect <= 3
 			? effect_names[r->matched[i].effect] : ""));
 		json_array_append_new(m, x);
@@ -276,8 +301,8 @@ json_t *tsec__report_to_json(const struct tsec_report *r)
 	json_object_set_new(o, "matched_total", json_integer(r->nmatched_total));
 	for (uint32_t i = 0; i < r->nerrors && i < TSEC_REPORT_ERRORS; i++) {
 		json_t *x = json_object();
-		json_object_set_new(x, "rule", json_string(r->errors[i].rule));
-		json_object_set_new(x, "message", json_string(r->errors[i].msg));
+		json_object_set_new(x, "rule", ARRAY_STR(r->errors[i].rule));
+		json_object_set_new(x, "message", ARRAY_STR(r->errors[i].msg));
 		json_array_append_new(e, x);
 	}
 	json_object_set_new(o, "errors", e);
@@ -302,12 +327,12 @@ void tsec__explain_to_json(json_t *report, const struct tsec_explain *ex,
 	for (uint32_t i = 0; ex && i < ex->nnot_applied && i < TSEC_EXPLAIN_MAX; i++) {
 		json_t *x = json_object();
 
-		json_object_set_new(x, "id", json_string(ex->not_applied[i].rule));
+		json_object_set_new(x, "id", ARRAY_STR(ex->not_applied[i].rule));
 		json_object_set_new(x, "effect", json_string(ex->not_applied[i].effect <= 3
 			? effect_names[ex->not_applied[i].effect] : ""));
 		if (ex->not_applied[i].dest)
 			json_object_set_new(x, "at", json_string("dest"));
-		json_object_set_new(x, "why", json_string(ex->not_applied[i].why));
+		json_object_set_new(x, "why", ARRAY_STR(ex->not_applied[i].why));
 		json_array_append_new(na, x);
 	}
 	if (ex)
@@ -317,7 +342,7 @@ void tsec__explain_to_json(json_t *report, const struct tsec_explain *ex,
 	if (ex)
 		json_object_set_new(report, "not_applied_total", json_integer(ex->nnot_applied_total));
 	if (ex && ex->has_cert)
-		json_object_set_new(report, "certificate", json_string(ex->cert));
+		json_object_set_new(report, "certificate", ARRAY_STR(ex->cert));
 }
 
 json_t *tsec__error_json(int code, const char *where, const char *message)

@@ -34,6 +34,15 @@ json_t *tsec__request_to_json(const struct tsec_request *r);
 
 json_t *tsec__decision_to_json(const struct tsec_decision *d);
 
+/*
+ * Holds what a module wrote to the ABI, for hosts that go on to read the
+ * strings as C strings (the CLI tools): counts within their arrays, each
+ * string ended inside its array.  The writers above read no further than
+ * the arrays and need no seal; the gated store bounds its own reads.
+ */
+void tsec__decision_seal(struct tsec_decision *d);
+void tsec__explain_seal(struct tsec_explain *ex);
+
 /* Decodes a decision; anything malformed becomes a deny.  Returns 0 or
  * TSEC_EPROTO. */
 int tsec__decision_from_json(json_t *o, struct tsec_decision *d);

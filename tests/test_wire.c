@@ -60,6 +60,95 @@ static void test_wire_names_distinct(void **state)
 }
 
 /* Replies from an older or foreign peer: a number alone, nonsense, "ok". */
+/* The length of the string member `name` of o (or of o itself if
+ * name is NULL), or -1. */
+static long str_len(json_t *o, const char *name)
+{
+	json_t *v = name ? json_object_get(o, name) : o;
+
+	return json_is_string(v) ? (long)json_string_length(v) : -1;
+}
+
+/*
+ * What a module writes is read no further than its arrays: a decision,
+ * report and explanation whose every string fills its array with no NUL
+ * and whose counts run past their arrays become JSON of the arrays'
+ * lengths and counts.  Each sits in a heap block of its own size, so
+ * ASan stops a read past it (the report's key, issuer and domain, and
+ * every id and message, were read as C strings before).
+ */
+static void test_wire_module_strings_bounded(void **state)
+{
+	struct tsec_decision *d = malloc(sizeof(*d));
+	struct tsec_report *r = malloc(sizeof(*r));
+	struct tsec_explain *ex = malloc(sizeof(*ex));
+	struct tsec_request req = { .principal = { "svc:a", 5 } };
+	struct tsec__jw w;
+	json_t *j, *a;
+	(void)state;
+
+	assert_non_null(d);
+	assert_non_null(r);
+	assert_non_null(ex);
+	memset(d, 'x', sizeof(*d));
+	d->nrules = 255;
+	d->status = TSEC_STATUS_DENIED;
+	d->flags = 0;
+	j = tsec__decision_to_json(d);
+	assert_int_equal(json_array_size(a = json_object_get(j, "rules")), TSEC_DECISION_RULES);
+	assert_int_equal(str_len(json_array_get(a, 3), NULL), TSEC_ID_MAX);
+	assert_int_equal(str_len(j, "field"), sizeof(d->field));
+	assert_int_equal(str_len(j, "detail"), TSEC_DETAIL_MAX);
+	json_decref(j);
+	tsec__jw_init(&w);
+	tsec__decision_write(&w, d);
+	assert_false(w.failed);
+	assert_true(w.len > 4 * TSEC_ID_MAX + TSEC_DETAIL_MAX);
+	tsec__jw_free(&w);
+
+	memset(r, 'x', sizeof(*r));
+	r->decision = *d;
+	r->action = -1;
+	r->kind = 0;
+	r->nmatched = r->nerrors = 100000;
+	for (int i = 0; i < TSEC_REPORT_MATCHES; i++)
+		r->matched[i].effect = 1;
+	j = tsec__report_to_json(r);
+	a = json_object_get(j, "attributes");
+	assert_int_equal(str_len(a, "key"), sizeof(r->key));
+	assert_int_equal(str_len(a, "issuer"), sizeof(r->issuer));
+	assert_int_equal(str_len(a, "domain"), sizeof(r->domain));
+	assert_int_equal(json_array_size(json_object_get(j, "matched")), TSEC_REPORT_MATCHES);
+	assert_int_equal(json_array_size(a = json_object_get(j, "errors")), TSEC_REPORT_ERRORS);
+	assert_int_equal(str_len(json_array_get(a, TSEC_REPORT_ERRORS - 1), "message"),
+			 TSEC_DETAIL_MAX);
+
+	memset(ex, 'x', sizeof(*ex));
+	ex->explained = 1;
+	ex->nnot_applied = 100000;
+	ex->has_cert = 1;
+	for (int i = 0; i < TSEC_EXPLAIN_MAX; i++)
+		ex->not_applied[i].effect = ex->not_applied[i].dest = 0;
+	tsec__explain_to_json(j, ex, &req);
+	assert_int_equal(json_array_size(a = json_object_get(j, "not_applied")), TSEC_EXPLAIN_MAX);
+	assert_int_equal(str_len(json_array_get(a, TSEC_EXPLAIN_MAX - 1), "why"),
+			 TSEC_DETAIL_MAX);
+	assert_int_equal(str_len(j, "certificate"), sizeof(ex->cert));
+	json_decref(j);
+	/* Sealed, for the tools that read them as C strings. */
+	tsec__decision_seal(d);
+	assert_int_equal(d->nrules, TSEC_DECISION_RULES);
+	assert_int_equal(strlen(d->rules[3]), TSEC_ID_MAX - 1);
+	assert_int_equal(strlen(d->detail), TSEC_DETAIL_MAX - 1);
+	tsec__explain_seal(ex);
+	assert_int_equal(ex->nnot_applied, TSEC_EXPLAIN_MAX);
+	assert_int_equal(strlen(ex->not_applied[TSEC_EXPLAIN_MAX - 1].why), TSEC_DETAIL_MAX - 1);
+	assert_int_equal(strlen(ex->cert), sizeof(ex->cert) - 1);
+	free(d);
+	free(r);
+	free(ex);
+}
+
 static void test_wire_error_fallbacks(void **state)
 {
 	struct tsec_error err;
@@ -397,6 +486,7 @@ int main(void)
 		cmocka_unit_test(test_wire_writer_numbers),
 		cmocka_unit_test(test_wire_names_distinct),
 		cmocka_unit_test(test_wire_error_fallbacks),
+		cmocka_unit_test(test_wire_module_strings_bounded),
 	};
 	return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
 }

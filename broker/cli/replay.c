@@ -122,6 +122,7 @@ static int decide(const char *cmd, struct tsec_bus *bus, json_t *req, json_t *ke
 		fprintf(stderr, "tsec %s: %s\n", cmd, err.msg);
 		return -1;
 	}
+	tsec__decision_seal(d);
 	return 0;
 }
 

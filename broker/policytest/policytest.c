@@ -169,7 +169,8 @@ static void print_failure(struct tsec__ptest *t, struct tsec_bus *bus,
 		fprintf(t->out, "%s%s", k ? ", " : " (", d->rules[k]);
 	fprintf(t->out, "%s%s%s\n", d->nrules ? ")" : "", d->detail[0] ? " -- " : "", d->detail);
 	/* Why not: the rules that matched the request but did not apply. */
-	if (rep && ex && !tsec_bus_explain(bus, "policy", r, rep, ex, &err) && ex->explained)
+	if (rep && ex && !tsec_bus_explain(bus, "policy", r, rep, ex, &err) && ex->explained &&
+	    (tsec__explain_seal(ex), true))
 		for (uint32_t k = 0; k < ex->nnot_applied && k < 4; k++)
 			fprintf(t->out, "  not applied: %s%s: %s\n", ex->not_applied[k].rule,
 				ex->not_applied[k].dest ? " (at the destination)" : "",
@@ -303,6 +304,8 @@ void tsec__ptest_file(struct tsec__ptest *t, const char *file)
 			t->errors++;
 			continue;
 		}
+		tsec__decision_seal(d);
+		tsec__decision_seal(&rep.decision);
 		if (!same_decision(d, &rep.decision)) {
 			fprintf(t->err, "tsec test: %s: Check (%s) and Evaluate (%s) disagree\n", label,
 				status_name(d->status), status_name(rep.decision.status));
@@ -330,6 +333,8 @@ void tsec__ptest_file(struct tsec__ptest *t, const char *file)
 	}
 	/* The same cases as one batch: the same answers. */
 	if (run.n && !tsec_bus_check(bus, "policy", run.reqs, run.n, run.batch, &err)) {
+		for (i = 0; i < run.n; i++)
+			tsec__decision_seal(&run.batch[i]);
 		for (i = 0; i < run.n; i++)
 			if (!same_decision(&run.single[i], &run.batch[i])) {
 				fprintf(t->err, "tsec test: %s: case %s answered differently in a batch\n",
