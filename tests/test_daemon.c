@@ -851,6 +851,40 @@ static void test_daemon_callers_in_turn(void **state)
 	zmq_ctx_term(ctx);
 }
 
+/*
+ * A parked lock wait outlives no permission: a reload that takes the
+ * waiter's lock rule away ends its wait "denied" at its next attempt
+ * (the store asks the policy again when one was reloaded since).
+ * Before, the answer at the wait's start held until its deadline, and
+ * the waiter got the lock once it was freed.
+ */
+static void test_daemon_parked_wait_reload(void **state)
+{
+	struct tsec_client *good = client("good", 10000);
+	struct waiter w = { .who = "bad", .wait_ms = 60000 };
+	struct tsec_error err;
+	char params[160];
+	(void)state;
+
+	assert_int_equal(take_lock(good, "other-parked", 0, params, sizeof(params), &err), 0);
+	assert_int_equal(pthread_create(&w.t, NULL, wait_for_lock, &w), 0);
+	TU_WAIT(stat_of("lock_waits") == 1);
+	assert_int_equal(stat_of("lock_waits"), 1);
+	/* policy_v2: bad may load, and no longer lock. */
+	write_policy(policy_v2, 4);
+	sign_policy();
+	reload_rpc(0);
+	assert_int_equal(pthread_join(w.t, NULL), 0);
+	if (w.acquired != TSEC_EDENIED)
+		fail_msg("the waiter got %d (%s), want denied", w.acquired, w.msg);
+	assert_int_equal(stat_of("lock_waits"), 0);
+	write_policy(policy_v1, 5);
+	sign_policy();
+	reload_rpc(0);
+	assert_int_equal(tsec_client_call(good, "lock.release", params, NULL, &err), 0);
+	tsec_client_close(&good);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -865,6 +899,7 @@ int main(void)
 		cmocka_unit_test(test_daemon_bad_input),
 		cmocka_unit_test(test_daemon_signal_elsewhere),
 		cmocka_unit_test(test_daemon_reload),
+		cmocka_unit_test(test_daemon_parked_wait_reload),
 		cmocka_unit_test(test_daemon_decision_log),
 	};
 	return cmocka_run_group_tests_name("daemon", tests, setup, teardown);

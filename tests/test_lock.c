@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,26 +347,125 @@ static void test_lock_wait_steps(void **state)
 	assert_int_equal(tsec_lock_wait_begin(t->store, &app, "stepped", 10000, 60000, &w, &got,
 					      &err), TSEC_EBUSY);
 	assert_true(w.pause_ms <= 50);
-	assert_int_equal(tsec_lock_wait_step(t->store, &w, &got, &err), TSEC_EBUSY);
+	assert_int_equal(tsec_lock_wait_step(t->store, &app, &w, &got, &err), TSEC_EBUSY);
 	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), 0);
 	/* Freed, but promised to the waiter: a newcomer is refused. */
 	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "stepped", 10000, &b, &err),
 			 TSEC_EBUSY);
-	assert_int_equal(tsec_lock_wait_step(t->store, &w, &got, &err), 0);
+	assert_int_equal(tsec_lock_wait_step(t->store, &app, &w, &got, &err), 0);
 	assert_string_equal(got.name, "stepped");
 	assert_true(got.fence > a.fence);
 	/* A second waiter whose deadline passes while the lock is held. */
 	assert_int_equal(tsec_lock_wait_begin(t->store, &app, "stepped", 10000, 100, &w2, &b, &err),
 			 TSEC_EBUSY);
 	tsec__clock_advance(101);
-	assert_int_equal(tsec_lock_wait_step(t->store, &w2, &b, &err), TSEC_ETIMEDOUT);
+	assert_int_equal(tsec_lock_wait_step(t->store, &app, &w2, &b, &err), TSEC_ETIMEDOUT);
 	/* A wait no begin made. */
 	memset(&forged, 0, sizeof(forged));
-	assert_int_equal(tsec_lock_wait_step(t->store, &forged, &b, &err), TSEC_EINVAL);
+	assert_int_equal(tsec_lock_wait_step(t->store, &app, &forged, &b, &err), TSEC_EINVAL);
 	memset(forged.name, 'x', sizeof(forged.name));
 	forged.ttl_ms = 1000;
-	assert_int_equal(tsec_lock_wait_step(t->store, &forged, &b, &err), TSEC_EINVAL);
+	assert_int_equal(tsec_lock_wait_step(t->store, &app, &forged, &b, &err), TSEC_EINVAL);
 	assert_int_equal(tsec_lock_release(t->store, &app, &got, &err), 0);
+}
+
+static _Atomic long asked;
+
+static void count_asks(void *ctx, void *call_ctx, const struct tsec_request *reqs,
+		       const struct tsec_decision *d, size_t n, uint64_t latency_ns)
+{
+	(void)ctx; (void)call_ctx; (void)d; (void)latency_ns;
+	for (size_t i = 0; i < n; i++)
+		if (reqs[i].action.len == 12 && !memcmp(reqs[i].action.ptr, "lock.acquire", 12))
+			asked++;
+}
+
+static char *slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	char *s = malloc(1 << 16);
+
+	assert_non_null(f);
+	assert_non_null(s);
+	*n = fread(s, 1, (1 << 16) - 1, f);
+	s[*n] = '\0';
+	fclose(f);
+	return s;
+}
+
+struct blocked {
+	struct tsec_store *s;
+	int rc;
+	_Atomic int done;
+};
+
+static void *acquire_blocking(void *arg)
+{
+	struct blocked *b = arg;
+	struct tsec_lock lk;
+	struct tsec_error err;
+
+	b->rc = tsec_lock_acquire(b->s, &app, "reloaded", 10000, 600000, &lk, &err);
+	b->done = 1;
+	return NULL;
+}
+
+/*
+ * A wait outlives no permission.  A policy reloaded during a wait is
+ * asked at the wait's next step; one that no longer lets the waiter take
+ * the lock ends the wait denied, one that still does lets it go on.
+ * Steps with no reload between do not ask (a long wait does not fill the
+ * decision log).  tsec_lock_acquire waits the same way.  Before, the
+ * answer begin got held for the whole wait, up to its deadline.
+ */
+static void test_lock_wait_reload(void **state)
+{
+	static const char no_locks[] = "{\"version\": 1, \"rules\": [{\"id\": \"app-all\", "
+		"\"effect\": \"allow\", \"principal\": [\"svc:app\"], \"action\": "
+		"[\"storage.*\", \"lock.release\"], \"resource\": [\"**\"]}]}";
+	struct tu_store *t = *state;
+	struct tsec_lock held, got;
+	struct tsec_lock_wait w;
+	struct tsec_error err;
+	struct blocked b = { t->store, 1, 0 };
+	pthread_t th;
+	size_t n;
+	char *same = slurp("tests/data/store_policy.json", &n);
+	long before;
+
+	tsec_store_set_observer(t->store, count_asks, NULL);
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "reloaded", 60000, &held, &err), 0);
+	before = asked;
+	assert_int_equal(tsec_lock_wait_begin(t->store, &app, "reloaded", 10000, 600000, &w, &got,
+					      &err), TSEC_EBUSY);
+	assert_int_equal(asked, before + 1);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(tsec_lock_wait_step(t->store, &app, &w, &got, &err), TSEC_EBUSY);
+	assert_int_equal(asked, before + 1);
+	/* The same policy again: asked once more, still allowed. */
+	assert_int_equal(tsec_bus_reload(t->bus, "policy", same, n, &err), 0);
+	assert_int_equal(tsec_lock_wait_step(t->store, &app, &w, &got, &err), TSEC_EBUSY);
+	assert_int_equal(tsec_lock_wait_step(t->store, &app, &w, &got, &err), TSEC_EBUSY);
+	assert_int_equal(asked, before + 2);
+	/* A policy without the lock rule: the next step is denied. */
+	assert_int_equal(tsec_bus_reload(t->bus, "policy", no_locks, strlen(no_locks), &err), 0);
+	assert_int_equal(tsec_lock_wait_step(t->store, &app, &w, &got, &err), TSEC_EDENIED);
+
+	/* The blocking call: waiting when the policy changes, then denied. */
+	assert_int_equal(tsec_bus_reload(t->bus, "policy", same, n, &err), 0);
+	before = asked;
+	assert_int_equal(pthread_create(&th, NULL, acquire_blocking, &b), 0);
+	TU_WAIT(asked > before);
+	assert_true(asked > before);
+	assert_int_equal(tsec_bus_reload(t->bus, "policy", no_locks, strlen(no_locks), &err), 0);
+	TU_WAIT(b.done);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(b.rc, TSEC_EDENIED);
+
+	assert_int_equal(tsec_bus_reload(t->bus, "policy", same, n, &err), 0);
+	tsec_store_set_observer(t->store, NULL, NULL);
+	assert_int_equal(tsec_lock_release(t->store, &app, &held, &err), 0);
+	free(same);
 }
 
 int main(void)
@@ -377,6 +477,7 @@ int main(void)
 		cmocka_unit_test(test_lock_try_never_waits),
 		cmocka_unit_test(test_lock_deadline),
 		cmocka_unit_test(test_lock_wait_steps),
+		cmocka_unit_test(test_lock_wait_reload),
 		cmocka_unit_test(test_lock_processes),
 		cmocka_unit_test(test_lock_stale_one_winner),
 		cmocka_unit_test(test_lock_paused_fenced_writer),

@@ -41,6 +41,7 @@ int tsec_bus_new(struct tsec_bus **out)
 	bus->host.refuse = tsec__host_refuse;
 	for (int i = 0; i < TSEC_BUS_ENDPOINTS; i++)
 		atomic_init(&bus->ep[i].ready, 0);
+	atomic_init(&bus->generation, 0);
 	*out = bus;
 	return 0;
 }
@@ -158,6 +159,7 @@ int tsec_bus_load(struct tsec_bus *bus, const char *name, const char *path,
 	if (slot->serial)
 		pthread_mutex_init(&slot->lock, NULL);
 	atomic_store_explicit(&slot->ready, 1, memory_order_release);
+	atomic_fetch_add(&bus->generation, 1);
 	dl = NULL;
 out:
 	if (dl)
@@ -321,7 +323,16 @@ int tsec_bus_reload(struct tsec_bus *bus, const char *name,
 	rc = normalise(ep->desc->reload(ep->state, policy, len, err), err);
 	if (ep->serial)
 		pthread_mutex_unlock(&ep->lock);
+	/* After the new policy is in force: a reader that sees the new
+	 * count asks the new policy. */
+	if (rc == 0)
+		atomic_fetch_add(&bus->generation, 1);
 	return rc;
+}
+
+uint64_t tsec__bus_generation(struct tsec_bus *bus)
+{
+	return atomic_load(&bus->generation);
 }
 
 int tsec_bus_lint(struct tsec_bus *bus, const char *name, const char *policy,

@@ -23,8 +23,16 @@ struct tsec_bus {
 	pthread_mutex_t admin;           /* load and free; never on calls */
 	struct tsec_host_api host;
 	char refusal[TSEC_ERR_MSG];      /* why a module refused, under admin */
+	_Atomic uint64_t generation;     /* +1 after each load and reload */
 	struct tsec__endpoint ep[TSEC_BUS_ENDPOINTS];
 };
+
+/*
+ * A count that moves after every policy loaded or reloaded on the bus
+ * (any endpoint), for callers that keep an earlier decision across time,
+ * such as a lock wait: while it is unchanged, no policy changed since.
+ */
+uint64_t tsec__bus_generation(struct tsec_bus *bus);
 
 /*
  * Opens the module at path with dlopen(RTLD_NOW | RTLD_LOCAL), resolves

@@ -283,10 +283,10 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 				  "max_locks_per_caller allows");
 	memset(&lk, 0, sizeof(lk));
 	if (c->wait_in) {
-		/* A parked wait's next attempt: the name and the policy were
-		 * checked when it began. */
+		/* A parked wait's next attempt: the name was checked when it
+		 * began, the policy is asked again if it was reloaded since. */
 		w = *c->wait_in;
-		rc = tsec_lock_wait_step(d->store, &w, &lk, &err);
+		rc = tsec_lock_wait_step(d->store, &c->p, &w, &lk, &err);
 	} else if (wait && c->wait_out) {
 		rc = tsec_lock_wait_begin(d->store, &c->p, tsec__param_str(c, "name"), ttl, wait,
 					  &w, &lk, &err);

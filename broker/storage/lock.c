@@ -12,6 +12,7 @@
 
 #include <sodium.h>
 
+#include "broker/bus/bus_private.h"
 #include "broker/storage/backend.h"
 
 #define BACKOFF_MIN_MS 1
@@ -120,14 +121,25 @@ static int acquire(struct tsec_store *s, const struct tsec_principal *who, const
 		   uint64_t ttl_ms, uint64_t timeout_ms, int wait, struct tsec_lock *out,
 		   struct tsec_error *err)
 {
+	struct tsec_lock_wait w;
 	struct tsec__lease lease;
 	int rc;
 
 	if (!s || !out)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no store or no lock to fill");
 	memset(out, 0, sizeof(*out));
+	if (wait) {
+		/* The waits of tsec_lock_wait_begin/step, napping between:
+		 * a reload during the wait is asked about. */
+		rc = tsec_lock_wait_begin(s, who, name, ttl_ms, timeout_ms, &w, out, err);
+		while (rc == TSEC_EBUSY) {
+			tsec__nap_ms(w.pause_ms);
+			rc = tsec_lock_wait_step(s, who, &w, out, err);
+		}
+		return rc;
+	}
 	if ((rc = check(s, who, name, "lock.acquire", ttl_ms, true, err)) ||
-	    (rc = tsec__store_lock_take(s, name, ttl_ms, timeout_ms, wait, &lease, err)))
+	    (rc = s->be->ops->lock_try(s->be, name, ttl_ms, NULL, &lease, err)))
 		return rc;
 	fill(out, name, &lease);
 	return 0;
@@ -152,30 +164,45 @@ int tsec_lock_wait_begin(struct tsec_store *s, const struct tsec_principal *who,
 			 struct tsec_lock_wait *w, struct tsec_lock *out,
 			 struct tsec_error *err)
 {
+	uint64_t gen;
 	int rc;
 
 	if (!s || !w || !out)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no store, wait or lock to fill");
 	memset(out, 0, sizeof(*out));
+	/* Read before asking: a reload while it asks moves the count, and
+	 * the next step asks again. */
+	gen = tsec__bus_generation(s->bus);
 	if ((rc = check(s, who, name, "lock.acquire", ttl_ms, true, err)))
 		return rc;
 	wait_init(w, name, ttl_ms, timeout_ms);
-	return tsec_lock_wait_step(s, w, out, err);
+	w->policy_gen = gen;
+	return tsec_lock_wait_step(s, who, w, out, err);
 }
 
-int tsec_lock_wait_step(struct tsec_store *s, struct tsec_lock_wait *w,
-			struct tsec_lock *out, struct tsec_error *err)
+int tsec_lock_wait_step(struct tsec_store *s, const struct tsec_principal *who,
+			struct tsec_lock_wait *w, struct tsec_lock *out, struct tsec_error *err)
 {
 	struct tsec__lease lease;
+	uint64_t gen;
 	size_t n;
 	int rc;
 
 	if (!s || !w || !out)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no store, wait or lock to fill");
+	if (!who || !who->id.ptr)
+		return tsec__seterr(err, TSEC_EINVAL, "principal", "no principal");
 	/* What begin wrote: a name of one segment, terminated in its array. */
 	n = strnlen(w->name, sizeof(w->name));
 	if (n == 0 || n == sizeof(w->name) || memchr(w->name, '/', n) || w->ttl_ms == 0)
 		return tsec__seterr(err, TSEC_EINVAL, "", "not a wait tsec_lock_wait_begin began");
+	/* A policy loaded or reloaded since the wait last asked: ask it,
+	 * so a wait outlives no permission. */
+	if ((gen = tsec__bus_generation(s->bus)) != w->policy_gen) {
+		if ((rc = check(s, who, w->name, "lock.acquire", w->ttl_ms, true, err)))
+			return rc;
+		w->policy_gen = gen;
+	}
 	if ((rc = attempt(s, w, &lease, err)))
 		return rc;
 	fill(out, w->name, &lease);

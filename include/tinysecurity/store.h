@@ -319,11 +319,14 @@ TSEC_API int tsec_lock_try_acquire(struct tsec_store *s,
  *	rc = tsec_lock_wait_begin(s, who, name, ttl_ms, timeout_ms, &w, &lk, &err);
  *	while (rc == TSEC_EBUSY) {
  *		... other work for w.pause_ms milliseconds ...
- *		rc = tsec_lock_wait_step(s, &w, &lk, &err);
+ *		rc = tsec_lock_wait_step(s, who, &w, &lk, &err);
  *	}
  *
- * begin checks the name and asks the policy, once for the whole wait as
- * tsec_lock_acquire does, then makes the first attempt; each step is one
+ * begin checks the name and asks the policy, then makes the first
+ * attempt; each step asks the policy again (as `who`) if a policy was
+ * loaded or reloaded on the store's bus since it was last asked, so a
+ * reload that takes the lock away ends the wait with TSEC_EDENIED
+ * (tsec_lock_acquire waits the same way).  Each step is one
  * more attempt as the same waiter, which keeps the lock's one queue slot
  * while it asks again within 250 ms (waiters are then served before
  * newcomers).  Returns 0 (acquired, *out filled), TSEC_EBUSY (held: step
@@ -338,13 +341,15 @@ struct tsec_lock_wait {
 	uint32_t backoff_ms;         /* grows from 1 to 50 */
 	uint32_t pause_ms;           /* before the next step */
 	uint8_t waiter[16];          /* this wait's id in the lock's queue */
+	uint64_t policy_gen;         /* the bus's policies when last asked */
 };
 
 TSEC_API int tsec_lock_wait_begin(struct tsec_store *s, const struct tsec_principal *who,
 				  const char *name, uint64_t ttl_ms, uint64_t timeout_ms,
 				  struct tsec_lock_wait *w, struct tsec_lock *out,
 				  struct tsec_error *err);
-TSEC_API int tsec_lock_wait_step(struct tsec_store *s, struct tsec_lock_wait *w,
+TSEC_API int tsec_lock_wait_step(struct tsec_store *s, const struct tsec_principal *who,
+				 struct tsec_lock_wait *w,
 				 struct tsec_lock *out, struct tsec_error *err);
 
 /*
