@@ -171,6 +171,29 @@ static void test_store_failed_write(void **state)
 	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
 	check_value(t->store, "w/value", "old value");
 	assert_int_equal(tu_count_litter(t->root), 0);
+	/* A write that fails leaves no folder it made: a folder exists
+	 * only while a value is below it (before, "fresh" and "g1/a"
+	 * stayed, and exists() said yes to them). */
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+	assert_int_equal(tsec_store_put(t->store, &app, "fresh/deep/value", big, sizeof(big), &err),
+			 TSEC_EIO);
+	{
+		struct tsec_put two[2] = { { "g1/a/x", big, sizeof(big) }, { "g1/b/y", "y", 1 } };
+		assert_int_equal(tsec_store_put_many(t->store, &app, two, 2, &err), TSEC_EIO);
+	}
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	{
+		int ex;
+		assert_int_equal(tsec_store_exists(t->store, &app, "fresh", &ex, &err), 0);
+		assert_false(ex);
+		assert_int_equal(tsec_store_exists(t->store, &app, "g1", &ex, &err), 0);
+		assert_false(ex);
+	}
+	snprintf(path, sizeof(path), "%s/fresh", t->root);
+	assert_int_equal(access(path, F_OK), -1);
+	snprintf(path, sizeof(path), "%s/g1", t->root);
+	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(tu_count_litter(t->root), 0);
 	/* A folder is never replaced by a file. */
 	put(t->store, "w/folder/inner", "1");
 	assert_int_equal(tsec_store_put(t->store, &app, "w/folder", "x", 1, &err), TSEC_EEXIST);

@@ -624,6 +624,10 @@ static int fb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 		/* (Not when it is the lock that is gone.) */
 	} while (rc == TSEC_ENOENT && !(f && err && !strcmp(err->where, f->name)) &&
 		 ++tries < PRUNED_RETRIES);
+	/* Failed: the folders it made for its values go again (only the
+	 * empty ones: a folder exists only while a value is below it). */
+	for (size_t i = 0; rc && i < n; i++)
+		prune(a.fb, p[i].sk, p[i].sk->n - 1);
 	return rc;
 }
 
