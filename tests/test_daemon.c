@@ -856,28 +856,54 @@ static void test_daemon_callers_in_turn(void **state)
  * waiter's lock rule away ends its wait "denied" at its next attempt
  * (the store asks the policy again when one was reloaded since).
  * Before, the answer at the wait's start held until its deadline, and
- * the waiter got the lock once it was freed.
+ * the waiter got the lock once it was freed.  Also: one caller parks at
+ * most max_locks_per_caller waits (256), the next is answered busy.
  */
 static void test_daemon_parked_wait_reload(void **state)
 {
+	enum { SHARE = TSEC_D_QUOTA };
+	static const char no_locks[] = "{\"version\": 1, \"rules\": [{\"id\": \"good-some\", "
+		"\"effect\": \"allow\", \"principal\": [\"svc:good\"], \"action\": "
+		"[\"storage.*\", \"lock.release\"], \"resource\": [\"**\"]}]}";
 	struct tsec_client *good = client("good", 10000);
 	struct waiter w = { .who = "bad", .wait_ms = 60000 };
 	struct tsec_error err;
-	char params[160];
+	char params[160], msg[160], buf[512];
+	void *ctx = zmq_ctx_new(), *g;
 	(void)state;
 
 	assert_int_equal(take_lock(good, "other-parked", 0, params, sizeof(params), &err), 0);
 	assert_int_equal(pthread_create(&w.t, NULL, wait_for_lock, &w), 0);
 	TU_WAIT(stat_of("lock_waits") == 1);
 	assert_int_equal(stat_of("lock_waits"), 1);
-	/* policy_v2: bad may load, and no longer lock. */
-	write_policy(policy_v2, 4);
+	/* "good" parks its share of waits; one more is refused at once. */
+	g = raw_dealer(ctx, true);
+	for (int i = 0; i <= SHARE; i++) {
+		snprintf(msg, sizeof(msg), "{\"id\": %d, \"method\": \"lock.acquire\", \"params\": "
+			 "{\"name\": \"other-parked\", \"ttl_ms\": 60000, \"timeout_ms\": 60000}}", i);
+		raw_send(g, msg);
+	}
+	next_reply(g, buf, sizeof(buf));
+	if (!strstr(buf, "\"busy\"") || !strstr(buf, "waits for locks"))
+		fail_msg("past the share: %s", buf);
+	TU_WAIT(stat_of("lock_waits") == SHARE + 1);
+	assert_int_equal(stat_of("lock_waits"), SHARE + 1);
+	/* Neither may lock now: every parked wait is denied at its next
+	 * attempt. */
+	write_policy(no_locks, 4);
 	sign_policy();
 	reload_rpc(0);
+	for (int i = 0; i < SHARE; i++) {
+		next_reply(g, buf, sizeof(buf));
+		if (!strstr(buf, "\"denied\""))
+			fail_msg("parked wait %d after the reload: %s", i, buf);
+	}
 	assert_int_equal(pthread_join(w.t, NULL), 0);
 	if (w.acquired != TSEC_EDENIED)
 		fail_msg("the waiter got %d (%s), want denied", w.acquired, w.msg);
 	assert_int_equal(stat_of("lock_waits"), 0);
+	zmq_close(g);
+	zmq_ctx_term(ctx);
 	write_policy(policy_v1, 5);
 	sign_policy();
 	reload_rpc(0);

@@ -361,7 +361,16 @@ struct loop {
 	 * attempt: no worker is held while they wait. */
 	struct tsec__job *park[TSEC_D_MAX_PARKED];
 	size_t npark;
+	size_t *parked_of;           /* per caller (the last: -1 and any new) */
+	int nslots;
+	int64_t park_due;            /* the earliest wake_ms, INT64_MAX: none */
 };
+
+/* A caller's place in parked_of (callers a reload added share the last). */
+static int park_slot(const struct loop *l, int caller)
+{
+	return caller >= 0 && caller < l->nslots - 1 ? caller : l->nslots - 1;
+}
 
 /* The calls the workers hold now. */
 static int working(const struct loop *l)
@@ -467,6 +476,7 @@ static int from_client(struct loop *l, int r)
 
 static void park_drop(struct loop *l, size_t i)
 {
+	l->parked_of[park_slot(l, l->park[i]->caller)]--;
 	l->park[i] = l->park[--l->npark];
 }
 
@@ -482,10 +492,8 @@ static void park(struct loop *l, int r, zmq_msg_t *ident, zmq_msg_t *payload, in
 	struct tsec__job *j = NULL;
 	const char *no = NULL;
 	int code = TSEC_EBUSY;
-	size_t mine = 0;
+	size_t mine = l->parked_of[park_slot(l, caller)];
 
-	for (size_t i = 0; i < l->npark; i++)
-		mine += l->park[i]->caller == caller;
 	if (zmq_msg_size(wait) != sizeof(j->w) || r < 0 || r > 1) {
 		code = TSEC_EPROTO;
 		no = "a lock wait came back malformed";
@@ -506,6 +514,9 @@ static void park(struct loop *l, int r, zmq_msg_t *ident, zmq_msg_t *payload, in
 	j->has_wait = true;
 	memcpy(&j->w, zmq_msg_data(wait), sizeof(j->w));
 	j->wake_ms = tsec__mono_ms() + j->w.pause_ms;
+	if (j->wake_ms < l->park_due)
+		l->park_due = j->wake_ms;
+	l->parked_of[park_slot(l, caller)]++;
 	l->park[l->npark++] = j;
 }
 
@@ -516,6 +527,10 @@ static int unpark(struct loop *l)
 {
 	int64_t now = tsec__mono_ms(), next = -1;
 
+	/* None due yet: no look at each (this runs at every turn of the
+	 * loop, and up to TSEC_D_MAX_PARKED waits may be parked). */
+	if (now < l->park_due)
+		return l->park_due - now > INT32_MAX ? INT32_MAX : (int)(l->park_due - now);
 	for (size_t i = 0; i < l->npark;) {
 		struct tsec__job *j = l->park[i];
 
@@ -528,6 +543,7 @@ static int unpark(struct loop *l)
 		park_drop(l, i); /* the last one moves to i */
 		tsec__jobq_push(&l->q, j, true);
 	}
+	l->park_due = next < 0 ? INT64_MAX : now + next;
 	schedule(l);
 	return next < 0 ? -1 : next > INT32_MAX ? INT32_MAX : (int)next;
 }
@@ -709,7 +725,7 @@ static void run_loop(struct loop *l)
 
 int tsec__serve(struct tsec__daemon *d)
 {
-	struct loop l = { .d = d };
+	struct loop l = { .d = d, .park_due = INT64_MAX };
 	pthread_t workers[TSEC_D_MAX_WORKERS], zapt;
 	struct worker_arg wargs[TSEC_D_MAX_WORKERS];
 	int nworkers = 0, zap = 0, rc = -1, zero = 0;
@@ -728,8 +744,10 @@ int tsec__serve(struct tsec__daemon *d)
 	 * loop: it holds the calls itself (TSEC_D_MAX_QUEUED), and gives a
 	 * worker one call at a time. */
 	zmq_setsockopt(l.replies, ZMQ_RCVHWM, &zero, sizeof(zero));
+	l.nslots = (d->cfg.ncallers > 0 ? d->cfg.ncallers : 0) + 1;
 	if (zmq_bind(l.replies, TSEC_D_REPLY_ENDPOINT) ||
-	    tsec__jobq_init(&l.q, d->cfg.ncallers, TSEC_D_MAX_QUEUED, TSEC_D_QUEUED_PER_CALLER))
+	    tsec__jobq_init(&l.q, d->cfg.ncallers, TSEC_D_MAX_QUEUED, TSEC_D_QUEUED_PER_CALLER) ||
+	    !(l.parked_of = calloc((size_t)l.nslots, sizeof(*l.parked_of))))
 		goto stop;
 	for (; l.nworkers < d->cfg.workers; l.nworkers++) {
 		char ep[64];
@@ -766,6 +784,7 @@ stop:
 		tsec__job_free(j);
 	}
 	tsec__jobq_free(&l.q);
+	free(l.parked_of);
 	if (l.replies)
 		zmq_close(l.replies);
 	tsec__jw_free(&l.reply);
