@@ -95,14 +95,11 @@ static int attempt(struct tsec_store *s, struct tsec_lock_wait *w, struct tsec__
 }
 
 int tsec__store_lock_take(struct tsec_store *s, const char *name, uint64_t ttl_ms,
-			  uint64_t timeout_ms, int wait, struct tsec__lease *lease,
-			  struct tsec_error *err)
+			  uint64_t timeout_ms, struct tsec__lease *lease, struct tsec_error *err)
 {
 	struct tsec_lock_wait w;
 	int rc;
 
-	if (!wait)
-		return s->be->ops->lock_try(s->be, name, ttl_ms, NULL, lease, err);
 	wait_init(&w, name, ttl_ms, timeout_ms);
 	while ((rc = attempt(s, &w, lease, err)) == TSEC_EBUSY)
 		tsec__nap_ms(w.pause_ms);
@@ -127,7 +124,6 @@ static int acquire(struct tsec_store *s, const struct tsec_principal *who, const
 
 	if (!s || !out)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no store or no lock to fill");
-	memset(out, 0, sizeof(*out));
 	if (wait) {
 		/* The waits of tsec_lock_wait_begin/step, napping between:
 		 * a reload during the wait is asked about. */
@@ -138,6 +134,7 @@ static int acquire(struct tsec_store *s, const struct tsec_principal *who, const
 		}
 		return rc;
 	}
+	memset(out, 0, sizeof(*out));
 	if ((rc = check(s, who, name, "lock.acquire", ttl_ms, true, err)) ||
 	    (rc = s->be->ops->lock_try(s->be, name, ttl_ms, NULL, &lease, err)))
 		return rc;

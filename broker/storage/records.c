@@ -71,7 +71,7 @@ int tsec__store_record_cas(struct tsec_store *s, const char *name, const char *o
 
 	if ((rc = record_key(name, &sk, err)))
 		return rc;
-	rc = tsec__store_lock_take(s, RECORDS, CAS_TTL_MS, CAS_WAIT_MS, 1, &lease, err);
+	rc = tsec__store_lock_take(s, RECORDS, CAS_TTL_MS, CAS_WAIT_MS, &lease, err);
 	if (rc == TSEC_ETIMEDOUT)
 		return tsec__seterr(err, TSEC_EBUSY, name, "another writer of %s held its lock "
 				    "for %d s: try again", name, CAS_WAIT_MS / 1000);

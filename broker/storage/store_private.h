@@ -98,13 +98,12 @@ int tsec__store_record_put(struct tsec_store *s, const char *name, const char *v
  * held the lock past the wait. */
 int tsec__store_record_cas(struct tsec_store *s, const char *name, const char *old,
 			   size_t oldlen, const char *val, size_t len, struct tsec_error *err);
-/* Takes lock `name` on the backend, no policy asked (the caller has, or
- * the name is the store's own): waits up to timeout_ms when wait is set,
- * with jittered backoff; TSEC_ETIMEDOUT then. */
+/* Takes lock `name` on the backend, no policy asked (the name is the
+ * store's own): waits up to timeout_ms with jittered backoff;
+ * TSEC_ETIMEDOUT then. */
 struct tsec__lease;
 int tsec__store_lock_take(struct tsec_store *s, const char *name, uint64_t ttl_ms,
-			  uint64_t timeout_ms, int wait, struct tsec__lease *lease,
-			  struct tsec_error *err);
+			  uint64_t timeout_ms, struct tsec__lease *lease, struct tsec_error *err);
 
 /*
  * tsec_store_put_many (or _fenced when lk is given) without asking the
