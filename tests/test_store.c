@@ -15,6 +15,7 @@
 
 #include <sodium.h>
 
+#include "common/clock.h"
 #include "tests/testutil.h"
 #include "tests/certgen.h"
 #include "broker/storage/remote.h"
@@ -194,6 +195,27 @@ static void test_store_failed_write(void **state)
 	snprintf(path, sizeof(path), "%s/g1", t->root);
 	assert_int_equal(access(path, F_OK), -1);
 	assert_int_equal(tu_count_litter(t->root), 0);
+	/* A lookup that fails for another reason than absence (here: no
+	 * descriptor left to open the folder with) is an error, never
+	 * "absent" (before: exists said no). */
+	put(t->store, "fds/deep/v", "1");
+	tsec__clock_advance(60000); /* past the kept folders' recheck */
+	{
+		struct rlimit fds, none;
+		int ex = -1, lowest = dup(0);
+
+		assert_true(lowest >= 0);
+		close(lowest);
+		assert_int_equal(getrlimit(RLIMIT_NOFILE, &fds), 0);
+		none.rlim_cur = (rlim_t)lowest;
+		none.rlim_max = fds.rlim_max;
+		assert_int_equal(setrlimit(RLIMIT_NOFILE, &none), 0);
+		int rc = tsec_store_exists(t->store, &app, "fds/deep/v", &ex, &err);
+		assert_int_equal(setrlimit(RLIMIT_NOFILE, &fds), 0);
+		assert_int_equal(rc, TSEC_EIO);
+		assert_int_equal(tsec_store_exists(t->store, &app, "fds/deep/v", &ex, &err), 0);
+		assert_true(ex);
+	}
 	/* A folder is never replaced by a file. */
 	put(t->store, "w/folder/inner", "1");
 	assert_int_equal(tsec_store_put(t->store, &app, "w/folder", "x", 1, &err), TSEC_EEXIST);

@@ -187,6 +187,12 @@ static int open_beneath(struct tsec__filebe *fb, const struct tsec__skey *sk, in
 	}
 }
 
+/* Whether a failed lookup means "no such key" (not an I/O error). */
+static bool absent(int e)
+{
+	return e == ENOENT || e == ENOTDIR || e == ELOOP || e == EXDEV;
+}
+
 static int open_err(const struct tsec__skey *sk, struct tsec_error *err)
 {
 	if (errno == ENOENT || errno == ENOTDIR)
@@ -270,14 +276,19 @@ static int fb_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *ki
 {
 	struct stat sb;
 
-	(void)err;
 	*kind = 0;
-	if (stat_key(fb_of(b), sk, &sb) == 0) {
-		if (S_ISDIR(sb.st_mode))
-			*kind = 2;
-		else if (S_ISREG(sb.st_mode) && sb.st_nlink == 1)
-			*kind = 1;
+	if (stat_key(fb_of(b), sk, &sb) < 0) {
+		/* Not there, or not the store's: none.  Anything else is an
+		 * error, never read as "absent" (a caller that believed it
+		 * could write over what is there). */
+		if (absent(errno))
+			return 0;
+		return open_err(sk, err);
 	}
+	if (S_ISDIR(sb.st_mode))
+		*kind = 2;
+	else if (S_ISREG(sb.st_mode) && sb.st_nlink == 1)
+		*kind = 1;
 	return 0;
 }
 
