@@ -6,7 +6,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,6 +336,83 @@ static void test_store_cache_write_race(void **state)
 	cache->ops->close(cache);
 }
 
+/*
+ * A value read while another writer replaces it: exists, get, stat and
+ * list each see the old value or the new, never "absent" and never an
+ * error.  A rename over a file drops the old file's link count to 0
+ * before the name points at the new one, so a lookup in that moment
+ * finds a file with no links.  Before, the backend read that as "not a
+ * plain file" (the check against planted hard links): exists answered
+ * false, get and stat "not a regular file", list left it out, and
+ * tsec-broker told a caller its certificate was missing
+ * (test_daemon_workers_full, now and then).  Bounded by counts, never
+ * by time: the writer makes WRITES replacements, the reader reads until
+ * the writer is done.
+ */
+enum { WRITES = 2000 };
+
+struct replacer {
+	struct tsec_store *store;
+	atomic_int done;
+	int rc;
+};
+
+static void *replace_loop(void *arg)
+{
+	struct replacer *r = arg;
+	struct tsec_error err;
+
+	for (int i = 0; i < WRITES && !r->rc; i++)
+		r->rc = tsec_store_put(r->store, &app, "replaced/v", i & 1 ? "odd" : "even",
+				       i & 1 ? 3 : 4, &err);
+	atomic_store(&r->done, 1);
+	return NULL;
+}
+
+static void test_store_read_while_replaced(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_store_opts o = { .backend = "file", .root = t->root };
+	struct replacer r = { 0 };
+	unsigned long reads = 0, wrong = 0;
+	char first[320] = "";
+	pthread_t th;
+
+	put(t->store, "replaced/v", "even");
+	assert_int_equal(tsec_store_open_opts(&r.store, &o, t->bus, NULL, NULL), 0);
+	assert_int_equal(pthread_create(&th, NULL, replace_loop, &r), 0);
+	while (!atomic_load(&r.done)) {
+		struct tsec_error err = { 0 };
+		struct tsec_strlist l = { 0 };
+		struct tsec_stat st;
+		char *v = NULL;
+		size_t n;
+		int ex = 0, bad = 0;
+
+		if (tsec_store_exists(t->store, &app, "replaced/v", &ex, &err) || !ex)
+			bad = 1;
+		else if (tsec_store_get(t->store, &app, "replaced/v", &v, &n, &err) ||
+			 (strcmp(v, "odd") && strcmp(v, "even")))
+			bad = 2;
+		else if (tsec_store_stat(t->store, &app, "replaced/v", &st, &err) ||
+			 (st.size != 3 && st.size != 4))
+			bad = 3;
+		else if (tsec_store_list(t->store, &app, "replaced", 0, &l, &err) || l.n != 1)
+			bad = 4;
+		free(v);
+		tsec_strlist_free(&l);
+		reads++;
+		if (bad && !wrong++)
+			snprintf(first, sizeof(first), "read %d: exists %d, %s", bad, ex, err.msg);
+	}
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(r.rc, 0);
+	tsec_store_close(&r.store);
+	if (wrong)
+		fail_msg("%lu of %lu reads saw no value while it was replaced; first: %s", wrong,
+			 reads, first);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -344,6 +423,7 @@ int main(void)
 		cmocka_unit_test(test_store_bad_input),
 		cmocka_unit_test(test_store_cache_write_race),
 		cmocka_unit_test(test_store_old_lock_layout),
+		cmocka_unit_test(test_store_read_while_replaced),
 	};
 	return cmocka_run_group_tests_name("store: the disk", tests, setup, teardown);
 }

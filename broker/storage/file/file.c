@@ -204,7 +204,19 @@ static int open_err(const struct tsec__skey *sk, struct tsec_error *err)
 	return io_err(err, sk->text, "cannot open");
 }
 
-/* Refuses anything but a regular file with one link, or a folder when
+/*
+ * A value: a regular file with at most one name.  None (0) is a file
+ * replaced or removed since it was looked up (a rename over a value
+ * drops the old file's count before the name moves to the new one): it
+ * was the value at that moment, and reads as such.  More than one is a
+ * hard link planted in the store.
+ */
+static bool plain_file(const struct stat *sb)
+{
+	return S_ISREG(sb->st_mode) && sb->st_nlink <= 1;
+}
+
+/* Refuses anything but a value (plain_file), or a folder when
  * folder_ok. */
 static int plain(const struct stat *sb, const struct tsec__skey *sk, bool folder_ok,
 		 struct tsec_error *err)
@@ -212,7 +224,7 @@ static int plain(const struct stat *sb, const struct tsec__skey *sk, bool folder
 	if (S_ISDIR(sb->st_mode))
 		return folder_ok ? 0 : tsec__seterr(err, TSEC_EINVAL, sk->text,
 						    "'%s' is a folder, not a value", sk->text);
-	if (!S_ISREG(sb->st_mode) || sb->st_nlink != 1)
+	if (!plain_file(sb))
 		return tsec__seterr(err, TSEC_EIO, sk->text,
 				    "'%s' is not a regular file with one link (a FIFO, "
 				    "socket, device or hard link planted in the store); refused",
@@ -287,7 +299,7 @@ static int fb_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *ki
 	}
 	if (S_ISDIR(sb.st_mode))
 		*kind = 2;
-	else if (S_ISREG(sb.st_mode) && sb.st_nlink == 1)
+	else if (plain_file(&sb))
 		*kind = 1;
 	return 0;
 }
@@ -361,7 +373,7 @@ static void list_dir(struct listing *l, int fd, const char *prefix, int recursiv
 			continue;
 		if (fstatat(fd, nm, &sb, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
-		if (S_ISREG(sb.st_mode) && sb.st_nlink == 1) {
+		if (plain_file(&sb)) {
 			list_add(l, prefix, nm, "");
 		} else if (S_ISDIR(sb.st_mode)) {
 			if (!recursive) {
