@@ -690,7 +690,86 @@ static void test_conf_store_records(void **state)
 		cmocka_unit_test_setup_teardown(test_conf_locks_outside_keys, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_huge_leases, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_store_records, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_load_cert_whole, setup, teardown), \
 	}
+
+/*
+ * A certificate read while it is replaced: load_cert answers the three
+ * files of one write, never the certificate of one and the key of
+ * another (a TLS host would serve a certificate with a key that does not
+ * match it).  Bounded by counts: the writer replaces the three files
+ * CERT_WRITES times as one group; the reader reads until it is done.
+ */
+enum { CERT_WRITES = 300 };
+
+struct rewriter {
+	struct tsec_store *s;
+	atomic_int done;
+	int rc;
+};
+
+static void *rewrite_cert(void *arg)
+{
+	struct rewriter *r = arg;
+	char v[3][32];
+	struct tsec_put p[3] = {
+		{ "certificates/acme/whole.org/whole.org.crt", v[0], 0 },
+		{ "certificates/acme/whole.org/whole.org.key", v[1], 0 },
+		{ "certificates/acme/whole.org/whole.org.json", v[2], 0 },
+	};
+	struct tsec_error err;
+
+	for (int i = 1; i <= CERT_WRITES && !r->rc; i++) {
+		for (int j = 0; j < 3; j++)
+			p[j].len = (size_t)snprintf(v[j], sizeof(v[j]), "%c-%d", "ckm"[j], i);
+		r->rc = tsec_store_put_many(r->s, &app, p, 3, &err);
+	}
+	atomic_store(&r->done, 1);
+	return NULL;
+}
+
+static void test_conf_load_cert_whole(void **state)
+{
+	struct tu_store *t = *state;
+	struct rewriter r = { .s = t->store };
+	unsigned long reads = 0, torn = 0;
+	char first[160] = "";
+	pthread_t th;
+
+	{
+		struct tsec_put p[3] = {
+			{ "certificates/acme/whole.org/whole.org.crt", "c-0", 3 },
+			{ "certificates/acme/whole.org/whole.org.key", "k-0", 3 },
+			{ "certificates/acme/whole.org/whole.org.json", "m-0", 3 },
+		};
+		struct tsec_error err;
+		assert_int_equal(tsec_store_put_many(t->store, &app, p, 3, &err), 0);
+	}
+	assert_int_equal(pthread_create(&th, NULL, rewrite_cert, &r), 0);
+	while (!atomic_load(&r.done)) {
+		struct tsec_cert_files f;
+		struct tsec_error err;
+		int rc = tsec_store_load_cert(t->store, &app, "acme", "whole.org", &f, &err);
+
+		reads++;
+		if (rc) {
+			if (!torn++)
+				snprintf(first, sizeof(first), "error %d: %.100s", rc, err.msg);
+			continue;
+		}
+		if (strcmp(f.cert + 1, f.key + 1) || strcmp(f.cert + 1, f.meta + 1)) {
+			if (!torn++)
+				snprintf(first, sizeof(first), "%.20s, %.20s, %.20s", f.cert, f.key,
+					 f.meta);
+		}
+		tsec_cert_files_free(&f);
+	}
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(r.rc, 0);
+	if (torn)
+		fail_msg("%lu of %lu reads were not one write's three files; first: %s", torn,
+			 reads, first);
+}
 
 int main(void)
 {

@@ -105,7 +105,23 @@ struct tsec__backend_ops {
 			  struct tsec_error *err);
 	int (*lock_release)(struct tsec__backend *b, const char *name,
 			    const uint8_t token[16], struct tsec_error *err);
+	/*
+	 * Keys k[0..n) (n <= TSEC__GET_MANY_MAX) read as of one moment: no
+	 * group (put_many) lands between two of them, from this process or
+	 * any other, so a certificate and its key always come from one
+	 * write.  out[i] is new (free()) and NUL-terminated, or NULL where
+	 * the key holds no value (absent, or a folder); anything else (a
+	 * planted file, a value over max, I/O) fails the whole read, with
+	 * nothing left allocated.
+	 */
+	int (*get_many)(struct tsec__backend *b, const struct tsec__skey *k, size_t n,
+			size_t max, char **out, size_t *len, struct tsec_error *err);
 };
+
+#define TSEC__GET_MANY_MAX 8
+
+/* Frees out[0..n) of a get_many and clears them and len[0..n). */
+void tsec__values_free(char **out, size_t *len, size_t n);
 
 struct tsec__backend {
 	const struct tsec__backend_ops *ops;
@@ -119,8 +135,9 @@ struct tsec__backend {
  * an old backend would get wrong bumps it), as sqlite3_vfs.iVersion.
  */
 /* 2: the fleet's records became ordinary values under a reserved key
- * (records.c); meta_get and meta_put are gone. */
-#define TSEC__BACKEND_VERSION 2
+ * (records.c); meta_get and meta_put are gone.  3: get_many, several
+ * keys read as of one moment (load_cert). */
+#define TSEC__BACKEND_VERSION 3
 
 enum {
 	TSEC__CAP_SERVED = 1,        /* tsec-broker's configuration may name it */

@@ -150,13 +150,18 @@ int tsec_store_load_cert(struct tsec_store *s, const struct tsec_principal *who,
 	}
 	if ((rc = tsec__store_check(s, who, r, 3, err)))
 		return rc;
-	for (int i = 0; i < 3; i++) {
-		rc = s->be->ops->get(s->be, &sk[i], s->value_max, bufs[i], lens[i], err);
-		if (rc == 0) {
-			present++;
-		} else if (rc != TSEC_ENOENT) {
-			tsec_cert_files_free(f);
+	/* The three as of one moment: never the certificate of one save and
+	 * the key of another. */
+	{
+		char *v[3];
+		size_t n[3];
+
+		if ((rc = s->be->ops->get_many(s->be, sk, 3, s->value_max, v, n, err)))
 			return rc;
+		for (int i = 0; i < 3; i++) {
+			*bufs[i] = v[i];
+			*lens[i] = n[i];
+			present += v[i] != NULL;
 		}
 	}
 	if (present == 3)

@@ -93,6 +93,15 @@ bool tsec__is_cert_key(const struct tsec__skey *sk)
 	return sk->k.kind == TSEC_KIND_CERT;
 }
 
+void tsec__values_free(char **out, size_t *len, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(out[i]);
+		out[i] = NULL;
+		len[i] = 0;
+	}
+}
+
 void tsec_strlist_free(struct tsec_strlist *l)
 {
 	if (!l)

@@ -280,6 +280,61 @@ static int lc_get(struct tsec__backend *b, const struct tsec__skey *k, size_t ma
 	return rc;
 }
 
+/*
+ * Several keys as of one moment.  This process's groups hold the gates
+ * of their keys around their write and the cache's update, so with the
+ * gates held the cache is never half way through one: hits on every key
+ * answer together.  Over a feed, another writer's group reaches the
+ * cache key by key, so there (and on any miss) the read is the backend's
+ * own get_many, which then fills the cache.
+ */
+static int lc_get_many(struct tsec__backend *b, const struct tsec__skey *k, size_t n,
+		       size_t max, char **out, size_t *len, struct tsec_error *err)
+{
+	struct cache *c = c_of(b);
+	const char *keys[TSEC__GET_MANY_MAX];
+	uint64_t gen[TSEC__GET_MANY_MAX];
+	struct tsec__gateset g;
+	bool reserved = false;
+	size_t i;
+	int rc;
+
+	if (n > TSEC__GET_MANY_MAX)
+		return tsec__seterr(err, TSEC_EINVAL, "", "more than %d keys at once",
+				    TSEC__GET_MANY_MAX);
+	for (i = 0; i < n; i++) {
+		out[i] = NULL;
+		len[i] = 0;
+		keys[i] = k[i].text;
+		reserved |= tsec__key_reserved(keys[i]);
+	}
+	if ((rc = tsec__gates_lock(&c->gates, keys, n, &g)))
+		return tsec__seterr(err, rc, "", NULL);
+	if (!c->feed && !reserved) {
+		for (i = 0; i < n && (rc = hit(c, keys[i], max, &out[i], &len[i])) > 0; i++)
+			;
+		if (i == n) {
+			rc = 0;
+			goto out;
+		}
+		tsec__values_free(out, len, n);
+		if (rc < 0) {
+			rc = tsec__seterr(err, TSEC_ENOMEM, keys[i], NULL);
+			goto out;
+		}
+	}
+	for (i = 0; i < n; i++)
+		gen[i] = gen_of(c, keys[i]);
+	atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);
+	rc = c->inner->ops->get_many(c->inner, k, n, max, out, len, err);
+	for (i = 0; rc == 0 && !reserved && i < n; i++)
+		if (out[i])
+			remember_if(c, keys[i], out[i], len[i], &gen[i]);
+out:
+	tsec__gates_unlock(&c->gates, &g);
+	return rc;
+}
+
 static int lc_kind(struct tsec__backend *b, const struct tsec__skey *k, int *kind,
 		   struct tsec_error *err)
 {
@@ -554,6 +609,7 @@ static const struct tsec__backend_ops cache_ops = {
 	.name = "localcache",
 	.close = lc_close,
 	.get = lc_get,
+	.get_many = lc_get_many,
 	.kind = lc_kind,
 	.stat = lc_stat,
 	.list = lc_list,

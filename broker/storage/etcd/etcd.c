@@ -203,6 +203,36 @@ static int et_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t m
 	return rc;
 }
 
+/* One transaction of ranges: every value as of one revision. */
+static int et_get_many(struct tsec__backend *b, const struct tsec__skey *k, size_t n,
+		       size_t max, char **out, size_t *len, struct tsec_error *err)
+{
+	struct etcd *e = tsec__etcd_of(b);
+	json_t *ops = json_array(), *r = NULL;
+	bool ok;
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char bk[TSEC__BK_MAX];
+		size_t bn = tsec__etcd_bk(e, 'k', k[i].text, bk);
+
+		out[i] = NULL;
+		len[i] = 0;
+		json_array_append_new(ops, tsec__etcd_range(bk, bn, false, false));
+	}
+	if ((rc = tsec__etcd_txn(e, NULL, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &ok, err)))
+		return rc;
+	for (size_t i = 0; i < n && !rc; i++) {
+		const json_t *kv = tsec__etcd_kv0(tsec__etcd_resp(r, i, "response_range"));
+		if (kv)
+			rc = open_kv(e, k[i].text, kv, max, &out[i], &len[i], NULL, err);
+	}
+	json_decref(r);
+	if (rc)
+		tsec__values_free(out, len, n);
+	return rc;
+}
+
 static int et_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
 		   struct tsec_error *err)
 {
@@ -589,6 +619,7 @@ static const struct tsec__backend_ops etcd_ops = {
 	.name = "etcd",
 	.close = et_close,
 	.get = et_get,
+	.get_many = et_get_many,
 	.kind = et_kind,
 	.stat = et_stat,
 	.list = et_list,

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -232,20 +233,16 @@ static int plain(const struct stat *sb, const struct tsec__skey *sk, bool folder
 	return 0;
 }
 
-static int fb_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t max,
-		  char **out, size_t *len, struct tsec_error *err)
+/* Reads the value open on fd (a plain file, at most max bytes) into a
+ * new buffer; closes fd. */
+static int read_value(int fd, const struct tsec__skey *sk, size_t max, char **out,
+		      size_t *len, struct tsec_error *err)
 {
 	struct stat sb;
 	size_t n = 0;
 	char *buf;
-	int fd, rc;
+	int rc;
 
-	*out = NULL;
-	*len = 0;
-	/* O_NONBLOCK: opening a planted FIFO must not wait for a writer. */
-	fd = open_beneath(fb_of(b), sk, O_RDONLY | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return open_err(sk, err);
 	if (fstat(fd, &sb) < 0) {
 		rc = io_err(err, sk->text, "cannot stat");
 		goto out;
@@ -274,6 +271,63 @@ static int fb_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t m
 	rc = 0;
 out:
 	close(fd);
+	return rc;
+}
+
+/* O_NONBLOCK: opening a planted FIFO must not wait for a writer. */
+#define VALUE_FLAGS (O_RDONLY | O_NONBLOCK | O_NOCTTY)
+
+static int fb_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t max,
+		  char **out, size_t *len, struct tsec_error *err)
+{
+	int fd;
+
+	*out = NULL;
+	*len = 0;
+	fd = open_beneath(fb_of(b), sk, VALUE_FLAGS);
+	if (fd < 0)
+		return open_err(sk, err);
+	return read_value(fd, sk, max, out, len, err);
+}
+
+/*
+ * A group's renames run under the store's commit flock (file_journal.c);
+ * the values are opened under it, shared, so none of them is renamed
+ * over between two opens.  An open file keeps what it held when it was
+ * opened (a value is replaced by a rename, never written in place), so
+ * the reads run after the flock is let go.
+ */
+static int fb_get_many(struct tsec__backend *b, const struct tsec__skey *k, size_t n,
+		       size_t max, char **out, size_t *len, struct tsec_error *err)
+{
+	struct tsec__filebe *fb = fb_of(b);
+	int fd[TSEC__GET_MANY_MAX], cfd, rc = 0;
+	size_t i;
+
+	if (n > TSEC__GET_MANY_MAX)
+		return tsec__seterr(err, TSEC_EINVAL, "", "more than %d keys at once",
+				    TSEC__GET_MANY_MAX);
+	for (i = 0; i < n; i++) {
+		out[i] = NULL;
+		len[i] = 0;
+		fd[i] = -1;
+	}
+	if ((cfd = tsec__fb_commit_lock(fb, LOCK_SH)) < 0)
+		return io_err(err, "", "cannot take the store's commit lock");
+	for (i = 0; i < n && !rc; i++)
+		if ((fd[i] = open_beneath(fb, &k[i], VALUE_FLAGS)) < 0 && !absent(errno))
+			rc = open_err(&k[i], err);
+	close(cfd);
+	for (i = 0; i < n; i++) {
+		if (fd[i] < 0)
+			continue;
+		if (rc)
+			close(fd[i]);
+		else
+			rc = read_value(fd[i], &k[i], max, &out[i], &len[i], err);
+	}
+	if (rc)
+		tsec__values_free(out, len, n);
 	return rc;
 }
 
@@ -671,6 +725,7 @@ static const struct tsec__backend_ops file_ops = {
 	.name = "file",
 	.close = fb_close,
 	.get = fb_get,
+	.get_many = fb_get_many,
 	.kind = fb_kind,
 	.stat = fb_stat,
 	.list = fb_list,

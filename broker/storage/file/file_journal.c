@@ -94,15 +94,14 @@ static int write_full(int fd, const char *t, size_t len)
 	return 0;
 }
 
-/* Takes the store-wide commit flock; returns its descriptor or -1. */
-static int commit_lock(struct tsec__filebe *fb)
+int tsec__fb_commit_lock(struct tsec__filebe *fb, int how)
 {
 	int fd = openat(fb->journalfd, COMMIT_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
 			0600);
 
 	if (fd < 0)
 		return -1;
-	while (flock(fd, LOCK_EX) < 0) {
+	while (flock(fd, how) < 0) {
 		if (errno != EINTR) {
 			close(fd);
 			return -1;
@@ -145,7 +144,7 @@ static int commit_apply(void *ctx, struct tsec_error *err)
 	}
 	g->committed = 1;
 	/* 4: apply, one group at a time across the store. */
-	if ((cfd = commit_lock(g->fb)) < 0) {
+	if ((cfd = tsec__fb_commit_lock(g->fb, LOCK_EX)) < 0) {
 		rc = tsec__seterr(err, TSEC_EIO, "", "committed, but cannot apply now (%s); "
 				  "the store completes it when it next opens", strerror(errno));
 		goto out;

@@ -73,6 +73,14 @@ int tsec__fb_open_dirs(struct tsec__filebe *fb, const struct tsec__skey *sk,
 void tsec__fb_temp_name(char *buf, size_t n);
 
 /*
+ * The store-wide commit flock (file_journal.c), taken `how` (LOCK_EX: a
+ * group's renames; LOCK_SH: get_many's opens); its descriptor (close()
+ * lets it go), or -1 and errno.  It waits as long as a holder holds it:
+ * a holder is a group between its commit point and its last rename.
+ */
+int tsec__fb_commit_lock(struct tsec__filebe *fb, int how);
+
+/*
  * Writes data into a new temporary file in dirfd (created exclusively,
  * 0600), fsynced when `durable`; *tmp names it.  On failure nothing is
  * left behind.

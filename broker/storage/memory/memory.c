@@ -249,6 +249,42 @@ static int mb_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t m
 	return rc;
 }
 
+/* Under one read lock: a group (written under the write lock) lands
+ * before or after all of them. */
+static int mb_get_many(struct tsec__backend *b, const struct tsec__skey *k, size_t n,
+		       size_t max, char **out, size_t *len, struct tsec_error *err)
+{
+	struct membe *m = mb_of(b);
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		out[i] = NULL;
+		len[i] = 0;
+	}
+	delay(m);
+	pthread_rwlock_rdlock(&m->rw);
+	for (size_t i = 0; i < n && !rc; i++) {
+		const struct entry *e = val_find(m, k[i].text, k[i].tlen,
+						 tsec__strhash(k[i].text, k[i].tlen));
+		if (!e)
+			continue;
+		if (e->len > max) {
+			rc = tsec__seterr(err, TSEC_ETOOBIG, k[i].text, "value larger than %zu bytes",
+					  max);
+		} else if (!(out[i] = malloc(e->len + 1))) {
+			rc = tsec__seterr(err, TSEC_ENOMEM, k[i].text, NULL);
+		} else {
+			memcpy(out[i], e->val, e->len);
+			out[i][e->len] = '\0';
+			len[i] = e->len;
+		}
+	}
+	pthread_rwlock_unlock(&m->rw);
+	if (rc)
+		tsec__values_free(out, len, n);
+	return rc;
+}
+
 static int mb_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
 		   struct tsec_error *err)
 {
@@ -705,6 +741,7 @@ static const struct tsec__backend_ops memory_ops = {
 	.name = "memory",
 	.close = mb_close,
 	.get = mb_get,
+	.get_many = mb_get_many,
 	.kind = mb_kind,
 	.stat = mb_stat,
 	.list = mb_list,

@@ -395,6 +395,7 @@ static const struct tsec__backend_ops redis_ops = {
 	.close = rd_close,
 	.note = rd_note,
 	.get = tsec__rd_get,
+	.get_many = tsec__rd_get_many,
 	.kind = tsec__rd_kind,
 	.stat = tsec__rd_stat,
 	.list = tsec__rd_list,

@@ -109,6 +109,43 @@ int tsec__rd_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t ma
 		      : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
 }
 
+/* One MGET: redis runs it whole, between two scripts (a group is one). */
+int tsec__rd_get_many(struct tsec__backend *b, const struct tsec__skey *k, size_t n,
+		      size_t max, char **out, size_t *len, struct tsec_error *err)
+{
+	struct redisbe *r = tsec__rd_rb_of(b);
+	char bk[TSEC__GET_MANY_MAX][BK_MAX];
+	const char *argv[TSEC__GET_MANY_MAX + 1] = { "MGET" };
+	size_t lens[TSEC__GET_MANY_MAX + 1] = { 4 };
+	redisReply *rep;
+	int rc = 0;
+
+	if (n > TSEC__GET_MANY_MAX)
+		return tsec__seterr(err, TSEC_EINVAL, "", "more than %d keys at once",
+				    TSEC__GET_MANY_MAX);
+	for (size_t i = 0; i < n; i++) {
+		out[i] = NULL;
+		len[i] = 0;
+		lens[i + 1] = tsec__rd_bk_of(r, k[i].text, bk[i]);
+		argv[i + 1] = bk[i];
+	}
+	if (!(rep = tsec__rd_call(r, (int)n + 1, argv, lens, true, err)))
+		return tsec__rd_failed(err);
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n)
+		rc = tsec__seterr(err, TSEC_EIO, r->host, "redis: bad answer to MGET");
+	for (size_t i = 0; i < n && !rc; i++) {
+		redisReply *v = rep->element[i];
+		if (v->type == REDIS_REPLY_STRING)
+			rc = open_val(r, k[i].text, v, max, &out[i], &len[i], NULL, err);
+		else if (v->type != REDIS_REPLY_NIL)
+			rc = tsec__seterr(err, TSEC_EIO, k[i].text, "redis: bad answer to MGET");
+	}
+	freeReplyObject(rep);
+	if (rc)
+		tsec__values_free(out, len, n);
+	return rc;
+}
+
 int tsec__rd_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
 		   struct tsec_error *err)
 {

@@ -90,6 +90,8 @@ int tsec__rd_verdict_of(const char *s, const char *what, struct tsec_error *err)
 int tsec__rd_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t max,
 		  char **out, size_t *len, struct tsec_error *err);
 
+int tsec__rd_get_many(struct tsec__backend *b, const struct tsec__skey *k, size_t n,
+		      size_t max, char **out, size_t *len, struct tsec_error *err);
 int tsec__rd_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
 		   struct tsec_error *err);
 
