@@ -297,6 +297,23 @@ int tsec__key_parse(const char *p, size_t n, bool allow_root,
 	return rc;
 }
 
+bool tsec__key_is_normal(const struct tsec__key *k, size_t len)
+{
+	size_t n;
+
+	if (k->nseg == 0)
+		return len == 0;
+	if (k->off[0] != 0)
+		return false;
+	/* Segments are maximal runs between '/': with nothing before the
+	 * first, the text is at least their bytes plus one '/' between
+	 * each, and exactly that only when nothing was skipped. */
+	n = k->nseg - 1u;
+	for (unsigned i = 0; i < k->nseg; i++)
+		n += k->len[i];
+	return n == len;
+}
+
 size_t tsec__key_format(const struct tsec__key *k, char *out, size_t outlen)
 {
 	size_t o = 0;

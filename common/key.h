@@ -33,6 +33,13 @@ struct tsec__key {
 #define TSEC__WILDCARD_PREFIX_LEN 9
 
 /*
+ * Whether k, parsed from len bytes, is its own normal form: its segments
+ * cover the text with one '/' between each (no empty or "." segment, no
+ * '/' at either end), so the text needs no key_format.
+ */
+bool tsec__key_is_normal(const struct tsec__key *k, size_t len);
+
+/*
  * Validates key p[0..n) by the key rules and fills *k.  allow_root lets
  * a key reduce to the root (lists only).  On failure returns TSEC_EKEY
  * and writes a reason (NUL-terminated) into why[0..whylen).  Pure,

@@ -205,6 +205,17 @@ static void same_reading(const char *key, size_t n, bool root_ok)
 	assert_int_equal(a.issuer_seg, b.issuer_seg);
 	assert_int_equal(a.domain_seg, b.domain_seg);
 	assert_int_equal(a.domain_wild, b.domain_wild);
+	/* "Normal" exactly when the key is its own normal form. */
+	{
+		char buf[TSEC_KEY_MAX + 1];
+		size_t m = tsec__key_format(&a, buf, sizeof(buf));
+		bool same = m == n && !memcmp(buf, key, n);
+
+		if (tsec__key_is_normal(&a, n) != same || tsec__key_is_normal(&b, n) != same)
+			fail_msg("key of %zu bytes: normal %d / byte loop %d, but its normal form "
+				 "is %s", n, tsec__key_is_normal(&a, n), tsec__key_is_normal(&b, n),
+				 same ? "itself" : "another");
+	}
 }
 
 /*

@@ -21,13 +21,16 @@ static int parse(const char *key, bool root_ok, bool store_ok, struct tsec__skey
 	len = strlen(key);
 	if (tsec__key_parse(key, len, root_ok, &sk->k, why, sizeof(why)))
 		return tsec__seterr(err, TSEC_EKEY, "key", "invalid key: %s", why);
-	n = tsec__key_format(&sk->k, sk->text, sizeof(sk->text));
-	if (n == len && (sk->k.nseg == 0 || sk->k.off[0] == 0)) {
+	if (tsec__key_is_normal(&sk->k, len)) {
 		/* Already normal: the text is the key, the offsets stand. */
+		memcpy(sk->text, key, len + 1);
+		n = len;
 		sk->k.base = sk->text;
-	} else if (tsec__key_parse(sk->text, n, root_ok, &sk->k, why, sizeof(why))) {
-		/* Read the normalised text again so offsets point into it. */
-		return tsec__seterr(err, TSEC_EKEY, "key", "invalid key: %s", why);
+	} else {
+		/* Normalised, then read again so offsets point into it. */
+		n = tsec__key_format(&sk->k, sk->text, sizeof(sk->text));
+		if (tsec__key_parse(sk->text, n, root_ok, &sk->k, why, sizeof(why)))
+			return tsec__seterr(err, TSEC_EKEY, "key", "invalid key: %s", why);
 	}
 	sk->tlen = n;
 	memcpy(sk->segbuf, sk->text, n + 1);
