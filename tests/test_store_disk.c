@@ -12,13 +12,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <sodium.h>
 
+#include "common/clock.h"
 #include "tests/testutil.h"
+#include "tests/wait.h"
 #include "tests/certgen.h"
 #include "broker/storage/remote.h"
 #include "tests/store_fixture.h"
@@ -413,6 +416,66 @@ static void test_store_read_while_replaced(void **state)
 			 reads, first);
 }
 
+/*
+ * A certificate's load waits for a group being applied (its renames hold
+ * the store's commit lock, for microseconds), but not for ever: with a
+ * process paused inside one (the test holds the lock), load_cert answers
+ * "busy" once TSEC__FB_READ_WAIT_MS have passed on the injected clock,
+ * and loads once the lock is let go.  Before, the wait had no end.
+ */
+struct loader {
+	struct tsec_store *store;
+	atomic_int done;
+	int rc;
+	char msg[256];
+};
+
+static void *load_held(void *arg)
+{
+	struct loader *l = arg;
+	struct tsec_cert_files f;
+	struct tsec_error err;
+
+	l->rc = tsec_store_load_cert(l->store, &app, "acme", "held.org", &f, &err);
+	if (l->rc)
+		snprintf(l->msg, sizeof(l->msg), "%s", err.msg);
+	else
+		tsec_cert_files_free(&f);
+	atomic_store(&l->done, 1);
+	return NULL;
+}
+
+static void test_store_load_waits_bounded(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_put p[3] = {
+		{ "certificates/acme/held.org/held.org.crt", "c", 1 },
+		{ "certificates/acme/held.org/held.org.key", "k", 1 },
+		{ "certificates/acme/held.org/held.org.json", "m", 1 },
+	};
+	struct loader l = { .store = t->store };
+	struct tsec_error err;
+	char path[4200];
+	pthread_t th;
+	int fd;
+
+	assert_int_equal(tsec_store_put_many(t->store, &app, p, 3, &err), 0);
+	snprintf(path, sizeof(path), "%s/.tsec-journal/.tsec-commit", t->root);
+	assert_true((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0);
+	assert_int_equal(flock(fd, LOCK_EX), 0);
+	assert_int_equal(pthread_create(&th, NULL, load_held, &l), 0);
+	/* A second of the injected clock at a time, until it gives up. */
+	TU_WAIT((tsec__clock_advance(1000), atomic_load(&l.done)));
+	assert_true(atomic_load(&l.done));
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(l.rc, TSEC_EBUSY);
+	assert_non_null(strstr(l.msg, "commit lock"));
+	close(fd);
+	l.done = 0;
+	load_held(&l);
+	assert_int_equal(l.rc, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -424,6 +487,7 @@ int main(void)
 		cmocka_unit_test(test_store_cache_write_race),
 		cmocka_unit_test(test_store_old_lock_layout),
 		cmocka_unit_test(test_store_read_while_replaced),
+		cmocka_unit_test(test_store_load_waits_bounded),
 	};
 	return cmocka_run_group_tests_name("store: the disk", tests, setup, teardown);
 }

@@ -312,8 +312,13 @@ static int fb_get_many(struct tsec__backend *b, const struct tsec__skey *k, size
 		len[i] = 0;
 		fd[i] = -1;
 	}
-	if ((cfd = tsec__fb_commit_lock(fb, LOCK_SH)) < 0)
-		return io_err(err, "", "cannot take the store's commit lock");
+	if ((cfd = tsec__fb_commit_lock(fb, LOCK_SH, TSEC__FB_READ_WAIT_MS)) < 0)
+		return errno == EWOULDBLOCK
+			? tsec__seterr(err, TSEC_EBUSY, k[0].text,
+				       "a group write has been applying for %d s (a paused or "
+				       "stuck process holds the store's commit lock); try again",
+				       TSEC__FB_READ_WAIT_MS / 1000)
+			: io_err(err, "", "cannot take the store's commit lock");
 	for (i = 0; i < n && !rc; i++)
 		if ((fd[i] = open_beneath(fb, &k[i], VALUE_FLAGS)) < 0 && !absent(errno))
 			rc = open_err(&k[i], err);

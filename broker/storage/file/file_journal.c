@@ -37,11 +37,13 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sodium.h>
 
 #include "broker/storage/file/file_private.h"
+#include "common/clock.h"
 
 #define COMMIT_LOCK ".tsec-commit"
 #define RECORD_MAX (64u << 10)
@@ -94,16 +96,36 @@ static int write_full(int fd, const char *t, size_t len)
 	return 0;
 }
 
-int tsec__fb_commit_lock(struct tsec__filebe *fb, int how)
+int tsec__fb_commit_lock(struct tsec__filebe *fb, int how, int64_t wait_ms)
 {
 	int fd = openat(fb->journalfd, COMMIT_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
 			0600);
+	int64_t deadline = 0;
+	long pause_ns = 50000;
 
 	if (fd < 0)
 		return -1;
-	while (flock(fd, how) < 0) {
-		if (errno != EINTR) {
+	while (flock(fd, how | (wait_ms >= 0 ? LOCK_NB : 0)) < 0) {
+		int e = errno;
+		if (e == EWOULDBLOCK && wait_ms >= 0) {
+			/* Held: a group between its commit point and its last
+			 * rename, which takes microseconds unless its process
+			 * is paused.  Look again, less often each time. */
+			int64_t now = tsec__mono_ms();
+			struct timespec ts = { 0, pause_ns };
+			if (!deadline)
+				deadline = now + wait_ms;
+			if (now >= deadline) {
+				close(fd);
+				errno = EWOULDBLOCK;
+				return -1;
+			}
+			nanosleep(&ts, NULL);
+			if (pause_ns < 5000000)
+				pause_ns *= 2;
+		} else if (e != EINTR) {
 			close(fd);
+			errno = e;
 			return -1;
 		}
 	}
@@ -144,7 +166,7 @@ static int commit_apply(void *ctx, struct tsec_error *err)
 	}
 	g->committed = 1;
 	/* 4: apply, one group at a time across the store. */
-	if ((cfd = tsec__fb_commit_lock(g->fb, LOCK_EX)) < 0) {
+	if ((cfd = tsec__fb_commit_lock(g->fb, LOCK_EX, -1)) < 0) {
 		rc = tsec__seterr(err, TSEC_EIO, "", "committed, but cannot apply now (%s); "
 				  "the store completes it when it next opens", strerror(errno));
 		goto out;

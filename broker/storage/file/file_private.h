@@ -75,10 +75,17 @@ void tsec__fb_temp_name(char *buf, size_t n);
 /*
  * The store-wide commit flock (file_journal.c), taken `how` (LOCK_EX: a
  * group's renames; LOCK_SH: get_many's opens); its descriptor (close()
- * lets it go), or -1 and errno.  It waits as long as a holder holds it:
- * a holder is a group between its commit point and its last rename.
+ * lets it go), or -1 and errno.  A holder is a group between its commit
+ * point and its last rename.  With wait_ms < 0 it waits as long as the
+ * holder holds it; else at most wait_ms (by tsec__mono_ms), then -1 with
+ * EWOULDBLOCK.
  */
-int tsec__fb_commit_lock(struct tsec__filebe *fb, int how);
+int tsec__fb_commit_lock(struct tsec__filebe *fb, int how, int64_t wait_ms);
+
+/* How long a read of several values (get_many) waits for a group being
+ * applied before it answers TSEC_EBUSY: a group's renames take
+ * microseconds, so only a paused or stuck process holds it this long. */
+#define TSEC__FB_READ_WAIT_MS 5000
 
 /*
  * Writes data into a new temporary file in dirfd (created exclusively,
