@@ -691,7 +691,35 @@ static void test_conf_store_records(void **state)
 		cmocka_unit_test_setup_teardown(test_conf_huge_leases, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_store_records, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_load_cert_whole, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_load_cert_shapes, setup, teardown), \
 	}
+
+/*
+ * load_cert over what it may find, the same on every backend: all three
+ * (loaded), none (absent), and a folder where the key should be (counted
+ * as missing: incomplete, never read as a value).
+ */
+static void test_conf_load_cert_shapes(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_cert_files f;
+	struct tsec_error err;
+
+	put(t->store, "certificates/acme/f.org/f.org.crt", "c");
+	put(t->store, "certificates/acme/f.org/f.org.key/inner", "x");
+	put(t->store, "certificates/acme/f.org/f.org.json", "m");
+	assert_int_equal(tsec_store_load_cert(t->store, &app, "acme", "f.org", &f, &err),
+			 TSEC_EINCOMPLETE);
+	assert_null(f.cert);
+	assert_int_equal(tsec_store_load_cert(t->store, &app, "acme", "none.org", &f, &err),
+			 TSEC_ENOENT);
+	put(t->store, "certificates/acme/g.org/g.org.crt", "c");
+	put(t->store, "certificates/acme/g.org/g.org.key", "k");
+	put(t->store, "certificates/acme/g.org/g.org.json", "m");
+	assert_int_equal(tsec_store_load_cert(t->store, &app, "acme", "g.org", &f, &err), 0);
+	assert_string_equal(f.key, "k");
+	tsec_cert_files_free(&f);
+}
 
 /*
  * A certificate read while it is replaced: load_cert answers the three

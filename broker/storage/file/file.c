@@ -234,9 +234,10 @@ static int plain(const struct stat *sb, const struct tsec__skey *sk, bool folder
 }
 
 /* Reads the value open on fd (a plain file, at most max bytes) into a
- * new buffer; closes fd. */
-static int read_value(int fd, const struct tsec__skey *sk, size_t max, char **out,
-		      size_t *len, struct tsec_error *err)
+ * new buffer; closes fd.  A folder is TSEC_EINVAL, or with folder_none
+ * no value (0, *out NULL). */
+static int read_value(int fd, const struct tsec__skey *sk, size_t max, bool folder_none,
+		      char **out, size_t *len, struct tsec_error *err)
 {
 	struct stat sb;
 	size_t n = 0;
@@ -247,6 +248,8 @@ static int read_value(int fd, const struct tsec__skey *sk, size_t max, char **ou
 		rc = io_err(err, sk->text, "cannot stat");
 		goto out;
 	}
+	if (folder_none && S_ISDIR(sb.st_mode))
+		goto out; /* rc 0, no value */
 	if ((rc = plain(&sb, sk, false, err)))
 		goto out;
 	if ((uint64_t)sb.st_size > max) {
@@ -287,7 +290,7 @@ static int fb_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t m
 	fd = open_beneath(fb_of(b), sk, VALUE_FLAGS);
 	if (fd < 0)
 		return open_err(sk, err);
-	return read_value(fd, sk, max, out, len, err);
+	return read_value(fd, sk, max, false, out, len, err);
 }
 
 /*
@@ -329,7 +332,7 @@ static int fb_get_many(struct tsec__backend *b, const struct tsec__skey *k, size
 		if (rc)
 			close(fd[i]);
 		else
-			rc = read_value(fd[i], &k[i], max, &out[i], &len[i], err);
+			rc = read_value(fd[i], &k[i], max, true, &out[i], &len[i], err);
 	}
 	if (rc)
 		tsec__values_free(out, len, n);
