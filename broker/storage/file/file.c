@@ -242,7 +242,7 @@ static int read_value(int fd, const struct tsec__skey *sk, size_t max, bool fold
 	struct stat sb;
 	size_t n = 0;
 	char *buf;
-	int rc;
+	int rc = 0;
 
 	if (fstat(fd, &sb) < 0) {
 		rc = io_err(err, sk->text, "cannot stat");
