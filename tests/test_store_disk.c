@@ -4,6 +4,7 @@
  * recovers an interrupted transaction, the LocalCache's write race, and
  * the old lock layout.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -23,6 +24,7 @@
 #include "tests/testutil.h"
 #include "tests/wait.h"
 #include "tests/certgen.h"
+#include "broker/storage/file/file_private.h"
 #include "broker/storage/remote.h"
 #include "tests/store_fixture.h"
 
@@ -476,6 +478,134 @@ static void test_store_load_waits_bounded(void **state)
 	assert_int_equal(l.rc, 0);
 }
 
+/*
+ * A group waiting for the commit lock goes before the loads that come
+ * after it.  With a load in (the test holds the lock shared, as a load
+ * does while it opens its files) and a group waiting, a new load waits
+ * for the group and reads what it wrote.  Before, the new load was let
+ * in beside the first and read the old files, so a stream of
+ * overlapping loads could hold a group back for ever.
+ */
+struct grouper {
+	struct tsec_store *store;
+	int rc;
+};
+
+static void *put_group2(void *arg)
+{
+	struct grouper *g = arg;
+	struct tsec_put p[3] = {
+		{ "certificates/acme/turn.org/turn.org.crt", "c2", 2 },
+		{ "certificates/acme/turn.org/turn.org.key", "k2", 2 },
+		{ "certificates/acme/turn.org/turn.org.json", "m2", 2 },
+	};
+	struct tsec_error err;
+
+	g->rc = tsec_store_put_many(g->store, &app, p, 3, &err);
+	return NULL;
+}
+
+struct turn_loader {
+	struct tsec_store *store;
+	atomic_int done;
+	int rc;
+	char crt[8];
+};
+
+static void *load_turn(void *arg)
+{
+	struct turn_loader *l = arg;
+	struct tsec_cert_files f;
+	struct tsec_error err;
+
+	if (!(l->rc = tsec_store_load_cert(l->store, &app, "acme", "turn.org", &f, &err))) {
+		snprintf(l->crt, sizeof(l->crt), "%s", f.cert);
+		tsec_cert_files_free(&f);
+	}
+	atomic_store(&l->done, 1);
+	return NULL;
+}
+
+/* Whether a group has reached its commit point and not finished: an
+ * intent record in the journal that ends in its "commit" line. */
+static bool group_committing(const struct tu_store *t)
+{
+	char path[4200], text[4096];
+	struct dirent *e;
+	bool found = false;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/.tsec-journal", t->root);
+	if (!(d = opendir(path)))
+		return false;
+	while (!found && (e = readdir(d))) {
+		FILE *f;
+		size_t n;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/.tsec-journal/%s", t->root, e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		n = fread(text, 1, sizeof(text) - 1, f);
+		fclose(f);
+		text[n] = '\0';
+		found = n >= 7 && !strcmp(text + n - 7, "commit\n");
+	}
+	closedir(d);
+	return found;
+}
+
+/* Whether someone holds the journal's file `name` (flock). */
+static bool held(const struct tu_store *t, const char *name)
+{
+	char path[4200];
+	int fd, busy;
+
+	snprintf(path, sizeof(path), "%s/.tsec-journal/%s", t->root, name);
+	if ((fd = open(path, O_RDWR | O_CLOEXEC)) < 0)
+		return false;
+	busy = flock(fd, LOCK_EX | LOCK_NB) < 0;
+	close(fd);
+	return busy;
+}
+
+static void test_store_group_before_loads(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_put p[3] = {
+		{ "certificates/acme/turn.org/turn.org.crt", "c1", 2 },
+		{ "certificates/acme/turn.org/turn.org.key", "k1", 2 },
+		{ "certificates/acme/turn.org/turn.org.json", "m1", 2 },
+	};
+	struct grouper g = { .store = t->store };
+	struct turn_loader l = { .store = t->store };
+	unsigned long waits;
+	struct tsec_error err;
+	char path[4200];
+	pthread_t gt, lt;
+	int fd;
+
+	assert_int_equal(tsec_store_put_many(t->store, &app, p, 3, &err), 0);
+	snprintf(path, sizeof(path), "%s/.tsec-journal/.tsec-commit", t->root);
+	assert_true((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0);
+	assert_int_equal(flock(fd, LOCK_SH), 0);
+	assert_int_equal(pthread_create(&gt, NULL, put_group2, &g), 0);
+	/* The group is past its commit point, waiting for the lock in the
+	 * turnstile (file_journal.c). */
+	TU_WAIT(group_committing(t) && held(t, ".tsec-turnstile"));
+	assert_true(group_committing(t) && held(t, ".tsec-turnstile"));
+	waits = atomic_load(&tsec__fb_read_waits);
+	assert_int_equal(pthread_create(&lt, NULL, load_turn, &l), 0);
+	/* The load waits (or, as before, reads at once). */
+	TU_WAIT(atomic_load(&tsec__fb_read_waits) > waits || atomic_load(&l.done));
+	close(fd);
+	assert_int_equal(pthread_join(gt, NULL), 0);
+	assert_int_equal(g.rc, 0);
+	assert_int_equal(pthread_join(lt, NULL), 0);
+	assert_int_equal(l.rc, 0);
+	assert_string_equal(l.crt, "c2");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -488,6 +618,7 @@ int main(void)
 		cmocka_unit_test(test_store_old_lock_layout),
 		cmocka_unit_test(test_store_read_while_replaced),
 		cmocka_unit_test(test_store_load_waits_bounded),
+		cmocka_unit_test(test_store_group_before_loads),
 	};
 	return cmocka_run_group_tests_name("store: the disk", tests, setup, teardown);
 }

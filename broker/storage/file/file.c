@@ -315,7 +315,7 @@ static int fb_get_many(struct tsec__backend *b, const struct tsec__skey *k, size
 		len[i] = 0;
 		fd[i] = -1;
 	}
-	if ((cfd = tsec__fb_commit_lock(fb, LOCK_SH, TSEC__FB_READ_WAIT_MS)) < 0)
+	if ((cfd = tsec__fb_commit_read(fb, TSEC__FB_READ_WAIT_MS)) < 0)
 		return errno == EWOULDBLOCK
 			? tsec__seterr(err, TSEC_EBUSY, k[0].text,
 				       "a group write has been applying for %d s (a paused or "

@@ -46,6 +46,7 @@
 #include "common/clock.h"
 
 #define COMMIT_LOCK ".tsec-commit"
+#define TURNSTILE ".tsec-turnstile"
 #define RECORD_MAX (64u << 10)
 
 struct item {
@@ -96,10 +97,15 @@ static int write_full(int fd, const char *t, size_t len)
 	return 0;
 }
 
-int tsec__fb_commit_lock(struct tsec__filebe *fb, int how, int64_t wait_ms)
+/*
+ * flock `how` on the journal's file `name` (made if missing): its
+ * descriptor, or -1 and errno.  With wait_ms < 0 it waits as long as it
+ * takes; else it looks again, less often each time, for at most wait_ms
+ * of tsec__mono_ms, then fails with EWOULDBLOCK.
+ */
+static int take(struct tsec__filebe *fb, const char *name, int how, int64_t wait_ms)
 {
-	int fd = openat(fb->journalfd, COMMIT_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-			0600);
+	int fd = openat(fb->journalfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	int64_t deadline = 0;
 	long pause_ns = 50000;
 
@@ -108,13 +114,13 @@ int tsec__fb_commit_lock(struct tsec__filebe *fb, int how, int64_t wait_ms)
 	while (flock(fd, how | (wait_ms >= 0 ? LOCK_NB : 0)) < 0) {
 		int e = errno;
 		if (e == EWOULDBLOCK && wait_ms >= 0) {
-			/* Held: a group between its commit point and its last
-			 * rename, which takes microseconds unless its process
-			 * is paused.  Look again, less often each time. */
 			int64_t now = tsec__mono_ms();
 			struct timespec ts = { 0, pause_ns };
-			if (!deadline)
+			if (!deadline) {
 				deadline = now + wait_ms;
+				atomic_fetch_add_explicit(&tsec__fb_read_waits, 1,
+							  memory_order_relaxed);
+			}
 			if (now >= deadline) {
 				close(fd);
 				errno = EWOULDBLOCK;
@@ -132,6 +138,39 @@ int tsec__fb_commit_lock(struct tsec__filebe *fb, int how, int64_t wait_ms)
 	return fd;
 }
 
+/*
+ * Readers (get_many) hold the commit flock shared, and Linux grants a
+ * shared flock while an exclusive one waits, so overlapping readers
+ * could hold a group's renames back for ever.  A turnstile stops that:
+ * a group holds it exclusive while it waits for the commit flock, and a
+ * reader passes through it (takes it and lets it go) before it asks: a
+ * waiting group lets the readers already in finish and no new one in.
+ */
+int tsec__fb_commit_write(struct tsec__filebe *fb)
+{
+	int tfd = take(fb, TURNSTILE, LOCK_EX, -1), fd, e;
+
+	if (tfd < 0)
+		return -1;
+	fd = take(fb, COMMIT_LOCK, LOCK_EX, -1);
+	e = errno;
+	close(tfd);
+	errno = e;
+	return fd;
+}
+
+int tsec__fb_commit_read(struct tsec__filebe *fb, int64_t wait_ms)
+{
+	int64_t until = tsec__mono_ms() + wait_ms;
+	int tfd = take(fb, TURNSTILE, LOCK_EX, wait_ms), left;
+
+	if (tfd < 0)
+		return -1;
+	close(tfd);
+	left = (int)(until - tsec__mono_ms());
+	return take(fb, COMMIT_LOCK, LOCK_SH, left > 0 ? left : 0);
+}
+
 /* Steps 3 to 5 of a group whose temporaries are written. */
 struct group {
 	struct tsec__filebe *fb;
@@ -146,6 +185,7 @@ struct group {
 /* Test hook (tests only): called after a fenced group's temporaries are
  * written, before its lock's flock is taken. */
 void (*tsec__fb_fenced_hook)(void);
+atomic_ulong tsec__fb_read_waits;
 
 static int commit_apply(void *ctx, struct tsec_error *err)
 {
@@ -166,7 +206,7 @@ static int commit_apply(void *ctx, struct tsec_error *err)
 	}
 	g->committed = 1;
 	/* 4: apply, one group at a time across the store. */
-	if ((cfd = tsec__fb_commit_lock(g->fb, LOCK_EX, -1)) < 0) {
+	if ((cfd = tsec__fb_commit_write(g->fb)) < 0) {
 		rc = tsec__seterr(err, TSEC_EIO, "", "committed, but cannot apply now (%s); "
 				  "the store completes it when it next opens", strerror(errno));
 		goto out;

@@ -15,6 +15,8 @@
 #ifndef TSEC_STORAGE_FILE_PRIVATE_H
 #define TSEC_STORAGE_FILE_PRIVATE_H
 
+#include <stdatomic.h>
+
 #include "broker/storage/backend.h"
 
 #define TSEC__JOURNAL ".tsec-journal"
@@ -73,14 +75,15 @@ int tsec__fb_open_dirs(struct tsec__filebe *fb, const struct tsec__skey *sk,
 void tsec__fb_temp_name(char *buf, size_t n);
 
 /*
- * The store-wide commit flock (file_journal.c), taken `how` (LOCK_EX: a
- * group's renames; LOCK_SH: get_many's opens); its descriptor (close()
- * lets it go), or -1 and errno.  A holder is a group between its commit
- * point and its last rename.  With wait_ms < 0 it waits as long as the
- * holder holds it; else at most wait_ms (by tsec__mono_ms), then -1 with
- * EWOULDBLOCK.
+ * The store-wide commit flock (file_journal.c), held exclusive by a
+ * group between its commit point and its last rename, shared by a read
+ * of several values (get_many) while it opens them; its descriptor
+ * (close() lets it go), or -1 and errno.  A group waits as long as it
+ * takes; a read at most wait_ms of tsec__mono_ms, then -1 with
+ * EWOULDBLOCK.  A waiting group goes before reads that come after it.
  */
-int tsec__fb_commit_lock(struct tsec__filebe *fb, int how, int64_t wait_ms);
+int tsec__fb_commit_write(struct tsec__filebe *fb);
+int tsec__fb_commit_read(struct tsec__filebe *fb, int64_t wait_ms);
 
 /* How long a read of several values (get_many) waits for a group being
  * applied before it answers TSEC_EBUSY: a group's renames take
@@ -109,6 +112,9 @@ int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p,
 		       size_t n, const struct tsec__fence *f, struct tsec_error *err);
 /* Tests only: runs inside a fenced write, before the lock's flock. */
 extern void (*tsec__fb_fenced_hook)(void);
+/* Tests only: how many times a read of several values found a group in
+ * its way (the turnstile or the commit flock held) and waited. */
+extern atomic_ulong tsec__fb_read_waits;
 
 /* Rolls every dead transaction forward or back and removes the litter of
  * dead writers.  Called when the backend opens. */
