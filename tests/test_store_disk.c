@@ -425,24 +425,58 @@ static void test_store_read_while_replaced(void **state)
  * "busy" once TSEC__FB_READ_WAIT_MS have passed on the injected clock,
  * and loads once the lock is let go.  Before, the wait had no end.
  */
+/* The three files of domain's certificate, "c<tag>", "k<tag>" and
+ * "m<tag>", as one group. */
+static int put_cert(struct tsec_store *s, const char *domain, const char *tag)
+{
+	char k[3][256], v[3][16];
+	struct tsec_put p[3];
+	struct tsec_error err;
+
+	for (int i = 0; i < 3; i++) {
+		snprintf(k[i], sizeof(k[i]), "certificates/acme/%s/%s.%s", domain, domain,
+			 i == 0 ? "crt" : i == 1 ? "key" : "json");
+		snprintf(v[i], sizeof(v[i]), "%c%s", "ckm"[i], tag);
+		p[i] = (struct tsec_put){ k[i], v[i], strlen(v[i]) };
+	}
+	return tsec_store_put_many(s, &app, p, 3, &err);
+}
+
+/* The store's commit flock, taken `how` by the test (as a group or a
+ * load of another process would hold it); its descriptor. */
+static int hold_commit(const struct tu_store *t, int how)
+{
+	char path[4200];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/.tsec-journal/.tsec-commit", t->root);
+	assert_true((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0);
+	assert_int_equal(flock(fd, how), 0);
+	return fd;
+}
+
+/* A load_cert in a thread: its code, message and certificate. */
 struct loader {
 	struct tsec_store *store;
+	const char *domain;
 	atomic_int done;
 	int rc;
-	char msg[256];
+	char msg[256], crt[16];
 };
 
-static void *load_held(void *arg)
+static void *load_one(void *arg)
 {
 	struct loader *l = arg;
 	struct tsec_cert_files f;
 	struct tsec_error err;
 
-	l->rc = tsec_store_load_cert(l->store, &app, "acme", "held.org", &f, &err);
-	if (l->rc)
+	l->rc = tsec_store_load_cert(l->store, &app, "acme", l->domain, &f, &err);
+	if (l->rc) {
 		snprintf(l->msg, sizeof(l->msg), "%s", err.msg);
-	else
+	} else {
+		snprintf(l->crt, sizeof(l->crt), "%s", f.cert);
 		tsec_cert_files_free(&f);
+	}
 	atomic_store(&l->done, 1);
 	return NULL;
 }
@@ -450,22 +484,13 @@ static void *load_held(void *arg)
 static void test_store_load_waits_bounded(void **state)
 {
 	struct tu_store *t = *state;
-	struct tsec_put p[3] = {
-		{ "certificates/acme/held.org/held.org.crt", "c", 1 },
-		{ "certificates/acme/held.org/held.org.key", "k", 1 },
-		{ "certificates/acme/held.org/held.org.json", "m", 1 },
-	};
-	struct loader l = { .store = t->store };
-	struct tsec_error err;
-	char path[4200];
+	struct loader l = { .store = t->store, .domain = "held.org" };
 	pthread_t th;
 	int fd;
 
-	assert_int_equal(tsec_store_put_many(t->store, &app, p, 3, &err), 0);
-	snprintf(path, sizeof(path), "%s/.tsec-journal/.tsec-commit", t->root);
-	assert_true((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0);
-	assert_int_equal(flock(fd, LOCK_EX), 0);
-	assert_int_equal(pthread_create(&th, NULL, load_held, &l), 0);
+	assert_int_equal(put_cert(t->store, "held.org", "1"), 0);
+	fd = hold_commit(t, LOCK_EX);
+	assert_int_equal(pthread_create(&th, NULL, load_one, &l), 0);
 	/* A second of the injected clock at a time, until it gives up. */
 	TU_WAIT((tsec__clock_advance(1000), atomic_load(&l.done)));
 	assert_true(atomic_load(&l.done));
@@ -473,56 +498,21 @@ static void test_store_load_waits_bounded(void **state)
 	assert_int_equal(l.rc, TSEC_EBUSY);
 	assert_non_null(strstr(l.msg, "commit lock"));
 	close(fd);
-	l.done = 0;
-	load_held(&l);
+	load_one(&l);
 	assert_int_equal(l.rc, 0);
+	assert_string_equal(l.crt, "c1");
 }
 
-/*
- * A group waiting for the commit lock goes before the loads that come
- * after it.  With a load in (the test holds the lock shared, as a load
- * does while it opens its files) and a group waiting, a new load waits
- * for the group and reads what it wrote.  Before, the new load was let
- * in beside the first and read the old files, so a stream of
- * overlapping loads could hold a group back for ever.
- */
-struct grouper {
+struct writer {
 	struct tsec_store *store;
 	int rc;
 };
 
-static void *put_group2(void *arg)
+static void *put_cert_2(void *arg)
 {
-	struct grouper *g = arg;
-	struct tsec_put p[3] = {
-		{ "certificates/acme/turn.org/turn.org.crt", "c2", 2 },
-		{ "certificates/acme/turn.org/turn.org.key", "k2", 2 },
-		{ "certificates/acme/turn.org/turn.org.json", "m2", 2 },
-	};
-	struct tsec_error err;
+	struct writer *w = arg;
 
-	g->rc = tsec_store_put_many(g->store, &app, p, 3, &err);
-	return NULL;
-}
-
-struct turn_loader {
-	struct tsec_store *store;
-	atomic_int done;
-	int rc;
-	char crt[8];
-};
-
-static void *load_turn(void *arg)
-{
-	struct turn_loader *l = arg;
-	struct tsec_cert_files f;
-	struct tsec_error err;
-
-	if (!(l->rc = tsec_store_load_cert(l->store, &app, "acme", "turn.org", &f, &err))) {
-		snprintf(l->crt, sizeof(l->crt), "%s", f.cert);
-		tsec_cert_files_free(&f);
-	}
-	atomic_store(&l->done, 1);
+	w->rc = put_cert(w->store, "turn.org", "2");
 	return NULL;
 }
 
@@ -569,38 +559,37 @@ static bool held(const struct tu_store *t, const char *name)
 	return busy;
 }
 
+/*
+ * A group waiting for the commit lock goes before the loads that come
+ * after it.  With a load in (the test holds the lock shared, as a load
+ * does while it opens its files) and a group waiting, a new load waits
+ * for the group and reads what it wrote.  Before, the new load was let
+ * in beside the first and read the old files, so a stream of
+ * overlapping loads could hold a group back for ever.
+ */
 static void test_store_group_before_loads(void **state)
 {
 	struct tu_store *t = *state;
-	struct tsec_put p[3] = {
-		{ "certificates/acme/turn.org/turn.org.crt", "c1", 2 },
-		{ "certificates/acme/turn.org/turn.org.key", "k1", 2 },
-		{ "certificates/acme/turn.org/turn.org.json", "m1", 2 },
-	};
-	struct grouper g = { .store = t->store };
-	struct turn_loader l = { .store = t->store };
+	struct writer w = { .store = t->store };
+	struct loader l = { .store = t->store, .domain = "turn.org" };
 	unsigned long waits;
-	struct tsec_error err;
-	char path[4200];
-	pthread_t gt, lt;
+	pthread_t wt, lt;
 	int fd;
 
-	assert_int_equal(tsec_store_put_many(t->store, &app, p, 3, &err), 0);
-	snprintf(path, sizeof(path), "%s/.tsec-journal/.tsec-commit", t->root);
-	assert_true((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0);
-	assert_int_equal(flock(fd, LOCK_SH), 0);
-	assert_int_equal(pthread_create(&gt, NULL, put_group2, &g), 0);
+	assert_int_equal(put_cert(t->store, "turn.org", "1"), 0);
+	fd = hold_commit(t, LOCK_SH);
+	assert_int_equal(pthread_create(&wt, NULL, put_cert_2, &w), 0);
 	/* The group is past its commit point, waiting for the lock in the
 	 * turnstile (file_journal.c). */
 	TU_WAIT(group_committing(t) && held(t, ".tsec-turnstile"));
 	assert_true(group_committing(t) && held(t, ".tsec-turnstile"));
 	waits = atomic_load(&tsec__fb_read_waits);
-	assert_int_equal(pthread_create(&lt, NULL, load_turn, &l), 0);
+	assert_int_equal(pthread_create(&lt, NULL, load_one, &l), 0);
 	/* The load waits (or, as before, reads at once). */
 	TU_WAIT(atomic_load(&tsec__fb_read_waits) > waits || atomic_load(&l.done));
 	close(fd);
-	assert_int_equal(pthread_join(gt, NULL), 0);
-	assert_int_equal(g.rc, 0);
+	assert_int_equal(pthread_join(wt, NULL), 0);
+	assert_int_equal(w.rc, 0);
 	assert_int_equal(pthread_join(lt, NULL), 0);
 	assert_int_equal(l.rc, 0);
 	assert_string_equal(l.crt, "c2");

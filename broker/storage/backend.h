@@ -120,6 +120,9 @@ struct tsec__backend_ops {
 
 #define TSEC__GET_MANY_MAX 8
 
+/* A get_many's start: out[0..n) NULL and len[0..n) 0, or TSEC_EINVAL
+ * for more than TSEC__GET_MANY_MAX keys. */
+int tsec__values_begin(char **out, size_t *len, size_t n, struct tsec_error *err);
 /* Frees out[0..n) of a get_many and clears them and len[0..n). */
 void tsec__values_free(char **out, size_t *len, size_t n);
 

@@ -96,6 +96,18 @@ bool tsec__is_cert_key(const struct tsec__skey *sk)
 	return sk->k.kind == TSEC_KIND_CERT;
 }
 
+int tsec__values_begin(char **out, size_t *len, size_t n, struct tsec_error *err)
+{
+	if (n > TSEC__GET_MANY_MAX)
+		return tsec__seterr(err, TSEC_EINVAL, "", "more than %d keys at once",
+				    TSEC__GET_MANY_MAX);
+	for (size_t i = 0; i < n; i++) {
+		out[i] = NULL;
+		len[i] = 0;
+	}
+	return 0;
+}
+
 void tsec__values_free(char **out, size_t *len, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {

@@ -299,12 +299,9 @@ static int lc_get_many(struct tsec__backend *b, const struct tsec__skey *k, size
 	size_t i;
 	int rc;
 
-	if (n > TSEC__GET_MANY_MAX)
-		return tsec__seterr(err, TSEC_EINVAL, "", "more than %d keys at once",
-				    TSEC__GET_MANY_MAX);
+	if ((rc = tsec__values_begin(out, len, n, err)))
+		return rc;
 	for (i = 0; i < n; i++) {
-		out[i] = NULL;
-		len[i] = 0;
 		keys[i] = k[i].text;
 		reserved |= tsec__key_reserved(keys[i]);
 	}

@@ -208,16 +208,17 @@ static int et_get_many(struct tsec__backend *b, const struct tsec__skey *k, size
 		       size_t max, char **out, size_t *len, struct tsec_error *err)
 {
 	struct etcd *e = tsec__etcd_of(b);
-	json_t *ops = json_array(), *r = NULL;
+	json_t *ops, *r = NULL;
 	bool ok;
-	int rc = 0;
+	int rc;
 
+	if ((rc = tsec__values_begin(out, len, n, err)))
+		return rc;
+	ops = json_array();
 	for (size_t i = 0; i < n; i++) {
 		char bk[TSEC__BK_MAX];
 		size_t bn = tsec__etcd_bk(e, 'k', k[i].text, bk);
 
-		out[i] = NULL;
-		len[i] = 0;
 		json_array_append_new(ops, tsec__etcd_range(bk, bn, false, false));
 	}
 	if ((rc = tsec__etcd_txn(e, NULL, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &ok, err)))

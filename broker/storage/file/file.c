@@ -304,17 +304,13 @@ static int fb_get_many(struct tsec__backend *b, const struct tsec__skey *k, size
 		       size_t max, char **out, size_t *len, struct tsec_error *err)
 {
 	struct tsec__filebe *fb = fb_of(b);
-	int fd[TSEC__GET_MANY_MAX], cfd, rc = 0;
+	int fd[TSEC__GET_MANY_MAX], cfd, rc;
 	size_t i;
 
-	if (n > TSEC__GET_MANY_MAX)
-		return tsec__seterr(err, TSEC_EINVAL, "", "more than %d keys at once",
-				    TSEC__GET_MANY_MAX);
-	for (i = 0; i < n; i++) {
-		out[i] = NULL;
-		len[i] = 0;
+	if ((rc = tsec__values_begin(out, len, n, err)))
+		return rc;
+	for (i = 0; i < n; i++)
 		fd[i] = -1;
-	}
 	if ((cfd = tsec__fb_commit_read(fb, TSEC__FB_READ_WAIT_MS)) < 0)
 		return errno == EWOULDBLOCK
 			? tsec__seterr(err, TSEC_EBUSY, k[0].text,

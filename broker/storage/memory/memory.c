@@ -255,12 +255,10 @@ static int mb_get_many(struct tsec__backend *b, const struct tsec__skey *k, size
 		       size_t max, char **out, size_t *len, struct tsec_error *err)
 {
 	struct membe *m = mb_of(b);
-	int rc = 0;
+	int rc;
 
-	for (size_t i = 0; i < n; i++) {
-		out[i] = NULL;
-		len[i] = 0;
-	}
+	if ((rc = tsec__values_begin(out, len, n, err)))
+		return rc;
 	delay(m);
 	pthread_rwlock_rdlock(&m->rw);
 	for (size_t i = 0; i < n && !rc; i++) {

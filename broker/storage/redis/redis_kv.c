@@ -120,12 +120,9 @@ int tsec__rd_get_many(struct tsec__backend *b, const struct tsec__skey *k, size_
 	redisReply *rep;
 	int rc = 0;
 
-	if (n > TSEC__GET_MANY_MAX)
-		return tsec__seterr(err, TSEC_EINVAL, "", "more than %d keys at once",
-				    TSEC__GET_MANY_MAX);
+	if ((rc = tsec__values_begin(out, len, n, err)))
+		return rc;
 	for (size_t i = 0; i < n; i++) {
-		out[i] = NULL;
-		len[i] = 0;
 		lens[i + 1] = tsec__rd_bk_of(r, k[i].text, bk[i]);
 		argv[i + 1] = bk[i];
 	}
