@@ -199,8 +199,8 @@ int tu_count_litter(const char *root)
 	int n = count_dir(root, ".tsec-");
 
 	snprintf(journal, sizeof(journal), "%s/.tsec-journal", root);
-	if (access(journal, F_OK) == 0)
-		n -= 1 + count_dir(journal, ".tsec-commit");
+	if (access(journal, F_OK) == 0) /* the folder and its two lock files */
+		n -= 1 + count_dir(journal, ".tsec-commit") + count_dir(journal, ".tsec-turnstile");
 	snprintf(journal, sizeof(journal), "%s/.tsec-locks", root);
 	if (access(journal, F_OK) == 0)
 		n -= 1;                  /* the locks' folder, not litter */
