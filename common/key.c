@@ -297,21 +297,25 @@ int tsec__key_parse(const char *p, size_t n, bool allow_root,
 	return rc;
 }
 
-bool tsec__key_is_normal(const struct tsec__key *k, size_t len)
+/* The normal form's length: the segments with one '/' between each
+ * (k->nseg > 0). */
+static inline size_t joined_len(const struct tsec__key *k)
 {
-	size_t n;
+	size_t n = k->nseg - 1u;
 
-	if (k->nseg == 0)
-		return len == 0;
-	if (k->off[0] != 0)
-		return false;
-	/* Segments are maximal runs between '/': with nothing before the
-	 * first, the text is at least their bytes plus one '/' between
-	 * each, and exactly that only when nothing was skipped. */
-	n = k->nseg - 1u;
 	for (unsigned i = 0; i < k->nseg; i++)
 		n += k->len[i];
-	return n == len;
+	return n;
+}
+
+bool tsec__key_is_normal(const struct tsec__key *k, size_t len)
+{
+	/* Segments are maximal runs between '/': with nothing before the
+	 * first, the text is at least the normal form, and exactly that
+	 * only when nothing was skipped. */
+	if (k->nseg == 0)
+		return len == 0;
+	return k->off[0] == 0 && joined_len(k) == len;
 }
 
 size_t tsec__key_format(const struct tsec__key *k, char *out, size_t outlen)
@@ -323,9 +327,7 @@ size_t tsec__key_format(const struct tsec__key *k, char *out, size_t outlen)
 	if (k->nseg) {
 		/* Already normal (one '/' between segments): one copy. */
 		unsigned last = k->nseg - 1u;
-		size_t span = (size_t)k->off[last] + k->len[last] - k->off[0], n = last;
-		for (unsigned i = 0; i <= last; i++)
-			n += k->len[i];
+		size_t span = (size_t)k->off[last] + k->len[last] - k->off[0], n = joined_len(k);
 		if (span == n && n < outlen) {
 			memcpy(out, k->base + k->off[0], n);
 			out[n] = '\0';

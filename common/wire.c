@@ -275,7 +275,6 @@ int tsec__decision_from_json(json_t *o, struct tsec_decision *d)
 
 static const char *const effect_names[] = { "", "floor", "deny", "allow" };
 
-
 json_t *tsec__report_to_json(const struct tsec_report *r)
 {
 	json_t *o = json_object(), *m = json_array(), *e = json_array(), *attrs = json_object();

@@ -169,12 +169,13 @@ static void print_failure(struct tsec__ptest *t, struct tsec_bus *bus,
 		fprintf(t->out, "%s%s", k ? ", " : " (", d->rules[k]);
 	fprintf(t->out, "%s%s%s\n", d->nrules ? ")" : "", d->detail[0] ? " -- " : "", d->detail);
 	/* Why not: the rules that matched the request but did not apply. */
-	if (rep && ex && !tsec_bus_explain(bus, "policy", r, rep, ex, &err) && ex->explained &&
-	    (tsec__explain_seal(ex), true))
+	if (rep && ex && !tsec_bus_explain(bus, "policy", r, rep, ex, &err) && ex->explained) {
+		tsec__explain_seal(ex);
 		for (uint32_t k = 0; k < ex->nnot_applied && k < 4; k++)
 			fprintf(t->out, "  not applied: %s%s: %s\n", ex->not_applied[k].rule,
 				ex->not_applied[k].dest ? " (at the destination)" : "",
 				ex->not_applied[k].why);
+	}
 	free(rep);
 	free(ex);
 }
