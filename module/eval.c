@@ -109,7 +109,8 @@ static int rule_applies(struct walk *w, const struct tsec__rule *r,
  * have millions of rules and a report no room for them; without memory
  * the count goes on without it and may count a rule twice.
  */
-static void report_match(struct walk *w, const struct tsec__rule *r)
+static inline __attribute__((always_inline))
+void report_match(struct walk *w, const struct tsec__rule *r)
 {
 	struct tsec_report *rep = w->rep;
 	uint32_t ri = (uint32_t)(r - w->pol->rules);
@@ -155,6 +156,11 @@ static inline bool record(struct walk *w, uint32_t ri, unsigned e)
 		h->more[e] = 1;
 	if (w->rep)
 		report_match(w, &w->pol->rules[ri]);
+	else if (e < w->best) {
+		w->best = e;
+		if (e != TSEC_EFFECT_ALLOW - 1u)
+			w->amask = (1u << w->action) << TSEC__ACTS_FD_SHIFT;
+	}
 	return true;
 }
 
@@ -177,9 +183,10 @@ static bool hit(struct walk *w, uint32_t ri)
 		 * Fail closed: an unevaluable condition never lets an allow
 		 * match and always lets a floor or deny match.
 		 */
-		if (!w->cond_error) {
+		if (e < w->cond_effect) {
 			w->cond_error = why;
 			w->cond_rule = ri;
+			w->cond_effect = e;
 		}
 		if (w->rep)
 			tsec__report_error(w->rep, r, why);
@@ -206,6 +213,8 @@ static void hit_node(struct walk *w, const struct tsec__node *n)
 	for (uint32_t t = n->terms; t;) {
 		const struct tsec__term *term = &pol->terms[t];
 		unsigned e = term->effect - 1u;
+		if (e > w->best)
+			break;      /* Check: a floor or deny applies; see struct walk */
 		if (!(term->actions & abit)) {
 			t = term->next;  /* another action's rule: it did not match */
 			continue;
@@ -247,17 +256,17 @@ static void walk(struct walk *w, uint32_t node, unsigned i)
 	const struct tsec__policy *pol = w->pol;
 	const struct tsec__node *n = &pol->nodes[node];
 	const struct tsec__key *k = w->key;
-	unsigned nseg = k->nseg, abit = 1u << w->action;
+	unsigned nseg = k->nseg;
 
 	/* No rule for this action at or below this node: nothing to find. */
-	if (!(n->acts & abit))
+	if (!(n->bits & w->amask))
 		return;
 	/*
 	 * Down a run of nodes whose only way on is one literal table or one
 	 * glob: a loop, not calls (the order of visits does not change).
 	 */
-	while (i < nseg && (n->shape & (TSEC__SHAPE_LITS | TSEC__SHAPE_GLOB1))) {
-		if (n->shape & TSEC__SHAPE_LITS) {
+	while (i < nseg && (n->bits & (TSEC__SHAPE_LITS | TSEC__SHAPE_GLOB1))) {
+		if (n->bits & TSEC__SHAPE_LITS) {
 			node = lit_child(w, node, i);
 		} else {
 			const struct tsec__glob *gl = &pol->globs[n->globs];
@@ -267,7 +276,7 @@ static void walk(struct walk *w, uint32_t node, unsigned i)
 		if (!node)
 			return;
 		n = &pol->nodes[node];
-		if (!(n->acts & abit))
+		if (!(n->bits & w->amask))
 			return;
 		i++;
 	}
@@ -295,10 +304,10 @@ static void walk(struct walk *w, uint32_t node, unsigned i)
 		const struct tsec__node *d = &pol->nodes[n->dstar];
 		unsigned j = i;
 
-		if (d->shape & TSEC__SHAPE_LEAF) {
+		if (d->bits & TSEC__SHAPE_LEAF) {
 			/* Rules only: "**" reaches them at the key's end. */
 			HIT_NODE(w, d);
-		} else if (d->shape & TSEC__SHAPE_TAIL) {
+		} else if (d->bits & TSEC__SHAPE_TAIL) {
 			/* Leaves behind globs: the last segment, then the end. */
 			if (j < nseg) {
 				const char *s = k->base + k->off[nseg - 1];
@@ -428,17 +437,20 @@ static bool same_who(const struct who *w, const struct tsec_request *req)
  * Validates everything but the keys and finds the request's roots (the
  * principal's, each role's, then "*"; one hashing pass per name) into
  * roots, which is who->roots when who is given: there they are kept for
- * the next request that names the same caller.
+ * the next request that names the same caller.  Check (rep NULL) puts
+ * "*" first: floors are usually there, and once one applies a Check
+ * skips the callers' allows (struct walk); Evaluate reports in the
+ * order above.
  * Returns the action or -1 after writing an INVALID decision.
  */
 static int validate(const struct tsec__policy *pol, const struct tsec_request *req,
 		    struct tsec_decision *out, uint32_t *roots, unsigned *nroots,
-		    struct who *who)
+		    struct who *who, bool any_first)
 {
 	const struct tsec_context *c = &req->ctx;
 	uint32_t has = c->has, root;
 	uint64_t h;
-	unsigned nr = 0;
+	unsigned nr = any_first;
 	int a;
 
 	if (same_who(who, req)) {
@@ -468,7 +480,7 @@ static int validate(const struct tsec__policy *pol, const struct tsec_request *r
 		if ((root = tsec__edge_find(pol, TSEC__NS_ROLE, h, r.ptr, r.len)))
 			roots[nr++] = root;
 	}
-	roots[nr++] = pol->any_root;
+	roots[any_first ? 0 : nr++] = pol->any_root;
 	*nroots = nr;
 	if (who) {
 		who->valid = true;
@@ -542,14 +554,21 @@ static void finish(const struct tsec__policy *pol, struct hits *h,
 	out->flags = 0;
 	out->field[0] = '\0';
 	out->detail[0] = '\0';
-	if (w->cond_error) {
+	for (e = 0; e < 3 && h->n[e] == 0; e++)
+		;
+	/*
+	 * A condition error is told when it is of the deciding effect (a
+	 * floor or deny that met one applies, failing closed) or, for a
+	 * default denial, of an allow it kept from applying.  An allow's
+	 * error beside a floor or deny changes nothing, and Check may not
+	 * have read that allow (see struct walk).
+	 */
+	if (w->cond_error && w->cond_effect <= e) {
 		out->flags |= TSEC_DECISION_COND_ERROR;
 		snprintf(out->field, sizeof(out->field), "context.cert_pem");
 		snprintf(out->detail, sizeof(out->detail), "rule %s: %s",
 			 pol->rules[w->cond_rule].id, w->cond_error);
 	}
-	for (e = 0; e < 3 && h->n[e] == 0; e++)
-		;
 	if (e == 3) {
 		out->allow = 0;
 		out->status = TSEC_STATUS_DEFAULT;
@@ -616,7 +635,7 @@ static void decide_one(const struct tsec__policy *pol, const struct tsec_request
 
 	if (rep)
 		report_begin(rep);
-	a = validate(pol, req, out, roots, &nroots, who);
+	a = validate(pol, req, out, roots, &nroots, who, rep == NULL);
 	if (a < 0)
 		goto done;
 	if (rep)
@@ -651,6 +670,9 @@ static void decide_one(const struct tsec__policy *pol, const struct tsec_request
 	w.have_facts = false;
 	w.cond_error = NULL;
 	w.cond_rule = 0;
+	w.cond_effect = 3;
+	w.best = 3;
+	w.amask = 1u << a;
 	match_key(&w, &key, roots, nroots);
 	if (a == TSEC_ACTION_STORAGE_MOVE) {
 		/*

@@ -227,9 +227,19 @@ struct tsec__node {
 	uint32_t dstar;              /* child reached through "**", or 0 */
 	uint32_t terms;              /* first terminal entry */
 	uint32_t jumps;              /* principal roots only: shared tries */
-	uint16_t shape;              /* TSEC__SHAPE_*, set when compiled */
-	uint16_t acts;               /* actions of every rule at or below */
+	/*
+	 * Bit a: a rule at or below is for action a; bit 12 + a: a floor or
+	 * deny is (what Check still looks for once one applies); the top
+	 * bits: the node's TSEC__SHAPE_*, set when compiled.  One word keeps
+	 * the node at 24 bytes.
+	 */
+	uint32_t bits;
 };
+#define TSEC__ACTS_FD_SHIFT 12
+#define TSEC__ACTS_ALL 0x003ff3ffu
+_Static_assert(TSEC_ACTION__COUNT <= TSEC__ACTS_FD_SHIFT &&
+	       (((1u << TSEC_ACTION__COUNT) - 1) * 0x1001u) == TSEC__ACTS_ALL,
+	       "a node's action bits hold every action, twice, below its shape");
 
 /*
  * What a walk can skip, decided once the trie is built: a LEAF has only
@@ -237,12 +247,12 @@ struct tsec__node {
  * has no literal or "**" child and only leaves behind its globs, so only
  * the key's last segment and its end can meet a rule there.
  */
-#define TSEC__SHAPE_LEAF (1u << 0)
-#define TSEC__SHAPE_TAIL (1u << 1)
+#define TSEC__SHAPE_LEAF (1u << 28)
+#define TSEC__SHAPE_TAIL (1u << 29)
 /* The only way on is the literal table (LITS) or one glob to a non-leaf
  * (GLOB1): a walk goes down such nodes in a loop. */
-#define TSEC__SHAPE_LITS  (1u << 2)
-#define TSEC__SHAPE_GLOB1 (1u << 3)
+#define TSEC__SHAPE_LITS  (1u << 30)
+#define TSEC__SHAPE_GLOB1 (1u << 31)
 
 /*
  * A principal root's link to a trie it shares: a rule with several

@@ -237,8 +237,10 @@ static int by_effect_then_order(const void *a, const void *b)
 }
 
 /*
- * Each node's `acts`: the actions of the rules at it and below it, so a
- * walk leaves a subtrie that holds no rule for the request's action.  A
+ * Each node's actions (`bits`, module_private.h): the actions of the rules at it and below it, so a
+ * walk leaves a subtrie that holds no rule for the request's action (and,
+ * in the high half, of its floors and denies: a Check that has met one
+ * leaves a subtrie with only allows).  A
  * child is always created after its parent, so one pass from the last
  * node to the first carries every node's actions up to its parent.
  */
@@ -259,21 +261,25 @@ static int acts_below(struct tsec__policy *pol)
 			up[pol->globs[g].child] = nd;
 		if (n->dstar)
 			up[n->dstar] = nd;
-		for (uint32_t t = n->terms; t; t = pol->terms[t].next)
-			n->acts |= pol->terms[t].actions;
+		for (uint32_t t = n->terms; t; t = pol->terms[t].next) {
+			const struct tsec__term *tm = &pol->terms[t];
+			n->bits |= tm->actions;
+			if (tm->effect != TSEC_EFFECT_ALLOW)
+				n->bits |= (uint32_t)tm->actions << TSEC__ACTS_FD_SHIFT;
+		}
 	}
 	for (uint32_t nd = 1; nd < pol->nnodes; nd++) {
 		if (up[nd] >= nd) {
 			/* Not the order this relies on: no node may be skipped. */
 			for (uint32_t m = 0; m < pol->nnodes; m++)
-				pol->nodes[m].acts = 0xffff;
+				pol->nodes[m].bits |= TSEC__ACTS_ALL;
 			free(up);
 			return 0;
 		}
 	}
 	for (uint32_t nd = pol->nnodes; nd-- > 1;)
 		if (up[nd])
-			pol->nodes[up[nd]].acts |= pol->nodes[nd].acts;
+			pol->nodes[up[nd]].bits |= pol->nodes[nd].bits & TSEC__ACTS_ALL;
 	free(up);
 	return 0;
 }
@@ -335,24 +341,24 @@ int tsec__terms_finish(struct tsec__policy *pol)
 	for (uint32_t nd = 0; nd < pol->nnodes; nd++) {
 		struct tsec__node *n = &pol->nodes[nd];
 		if (!n->lits && !n->globs && !n->dstar)
-			n->shape = TSEC__SHAPE_LEAF;
+			n->bits |= TSEC__SHAPE_LEAF;
 	}
 	if (acts_below(pol))
 		return TSEC_ENOMEM;
 	for (uint32_t g = 1; g < pol->nglobs; g++)
-		pol->globs[g].leaf = (pol->nodes[pol->globs[g].child].shape & TSEC__SHAPE_LEAF) != 0;
+		pol->globs[g].leaf = (pol->nodes[pol->globs[g].child].bits & TSEC__SHAPE_LEAF) != 0;
 	for (uint32_t nd = 0; nd < pol->nnodes; nd++) {
 		struct tsec__node *n = &pol->nodes[nd];
 		bool tail = !n->lits && !n->dstar && n->globs;
 		for (uint32_t g = n->globs; g && tail; g = pol->globs[g].next)
 			tail = pol->globs[g].leaf;
 		if (tail)
-			n->shape |= TSEC__SHAPE_TAIL;
+			n->bits |= TSEC__SHAPE_TAIL;
 		if (n->lits && !n->globs && !n->dstar)
-			n->shape |= TSEC__SHAPE_LITS;
+			n->bits |= TSEC__SHAPE_LITS;
 		if (!n->lits && !n->dstar && n->globs && !pol->globs[n->globs].next &&
 		    !pol->globs[n->globs].leaf)
-			n->shape |= TSEC__SHAPE_GLOB1;
+			n->bits |= TSEC__SHAPE_GLOB1;
 	}
 	return 0;
 }

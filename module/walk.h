@@ -33,8 +33,16 @@ struct walk {
 	struct tsec__cert_facts *facts; /* parsed on first need */
 	bool have_facts;
 	char dom[256];               /* a wildcard domain, read back */
-	const char *cond_error;      /* first condition that failed to evaluate */
-	uint32_t cond_rule;
+	const char *cond_error;      /* first condition that failed to evaluate, */
+	uint32_t cond_rule;          /* of the most binding effect that had one */
+	unsigned cond_effect;        /* that effect - 1, or 3 */
+	/* Check only: the most binding effect (- 1) recorded so far, 3 for
+	 * none.  Once a floor or deny applies, no allow can change the
+	 * decision, so Check stops reading rules of a later effect. */
+	unsigned best;
+	/* What a node's action bits must hold for the walk to go in: the action's
+	 * bit, or its floor-and-deny bit once best is a floor or deny. */
+	uint32_t amask;
 	/* Evaluate only: which rules were counted, once the report's list of
 	 * TSEC_REPORT_MATCHES is full (see report_match). */
 	uint8_t **seen;

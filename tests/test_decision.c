@@ -480,6 +480,124 @@ static void test_decision_batch_same_as_alone(void **state)
 	tsec_bus_free(&bus);
 }
 
+/*
+ * Check stops reading allows once a floor or deny applies, and walks "*"
+ * first; Evaluate reads everything.  They must still agree on every
+ * decision, condition errors included: a policy with floors and denies
+ * for everyone and for one caller, conditions that fail, succeed or
+ * cannot be evaluated (a store whose PEM is garbage), over random
+ * requests, Check alone, Check in a batch and Evaluate.
+ */
+static void test_decision_check_same_as_evaluate(void **state)
+{
+	static const char policy[] =
+		"{\"version\": 1, \"floor\": ["
+		" {\"id\": \"f-keys\", \"action\": [\"storage.list\", \"storage.delete\"],"
+		"  \"resource\": [\"certificates/**/*.key\"]},"
+		" {\"id\": \"f-a-big\", \"principal\": [\"svc:a\"], \"action\": [\"storage.store\"],"
+		"  \"resource\": [\"certificates/**\"], \"when\": {\"size_max\": 1000}},"
+		" {\"id\": \"f-cover\", \"action\": [\"storage.store\"],"
+		"  \"resource\": [\"certificates/sensitive/**\"],"
+		"  \"when\": {\"cert\": {\"san_covers_domain\": true}}}],"
+		" \"rules\": ["
+		" {\"id\": \"a-all\", \"effect\": \"allow\", \"principal\": [\"svc:a\"],"
+		"  \"action\": [\"storage.*\"], \"resource\": [\"**\"]},"
+		" {\"id\": \"a-certs\", \"effect\": \"allow\", \"principal\": [\"svc:a\", \"role:ops\"],"
+		"  \"action\": [\"storage.*\"], \"resource\": [\"certificates/*/*/*\"],"
+		"  \"when\": {\"cert\": {\"min_rsa_bits\": 2048}}},"
+		" {\"id\": \"ops-com\", \"effect\": \"allow\", \"principal\": [\"role:ops\"],"
+		"  \"action\": [\"storage.load\", \"storage.store\", \"storage.list\"],"
+		"  \"resource\": [\"certificates/**\"], \"domain\": [\"*.example.com\", \"example.com\"]},"
+		" {\"id\": \"d-b\", \"effect\": \"deny\", \"principal\": [\"svc:b\"],"
+		"  \"action\": [\"storage.*\"], \"resource\": [\"certificates/acme/**\"]},"
+		" {\"id\": \"d-sensitive\", \"effect\": \"deny\", \"action\": [\"storage.store\"],"
+		"  \"resource\": [\"certificates/sensitive/**\"],"
+		"  \"when\": {\"cert\": {\"key_types\": [\"rsa\"]}}},"
+		" {\"id\": \"d-rec\", \"effect\": \"deny\", \"action\": [\"storage.delete\", \"storage.list\"],"
+		"  \"resource\": [\"certificates\", \"certificates/*\"], \"when\": {\"recursive\": true}},"
+		" {\"id\": \"all-load\", \"effect\": \"allow\", \"action\": [\"storage.load\"],"
+		"  \"resource\": [\"certificates/**\"]}]}";
+	static const struct tsec_str ops[1] = { { "role:ops", 8 } };
+	static const char *const principals[] = { "svc:a", "svc:b", "svc:c" };
+	static const char *const actions[] = {
+		"storage.load", "storage.list", "storage.delete", "storage.store",
+	};
+	static const char *const res[] = {
+		"certificates/acme/example.com/example.com.crt",
+		"certificates/acme/example.com/example.com.key",
+		"certificates/sensitive/example.com/example.com.crt",
+		"certificates/sensitive/www.example.com/x.key",
+		"certificates/acme", "certificates", "acme/users/x",
+	};
+	static const char *const pems[] = { "not a certificate", NULL };
+	struct tsec_bus *bus = tu_bus_with_text(policy);
+	static struct tsec_report rep;
+	struct tsec_request r[16];
+	struct tsec_decision batch[16], alone;
+	struct tsec_error err;
+	uint64_t seed = 11;
+	unsigned floors_with_allow_error = 0;
+	(void)state;
+
+	for (int round = 0; round < 400; round++) {
+		size_t n = 1 + round % 16;
+		for (size_t i = 0; i < n; i++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			memset(&r[i], 0, sizeof(r[i]));
+			r[i].principal = tsec_str_c(principals[(seed >> 60) % 3]);
+			if ((seed >> 58) & 1) {
+				r[i].roles = ops;
+				r[i].nroles = 1;
+			}
+			r[i].action = tsec_str_c(actions[(seed >> 40) % 4]);
+			r[i].resource = tsec_str_c(res[(seed >> 20) % 7]);
+			if (r[i].action.len == 13) {   /* storage.store */
+				const char *pem = pems[(seed >> 10) & 1];
+				r[i].ctx.has = TSEC_CTX_SIZE;
+				r[i].ctx.size = (seed >> 12) & 1 ? 100 : 5000;
+				if (pem) {
+					r[i].ctx.has |= TSEC_CTX_CERT_PEM;
+					r[i].ctx.cert_pem = tsec_str_c(pem);
+				}
+			} else if (r[i].action.len != 12 && ((seed >> 14) & 1)) {
+				r[i].ctx.has = TSEC_CTX_RECURSIVE;   /* list, delete */
+				r[i].ctx.recursive = 1;
+			}
+		}
+		assert_int_equal(tsec_bus_check(bus, "policy", r, n, batch, &err), 0);
+		for (size_t i = 0; i < n; i++) {
+			const struct tsec_decision *e = &rep.decision;
+			assert_int_equal(tsec_bus_check(bus, "policy", &r[i], 1, &alone, &err), 0);
+			assert_int_equal(tsec_bus_evaluate(bus, "policy", &r[i], &rep, &err), 0);
+			for (int k = 0; k < 2; k++) {
+				const struct tsec_decision *c = k ? &alone : &batch[i];
+				assert_int_equal(c->status, e->status);
+				assert_int_equal(c->allow, e->allow);
+				assert_int_equal(c->flags, e->flags);
+				assert_int_equal(c->nrules, e->nrules);
+				for (unsigned j = 0; j < e->nrules; j++)
+					assert_string_equal(c->rules[j], e->rules[j]);
+				assert_string_equal(c->field, e->field);
+				assert_string_equal(c->detail, e->detail);
+			}
+			/* A floor beside an allow whose condition cannot be
+			 * evaluated: the floor decides, and the allow's error is
+			 * not the decision's (Check may not have read it). */
+			if (e->status == FLOOR && rep.nerrors) {
+				bool only_allows = true;
+				for (uint32_t j = 0; j < rep.nerrors; j++)
+					only_allows &= strcmp(rep.errors[j].rule, "a-certs") == 0;
+				if (only_allows) {
+					floors_with_allow_error++;
+					assert_false(e->flags & TSEC_DECISION_COND_ERROR);
+				}
+			}
+		}
+	}
+	assert_true(floors_with_allow_error > 0);
+	tsec_bus_free(&bus);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -493,6 +611,7 @@ int main(void)
 		cmocka_unit_test(test_decision_example_policy),
 		cmocka_unit_test(test_decision_why_not),
 		cmocka_unit_test(test_decision_batch_same_as_alone),
+		cmocka_unit_test(test_decision_check_same_as_evaluate),
 	};
 	return cmocka_run_group_tests_name("decision", tests, setup, teardown);
 }

@@ -200,7 +200,9 @@ static inline const char *tsec_status_reason(unsigned status)
 
 /* Bits of tsec_decision.flags. */
 #define TSEC_DECISION_MORE_RULES (1u << 0) /* more rules decided than listed */
-#define TSEC_DECISION_COND_ERROR (1u << 1) /* a condition failed to evaluate */
+/* A condition failed to evaluate in a rule of the deciding effect, or
+ * (TSEC_STATUS_DEFAULT) in an allow it kept from matching. */
+#define TSEC_DECISION_COND_ERROR (1u << 1)
 
 /*
  * The answer to one request.  `allow` is 1 only for TSEC_STATUS_ALLOWED.
