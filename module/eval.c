@@ -247,6 +247,33 @@ static inline uint32_t lit_child(struct walk *w, uint32_t node, unsigned i)
 	return tsec__edge_find(w->pol, node, w->seghash[i], s, l);
 }
 
+/*
+ * The globs of index ix (under node) that segment i, s[0..l), meets:
+ * one lookup per distinct length of their fixed parts, shortest first.
+ */
+__attribute__((noinline))
+static void walk_index(struct walk *w, uint32_t node, const struct tsec__glob *ix,
+		       unsigned i, const char *s, size_t l)
+{
+	const struct tsec__policy *pol = w->pol;
+	const uint8_t *lens = (const uint8_t *)pol->arena + ix->off;
+	bool prefix = ix->kind == TSEC__GLOB_PREFIXES;
+	uint32_t ns = node | (prefix ? TSEC__NS_PREFIX : TSEC__NS_SUFFIX);
+
+	for (uint32_t k = 0; k < ix->len && lens[k] <= l; k++) {
+		const char *p = prefix ? s : s + l - lens[k];
+		uint32_t g = tsec__edge_find(pol, ns, tsec__hash(pol->seed, p, lens[k]),
+					     p, lens[k]);
+		const struct tsec__glob *gl = &pol->globs[g];
+		if (!g)
+			continue;
+		if (!gl->leaf)
+			walk(w, gl->child, i + 1);
+		else if (i + 1 == w->key->nseg)
+			hit_node(w, &pol->nodes[gl->child]);
+	}
+}
+
 /* The rules at a node, if it has any. */
 #define HIT_NODE(w, n) do { if ((n)->terms) hit_node((w), (n)); } while (0)
 
@@ -293,7 +320,9 @@ static void walk(struct walk *w, uint32_t node, unsigned i)
 			const struct tsec__glob *gl = &pol->globs[g];
 			if (gl->leaf) {
 				/* Only rules there: only the last segment reaches them. */
-				if (i + 1 == nseg && tsec__glob_edge_match(pol->arena, gl, s, l))
+				if (gl->leaf == TSEC__GLOB_LEAF_INDEX)
+					walk_index(w, node, gl, i, s, l);
+				else if (i + 1 == nseg && tsec__glob_edge_match(pol->arena, gl, s, l))
 					hit_node(w, &pol->nodes[gl->child]);
 			} else if (tsec__glob_edge_match(pol->arena, gl, s, l)) {
 				walk(w, gl->child, i + 1);
@@ -312,9 +341,13 @@ static void walk(struct walk *w, uint32_t node, unsigned i)
 			if (j < nseg) {
 				const char *s = k->base + k->off[nseg - 1];
 				size_t l = k->len[nseg - 1];
-				for (uint32_t g = d->globs; g; g = pol->globs[g].next)
-					if (tsec__glob_edge_match(pol->arena, &pol->globs[g], s, l))
-						hit_node(w, &pol->nodes[pol->globs[g].child]);
+				for (uint32_t g = d->globs; g; g = pol->globs[g].next) {
+					const struct tsec__glob *gl = &pol->globs[g];
+					if (gl->leaf == TSEC__GLOB_LEAF_INDEX)
+						walk_index(w, n->dstar, gl, nseg - 1, s, l);
+					else if (tsec__glob_edge_match(pol->arena, gl, s, l))
+						hit_node(w, &pol->nodes[gl->child]);
+				}
 			}
 			HIT_NODE(w, d);
 		} else {

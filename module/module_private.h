@@ -271,15 +271,28 @@ enum tsec__glob_kind {
 	TSEC__GLOB_SUFFIX,           /* "*.crt": one star, first */
 	TSEC__GLOB_PREFIX,           /* "wildcard_*": one star, last */
 	TSEC__GLOB_GENERAL,          /* anything else */
+	/*
+	 * Not a pattern: the index of a node's prefix (or suffix) globs,
+	 * when it has TSEC__GLOB_INDEX_MIN or more.  off and len hold the
+	 * distinct lengths of their fixed parts, ascending, a byte each; a
+	 * glob is found by its fixed part under the node | TSEC__NS_PREFIX
+	 * (or TSEC__NS_SUFFIX) in the edge table, one lookup a length.
+	 */
+	TSEC__GLOB_PREFIXES,
+	TSEC__GLOB_SUFFIXES,
 };
+#define TSEC__GLOB_INDEX_MIN 8
 
 struct tsec__glob {
 	uint32_t off, len;           /* segment pattern in the arena */
 	uint32_t child;
 	uint32_t next;
 	uint16_t kind;               /* enum tsec__glob_kind */
-	uint16_t leaf;               /* child is a TSEC__SHAPE_LEAF */
+	uint16_t leaf;               /* child is a TSEC__SHAPE_LEAF, or: */
 };
+/* The entry is an index (TSEC__GLOB_PREFIXES, _SUFFIXES), not a glob:
+ * kept in `leaf`, which the walk reads first anyway. */
+#define TSEC__GLOB_LEAF_INDEX 2
 
 /* Matches segment s against glob g of policy arena a. */
 static inline bool tsec__glob_edge_match(const char *a,
@@ -332,6 +345,9 @@ struct tsec__edge {
 /* Glob children at compile time: parent node | this (node ids stay
  * below TSEC__NODES_MAX, far under it). */
 #define TSEC__NS_GLOB      0x80000000u
+/* Indexed prefix and suffix globs (TSEC__GLOB_PREFIXES), node | these. */
+#define TSEC__NS_PREFIX    0x40000000u
+#define TSEC__NS_SUFFIX    0xc0000000u
 
 /*
  * Immutable once compiled; shared by every thread that calls.  Each

@@ -284,6 +284,70 @@ static int acts_below(struct tsec__policy *pol)
 	return 0;
 }
 
+/*
+ * A node with many prefix globs ("d1-*", "d2-*", ...: one per customer)
+ * or suffix globs was a walk of all of them per request (32,000 siblings:
+ * 99 us a Check).  Past TSEC__GLOB_INDEX_MIN of one kind they leave the
+ * node's list for an index entry (module_private.h): a Check then costs
+ * one lookup per distinct length of their fixed parts.
+ */
+static int index_kind(struct tsec__policy *pol, uint32_t nd, uint16_t kind,
+		      uint16_t index_kind, uint32_t ns)
+{
+	struct tsec__node *n = &pol->nodes[nd];
+	uint8_t lens[256];
+	bool seen[256] = { false };
+	uint32_t count = 0, nlens = 0, g, ix, *link;
+
+	for (g = n->globs; g; g = pol->globs[g].next)
+		count += pol->globs[g].kind == kind;
+	if (count < TSEC__GLOB_INDEX_MIN)
+		return 0;
+	for (g = n->globs; g; g = pol->globs[g].next) {
+		const struct tsec__glob *gl = &pol->globs[g];
+		char fixed[256];
+		uint32_t value = g, len = gl->len - 1;
+		bool found;
+		if (gl->kind != kind)
+			continue;
+		/* A copy: adding the edge may move the arena. */
+		memcpy(fixed, pol->arena + gl->off + (kind == TSEC__GLOB_SUFFIX), len);
+		if (tsec__edge_put(pol, nd | ns, fixed, len, &value, &found))
+			return TSEC_ENOMEM;
+		seen[len] = true;
+	}
+	for (uint32_t l = 1; l < 256; l++)
+		if (seen[l])
+			lens[nlens++] = (uint8_t)l;
+	if (tsec__grow((void **)&pol->globs, &pol->cap_globs, pol->nglobs + 1,
+		       sizeof(*pol->globs)))
+		return TSEC_ENOMEM;
+	ix = pol->nglobs++;
+	pol->globs[ix] = (struct tsec__glob){ .kind = index_kind, .len = nlens,
+					      .leaf = TSEC__GLOB_LEAF_INDEX };
+	if (tsec__arena_add(pol, (const char *)lens, nlens, &pol->globs[ix].off))
+		return TSEC_ENOMEM;
+	/* Out of the list, the index first. */
+	for (link = &n->globs; *link;) {
+		if (pol->globs[*link].kind == kind)
+			*link = pol->globs[*link].next;
+		else
+			link = &pol->globs[*link].next;
+	}
+	pol->globs[ix].next = n->globs;
+	n->globs = ix;
+	return 0;
+}
+
+static int index_globs(struct tsec__policy *pol)
+{
+	for (uint32_t nd = 0; nd < pol->nnodes; nd++)
+		if (index_kind(pol, nd, TSEC__GLOB_PREFIX, TSEC__GLOB_PREFIXES, TSEC__NS_PREFIX) ||
+		    index_kind(pol, nd, TSEC__GLOB_SUFFIX, TSEC__GLOB_SUFFIXES, TSEC__NS_SUFFIX))
+			return TSEC_ENOMEM;
+	return 0;
+}
+
 int tsec__terms_finish(struct tsec__policy *pol)
 {
 	uint32_t *v = NULL, cap = 0;
@@ -360,7 +424,8 @@ int tsec__terms_finish(struct tsec__policy *pol)
 		    !pol->globs[n->globs].leaf)
 			n->bits |= TSEC__SHAPE_GLOB1;
 	}
-	return 0;
+	/* Last: the shapes above read the whole lists. */
+	return index_globs(pol);
 }
 
 int tsec__jump_add(struct tsec__policy *pol, uint32_t root, uint32_t target)

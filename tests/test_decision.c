@@ -598,6 +598,167 @@ static void test_decision_check_same_as_evaluate(void **state)
 	tsec_bus_free(&bus);
 }
 
+static bool starts(const char *s, size_t n, const char *p)
+{
+	size_t l = strlen(p);
+	return n >= l && memcmp(s, p, l) == 0;
+}
+
+static bool ends(const char *s, size_t n, const char *p)
+{
+	size_t l = strlen(p);
+	return n >= l && memcmp(s + n - l, p, l) == 0;
+}
+
+/*
+ * A node with many prefix ("dK-*") or suffix ("*.sK") globs finds them
+ * through an index instead of trying each (TSEC__GLOB_INDEX_MIN): with
+ * prefixes that overlap ("d1*" and "d1-*"), leaf and non-leaf, suffixes
+ * behind "**", both kinds at one node beside a general glob and "*", the
+ * rules that match each key are exactly those a plain reading of the
+ * patterns gives.
+ */
+static void test_decision_glob_index(void **state)
+{
+	char *p = NULL, key[160];
+	size_t len = 0, cap = 0;
+	static struct tsec_report rep;
+	struct tsec_decision d;
+	struct tsec_error err;
+	struct tsec_bus *bus;
+	uint64_t seed = 5;
+	unsigned seen_rules = 0;
+	(void)state;
+
+#define CAT(...) do { \
+		int n_ = snprintf(NULL, 0, __VA_ARGS__); \
+		if (len + (size_t)n_ + 1 > cap) { \
+			cap = (len + (size_t)n_ + 1) * 2; \
+			assert_non_null(p = realloc(p, cap)); \
+		} \
+		len += (size_t)snprintf(p + len, cap - len, __VA_ARGS__); \
+	} while (0)
+	CAT("{\"version\": 1, \"rules\": [");
+	for (int k = 0; k < 40; k++)
+		CAT("{\"id\": \"p%d\", \"effect\": \"allow\", \"action\": [\"storage.load\"],"
+		    " \"resource\": [\"certificates/d%d-*/**\"]},", k, k);
+	for (int k = 0; k < 20; k++)
+		CAT("{\"id\": \"t%d\", \"effect\": \"allow\", \"action\": [\"storage.load\"],"
+		    " \"resource\": [\"certificates/acme/*/x-%d-*\"]},", k, k);
+	for (int k = 0; k < 12; k++)
+		CAT("{\"id\": \"e%d\", \"effect\": \"allow\", \"action\": [\"storage.load\"],"
+		    " \"resource\": [\"certificates/acme/*/*-e%d\"]},", k, k);
+	for (int k = 0; k < 20; k++)
+		CAT("{\"id\": \"s%d\", \"effect\": \"allow\", \"action\": [\"storage.load\"],"
+		    " \"resource\": [\"**/*.s%d\"]},", k, k);
+	CAT("{\"id\": \"q\", \"effect\": \"allow\", \"action\": [\"storage.load\"],"
+	    " \"resource\": [\"certificates/d1*/**\"]},");
+	CAT("{\"id\": \"gen\", \"effect\": \"allow\", \"action\": [\"storage.load\"],"
+	    " \"resource\": [\"certificates/acme/*/*a*b*\"]},");
+	CAT("{\"id\": \"any3\", \"effect\": \"allow\", \"action\": [\"storage.load\"],"
+	    " \"resource\": [\"certificates/acme/*/*\"]}]}");
+#undef CAT
+	bus = tu_bus_with_text(p);
+
+	for (int round = 0; round < 3000; round++) {
+		char last[64], want[16][16];
+		unsigned nwant = 0;
+		size_t ll;
+		int a, b, c;
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		a = (int)((seed >> 33) % 50);
+		b = (int)((seed >> 43) % 25);
+		c = (int)((seed >> 53) % 6);
+		/* The last segment: one of the shapes, its number maybe unknown. */
+		switch ((seed >> 20) % 5) {
+		case 0: snprintf(last, sizeof(last), "x-%d-name", b); break;
+		case 1: snprintf(last, sizeof(last), "cab-e%d", b % 14); break;
+		case 2: snprintf(last, sizeof(last), "n.s%d", b); break;
+		case 3: snprintf(last, sizeof(last), "x-%d-a.s%d", b % 22, a % 22); break;
+		default: snprintf(last, sizeof(last), "x-%d-", b); break;
+		}
+		ll = strlen(last);
+		if (c == 0)
+			snprintf(key, sizeof(key), "certificates/d%d-z", a);
+		else if (c == 1)
+			snprintf(key, sizeof(key), "certificates/d%d-z/y/%s", a, last);
+		else if (c == 2)
+			snprintf(key, sizeof(key), "certificates/d%d/%s", a, last);
+		else if (c == 3)
+			snprintf(key, sizeof(key), "other/%s", last);
+		else
+			snprintf(key, sizeof(key), "certificates/acme/ex.com/%s", last);
+
+		/* The plain reading. */
+		{
+			char seg1[64] = "", *slash;
+			const char *s1 = strchr(key, '/') + 1;
+			size_t nseg = 1, l1;
+			for (const char *q = key; *q; q++)
+				nseg += *q == '/';
+			snprintf(seg1, sizeof(seg1), "%s", s1);
+			if ((slash = strchr(seg1, '/')))
+				*slash = '\0';
+			l1 = strlen(seg1);
+			bool certs = starts(key, strlen(key), "certificates/");
+			bool acme4 = c >= 4;
+			for (int k = 0; k < 40; k++) {
+				char pre[16];
+				snprintf(pre, sizeof(pre), "d%d-", k);
+				if (certs && starts(seg1, l1, pre))
+					snprintf(want[nwant++], 16, "p%d", k);
+			}
+			if (certs && starts(seg1, l1, "d1"))
+				snprintf(want[nwant++], 16, "q");
+			for (int k = 0; k < 20 && acme4; k++) {
+				char pre[16];
+				snprintf(pre, sizeof(pre), "x-%d-", k);
+				if (starts(last, ll, pre))
+					snprintf(want[nwant++], 16, "t%d", k);
+			}
+			for (int k = 0; k < 12 && acme4; k++) {
+				char suf[16];
+				snprintf(suf, sizeof(suf), "-e%d", k);
+				if (ends(last, ll, suf))
+					snprintf(want[nwant++], 16, "e%d", k);
+			}
+			for (int k = 0; k < 20 && nseg > 1; k++) {
+				char suf[16];
+				snprintf(suf, sizeof(suf), ".s%d", k);
+				if (c != 0 && ends(last, ll, suf))
+					snprintf(want[nwant++], 16, "s%d", k);
+			}
+			if (acme4) {
+				const char *x = memchr(last, 'a', ll);
+				if (x && memchr(x + 1, 'b', ll - (size_t)(x + 1 - last)))
+					snprintf(want[nwant++], 16, "gen");
+				snprintf(want[nwant++], 16, "any3");
+			}
+		}
+
+		struct tsec_request r = {
+			.principal = tsec_str_c("svc:any"), .action = tsec_str_c("storage.load"),
+			.resource = tsec_str_c(key),
+		};
+		assert_int_equal(tsec_bus_evaluate(bus, "policy", &r, &rep, &err), 0);
+		if (rep.nmatched_total != nwant)
+			fail_msg("%s: %u rules match, %u expected", key, rep.nmatched_total, nwant);
+		for (unsigned i = 0; i < nwant; i++) {
+			bool found = false;
+			for (unsigned j = 0; j < rep.nmatched; j++)
+				found |= strcmp(rep.matched[j].id, want[i]) == 0;
+			if (!found)
+				fail_msg("%s: rule %s does not match", key, want[i]);
+		}
+		assert_int_equal(tsec_bus_check(bus, "policy", &r, 1, &d, &err), 0);
+		assert_int_equal(d.allow, nwant > 0);
+		seen_rules += nwant;
+	}
+	assert_true(seen_rules > 3000);
+	tsec_bus_free(&bus);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -612,6 +773,7 @@ int main(void)
 		cmocka_unit_test(test_decision_why_not),
 		cmocka_unit_test(test_decision_batch_same_as_alone),
 		cmocka_unit_test(test_decision_check_same_as_evaluate),
+		cmocka_unit_test(test_decision_glob_index),
 	};
 	return cmocka_run_group_tests_name("decision", tests, setup, teardown);
 }
