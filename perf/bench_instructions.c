@@ -7,7 +7,7 @@
  *
  * The requests are bench_reqs (benchutil.c), as bench_bus times them: a
  * Check of a rule allow and a floor deny, and an Evaluate of the allowed
- * one.
+ * one; each by the endpoint's name, then through its handle.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +20,8 @@
 /* Kept apart so callgrind can count each by name (--toggle-collect). */
 __attribute__((noinline)) void instr_check2(struct tsec_bus *bus, struct tsec_decision *d);
 __attribute__((noinline)) void instr_evaluate(struct tsec_bus *bus, struct tsec_report *rep);
+__attribute__((noinline)) void instr_check2_handle(struct tsec_endpoint *ep, struct tsec_decision *d);
+__attribute__((noinline)) void instr_evaluate_handle(struct tsec_endpoint *ep, struct tsec_report *rep);
 
 void instr_check2(struct tsec_bus *bus, struct tsec_decision *d)
 {
@@ -37,11 +39,29 @@ void instr_evaluate(struct tsec_bus *bus, struct tsec_report *rep)
 		abort();
 }
 
+/* The same through the endpoint's handle (no lookup by name). */
+void instr_check2_handle(struct tsec_endpoint *ep, struct tsec_decision *d)
+{
+	struct tsec_error err;
+
+	if (tsec_endpoint_check(ep, bench_reqs, 2, d, &err))
+		abort();
+}
+
+void instr_evaluate_handle(struct tsec_endpoint *ep, struct tsec_report *rep)
+{
+	struct tsec_error err;
+
+	if (tsec_endpoint_evaluate(ep, &bench_reqs[0], rep, &err))
+		abort();
+}
+
 int main(int argc, char **argv)
 {
 	static struct tsec_report rep;
 	struct tsec_decision d[2];
 	struct tsec_bus *bus = NULL;
+	struct tsec_endpoint *ep;
 	struct tsec_error err;
 	long n;
 
@@ -57,6 +77,11 @@ int main(int argc, char **argv)
 		instr_check2(bus, d);
 	for (long i = 0; i < n; i++)
 		instr_evaluate(bus, &rep);
+	ep = tsec_bus_endpoint(bus, "policy");
+	for (long i = 0; i < n; i++)
+		instr_check2_handle(ep, d);
+	for (long i = 0; i < n; i++)
+		instr_evaluate_handle(ep, &rep);
 	tsec_bus_free(&bus);
 	return 0;
 }

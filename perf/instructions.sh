@@ -20,7 +20,9 @@ count() { # count FUNCTION CALLS
 	callgrind_annotate "$out/cg" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1; exit }'
 }
 echo "case,calls,instructions_per_call"
-for f in instr_check2 instr_evaluate; do
+# By the endpoint's name (tsec_bus_check), then through its handle
+# (tsec_endpoint_check, which the store and tsec-broker use).
+for f in instr_check2 instr_evaluate instr_check2_handle instr_evaluate_handle; do
 	a=$(count "$f" "$n")
 	c=$(count "$f" $((n * 2)))
 	echo "${f#instr_},$n,$(( (c - a) / n ))"

@@ -124,15 +124,62 @@ static void test_reload_bad_keeps_old(void **state)
 	tsec_bus_free(&bus);
 }
 
+/* A handle taken before a reload answers with the policy after it. */
+static void test_reload_behind_handle(void **state)
+{
+	struct tsec_bus *bus = tu_bus_with_text(policy_a);
+	struct tsec_endpoint *ep = tsec_bus_endpoint(bus, "policy");
+	const struct tsec_request r = { .principal = tsec_str_c("svc:y"),
+					.action = tsec_str_c("storage.load"),
+					.resource = tsec_str_c("anything/at/all") };
+	static struct tsec_report rep;
+	struct tsec_decision d = { .allow = 1 };
+	struct tsec_error err;
+	(void)state;
+
+	assert_non_null(ep);
+	assert_ptr_equal(tsec_bus_endpoint(bus, "policy"), ep);
+	assert_int_equal(tsec_endpoint_check(ep, &r, 1, &d, &err), 0);
+	assert_int_equal(d.status, TSEC_STATUS_DEFAULT);
+	assert_int_equal(tsec_bus_reload(bus, "policy", policy_b, strlen(policy_b), &err), 0);
+	assert_int_equal(tsec_endpoint_check(ep, &r, 1, &d, &err), 0);
+	assert_int_equal(d.status, TSEC_STATUS_ALLOWED);
+	assert_int_equal(tsec_endpoint_evaluate(ep, &r, &rep, &err), 0);
+	assert_string_equal(rep.decision.rules[0], "b2");
+	/* No endpoint, no handle; a call without one denies. */
+	assert_null(tsec_bus_endpoint(bus, "nope"));
+	assert_null(tsec_bus_endpoint(NULL, "policy"));
+	assert_null(tsec_bus_endpoint(bus, NULL));
+	d.allow = 1;
+	d.status = TSEC_STATUS_ALLOWED;
+	assert_int_equal(tsec_endpoint_check(NULL, &r, 1, &d, &err), TSEC_EINVAL);
+	assert_int_equal(d.allow, 0);
+	assert_int_equal(d.status, TSEC_STATUS_NONE);
+	rep.decision.allow = 1;
+	assert_int_equal(tsec_endpoint_evaluate(NULL, &r, &rep, &err), TSEC_EINVAL);
+	assert_int_equal(rep.decision.allow, 0);
+	assert_int_equal(tsec_endpoint_check(ep, NULL, 1, &d, &err), TSEC_EINVAL);
+	assert_int_equal(tsec_endpoint_check(ep, &r, 0, &d, &err), TSEC_EINVAL);
+	assert_int_equal(tsec_endpoint_check(ep, &r, 1, NULL, &err), TSEC_EINVAL);
+	assert_int_equal(tsec_endpoint_evaluate(ep, &r, NULL, &err), TSEC_EINVAL);
+	tsec_bus_free(&bus);
+}
+
 static void *serial_caller(void *arg)
 {
 	struct tsec_bus *bus = arg;
+	struct tsec_endpoint *ep = tsec_bus_endpoint(bus, "serial");
 	const struct tsec_request r = { .principal = tsec_str_c("svc:x") };
 	struct tsec_decision d;
 	struct tsec_error err;
 
-	for (int i = 0; i < 200; i++)
-		tsec_bus_check(bus, "serial", &r, 1, &d, &err);
+	/* By name and through the handle: both take the module's lock. */
+	for (int i = 0; i < 200; i++) {
+		if (i % 2)
+			tsec_bus_check(bus, "serial", &r, 1, &d, &err);
+		else
+			tsec_endpoint_check(ep, &r, 1, &d, &err);
+	}
 	return NULL;
 }
 
@@ -165,6 +212,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_reload_under_load),
 		cmocka_unit_test(test_reload_bad_keeps_old),
+		cmocka_unit_test(test_reload_behind_handle),
 		cmocka_unit_test(test_reload_serial_module),
 	};
 	return cmocka_run_group_tests_name("reload", tests, NULL, NULL);

@@ -54,7 +54,7 @@ void tsec_bus_free(struct tsec_bus **busp)
 		return;
 	bus = *busp;
 	for (int i = 0; i < TSEC_BUS_ENDPOINTS; i++) {
-		struct tsec__endpoint *ep = &bus->ep[i];
+		struct tsec_endpoint *ep = &bus->ep[i];
 		if (!atomic_load(&ep->ready))
 			continue;
 		ep->desc->fini(ep->state);
@@ -104,10 +104,10 @@ void tsec_bus_set_log(struct tsec_bus *bus, tsec_log_fn fn, void *ctx)
 	bus->host.host = ctx;
 }
 
-static struct tsec__endpoint *find(struct tsec_bus *bus, const char *name)
+static struct tsec_endpoint *find(struct tsec_bus *bus, const char *name)
 {
 	for (int i = 0; i < TSEC_BUS_ENDPOINTS; i++) {
-		struct tsec__endpoint *ep = &bus->ep[i];
+		struct tsec_endpoint *ep = &bus->ep[i];
 		if (!atomic_load_explicit(&ep->ready, memory_order_acquire))
 			continue;
 		if (strcmp(ep->name, name) == 0)
@@ -120,7 +120,7 @@ int tsec_bus_load(struct tsec_bus *bus, const char *name, const char *path,
 		  const char *policy, size_t len, struct tsec_error *err)
 {
 	const struct tsec_module_desc *desc = NULL;
-	struct tsec__endpoint *slot = NULL;
+	struct tsec_endpoint *slot = NULL;
 	void *dl = NULL, *state = NULL;
 	int rc;
 
@@ -189,7 +189,7 @@ int tsec_bus_load_file(struct tsec_bus *bus, const char *name,
 int tsec_bus_info(struct tsec_bus *bus, const char *name,
 		  struct tsec_module_info *info)
 {
-	struct tsec__endpoint *ep = bus && name ? find(bus, name) : NULL;
+	struct tsec_endpoint *ep = bus && name ? find(bus, name) : NULL;
 
 	if (!ep)
 		return TSEC_ENOENT;
@@ -222,24 +222,17 @@ static int normalise(int rc, struct tsec_error *err)
 	return rc;
 }
 
-int tsec_bus_check(struct tsec_bus *bus, const char *name,
-		   const struct tsec_request *reqs, size_t n,
-		   struct tsec_decision *out, struct tsec_error *err)
+struct tsec_endpoint *tsec_bus_endpoint(struct tsec_bus *bus, const char *name)
 {
-	struct tsec__endpoint *ep;
+	return bus && name ? find(bus, name) : NULL;
+}
+
+/* The call itself, once the arguments are known good. */
+static inline int ep_check(struct tsec_endpoint *ep, const struct tsec_request *reqs,
+			   size_t n, struct tsec_decision *out, struct tsec_error *err)
+{
 	int rc;
 
-	if (!out)
-		return tsec__seterr(err, TSEC_EINVAL, "", "NULL output");
-	if (!bus || !name || !reqs || n == 0) {
-		deny_all(out, n);
-		return tsec__seterr(err, TSEC_EINVAL, "", "bad arguments to tsec_bus_check");
-	}
-	ep = find(bus, name);
-	if (!ep) {
-		deny_all(out, n);
-		return tsec__seterr(err, TSEC_ENOENT, name, "no endpoint '%s'", name);
-	}
 	if (ep->serial)
 		pthread_mutex_lock(&ep->lock);
 	rc = normalise(ep->desc->check(ep->state, reqs, n, out, err), err);
@@ -250,24 +243,11 @@ int tsec_bus_check(struct tsec_bus *bus, const char *name,
 	return rc;
 }
 
-int tsec_bus_evaluate(struct tsec_bus *bus, const char *name,
-		      const struct tsec_request *req, struct tsec_report *out,
-		      struct tsec_error *err)
+static inline int ep_evaluate(struct tsec_endpoint *ep, const struct tsec_request *req,
+			      struct tsec_report *out, struct tsec_error *err)
 {
-	struct tsec__endpoint *ep;
 	int rc;
 
-	if (!out)
-		return tsec__seterr(err, TSEC_EINVAL, "", "NULL output");
-	if (!bus || !name || !req) {
-		deny_all(&out->decision, 1);
-		return tsec__seterr(err, TSEC_EINVAL, "", "bad arguments to tsec_bus_evaluate");
-	}
-	ep = find(bus, name);
-	if (!ep) {
-		deny_all(&out->decision, 1);
-		return tsec__seterr(err, TSEC_ENOENT, name, "no endpoint '%s'", name);
-	}
 	if (ep->serial)
 		pthread_mutex_lock(&ep->lock);
 	rc = normalise(ep->desc->evaluate(ep->state, req, out, err), err);
@@ -278,11 +258,73 @@ int tsec_bus_evaluate(struct tsec_bus *bus, const char *name,
 	return rc;
 }
 
+int tsec_endpoint_check(struct tsec_endpoint *ep, const struct tsec_request *reqs,
+			size_t n, struct tsec_decision *out, struct tsec_error *err)
+{
+	if (!out)
+		return tsec__seterr(err, TSEC_EINVAL, "", "NULL output");
+	if (!ep || !reqs || n == 0) {
+		deny_all(out, n);
+		return tsec__seterr(err, TSEC_EINVAL, "", "bad arguments to tsec_endpoint_check");
+	}
+	return ep_check(ep, reqs, n, out, err);
+}
+
+int tsec_endpoint_evaluate(struct tsec_endpoint *ep, const struct tsec_request *req,
+			   struct tsec_report *out, struct tsec_error *err)
+{
+	if (!out)
+		return tsec__seterr(err, TSEC_EINVAL, "", "NULL output");
+	if (!ep || !req) {
+		deny_all(&out->decision, 1);
+		return tsec__seterr(err, TSEC_EINVAL, "", "bad arguments to tsec_endpoint_evaluate");
+	}
+	return ep_evaluate(ep, req, out, err);
+}
+
+int tsec_bus_check(struct tsec_bus *bus, const char *name,
+		   const struct tsec_request *reqs, size_t n,
+		   struct tsec_decision *out, struct tsec_error *err)
+{
+	struct tsec_endpoint *ep;
+
+	if (!out)
+		return tsec__seterr(err, TSEC_EINVAL, "", "NULL output");
+	if (!bus || !name || !reqs || n == 0) {
+		deny_all(out, n);
+		return tsec__seterr(err, TSEC_EINVAL, "", "bad arguments to tsec_bus_check");
+	}
+	if (!(ep = find(bus, name))) {
+		deny_all(out, n);
+		return tsec__seterr(err, TSEC_ENOENT, name, "no endpoint '%s'", name);
+	}
+	return ep_check(ep, reqs, n, out, err);
+}
+
+int tsec_bus_evaluate(struct tsec_bus *bus, const char *name,
+		      const struct tsec_request *req, struct tsec_report *out,
+		      struct tsec_error *err)
+{
+	struct tsec_endpoint *ep;
+
+	if (!out)
+		return tsec__seterr(err, TSEC_EINVAL, "", "NULL output");
+	if (!bus || !name || !req) {
+		deny_all(&out->decision, 1);
+		return tsec__seterr(err, TSEC_EINVAL, "", "bad arguments to tsec_bus_evaluate");
+	}
+	if (!(ep = find(bus, name))) {
+		deny_all(&out->decision, 1);
+		return tsec__seterr(err, TSEC_ENOENT, name, "no endpoint '%s'", name);
+	}
+	return ep_evaluate(ep, req, out, err);
+}
+
 int tsec_bus_explain(struct tsec_bus *bus, const char *name,
 		     const struct tsec_request *req, struct tsec_report *out,
 		     struct tsec_explain *ex, struct tsec_error *err)
 {
-	struct tsec__endpoint *ep;
+	struct tsec_endpoint *ep;
 	int rc;
 
 	if (!ex)
@@ -306,7 +348,7 @@ int tsec_bus_explain(struct tsec_bus *bus, const char *name,
 int tsec_bus_reload(struct tsec_bus *bus, const char *name,
 		    const char *policy, size_t len, struct tsec_error *err)
 {
-	struct tsec__endpoint *ep;
+	struct tsec_endpoint *ep;
 	int rc;
 
 	if (!bus || !name || (!policy && len))
@@ -339,7 +381,7 @@ int tsec_bus_lint(struct tsec_bus *bus, const char *name, const char *policy,
 		  size_t len, struct tsec_error *errs, size_t max,
 		  size_t *nerrs)
 {
-	struct tsec__endpoint *ep = bus && name ? find(bus, name) : NULL;
+	struct tsec_endpoint *ep = bus && name ? find(bus, name) : NULL;
 	int rc;
 
 	*nerrs = 0;

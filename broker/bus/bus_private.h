@@ -8,7 +8,7 @@
 #include "tinysecurity/bus.h"
 #include "common/error.h"
 
-struct tsec__endpoint {
+struct tsec_endpoint {
 	_Atomic int ready;               /* set last, after all fields */
 	char name[TSEC_ENDPOINT_NAME_MAX];
 	void *dl;
@@ -24,7 +24,7 @@ struct tsec_bus {
 	struct tsec_host_api host;
 	char refusal[TSEC_ERR_MSG];      /* why a module refused, under admin */
 	_Atomic uint64_t generation;     /* +1 after each load and reload */
-	struct tsec__endpoint ep[TSEC_BUS_ENDPOINTS];
+	struct tsec_endpoint ep[TSEC_BUS_ENDPOINTS];
 };
 
 /*

@@ -489,7 +489,7 @@ json_t *tsec__check_requests_into(struct tsec__daemon *d, struct tsec__call *c,
 	size_t i;
 
 	t0 = (int64_t)tsec__mono_ns();
-	if (tsec_bus_check(d->bus, "policy", r, n, dec, &err))
+	if (tsec_endpoint_check(d->policy_ep, r, n, dec, &err))
 		return tsec__err_json(&err);
 	lat = ((int64_t)tsec__mono_ns() - t0) / (int64_t)n;
 	TSEC__JW_LIT(w, "{\"decisions\":[");

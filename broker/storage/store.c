@@ -21,6 +21,7 @@ int tsec__store_check(struct tsec_store *s, const struct tsec_principal *who,
 	 * cleared: only the fields read below start as a denial, should a
 	 * module answer 0 without writing them. */
 	struct tsec_decision small[TSEC__SMALL_GROUP], *d = small;
+	struct tsec_endpoint *ep;
 	uint64_t t0;
 	int rc;
 
@@ -39,7 +40,12 @@ int tsec__store_check(struct tsec_store *s, const struct tsec_principal *who,
 		reqs[i].nroles = who->nroles;
 	}
 	t0 = s->observer ? tsec__mono_ns() : 0;
-	rc = tsec_bus_check(s->bus, s->endpoint, reqs, n, d, err);
+	ep = atomic_load_explicit(&s->ep, memory_order_acquire);
+	if (!ep && (ep = tsec_bus_endpoint(s->bus, s->endpoint)))
+		atomic_store_explicit(&s->ep, ep, memory_order_release);
+	/* Without one, by name: its error says there is no such endpoint. */
+	rc = ep ? tsec_endpoint_check(ep, reqs, n, d, err)
+		: tsec_bus_check(s->bus, s->endpoint, reqs, n, d, err);
 	if (rc == 0 && s->observer)
 		s->observer(s->observer_ctx, who->call_ctx, reqs, d, n, tsec__mono_ns() - t0);
 	for (size_t i = 0; rc == 0 && i < n; i++) {

@@ -2,6 +2,8 @@
 #ifndef TSEC_STORE_PRIVATE_H
 #define TSEC_STORE_PRIVATE_H
 
+#include <stdatomic.h>
+
 #include "tinysecurity/store.h"
 #include "common/clock.h"
 #include "common/error.h"
@@ -21,6 +23,9 @@ struct tsec_store {
 	struct tsec__backend *cache;     /* be, when it is a LocalCache */
 	struct tsec_bus *bus;
 	char endpoint[TSEC_ENDPOINT_NAME_MAX];
+	/* Its handle, once the bus has it (tsec__store_check): no lookup by
+	 * name a call.  Endpoints are never unloaded. */
+	_Atomic(struct tsec_endpoint *) ep;
 	size_t value_max;
 	tsec_store_observer_fn observer;
 	void *observer_ctx;

@@ -80,6 +80,24 @@ TSEC_API int tsec_bus_evaluate(struct tsec_bus *bus, const char *name,
 		      struct tsec_error *err);
 
 /*
+ * The endpoint loaded as `name`, or NULL: a handle for the calls below,
+ * which skip finding the endpoint by its name (a string compare a call).
+ * Valid as long as the bus: an endpoint is never unloaded, and a reload
+ * swaps the policy behind the same handle.
+ */
+struct tsec_endpoint;
+TSEC_API struct tsec_endpoint *tsec_bus_endpoint(struct tsec_bus *bus, const char *name);
+
+/* tsec_bus_check and tsec_bus_evaluate through a handle; the same rules
+ * (a NULL handle is TSEC_EINVAL, every decision denied). */
+TSEC_API int tsec_endpoint_check(struct tsec_endpoint *ep,
+				 const struct tsec_request *reqs, size_t n,
+				 struct tsec_decision *out, struct tsec_error *err);
+TSEC_API int tsec_endpoint_evaluate(struct tsec_endpoint *ep,
+				    const struct tsec_request *req, struct tsec_report *out,
+				    struct tsec_error *err);
+
+/*
  * Evaluate with why-not (tsec_explain).  A module older than ABI 1.3 is
  * answered with Evaluate's report alone and ex->explained 0.
  */
