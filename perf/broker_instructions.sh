@@ -7,7 +7,7 @@
 # code, jansson, ZeroMQ, libc), and, inclusive, tsec__dispatch_fast (one Check
 # reading the request, deciding, logging, writing the reply),
 # tsec__log_decision (the decision-log line, written and queued; the
-# writer thread's batched writev is not in it) and tsec_bus_check (the
+# writer thread's batched writev is not in it) and tsec_endpoint_check (the
 # bus and the module).
 #
 #   perf/broker_instructions.sh [BUILD_DIR] [N]   (build/release, 2000)
@@ -57,7 +57,7 @@ total() {
 run "$n"
 run $((n * 2))
 echo "part,calls,instructions_per_call"
-for part in "" tsec__dispatch_fast tsec__log_decision tsec_bus_check; do
+for part in "" tsec__dispatch_fast tsec__log_decision tsec_endpoint_check; do
 	a=$(total "$W/cg.$n" "$part")
 	c=$(total "$W/cg.$((n * 2))" "$part")
 	echo "${part:-whole_process},$n,$(( (c - a) / n ))"
