@@ -25,6 +25,31 @@ static inline uint32_t tsec__load4(const char *p)
 }
 
 /*
+ * memcpy of a short run without a call: 16-byte moves, the last one
+ * overlapping the one before it (and 8, 4 or single bytes under 16).
+ * d and s must not overlap.
+ */
+static inline void tsec__copy(char *d, const char *s, size_t n)
+{
+	if (n >= 16) {
+		for (size_t i = 0; i + 16 < n; i += 16)
+			memcpy(d + i, s + i, 16);
+		memcpy(d + n - 16, s + n - 16, 16);
+	} else if (n >= 8) {
+		uint64_t a = tsec__load8(s), b = tsec__load8(s + n - 8);
+		memcpy(d, &a, 8);
+		memcpy(d + n - 8, &b, 8);
+	} else if (n >= 4) {
+		uint32_t a = tsec__load4(s), b = tsec__load4(s + n - 4);
+		memcpy(d, &a, 4);
+		memcpy(d + n - 4, &b, 4);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			d[i] = s[i];
+	}
+}
+
+/*
  * The UTF-8 sequence at p[0..n) whose lead byte is 0x80 or more: its
  * length, with its code point in *cp, or 0 if it is not valid UTF-8
  * (a stray continuation, an overlong form, a surrogate, a code point past

@@ -87,8 +87,10 @@ static void derive(struct tsec__key *k)
 static inline int segment(struct tsec__key *k, const char *p, size_t start,
 			  size_t len, char *why, size_t whylen)
 {
-	if (len == 0 || (len == 1 && p[start] == '.'))
+	if (len == 0 || (len == 1 && p[start] == '.')) {
+		k->normal = 0;
 		return 1;
+	}
 	if (len == 2 && p[start] == '.' && p[start + 1] == '.')
 		return fail(why, whylen, "'..' segment in key", start);
 	if (p[start + len - 1] == '.' || p[start + len - 1] == ' ')
@@ -244,12 +246,17 @@ int tsec__key_parse_bytes(const char *p, size_t n, bool allow_root,
 	k->base = p;
 	k->nseg = 0;
 	k->derived = 0;
+	k->normal = 1;
+	k->tlen = 0;
 	if (!p && n)
 		return fail(why, whylen, "key is NULL", 0);
 	if (n > TSEC_KEY_MAX)
 		return fail(why, whylen, "key longer than 1024 bytes", TSEC_KEY_MAX);
 	if ((rc = parse_bytes(p, n, k, why, whylen)))
 		return rc;
+	k->tlen = (uint16_t)n;
+	if (n && p[n - 1] == '/')
+		k->normal = 0;
 	if (k->nseg == 0 && !allow_root)
 		return fail(why, whylen, "key reduces to the root", 0);
 	derive(k);
@@ -268,6 +275,8 @@ int tsec__key_split(const char *p, size_t n, bool allow_root,
 	k->base = p;
 	k->nseg = 0;
 	k->derived = 0;
+	k->normal = p[n - 1] != '/';
+	k->tlen = (uint16_t)n;
 	rc = parse_blocks(p, n, k, why, whylen);
 	if (rc == 1)
 		return tsec__key_parse_bytes(p, n, allow_root, k, why, whylen);
@@ -310,12 +319,9 @@ static inline size_t joined_len(const struct tsec__key *k)
 
 bool tsec__key_is_normal(const struct tsec__key *k, size_t len)
 {
-	/* Segments are maximal runs between '/': with nothing before the
-	 * first, the text is at least the normal form, and exactly that
-	 * only when nothing was skipped. */
-	if (k->nseg == 0)
-		return len == 0;
-	return k->off[0] == 0 && joined_len(k) == len;
+	/* Segments are maximal runs between '/': the text is its normal
+	 * form when the reader skipped none and it does not end in '/'. */
+	return k->normal && k->tlen == len;
 }
 
 size_t tsec__key_format(const struct tsec__key *k, char *out, size_t outlen)
@@ -324,6 +330,11 @@ size_t tsec__key_format(const struct tsec__key *k, char *out, size_t outlen)
 
 	if (outlen == 0)
 		return 0;
+	if (k->normal && k->tlen < outlen) {
+		tsec__copy(out, k->base, k->tlen);
+		out[k->tlen] = '\0';
+		return k->tlen;
+	}
 	if (k->nseg) {
 		/* Already normal (one '/' between segments): one copy. */
 		unsigned last = k->nseg - 1u;
@@ -368,7 +379,7 @@ size_t tsec__key_domain(const struct tsec__key *k, char *out, size_t outlen)
 	}
 	if (o + l >= outlen)
 		l = outlen - o - 1;
-	memcpy(out + o, s, l);
+	tsec__copy(out + o, s, l);
 	o += l;
 	out[o] = '\0';
 	return o;

@@ -27,6 +27,8 @@ struct tsec__key {
 	int8_t domain_seg;
 	uint8_t domain_wild;         /* domain segment starts with wildcard_ */
 	uint8_t derived;             /* kind, issuer and domain are set */
+	uint8_t normal;              /* the text is its own normal form */
+	uint16_t tlen;               /* bytes of text read */
 };
 
 #define TSEC__WILDCARD_PREFIX "wildcard_"

@@ -636,9 +636,13 @@ static void report_key(struct tsec_report *rep, struct tsec__key *k)
 	tsec__key_derive(k);
 	rep->kind = k->kind;
 	tsec__key_format(k, rep->key, sizeof(rep->key));
-	if (k->issuer_seg >= 0)
-		tsec__strlcpy(rep->issuer, k->base + k->off[k->issuer_seg],
-			      k->len[k->issuer_seg], sizeof(rep->issuer));
+	if (k->issuer_seg >= 0) {
+		size_t l = k->len[k->issuer_seg];
+		if (l >= sizeof(rep->issuer))
+			l = sizeof(rep->issuer) - 1;
+		tsec__copy(rep->issuer, k->base + k->off[k->issuer_seg], l);
+		rep->issuer[l] = '\0';
+	}
 	tsec__key_domain(k, rep->domain, sizeof(rep->domain));
 }
 

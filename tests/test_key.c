@@ -207,9 +207,22 @@ static void same_reading(const char *key, size_t n, bool root_ok)
 	assert_int_equal(a.domain_wild, b.domain_wild);
 	/* "Normal" exactly when the key is its own normal form. */
 	{
-		char buf[TSEC_KEY_MAX + 1];
-		size_t m = tsec__key_format(&a, buf, sizeof(buf));
-		bool same = m == n && !memcmp(buf, key, n);
+		char buf[TSEC_KEY_MAX + 1], fmt[TSEC_KEY_MAX + 1];
+		size_t m = 0;
+		bool same;
+
+		/* The normal form by hand: the segments, '/' between. */
+		for (unsigned i = 0; i < a.nseg; i++) {
+			if (i)
+				buf[m++] = '/';
+			memcpy(buf + m, key + a.off[i], a.len[i]);
+			m += a.len[i];
+		}
+		same = m == n && !memcmp(buf, key, n);
+		/* And key_format writes it, whichever way it takes. */
+		assert_int_equal(tsec__key_format(&a, fmt, sizeof(fmt)), m);
+		assert_memory_equal(fmt, buf, m);
+		assert_int_equal(fmt[m], '\0');
 
 		if (tsec__key_is_normal(&a, n) != same || tsec__key_is_normal(&b, n) != same)
 			fail_msg("key of %zu bytes: normal %d / byte loop %d, but its normal form "
