@@ -281,6 +281,25 @@ static void test_key_blocks_agree(void **state)
 	same_reading(key, 140, false);
 }
 
+/* tsec__copy moves exactly n bytes, for every length its branches
+ * split at, and touches nothing around them. */
+static void test_key_short_copy(void **state)
+{
+	char src[200], dst[220], want[220];
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (char)(i * 7 + 1);
+	for (size_t n = 0; n <= 160; n++) {
+		memset(dst, 0x5a, sizeof(dst));
+		memset(want, 0x5a, sizeof(want));
+		memcpy(want + 10, src + 3, n);
+		tsec__copy(dst + 10, src + 3, n);
+		if (memcmp(dst, want, sizeof(dst)))
+			fail_msg("tsec__copy of %zu bytes", n);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -289,6 +308,7 @@ int main(void)
 		cmocka_unit_test(test_key_embedded_nul),
 		cmocka_unit_test(test_key_long),
 		cmocka_unit_test(test_key_blocks_agree),
+		cmocka_unit_test(test_key_short_copy),
 	};
 	return cmocka_run_group_tests_name("key", tests, NULL, NULL);
 }
