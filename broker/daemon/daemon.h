@@ -198,7 +198,8 @@ struct tsec__daemon {
 	_Atomic int fleet_refused;       /* the bundle there now was refused */
 	void *metrics;               /* the metrics listener (libmicrohttpd), or NULL */
 	struct tsec_bus *bus;
-	struct tsec_endpoint *policy_ep; /* the bus's "policy", once loaded */
+	/* The bus's "policy" endpoint, kept once found (methods.c). */
+	_Atomic(struct tsec_endpoint *) policy_ep;
 	struct tsec_store *store;
 	struct tsec_remote *remote;  /* "remote" configured, or NULL */
 	struct tsec__declog *log;

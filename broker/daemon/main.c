@@ -127,7 +127,6 @@ static int start(struct tsec__daemon *d, const char *config)
 		return -1;
 	}
 	free(text);
-	d->policy_ep = tsec_bus_endpoint(d->bus, "policy");
 	if (!d->cfg.have_pk)
 		tsec__say("WARNING: the policy %s is NOT SIGNED (\"allow_unsigned_policy\"): "
 			  "whoever can write that file decides what is allowed", d->cfg.policy);

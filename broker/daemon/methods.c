@@ -480,6 +480,22 @@ json_t *tsec__check_requests(struct tsec__daemon *d, struct tsec__call *c,
 	return NULL;
 }
 
+/*
+ * A Check through the policy endpoint's handle, found once and kept
+ * (endpoints are never unloaded); until the bus has one, by name, whose
+ * error says there is none.
+ */
+static int check_policy(struct tsec__daemon *d, const struct tsec_request *r, size_t n,
+			struct tsec_decision *dec, struct tsec_error *err)
+{
+	struct tsec_endpoint *ep = atomic_load_explicit(&d->policy_ep, memory_order_acquire);
+
+	if (!ep && (ep = tsec_bus_endpoint(d->bus, "policy")))
+		atomic_store_explicit(&d->policy_ep, ep, memory_order_release);
+	return ep ? tsec_endpoint_check(ep, r, n, dec, err)
+		  : tsec_bus_check(d->bus, "policy", r, n, dec, err);
+}
+
 json_t *tsec__check_requests_into(struct tsec__daemon *d, struct tsec__call *c,
 				  struct tsec_request *r, size_t n, struct tsec__jw *w)
 {
@@ -489,7 +505,7 @@ json_t *tsec__check_requests_into(struct tsec__daemon *d, struct tsec__call *c,
 	size_t i;
 
 	t0 = (int64_t)tsec__mono_ns();
-	if (tsec_endpoint_check(d->policy_ep, r, n, dec, &err))
+	if (check_policy(d, r, n, dec, &err))
 		return tsec__err_json(&err);
 	lat = ((int64_t)tsec__mono_ns() - t0) / (int64_t)n;
 	TSEC__JW_LIT(w, "{\"decisions\":[");
