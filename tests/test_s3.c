@@ -23,14 +23,20 @@
 #include <unistd.h>
 
 #include "broker/remote/blobs.h"
+#include "common/clock.h"
 #include "tests/testutil.h"
 
 struct fake {
 	int lfd, port;
 	atomic_int stop;
 	pthread_t th;
-	/* The script: the status for each kind of request. */
+	/* The script: the status for each kind of request; and, first, the
+	 * first `fail_first` requests of kind `fail_kind` ('H' HEAD, 'C' a
+	 * conditional PUT) answered `fail_status`. */
 	int head, put_conditional, put_plain;
+	int fail_first, fail_status;
+	char fail_kind;
+	atomic_int failed;
 	/* What came. */
 	atomic_int heads, conditional_puts, plain_puts, others;
 	atomic_size_t body_bytes;
@@ -94,19 +100,26 @@ static void *serve(void *arg)
 		if (poll(&p, 1, 20) <= 0 || (fd = accept(f->lfd, NULL, NULL)) < 0)
 			continue;
 		if (read_request(fd, head, sizeof(head), &body) == 0) {
+			char kind = 0;
 			atomic_fetch_add(&f->body_bytes, body);
 			if (!strncmp(head, "HEAD ", 5)) {
 				atomic_fetch_add(&f->heads, 1);
 				status = f->head;
+				kind = 'H';
 			} else if (!strncmp(head, "PUT ", 4) &&
 				   strcasestr(head, "\r\nif-none-match:")) {
 				atomic_fetch_add(&f->conditional_puts, 1);
 				status = f->put_conditional;
+				kind = 'C';
 			} else if (!strncmp(head, "PUT ", 4)) {
 				atomic_fetch_add(&f->plain_puts, 1);
 				status = f->put_plain;
 			} else {
 				atomic_fetch_add(&f->others, 1);
+			}
+			if (kind && kind == f->fail_kind && atomic_load(&f->failed) < f->fail_first) {
+				atomic_fetch_add(&f->failed, 1);
+				status = f->fail_status;
 			}
 			answer(fd, status);
 		}
@@ -119,8 +132,14 @@ static void fake_start(struct fake *f, int head, int put_conditional, int put_pl
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t al = sizeof(a);
+	/* Kept across the memset: a case sets them before starting. */
+	int fail_first = f->fail_first, fail_status = f->fail_status;
+	char fail_kind = f->fail_kind;
 
 	memset(f, 0, sizeof(*f));
+	f->fail_first = fail_first;
+	f->fail_status = fail_status;
+	f->fail_kind = fail_kind;
 	f->head = head;
 	f->put_conditional = put_conditional;
 	f->put_plain = put_plain;
@@ -205,7 +224,7 @@ static int put_against(struct fake *f, int head, int put_conditional, int put_pl
  */
 static void test_s3_no_conditional_writes(void **state)
 {
-	struct fake f;
+	struct fake f = { 0 };
 	struct tsec_error err;
 
 	(void)state;
@@ -223,7 +242,7 @@ static void test_s3_no_conditional_writes(void **state)
  * 200) is "exists" without a write. */
 static void test_s3_taken_is_exists(void **state)
 {
-	struct fake f;
+	struct fake f = { 0 };
 	struct tsec_error err;
 
 	(void)state;
@@ -244,8 +263,11 @@ static void test_s3_failures_are_errors(void **state)
 	};
 	(void)state;
 
+	/* A 500 is asked again (test_s3_transient_retried): the pauses as
+	 * steps of the virtual clock. */
+	atomic_store(&tsec__clock_virtual, true);
 	for (size_t i = 0; i < sizeof(script) / sizeof(script[0]); i++) {
-		struct fake f;
+		struct fake f = { 0 };
 		struct tsec_error err;
 		int rc = put_against(&f, script[i][0], script[i][1], script[i][2], &err);
 
@@ -254,6 +276,49 @@ static void test_s3_failures_are_errors(void **state)
 				 script[i][1], script[i][2], rc);
 		assert_true(err.msg[0] != '\0');
 	}
+	atomic_store(&tsec__clock_virtual, false);
+}
+
+/*
+ * A store that is busy or failed inside for a moment (503 SlowDown, 500
+ * InternalError: S3 asks clients to retry them) is asked again, a few
+ * times: the write then goes through.  One that keeps failing is an
+ * error after S3_TRIES (4) requests, never more; 501 is never retried.
+ * The pauses between tries are steps of the virtual clock.
+ */
+static void test_s3_transient_retried(void **state)
+{
+	struct fake f = { 0 };
+	struct tsec_error err;
+	(void)state;
+
+	atomic_store(&tsec__clock_virtual, true);
+	/* Two HEADs answered 503, then the blob is absent and written. */
+	f.fail_kind = 'H';
+	f.fail_first = 2;
+	f.fail_status = 503;
+	if (put_against(&f, 404, 200, 200, &err))
+		fail_msg("put_new after two 503s: %s", err.msg);
+	assert_int_equal(atomic_load(&f.heads), 3);
+	assert_int_equal(atomic_load(&f.conditional_puts), 1);
+	/* Three conditional PUTs answered 500, the fourth written. */
+	memset(&f, 0, sizeof(f));
+	f.fail_kind = 'C';
+	f.fail_first = 3;
+	f.fail_status = 500;
+	if (put_against(&f, 404, 200, 200, &err))
+		fail_msg("put_new after three 500s: %s", err.msg);
+	assert_int_equal(atomic_load(&f.conditional_puts), 4);
+	assert_int_equal(atomic_load(&f.plain_puts), 0);
+	/* Four: an error, after exactly four tries. */
+	memset(&f, 0, sizeof(f));
+	f.fail_kind = 'C';
+	f.fail_first = 100;
+	f.fail_status = 502;
+	assert_int_equal(put_against(&f, 404, 200, 200, &err), TSEC_EIO);
+	assert_non_null(strstr(err.msg, "HTTP 502"));
+	assert_int_equal(atomic_load(&f.conditional_puts), 4);
+	atomic_store(&tsec__clock_virtual, false);
 }
 
 int main(void)
@@ -262,6 +327,7 @@ int main(void)
 		cmocka_unit_test(test_s3_no_conditional_writes),
 		cmocka_unit_test(test_s3_taken_is_exists),
 		cmocka_unit_test(test_s3_failures_are_errors),
+		cmocka_unit_test(test_s3_transient_retried),
 	};
 
 	return cmocka_run_group_tests_name("s3: a scripted server", tests, NULL, NULL);

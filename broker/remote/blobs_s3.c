@@ -134,9 +134,9 @@ enum method { M_GET, M_HEAD, M_PUT, M_DELETE };
  * HTTP status, or a TSEC_E* code (< 0) with err filled when no answer
  * came.  The body (at most max bytes) into *out when out is given.
  */
-static long request(struct s3blobs *s, enum method m, const char *path, const void *data,
-		    size_t len, const char *extra_header, size_t max, struct body *out,
-		    struct tsec_error *err)
+static long request_once(struct s3blobs *s, enum method m, const char *path, const void *data,
+			 size_t len, const char *extra_header, size_t max, struct body *out,
+			 struct tsec_error *err)
 {
 	char url[1024], hdr_sha[128];
 	uint8_t sha[crypto_hash_sha256_BYTES];
@@ -205,6 +205,43 @@ static long request(struct s3blobs *s, enum method m, const char *path, const vo
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	give(s, c);
 	return status;
+}
+
+/*
+ * request_once, again after a pause while the store answers as S3 does
+ * when it is busy or failed inside (500 InternalError, 503 SlowDown, and
+ * a gateway's 502 and 504), at most S3_TRIES times in all: S3 asks its
+ * clients to retry those.  Every request here may be sent twice: GET,
+ * HEAD and DELETE change nothing more the second time, and a blob's
+ * bytes follow from its name, so a PUT sent again writes the same bytes
+ * (or, with If-None-Match, meets its own first write and answers 412,
+ * which put_new reads as "exists").  A test's virtual clock makes the
+ * pause a step of that clock (tsec__nap_ms).
+ */
+#define S3_TRIES 4
+#define S3_PAUSE_MS 20
+
+static bool transient(long status)
+{
+	return status == 500 || status == 502 || status == 503 || status == 504;
+}
+
+static long request(struct s3blobs *s, enum method m, const char *path, const void *data,
+		    size_t len, const char *extra_header, size_t max, struct body *out,
+		    struct tsec_error *err)
+{
+	for (int attempt = 1;; attempt++) {
+		long st = request_once(s, m, path, data, len, extra_header, max, out, err);
+		if (!transient(st) || attempt == S3_TRIES)
+			return st;
+		if (out) {
+			free(out->p);
+			memset(out, 0, sizeof(*out));
+		}
+		/* 20, 40, 80 ms, each with up to as much again at random. */
+		tsec__nap_ms(((int64_t)S3_PAUSE_MS << (attempt - 1)) +
+			     (int64_t)randombytes_uniform((uint32_t)S3_PAUSE_MS << (attempt - 1)));
+	}
 }
 
 static int http_error(long status, const char *name, const struct body *b,
