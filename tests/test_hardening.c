@@ -5,7 +5,9 @@
  * and a second broker cannot take a live broker's socket.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <zmq.h>
 
 #include "tests/testutil.h"
 #include "tests/wait.h"
@@ -336,11 +339,116 @@ static void test_hardening_callers(void **state)
 	assert_int_equal(found, 3);
 }
 
+/*
+ * A client whose key the broker refuses gets its answer by its deadline.
+ * With one broker the client sent blocking, counting on ZeroMQ to queue
+ * until it connects; a refused connection left nothing to queue on, and
+ * the call never returned (a tsec stats hung past 120 s).  Here a CURVE
+ * ROUTER whose ZAP handler refuses every key; the call is made once the
+ * refusal came, in a thread, and must end with TSEC_EAUTH.
+ */
+static atomic_int refusals;
+
+static void *refuse_all(void *zap)
+{
+	for (;;) {
+		char f[6][256];
+		size_t len[6] = { 0 };
+		int n = 0, more = 1, r;
+		size_t ms = sizeof(more);
+
+		while (more) {
+			if ((r = zmq_recv(zap, n < 6 ? f[n] : f[5], 255, 0)) < 0)
+				return NULL;     /* the context is shut down */
+			if (n < 6)
+				len[n++] = (size_t)(r < 255 ? r : 255);
+			zmq_getsockopt(zap, ZMQ_RCVMORE, &more, &ms);
+		}
+		/* version, the request id, status 400, reason, user, metadata */
+		zmq_send(zap, "1.0", 3, ZMQ_SNDMORE);
+		zmq_send(zap, n > 1 ? f[1] : "", n > 1 ? len[1] : 0, ZMQ_SNDMORE);
+		zmq_send(zap, "400", 3, ZMQ_SNDMORE);
+		zmq_send(zap, "refused", 7, ZMQ_SNDMORE);
+		zmq_send(zap, "", 0, ZMQ_SNDMORE);
+		zmq_send(zap, "", 0, 0);
+		atomic_fetch_add(&refusals, 1);
+	}
+}
+
+struct refused_call {
+	struct tsec_client *c;
+	struct tsec_error err;
+	int rc;
+	atomic_int done;
+};
+
+static void *call_stats(void *arg)
+{
+	struct refused_call *rc = arg;
+	char *result = NULL;
+
+	rc->rc = tsec_client_call(rc->c, "stats", NULL, &result, &rc->err);
+	free(result);
+	atomic_store(&rc->done, 1);
+	return NULL;
+}
+
+static void test_hardening_refused_client_deadline(void **state)
+{
+	char spub[41], ssec[41], cpub[41], csec[41], ep[128];
+	size_t eplen = sizeof(ep);
+	void *ctx = zmq_ctx_new(), *zap, *srv;
+	int one = 1, linger = 0;
+	pthread_t zt, ct;
+	static struct refused_call call;
+	struct tsec_client_opts o = { .timeout_ms = 1000 };
+	(void)state;
+
+	assert_non_null(ctx);
+	assert_int_equal(zmq_curve_keypair(spub, ssec), 0);
+	assert_int_equal(zmq_curve_keypair(cpub, csec), 0);
+	assert_non_null(zap = zmq_socket(ctx, ZMQ_REP));
+	zmq_setsockopt(zap, ZMQ_LINGER, &linger, sizeof(linger));
+	assert_int_equal(zmq_bind(zap, "inproc://zeromq.zap.01"), 0);
+	assert_int_equal(pthread_create(&zt, NULL, refuse_all, zap), 0);
+	assert_non_null(srv = zmq_socket(ctx, ZMQ_ROUTER));
+	zmq_setsockopt(srv, ZMQ_LINGER, &linger, sizeof(linger));
+	zmq_setsockopt(srv, ZMQ_CURVE_SERVER, &one, sizeof(one));
+	zmq_setsockopt(srv, ZMQ_CURVE_SECRETKEY, ssec, 40);
+	assert_int_equal(zmq_bind(srv, "tcp://127.0.0.1:*"), 0);
+	assert_int_equal(zmq_getsockopt(srv, ZMQ_LAST_ENDPOINT, ep, &eplen), 0);
+
+	o.endpoint = ep;
+	o.server_public_key = spub;
+	o.public_key = cpub;
+	o.secret_key = csec;
+	memset(&call, 0, sizeof(call));
+	assert_int_equal(tsec_client_open(&call.c, &o, &call.err), 0);
+	/* Nothing is sent before the call; the client connects at open. */
+	TU_WAIT(atomic_load(&refusals) >= 1);
+	assert_true(atomic_load(&refusals) >= 1);
+	assert_int_equal(pthread_create(&ct, NULL, call_stats, &call), 0);
+	TU_WAIT(atomic_load(&call.done));
+	if (!atomic_load(&call.done))
+		fail_msg("a call refused by the broker did not return (timeout 1000 ms)");
+	pthread_join(ct, NULL);
+	assert_int_equal(call.rc, TSEC_EAUTH);
+	assert_non_null(strstr(call.err.msg, "does not know this client's key"));
+	tsec_client_close(&call.c);
+
+	zmq_close(srv);
+	zmq_ctx_shutdown(ctx);
+	pthread_join(zt, NULL);
+	zmq_close(zap);
+	zmq_ctx_term(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hardening_misspelt_settings),
 		cmocka_unit_test(test_hardening_callers),
+		cmocka_unit_test(test_hardening_refused_client_deadline),
 	};
 	return cmocka_run_group_tests_name("hardening", tests, setup, teardown);
 }
