@@ -211,6 +211,74 @@ static void test_store_reopen_recovers(void **state)
 	assert_int_equal(tu_count_litter(t->root), 0);
 }
 
+/*
+ * A group whose writer died after its commit point and before its
+ * renames (a record with its "commit" line, no flock on it, its
+ * temporaries in place) is applied before any later write, never after
+ * it.  Before, only a store opening rolled it forward: a live store's
+ * put, put_many or delete of the same keys went first, and the next open
+ * overwrote them with the dead group's older values (a lost write; with
+ * a lock's fence, a write by a past holder landing after the next
+ * holder's).
+ */
+static void plant_dead_group(const struct tu_store *t, const char *tag, const char *key,
+			     const char *value)
+{
+	char rel[256], rec[512];
+	const char *slash = strrchr(key, '/');
+
+	snprintf(rel, sizeof(rel), "%.*s/.tsec-tmp-999999999-%s", (int)(slash - key), key, tag);
+	plant(t->root, rel, value);
+	snprintf(rec, sizeof(rec), "tsec-journal 1\nput\t.tsec-tmp-999999999-%s\t%s\ncommit\n",
+		 tag, key);
+	snprintf(rel, sizeof(rel), ".tsec-journal/tx-dead-%s", tag);
+	plant(t->root, rel, rec);
+}
+
+static void test_store_dead_group_before_write(void **state)
+{
+	struct tu_store *t = *state;
+	const char *keys[2] = { "dead/g1", "dead/g2" };
+	const char *vals[2] = { "group one", "group two" };
+	struct tsec_put p[2];
+	struct tsec_store *again;
+	struct tsec_error err;
+
+	char live[4200];
+	int lfd;
+
+	put(t->store, "dead/value", "old");
+	put(t->store, "dead/g1", "old");
+	/* A live writer's record (its flock held, not yet committed) is
+	 * passed over, and waited for by no one. */
+	snprintf(live, sizeof(live), "%s/.tsec-journal/tx-live", t->root);
+	assert_true((lfd = open(live, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0);
+	assert_int_equal(flock(lfd, LOCK_EX), 0);
+	/* One write each way, each after a dead group on its key. */
+	plant_dead_group(t, "aaaa", "dead/value", "the dead group's");
+	put(t->store, "dead/value", "newer");
+	check_value(t->store, "dead/value", "newer");
+	plant_dead_group(t, "bbbb", "dead/g1", "the dead group's");
+	for (int i = 0; i < 2; i++)
+		p[i] = (struct tsec_put){ keys[i], vals[i], strlen(vals[i]) };
+	assert_int_equal(tsec_store_put_many(t->store, &app, p, 2, &err), 0);
+	plant_dead_group(t, "cccc", "dead/gone", "the dead group's");
+	assert_int_equal(tsec_store_delete(t->store, &app, "dead/gone", 0, &err), 0);
+	/* Reopening finds nothing left to apply. */
+	assert_int_equal(tsec_store_open(&again, t->root, t->bus, NULL, &err), 0);
+	check_value(again, "dead/value", "newer");
+	check_value(again, "dead/g1", "group one");
+	check_value(again, "dead/g2", "group two");
+	assert_int_equal(tsec_store_get(again, &app, "dead/gone", &(char *){ NULL },
+					&(size_t){ 0 }, &err), TSEC_ENOENT);
+	assert_int_equal(tu_count_litter(t->root), 0);
+	tsec_store_close(&again);
+	/* The live record was left alone all along. */
+	assert_int_equal(access(live, F_OK), 0);
+	unlink(live);
+	close(lfd);
+}
+
 static void test_store_bad_input(void **state)
 {
 	struct tu_store *t = *state;
@@ -602,6 +670,7 @@ int main(void)
 		cmocka_unit_test(test_store_kept_folders),
 		cmocka_unit_test(test_store_list_empty_and_again),
 		cmocka_unit_test(test_store_reopen_recovers),
+		cmocka_unit_test(test_store_dead_group_before_write),
 		cmocka_unit_test(test_store_bad_input),
 		cmocka_unit_test(test_store_cache_write_race),
 		cmocka_unit_test(test_store_old_lock_layout),

@@ -134,25 +134,45 @@ int tsec__fb_write_temp(int dirfd, const void *data, size_t len, bool durable,
 	return 0;
 }
 
-int tsec__fb_write_atomic(int dirfd, const char *leaf, const void *data, size_t len,
-			  bool durable, struct tsec_error *err)
+/* The error of a change that could not settle (tsec__fb_settle). */
+static int settle_err(struct tsec_error *err, const char *where)
+{
+	return errno == EWOULDBLOCK
+		? tsec__seterr(err, TSEC_EBUSY, where,
+			       "a group write has been applying for %d s (a paused or stuck "
+			       "process holds the store's commit lock); nothing was changed; "
+			       "try again", TSEC__FB_READ_WAIT_MS / 1000)
+		: io_err(err, where, "cannot take the store's commit lock");
+}
+
+int tsec__fb_write_atomic(struct tsec__filebe *fb, int dirfd, const char *leaf,
+			  const void *data, size_t len, bool durable, struct tsec_error *err)
 {
 	char tmp[64];
 	struct stat sb;
-	int rc;
+	int rc, cfd = -1;
 
 	if (fstatat(dirfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode))
 		return tsec__seterr(err, TSEC_EEXIST, leaf,
 				    "'%s' is a folder; a folder is never replaced by a file", leaf);
 	if ((rc = tsec__fb_write_temp(dirfd, data, len, durable, tmp, sizeof(tmp), leaf, err)))
 		return rc;
+	if (fb && tsec__fb_settle(fb, TSEC__FB_READ_WAIT_MS, &cfd) < 0) {
+		rc = settle_err(err, leaf);
+		unlinkat(dirfd, tmp, 0);
+		return rc;
+	}
 	if (renameat(dirfd, tmp, dirfd, leaf) < 0) {
 		rc = errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST
 			? tsec__seterr(err, TSEC_EEXIST, leaf, "'%s' is a folder", leaf)
 			: io_err(err, leaf, "cannot rename into place");
 		unlinkat(dirfd, tmp, 0);
+		if (cfd >= 0)
+			close(cfd);
 		return rc;
 	}
+	if (cfd >= 0)
+		close(cfd);
 	if (durable && fsync(dirfd) < 0)
 		return io_err(err, leaf, "cannot sync folder");
 	return 0;
@@ -536,10 +556,16 @@ static int del_plain(struct tsec__backend *b, const struct tsec__skey *sk, int r
 		     struct tsec_error *err)
 {
 	struct stat sb;
-	int dirfd, rc;
+	int dirfd, rc, cfd;
 
 	if ((rc = tsec__fb_open_dirs(fb_of(b), sk, sk->n - 1, false, &dirfd, err)))
 		return rc;
+	/* Settled: a dead writer's group on these keys lands first. */
+	if (tsec__fb_settle(fb_of(b), TSEC__FB_READ_WAIT_MS, &cfd) < 0) {
+		rc = settle_err(err, sk->text);
+		close(dirfd);
+		return rc;
+	}
 	if (fstatat(dirfd, sk->seg[sk->n - 1], &sb, AT_SYMLINK_NOFOLLOW) < 0) {
 		rc = io_err(err, sk->text, "cannot delete");
 	} else if (S_ISDIR(sb.st_mode)) {
@@ -553,6 +579,8 @@ static int del_plain(struct tsec__backend *b, const struct tsec__skey *sk, int r
 	} else if (unlinkat(dirfd, sk->seg[sk->n - 1], 0) < 0) {
 		rc = io_err(err, sk->text, "cannot delete");
 	}
+	if (cfd >= 0)
+		close(cfd);
 	if (rc == 0)
 		fsync(dirfd);
 	close(dirfd);
@@ -568,11 +596,17 @@ static int del_plain(struct tsec__backend *b, const struct tsec__skey *sk, int r
 static int move_once(struct tsec__filebe *fb, const struct tsec__skey *src,
 		     const struct tsec__skey *dst, struct tsec_error *err)
 {
-	int srcdir = -1, dstdir = -1, rc;
+	int srcdir = -1, dstdir = -1, rc, cfd;
 	struct stat sb;
 
 	if ((rc = tsec__fb_open_dirs(fb, src, src->n - 1, false, &srcdir, err)))
 		return rc;
+	/* Settled: a dead writer's group on these keys lands first. */
+	if (tsec__fb_settle(fb, TSEC__FB_READ_WAIT_MS, &cfd) < 0) {
+		rc = settle_err(err, src->text);
+		close(srcdir);
+		return rc;
+	}
 	if (fstatat(srcdir, src->seg[src->n - 1], &sb, AT_SYMLINK_NOFOLLOW) < 0) {
 		rc = open_err(src, err);
 		goto out;
@@ -601,6 +635,8 @@ static int move_once(struct tsec__filebe *fb, const struct tsec__skey *src,
 	fsync(srcdir);
 	rc = 0;
 out:
+	if (cfd >= 0)
+		close(cfd);
 	if (srcdir >= 0)
 		close(srcdir);
 	if (dstdir >= 0)
@@ -681,7 +717,7 @@ static int put_plain(void *ctx, struct tsec_error *err)
 	if ((rc = tsec__fb_open_dirs(a->fb, a->p->sk, a->p->sk->n - 1, true, &dirfd, err)))
 		return rc;
 	/* One value: the rename alone is atomic. */
-	rc = tsec__fb_write_atomic(dirfd, a->p->sk->seg[a->p->sk->n - 1], a->p->value,
+	rc = tsec__fb_write_atomic(a->fb, dirfd, a->p->sk->seg[a->p->sk->n - 1], a->p->value,
 				   a->p->len, true, err);
 	close(dirfd);
 	return rc;

@@ -16,17 +16,25 @@
  *    its target and the folders are fsynced.
  * 5. The record is removed.
  *
- * Recovery (when a store opens): a record whose flock can be taken
- * belongs to a dead writer; with its commit line it is rolled forward
- * (renames whose temporary is gone had happened), without it its
- * temporaries are removed.  Temporaries of dead processes (by the pid in
- * their name) and old backup files are removed, and so are the files of
- * free locks.
+ * Recovery: a record whose flock can be taken belongs to a dead writer;
+ * with its commit line it is rolled forward (renames whose temporary is
+ * gone had happened), without it its temporaries are removed.  It runs
+ * under the commit flock exclusive, so its renames never interleave with
+ * a group's, and before every write becomes visible (settle): a group
+ * recovers dead records once it holds the commit flock, before its own
+ * renames; a single put, a delete and a move make their change under the
+ * commit flock shared, after finding no dead record (or recovering them
+ * first).  So a group committed by a writer that died (or that could not
+ * apply it) lands before any later write, never over it, and a lock's
+ * next holder never has its fenced write undone by a past holder's.
+ * When a store opens it recovers the same way, then removes temporaries
+ * of dead processes (by the pid in their name) and old backup files, and
+ * the files of free locks.
  *
  * What a crash can do: lose a group that had not reached its commit
- * point (the old values stay), or delay a committed one until the store
- * next opens.  It cannot leave a group half applied once a store has
- * opened on the folder again.
+ * point (the old values stay), or delay a committed one until the next
+ * write or open.  It cannot leave a group half applied once another
+ * write or open has come.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -146,17 +154,26 @@ static int take(struct tsec__filebe *fb, const char *name, int how, int64_t wait
  * reader passes through it (takes it and lets it go) before it asks: a
  * waiting group lets the readers already in finish and no new one in.
  */
-int tsec__fb_commit_write(struct tsec__filebe *fb)
+/* The commit flock exclusive, through the turnstile, waiting at most
+ * wait_ms (< 0: as long as it takes). */
+static int commit_write_within(struct tsec__filebe *fb, int64_t wait_ms)
 {
-	int tfd = take(fb, TURNSTILE, LOCK_EX, -1), fd, e;
+	int64_t until = tsec__mono_ms() + wait_ms;
+	int tfd = take(fb, TURNSTILE, LOCK_EX, wait_ms), fd, e;
+	int64_t left = until - tsec__mono_ms();
 
 	if (tfd < 0)
 		return -1;
-	fd = take(fb, COMMIT_LOCK, LOCK_EX, -1);
+	fd = take(fb, COMMIT_LOCK, LOCK_EX, wait_ms < 0 ? -1 : left > 0 ? left : 0);
 	e = errno;
 	close(tfd);
 	errno = e;
 	return fd;
+}
+
+int tsec__fb_commit_write(struct tsec__filebe *fb)
+{
+	return commit_write_within(fb, -1);
 }
 
 int tsec__fb_commit_read(struct tsec__filebe *fb, int64_t wait_ms)
@@ -170,6 +187,9 @@ int tsec__fb_commit_read(struct tsec__filebe *fb, int64_t wait_ms)
 	left = (int)(until - tsec__mono_ms());
 	return take(fb, COMMIT_LOCK, LOCK_SH, left > 0 ? left : 0);
 }
+
+static void recover_dead(struct tsec__filebe *fb);
+static bool any_record(struct tsec__filebe *fb, const char *mine);
 
 /* Steps 3 to 5 of a group whose temporaries are written. */
 struct group {
@@ -205,18 +225,22 @@ static int commit_apply(void *ctx, struct tsec_error *err)
 		goto out;
 	}
 	g->committed = 1;
-	/* 4: apply, one group at a time across the store. */
+	/* 4: apply, one group at a time across the store, after any group
+	 * a dead writer committed before (its record's flock is ours to
+	 * take; ours is held, so it is passed over). */
 	if ((cfd = tsec__fb_commit_write(g->fb)) < 0) {
 		rc = tsec__seterr(err, TSEC_EIO, "", "committed, but cannot apply now (%s); "
-				  "the store completes it when it next opens", strerror(errno));
+				  "the store completes it before its next write", strerror(errno));
 		goto out;
 	}
+	if (any_record(g->fb, g->rec))
+		recover_dead(g->fb);
 	for (i = 0; i < g->n; i++) {
 		const struct tsec__skey *sk = g->p[i].sk;
 		if (renameat(g->it[i].dirfd, g->it[i].tmp, g->it[i].dirfd, sk->seg[sk->n - 1]) < 0) {
 			rc = tsec__seterr(err, TSEC_EIO, sk->text,
 					  "committed, but cannot apply now (%s); the store "
-					  "completes it when it next opens", strerror(errno));
+					  "completes it before its next write", strerror(errno));
 			goto out;
 		}
 		g->it[i].tmp[0] = '\0';
@@ -321,19 +345,41 @@ static void replay_line(struct tsec__filebe *fb, char *line, bool forward)
 	close(dirfd);
 }
 
-/* Recovers one record if its writer is dead; removes it. */
-static void recover_record(struct tsec__filebe *fb, const char *name)
+/*
+ * The record `name` if its writer is dead: opened, with its flock taken
+ * `how` (LOCK_EX to recover it; LOCK_SH only to look, so that two who
+ * look at once both see it dead), or -1 (a live writer holds it, or
+ * someone recovered and removed it since it was listed).
+ */
+static int dead_record(struct tsec__filebe *fb, const char *name, int how)
+{
+	int fd = openat(fb->journalfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	struct stat sb;
+
+	if (fd < 0)
+		return -1;
+	if (flock(fd, how | LOCK_NB) < 0 || fstat(fd, &sb) < 0 || sb.st_nlink == 0 ||
+	    !S_ISREG(sb.st_mode)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Recovers one record if its writer is dead; removes it.  The caller
+ * holds the commit flock exclusive. */
+static bool recover_record(struct tsec__filebe *fb, const char *name)
 {
 	char *text, *line, *next;
 	ssize_t n;
 	bool commit;
-	int fd = openat(fb->journalfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	int fd = dead_record(fb, name, LOCK_EX);
 
 	if (fd < 0)
-		return;
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0 || !(text = malloc(RECORD_MAX + 1))) {
-		close(fd); /* a live writer holds it */
-		return;
+		return false;
+	if (!(text = malloc(RECORD_MAX + 1))) {
+		close(fd);
+		return false;
 	}
 	n = pread(fd, text, RECORD_MAX, 0);
 	text[n > 0 ? n : 0] = '\0';
@@ -346,6 +392,114 @@ static void recover_record(struct tsec__filebe *fb, const char *name)
 	unlinkat(fb->journalfd, name, 0);
 	free(text);
 	close(fd);
+	return false;
+}
+
+/* Whether record `name` is a dead writer's (nothing is kept). */
+static bool is_dead(struct tsec__filebe *fb, const char *name)
+{
+	int fd = dead_record(fb, name, LOCK_SH);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+/*
+ * Calls fn on each record of the journal (the names not starting with
+ * '.': the flock files are ".tsec-commit" and ".tsec-turnstile") until
+ * it returns true; returns whether it did.  -1 when the journal cannot
+ * be read.
+ */
+static int each_record(struct tsec__filebe *fb, bool (*fn)(struct tsec__filebe *, const char *))
+{
+	int jfd = openat(fb->journalfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *e;
+	bool hit = false;
+	DIR *d;
+
+	if (jfd < 0 || !(d = fdopendir(jfd))) {
+		if (jfd >= 0)
+			close(jfd);
+		return -1;
+	}
+	while (!hit && (e = readdir(d)))
+		if (e->d_name[0] != '.')
+			hit = fn(fb, e->d_name);
+	closedir(d);
+	return hit;
+}
+
+/* Rolls every dead writer's record forward or back (the caller holds
+ * the commit flock exclusive). */
+static void recover_dead(struct tsec__filebe *fb)
+{
+	if (each_record(fb, recover_record) >= 0)
+		fsync(fb->journalfd);
+}
+
+/*
+ * Whether the journal holds a record (a name not starting with '.')
+ * other than `mine` (NULL: any), in one listing without locks.  None
+ * means no dead group waits and no recovery is under way: a recovery
+ * removes a record only after its renames.  Cannot tell: true.
+ */
+static bool any_record(struct tsec__filebe *fb, const char *mine)
+{
+	uint64_t buf[256];           /* aligned for struct dirent64 */
+	int fd = openat(fb->journalfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	bool any = false;
+	ssize_t n;
+
+	if (fd < 0)
+		return true;
+	while (!any && (n = getdents64(fd, buf, sizeof(buf))) != 0) {
+		if (n < 0) {
+			any = true;
+			break;
+		}
+		for (ssize_t o = 0; o < n && !any;) {
+			const struct dirent64 *e = (const void *)((const char *)buf + o);
+			any = e->d_name[0] != '.' && !(mine && !strcmp(e->d_name, mine));
+			o += e->d_reclen;
+		}
+	}
+	close(fd);
+	return any;
+}
+
+int tsec__fb_settle(struct tsec__filebe *fb, int64_t wait_ms, int *cfd)
+{
+	int64_t until = tsec__mono_ms() + wait_ms;
+
+	*cfd = -1;
+	/* The usual case: an empty journal, nothing to wait for. */
+	if (!any_record(fb, NULL))
+		return 0;
+	for (;;) {
+		int64_t left = until - tsec__mono_ms();
+		int fd = tsec__fb_commit_read(fb, left > 0 ? left : 0), dead;
+
+		if (fd < 0)
+			return -1;
+		if ((dead = each_record(fb, is_dead)) <= 0) {
+			if (dead == 0) {
+				*cfd = fd;
+				return 0;
+			}
+			close(fd);
+			errno = EIO;
+			return -1;
+		}
+		/* A dead writer's group first: exclusive, then look again. */
+		close(fd);
+		left = until - tsec__mono_ms();
+		if ((fd = commit_write_within(fb, left > 0 ? left : 0)) < 0)
+			return -1;
+		recover_dead(fb);
+		close(fd);
+	}
 }
 
 /* Whether ".tsec-tmp-<pid>-..." names a process that no longer runs. */
@@ -393,21 +547,24 @@ static void sweep(int fd, unsigned depth)
 
 int tsec__fb_recover(struct tsec__filebe *fb, struct tsec_error *err)
 {
-	int jfd = openat(fb->journalfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), rfd;
-	struct dirent *e;
-	DIR *d;
+	int cfd = commit_write_within(fb, TSEC__FB_READ_WAIT_MS), rfd;
 
-	if (jfd < 0 || !(d = fdopendir(jfd))) {
-		if (jfd >= 0)
-			close(jfd);
+	/*
+	 * Held by a paused or stuck process: the dead groups wait for the
+	 * next write (tsec__fb_settle), and so do their temporaries, which
+	 * the sweep would take for litter.
+	 */
+	if (cfd < 0)
+		return errno == EWOULDBLOCK ? 0
+			: tsec__seterr(err, TSEC_EIO, TSEC__JOURNAL,
+				       "cannot take the journal's commit lock: %s", strerror(errno));
+	if (each_record(fb, recover_record) < 0) {
+		close(cfd);
 		return tsec__seterr(err, TSEC_EIO, TSEC__JOURNAL, "cannot read the journal: %s",
 				    strerror(errno));
 	}
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			recover_record(fb, e->d_name);
-	closedir(d);
 	fsync(fb->journalfd);
+	close(cfd);
 	if ((rfd = openat(fb->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0)
 		sweep(rfd, 0);
 	tsec__fb_clean_guards(fb);

@@ -85,6 +85,17 @@ void tsec__fb_temp_name(char *buf, size_t n);
 int tsec__fb_commit_write(struct tsec__filebe *fb);
 int tsec__fb_commit_read(struct tsec__filebe *fb, int64_t wait_ms);
 
+/*
+ * Before a single put, a delete or a move makes its change: no record of
+ * a dead writer left in the journal (any found is recovered first, under
+ * the commit flock exclusive), and while the journal holds records, the
+ * commit flock held shared (*cfd; -1 when the journal was empty and none
+ * is needed).  So a group committed before cannot land after the change.
+ * Returns 0; or waits at most wait_ms, then -1 with EWOULDBLOCK, and -1
+ * and errno on another failure.
+ */
+int tsec__fb_settle(struct tsec__filebe *fb, int64_t wait_ms, int *cfd);
+
 /* How long a read of several values (get_many) waits for a group being
  * applied before it answers TSEC_EBUSY: a group's renames take
  * microseconds, so only a paused or stuck process holds it this long. */
@@ -102,10 +113,11 @@ int tsec__fb_write_temp(int dirfd, const void *data, size_t len, bool durable,
 /*
  * Writes data atomically as `leaf` in dirfd (a temporary file renamed
  * over it; with `durable`, the file is fsynced before the rename and the
- * folder after).  Never replaces a folder (TSEC_EEXIST).
+ * folder after).  Never replaces a folder (TSEC_EEXIST).  With fb, the
+ * rename is made settled (tsec__fb_settle).
  */
-int tsec__fb_write_atomic(int dirfd, const char *leaf, const void *data,
-			  size_t len, bool durable, struct tsec_error *err);
+int tsec__fb_write_atomic(struct tsec__filebe *fb, int dirfd, const char *leaf,
+			  const void *data, size_t len, bool durable, struct tsec_error *err);
 
 /* file_journal.c: a group of writes, all or nothing across a crash. */
 int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p,
