@@ -279,6 +279,29 @@ static void test_store_dead_group_before_write(void **state)
 	close(lfd);
 }
 
+/*
+ * The same over a LocalCache: the dead group a write rolls forward drops
+ * the values it replaced from the cache, which sees no other writer over
+ * files.  Before, a value cached before the write was served after it,
+ * though the file under it had changed.
+ */
+static void test_store_dead_group_cache(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_store_opts o = { .backend = "file", .root = t->root, .cache_bytes = 1 << 20 };
+	struct tsec_store *cached;
+	struct tsec_error err;
+
+	assert_int_equal(tsec_store_open_opts(&cached, &o, t->bus, NULL, &err), 0);
+	put(cached, "deadc/value", "old");
+	check_value(cached, "deadc/value", "old");           /* now cached */
+	plant_dead_group(t, "dddd", "deadc/value", "the dead group's");
+	put(cached, "deadc/other", "x");                     /* rolls it forward */
+	check_value(cached, "deadc/value", "the dead group's");
+	check_value(t->store, "deadc/value", "the dead group's");
+	tsec_store_close(&cached);
+}
+
 static void test_store_bad_input(void **state)
 {
 	struct tu_store *t = *state;
@@ -671,6 +694,7 @@ int main(void)
 		cmocka_unit_test(test_store_list_empty_and_again),
 		cmocka_unit_test(test_store_reopen_recovers),
 		cmocka_unit_test(test_store_dead_group_before_write),
+		cmocka_unit_test(test_store_dead_group_cache),
 		cmocka_unit_test(test_store_bad_input),
 		cmocka_unit_test(test_store_cache_write_race),
 		cmocka_unit_test(test_store_old_lock_layout),

@@ -164,7 +164,9 @@ struct tsec__backend_kind {
 	int (*open)(struct tsec__backend **out, const struct tsec_store_opts *o,
 		    struct tsec_error *err);
 	/* With TSEC__CAP_SHARED: calls fn(ctx, key) for every key another
-	 * writer changes (a LocalCache's invalidations). */
+	 * writer changes (a LocalCache's invalidations).  Without it
+	 * (file): for every key the backend changes behind its caller's
+	 * back, a dead writer's group it rolls forward before a write. */
 	int (*feed)(struct tsec__backend *b, tsec__inval_fn fn, void *ctx,
 		    struct tsec_error *err);
 };
@@ -181,6 +183,8 @@ size_t tsec__backend_names(unsigned caps, const char **out, size_t max);
 
 /* file.c: values under root; recovers its journal and litter on open. */
 int tsec__file_open(struct tsec__backend **out, const char *root,
+		    struct tsec_error *err);
+int tsec__file_feed(struct tsec__backend *b, tsec__inval_fn fn, void *ctx,
 		    struct tsec_error *err);
 
 /* memory.c: everything in memory; each operation first waits delay_us. */

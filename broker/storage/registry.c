@@ -23,7 +23,7 @@ static int open_memory(struct tsec__backend **out, const struct tsec_store_opts 
 
 const struct tsec__backend_kind tsec__backends[] = {
 	{ "file", TSEC__BACKEND_VERSION, TSEC__CAP_SERVED | TSEC__CAP_DURABLE | TSEC__CAP_ROOT,
-	  open_file, NULL },
+	  open_file, tsec__file_feed },
 	{ "memory", TSEC__BACKEND_VERSION, 0, open_memory, NULL },
 	{ "etcd", TSEC__BACKEND_VERSION,
 	  TSEC__CAP_SERVED | TSEC__CAP_DURABLE | TSEC__CAP_SHARED | TSEC__CAP_REMOTE,

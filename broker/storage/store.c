@@ -133,6 +133,10 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 		if (bk->caps & TSEC__CAP_SHARED) {
 			tsec__localcache_watched(cached, o->cache_live_ms);
 			rc = bk->feed(be, tsec__localcache_invalidate, cached, err);
+		} else if (bk->feed) {
+			/* Only what the backend itself changes (a dead
+			 * writer's group): no feed to prove live. */
+			rc = bk->feed(be, tsec__localcache_invalidate, cached, err);
 		}
 		if (rc) {
 			cached->ops->close(cached);

@@ -777,6 +777,15 @@ static const struct tsec__backend_ops file_ops = {
 	.lock_release = tsec__fb_lock_release,
 };
 
+int tsec__file_feed(struct tsec__backend *b, tsec__inval_fn fn, void *ctx,
+		    struct tsec_error *err)
+{
+	(void)err;
+	fb_of(b)->recovered_ctx = ctx;
+	fb_of(b)->recovered = fn;
+	return 0;
+}
+
 int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_error *err)
 {
 	struct tsec__filebe *fb;

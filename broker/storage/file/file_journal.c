@@ -337,9 +337,10 @@ static void replay_line(struct tsec__filebe *fb, char *line, bool forward)
 		return;
 	if (tsec__fb_open_dirs(fb, &sk, sk.n - 1, false, &dirfd, &err))
 		return;
-	if (forward)
-		renameat(dirfd, tmp, dirfd, sk.seg[sk.n - 1]);
-	else
+	if (forward) {
+		if (renameat(dirfd, tmp, dirfd, sk.seg[sk.n - 1]) == 0 && fb->recovered)
+			fb->recovered(fb->recovered_ctx, sk.text);
+	} else
 		unlinkat(dirfd, tmp, 0);
 	fsync(dirfd);
 	close(dirfd);

@@ -46,6 +46,10 @@ struct tsec__filebe {
 	int journalfd;               /* root/.tsec-journal */
 	int locksfd;                 /* root/.tsec-locks */
 	struct tsec__folders folders;
+	/* Told each key a dead writer's group rolled forward at run time
+	 * (a LocalCache above drops it); set once, before any write. */
+	tsec__inval_fn recovered;
+	void *recovered_ctx;
 };
 
 void tsec__folders_init(struct tsec__folders *f);
