@@ -594,6 +594,61 @@ static void test_store_load_waits_bounded(void **state)
 	assert_string_equal(l.crt, "c1");
 }
 
+/* A put in a thread: its code and message. */
+struct putter {
+	struct tsec_store *store;
+	atomic_int done;
+	int rc;
+	char msg[256];
+};
+
+static void *put_one(void *arg)
+{
+	struct putter *p = arg;
+	struct tsec_error err;
+
+	p->rc = tsec_store_put(p->store, &app, "held/value", "new", 3, &err);
+	if (p->rc)
+		snprintf(p->msg, sizeof(p->msg), "%s", err.msg);
+	atomic_store(&p->done, 1);
+	return NULL;
+}
+
+/*
+ * A write that must settle behind a paused holder of the commit lock
+ * (the journal holds a record: a live writer's, here) waits a bounded
+ * time, changes nothing, and says why, as a load does; once the lock is
+ * free it goes through.
+ */
+static void test_store_write_waits_bounded(void **state)
+{
+	struct tu_store *t = *state;
+	struct putter p = { .store = t->store };
+	char live[4200];
+	pthread_t th;
+	int fd, lfd;
+
+	put(t->store, "held/value", "old");
+	snprintf(live, sizeof(live), "%s/.tsec-journal/tx-live", t->root);
+	assert_true((lfd = open(live, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0);
+	assert_int_equal(flock(lfd, LOCK_EX), 0);
+	fd = hold_commit(t, LOCK_EX);
+	assert_int_equal(pthread_create(&th, NULL, put_one, &p), 0);
+	TU_WAIT((tsec__clock_advance(1000), atomic_load(&p.done)));
+	assert_true(atomic_load(&p.done));
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(p.rc, TSEC_EBUSY);
+	assert_non_null(strstr(p.msg, "nothing was changed"));
+	check_value(t->store, "held/value", "old");
+	assert_int_equal(tu_count_litter(t->root), 0);
+	close(fd);
+	put_one(&p);
+	assert_int_equal(p.rc, 0);
+	check_value(t->store, "held/value", "new");
+	unlink(live);
+	close(lfd);
+}
+
 struct writer {
 	struct tsec_store *store;
 	int rc;
@@ -700,6 +755,7 @@ int main(void)
 		cmocka_unit_test(test_store_old_lock_layout),
 		cmocka_unit_test(test_store_read_while_replaced),
 		cmocka_unit_test(test_store_load_waits_bounded),
+		cmocka_unit_test(test_store_write_waits_bounded),
 		cmocka_unit_test(test_store_group_before_loads),
 	};
 	return cmocka_run_group_tests_name("store: the disk", tests, setup, teardown);
