@@ -243,7 +243,7 @@ static void test_store_dead_group_before_write(void **state)
 	struct tsec_put p[2];
 	struct tsec_store *again;
 	struct tsec_error err;
-
+	struct tsec_lock lk;
 	char live[4200];
 	int lfd;
 
@@ -264,12 +264,25 @@ static void test_store_dead_group_before_write(void **state)
 	assert_int_equal(tsec_store_put_many(t->store, &app, p, 2, &err), 0);
 	plant_dead_group(t, "cccc", "dead/gone", "the dead group's");
 	assert_int_equal(tsec_store_delete(t->store, &app, "dead/gone", 0, &err), 0);
+	/* A past holder's group, then the lock's next holder: its fenced
+	 * write and fenced delete stand. */
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "dead", 60000, 0, &lk, &err), 0);
+	plant_dead_group(t, "eeee", "dead/fenced", "the past holder's");
+	p[0] = (struct tsec_put){ "dead/fenced", "the holder's", 12 };
+	assert_int_equal(tsec_store_put_fenced(t->store, &app, &lk, p, 1, &err), 0);
+	plant_dead_group(t, "ffff", "dead/fgone", "the past holder's");
+	assert_int_equal(tsec_store_delete_fenced(t->store, &app, &lk, "dead/fgone", 0, &err),
+			 0);
+	assert_int_equal(tsec_lock_release(t->store, &app, &lk, &err), 0);
 	/* Reopening finds nothing left to apply. */
 	assert_int_equal(tsec_store_open(&again, t->root, t->bus, NULL, &err), 0);
 	check_value(again, "dead/value", "newer");
 	check_value(again, "dead/g1", "group one");
 	check_value(again, "dead/g2", "group two");
+	check_value(again, "dead/fenced", "the holder's");
 	assert_int_equal(tsec_store_get(again, &app, "dead/gone", &(char *){ NULL },
+					&(size_t){ 0 }, &err), TSEC_ENOENT);
+	assert_int_equal(tsec_store_get(again, &app, "dead/fgone", &(char *){ NULL },
 					&(size_t){ 0 }, &err), TSEC_ENOENT);
 	assert_int_equal(tu_count_litter(t->root), 0);
 	tsec_store_close(&again);
