@@ -134,8 +134,10 @@ int tsec__fb_write_temp(int dirfd, const void *data, size_t len, bool durable,
 	return 0;
 }
 
-/* The error of a change that could not settle (tsec__fb_settle). */
-static int settle_err(struct tsec_error *err, const char *where)
+/* The error of a read or a change that could not have the store's
+ * commit flock (tsec__fb_commit_read, tsec__fb_settle): nothing was
+ * read or changed. */
+static int commit_lock_err(struct tsec_error *err, const char *where)
 {
 	return errno == EWOULDBLOCK
 		? tsec__seterr(err, TSEC_EBUSY, where,
@@ -158,7 +160,7 @@ int tsec__fb_write_atomic(struct tsec__filebe *fb, int dirfd, const char *leaf,
 	if ((rc = tsec__fb_write_temp(dirfd, data, len, durable, tmp, sizeof(tmp), leaf, err)))
 		return rc;
 	if (fb && tsec__fb_settle(fb, TSEC__FB_READ_WAIT_MS, &cfd) < 0) {
-		rc = settle_err(err, leaf);
+		rc = commit_lock_err(err, leaf);
 		unlinkat(dirfd, tmp, 0);
 		return rc;
 	}
@@ -332,12 +334,7 @@ static int fb_get_many(struct tsec__backend *b, const struct tsec__skey *k, size
 	for (i = 0; i < n; i++)
 		fd[i] = -1;
 	if ((cfd = tsec__fb_commit_read(fb, TSEC__FB_READ_WAIT_MS)) < 0)
-		return errno == EWOULDBLOCK
-			? tsec__seterr(err, TSEC_EBUSY, k[0].text,
-				       "a group write has been applying for %d s (a paused or "
-				       "stuck process holds the store's commit lock); try again",
-				       TSEC__FB_READ_WAIT_MS / 1000)
-			: io_err(err, "", "cannot take the store's commit lock");
+		return commit_lock_err(err, k[0].text);
 	for (i = 0; i < n && !rc; i++)
 		if ((fd[i] = open_beneath(fb, &k[i], VALUE_FLAGS)) < 0 && !absent(errno))
 			rc = open_err(&k[i], err);
@@ -562,7 +559,7 @@ static int del_plain(struct tsec__backend *b, const struct tsec__skey *sk, int r
 		return rc;
 	/* Settled: a dead writer's group on these keys lands first. */
 	if (tsec__fb_settle(fb_of(b), TSEC__FB_READ_WAIT_MS, &cfd) < 0) {
-		rc = settle_err(err, sk->text);
+		rc = commit_lock_err(err, sk->text);
 		close(dirfd);
 		return rc;
 	}
@@ -603,7 +600,7 @@ static int move_once(struct tsec__filebe *fb, const struct tsec__skey *src,
 		return rc;
 	/* Settled: a dead writer's group on these keys lands first. */
 	if (tsec__fb_settle(fb, TSEC__FB_READ_WAIT_MS, &cfd) < 0) {
-		rc = settle_err(err, src->text);
+		rc = commit_lock_err(err, src->text);
 		close(srcdir);
 		return rc;
 	}

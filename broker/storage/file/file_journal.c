@@ -369,13 +369,14 @@ static int dead_record(struct tsec__filebe *fb, const char *name, int how)
 
 /* Recovers one record if its writer is dead; removes it.  The caller
  * holds the commit flock exclusive. */
-static bool recover_record(struct tsec__filebe *fb, const char *name)
+static bool recover_record(struct tsec__filebe *fb, const char *name, const void *unused)
 {
 	char *text, *line, *next;
 	ssize_t n;
 	bool commit;
 	int fd = dead_record(fb, name, LOCK_EX);
 
+	(void)unused;
 	if (fd < 0)
 		return false;
 	if (!(text = malloc(RECORD_MAX + 1))) {
@@ -397,10 +398,11 @@ static bool recover_record(struct tsec__filebe *fb, const char *name)
 }
 
 /* Whether record `name` is a dead writer's (nothing is kept). */
-static bool is_dead(struct tsec__filebe *fb, const char *name)
+static bool is_dead(struct tsec__filebe *fb, const char *name, const void *unused)
 {
 	int fd = dead_record(fb, name, LOCK_SH);
 
+	(void)unused;
 	if (fd < 0)
 		return false;
 	close(fd);
@@ -408,66 +410,58 @@ static bool is_dead(struct tsec__filebe *fb, const char *name)
 }
 
 /*
- * Calls fn on each record of the journal (the names not starting with
- * '.': the flock files are ".tsec-commit" and ".tsec-turnstile") until
- * it returns true; returns whether it did.  -1 when the journal cannot
- * be read.
+ * Calls fn(fb, name, arg) on each record of the journal (the names not
+ * starting with '.': the flock files are ".tsec-commit" and
+ * ".tsec-turnstile") until it returns true; returns whether it did, -1
+ * when the journal cannot be read.  No allocation: an empty journal
+ * costs a write an open, two reads of it and a close (tsec__fb_settle).
  */
-static int each_record(struct tsec__filebe *fb, bool (*fn)(struct tsec__filebe *, const char *))
-{
-	int jfd = openat(fb->journalfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	struct dirent *e;
-	bool hit = false;
-	DIR *d;
+typedef bool (*record_fn)(struct tsec__filebe *fb, const char *name, const void *arg);
 
-	if (jfd < 0 || !(d = fdopendir(jfd))) {
-		if (jfd >= 0)
-			close(jfd);
+static int each_record(struct tsec__filebe *fb, record_fn fn, const void *arg)
+{
+	uint64_t buf[256];           /* aligned for struct dirent64 */
+	int fd = openat(fb->journalfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	bool hit = false;
+	ssize_t n = 0;
+
+	if (fd < 0)
 		return -1;
+	while (!hit && (n = getdents64(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t o = 0; o < n && !hit;) {
+			const struct dirent64 *e = (const void *)((const char *)buf + o);
+			if (e->d_name[0] != '.')
+				hit = fn(fb, e->d_name, arg);
+			o += e->d_reclen;
+		}
 	}
-	while (!hit && (e = readdir(d)))
-		if (e->d_name[0] != '.')
-			hit = fn(fb, e->d_name);
-	closedir(d);
-	return hit;
+	close(fd);
+	return n < 0 && !hit ? -1 : hit;
 }
 
 /* Rolls every dead writer's record forward or back (the caller holds
  * the commit flock exclusive). */
 static void recover_dead(struct tsec__filebe *fb)
 {
-	if (each_record(fb, recover_record) >= 0)
+	if (each_record(fb, recover_record, NULL) >= 0)
 		fsync(fb->journalfd);
 }
 
+static bool not_mine(struct tsec__filebe *fb, const char *name, const void *mine)
+{
+	(void)fb;
+	return !mine || strcmp(name, mine);
+}
+
 /*
- * Whether the journal holds a record (a name not starting with '.')
- * other than `mine` (NULL: any), in one listing without locks.  None
- * means no dead group waits and no recovery is under way: a recovery
- * removes a record only after its renames.  Cannot tell: true.
+ * Whether the journal holds a record other than `mine` (NULL: any),
+ * without locks.  None means no dead group waits and no recovery is
+ * under way: a recovery removes a record only after its renames.
+ * Cannot tell: true.
  */
 static bool any_record(struct tsec__filebe *fb, const char *mine)
 {
-	uint64_t buf[256];           /* aligned for struct dirent64 */
-	int fd = openat(fb->journalfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	bool any = false;
-	ssize_t n;
-
-	if (fd < 0)
-		return true;
-	while (!any && (n = getdents64(fd, buf, sizeof(buf))) != 0) {
-		if (n < 0) {
-			any = true;
-			break;
-		}
-		for (ssize_t o = 0; o < n && !any;) {
-			const struct dirent64 *e = (const void *)((const char *)buf + o);
-			any = e->d_name[0] != '.' && !(mine && !strcmp(e->d_name, mine));
-			o += e->d_reclen;
-		}
-	}
-	close(fd);
-	return any;
+	return each_record(fb, not_mine, mine) != 0;
 }
 
 int tsec__fb_settle(struct tsec__filebe *fb, int64_t wait_ms, int *cfd)
@@ -484,7 +478,7 @@ int tsec__fb_settle(struct tsec__filebe *fb, int64_t wait_ms, int *cfd)
 
 		if (fd < 0)
 			return -1;
-		if ((dead = each_record(fb, is_dead)) <= 0) {
+		if ((dead = each_record(fb, is_dead, NULL)) <= 0) {
 			if (dead == 0) {
 				*cfd = fd;
 				return 0;
@@ -559,7 +553,7 @@ int tsec__fb_recover(struct tsec__filebe *fb, struct tsec_error *err)
 		return errno == EWOULDBLOCK ? 0
 			: tsec__seterr(err, TSEC_EIO, TSEC__JOURNAL,
 				       "cannot take the journal's commit lock: %s", strerror(errno));
-	if (each_record(fb, recover_record) < 0) {
+	if (each_record(fb, recover_record, NULL) < 0) {
 		close(cfd);
 		return tsec__seterr(err, TSEC_EIO, TSEC__JOURNAL, "cannot read the journal: %s",
 				    strerror(errno));
