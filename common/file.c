@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -70,15 +71,30 @@ out:
 int tsec__file_replace(const char *path, const void *data, size_t len, unsigned mode)
 {
 	char tmp[4200];
-	int fd, e;
+	int fd = -1, e;
 
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tsec-tmp-%ld", path, (long)getpid()) >=
-	    sizeof(tmp)) {
-		errno = ENAMETOOLONG;
-		return -1;
+	/*
+	 * A name of its own, created exclusively: never one another writer
+	 * may be using.  (Before, the pid alone named it and a leftover of
+	 * that name was removed first, which took the file of a writer of
+	 * the same pid in another pid namespace, a container sharing the
+	 * folder, and renamed a half-written file into place.)
+	 */
+	for (int tries = 0; fd < 0 && tries < 8; tries++) {
+		uint64_t r;
+
+		if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+			return -1;
+		if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tsec-tmp-%ld-%016llx", path,
+				     (long)getpid(), (unsigned long long)r) >= sizeof(tmp)) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0 && errno != EEXIST)
+			return -1;
 	}
-	unlink(tmp);                 /* one this process left, killed mid-write */
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
+	if (fd < 0)
 		return -1;
 	if (fchmod(fd, (mode_t)mode) || write(fd, data, len) != (ssize_t)len || fsync(fd)) {
 		e = errno ? errno : EIO;

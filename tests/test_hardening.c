@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <zmq.h>
 
+#include "common/file.h"
 #include "tests/testutil.h"
 #include "tests/wait.h"
 #include "tinysecurity/client.h"
@@ -443,12 +444,45 @@ static void test_hardening_refused_client_deadline(void **state)
 	zmq_ctx_term(ctx);
 }
 
+/*
+ * Replacing a file (the broker's state, a policy that fmt -w rewrites,
+ * the files tsec cert load writes) never removes a temporary it did not
+ * make.  Before, its temporary was named by the pid alone and a file of
+ * that name was removed first: the temporary of a writer of the same pid
+ * in another pid namespace (a container sharing the folder), whose
+ * rename then put this writer's file, or a half-written one, in place.
+ */
+static void test_hardening_replace_other_writer(void **state)
+{
+	char path[128], theirs[256], *got = NULL;
+	struct tsec_error err;
+	size_t n;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/state.json", dir);
+	snprintf(theirs, sizeof(theirs), "%s.tsec-tmp-%ld", path, (long)getpid());
+	write_text(theirs, "another writer's, half written");
+	assert_int_equal(tsec__file_replace(path, "{\"a\":1}", 7, 0640), 0);
+	assert_int_equal(tsec_read_file(path, 1024, &got, &n, &err), 0);
+	assert_int_equal(n, 7);
+	assert_memory_equal(got, "{\"a\":1}", 7);
+	free(got);
+	assert_int_equal(tsec_read_file(theirs, 1024, &got, &n, &err), 0);
+	assert_memory_equal(got, "another writer's, half written", n);
+	free(got);
+	/* Its own temporary is gone: only the other writer's is beside it. */
+	assert_int_equal(tu_count_prefixed(dir, "state.json.tsec-tmp-"), 1);
+	unlink(theirs);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hardening_misspelt_settings),
 		cmocka_unit_test(test_hardening_callers),
 		cmocka_unit_test(test_hardening_refused_client_deadline),
+		cmocka_unit_test(test_hardening_replace_other_writer),
 	};
 	return cmocka_run_group_tests_name("hardening", tests, setup, teardown);
 }
