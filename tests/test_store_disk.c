@@ -13,9 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -184,6 +187,7 @@ static void test_store_reopen_recovers(void **state)
 	struct tsec_store *again;
 	struct tsec_error err;
 	char rec[8192];
+	int lfd;
 
 	put(t->store, "rec/value", "old");
 	plant(t->root, "rec/.tsec-tmp-999999999-aaaa", "committed new");
@@ -199,15 +203,170 @@ static void test_store_reopen_recovers(void **state)
 	plant(t->root, ".tsec-journal/tx-hostile",
 	      "tsec-journal 1\nput\t.tsec-tmp-x\t../../etc/passwd\ncommit\n");
 	snprintf(rec, sizeof(rec), "rec/.tsec-tmp-%ld-live", (long)getpid());
-	plant(t->root, rec, "a write in flight");
+	plant(t->root, rec, "a write in flight (a build before owners)");
+	/* Named after their stores: one open (its owner file's flock held,
+	 * here by this test, as by a store in another process or pid
+	 * namespace), one gone (its file's flock free), one whose file a
+	 * sweep already removed. */
+	plant(t->root, ".tsec-journal/" TSEC__OWNER_PREFIX "w00000000000a1ive", "");
+	plant(t->root, "rec/.tsec-tmp-w00000000000a1ive-0001", "a write in flight");
+	plant(t->root, ".tsec-journal/" TSEC__OWNER_PREFIX "w000000000000dead", "");
+	plant(t->root, "rec/.tsec-tmp-w000000000000dead-0002", "litter");
+	plant(t->root, "rec/.tsec-tmp-w000000000000gone-0003", "litter");
+	snprintf(rec, sizeof(rec), "%s/.tsec-journal/" TSEC__OWNER_PREFIX "w00000000000a1ive",
+		 t->root);
+	assert_true((lfd = open(rec, O_RDONLY | O_CLOEXEC)) >= 0);
+	assert_int_equal(flock(lfd, LOCK_EX), 0);
 	assert_int_equal(tsec_store_open(&again, t->root, t->bus, NULL, &err), 0);
 	check_value(again, "rec/value", "committed new");
 	assert_int_equal(tsec_store_get(again, &app, "rec/never", &(char *){ NULL },
 					&(size_t){ 0 }, &err), TSEC_ENOENT);
-	assert_int_equal(tu_count_litter(t->root), 1); /* only the live one */
+	/* Only the live ones: the two writes in flight and the live
+	 * owner's file (tu_count_litter passes over held owner files). */
+	assert_int_equal(tu_count_litter(t->root), 2);
+	assert_int_equal(access(rec, F_OK), 0);
+	snprintf(rec, sizeof(rec), "%s/.tsec-journal/" TSEC__OWNER_PREFIX "w000000000000dead",
+		 t->root);
+	assert_int_equal(access(rec, F_OK), -1);
 	tsec_store_close(&again);
 	snprintf(rec, sizeof(rec), "%s/rec/.tsec-tmp-%ld-live", t->root, (long)getpid());
 	unlink(rec);
+	snprintf(rec, sizeof(rec), "%s/rec/.tsec-tmp-w00000000000a1ive-0001", t->root);
+	unlink(rec);
+	/* Its store gone, its file is litter too, and the next open takes it. */
+	close(lfd);
+	assert_int_equal(tu_count_litter(t->root), 1);
+	assert_int_equal(tsec_store_open(&again, t->root, t->bus, NULL, &err), 0);
+	tsec_store_close(&again);
+	assert_int_equal(tu_count_litter(t->root), 0);
+}
+
+/*
+ * A writer in another pid namespace (a container sharing the store's
+ * folder), paused with its group's temporaries written, while a store
+ * opens here and sweeps: its temporaries stay and its group lands whole.
+ * Before, the sweep judged a temporary by the pid in its name, and the
+ * writer's pid (chosen here so that no process of this namespace has
+ * it) named no process it could see: it removed them, and the group
+ * failed after its commit point ("committed, but cannot apply now")
+ * with its values lost.  Needs root (a pid and a mount namespace, and
+ * /proc mounted in them to choose the pid); skipped without.
+ */
+static int ns_ready[2], ns_go[2], ns_done[2];
+
+static void ns_pause(void)
+{
+	char c = 'R';
+
+	if (write(ns_ready[1], &c, 1) != 1 || read(ns_go[0], &c, 1) != 1)
+		_exit(3);
+}
+
+/* In the namespace: a fenced group of two values, paused in ns_pause. */
+static void ns_writer(const struct tu_store *t)
+{
+	struct tsec_put p[2] = { { "ns/a", "value a", 7 }, { "ns/b", "value b", 7 } };
+	struct tsec_store *s;
+	struct tsec_error err;
+	struct tsec_lock lk;
+	char rc = 'F';
+
+	if (tsec_store_open(&s, t->root, t->bus, NULL, &err) == 0 &&
+	    tsec_lock_acquire(s, &app, "ns", 60000, 0, &lk, &err) == 0) {
+		tsec__fb_fenced_hook = ns_pause;
+		if (tsec_store_put_fenced(s, &app, &lk, p, 2, &err) == 0)
+			rc = 'K';
+		else
+			fprintf(stderr, "writer in the namespace: %s\n", err.msg);
+		tsec_lock_release(s, &app, &lk, &err);
+		tsec_store_close(&s);
+	}
+	if (write(ns_done[1], &rc, 1) != 1)
+		_exit(3);
+	_exit(0);
+}
+
+/* The namespace's first process: /proc of its own, the writer as pid+1. */
+static void ns_init(const struct tu_store *t, long pid)
+{
+	char c = 'S', v[32];
+	int fd, st;
+	pid_t w;
+
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("proc", "/proc", "proc", 0, NULL) < 0 ||
+	    (fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC)) < 0) {
+		(void)!write(ns_ready[1], &c, 1);
+		_exit(0);
+	}
+	snprintf(v, sizeof(v), "%ld", pid - 1);
+	if (write(fd, v, strlen(v)) < 0) {
+		(void)!write(ns_ready[1], &c, 1);
+		_exit(0);
+	}
+	close(fd);
+	if ((w = fork()) == 0)
+		ns_writer(t);
+	_exit(w > 0 && waitpid(w, &st, 0) == w && WIFEXITED(st) ? WEXITSTATUS(st) : 4);
+}
+
+static void test_store_sweep_other_pid_namespace(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_store *again;
+	struct tsec_error err;
+	long pid = 0;
+	char c;
+	int st;
+	pid_t a;
+
+	/* A pid no process here has, for the writer there. */
+	for (long p = 30000; p > 20000 && !pid; p -= 97)
+		if (kill((pid_t)p, 0) < 0 && errno == ESRCH)
+			pid = p;
+	assert_true(pid > 0);
+	assert_int_equal(pipe(ns_ready), 0);
+	assert_int_equal(pipe(ns_go), 0);
+	assert_int_equal(pipe(ns_done), 0);
+	if ((a = fork()) == 0) {
+		pid_t b;
+		if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0) {
+			c = 'S';
+			(void)!write(ns_ready[1], &c, 1);
+			_exit(0);
+		}
+		if ((b = fork()) == 0)
+			ns_init(t, pid);
+		_exit(b > 0 && waitpid(b, &st, 0) == b && WIFEXITED(st) ? WEXITSTATUS(st) : 4);
+	}
+	assert_true(a > 0);
+	assert_int_equal(read(ns_ready[0], &c, 1), 1);
+	if (c == 'S') {
+		waitpid(a, &st, 0);
+		for (int i = 0; i < 2; i++) {
+			close(ns_ready[i]);
+			close(ns_go[i]);
+			close(ns_done[i]);
+		}
+		skip();
+	}
+	assert_int_equal(c, 'R');
+	/* The writer's temporaries are in place; a store opens here. */
+	assert_int_equal(tsec_store_open(&again, t->root, t->bus, NULL, &err), 0);
+	tsec_store_close(&again);
+	c = 'G';
+	assert_int_equal(write(ns_go[1], &c, 1), 1);
+	assert_int_equal(read(ns_done[0], &c, 1), 1);
+	assert_int_equal(waitpid(a, &st, 0), a);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(c, 'K');
+	check_value(t->store, "ns/a", "value a");
+	check_value(t->store, "ns/b", "value b");
+	for (int i = 0; i < 2; i++) {
+		close(ns_ready[i]);
+		close(ns_go[i]);
+		close(ns_done[i]);
+	}
 	assert_int_equal(tu_count_litter(t->root), 0);
 }
 
@@ -761,6 +920,7 @@ int main(void)
 		cmocka_unit_test(test_store_kept_folders),
 		cmocka_unit_test(test_store_list_empty_and_again),
 		cmocka_unit_test(test_store_reopen_recovers),
+		cmocka_unit_test(test_store_sweep_other_pid_namespace),
 		cmocka_unit_test(test_store_dead_group_before_write),
 		cmocka_unit_test(test_store_dead_group_cache),
 		cmocka_unit_test(test_store_bad_input),

@@ -31,8 +31,10 @@ struct tsec_bus *tu_bus_with_text(const char *text)
 }
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -190,8 +192,35 @@ int tu_count_prefixed(const char *path, const char *prefix)
 	return count_dir(path, prefix);
 }
 
-/* What belongs to the store and is always there: the journal folder and
- * its commit lock.  Anything else named ".tsec-" is litter. */
+/* Owner files (.tsec-journal/.tsec-owner-*) of stores open now: their
+ * flock is held. */
+static int live_owners(const char *journal)
+{
+	DIR *d = opendir(journal);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		char full[4096];
+		int fd;
+		if (strncmp(e->d_name, ".tsec-owner-", 12))
+			continue;
+		snprintf(full, sizeof(full), "%s/%s", journal, e->d_name);
+		if ((fd = open(full, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		if (flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK)
+			n++;
+		close(fd);
+	}
+	closedir(d);
+	return n;
+}
+
+/* What belongs to the store and is always there: the journal folder, its
+ * commit lock and the owner files of open stores.  Anything else named
+ * ".tsec-" is litter. */
 int tu_count_litter(const char *root)
 {
 	char journal[4096];
@@ -200,7 +229,8 @@ int tu_count_litter(const char *root)
 
 	snprintf(journal, sizeof(journal), "%s/.tsec-journal", root);
 	if (access(journal, F_OK) == 0) /* the folder and its two lock files */
-		n -= 1 + count_dir(journal, ".tsec-commit") + count_dir(journal, ".tsec-turnstile");
+		n -= 1 + count_dir(journal, ".tsec-commit") + count_dir(journal, ".tsec-turnstile") +
+		     live_owners(journal);
 	snprintf(journal, sizeof(journal), "%s/.tsec-locks", root);
 	if (access(journal, F_OK) == 0)
 		n -= 1;                  /* the locks' folder, not litter */

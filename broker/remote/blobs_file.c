@@ -62,7 +62,7 @@ static int f_put_new(struct tsec__blobs *b, const char *name, const void *data, 
 	if (dir < 0)
 		return bad_name(name, err);
 	/* Written and synced as the file backend writes a value. */
-	if ((rc = tsec__fb_write_temp(dir, data, len, true, tmp, sizeof(tmp), name, err)))
+	if ((rc = tsec__fb_write_temp("blob", dir, data, len, true, tmp, sizeof(tmp), name, err)))
 		return rc;
 	if (linkat(dir, tmp, dir, hex, 0) < 0) {
 		e = errno;

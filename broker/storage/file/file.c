@@ -41,14 +41,14 @@ static int io_err(struct tsec_error *err, const char *where, const char *what)
 			    "%s: %s", what, strerror(e));
 }
 
-void tsec__fb_temp_name(char *buf, size_t n)
+void tsec__fb_temp_name(const char *owner, char *buf, size_t n)
 {
 	unsigned char r[8];
 	char hex[17];
 
 	randombytes_buf(r, sizeof(r));
 	sodium_bin2hex(hex, sizeof(hex), r, sizeof(r));
-	snprintf(buf, n, TSEC__TMP_PREFIX "%ld-%s", (long)getpid(), hex);
+	snprintf(buf, n, TSEC__TMP_PREFIX "%s-%s", owner, hex);
 }
 
 int tsec__fb_open_dirs(struct tsec__filebe *fb, const struct tsec__skey *sk,
@@ -111,12 +111,13 @@ static int write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
-int tsec__fb_write_temp(int dirfd, const void *data, size_t len, bool durable,
-			char *tmp, size_t tmpn, const char *where, struct tsec_error *err)
+int tsec__fb_write_temp(const char *owner, int dirfd, const void *data, size_t len,
+			bool durable, char *tmp, size_t tmpn, const char *where,
+			struct tsec_error *err)
 {
 	int fd, rc;
 
-	tsec__fb_temp_name(tmp, tmpn);
+	tsec__fb_temp_name(owner, tmp, tmpn);
 	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return io_err(err, where, "cannot create temporary file");
@@ -157,9 +158,10 @@ int tsec__fb_write_atomic(struct tsec__filebe *fb, int dirfd, const char *leaf,
 	if (fstatat(dirfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode))
 		return tsec__seterr(err, TSEC_EEXIST, leaf,
 				    "'%s' is a folder; a folder is never replaced by a file", leaf);
-	if ((rc = tsec__fb_write_temp(dirfd, data, len, durable, tmp, sizeof(tmp), leaf, err)))
+	if ((rc = tsec__fb_write_temp(fb->owner, dirfd, data, len, durable, tmp, sizeof(tmp),
+				      leaf, err)))
 		return rc;
-	if (fb && tsec__fb_settle(fb, TSEC__FB_READ_WAIT_MS, &cfd) < 0) {
+	if (tsec__fb_settle(fb, TSEC__FB_READ_WAIT_MS, &cfd) < 0) {
 		rc = commit_lock_err(err, leaf);
 		unlinkat(dirfd, tmp, 0);
 		return rc;
@@ -752,6 +754,7 @@ static void fb_close(struct tsec__backend *b)
 	if (!fb)
 		return;
 	tsec__folders_free(&fb->folders);
+	tsec__fb_owner_end(fb);
 	close(fb->journalfd);
 	close(fb->locksfd);
 	close(fb->rootfd);
@@ -794,7 +797,7 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 	if (!(fb = calloc(1, sizeof(*fb))))
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	fb->base.ops = &file_ops;
-	fb->journalfd = fb->locksfd = -1;
+	fb->journalfd = fb->locksfd = fb->ownerfd = -1;
 	tsec__folders_init(&fb->folders);
 	fb->rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fb->rootfd < 0) {
@@ -820,7 +823,7 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 		rc = io_err(err, root, "cannot open the locks folder");
 		goto fail;
 	}
-	if ((rc = tsec__fb_recover(fb, err)))
+	if ((rc = tsec__fb_owner_begin(fb, err)) || (rc = tsec__fb_recover(fb, err)))
 		goto fail;
 	*out = &fb->base;
 	return 0;

@@ -28,8 +28,11 @@
  * apply it) lands before any later write, never over it, and a lock's
  * next holder never has its fenced write undone by a past holder's.
  * When a store opens it recovers the same way, then removes temporaries
- * of dead processes (by the pid in their name) and old backup files, and
- * the files of free locks.
+ * of dead writers and old backup files, and the files of free locks.  A
+ * temporary is named after the open store that wrote it, which holds a
+ * flock on its owner file in the journal while it is open: a flock, not
+ * a pid, so a writer in another pid namespace (a container sharing the
+ * folder) is seen alive, and a reused pid does not keep litter.
  *
  * What a crash can do: lose a group that had not reached its commit
  * point (the old values stay), or delay a committed one until the next
@@ -292,8 +295,8 @@ int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p, size
 					  sk->text);
 			goto out;
 		}
-		if ((rc = tsec__fb_write_temp(it[i].dirfd, p[i].value, p[i].len, true, it[i].tmp,
-					      sizeof(it[i].tmp), sk->text, err)))
+		if ((rc = tsec__fb_write_temp(fb->owner, it[i].dirfd, p[i].value, p[i].len, true,
+					      it[i].tmp, sizeof(it[i].tmp), sk->text, err)))
 			goto out;
 	}
 	/* 3-5, fenced: under the lock's flock, checked then committed and
@@ -497,20 +500,149 @@ int tsec__fb_settle(struct tsec__filebe *fb, int64_t wait_ms, int *cfd)
 	}
 }
 
-/* Whether ".tsec-tmp-<pid>-..." names a process that no longer runs. */
-static bool dead_writer(const char *name)
+int tsec__fb_owner_begin(struct tsec__filebe *fb, struct tsec_error *err)
 {
-	long pid = strtol(name + strlen(TSEC__TMP_PREFIX), NULL, 10);
+	char making[64], name[64];
+	int fd = -1, e = 0;
 
-	if (pid <= 0)
-		return true;
-	if (pid == (long)getpid())
+	/*
+	 * Flocked under another name, then renamed: a store that opens in
+	 * between never finds the owner's file with its flock free, so never
+	 * takes this store for dead.  Another store's sweep may remove the
+	 * file being made before its flock is taken (it looks like one a
+	 * crash left): then again with another name.
+	 */
+	for (int tries = 0; tries < 8; tries++) {
+		unsigned char r[8];
+		char hex[17];
+
+		randombytes_buf(r, sizeof(r));
+		sodium_bin2hex(hex, sizeof(hex), r, sizeof(r));
+		snprintf(fb->owner, sizeof(fb->owner), "w%s", hex);
+		snprintf(making, sizeof(making), ".tsec-owning-%s", fb->owner);
+		snprintf(name, sizeof(name), TSEC__OWNER_PREFIX "%s", fb->owner);
+		fd = openat(fb->journalfd, making,
+			    O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0) {
+			e = errno;
+			break;
+		}
+		if (flock(fd, LOCK_EX) == 0 &&
+		    renameat(fb->journalfd, making, fb->journalfd, name) == 0) {
+			fb->ownerfd = fd;
+			return 0;
+		}
+		e = errno;
+		unlinkat(fb->journalfd, making, 0);
+		close(fd);
+		if (e != ENOENT)
+			break;
+	}
+	return tsec__seterr(err, TSEC_EIO, TSEC__JOURNAL, "cannot make this store's owner "
+			    "file in the journal: %s", strerror(e));
+}
+
+void tsec__fb_owner_end(struct tsec__filebe *fb)
+{
+	char name[64];
+
+	if (fb->ownerfd < 0)
+		return;
+	/* Removed before its flock goes: its temporaries are all gone. */
+	snprintf(name, sizeof(name), TSEC__OWNER_PREFIX "%s", fb->owner);
+	unlinkat(fb->journalfd, name, 0);
+	close(fb->ownerfd);
+	fb->ownerfd = -1;
+}
+
+/* The owners found dead before recovery (their files' flocks free). */
+#define DEAD_MAX 64
+struct dead_owners {
+	unsigned n;
+	bool more;                   /* more than DEAD_MAX: the rest wait */
+	char id[DEAD_MAX][TSEC__OWNER_LEN + 1];
+};
+
+/* Whether owner file `name` (".tsec-owner-..." or ".tsec-owning-...")
+ * has no live holder. */
+static bool owner_file_free(int journalfd, const char *name)
+{
+	int fd = openat(journalfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	bool free_ = false;
+
+	if (fd < 0)
 		return false;
+	free_ = flock(fd, LOCK_SH | LOCK_NB) == 0;
+	close(fd);
+	return free_;
+}
+
+/*
+ * Lists the owners whose stores are gone.  Called before the dead
+ * records are recovered: an owner dead now writes nothing later, so
+ * once its records are recovered, its temporaries are litter.
+ */
+static void find_dead_owners(struct tsec__filebe *fb, struct dead_owners *d)
+{
+	int fd = openat(fb->journalfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	size_t pl = strlen(TSEC__OWNER_PREFIX);
+	struct dirent *e;
+	DIR *dir;
+
+	d->n = 0;
+	d->more = false;
+	if (fd < 0 || !(dir = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		d->more = true;
+		return;
+	}
+	while ((e = readdir(dir))) {
+		const char *nm = e->d_name;
+		if (strncmp(nm, TSEC__OWNER_PREFIX, pl) || strlen(nm + pl) != TSEC__OWNER_LEN ||
+		    !strcmp(nm + pl, fb->owner) || !owner_file_free(fb->journalfd, nm))
+			continue;
+		if (d->n == DEAD_MAX) {
+			d->more = true;
+			continue;
+		}
+		memcpy(d->id[d->n++], nm + pl, TSEC__OWNER_LEN + 1);
+	}
+	closedir(dir);
+}
+
+/*
+ * Whether temporary `name` is litter.  Its owner's: when that owner was
+ * found dead before the recovery, or has no file now (its store closed,
+ * or another store's sweep found it dead and recovered its records).
+ * A name of the format before owners (".tsec-tmp-<pid>-..."): when no
+ * process of that pid runs here, as before (a writer of an older build).
+ */
+static bool litter(struct tsec__filebe *fb, const struct dead_owners *d, const char *name)
+{
+	const char *o = name + strlen(TSEC__TMP_PREFIX);
+	char file[64];
+	long pid;
+
+	if (o[0] == 'w' && strlen(o) > TSEC__OWNER_LEN && o[TSEC__OWNER_LEN] == '-') {
+		for (unsigned i = 0; i < d->n; i++)
+			if (!strncmp(o, d->id[i], TSEC__OWNER_LEN))
+				return true;
+		snprintf(file, sizeof(file), TSEC__OWNER_PREFIX "%.*s", TSEC__OWNER_LEN, o);
+		return faccessat(fb->journalfd, file, F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
+		       errno == ENOENT;
+	}
+	if (o[0] < '0' || o[0] > '9')
+		return true;             /* no writer of ours names one so */
+	pid = strtol(o, NULL, 10);
+	if (pid <= 0 || pid == (long)getpid())
+		return pid <= 0;
 	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }
 
 /* Removes dead writers' temporaries and old backups below folder fd. */
-static void sweep(int fd, unsigned depth)
+static void sweep(struct tsec__filebe *fb, const struct dead_owners *dead, int fd,
+		  unsigned depth)
 {
 	struct dirent *e;
 	DIR *d = fdopendir(fd);
@@ -530,9 +662,9 @@ static void sweep(int fd, unsigned depth)
 			int cfd;
 			if (depth < TSEC_KEY_SEGMENTS &&
 			    (cfd = openat(fd, nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0)
-				sweep(cfd, depth + 1);
+				sweep(fb, dead, cfd, depth + 1);
 		} else if ((!strncmp(nm, TSEC__TMP_PREFIX, strlen(TSEC__TMP_PREFIX)) &&
-			    dead_writer(nm)) ||
+			    litter(fb, dead, nm)) ||
 			   !strncmp(nm, TSEC__RESERVED "bak-", TSEC__RESERVED_LEN + 4)) {
 			unlinkat(fd, nm, 0);
 		}
@@ -540,9 +672,35 @@ static void sweep(int fd, unsigned depth)
 	closedir(d);
 }
 
+/* After the sweep: the dead owners' files, and owner files a store
+ * crashed while making (flock free). */
+static void forget_owners(struct tsec__filebe *fb, const struct dead_owners *d)
+{
+	int fd = openat(fb->journalfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char name[64];
+	struct dirent *e;
+	DIR *dir;
+
+	for (unsigned i = 0; i < d->n; i++) {
+		snprintf(name, sizeof(name), TSEC__OWNER_PREFIX "%s", d->id[i]);
+		unlinkat(fb->journalfd, name, 0);
+	}
+	if (fd < 0 || !(dir = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(dir)))
+		if (!strncmp(e->d_name, ".tsec-owning-", 13) &&
+		    owner_file_free(fb->journalfd, e->d_name))
+			unlinkat(fb->journalfd, e->d_name, 0);
+	closedir(dir);
+}
+
 int tsec__fb_recover(struct tsec__filebe *fb, struct tsec_error *err)
 {
 	int cfd = commit_write_within(fb, TSEC__FB_READ_WAIT_MS), rfd;
+	struct dead_owners dead;
 
 	/*
 	 * Held by a paused or stuck process: the dead groups wait for the
@@ -553,6 +711,8 @@ int tsec__fb_recover(struct tsec__filebe *fb, struct tsec_error *err)
 		return errno == EWOULDBLOCK ? 0
 			: tsec__seterr(err, TSEC_EIO, TSEC__JOURNAL,
 				       "cannot take the journal's commit lock: %s", strerror(errno));
+	/* Dead before their records are recovered (see litter()). */
+	find_dead_owners(fb, &dead);
 	if (each_record(fb, recover_record, NULL) < 0) {
 		close(cfd);
 		return tsec__seterr(err, TSEC_EIO, TSEC__JOURNAL, "cannot read the journal: %s",
@@ -561,7 +721,8 @@ int tsec__fb_recover(struct tsec__filebe *fb, struct tsec_error *err)
 	fsync(fb->journalfd);
 	close(cfd);
 	if ((rfd = openat(fb->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0)
-		sweep(rfd, 0);
+		sweep(fb, &dead, rfd, 0);
+	forget_owners(fb, &dead);
 	tsec__fb_clean_guards(fb);
 	return 0;
 }

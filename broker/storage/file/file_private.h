@@ -3,7 +3,14 @@
  *
  * Layout under the root: values as files (0600) in folders (0700); names
  * starting with ".tsec-" belong to the backend:
- *   .tsec-tmp-<pid>-<random>     a value being written
+ *   .tsec-tmp-<owner>-<random>   a value being written by the open
+ *                                store <owner> ("w" and 16 hex digits;
+ *                                before, the writer's pid)
+ *   .tsec-journal/.tsec-owner-<owner>
+ *                                flocked while that store is open: its
+ *                                temporaries are litter only once the
+ *                                flock is free, in whatever pid
+ *                                namespace the writer ran
  *   .tsec-journal/<txid>         a transaction's intent record
  *   .tsec-journal/.tsec-commit   the lock taken while records are applied
  *   .tsec-locks/<name>.lock      a lease (token, fence, expiry, waiter),
@@ -22,6 +29,8 @@
 #define TSEC__JOURNAL ".tsec-journal"
 #define TSEC__TMP_PREFIX ".tsec-tmp-"
 #define TSEC__LOCKS ".tsec-locks"
+#define TSEC__OWNER_PREFIX ".tsec-owner-"
+#define TSEC__OWNER_LEN 17           /* "w" and 16 hex digits */
 
 #include <pthread.h>
 #include <sys/stat.h>
@@ -45,6 +54,8 @@ struct tsec__filebe {
 	int rootfd;                  /* O_DIRECTORY, never closed early */
 	int journalfd;               /* root/.tsec-journal */
 	int locksfd;                 /* root/.tsec-locks */
+	int ownerfd;                 /* .tsec-journal/.tsec-owner-<owner>, flocked */
+	char owner[TSEC__OWNER_LEN + 1]; /* names this store's temporaries */
 	struct tsec__folders folders;
 	/* Told each key a dead writer's group rolled forward at run time
 	 * (a LocalCache above drops it); set once, before any write. */
@@ -75,8 +86,8 @@ int tsec__fb_open_dirs(struct tsec__filebe *fb, const struct tsec__skey *sk,
 		       unsigned upto, bool create, int *dirfd,
 		       struct tsec_error *err);
 
-/* Fills buf with ".tsec-tmp-<pid>-<16 hex digits>". */
-void tsec__fb_temp_name(char *buf, size_t n);
+/* Fills buf with ".tsec-tmp-<owner>-<16 hex digits>". */
+void tsec__fb_temp_name(const char *owner, char *buf, size_t n);
 
 /*
  * The store-wide commit flock (file_journal.c), held exclusive by a
@@ -107,18 +118,19 @@ int tsec__fb_settle(struct tsec__filebe *fb, int64_t wait_ms, int *cfd);
 
 /*
  * Writes data into a new temporary file in dirfd (created exclusively,
- * 0600), fsynced when `durable`; *tmp names it.  On failure nothing is
- * left behind.
+ * 0600), fsynced when `durable`; *tmp names it, after `owner` (the
+ * store's, or what names the writer where no store sweeps).  On failure
+ * nothing is left behind.
  */
-int tsec__fb_write_temp(int dirfd, const void *data, size_t len, bool durable,
-			char *tmp, size_t tmpn, const char *where,
+int tsec__fb_write_temp(const char *owner, int dirfd, const void *data, size_t len,
+			bool durable, char *tmp, size_t tmpn, const char *where,
 			struct tsec_error *err);
 
 /*
  * Writes data atomically as `leaf` in dirfd (a temporary file renamed
  * over it; with `durable`, the file is fsynced before the rename and the
- * folder after).  Never replaces a folder (TSEC_EEXIST).  With fb, the
- * rename is made settled (tsec__fb_settle).
+ * folder after).  Never replaces a folder (TSEC_EEXIST).  The rename is
+ * made settled (tsec__fb_settle).
  */
 int tsec__fb_write_atomic(struct tsec__filebe *fb, int dirfd, const char *leaf,
 			  const void *data, size_t len, bool durable, struct tsec_error *err);
@@ -132,8 +144,15 @@ extern void (*tsec__fb_fenced_hook)(void);
  * its way (the turnstile or the commit flock held) and waited. */
 extern atomic_ulong tsec__fb_read_waits;
 
+/*
+ * Names this store (fb->owner) by a file in the journal it holds flocked
+ * until tsec__fb_owner_end: before it writes any temporary.
+ */
+int tsec__fb_owner_begin(struct tsec__filebe *fb, struct tsec_error *err);
+void tsec__fb_owner_end(struct tsec__filebe *fb);
+
 /* Rolls every dead transaction forward or back and removes the litter of
- * dead writers.  Called when the backend opens. */
+ * dead writers.  Called when the backend opens, after tsec__fb_owner_begin. */
 int tsec__fb_recover(struct tsec__filebe *fb, struct tsec_error *err);
 
 /* file_lock.c */
