@@ -371,6 +371,50 @@ static void test_store_sweep_other_pid_namespace(void **state)
 }
 
 /*
+ * A group whose temporary someone else removes before its renames says
+ * so: not that the store will complete it (nothing can), but which key
+ * keeps its old value.
+ */
+static const char *taken_root;
+
+static void take_a_temporary(void)
+{
+	char path[4200];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/taken", taken_root);
+	assert_non_null(d = opendir(path));
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, ".tsec-tmp-", 10)) {
+			snprintf(path, sizeof(path), "%s/taken/%s", taken_root, e->d_name);
+			assert_int_equal(unlink(path), 0);
+			break;
+		}
+	closedir(d);
+}
+
+static void test_store_temporary_taken(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_put p[1] = { { "taken/a", "new", 3 } };
+	struct tsec_error err;
+	struct tsec_lock lk;
+
+	put(t->store, "taken/a", "old");
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "taken", 60000, 0, &lk, &err), 0);
+	taken_root = t->root;
+	tsec__fb_fenced_hook = take_a_temporary;
+	assert_int_equal(tsec_store_put_fenced(t->store, &app, &lk, p, 1, &err), TSEC_EIO);
+	tsec__fb_fenced_hook = NULL;
+	assert_non_null(strstr(err.msg, "removed by someone else"));
+	assert_null(strstr(err.msg, "completes it"));
+	check_value(t->store, "taken/a", "old");
+	assert_int_equal(tsec_lock_release(t->store, &app, &lk, &err), 0);
+	assert_int_equal(tu_count_litter(t->root), 0);
+}
+
+/*
  * A group whose writer died after its commit point and before its
  * renames (a record with its "commit" line, no flock on it, its
  * temporaries in place) is applied before any later write, never after
@@ -921,6 +965,7 @@ int main(void)
 		cmocka_unit_test(test_store_list_empty_and_again),
 		cmocka_unit_test(test_store_reopen_recovers),
 		cmocka_unit_test(test_store_sweep_other_pid_namespace),
+		cmocka_unit_test(test_store_temporary_taken),
 		cmocka_unit_test(test_store_dead_group_before_write),
 		cmocka_unit_test(test_store_dead_group_cache),
 		cmocka_unit_test(test_store_bad_input),

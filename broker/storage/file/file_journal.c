@@ -241,9 +241,17 @@ static int commit_apply(void *ctx, struct tsec_error *err)
 	for (i = 0; i < g->n; i++) {
 		const struct tsec__skey *sk = g->p[i].sk;
 		if (renameat(g->it[i].dirfd, g->it[i].tmp, g->it[i].dirfd, sk->seg[sk->n - 1]) < 0) {
-			rc = tsec__seterr(err, TSEC_EIO, sk->text,
-					  "committed, but cannot apply now (%s); the store "
-					  "completes it before its next write", strerror(errno));
+			/* Gone, its temporary is nothing a recovery can apply:
+			 * someone removed it behind the store's back. */
+			rc = errno == ENOENT
+				? tsec__seterr(err, TSEC_EIO, sk->text,
+					       "committed, but the new value's temporary file "
+					       "was removed by someone else: this key keeps "
+					       "its old value, the group is not whole")
+				: tsec__seterr(err, TSEC_EIO, sk->text,
+					       "committed, but cannot apply now (%s); the store "
+					       "completes it before its next write",
+					       strerror(errno));
 			goto out;
 		}
 		g->it[i].tmp[0] = '\0';
