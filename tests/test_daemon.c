@@ -261,6 +261,36 @@ static void test_daemon_principal_claim(void **state)
 	assert_true(stat_of("principal_mismatch") >= 1);
 }
 
+/*
+ * A DEL in a caller's id comes back escaped (\u007F) whichever way the
+ * broker writes the reply: the tree-less Check path always did, the
+ * replies written with jansson (every other method, every error) sent
+ * the raw byte before.
+ */
+static void test_daemon_del_in_id(void **state)
+{
+	static const char *msgs[] = {
+		"{\"id\": \"a\x7f\", \"method\": \"health\"}",
+		"{\"id\": \"a\x7f\", \"method\": \"no.such.method\"}",
+		"{\"id\": \"a\x7f\", \"method\": \"check\", \"params\": {\"requests\": []}}",
+		"{\"id\": \"a\x7f\", \"method\": \"check\", \"params\": {\"requests\": "
+		"[{\"action\": \"storage.load\", \"resource\": \"certificates/a/b/b.crt\"}]}}",
+		"{\"id\": [\"a\x7f\"], \"method\": \"health\"}",
+	};
+	struct tsec_client *good = client("good", 3000);
+	struct tsec_error err;
+	char *reply;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); i++) {
+		assert_int_equal(tsec_client_raw(good, msgs[i], strlen(msgs[i]), &reply, &err), 0);
+		if (strchr(reply, 0x7f) || !strstr(reply, "a\\u007F"))
+			fail_msg("message %zu: %s", i, reply);
+		free(reply);
+	}
+	tsec_client_close(&good);
+}
+
 static void test_daemon_bad_input(void **state)
 {
 	static const char *bad[] = {
@@ -922,6 +952,7 @@ int main(void)
 		cmocka_unit_test(test_daemon_unknown_key),
 		cmocka_unit_test(test_daemon_metrics),
 		cmocka_unit_test(test_daemon_principal_claim),
+		cmocka_unit_test(test_daemon_del_in_id),
 		cmocka_unit_test(test_daemon_bad_input),
 		cmocka_unit_test(test_daemon_signal_elsewhere),
 		cmocka_unit_test(test_daemon_reload),

@@ -405,6 +405,8 @@ char *tsec__dispatch_tree(struct tsec__daemon *d, int caller, const char *payloa
 char *tsec__dispatch_step(struct tsec__daemon *d, int caller, const char *payload, size_t len,
 			  const struct tsec_lock_wait *wait_in, struct tsec_lock_wait *wait_out,
 			  bool *parked);
+/* json_dumps, with DEL escaped as the tree-less writer escapes it. */
+char *tsec__json_text(const json_t *j, size_t flags);
 /* A reply with a null id and an error (new text). */
 char *tsec__error_reply(int code, const char *msg);
 /* The same with the id of the call in payload, when it has one. */

@@ -30,13 +30,48 @@ const char *tsec__param_str(const struct tsec__call *c, const char *k)
 	return json_string_value(json_object_get(c->params, k));
 }
 
+/*
+ * json_dumps, with DEL written \u007F as the tree-less writer (jsonw)
+ * writes it, so that both ways of answering give the same bytes.  A raw
+ * 0x7f can stand only inside a string of JSON text, so each one becomes
+ * the escape there.
+ */
+char *tsec__json_text(const json_t *j, size_t flags)
+{
+	char *t = json_dumps(j, flags), *out, *o;
+	size_t dels = 0, n;
+
+	if (!t)
+		return NULL;
+	for (n = 0; t[n]; n++)
+		dels += t[n] == 0x7f;
+	if (!dels)
+		return t;
+	if (!(out = malloc(n + dels * 5 + 1))) {
+		free(t);
+		return NULL;
+	}
+	o = out;
+	for (const char *p = t; *p; p++) {
+		if (*p == 0x7f) {
+			memcpy(o, "\\u007F", 6);
+			o += 6;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = '\0';
+	free(t);
+	return out;
+}
+
 char *tsec__error_reply_to(const char *payload, size_t len, int code, const char *msg)
 {
 	json_t *m = json_loadb(payload, len, JSON_REJECT_DUPLICATES, NULL);
 	json_t *id = json_object_get(m, "id");
 	json_t *r = json_pack("{s:O,s:o}", "id", id ? id : json_null(), "error",
 			      tsec__fail(code, "", msg));
-	char *t = json_dumps(r, JSON_COMPACT);
+	char *t = tsec__json_text(r, JSON_COMPACT);
 
 	json_decref(r);
 	json_decref(m);
@@ -46,7 +81,7 @@ char *tsec__error_reply_to(const char *payload, size_t len, int code, const char
 char *tsec__error_reply(int code, const char *msg)
 {
 	json_t *r = json_pack("{s:n,s:o}", "id", "error", tsec__fail(code, "", msg));
-	char *t = json_dumps(r, JSON_COMPACT);
+	char *t = tsec__json_text(r, JSON_COMPACT);
 
 	json_decref(r);
 	return t;
@@ -219,7 +254,7 @@ int tsec__dispatch_fast(struct tsec__daemon *d, int caller, const char *payload,
 	error = tsec__check_requests_into(d, &c, r, fc.n, w);
 	timed(d, meth, t0);
 	if (error) {
-		char *e = json_dumps(error, JSON_COMPACT);
+		char *e = tsec__json_text(error, JSON_COMPACT);
 
 		atomic_fetch_add(&d->st.errors, 1);
 		tsec__jw_reset(w);
@@ -336,7 +371,7 @@ reply:
 		json_object_set_new(reply, "error", error);
 	else
 		json_object_set_new(reply, "result", result ? result : json_object());
-	text = json_dumps(reply, JSON_COMPACT);
+	text = tsec__json_text(reply, JSON_COMPACT);
 	json_decref(reply);
 out:
 	json_decref(msg);

@@ -113,7 +113,7 @@ const char *tsec__call_id(struct tsec__call *c, size_t *n)
 		if (json_is_string(c->id)) {
 			tsec__jw_str(&w, json_string_value(c->id), json_string_length(c->id));
 		} else {
-			char *t = json_dumps(c->id, JSON_COMPACT | JSON_ENCODE_ANY);
+			char *t = tsec__json_text(c->id, JSON_COMPACT | JSON_ENCODE_ANY);
 			if (t)
 				tsec__jw_raw(&w, t, strlen(t));
 			else
