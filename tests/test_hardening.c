@@ -4,6 +4,7 @@
  * neither forge a log line nor dodge the decision log nor set the clock,
  * and a second broker cannot take a live broker's socket.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -295,7 +297,7 @@ static void test_hardening_callers(void **state)
 	stop(pid);
 	snprintf(line, sizeof(line), "%s/run2.err", dir);
 	assert_int_equal(tsec_read_file(line, 1 << 20, &err_text, &n, &err), 0);
-	assert_non_null(strstr(err_text, "another broker is listening"));
+	assert_non_null(strstr(err_text, "another broker holds"));
 	free(err_text);
 	/* No forged line: the newline and the escape arrive as \x0a, \x1b. */
 	snprintf(line, sizeof(line), "%s/run1.err", dir);
@@ -445,6 +447,50 @@ static void test_hardening_refused_client_deadline(void **state)
 }
 
 /*
+ * One broker per socket even when two start at once: a broker claims
+ * "<socket>.lock" (a flock) before it looks for a listener and binds.
+ * Looking, then binding, left a window: both found the path free, and
+ * ZeroMQ's bind removes the socket file it finds, so the second took the
+ * first's clients.  Here the claim is held (as by a broker between its
+ * claim and its bind): a broker refuses, then serves once it is free.
+ */
+static void test_hardening_socket_claimed(void **state)
+{
+	char lockp[200], line[256], *err_text;
+	struct tsec_client *c;
+	struct tsec_error err;
+	size_t n;
+	pid_t pid;
+	int lfd, st;
+
+	(void)state;
+	config("claim.json", ", \"allow_unsigned_policy\": true");
+	snprintf(line, sizeof(line), "%s/run", dir);
+	assert_true(mkdir(line, 0700) == 0 || errno == EEXIST);
+	snprintf(lockp, sizeof(lockp), "%s.lock", sock);
+	assert_true((lfd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0);
+	assert_int_equal(flock(lfd, LOCK_EX), 0);
+	pid = start("claim.json", "claim.err");
+	assert_int_equal(tu_waitpid(pid, &st), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+	snprintf(line, sizeof(line), "%s/claim.err", dir);
+	assert_int_equal(tsec_read_file(line, 1 << 20, &err_text, &n, &err), 0);
+	assert_non_null(strstr(err_text, "another broker holds"));
+	free(err_text);
+	close(lfd);
+	pid = start("claim.json", "claim2.err");
+	wait_up();
+	c = client();
+	assert_int_equal(tsec_client_call(c, "health", NULL, NULL, &err), 0);
+	tsec_client_close(&c);
+	/* While it serves, the claim is its own. */
+	assert_true((lfd = open(lockp, O_RDWR | O_CLOEXEC)) >= 0);
+	assert_int_equal(flock(lfd, LOCK_EX | LOCK_NB), -1);
+	close(lfd);
+	stop(pid);
+}
+
+/*
  * Replacing a file (the broker's state, a policy that fmt -w rewrites,
  * the files tsec cert load writes) never removes a temporary it did not
  * make.  Before, its temporary was named by the pid alone and a file of
@@ -482,6 +528,7 @@ int main(void)
 		cmocka_unit_test(test_hardening_misspelt_settings),
 		cmocka_unit_test(test_hardening_callers),
 		cmocka_unit_test(test_hardening_refused_client_deadline),
+		cmocka_unit_test(test_hardening_socket_claimed),
 		cmocka_unit_test(test_hardening_replace_other_writer),
 	};
 	return cmocka_run_group_tests_name("hardening", tests, setup, teardown);

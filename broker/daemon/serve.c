@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -251,11 +252,11 @@ int tsec__ipc_in_use(const char *path)
 
 /* Binds an ipc endpoint with its socket file 0600 in a 0700 folder,
  * refusing one where a live broker answers. */
-static int bind_ipc(void *s, const char *ep)
+static int bind_ipc(void *s, const char *ep, int *claim)
 {
-	char path[1024], *slash;
+	char path[1024], lockp[1030], *slash;
 	mode_t old;
-	int rc;
+	int rc, lfd;
 
 	snprintf(path, sizeof(path), "%s", ep + 6);
 	slash = strrchr(path, '/');
@@ -267,17 +268,44 @@ static int bind_ipc(void *s, const char *ep)
 			chmod(path, 0700);
 		*slash = '/';
 	}
+	/*
+	 * Claimed first, for the broker's life: a flock on "<socket>.lock".
+	 * Looking for a listener, then binding, is not enough alone: two
+	 * brokers starting at once both find the path free, and ZeroMQ's
+	 * bind removes the socket file it finds, so the second took the
+	 * first's clients.  Held until the loop ends (*claim); the kernel
+	 * lets it go however the broker ends.
+	 */
+	if (strlen(path) + 6 > sizeof(lockp)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	snprintf(lockp, sizeof(lockp), "%s.lock", path);
+	if ((lfd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
+		return -1;
+	if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno == EWOULDBLOCK)
+			tsec__say("another broker holds %s; refusing to take its socket", lockp);
+		close(lfd);
+		errno = EADDRINUSE;
+		return -1;
+	}
 	if ((rc = tsec__ipc_in_use(path)) != 0) {
 		if (rc > 0)
 			tsec__say("another broker is listening at %s; refusing to take its socket", ep);
+		close(lfd);
 		errno = EADDRINUSE;
 		return -1;
 	}
 	old = umask(077);
 	rc = zmq_bind(s, ep);
 	umask(old);
-	if (rc == 0)
+	if (rc == 0) {
 		chmod(path, 0600);
+		*claim = lfd;
+	} else {
+		close(lfd);
+	}
 	return rc;
 }
 
@@ -349,6 +377,8 @@ static int recv_client(void *router, zmq_msg_t *ident, zmq_msg_t *payload, int *
 struct loop {
 	struct tsec__daemon *d;
 	void *routers[2];            /* [0] CURVE, [1] ipc by uid */
+	int claims[TSEC_D_MAX_ENDPOINTS]; /* flocked "<socket>.lock" of each ipc endpoint */
+	int nclaims;
 	void *work[TSEC_D_MAX_WORKERS], *replies;
 	int nworkers;
 	unsigned char idle[TSEC_D_MAX_WORKERS]; /* the workers free now */
@@ -640,10 +670,11 @@ static int bind_all(struct loop *l)
 		void **r = &l->routers[curve ? 0 : 1];
 		if (!*r)
 			*r = make_router(l->d, curve);
-		if ((tcp ? zmq_bind(*r, ep) : bind_ipc(*r, ep)) != 0) {
+		if ((tcp ? zmq_bind(*r, ep) : bind_ipc(*r, ep, &l->claims[l->nclaims])) != 0) {
 			tsec__say("cannot bind %s: %s", ep, zmq_strerror(errno));
 			return -1;
 		}
+		l->nclaims += !tcp;
 		tsec__say("listening on %s (%s)", ep, curve ? "CURVE" : "peer uid");
 	}
 	return 0;
@@ -795,5 +826,9 @@ stop:
 		pthread_join(zapt, NULL);
 	zmq_ctx_term(d->zmq);
 	d->zmq = NULL;
+	/* After the context: its I/O thread removes the socket files, which
+	 * are the next broker's once the claims go. */
+	for (int i = 0; i < l.nclaims; i++)
+		close(l.claims[i]);
 	return rc;
 }
