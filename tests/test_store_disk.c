@@ -293,7 +293,7 @@ static void ns_init(const struct tu_store *t, long pid)
 	int fd, st;
 	pid_t w;
 
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("proc", "/proc", "proc", 0, NULL) < 0 ||
 	    (fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC)) < 0) {
 		(void)!write(ns_ready[1], &c, 1);
