@@ -203,12 +203,9 @@ static int live_owners(const char *journal)
 	if (!d)
 		return 0;
 	while ((e = readdir(d))) {
-		char full[4096];
 		int fd;
-		if (strncmp(e->d_name, ".tsec-owner-", 12))
-			continue;
-		snprintf(full, sizeof(full), "%s/%s", journal, e->d_name);
-		if ((fd = open(full, O_RDONLY | O_CLOEXEC)) < 0)
+		if (strncmp(e->d_name, ".tsec-owner-", 12) ||
+		    (fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC)) < 0)
 			continue;
 		if (flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK)
 			n++;
