@@ -71,7 +71,8 @@ out:
 int tsec__file_replace(const char *path, const void *data, size_t len, unsigned mode)
 {
 	char tmp[4200];
-	int fd = -1, e;
+	uint64_t r;
+	int fd, e;
 
 	/*
 	 * A name of its own, created exclusively: never one another writer
@@ -80,21 +81,14 @@ int tsec__file_replace(const char *path, const void *data, size_t len, unsigned 
 	 * the same pid in another pid namespace, a container sharing the
 	 * folder, and renamed a half-written file into place.)
 	 */
-	for (int tries = 0; fd < 0 && tries < 8; tries++) {
-		uint64_t r;
-
-		if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
-			return -1;
-		if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tsec-tmp-%ld-%016llx", path,
-				     (long)getpid(), (unsigned long long)r) >= sizeof(tmp)) {
-			errno = ENAMETOOLONG;
-			return -1;
-		}
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd < 0 && errno != EEXIST)
-			return -1;
+	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return -1;
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tsec-tmp-%ld-%016llx", path, (long)getpid(),
+			     (unsigned long long)r) >= sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return -1;
 	}
-	if (fd < 0)
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
 		return -1;
 	if (fchmod(fd, (mode_t)mode) || write(fd, data, len) != (ssize_t)len || fsync(fd)) {
 		e = errno ? errno : EIO;

@@ -225,7 +225,7 @@ int tu_count_litter(const char *root)
 	int n = count_dir(root, ".tsec-");
 
 	snprintf(journal, sizeof(journal), "%s/.tsec-journal", root);
-	if (access(journal, F_OK) == 0) /* the folder and its two lock files */
+	if (access(journal, F_OK) == 0) /* the folder, its lock files, open stores' owners */
 		n -= 1 + count_dir(journal, ".tsec-commit") + count_dir(journal, ".tsec-turnstile") +
 		     live_owners(journal);
 	snprintf(journal, sizeof(journal), "%s/.tsec-locks", root);

@@ -276,11 +276,7 @@ static int bind_ipc(void *s, const char *ep, int *claim)
 	 * first's clients.  Held until the loop ends (*claim); the kernel
 	 * lets it go however the broker ends.
 	 */
-	if (strlen(path) + 6 > sizeof(lockp)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	snprintf(lockp, sizeof(lockp), "%s.lock", path);
+	snprintf(lockp, sizeof(lockp), "%s.lock", path);  /* fits: path is under 1024 */
 	if ((lfd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
 		return -1;
 	if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {

@@ -129,15 +129,13 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 			return rc;
 		}
 		/* Over a shared backend, other writers' changes drop cached
-		 * values, and hits wait for the feed's first proof of life. */
-		if (bk->caps & TSEC__CAP_SHARED) {
+		 * values, and hits wait for the feed's first proof of life;
+		 * over files, only what the backend itself changes (a dead
+		 * writer's group it rolls forward), with nothing to prove. */
+		if (bk->caps & TSEC__CAP_SHARED)
 			tsec__localcache_watched(cached, o->cache_live_ms);
+		if (bk->feed)
 			rc = bk->feed(be, tsec__localcache_invalidate, cached, err);
-		} else if (bk->feed) {
-			/* Only what the backend itself changes (a dead
-			 * writer's group): no feed to prove live. */
-			rc = bk->feed(be, tsec__localcache_invalidate, cached, err);
-		}
 		if (rc) {
 			cached->ops->close(cached);
 			return rc;

@@ -59,6 +59,7 @@
 #define COMMIT_LOCK ".tsec-commit"
 #define TURNSTILE ".tsec-turnstile"
 #define RECORD_MAX (64u << 10)
+#define OWNING ".tsec-owning-"       /* an owner file being made */
 
 struct item {
 	int dirfd;
@@ -380,7 +381,7 @@ static int dead_record(struct tsec__filebe *fb, const char *name, int how)
 
 /* Recovers one record if its writer is dead; removes it.  The caller
  * holds the commit flock exclusive. */
-static bool recover_record(struct tsec__filebe *fb, const char *name, const void *unused)
+static bool recover_record(struct tsec__filebe *fb, const char *name, void *unused)
 {
 	char *text, *line, *next;
 	ssize_t n;
@@ -409,7 +410,7 @@ static bool recover_record(struct tsec__filebe *fb, const char *name, const void
 }
 
 /* Whether record `name` is a dead writer's (nothing is kept). */
-static bool is_dead(struct tsec__filebe *fb, const char *name, const void *unused)
+static bool is_dead(struct tsec__filebe *fb, const char *name, void *unused)
 {
 	int fd = dead_record(fb, name, LOCK_SH);
 
@@ -421,15 +422,16 @@ static bool is_dead(struct tsec__filebe *fb, const char *name, const void *unuse
 }
 
 /*
- * Calls fn(fb, name, arg) on each record of the journal (the names not
- * starting with '.': the flock files are ".tsec-commit" and
- * ".tsec-turnstile") until it returns true; returns whether it did, -1
- * when the journal cannot be read.  No allocation: an empty journal
- * costs a write an open, two reads of it and a close (tsec__fb_settle).
+ * Calls fn(fb, name, arg) on each name in the journal, those starting
+ * with '.' when `dotted` (the flock files ".tsec-commit" and
+ * ".tsec-turnstile", the stores' owner files), the records otherwise,
+ * until it returns true; returns whether it did, -1 when the journal
+ * cannot be read.  No allocation: an empty journal costs a write an
+ * open, two reads of it and a close (tsec__fb_settle).
  */
-typedef bool (*record_fn)(struct tsec__filebe *fb, const char *name, const void *arg);
+typedef bool (*record_fn)(struct tsec__filebe *fb, const char *name, void *arg);
 
-static int each_record(struct tsec__filebe *fb, record_fn fn, const void *arg)
+static int each_name(struct tsec__filebe *fb, bool dotted, record_fn fn, void *arg)
 {
 	uint64_t buf[256];           /* aligned for struct dirent64 */
 	int fd = openat(fb->journalfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -441,13 +443,18 @@ static int each_record(struct tsec__filebe *fb, record_fn fn, const void *arg)
 	while (!hit && (n = getdents64(fd, buf, sizeof(buf))) > 0) {
 		for (ssize_t o = 0; o < n && !hit;) {
 			const struct dirent64 *e = (const void *)((const char *)buf + o);
-			if (e->d_name[0] != '.')
+			if ((e->d_name[0] == '.') == dotted)
 				hit = fn(fb, e->d_name, arg);
 			o += e->d_reclen;
 		}
 	}
 	close(fd);
 	return n < 0 && !hit ? -1 : hit;
+}
+
+static int each_record(struct tsec__filebe *fb, record_fn fn, void *arg)
+{
+	return each_name(fb, false, fn, arg);
 }
 
 /* Rolls every dead writer's record forward or back (the caller holds
@@ -458,10 +465,10 @@ static void recover_dead(struct tsec__filebe *fb)
 		fsync(fb->journalfd);
 }
 
-static bool not_mine(struct tsec__filebe *fb, const char *name, const void *mine)
+static bool not_mine(struct tsec__filebe *fb, const char *name, void *mine)
 {
 	(void)fb;
-	return !mine || strcmp(name, mine);
+	return !mine || strcmp(name, (const char *)mine);
 }
 
 /*
@@ -472,7 +479,7 @@ static bool not_mine(struct tsec__filebe *fb, const char *name, const void *mine
  */
 static bool any_record(struct tsec__filebe *fb, const char *mine)
 {
-	return each_record(fb, not_mine, mine) != 0;
+	return each_record(fb, not_mine, (void *)mine) != 0;
 }
 
 int tsec__fb_settle(struct tsec__filebe *fb, int64_t wait_ms, int *cfd)
@@ -527,7 +534,7 @@ int tsec__fb_owner_begin(struct tsec__filebe *fb, struct tsec_error *err)
 		randombytes_buf(r, sizeof(r));
 		sodium_bin2hex(hex, sizeof(hex), r, sizeof(r));
 		snprintf(fb->owner, sizeof(fb->owner), "w%s", hex);
-		snprintf(making, sizeof(making), ".tsec-owning-%s", fb->owner);
+		snprintf(making, sizeof(making), OWNING "%s", fb->owner);
 		snprintf(name, sizeof(name), TSEC__OWNER_PREFIX "%s", fb->owner);
 		fd = openat(fb->journalfd, making,
 			    O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -563,11 +570,11 @@ void tsec__fb_owner_end(struct tsec__filebe *fb)
 	fb->ownerfd = -1;
 }
 
-/* The owners found dead before recovery (their files' flocks free). */
+/* The owners found dead before recovery (their files' flocks free); past
+ * DEAD_MAX, the rest wait for a later open. */
 #define DEAD_MAX 64
 struct dead_owners {
 	unsigned n;
-	bool more;                   /* more than DEAD_MAX: the rest wait */
 	char id[DEAD_MAX][TSEC__OWNER_LEN + 1];
 };
 
@@ -585,38 +592,26 @@ static bool owner_file_free(int journalfd, const char *name)
 	return free_;
 }
 
-/*
- * Lists the owners whose stores are gone.  Called before the dead
- * records are recovered: an owner dead now writes nothing later, so
- * once its records are recovered, its temporaries are litter.
- */
-static void find_dead_owners(struct tsec__filebe *fb, struct dead_owners *d)
+/* each_name: notes owner file `name` in d when its store is gone. */
+static bool note_dead(struct tsec__filebe *fb, const char *name, void *d_)
 {
-	int fd = openat(fb->journalfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	size_t pl = strlen(TSEC__OWNER_PREFIX);
-	struct dirent *e;
-	DIR *dir;
+	struct dead_owners *d = d_;
+	const char *id = name + strlen(TSEC__OWNER_PREFIX);
 
-	d->n = 0;
-	d->more = false;
-	if (fd < 0 || !(dir = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		d->more = true;
-		return;
-	}
-	while ((e = readdir(dir))) {
-		const char *nm = e->d_name;
-		if (strncmp(nm, TSEC__OWNER_PREFIX, pl) || strlen(nm + pl) != TSEC__OWNER_LEN ||
-		    !strcmp(nm + pl, fb->owner) || !owner_file_free(fb->journalfd, nm))
-			continue;
-		if (d->n == DEAD_MAX) {
-			d->more = true;
-			continue;
-		}
-		memcpy(d->id[d->n++], nm + pl, TSEC__OWNER_LEN + 1);
-	}
-	closedir(dir);
+	if (d->n < DEAD_MAX && !strncmp(name, TSEC__OWNER_PREFIX, strlen(TSEC__OWNER_PREFIX)) &&
+	    strlen(id) == TSEC__OWNER_LEN && strcmp(id, fb->owner) &&
+	    owner_file_free(fb->journalfd, name))
+		memcpy(d->id[d->n++], id, TSEC__OWNER_LEN + 1);
+	return false;
+}
+
+/* each_name: removes an owner file a store crashed while making. */
+static bool drop_making(struct tsec__filebe *fb, const char *name, void *unused)
+{
+	(void)unused;
+	if (!strncmp(name, OWNING, strlen(OWNING)) && owner_file_free(fb->journalfd, name))
+		unlinkat(fb->journalfd, name, 0);
+	return false;
 }
 
 /*
@@ -684,25 +679,13 @@ static void sweep(struct tsec__filebe *fb, const struct dead_owners *dead, int f
  * crashed while making (flock free). */
 static void forget_owners(struct tsec__filebe *fb, const struct dead_owners *d)
 {
-	int fd = openat(fb->journalfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char name[64];
-	struct dirent *e;
-	DIR *dir;
 
 	for (unsigned i = 0; i < d->n; i++) {
 		snprintf(name, sizeof(name), TSEC__OWNER_PREFIX "%s", d->id[i]);
 		unlinkat(fb->journalfd, name, 0);
 	}
-	if (fd < 0 || !(dir = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	while ((e = readdir(dir)))
-		if (!strncmp(e->d_name, ".tsec-owning-", 13) &&
-		    owner_file_free(fb->journalfd, e->d_name))
-			unlinkat(fb->journalfd, e->d_name, 0);
-	closedir(dir);
+	each_name(fb, true, drop_making, NULL);
 }
 
 int tsec__fb_recover(struct tsec__filebe *fb, struct tsec_error *err)
@@ -719,8 +702,14 @@ int tsec__fb_recover(struct tsec__filebe *fb, struct tsec_error *err)
 		return errno == EWOULDBLOCK ? 0
 			: tsec__seterr(err, TSEC_EIO, TSEC__JOURNAL,
 				       "cannot take the journal's commit lock: %s", strerror(errno));
-	/* Dead before their records are recovered (see litter()). */
-	find_dead_owners(fb, &dead);
+	/*
+	 * Dead before their records are recovered: an owner dead now writes
+	 * nothing later, so once its records are recovered its temporaries
+	 * are litter (see litter()).  Unreadable, none: then only owners
+	 * whose files are gone.
+	 */
+	dead.n = 0;
+	each_name(fb, true, note_dead, &dead);
 	if (each_record(fb, recover_record, NULL) < 0) {
 		close(cfd);
 		return tsec__seterr(err, TSEC_EIO, TSEC__JOURNAL, "cannot read the journal: %s",
