@@ -81,7 +81,7 @@ static void local_cases(unsigned nkeys)
 		if (tsec__skey_parse(k, false, &sk[i], &err))
 			die("key", &err);
 		p = (struct tsec__bput){ &sk[i], value, sizeof(value) };
-		if (lc->ops->put_many(lc, &p, 1, NULL, &err))
+		if (lc->ops->put_many(lc, &p, 1, NULL, NULL, &err))
 			die("fill", &err);
 	}
 	snprintf(name, sizeof(name), "local_hit_%u", nkeys);
@@ -102,7 +102,7 @@ static void local_cases(unsigned nkeys)
 		uint64_t t0 = bench_now();
 		for (unsigned i = 0; i < iters; i++) {
 			struct tsec__bput p = { &sk[i % nkeys], value, sizeof(value) };
-			if (lc->ops->put_many(lc, &p, 1, NULL, &err))
+			if (lc->ops->put_many(lc, &p, 1, NULL, NULL, &err))
 				die("write", &err);
 		}
 		if (s >= 0)

@@ -141,7 +141,7 @@ static void turn_ungated(void *arg)
 	}
 	for (int i = 0; i < 3; i++)
 		p[i] = (struct tsec__bput){ &sk[i], vals[i], lens[i] };
-	if (be->ops->put_many(be, p, 3, NULL, &err))
+	if (be->ops->put_many(be, p, 3, NULL, NULL, &err))
 		die("put_many", &err);
 	if (be->ops->lock_release(be, "example.com", lease.token, &err))
 		die("release", &err);
@@ -167,7 +167,7 @@ static void run(const char *backend, const char *root, int turns, struct tsec_bu
 		struct tsec__bput p[3] = { { &sk[0], cert, sizeof(cert) },
 					   { &sk[1], key, sizeof(key) },
 					   { &sk[2], meta, sizeof(meta) } };
-		if (s->be->ops->put_many(s->be, p, 3, NULL, &err))
+		if (s->be->ops->put_many(s->be, p, 3, NULL, NULL, &err))
 			die("seed", &err);
 	}
 	decisions = 0;

@@ -17,7 +17,7 @@
 
 #include <unistd.h>
 
-#include "broker/storage/store_private.h"
+#include "broker/storage/backend.h"
 #include "common/clock.h"
 #include "tests/servers.h"
 #include "tests/testutil.h"
@@ -671,6 +671,142 @@ static void test_conf_store_records(void **state)
 	}
 }
 
+
+/* A record of the store's own (the remote store's generations), read. */
+static int record_read(struct tsec_store *s, const char *key, char **v, size_t *n)
+{
+	struct tsec__skey sk;
+	struct tsec_error err;
+
+	assert_int_equal(tsec__skey_parse_any(key, &sk, &err), 0);
+	return s->be->ops->get(s->be, &sk, 1024, v, n, &err);
+}
+
+struct casser {
+	struct tsec_store *s;
+	int rounds, done, changed;
+	char first[200];
+};
+
+/* Adds one to the counter record, rounds times, each by a guarded group
+ * over what it read (again when another got in first). */
+static void *cas_counter(void *arg)
+{
+	struct casser *c = arg;
+	struct tsec_error err;
+
+	for (int i = 0; i < c->rounds; i++) {
+		for (;;) {
+			char *v = NULL, next[24], mine[32];
+			size_t n = 0;
+			int rc = record_read(c->s, ".tsec-test/counter", &v, &n), x = 0;
+			if (rc == 0)
+				x = atoi(v);
+			else if (rc != TSEC_ENOENT && !c->first[0])
+				snprintf(c->first, sizeof(c->first), "read: %d", rc);
+			snprintf(next, sizeof(next), "%d", x + 1);
+			snprintf(mine, sizeof(mine), "%d", x + 1);
+			struct tsec_put p = { "cas/last", mine, strlen(mine) };
+			struct tsec__guarded rec = { ".tsec-test/counter", next, strlen(next),
+						     rc == 0 ? v : NULL, rc == 0 ? n : 0 };
+			rc = tsec__store_put_checked(c->s, NULL, &p, 1, &rec, &err);
+			free(v);
+			if (rc == 0) {
+				c->done++;
+				break;
+			}
+			if (rc != TSEC_ECHANGED) {
+				if (!c->first[0])
+					snprintf(c->first, sizeof(c->first), "%d %.150s", rc, err.msg);
+				return NULL;
+			}
+			c->changed++;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * A group guarded by a record of the store's own (backend contract 4):
+ * applied only while the record holds what the writer read, in the same
+ * step as the write; a failed guard changes nothing; concurrent
+ * read-and-swap writers lose no update.
+ */
+static void test_conf_guarded_group(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_put p = { "cas/value", "one", 3 };
+	struct tsec__guarded rec = { ".tsec-test/g", "1", 1, NULL, 0 };
+	struct tsec_error err;
+	struct tsec_lock lk;
+	char *v = NULL;
+	size_t n;
+
+	assert_int_equal(tsec__store_put_checked(t->store, NULL, &p, 1, &rec, &err), 0);
+	want(t->store, "cas/value", "one");
+	assert_int_equal(record_read(t->store, ".tsec-test/g", &v, &n), 0);
+	assert_memory_equal(v, "1", 1);
+	free(v);
+	/* "Absent" no longer holds: nothing of the group is written. */
+	p.value = "two";
+	rec.value = "2";
+	assert_int_equal(tsec__store_put_checked(t->store, NULL, &p, 1, &rec, &err), TSEC_ECHANGED);
+	assert_non_null(strstr(err.where, ".tsec-test/g"));
+	want(t->store, "cas/value", "one");
+	/* Another old value: the same. */
+	rec.old = "0";
+	rec.oldlen = 1;
+	assert_int_equal(tsec__store_put_checked(t->store, NULL, &p, 1, &rec, &err), TSEC_ECHANGED);
+	rec.old = "11";
+	rec.oldlen = 2;
+	assert_int_equal(tsec__store_put_checked(t->store, NULL, &p, 1, &rec, &err), TSEC_ECHANGED);
+	want(t->store, "cas/value", "one");
+	assert_int_equal(record_read(t->store, ".tsec-test/g", &v, &n), 0);
+	assert_memory_equal(v, "1", 1);
+	free(v);
+	/* The value read: applied. */
+	rec.old = "1";
+	rec.oldlen = 1;
+	assert_int_equal(tsec__store_put_checked(t->store, NULL, &p, 1, &rec, &err), 0);
+	want(t->store, "cas/value", "two");
+	/* Guarded and fenced: both must hold. */
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "cas-lock", 1000, 5000, &lk, &err), 0);
+	p.value = "three";
+	p.len = 5;
+	rec.old = "2";
+	rec.value = "3";
+	assert_int_equal(tsec__store_put_checked(t->store, &lk, &p, 1, &rec, &err), 0);
+	want(t->store, "cas/value", "three");
+	lease_ends(t->store, &lk);
+	p.value = "four";
+	p.len = 4;
+	rec.old = "3";
+	rec.value = "4";
+	assert_int_equal(tsec__store_put_checked(t->store, &lk, &p, 1, &rec, &err), TSEC_ENOTOWNER);
+	want(t->store, "cas/value", "three");
+	/* Read-and-swap from several threads: every increment lands once. */
+	{
+		bool net = !strcmp(cur->backend, "etcd") || !strcmp(cur->backend, "redis");
+		struct casser c[4];
+		pthread_t th[4];
+		int total = 0;
+		for (int i = 0; i < 4; i++) {
+			c[i] = (struct casser){ .s = t->store, .rounds = net ? 8 : 40 };
+			assert_int_equal(pthread_create(&th[i], NULL, cas_counter, &c[i]), 0);
+		}
+		for (int i = 0; i < 4; i++) {
+			pthread_join(th[i], NULL);
+			if (c[i].first[0])
+				fail_msg("thread %d: %s", i, c[i].first);
+			total += c[i].done;
+		}
+		assert_int_equal(total, 4 * c[0].rounds);
+		assert_int_equal(record_read(t->store, ".tsec-test/counter", &v, &n), 0);
+		assert_int_equal(atoi(v), total);
+		free(v);
+	}
+}
+
 #define CONF_TESTS(name) \
 	const struct CMUnitTest name[] = { \
 		cmocka_unit_test_setup_teardown(test_conf_values_and_folders, setup, teardown), \
@@ -690,6 +826,7 @@ static void test_conf_store_records(void **state)
 		cmocka_unit_test_setup_teardown(test_conf_locks_outside_keys, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_huge_leases, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_store_records, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_guarded_group, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_load_cert_whole, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_load_cert_shapes, setup, teardown), \
 	}

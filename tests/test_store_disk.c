@@ -611,14 +611,15 @@ static void *race_cache;
 static int race_armed;
 
 static int racy_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
-			 const struct tsec__fence *f, struct tsec_error *err)
+			 const struct tsec__fence *f, const struct tsec__guard *g,
+			 struct tsec_error *err)
 {
-	int rc = mem_ops->put_many(b, p, n, f, err);
+	int rc = mem_ops->put_many(b, p, n, f, g, err);
 
 	if (rc == 0 && race_armed) {
 		struct tsec__bput peer = { p[0].sk, "peer", 4 };
 		race_armed = 0;
-		assert_int_equal(mem_ops->put_many(b, &peer, 1, NULL, err), 0);
+		assert_int_equal(mem_ops->put_many(b, &peer, 1, NULL, NULL, err), 0);
 		tsec__localcache_invalidate(race_cache, p[0].sk->text);
 	}
 	return rc;
@@ -646,22 +647,22 @@ static void test_store_cache_write_race(void **state)
 	assert_int_equal(tsec__skey_parse("race/k", false, &sk, &err), 0);
 	assert_int_equal(tsec__skey_parse("race/other", false, &other, &err), 0);
 	/* Cached before, rewritten with the peer racing. */
-	assert_int_equal(cache->ops->put_many(cache, &first, 1, NULL, &err), 0);
+	assert_int_equal(cache->ops->put_many(cache, &first, 1, NULL, NULL, &err), 0);
 	assert_int_equal(cache->ops->get(cache, &sk, 1 << 20, &v, &n, &err), 0);
 	assert_string_equal(v, "first");
 	free(v);
 	race_armed = 1;
-	assert_int_equal(cache->ops->put_many(cache, &ours, 1, NULL, &err), 0);
+	assert_int_equal(cache->ops->put_many(cache, &ours, 1, NULL, NULL, &err), 0);
 	assert_int_equal(race_armed, 0);
 	assert_int_equal(cache->ops->get(cache, &sk, 1 << 20, &v, &n, &err), 0);
 	assert_string_equal(v, "peer");            /* the backend's value, not ours */
 	free(v);
 	/* Without a race, a write is cached as before: the next get is a hit
 	 * even after the backend's value changed behind the cache's back. */
-	assert_int_equal(cache->ops->put_many(cache, &ours, 1, NULL, &err), 0);
+	assert_int_equal(cache->ops->put_many(cache, &ours, 1, NULL, NULL, &err), 0);
 	{
 		struct tsec__bput behind = { &sk, "behind", 6 };
-		assert_int_equal(mem_ops->put_many(mem, &behind, 1, NULL, &err), 0);
+		assert_int_equal(mem_ops->put_many(mem, &behind, 1, NULL, NULL, &err), 0);
 	}
 	assert_int_equal(cache->ops->get(cache, &sk, 1 << 20, &v, &n, &err), 0);
 	assert_string_equal(v, "ours");

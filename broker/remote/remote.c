@@ -707,7 +707,7 @@ int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 			puts[i] = (struct tsec_put){ k.text[i], refs[i], strlen(refs[i]) };
 		}
 		/* The policy was asked above, about the certificate. */
-		if ((rc = tsec__store_put_checked(r->coord, lk, puts, NKINDS, err)))
+		if ((rc = tsec__store_put_checked(r->coord, lk, puts, NKINDS, NULL, err)))
 			goto undo;
 	}
 	/* A sweeper that judged a blob unreferenced before the switch may

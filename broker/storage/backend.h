@@ -44,6 +44,19 @@ struct tsec__fence {
 	uint64_t fence;
 };
 
+/*
+ * "Only if key sk holds exactly value[0..len), or nothing when value is
+ * NULL": a compare-and-swap, checked in the same step as the write it
+ * guards.  A group whose guard fails changes nothing and is
+ * TSEC_ECHANGED.  The remote certificate store keeps its generations
+ * this way (a publish applies only over the state it read).
+ */
+struct tsec__guard {
+	const struct tsec__skey *sk;
+	const void *value;
+	size_t len;
+};
+
 /* What an acquire hands back. */
 struct tsec__lease {
 	uint8_t token[16];
@@ -85,11 +98,14 @@ struct tsec__backend_ops {
 		    const struct tsec__skey *dst, const struct tsec__fence *f,
 		    struct tsec_error *err);
 	/*
-	 * All or nothing; with f, only while f's lease is held.  The store
-	 * has checked the group: no key twice, no key a folder of another.
+	 * All or nothing; with f, only while f's lease is held; with g, only
+	 * while g holds (TSEC_ECHANGED otherwise), both checked in the same
+	 * step as the write.  The store has checked the group: no key twice,
+	 * no key a folder of another.
 	 */
 	int (*put_many)(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
-			const struct tsec__fence *f, struct tsec_error *err);
+			const struct tsec__fence *f, const struct tsec__guard *g,
+			struct tsec_error *err);
 	/*
 	 * One attempt: takes the lock if it is free (or its lease ended) and
 	 * no other live waiter is queued before `waiter` (NULL: take only if
@@ -139,8 +155,9 @@ struct tsec__backend {
  */
 /* 2: the fleet's records became ordinary values under a reserved key
  * (records.c); meta_get and meta_put are gone.  3: get_many, several
- * keys read as of one moment (load_cert). */
-#define TSEC__BACKEND_VERSION 3
+ * keys read as of one moment (load_cert).  4: put_many takes a guard (a
+ * compare-and-swap on one key, the remote store's generations). */
+#define TSEC__BACKEND_VERSION 4
 
 enum {
 	TSEC__CAP_SERVED = 1,        /* tsec-broker's configuration may name it */

@@ -430,7 +430,8 @@ static int lc_move(struct tsec__backend *b, const struct tsec__skey *src,
  * value, kept after that, would shadow the peer's until the next change.
  */
 static int lc_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
-		       const struct tsec__fence *f, struct tsec_error *err)
+		       const struct tsec__fence *f, const struct tsec__guard *gd,
+		       struct tsec_error *err)
 {
 	struct cache *c = c_of(b);
 	const char *few[8] = { NULL }, **keys = n <= 8 ? few : malloc(n * sizeof(*keys));
@@ -450,7 +451,9 @@ static int lc_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 	}
 	for (size_t i = 0; i < n; i++)
 		gen[i] = gen_of(c, keys[i]);
-	rc = c->inner->ops->put_many(c->inner, p, n, f, err);
+	/* A guard's key is one of the group's (the store writes the record
+	 * it guards), so its gate is held with theirs. */
+	rc = c->inner->ops->put_many(c->inner, p, n, f, gd, err);
 	for (size_t i = 0; i < n; i++) {
 		if (rc == 0 && !tsec__key_reserved(keys[i]))
 			remember_if(c, keys[i], p[i].value, p[i].len, &gen[i]);

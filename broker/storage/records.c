@@ -54,7 +54,7 @@ int tsec__store_record_put(struct tsec_store *s, const char *name, const char *v
 	if ((rc = record_key(name, &sk, err)))
 		return rc;
 	p = (struct tsec__bput){ &sk, val, len };
-	return s->be->ops->put_many(s->be, &p, 1, NULL, err);
+	return s->be->ops->put_many(s->be, &p, 1, NULL, NULL, err);
 }
 
 int tsec__store_record_cas(struct tsec_store *s, const char *name, const char *old,
@@ -90,7 +90,7 @@ int tsec__store_record_cas(struct tsec_store *s, const char *name, const char *o
 		memcpy(f.token, lease.token, sizeof(f.token));
 		f.fence = lease.fence;
 		p = (struct tsec__bput){ &sk, val, len };
-		rc = s->be->ops->put_many(s->be, &p, 1, &f, err);
+		rc = s->be->ops->put_many(s->be, &p, 1, &f, NULL, err);
 	}
 	free(cur);
 	s->be->ops->lock_release(s->be, RECORDS, lease.token, &ignored);

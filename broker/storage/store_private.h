@@ -111,14 +111,30 @@ int tsec__store_lock_take(struct tsec_store *s, const char *name, uint64_t ttl_m
 			  uint64_t timeout_ms, struct tsec__lease *lease, struct tsec_error *err);
 
 /*
+ * A record of the store's own (a key under ".tsec-", which no caller
+ * names) written with a group: value[0..len), only while the record
+ * still holds old[0..oldlen) (old NULL: while it is absent).
+ */
+struct tsec__guarded {
+	const char *key;
+	const void *value;
+	size_t len;
+	const void *old;
+	size_t oldlen;
+};
+
+/*
  * tsec_store_put_many (or _fenced when lk is given) without asking the
  * policy: for a caller that has asked it already, about what the write
  * stands for (the remote store writes references after asking about the
  * certificate they name, before any blob is written), so each decision
- * is made and logged once.
+ * is made and logged once.  With rec, the record goes in the same group,
+ * guarded: TSEC_ECHANGED, and nothing written, when it no longer holds
+ * what rec->old says.
  */
 int tsec__store_put_checked(struct tsec_store *s, const struct tsec_lock *lk,
-			    const struct tsec_put *puts, size_t n, struct tsec_error *err);
+			    const struct tsec_put *puts, size_t n,
+			    const struct tsec__guarded *rec, struct tsec_error *err);
 
 /* Whether the key names a certificate (a .crt under certificates/). */
 bool tsec__is_cert_key(const struct tsec__skey *sk);

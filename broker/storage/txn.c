@@ -76,10 +76,13 @@ int tsec_store_move_fenced(struct tsec_store *s, const struct tsec_principal *wh
 	return move_as(s, who, src, dst, &f, err);
 }
 
-/* Validates, checks and writes a group; f: only while that lease holds. */
+/*
+ * Validates, checks and writes a group; f: only while that lease holds;
+ * rec: with a record of the store's own, guarded by its old value.
+ */
 static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 		     const struct tsec_put *puts, size_t n, const struct tsec__fence *f,
-		     bool checked, struct tsec_error *err)
+		     bool checked, const struct tsec__guarded *rec, struct tsec_error *err)
 {
 	/* A certificate's group on the stack; a longer one allocated. */
 	struct tsec__skey sk_small[TSEC__SMALL_GROUP], *sk = sk_small;
@@ -87,7 +90,9 @@ static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 	struct tsec__bput bp_small[TSEC__SMALL_GROUP], *bp = bp_small;
 	const char *keys_small[TSEC__SMALL_GROUP], **keys = keys_small;
 	struct tsec__gateset g;
-	size_t i;
+	struct tsec__guard guard, *gd = NULL;
+	struct tsec__skey rsk;
+	size_t i, all = n + (rec ? 1 : 0);
 	int rc;
 
 	if (!s)
@@ -101,11 +106,11 @@ static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 	/* Not zeroed: each parsed key is kilobytes, and every field read is
 	 * written first (tsec__skey_parse, tsec__req_for, below; a request's
 	 * other fields are cleared by tsec__req_for). */
-	if (n > TSEC__SMALL_GROUP) {
+	if (all > TSEC__SMALL_GROUP) {
 		sk = malloc(n * sizeof(*sk));
 		r = malloc(n * sizeof(*r));
-		bp = malloc(n * sizeof(*bp));
-		keys = malloc(n * sizeof(*keys));
+		bp = malloc(all * sizeof(*bp));
+		keys = malloc(all * sizeof(*keys));
 	}
 	if (!sk || !r || !bp || !keys) {
 		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
@@ -149,16 +154,30 @@ static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 		bp[i] = (struct tsec__bput){ &sk[i], puts[i].value ? puts[i].value : "", puts[i].len };
 		keys[i] = sk[i].text;
 	}
+	if (rec) {
+		/* The store's own record: a reserved key no caller names, so
+		 * no policy question; its guard is what it held when read. */
+		if ((rc = tsec__skey_parse_any(rec->key, &rsk, err)))
+			goto out;
+		if (!tsec__key_reserved(rsk.text)) {
+			rc = tsec__seterr(err, TSEC_EINVAL, rsk.text, "not a record of the store's");
+			goto out;
+		}
+		bp[n] = (struct tsec__bput){ &rsk, rec->value, rec->len };
+		keys[n] = rsk.text;
+		guard = (struct tsec__guard){ &rsk, rec->old, rec->oldlen };
+		gd = &guard;
+	}
 	if (!checked && (rc = tsec__store_check(s, who, r, n, err)))
 		goto out;
-	if ((rc = tsec__gates_lock(s->gates, keys, n, &g))) {
+	if ((rc = tsec__gates_lock(s->gates, keys, all, &g))) {
 		rc = tsec__seterr(err, rc, "", NULL);
 		goto out;
 	}
-	rc = s->be->ops->put_many(s->be, bp, n, f, err);
+	rc = s->be->ops->put_many(s->be, bp, all, f, gd, err);
 	tsec__gates_unlock(s->gates, &g);
 out:
-	if (sk != sk_small) {
+	if (bp != bp_small) {
 		free(sk);
 		free(r);
 		free(bp);
@@ -170,7 +189,7 @@ out:
 int tsec_store_put_many(struct tsec_store *s, const struct tsec_principal *who,
 			const struct tsec_put *puts, size_t n, struct tsec_error *err)
 {
-	return put_group(s, who, puts, n, NULL, false, err);
+	return put_group(s, who, puts, n, NULL, false, NULL, err);
 }
 
 int tsec_store_put_fenced(struct tsec_store *s, const struct tsec_principal *who,
@@ -182,18 +201,19 @@ int tsec_store_put_fenced(struct tsec_store *s, const struct tsec_principal *who
 
 	if ((rc = tsec__fence_of(lk, &f, err)))
 		return rc;
-	return put_group(s, who, puts, n, &f, false, err);
+	return put_group(s, who, puts, n, &f, false, NULL, err);
 }
 
 int tsec__store_put_checked(struct tsec_store *s, const struct tsec_lock *lk,
-			    const struct tsec_put *puts, size_t n, struct tsec_error *err)
+			    const struct tsec_put *puts, size_t n,
+			    const struct tsec__guarded *rec, struct tsec_error *err)
 {
 	struct tsec__fence f;
 	int rc;
 
 	if (!lk)
-		return put_group(s, NULL, puts, n, NULL, true, err);
+		return put_group(s, NULL, puts, n, NULL, true, rec, err);
 	if ((rc = tsec__fence_of(lk, &f, err)))
 		return rc;
-	return put_group(s, NULL, puts, n, &f, true, err);
+	return put_group(s, NULL, puts, n, &f, true, rec, err);
 }

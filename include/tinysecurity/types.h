@@ -59,7 +59,8 @@ extern "C" {
 	X(EAUTH,     -25,   "unauthenticated",    "the broker did not accept this client") \
 	X(EUNREACHABLE, -26, "unreachable",       "no broker answered") \
 	X(EROLLBACK, -27,   "rollback",           "revision not above the accepted one") \
-	X(ECORRUPT,  -28,   "corrupt",            "stored data does not verify")
+	X(ECORRUPT,  -28,   "corrupt",            "stored data does not verify") \
+	X(ECHANGED,  -29,   "changed",            "changed meanwhile by another writer")
 
 enum tsec_errno {
 #define TSEC__ERRNO_ENUM(name, value, wire, msg) TSEC_##name = value,

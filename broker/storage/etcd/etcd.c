@@ -490,12 +490,52 @@ static int put_op(struct etcd *e, const char *text, const void *v, size_t len, i
 	return *op ? 0 : tsec__seterr(err, TSEC_ENOMEM, text, NULL);
 }
 
+/*
+ * A guard as etcd compares: what the key held when looked at must be
+ * what g says (else TSEC_ECHANGED now), and the txn then requires it
+ * unchanged since that look: the same mod revision, or still absent.
+ * *cmp_rev is the revision compared (0: absent).
+ */
+static int guard_cmp(struct etcd *e, const struct tsec__guard *g, json_t *cmp,
+		     int64_t *cmp_rev, struct tsec_error *err)
+{
+	char bk[TSEC__BK_MAX];
+	size_t bn = tsec__etcd_bk(e, 'k', g->sk->text, bk), vlen = 0;
+	const json_t *kv;
+	json_t *r;
+	bool folder, same;
+	char *val = NULL;
+	int rc;
+
+	if ((rc = look(e, g->sk, &r, &kv, &folder, err)))
+		return rc;
+	*cmp_rev = kv ? tsec__jint(kv, "mod_revision", 0) : 0;
+	if (kv && g->value)
+		rc = open_kv(e, g->sk->text, kv, g->len, &val, &vlen, NULL, err);
+	json_decref(r);
+	if (rc == TSEC_ETOOBIG)
+		same = false;
+	else if (rc)
+		return rc;
+	else
+		same = g->value ? kv && vlen == g->len && !memcmp(val, g->value, g->len) : !kv;
+	free(val);
+	if (!same)
+		return tsec__seterr(err, TSEC_ECHANGED, g->sk->text, "%s changed meanwhile",
+				    g->sk->text);
+	json_array_append_new(cmp, *cmp_rev
+			      ? tsec__etcd_cmp(bk, bn, false, "MOD", "EQUAL", tsec__jnum(*cmp_rev))
+			      : tsec__etcd_cmp(bk, bn, false, "VERSION", "EQUAL", tsec__jnum(0)));
+	return 0;
+}
+
 static int et_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
-		       const struct tsec__fence *f, struct tsec_error *err)
+		       const struct tsec__fence *f, const struct tsec__guard *g,
+		       struct tsec_error *err)
 {
 	struct etcd *e = tsec__etcd_of(b);
 	json_t *cmp = json_array(), *ok = json_array(), *ko = json_array(), *op, *r;
-	int64_t now = tsec__wall_ms() * 1000000;
+	int64_t now = tsec__wall_ms() * 1000000, grev = 0;
 	bool succ;
 	int rc;
 
@@ -507,10 +547,24 @@ static int et_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 	}
 	if (f)
 		tsec__etcd_fence_cmp(e, f, cmp, ko);
+	if (g) {
+		char bk[TSEC__BK_MAX];
+		size_t bn = tsec__etcd_bk(e, 'k', g->sk->text, bk);
+		if ((rc = guard_cmp(e, g, cmp, &grev, err)))
+			goto fail;
+		/* After the fence's ranges in the failure's answers. */
+		json_array_append_new(ko, tsec__etcd_range(bk, bn, false, false));
+	}
 	if ((rc = tsec__etcd_txn(e, cmp, ok, ko, TSEC__ETCD_ONCE, &r, &succ, err)))
 		return rc;
 	if (!succ)
 		rc = f ? tsec__etcd_fence_why(e, f, r, err) : 0;
+	if (!succ && !rc && g) {
+		const json_t *kv = tsec__etcd_kv0(tsec__etcd_resp(r, f ? 3 : 0, "response_range"));
+		if ((kv ? tsec__jint(kv, "mod_revision", 0) : 0) != grev)
+			rc = tsec__seterr(err, TSEC_ECHANGED, g->sk->text, "%s changed meanwhile",
+					  g->sk->text);
+	}
 	if (!succ && !rc)
 		rc = tsec__seterr(err, TSEC_EEXIST, p[0].sk->text, "a folder stands where a value "
 				  "would go, or a value where a folder would (%s%s)", p[0].sk->text,

@@ -712,7 +712,7 @@ static int put_plain(void *ctx, struct tsec_error *err)
 	int dirfd, rc;
 
 	if (a->n > 1)
-		return tsec__fb_put_group(a->fb, a->p, a->n, NULL, err);
+		return tsec__fb_put_group(a->fb, a->p, a->n, NULL, NULL, err);
 	if ((rc = tsec__fb_open_dirs(a->fb, a->p->sk, a->p->sk->n - 1, true, &dirfd, err)))
 		return rc;
 	/* One value: the rename alone is atomic. */
@@ -723,7 +723,8 @@ static int put_plain(void *ctx, struct tsec_error *err)
 }
 
 static int fb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
-		       const struct tsec__fence *f, struct tsec_error *err)
+		       const struct tsec__fence *f, const struct tsec__guard *g,
+		       struct tsec_error *err)
 {
 	struct put_args a = { fb_of(b), p, n };
 	int rc, tries = 0;
@@ -734,9 +735,9 @@ static int fb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 	 * written or committed: the write is made again.
 	 */
 	do {
-		/* Fenced: always a group, whose slow part runs before the
-		 * lock's flock is taken (file_journal.c). */
-		rc = f ? tsec__fb_put_group(a.fb, p, n, f, err) : put_plain(&a, err);
+		/* Fenced or guarded: always a group, whose slow part runs
+		 * before the lock's flock is taken (file_journal.c). */
+		rc = f || g ? tsec__fb_put_group(a.fb, p, n, f, g, err) : put_plain(&a, err);
 		/* (Not when it is the lock that is gone.) */
 	} while (rc == TSEC_ENOENT && !(f && err && !strcmp(err->where, f->name)) &&
 		 ++tries < PRUNED_RETRIES);

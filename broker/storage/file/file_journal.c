@@ -200,11 +200,31 @@ struct group {
 	struct tsec__filebe *fb;
 	const struct tsec__bput *p;
 	size_t n;
+	const struct tsec__guard *guard;
 	struct item *it;
 	int recfd;
 	const char *rec;
 	int committed;
 };
+
+/* Whether the guard holds (the commit flock held exclusive, so no group
+ * lands meanwhile): 0 or TSEC_ECHANGED. */
+static int guard_holds(struct tsec__filebe *fb, const struct tsec__guard *gd,
+		       struct tsec_error *err)
+{
+	char *v = NULL;
+	size_t n = 0;
+	int rc = fb->base.ops->get(&fb->base, gd->sk, gd->value ? gd->len : 0, &v, &n, err);
+	bool same;
+
+	if (rc && rc != TSEC_ENOENT && rc != TSEC_ETOOBIG)
+		return rc;
+	same = gd->value ? rc == 0 && n == gd->len && !memcmp(v, gd->value, n)
+			 : rc == TSEC_ENOENT;
+	free(v);
+	return same ? 0 : tsec__seterr(err, TSEC_ECHANGED, gd->sk->text, "%s changed meanwhile",
+				       gd->sk->text);
+}
 
 /* Test hook (tests only): called after a fenced group's temporaries are
  * written, before its lock's flock is taken. */
@@ -218,6 +238,22 @@ static int commit_apply(void *ctx, struct tsec_error *err)
 	size_t len = 0, i;
 	int cfd = -1, rc;
 
+	/*
+	 * Guarded: the commit flock first, so that the guard is read and
+	 * the group committed and applied with no other group in between
+	 * (an ordinary group takes it after its commit point).
+	 */
+	if (g->guard) {
+		if ((cfd = tsec__fb_commit_write(g->fb)) < 0) {
+			rc = tsec__seterr(err, TSEC_EIO, "", "cannot take the commit lock: %s",
+					  strerror(errno));
+			goto out;
+		}
+		if (any_record(g->fb, g->rec))
+			recover_dead(g->fb);
+		if ((rc = guard_holds(g->fb, g->guard, err)))
+			goto out;
+	}
 	/* 3: the commit point. */
 	if (!(text = record_text(g->p, g->it, g->n, &len))) {
 		rc = tsec__seterr(err, TSEC_ETOOBIG, "", "transaction too large");
@@ -232,13 +268,16 @@ static int commit_apply(void *ctx, struct tsec_error *err)
 	/* 4: apply, one group at a time across the store, after any group
 	 * a dead writer committed before (its record's flock is ours to
 	 * take; ours is held, so it is passed over). */
-	if ((cfd = tsec__fb_commit_write(g->fb)) < 0) {
-		rc = tsec__seterr(err, TSEC_EIO, "", "committed, but cannot apply now (%s); "
-				  "the store completes it before its next write", strerror(errno));
-		goto out;
+	if (!g->guard) {
+		if ((cfd = tsec__fb_commit_write(g->fb)) < 0) {
+			rc = tsec__seterr(err, TSEC_EIO, "", "committed, but cannot apply now "
+					  "(%s); the store completes it before its next write",
+					  strerror(errno));
+			goto out;
+		}
+		if (any_record(g->fb, g->rec))
+			recover_dead(g->fb);
 	}
-	if (any_record(g->fb, g->rec))
-		recover_dead(g->fb);
 	for (i = 0; i < g->n; i++) {
 		const struct tsec__skey *sk = g->p[i].sk;
 		if (renameat(g->it[i].dirfd, g->it[i].tmp, g->it[i].dirfd, sk->seg[sk->n - 1]) < 0) {
@@ -270,11 +309,12 @@ out:
 }
 
 int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p, size_t n,
-		       const struct tsec__fence *f, struct tsec_error *err)
+		       const struct tsec__fence *f, const struct tsec__guard *gd,
+		       struct tsec_error *err)
 {
 	struct item *it = calloc(n, sizeof(*it));
 	char rec[64];
-	struct group g = { fb, p, n, it, -1, rec, 0 };
+	struct group g = { fb, p, n, gd, it, -1, rec, 0 };
 	size_t i;
 	int rc;
 

@@ -137,7 +137,8 @@ int tsec__fb_write_atomic(struct tsec__filebe *fb, int dirfd, const char *leaf,
 
 /* file_journal.c: a group of writes, all or nothing across a crash. */
 int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p,
-		       size_t n, const struct tsec__fence *f, struct tsec_error *err);
+		       size_t n, const struct tsec__fence *f, const struct tsec__guard *gd,
+		       struct tsec_error *err);
 /* Tests only: runs inside a fenced write, before the lock's flock. */
 extern void (*tsec__fb_fenced_hook)(void);
 /* Tests only: how many times a read of several values found a group in

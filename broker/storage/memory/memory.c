@@ -540,8 +540,21 @@ static int fenced(struct membe *m, const struct tsec__fence *f, struct tsec_erro
 	return tsec__lease_fenced(l ? &l->st : &none, f, tsec__wall_ms(), err);
 }
 
+/* Whether g holds (the write lock held): 0 or TSEC_ECHANGED. */
+static int guarded(struct membe *m, const struct tsec__guard *g, struct tsec_error *err)
+{
+	size_t kl = g->sk->tlen;
+	struct entry *e = val_find(m, g->sk->text, kl, tsec__strhash(g->sk->text, kl));
+
+	if (g->value ? e && e->len == g->len && !memcmp(e->val, g->value, g->len) : !e)
+		return 0;
+	return tsec__seterr(err, TSEC_ECHANGED, g->sk->text, "%s changed meanwhile",
+			    g->sk->text);
+}
+
 static int mb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
-		       const struct tsec__fence *f, struct tsec_error *err)
+		       const struct tsec__fence *f, const struct tsec__guard *g,
+		       struct tsec_error *err)
 {
 	struct membe *m = mb_of(b);
 	struct prep few[8], *pr = NULL;
@@ -563,7 +576,7 @@ static int mb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 		memcpy(pr[i].val, p[i].value, p[i].len);
 	}
 	pthread_rwlock_wrlock(&m->rw);
-	if (f && (rc = fenced(m, f, err)))
+	if ((f && (rc = fenced(m, f, err))) || (g && (rc = guarded(m, g, err))))
 		goto out;
 	/*
 	 * Everything is checked and allocated before anything changes.  A

@@ -272,6 +272,8 @@ int tsec__rd_verdict_of(const char *s, const char *what, struct tsec_error *err)
 				    "or your lease has ended", what);
 	if (!strcmp(s, "EINVAL"))
 		return tsec__seterr(err, TSEC_EINVAL, what, "'%s' is a folder", what);
+	if (!strcmp(s, "ECHANGED"))
+		return tsec__seterr(err, TSEC_ECHANGED, what, "%s changed meanwhile", what);
 	return tsec__seterr(err, TSEC_EIO, what, "redis answered unexpectedly");
 }
 

@@ -296,16 +296,59 @@ int tsec__rd_del(struct tsec__backend *b, const struct tsec__skey *sk, int recur
 	return rc;
 }
 
+/*
+ * What g's key holds now, as stored (*raw, new; NULL for nothing), once
+ * it is known to be what g says: TSEC_ECHANGED when it is not.
+ */
+static int guard_raw(struct redisbe *r, const struct tsec__guard *g, char **raw,
+		     size_t *rawlen, struct tsec_error *err)
+{
+	redisReply *v;
+	char *val = NULL;
+	size_t len = 0;
+	bool folder, same;
+	int rc;
+
+	*raw = NULL;
+	*rawlen = 0;
+	if ((rc = look(r, g->sk, &v, &folder, err)))
+		return rc;
+	if (v) {
+		/* Opening decrypts in place: the stored bytes are kept first. */
+		if (!(*raw = malloc(v->len ? v->len : 1))) {
+			freeReplyObject(v);
+			return tsec__seterr(err, TSEC_ENOMEM, g->sk->text, NULL);
+		}
+		memcpy(*raw, v->str, v->len);
+		*rawlen = v->len;
+		rc = g->value ? open_val(r, g->sk->text, v, g->len, &val, &len, NULL, err) : 0;
+		freeReplyObject(v);
+		if (rc && rc != TSEC_ETOOBIG) {
+			free(*raw);
+			*raw = NULL;
+			return rc;
+		}
+	}
+	same = g->value ? *raw && !rc && len == g->len && !memcmp(val, g->value, len) : !*raw;
+	free(val);
+	if (same)
+		return 0;
+	free(*raw);
+	*raw = NULL;
+	return tsec__seterr(err, TSEC_ECHANGED, g->sk->text, "%s changed meanwhile", g->sk->text);
+}
+
 int tsec__rd_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
-		       const struct tsec__fence *f, struct tsec_error *err)
+		       const struct tsec__fence *f, const struct tsec__guard *g,
+		       struct tsec_error *err)
 {
 	struct redisbe *r = tsec__rd_rb_of(b);
-	size_t nargs = 4 + 2 * n, i;
+	size_t nargs = 7 + 2 * n, i, rawlen = 0;
 	const char **args = calloc(nargs, sizeof(*args));
 	size_t *lens = calloc(nargs, sizeof(*lens));
 	uint8_t **env = calloc(n, sizeof(*env));
 	int64_t now = tsec__wall_ms() * 1000000;
-	char count[24], fence[24];
+	char count[24], fence[24], *raw = NULL;
 	redisReply *rep = NULL;
 	int rc = 0;
 
@@ -313,7 +356,10 @@ int tsec__rd_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_
 		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 		goto out;
 	}
-	/* ARGV: P (added by script), n, lock name, token, fence, pairs. */
+	if (g && (rc = guard_raw(r, g, &raw, &rawlen, err)))
+		goto out;
+	/* ARGV: P (added by script), n, lock name, token, fence, the guard's
+	 * key, its mode and bytes, pairs. */
 	args[0] = count;
 	lens[0] = (size_t)snprintf(count, sizeof(count), "%zu", n);
 	args[1] = f ? f->name : "";
@@ -323,16 +369,22 @@ int tsec__rd_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_
 	args[3] = fence;
 	lens[3] = (size_t)snprintf(fence, sizeof(fence), "%llu",
 				   f ? (unsigned long long)f->fence : 0ull);
+	args[4] = g ? g->sk->text : "";
+	lens[4] = g ? g->sk->tlen : 0;
+	args[5] = raw ? "V" : "A";
+	lens[5] = 1;
+	args[6] = raw ? raw : "";
+	lens[6] = rawlen;
 	for (i = 0; i < n; i++) {
 		char bk[BK_MAX];
 		size_t bn = tsec__rd_bk_of(r, p[i].sk->text, bk);
 
 		if ((rc = tsec__env_wrap(&r->seal, bk, bn, p[i].value, p[i].len, now, &env[i],
-					 &lens[5 + 2 * i], err)))
+					 &lens[8 + 2 * i], err)))
 			goto out;
-		args[4 + 2 * i] = p[i].sk->text;
-		lens[4 + 2 * i] = p[i].sk->tlen;
-		args[5 + 2 * i] = (const char *)env[i];
+		args[7 + 2 * i] = p[i].sk->text;
+		lens[7 + 2 * i] = p[i].sk->tlen;
+		args[8 + 2 * i] = (const char *)env[i];
 	}
 	/* Not resent: a second copy after a lost answer could undo a peer's
 	 * write made in between. */
@@ -340,8 +392,11 @@ int tsec__rd_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_
 		rc = tsec__rd_failed(err);
 		goto out;
 	}
-	rc = tsec__rd_verdict(rep, f && strcmp(rep->str ? rep->str : "", "EEXIST") ? f->name
-			  : p[0].sk->text, err);
+	{
+		const char *said = rep->str ? rep->str : "";
+		rc = tsec__rd_verdict(rep, !strcmp(said, "ECHANGED") ? g->sk->text
+				      : f && strcmp(said, "EEXIST") ? f->name : p[0].sk->text, err);
+	}
 out:
 	freeReplyObject(rep);
 	for (i = 0; env && i < n; i++)
@@ -349,6 +404,7 @@ out:
 	free(env);
 	free(args);
 	free(lens);
+	free(raw);
 	return rc;
 }
 

@@ -108,7 +108,8 @@ int tsec__rd_del(struct tsec__backend *b, const struct tsec__skey *sk, int recur
 		  const struct tsec__fence *f, struct tsec_error *err);
 
 int tsec__rd_put_many(struct tsec__backend *b, const struct tsec__bput *p, size_t n,
-		       const struct tsec__fence *f, struct tsec_error *err);
+		       const struct tsec__fence *f, const struct tsec__guard *g,
+		       struct tsec_error *err);
 
 int tsec__rd_move(struct tsec__backend *b, const struct tsec__skey *src,
 		   const struct tsec__skey *dst, const struct tsec__fence *f,

@@ -38,7 +38,9 @@
 	"  return 'ENOENT'\n" \
 	"end\n"
 
-/* put_many: ARGV P, n, lock name or '', token, fence, then n key/value. */
+/* put_many: ARGV P, n, lock name or '', token, fence, the guard's key
+ * or '', 'A' (the guard's key holds nothing) or 'V' (it holds exactly
+ * the stored bytes that follow), those bytes, then n key/value. */
 static const char tsec__lua_put[] =
 	TSEC__LUA_MAY_STAND TSEC__LUA_OWNED
 	"local P, n = ARGV[1], tonumber(ARGV[2])\n"
@@ -46,16 +48,22 @@ static const char tsec__lua_put[] =
 	"  local o = owned(P, ARGV[3], ARGV[4], ARGV[5])\n"
 	"  if o ~= 'OK' then return o end\n"
 	"end\n"
+	"if ARGV[6] ~= '' then\n"
+	"  local cur = redis.call('GET', P..'/k/'..ARGV[6])\n"
+	"  if ARGV[7] == 'A' then\n"
+	"    if cur then return 'ECHANGED' end\n"
+	"  elseif cur ~= ARGV[8] then return 'ECHANGED' end\n"
+	"end\n"
 	"local keys = {}\n"
 	"for i = 0, n - 1 do\n"
-	"  local k = ARGV[6 + 2 * i]\n"
+	"  local k = ARGV[9 + 2 * i]\n"
 	"  if not may_stand(P, k) then return 'EEXIST' end\n"
 	"  keys[#keys + 1] = k\n"
 	"end\n"
 	"redis.call('PUBLISH', P..'/inval', table.concat(keys, '\\n'))\n"
 	"for i = 0, n - 1 do\n"
-	"  redis.call('SET', P..'/k/'..ARGV[6 + 2 * i], ARGV[7 + 2 * i])\n"
-	"  redis.call('ZADD', P..'/i', 0, ARGV[6 + 2 * i])\n"
+	"  redis.call('SET', P..'/k/'..ARGV[9 + 2 * i], ARGV[10 + 2 * i])\n"
+	"  redis.call('ZADD', P..'/i', 0, ARGV[9 + 2 * i])\n"
 	"end\n"
 	"return 'OK'\n";
 
