@@ -484,6 +484,7 @@ static int validate(const struct tsec__policy *pol, const struct tsec_request *r
 	uint32_t has = c->has, root;
 	uint64_t h;
 	unsigned nr = any_first;
+	unsigned af;
 	int a;
 
 	if (same_who(who, req)) {
@@ -532,8 +533,8 @@ named:
 		invalid(out, "context", "unknown context field");
 		return -1;
 	}
-	if ((a == TSEC_ACTION_LOCK_ACQUIRE || a == TSEC_ACTION_LOCK_RENEW) !=
-	    !!(has & TSEC_CTX_TTL_MS)) {
+	af = tsec_action_flags((unsigned)a);
+	if (!(af & TSEC_AF_TTL) != !(has & TSEC_CTX_TTL_MS)) {
 		invalid(out, "context.ttl_ms", "required for lock.acquire and lock.renew, and only there");
 		return -1;
 	}
@@ -541,23 +542,21 @@ named:
 		invalid(out, "context.ttl_ms", "must be positive");
 		return -1;
 	}
-	if ((a == TSEC_ACTION_STORAGE_STORE) != !!(has & TSEC_CTX_SIZE)) {
-		invalid(out, "context.size", "required for storage.store, and only there");
+	if (!(af & TSEC_AF_SIZE) != !(has & TSEC_CTX_SIZE)) {
+		invalid(out, "context.size", "required for storage.store and cert.publish, and only there");
 		return -1;
 	}
-	if ((has & TSEC_CTX_RECURSIVE) &&
-	    ((a != TSEC_ACTION_STORAGE_LIST && a != TSEC_ACTION_STORAGE_DELETE) ||
-	     c->recursive > 1)) {
+	if ((has & TSEC_CTX_RECURSIVE) && (!(af & TSEC_AF_RECURSIVE) || c->recursive > 1)) {
 		invalid(out, "context.recursive", "only for storage.list and storage.delete, 0 or 1");
 		return -1;
 	}
-	if ((a == TSEC_ACTION_STORAGE_MOVE) != !!(has & TSEC_CTX_DEST)) {
-		invalid(out, "context.dest", "required for storage.move, and only there");
+	if (!(af & TSEC_AF_DEST) != !(has & TSEC_CTX_DEST)) {
+		invalid(out, "context.dest", "required for storage.move and cert.archive, and only there");
 		return -1;
 	}
 	if ((has & TSEC_CTX_CERT_PEM) &&
-	    (a != TSEC_ACTION_STORAGE_STORE || !c->cert_pem.ptr || !c->cert_pem.len)) {
-		invalid(out, "context.cert_pem", "only for storage.store, and not empty");
+	    (!(af & TSEC_AF_CERT) || !c->cert_pem.ptr || !c->cert_pem.len)) {
+		invalid(out, "context.cert_pem", "only for storage.store and cert.publish, and not empty");
 		return -1;
 	}
 	return a;
@@ -678,14 +677,14 @@ static void decide_one(const struct tsec__policy *pol, const struct tsec_request
 	if (rep)
 		rep->action = a;
 	if (tsec__key_split(req->resource.ptr, req->resource.len,
-			    a == TSEC_ACTION_STORAGE_LIST, &key, why,
+			    (tsec_action_flags((unsigned)a) & TSEC_AF_ROOT) != 0, &key, why,
 			    sizeof(why))) {
 		invalid(out, "resource", why);
 		goto done;
 	}
 	if (rep)
 		report_key(rep, &key);
-	if (a == TSEC_ACTION_STORAGE_MOVE &&
+	if ((tsec_action_flags((unsigned)a) & TSEC_AF_DEST) &&
 	    tsec__key_split(req->ctx.dest.ptr, req->ctx.dest.len, false, &dest,
 			    why, sizeof(why))) {
 		invalid(out, "context.dest", why);
@@ -711,7 +710,7 @@ static void decide_one(const struct tsec__policy *pol, const struct tsec_request
 	w.best = 3;
 	w.amask = 1u << a;
 	match_key(&w, &key, roots, nroots);
-	if (a == TSEC_ACTION_STORAGE_MOVE) {
+	if (tsec_action_flags((unsigned)a) & TSEC_AF_DEST) {
 		/*
 		 * A move must be allowed at both ends.  Floors and denies of
 		 * either end count; an allow counts only if both ends have

@@ -93,7 +93,7 @@ bool tsec__domain_equal(const char *pat, size_t pn, const char *d, size_t dn)
 int tsec__action_parse(const char *p, size_t n)
 {
 	/* From the one list of actions (tinysecurity/types.h). */
-#define A(n, s) { sizeof(s) - 1, s },
+#define A(n, s, f) { sizeof(s) - 1, s },
 	static const struct { uint8_t len; char name[15]; } tab[TSEC_ACTION__COUNT] = {
 		TSEC_ACTIONS(A)
 	};
@@ -101,11 +101,19 @@ int tsec__action_parse(const char *p, size_t n)
 	int a;
 
 	/* One candidate from the length and a letter, then one comparison. */
-	if (n < 10 || n > 14)
+	if (n < 9 || n > 14)
 		return -1;
 	if (p[0] == 'l') {
 		a = p[5] == 'a' ? TSEC_ACTION_LOCK_ACQUIRE
 		  : n == 10 ? TSEC_ACTION_LOCK_RENEW : TSEC_ACTION_LOCK_RELEASE;
+	} else if (p[0] == 'c') {
+		switch (p[5]) {
+		case 'p': a = TSEC_ACTION_CERT_PUBLISH; break;
+		case 'l': a = TSEC_ACTION_CERT_LOAD; break;
+		case 'e': a = TSEC_ACTION_CERT_EXISTS; break;
+		case 'a': a = TSEC_ACTION_CERT_ARCHIVE; break;
+		default: return -1;
+		}
 	} else {
 		switch (p[8]) {
 		case 's': a = n == 13 ? TSEC_ACTION_STORAGE_STORE : TSEC_ACTION_STORAGE_STAT; break;

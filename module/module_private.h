@@ -228,17 +228,17 @@ struct tsec__node {
 	uint32_t terms;              /* first terminal entry */
 	uint32_t jumps;              /* principal roots only: shared tries */
 	/*
-	 * Bit a: a rule at or below is for action a; bit 12 + a: a floor or
+	 * Bit a: a rule at or below is for action a; bit 14 + a: a floor or
 	 * deny is (what Check still looks for once one applies); the top
-	 * bits: the node's TSEC__SHAPE_*, set when compiled.  One word keeps
-	 * the node at 24 bytes.
+	 * four bits: the node's TSEC__SHAPE_*, set when compiled.  One word
+	 * keeps the node at 24 bytes (and holds 14 actions: no more).
 	 */
 	uint32_t bits;
 };
-#define TSEC__ACTS_FD_SHIFT 12
-#define TSEC__ACTS_ALL 0x003ff3ffu
+#define TSEC__ACTS_FD_SHIFT 14
+#define TSEC__ACTS_ALL 0x0fffffffu
 _Static_assert(TSEC_ACTION__COUNT <= TSEC__ACTS_FD_SHIFT &&
-	       (((1u << TSEC_ACTION__COUNT) - 1) * 0x1001u) == TSEC__ACTS_ALL,
+	       (((1u << TSEC_ACTION__COUNT) - 1) * 0x4001u) == TSEC__ACTS_ALL,
 	       "a node's action bits hold every action, twice, below its shape");
 
 /*

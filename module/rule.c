@@ -158,22 +158,19 @@ static int parse_actions(struct tsec__cc *c, json_t *v, uint16_t *mask)
 		int act;
 		if (n == 1 && s[0] == '*') {
 			*mask |= (1u << TSEC_ACTION__COUNT) - 1;
-		} else if (n == 9 && memcmp(s, "storage.*", 9) == 0) {
-			*mask |= (1u << TSEC_ACTION_LOCK_ACQUIRE) - 1;
-		} else if (n == 6 && memcmp(s, "lock.*", 6) == 0) {
-			*mask |= (1u << TSEC_ACTION_LOCK_ACQUIRE) |
-				 (1u << TSEC_ACTION_LOCK_RENEW) |
-				 (1u << TSEC_ACTION_LOCK_RELEASE);
+		} else if (tsec_action_family(s, n)) {
+			*mask |= (uint16_t)tsec_action_family(s, n);
 		} else if ((act = tsec__action_parse(s, n)) >= 0) {
 			*mask |= (uint16_t)(1u << act);
 		} else {
-			const char *names[TSEC_ACTION__COUNT + 3], *near;
+			const char *names[TSEC_ACTION__COUNT + 4], *near;
 			unsigned m = 0;
 
 			for (unsigned x = 0; x < TSEC_ACTION__COUNT; x++)
 				names[m++] = tsec_action_name(x);
 			names[m++] = "storage.*";
 			names[m++] = "lock.*";
+			names[m++] = "cert.*";
 			names[m++] = "*";
 			near = tsec__nearest(s, names, m);
 			return tsec__cc_fail(c, "action", (long)i, "unknown action '%s'%s%s%s", s,

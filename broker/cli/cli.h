@@ -123,7 +123,9 @@ int cmd_health(struct opts *o);
 int cmd_reload(struct opts *o);
 int cmd_policy(struct opts *o);
 /* tsec.c: an action named by --action, refused (exit 2) unless known. */
-void check_action(const char *cmd, const char *a);
+unsigned check_action(const char *cmd, const char *a);
+/* The TSEC_AF_* flags of the action named a (0 for none). */
+unsigned cli_action_flags(const char *a);
 int cmd_keygen(int argc, char **argv);
 int cmd_sign(struct opts *o, const char *keyfile);
 

@@ -206,17 +206,18 @@ static int call_print(const char *cmd, struct opts *o, const char *method,
 static json_t *request_json(const char *cmd, struct opts *o)
 {
 	json_t *r = json_object(), *c = json_object();
+	unsigned af;
 
 	if (!o->action || !o->resource)
 		die_usage(cmd, "need --action and --resource");
 	/* A request the policy would call invalid is a usage error here. */
-	check_action(cmd, o->action);
-	if (!strcmp(o->action, "storage.store") && !o->have_size)
-		die_usage(cmd, "storage.store needs --size (the value's bytes)");
-	if ((!strcmp(o->action, "lock.acquire") || !strcmp(o->action, "lock.renew")) && !o->have_ttl)
+	af = check_action(cmd, o->action);
+	if ((af & TSEC_AF_SIZE) && !o->have_size)
+		die_usage(cmd, "storage.store and cert.publish need --size (the value's bytes)");
+	if ((af & TSEC_AF_TTL) && !o->have_ttl)
 		die_usage(cmd, "lock.acquire and lock.renew need --ttl-ms");
-	if (!strcmp(o->action, "storage.move") && !o->dest)
-		die_usage(cmd, "storage.move needs --dest");
+	if ((af & TSEC_AF_DEST) && !o->dest)
+		die_usage(cmd, "storage.move and cert.archive need --dest");
 	json_object_set_new(r, "action", json_string(o->action));
 	json_object_set_new(r, "resource", json_string(o->resource));
 	if (o->have_ttl)

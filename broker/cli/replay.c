@@ -252,13 +252,14 @@ static void add_request(json_t *reqs, json_t *seen, const char *prin, const char
 			const char *action, const char *res)
 {
 	json_t *req, *ctx = json_object();
+	unsigned af = cli_action_flags(action);
 	char *key;
 
-	if (!strncmp(action, "lock.", 5) && strcmp(action, "lock.release"))
+	if (af & TSEC_AF_TTL)
 		json_object_set_new(ctx, "ttl_ms", json_integer(60000));
-	if (!strcmp(action, "storage.store"))
+	if (af & TSEC_AF_SIZE)
 		json_object_set_new(ctx, "size", json_integer(1024));
-	if (!strcmp(action, "storage.move")) {
+	if (af & TSEC_AF_DEST) {
 		char dest[1100];
 
 		snprintf(dest, sizeof(dest), "%s.moved", res);

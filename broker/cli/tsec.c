@@ -84,16 +84,24 @@ static long long num(const char *cmd, const char *flag, const char *v, long long
 
 #define BIG 9007199254740991LL /* the largest integer JSON carries exactly */
 
+unsigned cli_action_flags(const char *a)
+{
+	for (unsigned i = 0; i < TSEC_ACTION__COUNT; i++)
+		if (!strcmp(a, tsec_action_name(i)))
+			return tsec_action_flags(i);
+	return 0;
+}
+
 /* The request's action, refused (exit 2) unless it is one, with a
- * suggestion for a near miss. */
-void check_action(const char *cmd, const char *a)
+ * suggestion for a near miss; its TSEC_AF_* flags. */
+unsigned check_action(const char *cmd, const char *a)
 {
 	const char *names[TSEC_ACTION__COUNT], *near;
 
 	for (unsigned i = 0; i < TSEC_ACTION__COUNT; i++) {
 		names[i] = tsec_action_name(i);
 		if (!strcmp(a, names[i]))
-			return;
+			return tsec_action_flags(i);
 	}
 	near = tsec__nearest(a, names, TSEC_ACTION__COUNT);
 	fprintf(stderr, "tsec %s: --action: unknown action '%s'%s%s%s\nTry 'tsec %s --help'.\n",

@@ -21,12 +21,9 @@
 static unsigned actions_of(const json_t *r)
 {
 	const json_t *a = json_object_get(r, "action"), *v;
-	unsigned m = 0, storage = 0;
+	unsigned m = 0;
 	size_t i;
 
-	for (unsigned x = 0; x < TSEC_ACTION__COUNT; x++)
-		if (strncmp(tsec_action_name(x), "lock.", 5))
-			storage |= 1u << x;
 	json_array_foreach(a, i, v) {
 		const char *s = json_string_value(v);
 
@@ -34,10 +31,8 @@ static unsigned actions_of(const json_t *r)
 			continue;
 		if (!strcmp(s, "*"))
 			m |= (1u << TSEC_ACTION__COUNT) - 1;
-		else if (!strcmp(s, "storage.*"))
-			m |= storage;
-		else if (!strcmp(s, "lock.*"))
-			m |= ((1u << TSEC_ACTION__COUNT) - 1) & ~storage;
+		else if (tsec_action_family(s, strlen(s)))
+			m |= tsec_action_family(s, strlen(s));
 		else
 			for (unsigned x = 0; x < TSEC_ACTION__COUNT; x++)
 				if (!strcmp(s, tsec_action_name(x)))

@@ -102,24 +102,42 @@ struct tsec_str {
 };
 
 /*
- * Actions, listed once: X(NAME, "wire name"), in a fixed order (the values
- * are part of the ABI).  The enum, the names and the module's parser are
- * made from this list.
+ * What an action's request carries (tsec_action_flags): which context
+ * fields it needs or may have, and how its resource is read.
+ */
+#define TSEC_AF_TTL        (1u << 0)  /* needs context.ttl_ms */
+#define TSEC_AF_SIZE       (1u << 1)  /* needs context.size */
+#define TSEC_AF_DEST       (1u << 2)  /* needs context.dest; both ends decided */
+#define TSEC_AF_CERT       (1u << 3)  /* may carry context.cert_pem */
+#define TSEC_AF_RECURSIVE  (1u << 4)  /* may carry context.recursive */
+#define TSEC_AF_ROOT       (1u << 5)  /* its resource may be the root */
+
+/*
+ * Actions, listed once: X(NAME, "wire name", flags), in a fixed order
+ * (the values are part of the ABI: new ones are appended).  The enum,
+ * the names, the flags and the module's parser are made from this list.
+ * The cert.* actions are the remote certificate store's (remote.h): a
+ * policy can let a principal publish a certificate without letting it
+ * write the references' keys with storage.store.
  */
 #define TSEC_ACTIONS(X) \
-	X(STORAGE_STORE, "storage.store") \
-	X(STORAGE_LOAD, "storage.load") \
-	X(STORAGE_EXISTS, "storage.exists") \
-	X(STORAGE_DELETE, "storage.delete") \
-	X(STORAGE_LIST, "storage.list") \
-	X(STORAGE_STAT, "storage.stat") \
-	X(STORAGE_MOVE, "storage.move") \
-	X(LOCK_ACQUIRE, "lock.acquire") \
-	X(LOCK_RENEW, "lock.renew") \
-	X(LOCK_RELEASE, "lock.release")
+	X(STORAGE_STORE, "storage.store", TSEC_AF_SIZE | TSEC_AF_CERT) \
+	X(STORAGE_LOAD, "storage.load", 0) \
+	X(STORAGE_EXISTS, "storage.exists", 0) \
+	X(STORAGE_DELETE, "storage.delete", TSEC_AF_RECURSIVE) \
+	X(STORAGE_LIST, "storage.list", TSEC_AF_RECURSIVE | TSEC_AF_ROOT) \
+	X(STORAGE_STAT, "storage.stat", 0) \
+	X(STORAGE_MOVE, "storage.move", TSEC_AF_DEST) \
+	X(LOCK_ACQUIRE, "lock.acquire", TSEC_AF_TTL) \
+	X(LOCK_RENEW, "lock.renew", TSEC_AF_TTL) \
+	X(LOCK_RELEASE, "lock.release", 0) \
+	X(CERT_PUBLISH, "cert.publish", TSEC_AF_SIZE | TSEC_AF_CERT) \
+	X(CERT_LOAD, "cert.load", 0) \
+	X(CERT_EXISTS, "cert.exists", 0) \
+	X(CERT_ARCHIVE, "cert.archive", TSEC_AF_DEST)
 
 enum tsec_action {
-#define TSEC_X_ENUM(n, s) TSEC_ACTION_##n,
+#define TSEC_X_ENUM(n, s, f) TSEC_ACTION_##n,
 	TSEC_ACTIONS(TSEC_X_ENUM)
 #undef TSEC_X_ENUM
 	TSEC_ACTION__COUNT
@@ -129,11 +147,41 @@ enum tsec_action {
 static inline const char *tsec_action_name(unsigned action)
 {
 	static const char *const names[TSEC_ACTION__COUNT] = {
-#define TSEC_X_NAME(n, s) s,
+#define TSEC_X_NAME(n, s, f) s,
 		TSEC_ACTIONS(TSEC_X_NAME)
 #undef TSEC_X_NAME
 	};
 	return action < TSEC_ACTION__COUNT ? names[action] : NULL;
+}
+
+/* Returns an action's TSEC_AF_* flags (0 for an unknown action). */
+static inline unsigned tsec_action_flags(unsigned action)
+{
+	static const unsigned char flags[TSEC_ACTION__COUNT] = {
+#define TSEC_X_FLAGS(n, s, f) (unsigned char)(f),
+		TSEC_ACTIONS(TSEC_X_FLAGS)
+#undef TSEC_X_FLAGS
+	};
+	return action < TSEC_ACTION__COUNT ? flags[action] : 0;
+}
+
+/* The actions a family pattern ("storage.*", "lock.*", "cert.*") names,
+ * as a mask of 1 << action; 0 when s is not one. */
+static inline unsigned tsec_action_family(const char *s, size_t n)
+{
+	unsigned m = 0;
+
+	if (n < 3 || s[n - 1] != '*' || s[n - 2] != '.')
+		return 0;
+	for (unsigned a = 0; a < TSEC_ACTION__COUNT; a++) {
+		const char *name = tsec_action_name(a);
+		size_t i = 0;
+		while (i < n - 1 && name[i] == s[i])
+			i++;
+		if (i == n - 1)
+			m |= 1u << a;
+	}
+	return m;
 }
 
 /* Bits of tsec_context.has: which optional fields the request carries. */
