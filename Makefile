@@ -77,7 +77,8 @@ STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c records.c t
 	etcd/etcd_http.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_feed.c \
 	redis/redis.c redis/redis_kv.c redis/redis_lock.c) \
 	broker/certcache/certcache.c
-REMOTE_SRC := $(addprefix broker/remote/,remote.c blobs_file.c blobs_memory.c blobs_s3.c)
+REMOTE_SRC := $(addprefix broker/remote/,remote.c remote_blob.c remote_ref.c remote_cert.c \
+	remote_sweep.c blobs_file.c blobs_memory.c blobs_s3.c)
 CLIENT_SRC := broker/client/client.c
 PTEST_SRC := broker/policytest/policytest.c
 BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(REMOTE_SRC) $(CLIENT_SRC) $(PTEST_SRC)
@@ -237,7 +238,7 @@ memcheck: deps
 #                               go to build/fuzz/corpus/NAME)
 
 FUZZ_SECONDS ?= 10
-FUZZERS := policy key request cert wire config storage archive remote
+FUZZERS := policy key request cert wire config storage archive remote refs
 FZ := build/fuzz
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -pthread -I. -Iinclude -DTSEC_VERSION='"$(VERSION)"' \
@@ -261,7 +262,7 @@ $(FZ)/libtinysecurity_module.so: $(MODULE_SRC) $(CORE_SRC) module/module.map | f
 
 $(FZ)/fuzz_policy: tests/fuzz/fuzz_policy.c $(FUZZ_MODULE_SRC)
 $(FZ)/fuzz_key: tests/fuzz/fuzz_key.c $(CORE_SRC)
-$(FZ)/fuzz_request $(FZ)/fuzz_cert $(FZ)/fuzz_storage $(FZ)/fuzz_remote: $(FZ)/%: tests/fuzz/%.c \
+$(FZ)/fuzz_request $(FZ)/fuzz_cert $(FZ)/fuzz_storage $(FZ)/fuzz_remote $(FZ)/fuzz_refs: $(FZ)/%: tests/fuzz/%.c \
 	$(BROKER_SRC) $(SHARED_SRC) $(FZ)/libtinysecurity_module.so
 $(FZ)/fuzz_wire $(FZ)/fuzz_config: $(FZ)/%: tests/fuzz/%.c $(FUZZ_DAEMON_SRC) \
 	$(BROKER_SRC) $(SHARED_SRC) $(FZ)/libtinysecurity_module.so

@@ -40,6 +40,16 @@
 	X(cache_bound_ms, "tsec_cache_staleness_bound_milliseconds", "gauge", \
 	  "The most a cached value served can lag the store.") \
 	X(cache_proven_ms_ago, "tsec_cache_feed_proof_age_milliseconds", "gauge", \
-	  "Since the feed last proved live (-1: never).")
+	  "Since the feed last proved live (-1: never).") \
+	X(remote_refused, "tsec_remote_refused_total", "counter", \
+	  "Remote-store references or records refused: not written where they sit by this store.") \
+	X(remote_rollbacks, "tsec_remote_rollbacks_total", "counter", \
+	  "Remote-store references or records refused as older than the current ones.") \
+	X(remote_corrupt, "tsec_remote_corrupt_blobs_total", "counter", \
+	  "Remote-store blobs that did not verify.") \
+	X(remote_repaired, "tsec_remote_repaired_blobs_total", "counter", \
+	  "Remote-store blobs a publish wrote again over bad ones.") \
+	X(remote_conflicts, "tsec_remote_conflicts_total", "counter", \
+	  "Remote-store publishes another publish beat.")
 
 #endif

@@ -35,7 +35,7 @@
 
 static const char *policy =
 	"{\"version\": 1, \"rules\": [{\"id\": \"app\", \"effect\": \"allow\","
-	" \"principal\": [\"svc:app\"], \"action\": [\"storage.*\"],"
+	" \"principal\": [\"svc:app\"], \"action\": [\"storage.*\", \"cert.*\"],"
 	" \"resource\": [\"certificates/**\"]}]}";
 
 static struct tsec_principal app;

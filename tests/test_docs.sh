@@ -146,12 +146,12 @@ cat > "$W/examples" <<EOF
 0 \$T cert save acme docs.example $W/docs.crt $W/docs.key $W/docs.json
 0 \$T cert load acme docs.example
 0 \$T cert load acme docs.example $W/out-dir
-1 \$T cert exists acme never.example
-0 \$T cert publish acme docs.example $W/docs.crt $W/docs.key $W/docs.json
-0 \$T cert exists acme docs.example
-0 \$T cert fetch acme docs.example
-0 \$T cert fetch acme docs.example $W/fetched
-0 \$T cert archive acme docs.example 2026-12
+1 \$T cert exists acme-remote never.example
+0 \$T cert publish acme-remote docs.example $W/docs.crt $W/docs.key $W/docs.json
+0 \$T cert exists acme-remote docs.example
+0 \$T cert fetch acme-remote docs.example
+0 \$T cert fetch acme-remote docs.example $W/fetched
+0 \$T cert archive acme-remote docs.example 2026-12
 0 \$T cert sweep 0
 0 \$T store rm certificates/acme/docs.example -r
 0 \$T stats

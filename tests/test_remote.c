@@ -6,8 +6,8 @@
  * once per provider: a 3-member etcd coordinator losing its leader during
  * publishes.
  *
- *   TSEC_REMOTE_WRITE_FIXTURE=DIR test_remote   writes the v1 fixture
- *   (tests/data/remote-v1 is one; it is never rewritten).
+ *   TSEC_REMOTE_WRITE_FIXTURE=DIR test_remote   writes the fixture of
+ *   this format (tests/data/remote-v2 is one; it is never rewritten).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,6 +22,7 @@
 #include <jansson.h>
 
 #include "broker/remote/remote_private.h"
+#include "broker/storage/backend.h"
 #include "broker/storage/store_private.h"
 #include "common/clock.h"
 #include "tests/certgen.h"
@@ -208,6 +209,12 @@ static size_t nblobs(struct rt *x)
 	return c.n;
 }
 
+/* The three reference keys of domain (acme issuer). */
+static void ref_keys(const char *domain, char k[3][TSEC_KEY_MAX])
+{
+	assert_int_equal(tsec_cert_keys("acme", domain, k[0], k[1], k[2], TSEC_KEY_MAX), 0);
+}
+
 /* The raw text of a reference (or NULL). */
 static char *raw_ref(struct rt *x, const char *domain, int which)
 {
@@ -265,10 +272,11 @@ static void test_round_trip(void **state)
 		assert_int_equal(tsec_remote_load(x->r, &app, "acme", "other.com", &none, &err),
 				 TSEC_ENOENT);
 	}
-	/* A wildcard is its own name. */
+	/* A wildcard is its own name; the same content under it has blobs
+	 * of its own (a blob belongs to one certificate). */
 	publish_ok(x, NULL, "*.example.com", &a, TSEC_REMOTE_PUBLISHED);
 	load_is(x, "*.example.com", &a);
-	assert_int_equal(nblobs(x), 3);  /* the same content: the same blobs */
+	assert_int_equal(nblobs(x), 6);
 	free_cert(&a);
 }
 
@@ -431,19 +439,34 @@ static void test_corrupted_blob(void **state)
 		free(raw);
 		load_is(x, "bad.example", &a);
 	}
-	/* Another certificate's blob under this one's name. */
+	/* Another certificate's blob under this one's name: refused; then
+	 * a publish of the real content does not trust what sits there and
+	 * writes it again (issue 33, item 5: it said "unchanged" and never
+	 * repaired). */
 	blob_of(x, "bad.example", 0, name, sizeof(name));
 	{
 		char hdr[5 + 4096];
-		memcpy(hdr, "TSB1\0", 5);
+		struct tsec_remote_stats st0, st1;
+		memcpy(hdr, "TSB2\0", 5);
 		memcpy(hdr + 5, other.f.cert, other.f.cert_len);
 		plant_blob(x, name, hdr, 5 + other.f.cert_len);
+		tsec_remote_stats(x->r, &st0);
+		assert_int_equal(tsec_remote_load(x->r, &app, "acme", "bad.example", &got, &err),
+				 TSEC_ECORRUPT);
+		publish_ok(x, NULL, "bad.example", &a, TSEC_REMOTE_UNCHANGED);
+		tsec_remote_stats(x->r, &st1);
+		assert_true(st1.corrupt > st0.corrupt);
+		assert_int_equal(st1.repaired, st0.repaired + 1);
+		load_is(x, "bad.example", &a);
+		/* A blob cut short, under a publish of new content that
+		 * needs it: replaced too. */
+		assert_int_equal(b->ops->get(b, name, 1 << 20, &raw, &n, &err), 0);
+		plant_blob(x, name, raw, n / 2);
+		free(raw);
+		publish_ok(x, NULL, "bad.example", &other, TSEC_REMOTE_PUBLISHED);
+		publish_ok(x, NULL, "bad.example", &a, TSEC_REMOTE_PUBLISHED);
+		load_is(x, "bad.example", &a);
 	}
-	assert_int_equal(tsec_remote_load(x->r, &app, "acme", "bad.example", &got, &err),
-			 TSEC_ECORRUPT);
-	/* A publish of the real content does not trust what sits there. */
-	assert_int_equal(tsec_remote_publish(x->r, &app, NULL, "acme", "bad2.example", &a.f, NULL,
-					     &err), TSEC_ECORRUPT);
 	free_cert(&a);
 	free_cert(&other);
 }
@@ -520,9 +543,10 @@ static void test_rollback_bound(void **state)
 	free_cert(&big);
 }
 
-/* ---- the v1 fixture ---- */
+/* ---- the fixtures ---- */
 
-#define FIXTURE_DIR "tests/data/remote-v1"
+#define FIXTURE_V1 "tests/data/remote-v1"
+#define FIXTURE_V2 "tests/data/remote-v2"
 
 static char *slurp(const char *path, size_t *n)
 {
@@ -534,18 +558,45 @@ static char *slurp(const char *path, size_t *n)
 	return t;
 }
 
-/* 8. Blobs and references written by format 1 load in this version. */
-static void test_fixture_v1(void **state)
+/* A value written straight to the coordinator's backend, past the store
+ * (an operator's restore, or a key no caller can name). */
+static void backend_put(struct tsec_store *s, const char *key, const char *v, size_t n)
 {
-	struct rt *x = *state;
+	struct tsec__skey sk;
+	struct tsec__bput p;
+	struct tsec_error err;
+
+	assert_int_equal(tsec__skey_parse_any(key, &sk, &err), 0);
+	p = (struct tsec__bput){ &sk, v, n };
+	if (s->be->ops->put_many(s->be, &p, 1, NULL, NULL, &err))
+		fail_msg("put %s: %s", key, err.msg);
+}
+
+static char *backend_get(struct tsec_store *s, const char *key, size_t *n)
+{
+	struct tsec__skey sk;
+	struct tsec_error err;
+	char *v = NULL;
+
+	assert_int_equal(tsec__skey_parse_any(key, &sk, &err), 0);
+	if (s->be->ops->get(s->be, &sk, 1 << 20, &v, n, &err))
+		return NULL;
+	return v;
+}
+
+#define RECORD_OF(d) ".tsec-remote/certificates/acme/" d
+
+/*
+ * Opens a store with the fixture dir's key (x->r), puts its blobs into
+ * this provider and its references (and record, when it has one) into
+ * this coordinator, byte for byte; the files it holds into *want.
+ */
+static void plant_fixture(struct rt *x, const char *dir, struct tsec_cert_files *want)
+{
 	static const char *const kinds[3] = { "crt", "key", "meta" };
 	static const char *const files[3] = { "cert.pem", "key.pem", "meta.json" };
 	struct tsec_remote_opts o = x->o;
-	struct tsec_remote *r1 = NULL;
-	struct tsec_cert_files want, got;
-	struct tsec_put puts[3];
-	char keys[3][TSEC_KEY_MAX], *refs[3], path[512], keyfile[300];
-	size_t rl[3];
+	char keys[3][TSEC_KEY_MAX], path[512], keyfile[300];
 	struct tsec_error err;
 	json_t *names;
 
@@ -553,8 +604,10 @@ static void test_fixture_v1(void **state)
 	snprintf(keyfile, sizeof(keyfile), "%s/fixture.key", x->t.dir);
 	{
 		size_t n;
-		char *k = slurp(FIXTURE_DIR "/remote.key", &n);
+		char *k;
 		FILE *f = fopen(keyfile, "w");
+		snprintf(path, sizeof(path), "%s/remote.key", dir);
+		k = slurp(path, &n);
 		assert_non_null(f);
 		fwrite(k, 1, n, f);
 		fclose(f);
@@ -563,51 +616,85 @@ static void test_fixture_v1(void **state)
 	}
 	tsec_remote_close(&x->r);
 	o.key_file = keyfile;
-	remote_open(x, &o, &r1);
-	x->r = r1;
-	/* Its blobs into this provider, its references into this
-	 * coordinator, byte for byte. */
-	assert_non_null(names = json_load_file(FIXTURE_DIR "/blobs.json", 0, NULL));
+	remote_open(x, &o, &x->r);
+	snprintf(path, sizeof(path), "%s/blobs.json", dir);
+	assert_non_null(names = json_load_file(path, 0, NULL));
+	ref_keys("fixture.example", keys);
 	for (int i = 0; i < 3; i++) {
 		const char *name = json_string_value(json_object_get(names, kinds[i]));
+		struct tsec__blobs *b = tsec__remote_blobs(x->r);
 		size_t n;
 		char *raw;
-		struct tsec__blobs *b = tsec__remote_blobs(r1);
 		assert_non_null(name);
-		snprintf(path, sizeof(path), FIXTURE_DIR "/blobs/%s", name);
+		snprintf(path, sizeof(path), "%s/blobs/%s", dir, name);
 		raw = slurp(path, &n);
 		assert_int_equal(b->ops->put_new(b, name, raw, n, &err), 0);
 		free(raw);
-		snprintf(path, sizeof(path), FIXTURE_DIR "/refs/%s", kinds[i]);
-		refs[i] = slurp(path, &rl[i]);
+		snprintf(path, sizeof(path), "%s/refs/%s", dir, kinds[i]);
+		raw = slurp(path, &n);
+		backend_put(x->t.store, keys[i], raw, n);
+		free(raw);
 	}
 	json_decref(names);
-	assert_int_equal(tsec_cert_keys("acme", "fixture.example", keys[0], keys[1], keys[2],
-					TSEC_KEY_MAX), 0);
-	for (int i = 0; i < 3; i++)
-		puts[i] = (struct tsec_put){ keys[i], refs[i], rl[i] };
-	assert_int_equal(tsec_store_put_many(x->t.store, &app, puts, 3, &err), 0);
-	for (int i = 0; i < 3; i++)
-		free(refs[i]);
+	snprintf(path, sizeof(path), "%s/refs/record", dir);
+	if (access(path, F_OK) == 0) {
+		size_t n;
+		char *raw = slurp(path, &n);
+		backend_put(x->t.store, RECORD_OF("fixture.example"), raw, n);
+		free(raw);
+	}
 	{
-		char **w[3] = { &want.cert, &want.key, &want.meta };
-		size_t *wl[3] = { &want.cert_len, &want.key_len, &want.meta_len };
+		char **w[3] = { &want->cert, &want->key, &want->meta };
+		size_t *wl[3] = { &want->cert_len, &want->key_len, &want->meta_len };
 		for (int i = 0; i < 3; i++) {
-			snprintf(path, sizeof(path), FIXTURE_DIR "/%s", files[i]);
+			snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
 			*w[i] = slurp(path, wl[i]);
 		}
 	}
-	if (tsec_remote_load(r1, &app, "acme", "fixture.example", &got, &err))
-		fail_msg("fixture v1 does not load (%s): %s", cur->name, err.msg);
+}
+
+/* 8. Blobs, references and the record written by format 2 load in this
+ * version, on every pair; republishing them is the same content. */
+static void test_fixture_v2(void **state)
+{
+	struct rt *x = *state;
+	struct tsec_cert_files want, got;
+	struct tsec_error err;
+	enum tsec_remote_outcome oc;
+
+	plant_fixture(x, FIXTURE_V2, &want);
+	if (tsec_remote_load(x->r, &app, "acme", "fixture.example", &got, &err))
+		fail_msg("fixture v2 does not load (%s): %s", cur->name, err.msg);
 	same_files(&got, &want);
 	tsec_cert_files_free(&got);
-	/* Republishing it is recognised as the same content. */
-	{
-		enum tsec_remote_outcome oc;
-		assert_int_equal(tsec_remote_publish(r1, &app, NULL, "acme", "fixture.example",
-						     &want, &oc, &err), 0);
-		assert_int_equal(oc, TSEC_REMOTE_UNCHANGED);
-	}
+	assert_int_equal(tsec_remote_publish(x->r, &app, NULL, "acme", "fixture.example", &want,
+					     &oc, &err), 0);
+	assert_int_equal(oc, TSEC_REMOTE_UNCHANGED);
+	tsec_cert_files_free(&want);
+}
+
+/* 8b. Format 1 carried no authentication (no release wrote it): its
+ * references are refused, saying so, and publishing the certificate
+ * again makes it loadable. */
+static void test_fixture_v1_refused(void **state)
+{
+	struct rt *x = *state;
+	struct tsec_cert_files want, got;
+	struct tsec_error err;
+	enum tsec_remote_outcome oc;
+
+	plant_fixture(x, FIXTURE_V1, &want);
+	assert_int_equal(tsec_remote_load(x->r, &app, "acme", "fixture.example", &got, &err),
+			 TSEC_ECORRUPT);
+	assert_non_null(strstr(err.msg, "format-1"));
+	assert_null(got.cert);
+	assert_int_equal(tsec_remote_publish(x->r, &app, NULL, "acme", "fixture.example", &want,
+					     &oc, &err), 0);
+	assert_int_equal(oc, TSEC_REMOTE_PUBLISHED);
+	if (tsec_remote_load(x->r, &app, "acme", "fixture.example", &got, &err))
+		fail_msg("%s", err.msg);
+	same_files(&got, &want);
+	tsec_cert_files_free(&got);
 	tsec_cert_files_free(&want);
 }
 
@@ -641,24 +728,27 @@ static int write_fixture(const char *dir)
 	if (tsec_remote_publish(r, &app, NULL, "acme", "fixture.example", &c.f, NULL, &err))
 		return fprintf(stderr, "%s\n", err.msg), 1;
 	tsec_cert_keys("acme", "fixture.example", keys[0], keys[1], keys[2], TSEC_KEY_MAX);
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i <= 3; i++) {
 		char *v;
 		size_t n;
 		FILE *f;
 		json_t *j;
-		tsec_store_get(t.store, &app, keys[i], &v, &n, &err);
-		snprintf(path, sizeof(path), "%s/refs/%s", dir, kinds[i]);
+		if (!(v = backend_get(t.store, i < 3 ? keys[i] : RECORD_OF("fixture.example"), &n)))
+			return 1;
+		snprintf(path, sizeof(path), "%s/refs/%s", dir, i < 3 ? kinds[i] : "record");
 		f = fopen(path, "w");
 		fwrite(v, 1, n, f);
 		fclose(f);
-		j = json_loads(v, 0, NULL);
-		json_object_set(names, kinds[i], json_object_get(j, "blob"));
-		snprintf(cmd, sizeof(cmd), "cp %s/b/%s %s/blobs/%s", t.dir,
-			 json_string_value(json_object_get(j, "blob")), dir,
-			 json_string_value(json_object_get(j, "blob")));
-		if (system(cmd))
-			return 1;
-		json_decref(j);
+		if (i < 3) {
+			j = json_loads(v, 0, NULL);
+			json_object_set(names, kinds[i], json_object_get(j, "blob"));
+			snprintf(cmd, sizeof(cmd), "cp %s/b/%s %s/blobs/%s", t.dir,
+				 json_string_value(json_object_get(j, "blob")), dir,
+				 json_string_value(json_object_get(j, "blob")));
+			if (system(cmd))
+				return 1;
+			json_decref(j);
+		}
 		free(v);
 	}
 	snprintf(path, sizeof(path), "%s/blobs.json", dir);
@@ -734,7 +824,8 @@ static void test_archival(void **state)
 struct racer {
 	struct rt *x;
 	const struct cert *c;
-	int rounds, failures;
+	int rounds, failures, conflicts;
+	bool may_conflict;           /* another publishes other content */
 	const struct cert *either[2];
 	int mixed, loads;
 	char first[300];             /* the first failure's code and message */
@@ -746,12 +837,17 @@ static void *publisher(void *arg)
 	struct tsec_error err;
 	int rc;
 
-	for (int i = 0; i < p->rounds; i++)
-		if ((rc = tsec_remote_publish(p->x->r, &app, NULL, "acme", "race.example",
-					      &p->c->f, NULL, &err)) &&
-		    !p->failures++)
+	for (int i = 0; i < p->rounds; i++) {
+		rc = tsec_remote_publish(p->x->r, &app, NULL, "acme", "race.example", &p->c->f,
+					 NULL, &err);
+		/* Without a lock, other content switched first is a conflict
+		 * the caller is told of, never a silent loss. */
+		if (rc == TSEC_ECHANGED && p->may_conflict)
+			p->conflicts++;
+		else if (rc && !p->failures++)
 			snprintf(p->first, sizeof(p->first), "%d %.200s (%.60s)", rc, err.msg,
 				 err.where);
+	}
 	return NULL;
 }
 
@@ -788,8 +884,10 @@ static void *loader(void *arg)
 }
 
 /* 10. Concurrent publishers: the same content (one writes each blob,
- * the other finds it and verifies it), then different content; a reader
- * meanwhile sees one whole certificate or the other, never a mix. */
+ * the other finds it and verifies it: never a conflict), then different
+ * content (each publish lands or is told another landed first); a
+ * reader meanwhile sees one whole certificate or the other, never a
+ * mix. */
 static void test_concurrent_publishers(void **state)
 {
 	struct rt *x = *state;
@@ -811,6 +909,7 @@ static void test_concurrent_publishers(void **state)
 	load_is(x, "race.example", &a);
 	assert_int_equal(nblobs(x), 3);
 	p[1].c = &b;
+	p[0].may_conflict = p[1].may_conflict = true;
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, i == 2 ? loader : publisher, &p[i]),
 				 0);
@@ -819,7 +918,17 @@ static void test_concurrent_publishers(void **state)
 	no_failures(p);
 	assert_int_equal(p[2].mixed, 0);
 	assert_true(p[2].loads > 0);
-	assert_int_equal(nblobs(x), 6);
+	/* Whichever landed last is whole; a publish that lost removed the
+	 * blobs it made, unless the other relies on them. */
+	{
+		struct tsec_cert_files got;
+		struct tsec_error err;
+		size_t nb = nblobs(x);
+		assert_int_equal(tsec_remote_load(x->r, &app, "acme", "race.example", &got, &err), 0);
+		assert_true(same(&got, &a.f) || same(&got, &b.f));
+		tsec_cert_files_free(&got);
+		assert_true(nb == 3 || nb == 6);
+	}
 	free_cert(&a);
 	free_cert(&b);
 }
@@ -1115,11 +1224,21 @@ static void test_torn_references(void **state)
 			 0);
 	assert_int_equal(tsec_store_put(x->t.store, &app, k[1], refb, strlen(refb), &err), 0);
 	free(refb);
+	/* One of the older set among the current one's: not the record's
+	 * generation, so refused at once (the three and the record are read
+	 * as of one moment: no publish tears them). */
 	assert_int_equal(tsec_remote_load(x->r, &app, "acme", "mix.example", &got, &err),
-			 TSEC_EBUSY);
+			 TSEC_EROLLBACK);
+	assert_non_null(strstr(err.msg, "generation"));
 	assert_null(got.cert);
-	/* A reference that is not one. */
+	/* A reference that is not one, and one of a later format. */
+	publish_ok(x, NULL, "mix.example", &a, TSEC_REMOTE_PUBLISHED);
 	assert_int_equal(tsec_store_put(x->t.store, &app, k[2], "{\"tsec_ref\": 2}", 15, &err),
+			 0);
+	assert_int_equal(tsec_remote_load(x->r, &app, "acme", "mix.example", &got, &err),
+			 TSEC_ECORRUPT);
+	assert_non_null(strstr(err.msg, "malformed"));
+	assert_int_equal(tsec_store_put(x->t.store, &app, k[2], "{\"tsec_ref\": 3}", 15, &err),
 			 0);
 	assert_int_equal(tsec_remote_load(x->r, &app, "acme", "mix.example", &got, &err),
 			 TSEC_ECORRUPT);
@@ -1128,6 +1247,248 @@ static void test_torn_references(void **state)
 	load_is(x, "mix.example", &a);
 	free_cert(&a);
 	free_cert(&b);
+}
+
+
+
+/*
+ * 17. A reference is valid only where the store wrote it, for that
+ * certificate (issue 33, item 1): references written by hand through
+ * plain storage naming another tenant's blobs, another certificate's
+ * references copied, and an archived key's `by` changed are each
+ * refused, never served.  Before, the forged set loaded b.example's
+ * private key for a principal confined to a.example.
+ */
+static void test_forged_references(void **state)
+{
+	struct rt *x = *state;
+	struct tsec_principal tenant = tu_who("svc:tenant-a");
+	struct tsec__blobs *bl = tsec__remote_blobs(x->r);
+	struct cert b;
+	struct tsec_cert_files got;
+	struct tsec_error err;
+	char ka[3][TSEC_KEY_MAX], kb[3][TSEC_KEY_MAX], *refb[3];
+	size_t lens[3];
+
+	struct tsec_remote_stats st0, st1;
+
+	make_cert(&b, "b.example", 0);
+	publish_ok(x, NULL, "b.example", &b, TSEC_REMOTE_PUBLISHED);
+	lens[0] = b.f.cert_len, lens[1] = b.f.key_len, lens[2] = b.f.meta_len;
+	tsec_remote_stats(x->r, &st0);
+	ref_keys("a.example", ka);
+	ref_keys("b.example", kb);
+	/* The tenant may not read b.example at all. */
+	assert_int_equal(tsec_remote_load(x->r, &tenant, "acme", "b.example", &got, &err),
+			 TSEC_EDENIED);
+	/* 1: references by hand, naming b's blobs (listed from the object
+	 * store: names only), with the sizes their lengths give. */
+	{
+		struct tsec_put p[3];
+		char text[3][512];
+		for (int i = 0; i < 3; i++) {
+			char name[TSEC__BLOB_NAME_MAX + 1];
+			blob_of(x, "b.example", i, name, sizeof(name));
+			snprintf(text[i], sizeof(text[i]), "{\"tsec_ref\":1,\"gen\":\"%032d\","
+				 "\"blob\":\"%s\",\"size\":%zu,\"by\":\"svc:tenant-a\"}", 7, name,
+				 lens[i]);
+			p[i] = (struct tsec_put){ ka[i], text[i], strlen(text[i]) };
+		}
+		assert_int_equal(tsec_store_put_many(x->t.store, &tenant, p, 3, &err), 0);
+	}
+	assert_int_not_equal(tsec_remote_load(x->r, &tenant, "acme", "a.example", &got, &err), 0);
+	assert_null(got.key);
+	assert_int_equal(err.code, TSEC_ECORRUPT);
+	/* 2: b's own references, copied byte for byte under a.example. */
+	for (int i = 0; i < 3; i++) {
+		assert_non_null(refb[i] = raw_ref(x, "b.example", i));
+		assert_int_equal(tsec_store_put(x->t.store, &tenant, ka[i], refb[i], strlen(refb[i]),
+						&err), 0);
+	}
+	assert_int_equal(tsec_remote_load(x->r, &tenant, "acme", "a.example", &got, &err),
+			 TSEC_ECORRUPT);
+	assert_null(got.key);
+	/* Nor does it count as there. */
+	{
+		int ex = -1;
+		assert_int_not_equal(tsec_remote_exists(x->r, &tenant, "acme", "a.example", &ex,
+							&err) == 0 && ex == 1, 1);
+	}
+	/* 3: an archived key whose `by` names another principal, one the
+	 * policy lets read the archive (svc:reader): only the key's
+	 * publisher may, and `by` alone said who that is. */
+	assert_int_equal(tsec_remote_archive_key(x->r, &app, NULL, "acme", "b.example", "old",
+						 &err), 0);
+	{
+		char ak[TSEC_KEY_MAX], *t, *by, forged[1024];
+		size_t n;
+		char *pem = NULL;
+		snprintf(ak, sizeof(ak), "certificates/acme/b.example/archive/old.key");
+		assert_int_equal(tsec_store_get(x->t.store, &app, ak, &t, &n, &err), 0);
+		assert_non_null(by = strstr(t, "svc:app"));
+		snprintf(forged, sizeof(forged), "%.*ssvc:reader%s", (int)(by - t), t, by + 7);
+		free(t);
+		assert_int_equal(tsec_store_put(x->t.store, &app, ak, forged, strlen(forged), &err),
+				 0);
+		assert_int_equal(tsec_remote_load_archived(x->r, &reader, "acme", "b.example",
+							   "old", &pem, &n, &err), TSEC_ECORRUPT);
+		assert_null(pem);
+		assert_int_not_equal(tsec_remote_load_archived(x->r, &app, "acme", "b.example",
+							       "old", &pem, &n, &err), 0);
+		assert_null(pem);
+	}
+	/* Each refusal counted: the hand-written set, the copied one (load
+	 * and presence), the two archived loads. */
+	tsec_remote_stats(x->r, &st1);
+	assert_true(st1.refused >= st0.refused + 5);
+	for (int i = 0; i < 3; i++)
+		free(refb[i]);
+	free_cert(&b);
+	(void)bl;
+}
+
+/*
+ * 18. Rollback (issue 33, item 2): an older, whole set of references
+ * put back is refused, never served; a republish over it refuses too,
+ * until the current content is published again.
+ */
+static void test_replayed_references(void **state)
+{
+	struct rt *x = *state;
+	struct cert a, b;
+	struct tsec_cert_files got;
+	struct tsec_error err;
+	char k[3][TSEC_KEY_MAX], *old[3];
+
+	make_cert(&a, "replay.example", 0);
+	make_cert(&b, "replay.example", 1);
+	publish_ok(x, NULL, "replay.example", &a, TSEC_REMOTE_PUBLISHED);
+	for (int i = 0; i < 3; i++)
+		assert_non_null(old[i] = raw_ref(x, "replay.example", i));
+	publish_ok(x, NULL, "replay.example", &b, TSEC_REMOTE_PUBLISHED);
+	ref_keys("replay.example", k);
+	{
+		struct tsec_put p[3];
+		for (int i = 0; i < 3; i++)
+			p[i] = (struct tsec_put){ k[i], old[i], strlen(old[i]) };
+		assert_int_equal(tsec_store_put_many(x->t.store, &app, p, 3, &err), 0);
+	}
+	assert_int_not_equal(tsec_remote_load(x->r, &app, "acme", "replay.example", &got, &err),
+			     0);
+	assert_null(got.cert);
+	assert_non_null(strstr(err.msg, "generation"));
+	/* The current content published again: whole and current. */
+	publish_ok(x, NULL, "replay.example", &b, TSEC_REMOTE_PUBLISHED);
+	load_is(x, "replay.example", &b);
+	/*
+	 * The coordinator itself put back as it was (a restore from a
+	 * backup, a failover that lost the last writes): references and
+	 * record agree, but this process has seen a later record, so it
+	 * refuses.  The bound, as stated in docs/remote.md: a process that
+	 * never saw the later record (a broker started after the restore)
+	 * trusts the coordinator, which is the source of truth.
+	 */
+	{
+		struct tsec_remote_stats st0, st1;
+		char *rec_old = NULL, *rec_now;
+		size_t rn = 0, n;
+		publish_ok(x, NULL, "replay.example", &a, TSEC_REMOTE_PUBLISHED);
+		for (int i = 0; i < 3; i++) {
+			free(old[i]);
+			assert_non_null(old[i] = raw_ref(x, "replay.example", i));
+		}
+		assert_non_null(rec_old = backend_get(x->t.store, RECORD_OF("replay.example"), &rn));
+		publish_ok(x, NULL, "replay.example", &b, TSEC_REMOTE_PUBLISHED);
+		assert_non_null(rec_now = backend_get(x->t.store, RECORD_OF("replay.example"), &n));
+		assert_string_not_equal(rec_now, rec_old);
+		free(rec_now);
+		for (int i = 0; i < 3; i++)
+			backend_put(x->t.store, k[i], old[i], strlen(old[i]));
+		backend_put(x->t.store, RECORD_OF("replay.example"), rec_old, rn);
+		tsec_remote_stats(x->r, &st0);
+		assert_int_equal(tsec_remote_load(x->r, &app, "acme", "replay.example", &got, &err),
+				 TSEC_EROLLBACK);
+		assert_non_null(strstr(err.msg, "went back"));
+		tsec_remote_stats(x->r, &st1);
+		assert_int_equal(st1.rollbacks, st0.rollbacks + 1);
+		/* A publish refuses to build on it too. */
+		assert_int_equal(tsec_remote_publish(x->r, &app, NULL, "acme", "replay.example", &b.f,
+						     NULL, &err), TSEC_EROLLBACK);
+		tsec__remote_forget_seen(x->r);
+		load_is(x, "replay.example", &a);
+		free(rec_old);
+	}
+	for (int i = 0; i < 3; i++)
+		free(old[i]);
+	free_cert(&a);
+	free_cert(&b);
+}
+
+struct rival {
+	struct rt *x;
+	const struct cert *c;
+	int rc;
+	enum tsec_remote_outcome oc;
+};
+
+/* Held inside a publish, between its blobs and its switch: the rival
+ * publishes then. */
+static struct rival *rival_now;
+
+static void rival_publishes(void)
+{
+	struct rival *v = rival_now;
+	struct tsec_error err;
+
+	if (!v)
+		return;
+	rival_now = NULL;
+	v->rc = tsec_remote_publish(v->x->r, &issuer, NULL, "acme", "rival.example", &v->c->f,
+				    &v->oc, &err);
+}
+
+/*
+ * 19. Two publishers without the renewal lock (issue 33, item 5): the
+ * one whose switch comes second over the state it read is told so
+ * (TSEC_ECHANGED), not "published"; the first's certificate stays.
+ * The same content twice is not a conflict.
+ */
+static void test_publishers_conflict(void **state)
+{
+	struct rt *x = *state;
+	struct cert a, b, c;
+	struct tsec_error err;
+	struct rival v;
+	enum tsec_remote_outcome oc = 0;
+	int rc;
+
+	make_cert(&a, "rival.example", 0);
+	make_cert(&b, "rival.example", 1);
+	make_cert(&c, "rival.example", 2);
+	publish_ok(x, NULL, "rival.example", &a, TSEC_REMOTE_PUBLISHED);
+	v = (struct rival){ .x = x, .c = &b, .rc = -999 };
+	rival_now = &v;
+	tsec__remote_after_blobs_hook = rival_publishes;
+	rc = tsec_remote_publish(x->r, &app, NULL, "acme", "rival.example", &c.f, &oc, &err);
+	tsec__remote_after_blobs_hook = NULL;
+	assert_int_equal(v.rc, 0);
+	assert_int_equal(v.oc, TSEC_REMOTE_PUBLISHED);
+	assert_int_equal(rc, TSEC_ECHANGED);
+	assert_int_equal(oc, 0);
+	load_is(x, "rival.example", &b);
+	/* The same content from both: one publishes, the other finds it. */
+	v = (struct rival){ .x = x, .c = &c, .rc = -999 };
+	rival_now = &v;
+	tsec__remote_after_blobs_hook = rival_publishes;
+	rc = tsec_remote_publish(x->r, &app, NULL, "acme", "rival.example", &c.f, &oc, &err);
+	tsec__remote_after_blobs_hook = NULL;
+	assert_int_equal(v.rc, 0);
+	assert_int_equal(rc, 0);
+	assert_int_equal(oc, TSEC_REMOTE_UNCHANGED);
+	load_is(x, "rival.example", &c);
+	free_cert(&a);
+	free_cert(&b);
+	free_cert(&c);
 }
 
 static int observed_batches, observed_decisions;
@@ -1183,7 +1544,8 @@ static const struct CMUnitTest contract[] = {
 	CONTRACT(test_corrupted_blob),
 	CONTRACT(test_missing_blob),
 	CONTRACT(test_rollback_bound),
-	CONTRACT(test_fixture_v1),
+	CONTRACT(test_fixture_v2),
+	CONTRACT(test_fixture_v1_refused),
 	CONTRACT(test_archival),
 	CONTRACT(test_concurrent_publishers),
 	CONTRACT(test_stale_holder_fenced),
@@ -1193,6 +1555,9 @@ static const struct CMUnitTest contract[] = {
 	CONTRACT(test_policy_judges_content),
 	CONTRACT(test_torn_references),
 	CONTRACT(test_one_decision_per_key),
+	CONTRACT(test_forged_references),
+	CONTRACT(test_replayed_references),
+	CONTRACT(test_publishers_conflict),
 };
 
 /* ---- a 3-member etcd coordinator losing its leader ---- */

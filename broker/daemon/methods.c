@@ -584,6 +584,17 @@ static json_t *storage_json(struct tsec__daemon *d)
 	return o;
 }
 
+/* The remote certificate store: what it refused or mended. */
+static json_t *remote_json(struct tsec__daemon *d)
+{
+	struct tsec_remote_stats rs;
+
+	tsec_remote_stats(d->remote, &rs);
+	return json_pack("{s:I,s:I,s:I,s:I,s:I}", "refused", (json_int_t)rs.refused,
+			 "rollbacks", (json_int_t)rs.rollbacks, "corrupt", (json_int_t)rs.corrupt,
+			 "repaired", (json_int_t)rs.repaired, "conflicts", (json_int_t)rs.conflicts);
+}
+
 static json_t *m_health(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
 {
 	(void)c;
@@ -630,6 +641,8 @@ json_t *tsec__health_json(struct tsec__daemon *d)
 		if (json_array_size(why))
 			json_object_set(res, "degraded", why);
 		json_object_set_new(res, "storage", storage_json(d));
+		if (d->remote)
+			json_object_set_new(res, "remote", remote_json(d));
 	}
 	json_decref(why);
 	return res;
@@ -686,6 +699,16 @@ json_t *tsec__stats_json(struct tsec__daemon *d)
 			"module", info.name, "policy_sha256", id.sha256,
 			"policy_revision", (json_int_t)id.revision,
 			"policy_loaded_ms", (json_int_t)id.loaded_ms));
+	}
+	if (st && d->remote) {
+		struct tsec_remote_stats rs;
+
+		tsec_remote_stats(d->remote, &rs);
+		json_object_set_new(st, "remote_refused", json_integer((json_int_t)rs.refused));
+		json_object_set_new(st, "remote_rollbacks", json_integer((json_int_t)rs.rollbacks));
+		json_object_set_new(st, "remote_corrupt", json_integer((json_int_t)rs.corrupt));
+		json_object_set_new(st, "remote_repaired", json_integer((json_int_t)rs.repaired));
+		json_object_set_new(st, "remote_conflicts", json_integer((json_int_t)rs.conflicts));
 	}
 	tsec_store_info(d->store, &in);
 	if (st && in.cached) {

@@ -52,8 +52,12 @@ struct tsec__blobs {
 /* Whether name is one the store makes: kind "/" 64 lower-case hex. */
 int tsec__blob_name_ok(const char *name);
 
-int tsec__blobs_file_open(struct tsec__blobs **out, const char *root, struct tsec_error *err);
-int tsec__blobs_memory_open(struct tsec__blobs **out, struct tsec_error *err);
+/* The providers (remote.c lists them): each opens from what follows its
+ * scheme in o->blobs ("file:", "s3://", "memory:"). */
+int tsec__blobs_file_open(struct tsec__blobs **out, const char *root,
+			  const struct tsec_remote_opts *o, struct tsec_error *err);
+int tsec__blobs_memory_open(struct tsec__blobs **out, const char *rest,
+			    const struct tsec_remote_opts *o, struct tsec_error *err);
 int tsec__blobs_s3_open(struct tsec__blobs **out, const char *bucket_and_prefix,
 			const struct tsec_remote_opts *o, struct tsec_error *err);
 

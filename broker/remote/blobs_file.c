@@ -234,8 +234,10 @@ static int open_folder(int dir, const char *path, struct tsec_error *err)
 	return fd;
 }
 
-int tsec__blobs_file_open(struct tsec__blobs **out, const char *root, struct tsec_error *err)
+int tsec__blobs_file_open(struct tsec__blobs **out, const char *root,
+			  const struct tsec_remote_opts *o, struct tsec_error *err)
 {
+	(void)o;
 	struct fblobs *f;
 	int rc;
 

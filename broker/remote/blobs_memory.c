@@ -181,12 +181,16 @@ static const struct tsec__blob_ops memory_ops = {
 	"memory", m_put_new, m_has, m_get, m_del, m_list, m_close,
 };
 
-int tsec__blobs_memory_open(struct tsec__blobs **out, struct tsec_error *err)
+int tsec__blobs_memory_open(struct tsec__blobs **out, const char *rest,
+			    const struct tsec_remote_opts *o, struct tsec_error *err)
 {
-	struct mblobs *m = calloc(1, sizeof(*m));
+	struct mblobs *m;
 
+	(void)o;
 	*out = NULL;
-	if (!m)
+	if (*rest)
+		return tsec__seterr(err, TSEC_EINVAL, "blobs", "memory: takes nothing after it");
+	if (!(m = calloc(1, sizeof(*m))))
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	m->base.ops = &memory_ops;
 	pthread_mutex_init(&m->mu, NULL);

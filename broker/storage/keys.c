@@ -64,6 +64,12 @@ bool tsec__key_reserved(const char *key)
 	return !strncmp(key, TSEC__RESERVED, TSEC__RESERVED_LEN);
 }
 
+bool tsec__key_uncached(const char *key)
+{
+	return tsec__key_reserved(key) && strncmp(key, TSEC__RESERVED "remote/",
+						  TSEC__RESERVED_LEN + 7);
+}
+
 int tsec__strlist_add(struct tsec_strlist *l, size_t *cap, const char *k, size_t n,
 		      const char *suffix)
 {

@@ -259,7 +259,7 @@ static int lc_get(struct tsec__backend *b, const struct tsec__skey *k, size_t ma
 	*out = NULL;
 	*len = 0;
 	/* The store's own records are read from the backend every time. */
-	if (tsec__key_reserved(key))
+	if (tsec__key_uncached(key))
 		return c->inner->ops->get(c->inner, k, max, out, len, err);
 	if ((rc = hit(c, key, max, out, len)) != 0)
 		return rc > 0 ? 0 : tsec__seterr(err, TSEC_ENOMEM, key, NULL);
@@ -303,7 +303,7 @@ static int lc_get_many(struct tsec__backend *b, const struct tsec__skey *k, size
 		return rc;
 	for (i = 0; i < n; i++) {
 		keys[i] = k[i].text;
-		reserved |= tsec__key_reserved(keys[i]);
+		reserved |= tsec__key_uncached(keys[i]);
 	}
 	if ((rc = tsec__gates_lock(&c->gates, keys, n, &g)))
 		return tsec__seterr(err, rc, "", NULL);
@@ -455,7 +455,7 @@ static int lc_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 	 * it guards), so its gate is held with theirs. */
 	rc = c->inner->ops->put_many(c->inner, p, n, f, gd, err);
 	for (size_t i = 0; i < n; i++) {
-		if (rc == 0 && !tsec__key_reserved(keys[i]))
+		if (rc == 0 && !tsec__key_uncached(keys[i]))
 			remember_if(c, keys[i], p[i].value, p[i].len, &gen[i]);
 		else
 			forget(c, keys[i]);

@@ -70,6 +70,12 @@ int tsec__skey_parse(const char *key, bool root_ok, struct tsec__skey *sk,
 int tsec__skey_parse_any(const char *key, struct tsec__skey *sk, struct tsec_error *err);
 /* Whether key lies in the store's own namespace (first segment ".tsec-"). */
 bool tsec__key_reserved(const char *key);
+/*
+ * Whether a LocalCache reads key from its backend every time: the store's
+ * records, but for the remote store's generation records, which change
+ * only with the references they go with and are cached as they are.
+ */
+bool tsec__key_uncached(const char *key);
 
 /*
  * Checks n requests through the store's endpoint, with `who` filled in as

@@ -141,6 +141,7 @@ fi
 cmp store/certificates/$ACME_ISSUER/test.example/test.example.crt lego/certificates/test.example.crt
 
 say "lego obtains www.test.example; its hook publishes it to the remote certificate store"
+export ACME_ISSUER=acme-remote
 TSEC_KEY="$work/issuer" TSEC_CERT_VERB=publish LEGO_CA_CERTIFICATES="$work/pebble-cert.pem" \
 	lego --server "https://127.0.0.1:$acme_port/dir" --accept-tos --email ops@test.example \
 	--domains www.test.example --key-type rsa2048 --http --http.port "127.0.0.1:$(port)" \
@@ -161,4 +162,11 @@ done
 say "publishing the same again changes nothing: $(TSEC_KEY="$work/issuer" "$TSEC" cert publish \
 	"$ACME_ISSUER" www.test.example lego/certificates/www.test.example.crt \
 	lego/certificates/www.test.example.key lego/certificates/www.test.example.json)"
+
+say "the issuer may not write a reference by hand (the floor; the store would refuse it too)"
+if TSEC_KEY="$work/issuer" "$TSEC" store put certificates/$ACME_ISSUER/www.test.example/www.test.example.key \
+	store/certificates/$ACME_ISSUER/www.test.example/www.test.example.crt 2> raw.err; then
+	echo "acme: FAILED: the issuer wrote a reference with store put" >&2; exit 1
+fi
+grep -q 'forbidden by floor' raw.err
 say "ok"

@@ -12,10 +12,16 @@
  *              Never overwritten; a blob that does not verify against its
  *              address is an error, never served.
  *   reference: certificates/<issuer>/<d>/<d>.{crt,key,json}, the keys of
- *              tsec_store_save_cert, each naming one blob.  The three
- *              change together in one guarded coordinator transaction,
- *              fenced by the renewal lock when one is given.  The policy
- *              decides on these logical keys, as for tsec_store_save_cert.
+ *              tsec_store_save_cert, each naming one blob, authenticated
+ *              with a key the store holds and bound to where it was
+ *              written: one written by hand, copied from another
+ *              certificate or altered is refused.  The three change
+ *              together, with the certificate's generation record (a key
+ *              no caller can name), in one coordinator transaction made
+ *              only over the record the publish read, fenced by the
+ *              renewal lock when one is given; an older set put back is
+ *              refused.  The policy decides on these logical keys with
+ *              the cert.* actions.
  *
  * A publish writes the blobs that are missing, then switches the three
  * references; one that dies between the two leaves only unreferenced
@@ -33,7 +39,7 @@ extern "C" {
 struct tsec_remote;
 
 /* The on-store format this library writes (references and blobs). */
-#define TSEC_REMOTE_FORMAT 1
+#define TSEC_REMOTE_FORMAT 2
 /* Largest blob (a certificate chain, a key, its metadata), by default. */
 #define TSEC_REMOTE_BLOB_MAX (1u << 20)
 
@@ -88,13 +94,17 @@ enum tsec_remote_outcome {
 };
 
 /*
- * Publishes a certificate: writes its blobs where missing (one already
- * there must hold the same bytes, or the publish is TSEC_ECORRUPT), then
- * switches the three references in one coordinator transaction, made
- * only while lk is held with its token and fence when lk is given
- * (TSEC_ENOTOWNER otherwise, and no reference changes).  Publishing the
- * content that is already current changes nothing.  *outcome (may be
- * NULL) says which.
+ * Publishes a certificate (the policy's cert.publish on its three keys,
+ * judging the certificate): writes its blobs where missing (one already
+ * there that does not verify as this content is replaced), then switches
+ * the three references in one coordinator transaction, made only while
+ * lk is held with its token and fence when lk is given (TSEC_ENOTOWNER
+ * otherwise, and no reference changes), and only over the state this
+ * publish read: TSEC_ECHANGED when another publish of other content
+ * switched first (nothing of this one stays).  Publishing the content
+ * that is already current changes nothing but blobs lost or altered in
+ * the object store, which it writes again.  *outcome (may be NULL) says
+ * which.
  */
 TSEC_API int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 				 const struct tsec_lock *lk, const char *issuer,
@@ -102,26 +112,32 @@ TSEC_API int tsec_remote_publish(struct tsec_remote *r, const struct tsec_princi
 				 enum tsec_remote_outcome *outcome, struct tsec_error *err);
 
 /*
- * Loads a certificate: the three references read together (a set torn by
- * a publish in between is read again), then each blob, verified against
- * its address.  0 with all three; TSEC_ENOENT when none exists;
- * TSEC_EINCOMPLETE when only some references do (an archived key);
- * TSEC_ECORRUPT when a blob does not verify or is missing.
+ * Loads a certificate (cert.load): the three references and the
+ * certificate's record read as of one moment, each verified, then each
+ * blob, verified against its address as this certificate's.  0 with all
+ * three; TSEC_ENOENT when none exists; TSEC_EINCOMPLETE when only some
+ * are live (an archived key); TSEC_ECORRUPT when a reference does not
+ * verify where it sits, or a blob does not verify or is missing;
+ * TSEC_EROLLBACK when the references are an older set than the record
+ * names, or the record is older than one this process has seen.
  */
 TSEC_API int tsec_remote_load(struct tsec_remote *r, const struct tsec_principal *who,
 			      const char *issuer, const char *domain,
 			      struct tsec_cert_files *f, struct tsec_error *err);
 
-/* Whether the certificate's reference exists (exact; no blob is read). */
+/* Whether the certificate's reference exists, verified and live
+ * (cert.exists; exact; no blob is read). */
 TSEC_API int tsec_remote_exists(struct tsec_remote *r, const struct tsec_principal *who,
 				const char *issuer, const char *domain, int *exists,
 				struct tsec_error *err);
 
 /*
- * Archives the private key: moves only its reference to
- * certificates/<issuer>/<d>/archive/<name>.key, recording who archived
- * it (TSEC_EEXIST when that name is taken; nothing moves).  Only that
- * principal may load it again (tsec_remote_load_archived).
+ * Archives the private key (cert.archive, from its key to the archive
+ * key): writes its reference, bound to the new place, at
+ * certificates/<issuer>/<d>/archive/<name>.key and takes the key out of
+ * the live set, in one transaction (TSEC_EEXIST when that name is taken;
+ * nothing changes).  Only the principal that published the key may load
+ * it again (tsec_remote_load_archived).
  */
 TSEC_API int tsec_remote_archive_key(struct tsec_remote *r, const struct tsec_principal *who,
 				     const struct tsec_lock *lk, const char *issuer,
@@ -133,6 +149,19 @@ TSEC_API int tsec_remote_load_archived(struct tsec_remote *r, const struct tsec_
 				       const char *issuer, const char *domain,
 				       const char *name, char **out, size_t *len,
 				       struct tsec_error *err);
+
+/* What this store has refused or mended since it opened. */
+struct tsec_remote_stats {
+	uint64_t refused;            /* references or records that did not
+					verify (forged, copied, altered) */
+	uint64_t rollbacks;          /* older references or records refused */
+	uint64_t corrupt;            /* blobs that did not verify */
+	uint64_t repaired;           /* blobs a publish wrote again over bad ones */
+	uint64_t conflicts;          /* publishes another publish beat */
+};
+
+/* Fills *out (zeros for NULL r).  Thread-safe. */
+TSEC_API void tsec_remote_stats(struct tsec_remote *r, struct tsec_remote_stats *out);
 
 /* What a sweep did. */
 struct tsec_remote_sweep {

@@ -1,10 +1,11 @@
 /*
  * libFuzzer: the remote certificate store's on-store formats.  The input,
  * split at its first NUL, becomes a certificate's reference (under all
- * three keys) and the bytes of the blob it names; the store then loads
- * the certificate, reads its presence and sweeps.  Nothing may crash or
- * leak, a load that succeeds served bytes that verified, and the fast
- * reference reader must read what jansson reads.
+ * three keys), its generation record, and the bytes of the blob it
+ * names; the store then loads the certificate, reads its presence and
+ * sweeps.  Nothing may crash or leak, nothing the fuzzer writes may load
+ * (it cannot make a MAC), and the fast reference reader must read what
+ * jansson reads.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 #include <jansson.h>
 
 #include "broker/remote/remote_private.h"
+#include "broker/storage/backend.h"
 #include "tinysecurity/remote.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -89,11 +91,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	for (int i = 0; i < 3; i++)
 		tsec_store_put(store, &who, keys[i], data, a, &err);
+	{
+		struct tsec__skey sk;
+		struct tsec__bput p;
+		if (tsec__skey_parse_any(".tsec-remote/certificates/acme/f.example", &sk, &err))
+			abort();
+		p = (struct tsec__bput){ &sk, data, a };
+		store->be->ops->put_many(store->be, &p, 1, NULL, NULL, &err);
+	}
 	b->ops->del(b, name, &err);
 	if (cut)
 		b->ops->put_new(b, name, cut + 1, size - a - 1, &err);
 	if (tsec_remote_load(remote, &who, "acme", "f.example", &got, &err) == 0)
-		tsec_cert_files_free(&got);
+		abort();   /* a forgery loaded */
 	tsec_remote_exists(remote, &who, "acme", "f.example", &ex, &err);
 	tsec_remote_sweep(remote, 0, &sw, &err);
 	return 0;
