@@ -392,7 +392,7 @@ $(CLI): $(CLI_OBJ) $(BROKER_A)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(ZMQ_LIBS) $(BROKER_LIBS)
 
 $(B)/bench_fleet $(B)/bench_remote: $(B)/%: $(B)/obj/perf/%.o $(B)/obj/perf/benchutil.o \
-		$(B)/obj/tests/servers.o $(BROKER_A)
+		$(B)/obj/tests/servers.o $(B)/obj/tests/sigv4.o $(BROKER_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(BROKER_LIBS) -lm
 
@@ -440,14 +440,14 @@ $(B)/tests/test_verifier $(B)/tests/test_archive: $(B)/tests/test_%: \
 $(B)/tests/test_daemon $(B)/tests/test_daemon_cli: $(B)/tests/test_%: \
 		$(B)/tobj/tests/test_%.o $(B)/tobj/tests/daemon_harness.o \
 		$(B)/tobj/tests/testutil.o $(B)/tobj/tests/certgen.o $(B)/tobj/tests/servers.o \
-		$(B)/tobj/tests/faults.o $(BROKER_A)
+		$(B)/tobj/tests/sigv4.o $(B)/tobj/tests/faults.o $(BROKER_A)
 	@mkdir -p $(dir $@)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) $(BROKER_LIBS)
 
 $(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/testutil.o \
-		$(B)/tobj/tests/certgen.o $(B)/tobj/tests/servers.o $(B)/tobj/tests/faults.o \
-		$(BROKER_A)
+		$(B)/tobj/tests/certgen.o $(B)/tobj/tests/servers.o $(B)/tobj/tests/sigv4.o \
+		$(B)/tobj/tests/faults.o $(BROKER_A)
 	@mkdir -p $(dir $@)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) $(BROKER_LIBS)

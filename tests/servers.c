@@ -429,6 +429,11 @@ void tu_server_stop(struct tu_server *s)
 {
 	char cmd[128];
 
+	if (s->sigv4) {
+		tu_sigv4_proxy_stop(s->sigv4);
+		free(s->sigv4);
+		s->sigv4 = NULL;
+	}
 	for (int i = 0; i < s->n; i++)
 		if (s->pid[i] > 0) {
 			kill(s->pid[i], SIGTERM);
@@ -591,8 +596,24 @@ int tu_s3_start(struct tu_server *s)
 		/* Up when it answers HTTP at all (node starts in about a
 		 * second; up to a minute on a slow machine). */
 		for (int t = 0; t < 600; t++) {
-			if (tu_http(s->url[0], NULL, NULL, 0, 500) > 0)
+			if (tu_http(s->url[0], NULL, NULL, 0, 500) > 0) {
+				/* In front of it, the proxy that checks
+				 * signatures as S3 would. */
+				if (!(s->sigv4 = calloc(1, sizeof(*s->sigv4))) ||
+				    tu_sigv4_proxy_start(s->sigv4, s->client_port[0], "S3RVER",
+							 "S3RVER")) {
+					free(s->sigv4);
+					s->sigv4 = NULL;
+					break;
+				}
+				snprintf(s->url[2], sizeof(s->url[2]), "%s", s->url[0]);
+				snprintf(s->url[0], sizeof(s->url[0]), "http://127.0.0.1:%d",
+					 s->sigv4->port);
+				snprintf(s->url[1], sizeof(s->url[1]), "http://s3.localhost:%d",
+					 s->sigv4->port);
+				snprintf(s->endpoints, sizeof(s->endpoints), "%s", s->url[0]);
 				return 0;
+			}
 			if (waitpid(s->pid[0], NULL, WNOHANG) == s->pid[0]) {
 				s->pid[0] = 0;
 				break;

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "tests/sigv4.h"
+
 #define TU_MEMBERS_MAX 3
 
 struct tu_server {
@@ -23,6 +25,7 @@ struct tu_server {
 	char tls[64];                /* with TLS: the folder of ca.pem, server.pem,
 					server-key.pem; clients must show a
 					certificate of that CA */
+	struct tu_sigv4_proxy *sigv4; /* S3: the signature-checking proxy */
 };
 
 /* One etcd member, or a cluster of n (1..3).  Returns 0 or -1. */
@@ -43,10 +46,13 @@ int tu_redis_start(struct tu_server *s);
 int tu_redis_restart(struct tu_server *s, bool keep_data);
 /*
  * An S3-compatible server (the npm package s3rver, on node) with the
- * bucket "tsec-test", keys S3RVER / S3RVER: s->url[0] is its endpoint for
- * path-style requests, s->url[1] for virtual-host style
- * (tsec-test.s3.localhost).  -1 when node or s3rver is missing (scripts/deps.sh servers
- * installs it) or it does not come up.
+ * bucket "tsec-test", keys S3RVER / S3RVER, behind the tests' SigV4
+ * proxy (tests/sigv4.h; s3rver checks no signature, the proxy does, as
+ * S3 would, and refuses what does not verify): s->url[0] is its endpoint
+ * for path-style requests, s->url[1] for virtual-host style
+ * (tsec-test.s3.localhost), s->url[2] s3rver itself, unchecked.  -1
+ * when node or s3rver is missing (scripts/deps.sh servers installs it)
+ * or it does not come up.
  */
 int tu_s3_start(struct tu_server *s);
 /* Stops every member still running and removes the data folder. */

@@ -142,7 +142,10 @@ static long request_once(struct s3blobs *s, enum method m, const char *path, con
 	uint8_t sha[crypto_hash_sha256_BYTES];
 	struct curl_slist *h = NULL;
 	struct upload up = { data, len, 0 };
-	struct body sink = { .max = max };
+	/* A request that wants no body may still get an error document: it
+	 * is read (so the status comes back, not curl's write error) and
+	 * dropped. */
+	struct body sink = { .max = 65536 };
 	CURL *c = take(s);
 	CURLcode cc;
 	long status = 0;
@@ -156,8 +159,14 @@ static long request_once(struct s3blobs *s, enum method m, const char *path, con
 	h = curl_slist_append(h, hdr_sha);
 	if (extra_header)
 		h = curl_slist_append(h, extra_header);
-	/* No "Expect: 100-continue" round trip for small blobs. */
-	h = curl_slist_append(h, "Expect:");
+	/*
+	 * No "Expect:" line to turn curl's 100-continue off: curl 7.88
+	 * signs every header it is given, an empty one too, and then sends
+	 * none, so S3 computes another signature and refuses every request
+	 * (tests/sigv4.c checks each signed header is sent).  curl asks
+	 * for 100-continue only for bodies over 1 MiB, which no blob
+	 * reaches but by its header (blob_max is 1 MiB by default).
+	 */
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 	curl_easy_setopt(c, CURLOPT_AWS_SIGV4, s->sigv4);
@@ -256,9 +265,12 @@ static int http_error(long status, const char *name, const struct body *b,
 			code[i++] = isalnum((unsigned char)*p) ? *p : '?';
 		code[i] = 0;
 	}
-	return tsec__seterr(err, status == 403 ? TSEC_EAUTH : TSEC_EIO, name,
-			    "object store: HTTP %ld%s%s for blob %s", status, *code ? " " : "",
-			    code, name);
+	if (status == 403)
+		return tsec__seterr(err, TSEC_EAUTH, name, "the object store refused our request "
+				    "(HTTP 403%s%s) for %s: check s3_access_key, the secret in "
+				    "s3_secret_file and s3_region", *code ? " " : "", code, name);
+	return tsec__seterr(err, TSEC_EIO, name, "object store: HTTP %ld%s%s for blob %s", status,
+			    *code ? " " : "", code, name);
 }
 
 /* The object's path for blob name (below the base URL), or TSEC_EKEY. */
@@ -282,7 +294,9 @@ static int s_put_new(struct tsec__blobs *b, const char *name, const void *data, 
 
 	if ((rc = object_path(s, name, path, sizeof(path), err)))
 		return rc;
-	st = request(s, M_HEAD, path, NULL, 0, NULL, 0, NULL, err);
+	st = request(s, M_HEAD, path, NULL, 0, NULL, 65536, &rb, err);
+	free(rb.p);
+	memset(&rb, 0, sizeof(rb));
 	if (st < 0)
 		return (int)st;
 	if (st == 200)
@@ -316,8 +330,8 @@ static int s_put_new(struct tsec__blobs *b, const char *name, const void *data, 
 }
 
 /* A request without a body (HEAD, DELETE) on blob name: its HTTP status,
- * or a negative code with err set. */
-static long bodiless(struct s3blobs *s, enum method method, const char *name,
+ * or a negative code with err set; an error document into *eb. */
+static long bodiless(struct s3blobs *s, enum method method, const char *name, struct body *eb,
 		     struct tsec_error *err)
 {
 	char path[400];
@@ -325,20 +339,25 @@ static long bodiless(struct s3blobs *s, enum method method, const char *name,
 
 	if ((rc = object_path(s, name, path, sizeof(path), err)))
 		return rc;
-	return request(s, method, path, NULL, 0, NULL, 0, NULL, err);
+	return request(s, method, path, NULL, 0, NULL, 65536, eb, err);
 }
 
 static int s_has(struct tsec__blobs *b, const char *name, struct tsec_error *err)
 {
-	long st = bodiless((struct s3blobs *)b, M_HEAD, name, err);
+	struct body eb = { 0 };
+	long st = bodiless((struct s3blobs *)b, M_HEAD, name, &eb, err);
+	int rc;
 
 	if (st < 0)
-		return (int)st;
-	if (st == 200)
-		return 0;
-	if (st == 404)
-		return tsec__seterr(err, TSEC_ENOENT, name, "no blob %s", name);
-	return http_error(st, name, NULL, err);
+		rc = (int)st;
+	else if (st == 200)
+		rc = 0;
+	else if (st == 404)
+		rc = tsec__seterr(err, TSEC_ENOENT, name, "no blob %s", name);
+	else
+		rc = http_error(st, name, &eb, err);
+	free(eb.p);
+	return rc;
 }
 
 static int s_get(struct tsec__blobs *b, const char *name, size_t max, uint8_t **out,
@@ -382,13 +401,18 @@ static int s_get(struct tsec__blobs *b, const char *name, size_t max, uint8_t **
 
 static int s_del(struct tsec__blobs *b, const char *name, struct tsec_error *err)
 {
-	long st = bodiless((struct s3blobs *)b, M_DELETE, name, err);
+	struct body eb = { 0 };
+	long st = bodiless((struct s3blobs *)b, M_DELETE, name, &eb, err);
+	int rc;
 
 	if (st < 0)
-		return (int)st;
-	if (st == 200 || st == 204 || st == 404)
-		return 0;
-	return http_error(st, name, NULL, err);
+		rc = (int)st;
+	else if (st == 200 || st == 204 || st == 404)
+		rc = 0;
+	else
+		rc = http_error(st, name, &eb, err);
+	free(eb.p);
+	return rc;
 }
 
 /* The text between <tag> and </tag> from *p on, into out; advances *p. */
@@ -414,12 +438,16 @@ static int xml_take(const char **p, const char *end, const char *tag, char *out,
 	return 0;
 }
 
+/* A listing of more pages than this is taken for a server going round
+ * in circles (a hundred million blobs at S3's thousand a page). */
+#define LIST_PAGES_MAX 100000
+
 static int s_list(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
 		  struct tsec_error *err)
 {
 	struct s3blobs *s = (struct s3blobs *)b;
-	char token[1024] = "";
-	int rc = 0;
+	char token[1024] = "", sent[1024] = "";
+	int rc = 0, pages = 0;
 
 	do {
 		char path[2048], *esc_prefix, *esc_token = NULL;
@@ -436,6 +464,7 @@ static int s_list(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
 			 esc_token ? esc_token : "");
 		curl_free(esc_prefix);
 		curl_free(esc_token);
+		memcpy(sent, token, sizeof(sent));
 		st = request(s, M_GET, path, NULL, 0, NULL, LIST_BODY_MAX, &rb, err);
 		if (st < 0) {
 			free(rb.p);
@@ -477,6 +506,13 @@ static int s_list(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
 			rc = fn(ctx, key + strlen(s->prefix), secs < 0 ? 0 : secs * 1000);
 		}
 		free(rb.p);
+		/* A page that hands back the token it was asked with leads
+		 * nowhere: asking again would loop for ever. */
+		if (rc == 0 && *token && (!strcmp(token, sent) || ++pages >= LIST_PAGES_MAX))
+			rc = tsec__seterr(err, TSEC_EIO, "(list)", "object store: the listing's "
+					  "continuation token %s (after %d pages): the server "
+					  "goes round in circles", !strcmp(token, sent)
+					  ? "came back unchanged" : "never ended", pages);
 	} while (rc == 0 && *token);
 	return rc;
 }
@@ -504,6 +540,37 @@ static bool plain_text(const char *v, const char *extra)
 	return true;
 }
 
+static bool bucket_ok(const char *b)
+{
+	size_t n = strlen(b);
+
+	if (!isalnum((unsigned char)b[0]) || !isalnum((unsigned char)b[n - 1]) || strstr(b, ".."))
+		return false;
+	for (; *b; b++)
+		if (!(islower((unsigned char)*b) || isdigit((unsigned char)*b) || *b == '.' ||
+		      *b == '-'))
+			return false;
+	return true;
+}
+
+static bool prefix_ok(const char *p)
+{
+	if (!plain_text(p, "-._/"))
+		return false;
+	while (*p) {
+		const char *e = strchr(p, '/');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		/* One trailing '/' closes the prefix; any other empty
+		 * segment is refused. */
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return false;
+		if (!e)
+			break;
+		p = e + 1;
+	}
+	return true;
+}
+
 int tsec__blobs_s3_open(struct tsec__blobs **out, const char *where,
 			const struct tsec_remote_opts *o, struct tsec_error *err)
 {
@@ -517,18 +584,25 @@ int tsec__blobs_s3_open(struct tsec__blobs **out, const char *where,
 	pthread_once(&curl_once, curl_init);
 	if (curl_rc != CURLE_OK)
 		return tsec__seterr(err, TSEC_EIO, "", "libcurl: %s", curl_easy_strerror(curl_rc));
-	/* Bucket names as S3 allows them (and so safe in a host name). */
+	/* Bucket names as S3 allows them (and so safe in a host name):
+	 * 3-63 of lower-case letters, digits, '.' and '-', a letter or
+	 * digit at each end, no ".." */
 	if (bl < 3 || bl >= sizeof(bucket))
 		return tsec__seterr(err, TSEC_EINVAL, "blobs", "s3: the bucket name must be 3 "
 				    "to 63 characters");
 	memcpy(bucket, where, bl);
 	bucket[bl] = 0;
-	if (!plain_text(bucket, "-.") || isupper((unsigned char)bucket[0]))
+	if (!bucket_ok(bucket))
 		return tsec__seterr(err, TSEC_EINVAL, "blobs", "s3: bucket '%s' is not a valid "
-				    "name", bucket);
-	if (slash && !plain_text(slash + 1, "-._/"))
-		return tsec__seterr(err, TSEC_EINVAL, "blobs", "s3: the prefix may hold letters, "
-				    "digits and - . _ /");
+				    "name (lower-case letters, digits, '.' and '-', a letter or "
+				    "digit at each end)", bucket);
+	/* The prefix: plain segments, each a name (no "..", no ".", no
+	 * empty one): a request's path is the bucket and the prefix as
+	 * written, and ".." there is another bucket. */
+	if (slash && !prefix_ok(slash + 1))
+		return tsec__seterr(err, TSEC_EINVAL, "blobs", "s3: the prefix '%.80s' must be "
+				    "segments of letters, digits and - . _ separated by single "
+				    "'/', none of them '.' or '..'", slash + 1);
 	if (!region || !*region)
 		region = "us-east-1";
 	if (!plain_text(region, "-"))
