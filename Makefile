@@ -83,7 +83,7 @@ CLIENT_SRC := broker/client/client.c
 PTEST_SRC := broker/policytest/policytest.c
 BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(REMOTE_SRC) $(CLIENT_SRC) $(PTEST_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c policy.c auth.c \
-	methods.c storage.c held.c dispatch.c queue.c serve.c declog.c fleet.c metrics.c)
+	methods.c storage.c held.c dispatch.c queue.c serve.c declog.c fleet.c probe.c metrics.c)
 CLI_SRC := broker/cli/tsec.c broker/cli/tools.c broker/cli/schema.c broker/cli/replay.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 

@@ -21,6 +21,7 @@
 #include <zmq.h>
 
 #include "common/file.h"
+#include "tests/servers.h"
 #include "tests/testutil.h"
 #include "tests/wait.h"
 #include "tinysecurity/client.h"
@@ -522,6 +523,80 @@ static void test_hardening_replace_other_writer(void **state)
 	unlink(path);
 }
 
+
+/* The broker's health, as JSON (new; json_decref it). */
+static json_t *health_of(void)
+{
+	struct tsec_client *c = client();
+	struct tsec_error err;
+	json_t *h = NULL;
+	char *out = NULL;
+
+	if (tsec_client_call(c, "health", NULL, &out, &err) == 0)
+		h = json_loads(out, 0, NULL);
+	free(out);
+	tsec_client_close(&c);
+	return h;
+}
+
+/*
+ * A broker whose blob store refuses its credentials says so in health
+ * (issue 33: it said "ok" until a publish failed), and one whose
+ * credentials are good says ok.  The blob store is s3rver behind the
+ * tests' SigV4-checking proxy.
+ */
+static void test_hardening_blob_store_refuses(void **state)
+{
+	struct tu_server s3;
+	char extra[1024], path[256];
+	const char *secrets[2] = { "NOT-THE-SECRET", "S3RVER" };
+
+	(void)state;
+	assert_int_equal(tu_s3_start(&s3), 0);
+	snprintf(path, sizeof(path), "%s/remote.key", dir);
+	write_text(path, "0f0e0d0c0b0a09080706050403020100000102030405060708090a0b0c0d0e0f\n");
+	assert_int_equal(chmod(path, 0600), 0);
+	for (int i = 0; i < 2; i++) {
+		json_t *h = NULL, *bs = NULL;
+		pid_t pid;
+
+		snprintf(path, sizeof(path), "%s/s3-%d.secret", dir, i);
+		write_text(path, secrets[i]);
+		assert_int_equal(chmod(path, 0600), 0);
+		snprintf(extra, sizeof(extra), ", \"allow_unsigned_policy\": true, \"remote\": "
+			 "{\"blobs\": \"s3://tsec-test/hard%d\", \"key_file\": \"%s/remote.key\", "
+			 "\"s3_endpoint\": \"%s\", \"s3_access_key\": \"S3RVER\", "
+			 "\"s3_secret_file\": \"%s\"}", i, dir, s3.url[0], path);
+		config("s3.json", extra);
+		pid = start("s3.json", "s3.err");
+		wait_up();
+		/* The first look at the blob store comes soon after start. */
+		TU_WAIT((json_decref(h), h = health_of()) &&
+			(bs = json_object_get(json_object_get(h, "remote"), "blob_store")) &&
+			json_is_true(json_object_get(bs, "checked")));
+		assert_non_null(bs);
+		if (i == 0) {
+			assert_string_equal(json_string_value(json_object_get(h, "status")),
+					    "degraded");
+			assert_true(json_is_false(json_object_get(bs, "ok")));
+			assert_non_null(strstr(json_string_value(json_object_get(bs, "error")),
+					       "refused"));
+			{
+				char *why = json_dumps(json_object_get(h, "degraded"), 0);
+				assert_non_null(why);
+				assert_non_null(strstr(why, "blob store"));
+				free(why);
+			}
+		} else {
+			assert_string_equal(json_string_value(json_object_get(h, "status")), "ok");
+			assert_true(json_is_true(json_object_get(bs, "ok")));
+		}
+		json_decref(h);
+		stop(pid);
+	}
+	tu_server_stop(&s3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -530,6 +605,7 @@ int main(void)
 		cmocka_unit_test(test_hardening_refused_client_deadline),
 		cmocka_unit_test(test_hardening_socket_claimed),
 		cmocka_unit_test(test_hardening_replace_other_writer),
+		cmocka_unit_test(test_hardening_blob_store_refuses),
 	};
 	return cmocka_run_group_tests_name("hardening", tests, setup, teardown);
 }

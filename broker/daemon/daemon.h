@@ -46,6 +46,7 @@
 #define TSEC_D_QUEUED_PER_CALLER 1024    /* of which one caller's */
 #define TSEC_D_DRAIN_LINGER_MS 300
 #define TSEC_D_FLEET_STALE_MS 30000      /* health: the fleet bundle unread this long */
+#define TSEC_D_PROBE_MS 30000            /* the blob store asked this often */
 
 #define TSEC_D_ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define TSEC_D_WORK_ENDPOINT "inproc://tsec-work"
@@ -196,6 +197,13 @@ struct tsec__daemon {
 	char fleet_raw[65];          /* SHA-256 of its bytes (the watch thread) */
 	_Atomic int64_t fleet_read_ms;   /* the bundle last read (wall ms), 0 never */
 	_Atomic int fleet_refused;       /* the bundle there now was refused */
+	/* probe.c: the remote store's blob store, asked now and then */
+	pthread_t probe_thread;
+	pthread_mutex_t probe_mu;
+	pthread_cond_t probe_cv;
+	int probe_on, probe_started, probe_rc, probe_said;
+	int64_t probe_ms;            /* when last asked (wall ms), 0 never */
+	char probe_why[TSEC_ERR_MSG];
 	void *metrics;               /* the metrics listener (libmicrohttpd), or NULL */
 	struct tsec_bus *bus;
 	/* The bus's "policy" endpoint, kept once found (methods.c). */
@@ -285,6 +293,13 @@ int tsec__fleet_start(struct tsec__daemon *d);
 int tsec__fleet_prefer(struct tsec__daemon *d, char **text, size_t *len);
 long long tsec__policy_revision_of(const char *text, size_t len);
 void tsec__fleet_stop(struct tsec__daemon *d);
+
+/* probe.c: asks the remote store's blob store at start and every
+ * TSEC_D_PROBE_MS (nothing without a remote store); its state for
+ * health, appending why to degraded when it fails. */
+int tsec__probe_start(struct tsec__daemon *d);
+void tsec__probe_stop(struct tsec__daemon *d);
+json_t *tsec__probe_json(struct tsec__daemon *d, json_t *degraded);
 struct tsec__policy_id;
 int tsec__fleet_publish(struct tsec__daemon *d, const char *policy, size_t plen,
 			const char *sig_hex, struct tsec__policy_id *id, struct tsec_error *err);

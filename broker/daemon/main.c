@@ -238,6 +238,7 @@ static void stop(struct tsec__daemon *d)
 {
 	tsec__metrics_stop(d);
 	tsec__fleet_stop(d);
+	tsec__probe_stop(d);
 	/* On a shared backend another broker may be renewing a lock this one
 	 * handed out: leave each to its lease. */
 	if (tsec__fleet_shared(d))
@@ -274,7 +275,7 @@ int main(int argc, char **argv)
 	}
 	if (a.check_only) {
 		rc = check_report(&d, a.config);
-	} else if (tsec__fleet_start(&d) || tsec__metrics_start(&d)) {
+	} else if (tsec__fleet_start(&d) || tsec__probe_start(&d) || tsec__metrics_start(&d)) {
 		rc = 2;
 	} else {
 		rc = tsec__serve(&d) ? 2 : 0;

@@ -584,15 +584,17 @@ static json_t *storage_json(struct tsec__daemon *d)
 	return o;
 }
 
-/* The remote certificate store: what it refused or mended. */
-static json_t *remote_json(struct tsec__daemon *d)
+/* The remote certificate store: its blob store as last asked, and what
+ * it refused or mended. */
+static json_t *remote_json(struct tsec__daemon *d, json_t *degraded)
 {
 	struct tsec_remote_stats rs;
 
 	tsec_remote_stats(d->remote, &rs);
-	return json_pack("{s:I,s:I,s:I,s:I,s:I}", "refused", (json_int_t)rs.refused,
-			 "rollbacks", (json_int_t)rs.rollbacks, "corrupt", (json_int_t)rs.corrupt,
-			 "repaired", (json_int_t)rs.repaired, "conflicts", (json_int_t)rs.conflicts);
+	return json_pack("{s:o,s:I,s:I,s:I,s:I,s:I}", "blob_store", tsec__probe_json(d, degraded),
+			 "refused", (json_int_t)rs.refused, "rollbacks", (json_int_t)rs.rollbacks,
+			 "corrupt", (json_int_t)rs.corrupt, "repaired", (json_int_t)rs.repaired,
+			 "conflicts", (json_int_t)rs.conflicts);
 }
 
 static json_t *m_health(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
@@ -606,7 +608,7 @@ json_t *tsec__health_json(struct tsec__daemon *d)
 {
 	struct tsec_module_info info;
 	struct tsec__policy_id id;
-	json_t *why = json_array(), *res;
+	json_t *why = json_array(), *res, *remote = NULL;
 	int64_t now = tsec__wall_ms(), read;
 
 	tsec_bus_info(d->bus, "policy", &info);
@@ -617,6 +619,8 @@ json_t *tsec__health_json(struct tsec__daemon *d)
 	if (id.expires_s && id.expires_s * 1000 <= now)
 		json_array_append_new(why, json_string("the running policy has expired: a newer "
 						       "revision did not arrive"));
+	if (d->remote)
+		remote = remote_json(d, why);
 	if (tsec__fleet_shared(d) && d->cfg.st.watch_policy) {
 		read = atomic_load(&d->fleet_read_ms);
 		if (atomic_load(&d->fleet_refused))
@@ -641,9 +645,10 @@ json_t *tsec__health_json(struct tsec__daemon *d)
 		if (json_array_size(why))
 			json_object_set(res, "degraded", why);
 		json_object_set_new(res, "storage", storage_json(d));
-		if (d->remote)
-			json_object_set_new(res, "remote", remote_json(d));
+		if (remote)
+			json_object_set(res, "remote", remote);
 	}
+	json_decref(remote);
 	json_decref(why);
 	return res;
 }

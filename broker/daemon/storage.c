@@ -560,8 +560,10 @@ json_t *tsec__m_remote_sweep(struct tsec__daemon *d, struct tsec__call *c, json_
 		return tsec__fail(TSEC_EPROTO, "params.grace_ms", "need an integer >= 0");
 	rc = tsec_remote_sweep(d->remote, (uint64_t)json_integer_value(g), &sw, &err);
 	if (!rc)
-		*result = json_pack("{s:I,s:I,s:I,s:I}", "blobs", (json_int_t)sw.blobs,
+		*result = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "blobs", (json_int_t)sw.blobs,
 				    "referenced", (json_int_t)sw.referenced, "waiting",
-				    (json_int_t)sw.waiting, "removed", (json_int_t)sw.removed);
+				    (json_int_t)sw.waiting, "removed", (json_int_t)sw.removed,
+				    "failed", (json_int_t)sw.failed, "litter",
+				    (json_int_t)sw.litter);
 	return done(rc, &err, result);
 }

@@ -14,6 +14,14 @@
  *   del       removes one; absent is 0.
  *   list      every blob name with its mtime (unix ms); names that are
  *             not the store's own are skipped, never reported.
+ *   probe     0 when the store answers and takes our credentials, else
+ *             the error a request would get (TSEC_EAUTH: refused).
+ *   claim     claims the store for the coordinator named id (hex), where
+ *             no claim is; the claim there, ours or another's, into
+ *             holder: a blob store is one coordinator's, or the sweeps
+ *             of two would remove each other's live blobs.
+ *   litter    removes what writers that are gone left (a folder's
+ *             temporaries), counting it; NULL where nothing is left.
  *
  * Every call is thread-safe and bounded by the provider's timeout.
  */
@@ -27,6 +35,8 @@
 
 /* "crt/" + 64 hex digits: the longest name a blob has. */
 #define TSEC__BLOB_NAME_MAX 72
+/* A coordinator's id: 32 hex digits. */
+#define TSEC__STORE_ID_HEX 32
 
 struct tsec__blobs;
 
@@ -43,6 +53,10 @@ struct tsec__blob_ops {
 	int (*list)(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
 		    struct tsec_error *err);
 	void (*close)(struct tsec__blobs *b);
+	int (*probe)(struct tsec__blobs *b, struct tsec_error *err);
+	int (*claim)(struct tsec__blobs *b, const char *id, char *holder, size_t n,
+		     struct tsec_error *err);
+	int (*litter)(struct tsec__blobs *b, size_t *removed, struct tsec_error *err);
 };
 
 struct tsec__blobs {
@@ -60,6 +74,10 @@ int tsec__blobs_memory_open(struct tsec__blobs **out, const char *rest,
 			    const struct tsec_remote_opts *o, struct tsec_error *err);
 int tsec__blobs_s3_open(struct tsec__blobs **out, const char *bucket_and_prefix,
 			const struct tsec_remote_opts *o, struct tsec_error *err);
+
+/* Tests only: the name a folder provider gives its temporaries
+ * (".tsec-tmp-<owner>-..."), into out. */
+void tsec__blobs_file_owner(struct tsec__blobs *b, char *out, size_t n);
 
 /* Opens the provider o->blobs names. */
 int tsec__blobs_open(struct tsec__blobs **out, const struct tsec_remote_opts *o,

@@ -7,9 +7,18 @@
  * synced, then linked under its name: link(2) fails where the name is
  * taken, which is the "only if absent" the store needs, and a reader
  * sees no blob or the whole one.
+ *
+ * Also under the root:
+ *   .tsec-owners/<owner>   flocked while the provider of that name is
+ *                          open; its temporaries are
+ *                          <kind>/.tsec-tmp-<owner>-<16 hex>, litter once
+ *                          the flock is free (a writer killed mid-write),
+ *                          whatever pid namespace the writer ran in
+ *   .tsec-claim            the coordinator this store belongs to
  */
 #include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,19 +26,77 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/file.h>
+
+#include <sodium.h>
+
 #include "broker/remote/blobs.h"
-#include "broker/storage/file/file_private.h"
 #include "common/error.h"
 
 static const char *const kinds[] = { "crt", "key", "meta" };
 #define NKINDS 3
+#define OWNERS ".tsec-owners"
+#define TMP ".tsec-tmp-"
+#define CLAIM ".tsec-claim"
+#define OWNER_LEN 17                 /* "o" and 16 hex digits */
 
 struct fblobs {
 	struct tsec__blobs base;
 	int root;
 	int kind[NKINDS];
+	int owners;                  /* root/.tsec-owners */
+	int ownerfd;                 /* our owner file, flocked */
+	char owner[OWNER_LEN + 1];
 	char path[512];
 };
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Writes data, synced, into a new temporary of this provider in dir;
+ * its name into tmp. */
+static int write_temp(struct fblobs *f, int dir, const void *data, size_t len, char *tmp,
+		      size_t n, const char *name, struct tsec_error *err)
+{
+	unsigned char r[8];
+	char hex[17];
+	int fd, e;
+
+	randombytes_buf(r, sizeof(r));
+	sodium_bin2hex(hex, sizeof(hex), r, sizeof(r));
+	snprintf(tmp, n, TMP "%s-%s", f->owner, hex);
+	if ((fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+			 0600)) < 0)
+		return tsec__seterr(err, TSEC_EIO, name, "blob %s: cannot create a temporary "
+				    "file: %s", name, strerror(errno));
+	if (write_all(fd, data, len) < 0 || fsync(fd) < 0) {
+		e = errno;
+		close(fd);
+		unlinkat(dir, tmp, 0);
+		return tsec__seterr(err, TSEC_EIO, name, "blob %s: cannot write: %s", name,
+				    strerror(e));
+	}
+	if (close(fd) < 0) {
+		e = errno;
+		unlinkat(dir, tmp, 0);
+		return tsec__seterr(err, TSEC_EIO, name, "blob %s: cannot write: %s", name,
+				    strerror(e));
+	}
+	return 0;
+}
 
 /* The folder of name's kind and where its hex digits start, or -1. */
 static int kind_fd(struct fblobs *f, const char *name, const char **hex)
@@ -61,8 +128,7 @@ static int f_put_new(struct tsec__blobs *b, const char *name, const void *data, 
 
 	if (dir < 0)
 		return bad_name(name, err);
-	/* Written and synced as the file backend writes a value. */
-	if ((rc = tsec__fb_write_temp("blob", dir, data, len, true, tmp, sizeof(tmp), name, err)))
+	if ((rc = write_temp(f, dir, data, len, tmp, sizeof(tmp), name, err)))
 		return rc;
 	if (linkat(dir, tmp, dir, hex, 0) < 0) {
 		e = errno;
@@ -209,14 +275,173 @@ static void f_close(struct tsec__blobs *b)
 	for (int i = 0; i < NKINDS; i++)
 		if (f->kind[i] >= 0)
 			close(f->kind[i]);
+	/* Our owner file goes with us: a clean close leaves no owner to
+	 * judge (a killed one leaves a file whose flock is free). */
+	if (f->ownerfd >= 0) {
+		unlinkat(f->owners, f->owner, 0);
+		close(f->ownerfd);
+	}
+	if (f->owners >= 0)
+		close(f->owners);
 	if (f->root >= 0)
 		close(f->root);
 	free(f);
 }
 
+static int f_probe(struct tsec__blobs *b, struct tsec_error *err)
+{
+	struct fblobs *f = (struct fblobs *)b;
+
+	if (faccessat(f->root, ".", W_OK, AT_EACCESS) < 0)
+		return tsec__seterr(err, errno == EACCES ? TSEC_EAUTH : TSEC_EIO, f->path,
+				    "the blob folder %s: %s", f->path, strerror(errno));
+	return 0;
+}
+
+/* Whether the owner named name (in .tsec-owners) is gone: its file
+ * missing, or its flock free. */
+static bool owner_gone(struct fblobs *f, const char *name)
+{
+	int fd;
+	bool gone;
+
+	if (!strcmp(name, f->owner))
+		return false;
+	if ((fd = openat(f->owners, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)) < 0)
+		return errno == ENOENT;
+	gone = flock(fd, LOCK_EX | LOCK_NB) == 0;
+	close(fd);
+	return gone;
+}
+
+/* Temporaries of writers that are gone, then their owner files. */
+static int f_litter(struct tsec__blobs *b, size_t *removed, struct tsec_error *err)
+{
+	struct fblobs *f = (struct fblobs *)b;
+	int dirs[NKINDS + 1];
+
+	(void)err;
+	*removed = 0;
+	for (int i = 0; i < NKINDS; i++)
+		dirs[i] = f->kind[i];
+	dirs[NKINDS] = f->owners;
+	for (int i = 0; i <= NKINDS; i++) {
+		int fd = dup(dirs[i]);
+		DIR *d;
+		struct dirent *e;
+
+		if (fd < 0 || !(d = fdopendir(fd))) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		rewinddir(d);
+		while ((e = readdir(d))) {
+			char owner[OWNER_LEN + 1];
+			bool gone;
+
+			if (i == NKINDS) {
+				/* An owner file whose flock is free: unlinked
+				 * while we hold it, so no new owner of that
+				 * name is judged by it. */
+				int ofd;
+				if (e->d_name[0] == '.' || !strcmp(e->d_name, f->owner))
+					continue;
+				ofd = openat(f->owners, e->d_name, O_RDONLY | O_NOFOLLOW |
+					     O_CLOEXEC | O_NONBLOCK);
+				if (ofd >= 0 && flock(ofd, LOCK_EX | LOCK_NB) == 0)
+					unlinkat(f->owners, e->d_name, 0);
+				if (ofd >= 0)
+					close(ofd);
+				continue;
+			}
+			if (strncmp(e->d_name, TMP, strlen(TMP)))
+				continue;
+			/* .tsec-tmp-<owner>-<hex>; "blob" for the temporaries
+			 * of versions before owners (no writer keeps any). */
+			snprintf(owner, sizeof(owner), "%.*s", OWNER_LEN, e->d_name + strlen(TMP));
+			if (!strncmp(owner, "blob-", 5))
+				gone = true;
+			else if (strlen(owner) != OWNER_LEN || e->d_name[strlen(TMP) + OWNER_LEN] != '-')
+				continue;
+			else
+				gone = owner_gone(f, owner);
+			if (gone && unlinkat(dirs[i], e->d_name, 0) == 0)
+				(*removed)++;
+		}
+		closedir(d);
+	}
+	return 0;
+}
+
+/* The claim: made where none is (written to a temporary, then linked:
+ * never seen half written), then read. */
+static int f_claim(struct tsec__blobs *b, const char *id, char *holder, size_t n,
+		   struct tsec_error *err)
+{
+	struct fblobs *f = (struct fblobs *)b;
+	char tmp[64], buf[TSEC__STORE_ID_HEX + 2];
+	ssize_t got;
+	int rc, fd;
+
+	if ((rc = write_temp(f, f->root, id, strlen(id), tmp, sizeof(tmp), CLAIM, err)))
+		return rc;
+	if (linkat(f->root, tmp, f->root, CLAIM, 0) < 0 && errno != EEXIST) {
+		rc = tsec__seterr(err, TSEC_EIO, CLAIM, "%s/" CLAIM ": %s", f->path,
+				  strerror(errno));
+		unlinkat(f->root, tmp, 0);
+		return rc;
+	}
+	unlinkat(f->root, tmp, 0);
+	if ((fd = openat(f->root, CLAIM, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)) < 0)
+		return tsec__seterr(err, TSEC_EIO, CLAIM, "%s/" CLAIM ": %s", f->path,
+				    strerror(errno));
+	got = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (got < 0)
+		return tsec__seterr(err, TSEC_EIO, CLAIM, "%s/" CLAIM ": %s", f->path,
+				    strerror(errno));
+	buf[got] = 0;
+	snprintf(holder, n, "%s", buf);
+	return 0;
+}
+
+void tsec__blobs_file_owner(struct tsec__blobs *b, char *out, size_t n)
+{
+	snprintf(out, n, "%s", ((struct fblobs *)b)->owner);
+}
+
 static const struct tsec__blob_ops file_ops = {
-	"file", f_put_new, f_has, f_get, f_del, f_list, f_close,
+	"file", f_put_new, f_has, f_get, f_del, f_list, f_close, f_probe, f_claim, f_litter,
 };
+
+/* Names this provider by an owner file in .tsec-owners, flocked for as
+ * long as it is open (made under another name, flocked, then renamed:
+ * never seen unlocked). */
+static int own(struct fblobs *f, struct tsec_error *err)
+{
+	unsigned char r[8];
+	char making[OWNER_LEN + 16];
+
+	randombytes_buf(r, sizeof(r));
+	f->owner[0] = 'o';
+	sodium_bin2hex(f->owner + 1, sizeof(f->owner) - 1, r, sizeof(r));
+	snprintf(making, sizeof(making), ".making-%s", f->owner);
+	f->ownerfd = openat(f->owners, making, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+			    0600);
+	if (f->ownerfd < 0 || flock(f->ownerfd, LOCK_EX) < 0 ||
+	    renameat(f->owners, making, f->owners, f->owner) < 0) {
+		int e = errno;
+		if (f->ownerfd >= 0) {
+			unlinkat(f->owners, making, 0);
+			close(f->ownerfd);
+			f->ownerfd = -1;
+		}
+		return tsec__seterr(err, TSEC_EIO, OWNERS, "%s/" OWNERS ": %s", f->path,
+				    strerror(e));
+	}
+	return 0;
+}
 
 /* A folder under dir (made 0700 when missing), never through a link. */
 static int open_folder(int dir, const char *path, struct tsec_error *err)
@@ -248,6 +473,8 @@ int tsec__blobs_file_open(struct tsec__blobs **out, const char *root,
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	f->base.ops = &file_ops;
 	f->root = -1;
+	f->owners = -1;
+	f->ownerfd = -1;
 	for (int i = 0; i < NKINDS; i++)
 		f->kind[i] = -1;
 	snprintf(f->path, sizeof(f->path), "%s", root);
@@ -259,6 +486,11 @@ int tsec__blobs_file_open(struct tsec__blobs **out, const char *root,
 			goto fail;
 		f->kind[i] = rc;
 	}
+	if ((rc = open_folder(f->root, OWNERS, err)) < 0)
+		goto fail;
+	f->owners = rc;
+	if ((rc = own(f, err)))
+		goto fail;
 	*out = &f->base;
 	return 0;
 fail:

@@ -4,6 +4,7 @@
  * transfer would.  mtimes read the injected clock.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,7 @@ struct mblobs {
 	struct tsec__blobs base;
 	pthread_mutex_t mu;
 	struct mblob *bucket[NBUCKETS];
+	char claim[TSEC__STORE_ID_HEX + 1];
 };
 
 /* Names end in hex digits of a keyed hash: two of them spread well. */
@@ -177,8 +179,29 @@ static void m_close(struct tsec__blobs *b)
 	free(m);
 }
 
+static int m_probe(struct tsec__blobs *b, struct tsec_error *err)
+{
+	(void)b;
+	(void)err;
+	return 0;
+}
+
+static int m_claim(struct tsec__blobs *b, const char *id, char *holder, size_t n,
+		   struct tsec_error *err)
+{
+	struct mblobs *m = (struct mblobs *)b;
+
+	(void)err;
+	pthread_mutex_lock(&m->mu);
+	if (!m->claim[0])
+		snprintf(m->claim, sizeof(m->claim), "%s", id);
+	snprintf(holder, n, "%s", m->claim);
+	pthread_mutex_unlock(&m->mu);
+	return 0;
+}
+
 static const struct tsec__blob_ops memory_ops = {
-	"memory", m_put_new, m_has, m_get, m_del, m_list, m_close,
+	"memory", m_put_new, m_has, m_get, m_del, m_list, m_close, m_probe, m_claim, NULL,
 };
 
 int tsec__blobs_memory_open(struct tsec__blobs **out, const char *rest,

@@ -528,8 +528,71 @@ static void s_close(struct tsec__blobs *b)
 	free(s);
 }
 
+/* A listing of at most one name under the prefix: the bucket is there
+ * and takes our credentials. */
+static int s_probe(struct tsec__blobs *b, struct tsec_error *err)
+{
+	struct s3blobs *s = (struct s3blobs *)b;
+	char path[1024], *esc = curl_easy_escape(NULL, s->prefix, 0);
+	struct body rb = { 0 };
+	long st;
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "?list-type=2&max-keys=1&prefix=%s", esc ? esc : "");
+	curl_free(esc);
+	st = request(s, M_GET, path, NULL, 0, NULL, 65536, &rb, err);
+	if (st < 0)
+		rc = (int)st;
+	else if (st != 200)
+		rc = http_error(st, "the bucket", &rb, err);
+	free(rb.p);
+	return rc;
+}
+
+#define CLAIM_OBJECT ".tsec-claim"
+
+/* The claim is the object <prefix>.tsec-claim, written only where
+ * absent (If-None-Match), then read. */
+static int s_claim(struct tsec__blobs *b, const char *id, char *holder, size_t n,
+		   struct tsec_error *err)
+{
+	struct s3blobs *s = (struct s3blobs *)b;
+	char path[400];
+	struct body rb = { 0 };
+	long st;
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "%s" CLAIM_OBJECT, s->prefix);
+	st = request(s, M_HEAD, path, NULL, 0, NULL, 65536, &rb, err);
+	free(rb.p);
+	memset(&rb, 0, sizeof(rb));
+	if (st == 404) {
+		st = request(s, M_PUT, path, id, strlen(id), "If-None-Match: *", 65536, &rb, err);
+		if (st == 501) {
+			free(rb.p);
+			memset(&rb, 0, sizeof(rb));
+			st = request(s, M_PUT, path, id, strlen(id), NULL, 65536, &rb, err);
+		}
+		free(rb.p);
+		memset(&rb, 0, sizeof(rb));
+		if (st >= 0 && st != 200 && st != 412 && st != 409)
+			return http_error(st, CLAIM_OBJECT, NULL, err);
+	}
+	if (st < 0)
+		return (int)st;
+	st = request(s, M_GET, path, NULL, 0, NULL, 4096, &rb, err);
+	if (st < 0)
+		rc = (int)st;
+	else if (st != 200)
+		rc = http_error(st, CLAIM_OBJECT, &rb, err);
+	else
+		snprintf(holder, n, "%.*s", (int)rb.n, rb.p ? (const char *)rb.p : "");
+	free(rb.p);
+	return rc;
+}
+
 static const struct tsec__blob_ops s3_ops = {
-	"s3", s_put_new, s_has, s_get, s_del, s_list, s_close,
+	"s3", s_put_new, s_has, s_get, s_del, s_list, s_close, s_probe, s_claim, NULL,
 };
 
 static bool plain_text(const char *v, const char *extra)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "broker/remote/remote_private.h"
+#include "broker/storage/backend.h"
 #include "broker/storage/remote.h"
 #include "common/error.h"
 
@@ -83,6 +84,7 @@ int tsec_remote_open(struct tsec_remote **out, struct tsec_store *coordinator,
 	r->seal_keys = !o->plain_keys;
 	r->blob_max = o->blob_max ? o->blob_max : TSEC_REMOTE_BLOB_MAX;
 	r->txn_max = o->txn_max ? o->txn_max : 4 * r->blob_max;
+	snprintf(r->where, sizeof(r->where), "%s", o->blobs ? o->blobs : "");
 	pthread_mutex_init(&r->sweep_mu, NULL);
 	pthread_mutex_init(&r->hw_mu, NULL);
 	if ((rc = tsec__blobs_open(&r->blobs, o, err))) {
@@ -109,6 +111,74 @@ void tsec_remote_close(struct tsec_remote **pr)
 	sodium_memzero(r, sizeof(*r));
 	free(r);
 	*pr = NULL;
+}
+
+int tsec_remote_probe(struct tsec_remote *r, struct tsec_error *err)
+{
+	if (!r)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no remote store");
+	return r->blobs->ops->probe(r->blobs, err);
+}
+
+#define STORE_ID TSEC__RECORDS "/store-id"
+
+/* The coordinator's id, made (guarded: one wins) the first time. */
+static int store_id(struct tsec_remote *r, char id[TSEC__STORE_ID_HEX + 1],
+		    struct tsec_error *err)
+{
+	struct tsec__backend *be = r->coord->be;
+	struct tsec__skey sk;
+	int rc;
+
+	if ((rc = tsec__skey_parse_any(STORE_ID, &sk, err)))
+		return rc;
+	for (int tries = 0; tries < 3; tries++) {
+		uint8_t rnd[TSEC__STORE_ID_HEX / 2];
+		char mine[TSEC__STORE_ID_HEX + 1], *v = NULL;
+		struct tsec__guarded rec = { STORE_ID, mine, TSEC__STORE_ID_HEX, NULL, 0 };
+		size_t n;
+
+		rc = be->ops->get(be, &sk, 256, &v, &n, err);
+		if (rc == 0) {
+			rc = n == TSEC__STORE_ID_HEX ? 0 : tsec__seterr(err, TSEC_ECORRUPT, STORE_ID,
+					"the coordinator's store id is malformed");
+			if (!rc)
+				memcpy(id, v, n + 1);
+			free(v);
+			return rc;
+		}
+		if (rc != TSEC_ENOENT)
+			return rc;
+		randombytes_buf(rnd, sizeof(rnd));
+		sodium_bin2hex(mine, sizeof(mine), rnd, sizeof(rnd));
+		rc = tsec__store_put_checked(r->coord, NULL, NULL, 0, &rec, err);
+		if (rc == 0) {
+			memcpy(id, mine, sizeof(mine));
+			return 0;
+		}
+		if (rc != TSEC_ECHANGED)
+			return rc;
+	}
+	return tsec__seterr(err, TSEC_EBUSY, STORE_ID, "the coordinator's store id kept changing");
+}
+
+int tsec__remote_claim(struct tsec_remote *r, struct tsec_error *err)
+{
+	char id[TSEC__STORE_ID_HEX + 1], holder[TSEC__STORE_ID_HEX + 2] = "";
+	int rc;
+
+	if (atomic_load(&r->claimed))
+		return 0;
+	if ((rc = store_id(r, id, err)) ||
+	    (rc = r->blobs->ops->claim(r->blobs, id, holder, sizeof(holder), err)))
+		return rc;
+	if (strcmp(holder, id))
+		return tsec__seterr(err, TSEC_EINVAL, "blobs", "the blob store %s belongs to another "
+				    "coordinator (store id %.32s; this coordinator's is %s): the "
+				    "sweeps of two coordinators would remove each other's live "
+				    "blobs; give each its own folder or prefix", r->where, holder, id);
+	atomic_store(&r->claimed, true);
+	return 0;
 }
 
 void tsec_remote_stats(struct tsec_remote *r, struct tsec_remote_stats *out)

@@ -426,7 +426,8 @@ int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 			q[0].ctx.cert_pem.len = len[0];
 		}
 	}
-	if ((rc = tsec__store_check(r->coord, who, q, TSEC__RK, err)))
+	if ((rc = tsec__store_check(r->coord, who, q, TSEC__RK, err)) ||
+	    (rc = tsec__remote_claim(r, err)))
 		return rc;
 	for (int i = 0; i < TSEC__RK; i++)
 		tsec__rblob_address(r, i, &k.bind, data[i], len[i], names[i]);

@@ -79,18 +79,13 @@ struct tsec__hw {
 	uint64_t epoch;              /* hw_epoch when seq was raised */
 };
 
-struct tsec__cand;
-
 struct tsec_remote {
 	struct tsec_store *coord;
 	struct tsec__blobs *blobs;
 	uint8_t k_addr[32], k_seal[32], k_nonce[32], k_ref[32];
 	bool seal_keys;
 	size_t blob_max, txn_max;
-	/* The sweeper's candidates (remote_sweep.c). */
-	pthread_mutex_t sweep_mu;
-	struct tsec__cand *cand;
-	size_t ncand, capcand;
+	pthread_mutex_t sweep_mu;    /* one sweep at a time (remote_sweep.c) */
 	/* The highest record sequence seen per certificate, so a record that
 	 * goes back (a coordinator restored, a failover that lost writes)
 	 * is refused by this process (remote_cert.c). */
@@ -98,9 +93,21 @@ struct tsec_remote {
 	struct tsec__hw *hw;
 	size_t hw_cap, hw_n;
 	atomic_ullong hw_epoch;      /* raised with every mark raised */
+	char where[256];             /* o->blobs, for messages */
+	atomic_bool claimed;         /* the blob store is known to be ours */
 	/* tsec_remote_stats. */
 	atomic_ullong n_refused, n_rollback, n_corrupt, n_repaired, n_conflict;
 };
+
+/* ---- remote.c ---- */
+
+/*
+ * Makes sure the blob store belongs to this coordinator: the
+ * coordinator's id (made the first time) is claimed in the blob store,
+ * or found there; once per process.  TSEC_EINVAL when another
+ * coordinator's id is there.
+ */
+int tsec__remote_claim(struct tsec_remote *r, struct tsec_error *err);
 
 /* ---- remote_blob.c ---- */
 

@@ -215,7 +215,7 @@ int tsec__env_unwrap(const struct tsec__seal *s, const char *bkey, size_t bklen,
 	return 0;
 }
 
-bool tsec__remote_name_ok(const char *k, size_t n)
+bool tsec__remote_name_ok(const char *k, size_t n, bool reserved_ok)
 {
 	struct tsec__key key;
 	char why[96], norm[TSEC_KEY_MAX + 1];
@@ -226,6 +226,8 @@ bool tsec__remote_name_ok(const char *k, size_t n)
 	/* Only the normalised spelling, and nothing of the store's own. */
 	if (tsec__key_format(&key, norm, sizeof(norm)) != n || memcmp(norm, k, n))
 		return false;
+	if (reserved_ok)
+		return true;
 	for (size_t i = 0; i + TSEC__RESERVED_LEN <= n; i++)
 		if ((i == 0 || k[i - 1] == '/') && !memcmp(k + i, TSEC__RESERVED, TSEC__RESERVED_LEN))
 			return false;

@@ -56,11 +56,12 @@ int tsec__prefix_norm(const char *prefix, char *out, size_t outlen,
 
 /*
  * Whether a name found in a shared backend is a key the store could have
- * written (the key rules, normalised, no ".tsec-" segment).  Listings
- * skip anything else: a key planted there by another writer never
- * reaches a caller.
+ * written (the key rules, normalised, no ".tsec-" segment unless
+ * reserved_ok: a listing of the store's own records, below a reserved
+ * key, which no caller can ask for).  Listings skip anything else: a key
+ * planted there by another writer never reaches a caller.
  */
-bool tsec__remote_name_ok(const char *k, size_t n);
+bool tsec__remote_name_ok(const char *k, size_t n, bool reserved_ok);
 
 /* Reads the first line of a password file into out. */
 int tsec__password_load(const char *path, char *out, size_t outlen,

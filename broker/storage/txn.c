@@ -97,9 +97,9 @@ static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 
 	if (!s)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no store");
-	if (n == 0)
+	if (n == 0 && !rec)
 		return 0;
-	if (!puts)
+	if (!puts && n)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no values");
 	if (n > SIZE_MAX / sizeof(*sk))
 		return tsec__seterr(err, TSEC_ENOMEM, "", "too many values in one group");
@@ -168,7 +168,7 @@ static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 		guard = (struct tsec__guard){ &rsk, rec->old, rec->oldlen };
 		gd = &guard;
 	}
-	if (!checked && (rc = tsec__store_check(s, who, r, n, err)))
+	if (n && !checked && (rc = tsec__store_check(s, who, r, n, err)))
 		goto out;
 	if ((rc = tsec__gates_lock(s->gates, keys, all, &g))) {
 		rc = tsec__seterr(err, rc, "", NULL);

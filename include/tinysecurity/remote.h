@@ -81,6 +81,10 @@ struct tsec_remote_opts {
 /*
  * Opens the remote store over coordinator (which it uses, never closes:
  * close the remote first).  Returns 0 or a TSEC_E* code with err filled.
+ * A blob store belongs to one coordinator (the first to publish or sweep
+ * there claims it): a publish or a sweep over a blob store another
+ * coordinator claimed is refused (TSEC_EINVAL), since each one's sweeps
+ * would remove the other's live blobs.
  */
 TSEC_API int tsec_remote_open(struct tsec_remote **out, struct tsec_store *coordinator,
 			      const struct tsec_remote_opts *o, struct tsec_error *err);
@@ -169,18 +173,32 @@ struct tsec_remote_sweep {
 	size_t referenced;           /* of which referenced */
 	size_t waiting;              /* unreferenced, within their grace */
 	size_t removed;              /* unreferenced for longer: removed */
+	size_t failed;               /* due for removal, but the store refused */
+	size_t litter;               /* temporaries of writers gone, removed */
 };
 
 /*
- * Collects unreferenced blobs: one is removed only once it has been seen
- * unreferenced by this sweeper for grace_ms (by the injected clock), so a
- * reader that read a reference before it was switched, or a publisher
- * between its blobs and its references, still finds the blob.  Reads the
- * references as the internal sweeper (no principal); run it from one
- * process of the fleet.
+ * Collects unreferenced blobs: one is removed only once sweeps have seen
+ * it unreferenced for grace_ms of the wall clock, so a reader that read a
+ * reference before it was switched, or a publisher between its blobs and
+ * its references, still finds the blob.  When a blob was first seen
+ * unreferenced is kept in the coordinator, so the grace holds across
+ * sweeps of any broker and across restarts: run a sweep now and then
+ * (hourly, say); the first that sees a blob unreferenced starts its
+ * grace.  Also removes what publishers killed mid-write left.  Reads the
+ * references as the internal sweeper (no principal).  TSEC_EIO when a
+ * blob due could not be removed (*out counts them); TSEC_EINVAL when
+ * the blob store belongs to another coordinator.
  */
 TSEC_API int tsec_remote_sweep(struct tsec_remote *r, uint64_t grace_ms,
 			       struct tsec_remote_sweep *out, struct tsec_error *err);
+
+/*
+ * Asks the blob store whether it answers and takes this store's
+ * credentials (one small request): 0, or the error a publish would meet
+ * (TSEC_EAUTH: it refuses them).  For health checks.
+ */
+TSEC_API int tsec_remote_probe(struct tsec_remote *r, struct tsec_error *err);
 
 #ifdef __cplusplus
 }

@@ -330,7 +330,8 @@ static int et_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 				continue;
 			}
 			rest = (const char *)k + bl;
-			if (!tsec__remote_name_ok((const char *)k + e->plen + 3, kl - e->plen - 3)) {
+			if (!tsec__remote_name_ok((const char *)k + e->plen + 3, kl - e->plen - 3,
+						  tsec__key_reserved(sk->text))) {
 				memcpy(from, k, kl);     /* planted: skip it */
 				from[kl] = '\0';
 				fl = kl + 1;

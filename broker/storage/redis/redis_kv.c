@@ -215,7 +215,8 @@ int tsec__rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 				rc = -2;
 				break;
 			}
-			if (e->len <= bl || e->len > TSEC_KEY_MAX || !tsec__remote_name_ok(e->str, e->len)) {
+			if (e->len <= bl || e->len > TSEC_KEY_MAX || !tsec__remote_name_ok(e->str, e->len,
+										      tsec__key_reserved(sk->text))) {
 				/* Planted: skip it and continue after it (an overlong
 				 * one: after every name sharing its first
 				 * TSEC_KEY_MAX bytes, all as long). */
