@@ -246,7 +246,7 @@ static void run_broker(const char *root, int turns)
 		 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:acme-issuer\"}]}",
 		 bench_module(), pol, dir, ipc, tcp, srv_sec, cli_pub, (int)getuid());
 	snprintf(path, sizeof(path), "%s/broker.json", dir);
-	if (!lat || !(f = fopen(path, "w")))
+	if (!lat || !(f = fopen(path, "w")) || fchmod(fileno(f), 0600))
 		exit(2);
 	fputs(cfg, f);
 	fclose(f);

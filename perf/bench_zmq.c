@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -366,7 +367,7 @@ static void start_broker(void)
 		 getenv("BENCH_NO_LOG") ? "" : dir,
 		 getenv("BENCH_NO_LOG") ? "" : "/decisions.log\",",
 		 broker_ipc, broker_tcp, srv_sec, cli_pub, (int)getuid());
-	if (!(f = fopen(path, "w")) || fputs(cfg, f) < 0 || fclose(f)) {
+	if (!(f = fopen(path, "w")) || fchmod(fileno(f), 0600) || fputs(cfg, f) < 0 || fclose(f)) {
 		fprintf(stderr, "bench_zmq: cannot write %s\n", path);
 		exit(2);
 	}

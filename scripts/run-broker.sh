@@ -15,6 +15,8 @@ if [ ! -f var/keys/remote.key ]; then
 fi
 # Z85 keys may hold '&', which sed would read as "the match": escape it.
 esc() { printf '%s' "$1" | sed 's/[&|\\]/\\&/g'; }
+# var/broker.json holds the broker's secret key: 0600, or it refuses it.
+umask 077
 sed -e "s|@UID@|$(id -u)|" \
     -e "s|@SERVER_SECRET@|$(esc "$(cat var/keys/server.key)")|" \
     -e "s|@CLIENT_PUBLIC@|$(esc "$(cat var/keys/client.pub)")|" \

@@ -54,6 +54,8 @@ void write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "w");
 	assert_non_null(f);
+	/* 0600: a configuration holding server_secret_key must be. */
+	assert_int_equal(fchmod(fileno(f), 0600), 0);
 	fputs(text, f);
 	fclose(f);
 }

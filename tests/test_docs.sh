@@ -41,6 +41,7 @@ sed -e "s|@UID@|$(id -u)|" \
     -e "s|ipc://var/run/tsec.sock|ipc://$W/run/tsec.sock|" \
     -e "s|, \"tcp://127.0.0.1:5701\"||" \
     examples/broker.json > "$W/broker.json"
+chmod 600 "$W/broker.json"      # it holds the broker's secret key
 "$B/tsec-broker" --config "$W/broker.json" > "$W/broker.log" 2>&1 &
 pid=$!
 export TSEC_ENDPOINT="ipc://$W/run/tsec.sock"

@@ -33,6 +33,8 @@ static void write_text(const char *path, const char *text)
 	FILE *f = fopen(path, "w");
 
 	assert_non_null(f);
+	/* 0600: a configuration holding server_secret_key must be. */
+	assert_int_equal(fchmod(fileno(f), 0600), 0);
 	fputs(text, f);
 	fclose(f);
 }
@@ -524,6 +526,113 @@ static void test_hardening_replace_other_writer(void **state)
 }
 
 
+/*
+ * The broker sets the mode of the socket's folder only when it made the
+ * folder (issue 33, item 7: it chmod'ed any folder to 0700, a shared
+ * 1777 one lost its sticky bit and stayed locked after the broker
+ * stopped).  An existing folder is checked instead: one others may
+ * write, or owned by another user, is refused, saying why.
+ */
+static void test_hardening_socket_folder_kept(void **state)
+{
+	char run[128], shared[128], other[128], cfgtext[64], *err_text;
+	struct tsec_error err;
+	struct stat sb;
+	size_t n;
+	pid_t pid;
+	int st;
+
+	(void)state;
+	(void)cfgtext;
+	/* Our own folder, 0750: served, and left 0750. */
+	snprintf(run, sizeof(run), "%s/own", dir);
+	assert_int_equal(mkdir(run, 0750), 0);
+	assert_int_equal(chmod(run, 0750), 0);
+	snprintf(sock, sizeof(sock), "%s/own/tsec.sock", dir);
+	config("own.json", ", \"allow_unsigned_policy\": true");
+	pid = start("own.json", "own.err");
+	wait_up();
+	assert_int_equal(stat(run, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0750);
+	stop(pid);
+	assert_int_equal(stat(run, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0750);
+	/* A shared folder (1777): refused, and its mode kept. */
+	snprintf(shared, sizeof(shared), "%s/shared", dir);
+	assert_int_equal(mkdir(shared, 0700), 0);
+	assert_int_equal(chmod(shared, 01777), 0);
+	snprintf(sock, sizeof(sock), "%s/shared/tsec.sock", dir);
+	config("shared.json", ", \"allow_unsigned_policy\": true");
+	pid = start("shared.json", "shared.err");
+	assert_int_equal(tu_waitpid(pid, &st), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+	assert_int_equal(stat(shared, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 01777);
+	snprintf(run, sizeof(run), "%s/shared.err", dir);
+	assert_int_equal(tsec_read_file(run, 1 << 20, &err_text, &n, &err), 0);
+	assert_non_null(strstr(err_text, "others can write"));
+	free(err_text);
+	/* Another user's folder (as root here): refused. */
+	if (geteuid() == 0) {
+		snprintf(other, sizeof(other), "%s/other", dir);
+		assert_int_equal(mkdir(other, 0755), 0);
+		assert_int_equal(chown(other, 65534, 65534), 0);
+		snprintf(sock, sizeof(sock), "%s/other/tsec.sock", dir);
+		config("other.json", ", \"allow_unsigned_policy\": true");
+		pid = start("other.json", "other.err");
+		assert_int_equal(tu_waitpid(pid, &st), pid);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+		snprintf(run, sizeof(run), "%s/other.err", dir);
+		assert_int_equal(tsec_read_file(run, 1 << 20, &err_text, &n, &err), 0);
+		assert_non_null(strstr(err_text, "owned by"));
+		free(err_text);
+	}
+	/* A folder the broker makes is 0700. */
+	snprintf(sock, sizeof(sock), "%s/made/tsec.sock", dir);
+	config("made.json", ", \"allow_unsigned_policy\": true");
+	pid = start("made.json", "made.err");
+	wait_up();
+	snprintf(run, sizeof(run), "%s/made", dir);
+	assert_int_equal(stat(run, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0700);
+	stop(pid);
+	snprintf(sock, sizeof(sock), "%s/run/tsec.sock", dir);
+}
+
+/*
+ * A configuration that holds the broker's CURVE secret key inline is a
+ * key file: group- or world-readable, the broker refuses it, saying how
+ * to mend it (issue 33, item 8); 0600, it is good.
+ */
+static void test_hardening_config_secret_mode(void **state)
+{
+	char path[256], cfg[2048], args[512], pub[41], sec[41], *out;
+
+	(void)state;
+	assert_int_equal(zmq_curve_keypair(pub, sec), 0);
+	snprintf(path, sizeof(path), "%s/secret.json", dir);
+	snprintf(cfg, sizeof(cfg),
+		 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": "
+		 "\"examples/policy.json\", \"allow_unsigned_policy\": true,"
+		 " \"storage\": \"%s/store\", \"endpoints\": [\"ipc://%s\"],"
+		 " \"server_secret_key\": \"%s\", \"ipc_uids\": [{\"uid\": %d, \"principal\":"
+		 " \"svc:acme-issuer\"}]}", TSEC_BUILD_DIR, dir, sock, sec, (int)getuid());
+	write_text(path, cfg);
+	assert_int_equal(chmod(path, 0644), 0);
+	snprintf(args, sizeof(args), "--check --config %s", path);
+	assert_int_equal(broker_run(args, &out), 2);
+	assert_non_null(strstr(out, "holds server_secret_key"));
+	assert_non_null(strstr(out, "chmod 600"));
+	free(out);
+	assert_int_equal(chmod(path, 0640), 0);
+	assert_int_equal(broker_run(args, &out), 2);
+	free(out);
+	assert_int_equal(chmod(path, 0600), 0);
+	assert_int_equal(broker_run(args, &out), 0);
+	assert_non_null(strstr(out, "are good"));
+	free(out);
+}
+
 /* The broker's health, as JSON (new; json_decref it). */
 static json_t *health_of(void)
 {
@@ -606,6 +715,8 @@ int main(void)
 		cmocka_unit_test(test_hardening_socket_claimed),
 		cmocka_unit_test(test_hardening_replace_other_writer),
 		cmocka_unit_test(test_hardening_blob_store_refuses),
+		cmocka_unit_test(test_hardening_socket_folder_kept),
+		cmocka_unit_test(test_hardening_config_secret_mode),
 	};
 	return cmocka_run_group_tests_name("hardening", tests, setup, teardown);
 }

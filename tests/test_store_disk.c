@@ -979,9 +979,91 @@ static void test_store_group_before_loads(void **state)
 	assert_string_equal(l.crt, "c2");
 }
 
+
+/* Opens a file store on root: 0, or the error's code (its text into err). */
+static int open_root(const char *root, struct tsec_error *err)
+{
+	struct tsec_store_opts o = { .backend = "file", .root = root };
+	struct tsec_bus *bus = tu_bus_with_policy("tests/data/store_policy.json");
+	struct tsec_store *s = NULL;
+	int rc = tsec_store_open_opts(&s, &o, bus, NULL, err);
+
+	tsec_store_close(&s);
+	tsec_bus_free(&bus);
+	return rc;
+}
+
+/*
+ * A store root others can write, one under a folder others can write
+ * (without the sticky bit), or another user's, is refused at open; a
+ * value another user planted in the store is refused when read (issue
+ * 33, item 8: 'store get' served a certificate another user planted in a
+ * storage folder others could write).  /tmp's sticky bit is fine: nobody
+ * else can rename what is below it.
+ */
+static void test_store_root_trusted(void **state)
+{
+	struct tu_store *t = *state;
+	char base[] = "/tmp/tsec-root-XXXXXX", path[512], cmd[600];
+	struct tsec_error err;
+	char *v = NULL;
+	size_t n;
+	int ex = -1;
+
+	assert_non_null(mkdtemp(base));
+	/* Writable by others: refused, saying so. */
+	snprintf(path, sizeof(path), "%s/open", base);
+	assert_int_equal(mkdir(path, 0700), 0);
+	assert_int_equal(chmod(path, 0777), 0);
+	assert_int_equal(open_root(path, &err), TSEC_EIO);
+	assert_non_null(strstr(err.msg, "others can write"));
+	/* Under a folder others can write (no sticky bit). */
+	snprintf(path, sizeof(path), "%s/open/store", base);
+	assert_int_equal(open_root(path, &err), TSEC_EIO);
+	assert_non_null(strstr(err.msg, "above the store's root"));
+	/* With the sticky bit, as /tmp: fine. */
+	snprintf(path, sizeof(path), "%s/open", base);
+	assert_int_equal(chmod(path, 01777), 0);
+	snprintf(path, sizeof(path), "%s/open/store", base);
+	if (open_root(path, &err))
+		fail_msg("a root under a sticky folder: %s", err.msg);
+	/* Group-writable root: refused. */
+	snprintf(path, sizeof(path), "%s/group", base);
+	assert_int_equal(mkdir(path, 0770), 0);
+	assert_int_equal(chmod(path, 0770), 0);
+	assert_int_equal(open_root(path, &err), TSEC_EIO);
+	if (geteuid() == 0) {
+		/* Another user's root, and another user's folder above it. */
+		snprintf(path, sizeof(path), "%s/theirs", base);
+		assert_int_equal(mkdir(path, 0700), 0);
+		assert_int_equal(chown(path, 65534, 65534), 0);
+		assert_int_equal(open_root(path, &err), TSEC_EIO);
+		assert_non_null(strstr(err.msg, "belongs to uid 65534"));
+		snprintf(path, sizeof(path), "%s/theirs/store", base);
+		assert_int_equal(open_root(path, &err), TSEC_EIO);
+		/* A value another user planted in the store: refused, not
+		 * served; not there for exists either. */
+		put(t->store, "certificates/acme/x/x.crt", "ours");
+		snprintf(path, sizeof(path), "%s/certificates/acme/x/planted.crt", t->root);
+		plant(t->root, "certificates/acme/x/planted.crt", "theirs");
+		assert_int_equal(chown(path, 65534, 65534), 0);
+		assert_int_equal(tsec_store_get(t->store, &app, "certificates/acme/x/planted.crt",
+						&v, &n, &err), TSEC_EIO);
+		assert_non_null(strstr(err.msg, "planted"));
+		assert_null(v);
+		assert_int_equal(tsec_store_exists(t->store, &app, "certificates/acme/x/planted.crt",
+						   &ex, &err), 0);
+		assert_false(ex);
+		check_value(t->store, "certificates/acme/x/x.crt", "ours");
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_store_root_trusted),
 		cmocka_unit_test(test_store_planted_files),
 		cmocka_unit_test(test_store_kept_folders),
 		cmocka_unit_test(test_store_list_empty_and_again),

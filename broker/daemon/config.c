@@ -8,10 +8,14 @@
  * setting.
  */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 #include <zmq.h>
@@ -532,12 +536,22 @@ bad:
 int tsec__config_load(const char *path, struct tsec__config *c)
 {
 	json_error_t je;
-	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je), *v;
+	json_t *root = NULL, *v;
+	struct stat sb;
 	long long n;
-	int rc = -1;
+	int rc = -1, fd;
 
 	memset(c, 0, sizeof(*c));
 	c->log_gid = -1;
+	/* Read from the descriptor whose mode is checked below. */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &sb) < 0) {
+		tsec__say("config %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+	close(fd);
 	if (!root) {
 		tsec__say("config %s: line %d: %s", path, je.line, je.text);
 		return -1;
@@ -565,6 +579,14 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 	if ((v = json_object_get(root, "server_secret_key"))) {
 		if (!json_is_string(v) || json_string_length(v) != 40) {
 			tsec__say("config /server_secret_key: must be 40 characters of Z85");
+			goto out;
+		}
+		/* The broker's CURVE secret, inline: the file is a key file. */
+		if ((sb.st_mode & 077) || (sb.st_uid != geteuid() && sb.st_uid != 0)) {
+			tsec__say("config %s holds server_secret_key, but %s: chmod 600 it (and "
+				  "chown it to this broker's user)", path,
+				  (sb.st_mode & 077) ? "group or others may read it"
+						     : "another user owns it");
 			goto out;
 		}
 		memcpy(c->server_secret, json_string_value(v), 41);

@@ -250,8 +250,47 @@ int tsec__ipc_in_use(const char *path)
 	return -1;
 }
 
-/* Binds an ipc endpoint with its socket file 0600 in a 0700 folder,
- * refusing one where a live broker answers. */
+/*
+ * Whether an existing folder may hold the broker's socket: the broker's
+ * own (or root's) and writable by nobody else.  In a folder others may
+ * write (a shared 1777 one), another user could take the socket's name
+ * first, or plant a socket of their own there for callers to reach.
+ * 0, or -1 with why said.
+ */
+static int socket_folder_ok(const char *folder)
+{
+	struct stat sb;
+
+	if (stat(folder, &sb) < 0) {
+		tsec__say("the socket's folder %s: %s", folder, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		tsec__say("the socket's folder %s is not a folder", folder);
+		return -1;
+	}
+	if (sb.st_uid != geteuid() && sb.st_uid != 0) {
+		tsec__say("the socket's folder %s is owned by uid %ld, not this broker's (%ld) "
+			  "nor root: refusing to put its socket there; give it a folder of its "
+			  "own (e.g. /run/tinysecurity)", folder, (long)sb.st_uid, (long)geteuid());
+		return -1;
+	}
+	if (sb.st_mode & 022) {
+		tsec__say("the socket's folder %s is mode %04o: others can write it (and take "
+			  "the socket's name, or plant a socket callers would reach): refusing; "
+			  "give the broker a folder of its own (e.g. /run/tinysecurity)", folder,
+			  (unsigned)(sb.st_mode & 07777));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Binds an ipc endpoint with its socket file 0600, refusing one where a
+ * live broker answers.  A folder it makes is 0700; an existing one is
+ * never changed (a shared folder would lose its mode for good), only
+ * checked (socket_folder_ok).
+ */
 static int bind_ipc(void *s, const char *ep, int *claim)
 {
 	char path[1024], lockp[1030], *slash;
@@ -260,14 +299,31 @@ static int bind_ipc(void *s, const char *ep, int *claim)
 
 	snprintf(path, sizeof(path), "%s", ep + 6);
 	slash = strrchr(path, '/');
-	if (slash) {
+	if (slash)
 		*slash = '\0';
-		if (*path && mkdir(path, 0700) < 0 && errno != EEXIST)
-			return -1;
-		if (*path)
+	{
+		const char *folder = !slash ? "." : *path ? path : "/";
+		bool made = false;
+
+		if (slash && *path) {
+			if (mkdir(path, 0700) == 0)
+				made = true;
+			else if (errno != EEXIST) {
+				tsec__say("cannot make the socket's folder %s: %s", path,
+					  strerror(errno));
+				return -1;
+			}
+		}
+		if (made) {
+			/* Ours: 0700 whatever the umask left. */
 			chmod(path, 0700);
-		*slash = '/';
+		} else if (socket_folder_ok(folder)) {
+			errno = EACCES;
+			return -1;
+		}
 	}
+	if (slash)
+		*slash = '/';
 	/*
 	 * Claimed first, for the broker's life: a flock on "<socket>.lock".
 	 * Looking for a listener, then binding, is not enough alone: two

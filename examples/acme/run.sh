@@ -76,7 +76,8 @@ export ACME_ISSUER=acme-pebble
 # As for pebble: a port someone else holds means another try.
 for try in 1 2 3; do
 	broker_ep="tcp://127.0.0.1:$(port)"
-	cat > broker.json <<JSON
+	# It holds the broker's secret key: 0600, or the broker refuses it.
+	(umask 077 && cat > broker.json) <<JSON
 {"module": "$build/libtinysecurity_module.so", "policy": "$here/policy.json",
  "allow_unsigned_policy": true, "storage": "$work/store", "decision_log": "$work/decisions.log",
  "remote": {"blobs": "file:$work/blobs", "key_file": "$work/remote.key"},

@@ -12,6 +12,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,6 +231,16 @@ static int open_err(const struct tsec__skey *sk, struct tsec_error *err)
 }
 
 /*
+ * Whether this process's user (or root) owns it: every file and folder
+ * the store makes is, so one another user made was planted (a shared
+ * folder, or a root others can write, which open refuses anyway).
+ */
+static bool owned(const struct stat *sb)
+{
+	return sb->st_uid == geteuid() || sb->st_uid == 0;
+}
+
+/*
  * A value: a regular file with at most one name.  None (0) is a file
  * replaced or removed since it was looked up (a rename over a value
  * drops the old file's count before the name moves to the new one): it
@@ -238,17 +249,22 @@ static int open_err(const struct tsec__skey *sk, struct tsec_error *err)
  */
 static bool plain_file(const struct stat *sb)
 {
-	return S_ISREG(sb->st_mode) && sb->st_nlink <= 1;
+	return S_ISREG(sb->st_mode) && sb->st_nlink <= 1 && owned(sb);
 }
 
 /* Refuses anything but a value (plain_file), or a folder when
  * folder_ok. */
+
 static int plain(const struct stat *sb, const struct tsec__skey *sk, bool folder_ok,
 		 struct tsec_error *err)
 {
 	if (S_ISDIR(sb->st_mode))
 		return folder_ok ? 0 : tsec__seterr(err, TSEC_EINVAL, sk->text,
 						    "'%s' is a folder, not a value", sk->text);
+	if (!owned(sb))
+		return tsec__seterr(err, TSEC_EIO, sk->text,
+				    "'%s' belongs to uid %ld, not this store's user: planted in "
+				    "the store; refused", sk->text, (long)sb->st_uid);
 	if (!plain_file(sb))
 		return tsec__seterr(err, TSEC_EIO, sk->text,
 				    "'%s' is not a regular file with one link (a FIFO, "
@@ -787,6 +803,49 @@ int tsec__file_feed(struct tsec__backend *b, tsec__inval_fn fn, void *ctx,
 	return 0;
 }
 
+/*
+ * Whether the store's root can be trusted with private keys, as sshd's
+ * StrictModes judges a home folder: the root is this user's (or root's)
+ * and nobody else may write it; every folder above it is this user's or
+ * root's, and writable by others only with the sticky bit (as /tmp),
+ * where nobody else can rename or remove what is below.  Otherwise
+ * another user could plant values, or swap a folder on the way.
+ */
+static int root_safe(const char *root, struct tsec_error *err)
+{
+	char path[PATH_MAX], *slash;
+	struct stat sb;
+
+	if (!realpath(root, path))
+		return io_err(err, root, "cannot resolve store root");
+	if (stat(path, &sb) < 0)
+		return io_err(err, root, "cannot stat store root");
+	if (!owned(&sb))
+		return tsec__seterr(err, TSEC_EIO, root, "the store's root %s belongs to uid %ld, "
+				    "not this user (%ld): refused", path, (long)sb.st_uid,
+				    (long)geteuid());
+	if (sb.st_mode & 022)
+		return tsec__seterr(err, TSEC_EIO, root, "the store's root %s is mode %04o: others "
+				    "can write it (and plant values): refused; chmod 700 it", path,
+				    (unsigned)(sb.st_mode & 07777));
+	while ((slash = strrchr(path, '/'))) {
+		slash[slash == path ? 1 : 0] = '\0';
+		if (stat(path, &sb) < 0)
+			return io_err(err, path, "cannot stat a folder above the store's root");
+		if (!owned(&sb))
+			return tsec__seterr(err, TSEC_EIO, root, "%s, above the store's root, belongs "
+					    "to uid %ld: it could swap the store's folders; refused",
+					    path, (long)sb.st_uid);
+		if ((sb.st_mode & 022) && !(sb.st_mode & S_ISVTX))
+			return tsec__seterr(err, TSEC_EIO, root, "%s, above the store's root, is mode "
+					    "%04o: others can write it (and swap the store's "
+					    "folders): refused", path, (unsigned)(sb.st_mode & 07777));
+		if (slash == path)
+			break;
+	}
+	return 0;
+}
+
 int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_error *err)
 {
 	struct tsec__filebe *fb;
@@ -795,6 +854,8 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 	*out = NULL;
 	if (mkdir(root, 0700) < 0 && errno != EEXIST)
 		return io_err(err, root, "cannot create store root");
+	if ((rc = root_safe(root, err)))
+		return rc;
 	if (!(fb = calloc(1, sizeof(*fb))))
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	fb->base.ops = &file_ops;
