@@ -3,6 +3,16 @@
 
 #include "tests/testutil.h"
 
+struct tsec_bus *tu_bus_with_policy_or_null(const char *policy_path)
+{
+	struct tsec_bus *bus = NULL;
+	struct tsec_error err;
+
+	if (tsec_bus_new(&bus) || tsec_bus_load_file(bus, "policy", MODULE_PATH, policy_path, &err))
+		tsec_bus_free(&bus);
+	return bus;
+}
+
 struct tsec_bus *tu_bus_with_policy(const char *policy_path)
 {
 	struct tsec_bus *bus = NULL;

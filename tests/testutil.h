@@ -24,6 +24,8 @@ __attribute__((constructor)) static void tu_line_buffered(void)
 
 /* A new bus with the real module on "policy" loaded from a policy file. */
 struct tsec_bus *tu_bus_with_policy(const char *policy_path);
+/* The same, NULL when the policy does not load. */
+struct tsec_bus *tu_bus_with_policy_or_null(const char *policy_path);
 
 /* The same with policy text. */
 struct tsec_bus *tu_bus_with_text(const char *text);

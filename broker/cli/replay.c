@@ -214,22 +214,101 @@ int cmd_replay(struct opts *o)
 
 /* ---- diff ---- */
 
-/* A pattern made concrete: each '*' or '**' segment "x", '*' in a segment "x". */
+/*
+ * What diff asks, and why it is sound for the key shapes the policies'
+ * own patterns can match: a decision changes only where a changed rule
+ * (in OLD or NEW) matches, and every key a pattern matches has the same
+ * decisions as one of the pattern's samples, provided each '**' is tried
+ * at every depth a rule's literals can tell apart and each glob with and
+ * without text where '*' stands.  So each resource pattern is expanded:
+ * '**' as 0, 1, 2 and 3 segments ("x"), each segment holding '*' with
+ * '*' as "x" and, where the segment keeps other characters, as nothing
+ * (the boundary of "*.key" is ".key").  Conditions are sampled at each
+ * bound either policy names (size_max V: sizes V and V+1; ttl_ms_max:
+ * the same), recursive deletes and listings both ways, and a move's
+ * destination at every expansion of the policies' patterns.
+ */
+#define DEPTHS 4                     /* '**' as 0..3 segments */
+#define EXPANSIONS_MAX 256           /* per pattern */
+#define DESTS_MAX 64
+
+struct sample {
+	json_t *reqs, *seen;
+	json_t *domains, *prins;
+	json_t *sizes, *ttls;            /* integers */
+	json_t *dests;                   /* strings */
+	size_t capped;                   /* expansions cut at EXPANSIONS_MAX */
+};
+
+/* Appends to out each key pattern pat expands to (see above). */
+static void expand(const char *pat, json_t *out, size_t *capped)
+{
+	char segs[64][256];
+	unsigned choice[64] = { 0 }, nchoice[64];
+	size_t nseg = 0, made = 0;
+	const char *p = pat;
+
+	while (*p && nseg < 64) {
+		const char *e = strchr(p, '/');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		if (n && n < sizeof(segs[0])) {
+			memcpy(segs[nseg], p, n);
+			segs[nseg++][n] = '\0';
+		}
+		if (!e)
+			break;
+		p = e + 1;
+	}
+	for (size_t i = 0; i < nseg; i++)
+		nchoice[i] = !strcmp(segs[i], "**") ? DEPTHS
+			     : strchr(segs[i], '*') && strcmp(segs[i], "*") ? 2 : 1;
+	/* Every combination of the segments' choices (an odometer). */
+	for (;;) {
+		char key[2048];
+		size_t o = 0, i;
+
+		key[0] = '\0';
+		for (i = 0; i < nseg && o + 300 < sizeof(key); i++) {
+			const char *sg = segs[i];
+			if (!strcmp(sg, "**")) {
+				for (unsigned d = 0; d < choice[i]; d++)
+					o += (size_t)snprintf(key + o, sizeof(key) - o, "%sx",
+							      o ? "/" : "");
+				continue;
+			}
+			if (o)
+				key[o++] = '/';
+			for (; *sg; sg++) {
+				if (*sg == '*') {
+					while (sg[1] == '*')
+						sg++;
+					if (choice[i] == 0)
+						key[o++] = 'x';
+				} else {
+					key[o++] = *sg;
+				}
+			}
+			key[o] = '\0';
+		}
+		key[o] = '\0';
+		if (made++ < EXPANSIONS_MAX)
+			json_array_append_new(out, json_string(key));
+		else
+			++*capped;
+		for (i = 0; i < nseg && ++choice[i] == nchoice[i]; i++)
+			choice[i] = 0;
+		if (i == nseg)
+			break;
+	}
+}
+
+/* A domain pattern made concrete: '*' as "x". */
 static void concrete(const char *pat, char *out, size_t n)
 {
 	size_t o = 0;
 
-	for (const char *p = pat; *p && o + 2 < n; p++) {
-		if (*p == '*') {
-			while (p[1] == '*')
-				p++;
-			out[o++] = 'x';
-		} else if (*p != '?' && *p != '[') {
-			out[o++] = *p;
-		} else {
-			out[o++] = 'x';
-		}
-	}
+	for (const char *p = pat; *p && o + 2 < n; p++)
+		out[o++] = *p == '*' ? 'x' : *p;
 	out[o] = '\0';
 }
 
@@ -248,34 +327,64 @@ static bool with_domain(const char *res, const char *dom, char *out, size_t n)
 	return (size_t)snprintf(out, n, "certificates/%s/%s/%s%s", iss, dom, dom, ext) < n;
 }
 
-static void add_request(json_t *reqs, json_t *seen, const char *prin, const char *role,
-			const char *action, const char *res)
+static void add_request(struct sample *s, const char *prin, const char *role,
+			const char *action, const char *res, json_t *ctx)
 {
-	json_t *req, *ctx = json_object();
-	unsigned af = cli_action_flags(action);
+	json_t *req;
 	char *key;
 
-	if (af & TSEC_AF_TTL)
-		json_object_set_new(ctx, "ttl_ms", json_integer(60000));
-	if (af & TSEC_AF_SIZE)
-		json_object_set_new(ctx, "size", json_integer(1024));
-	if (af & TSEC_AF_DEST) {
-		char dest[1100];
-
-		snprintf(dest, sizeof(dest), "%s.moved", res);
-		json_object_set_new(ctx, "dest", json_string(dest));
-	}
-	req = json_pack("{s:s,s:[],s:s,s:s,s:o}", "principal", prin, "roles", "action", action,
+	req = json_pack("{s:s,s:[],s:s,s:s,s:O}", "principal", prin, "roles", "action", action,
 			"resource", res, "context", ctx);
 	if (role)
 		json_array_append_new(json_object_get(req, "roles"), json_string(role));
 	key = json_dumps(req, JSON_COMPACT | JSON_SORT_KEYS);
-	if (key && !json_object_get(seen, key)) {
-		json_object_set_new(seen, key, json_true());
-		json_array_append(reqs, req);
+	if (key && !json_object_get(s->seen, key)) {
+		json_object_set_new(s->seen, key, json_true());
+		json_array_append(s->reqs, req);
 	}
 	free(key);
 	json_decref(req);
+}
+
+/* One action on one key, in every context the policies' bounds tell
+ * apart; with the domains the policies name in place of a certificate's. */
+static void sample_key(struct sample *s, const char *who, const char *role, const char *action,
+		       const char *key)
+{
+	unsigned af = cli_action_flags(action);
+	json_t *ctxs = json_array(), *c, *v;
+	size_t i, j;
+
+	if (af & TSEC_AF_TTL) {
+		json_array_foreach(s->ttls, i, v)
+			json_array_append_new(ctxs, json_pack("{s:O}", "ttl_ms", v));
+	} else if (af & TSEC_AF_SIZE) {
+		json_array_foreach(s->sizes, i, v)
+			json_array_append_new(ctxs, json_pack("{s:O}", "size", v));
+	} else if (af & TSEC_AF_DEST) {
+		json_array_foreach(s->dests, i, v)
+			if (i < DESTS_MAX)
+				json_array_append_new(ctxs, json_pack("{s:O}", "dest", v));
+	} else {
+		json_array_append_new(ctxs, json_object());
+		if (af & TSEC_AF_RECURSIVE)
+			json_array_append_new(ctxs, json_pack("{s:b}", "recursive", 1));
+	}
+	json_array_foreach(ctxs, i, c) {
+		char rd[1100];
+		json_t *dom;
+
+		add_request(s, who, role, action, key, c);
+		json_array_foreach(s->domains, j, dom) {
+			char d[260];
+			concrete(json_string_value(dom), d, sizeof(d));
+			if (d[0] == 'x' && d[1] == '.')
+				d[0] = 'w';
+			if (with_domain(key, d, rd, sizeof(rd)))
+				add_request(s, who, role, action, rd, c);
+		}
+	}
+	json_decref(ctxs);
 }
 
 /* Every principal either policy names: {"p": id, "role": name or null}. */
@@ -307,16 +416,29 @@ static void principals_of(json_t *out, json_t *seen, json_t *pol)
 }
 
 /*
- * The requests one rule's actions and resources make, asked by every
- * principal either policy names (a floor removed changes what an allow
- * elsewhere lets through), with the domains the policies name in place
- * of a certificate's.
+ * Every action any rule names, on every key any pattern expands to, by
+ * every principal either policy names (a floor removed changes what an
+ * allow elsewhere lets through; a rule on "**" changes what a key only
+ * another rule's pattern shapes meets).
  */
-static void rule_requests(json_t *reqs, json_t *seen, json_t *r, json_t *domains,
-			  json_t *prins)
+static void all_requests(struct sample *s, json_t *actions)
 {
-	json_t *a, *res, *dom, *pe;
-	size_t j, k, l, i;
+	json_t *pe, *k, *a;
+	size_t i, n, j;
+
+	json_array_foreach(actions, j, a)
+		json_array_foreach(s->dests, n, k)
+			json_array_foreach(s->prins, i, pe)
+				sample_key(s, json_string_value(json_object_get(pe, "p")),
+					   json_string_value(json_object_get(pe, "role")),
+					   json_string_value(a), json_string_value(k));
+}
+
+/* The actions a rule names, added once each to out. */
+static void actions_of(json_t *out, json_t *seen, json_t *r)
+{
+	json_t *a;
+	size_t j;
 
 	json_array_foreach(json_object_get(r, "action"), j, a) {
 		const char *an = json_string_value(a);
@@ -324,56 +446,56 @@ static void rule_requests(json_t *reqs, json_t *seen, json_t *r, json_t *domains
 		for (unsigned x = 0; an && x < TSEC_ACTION__COUNT; x++) {
 			const char *name = tsec_action_name(x);
 
-			if (fnmatch(an, name, 0))
+			if (fnmatch(an, name, 0) || json_object_get(seen, name))
 				continue;
-			json_array_foreach(json_object_get(r, "resource"), k, res) {
-				char rc[1100], rd[1100];
-
-				if (!json_is_string(res))
-					continue;
-				concrete(json_string_value(res), rc, sizeof(rc));
-				json_array_foreach(prins, i, pe) {
-					const char *who = json_string_value(json_object_get(pe, "p"));
-					const char *role = json_string_value(json_object_get(pe, "role"));
-
-					add_request(reqs, seen, who, role, name, rc);
-					json_array_foreach(domains, l, dom) {
-						char d[260];
-
-						concrete(json_string_value(dom), d, sizeof(d));
-						if (d[0] == 'x' && d[1] == '.')
-							d[0] = 'w';
-						if (with_domain(rc, d, rd, sizeof(rd)))
-							add_request(reqs, seen, who, role, name, rd);
-					}
-				}
-			}
+			json_object_set_new(seen, name, json_true());
+			json_array_append_new(out, json_string(name));
 		}
 	}
 }
 
-static void policy_requests(json_t *reqs, json_t *seen, const char *a, const char *b)
+/* A condition's bound in a rule: V and V+1 into out. */
+static void bounds_of(json_t *out, json_t *r, const char *name)
+{
+	json_t *v = json_object_get(json_object_get(r, "when"), name);
+
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		json_array_append_new(out, json_integer(json_integer_value(v)));
+		json_array_append_new(out, json_integer(json_integer_value(v) + 1));
+	}
+}
+
+static void policy_requests(struct sample *s, const char *a, const char *b)
 {
 	static const char *const sections[] = { "floor", "rules" };
 	json_t *pa = json_load_file(a, 0, NULL), *pb = json_load_file(b, 0, NULL);
-	json_t *domains = json_array(), *prins = json_array(), *pseen = json_object(), *r, *d;
+	json_t *pseen = json_object(), *aseen = json_object(), *actions = json_array(), *r, *d;
 	json_t *pols[2] = { pa, pb };
 	size_t i, j;
 
+	s->domains = json_array();
+	s->prins = json_array();
+	s->sizes = json_pack("[i]", 1024);
+	s->ttls = json_pack("[i]", 60000);
+	s->dests = json_array();
 	for (int p = 0; p < 2; p++) {
-		principals_of(prins, pseen, pols[p]);
-		for (int s = 0; s < 2; s++)
-			json_array_foreach(json_object_get(pols[p], sections[s]), i, r)
+		principals_of(s->prins, pseen, pols[p]);
+		for (int t = 0; t < 2; t++)
+			json_array_foreach(json_object_get(pols[p], sections[t]), i, r) {
 				json_array_foreach(json_object_get(r, "domain"), j, d)
 					if (json_is_string(d))
-						json_array_append(domains, d);
+						json_array_append(s->domains, d);
+				json_array_foreach(json_object_get(r, "resource"), j, d)
+					if (json_is_string(d))
+						expand(json_string_value(d), s->dests, &s->capped);
+				bounds_of(s->sizes, r, "size_max");
+				bounds_of(s->ttls, r, "ttl_ms_max");
+				actions_of(actions, aseen, r);
+			}
 	}
-	for (int p = 0; p < 2; p++)
-		for (int s = 0; s < 2; s++)
-			json_array_foreach(json_object_get(pols[p], sections[s]), i, r)
-				rule_requests(reqs, seen, r, domains, prins);
-	json_decref(domains);
-	json_decref(prins);
+	all_requests(s, actions);
+	json_decref(actions);
+	json_decref(aseen);
 	json_decref(pseen);
 	json_decref(pa);
 	json_decref(pb);
@@ -383,7 +505,8 @@ int cmd_diff(struct opts *o)
 {
 	struct made m = { json_object() };
 	struct tsec_bus *a = NULL, *b = NULL;
-	json_t *reqs = json_array(), *seen = json_object(), *req;
+	struct sample smp = { .reqs = json_array(), .seen = json_object() };
+	json_t *reqs = smp.reqs, *req;
 	size_t i, differ = 0, asked = 0;
 	int rc = EXIT_ALLOW;
 
@@ -393,7 +516,7 @@ int cmd_diff(struct opts *o)
 		rc = EXIT_ERROR;
 		goto out;
 	}
-	policy_requests(reqs, seen, o->args[0], o->args[1]);
+	policy_requests(&smp, o->args[0], o->args[1]);
 	if (o->log) {
 		FILE *f = fopen(o->log, "r");
 		char *buf = NULL;
@@ -439,13 +562,28 @@ int cmd_diff(struct opts *o)
 		json_decref(keep);
 	}
 	printf("%zu requests decided under both, %zu differ\n", asked, differ);
+	/* What the sample leaves out, said every time. */
+	printf("covered: every action the rules name on every key their patterns shape, "
+	       "'**' as 0 to 3 segments, each glob empty and not, the principals and roles the policies name and one "
+	       "other, the domains they name, sizes and TTLs at each bound they set%s\n",
+	       o->log ? ", the logged requests" : "");
+	printf("not covered: keys deeper than a pattern's '**' at 3 segments, literals the "
+	       "policies do not name in a glob's place, conditions on the certificate itself "
+	       "(SANs, expiry, key type and size)%s%s\n", smp.capped ? ", patterns with more "
+	       "than 256 expansions (cut)" : "", o->log ? "" : ", requests from a decision log "
+	       "(--log LOG)");
 	if (differ)
 		rc = EXIT_DENY;
 out:
 	tsec_bus_free(&a);
 	tsec_bus_free(&b);
 	json_decref(reqs);
-	json_decref(seen);
+	json_decref(smp.seen);
+	json_decref(smp.domains);
+	json_decref(smp.prins);
+	json_decref(smp.sizes);
+	json_decref(smp.ttls);
+	json_decref(smp.dests);
 	json_decref(m.by_attrs);
 	return rc;
 }
