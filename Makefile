@@ -192,6 +192,7 @@ instructions: deps
 	sh perf/instructions.sh build/release
 	sh perf/broker_instructions.sh build/release
 	sh perf/compile_instructions.sh build/release
+	sh perf/remote_instructions.sh build/release
 
 clean:
 	rm -rf build

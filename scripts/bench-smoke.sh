@@ -45,6 +45,8 @@ check bench_remote "load_6k presence_6k republish_6k load_48k presence_48k repub
 	store_load_cert_6k store_load_cert_48k s3_load_6k s3_presence_6k s3_republish_6k s3_load_48k \
 	s3_presence_48k s3_republish_48k" env BENCH_SAMPLES=1 BENCH_S3_ITERS=5 $B/bench_remote 200
 check bench_instructions "" $B/bench_instructions "$M" examples/policy.json 100
+# The remote store's instructions per call (callgrind over bench_remote).
+check remote_instructions "smoke" sh perf/remote_instructions.sh $B smoke 40
 # Compiling N and 10N rules, and the ratio (callgrind).
 check compile_instructions "distinct deep" sh perf/compile_instructions.sh $B 100
 # The broker's instructions per call (bench_calls drives it under callgrind).

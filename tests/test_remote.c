@@ -1,10 +1,11 @@
 /*
- * The remote certificate store's contract (issue 19), run on every blob
- * provider x coordinator pair: blobs in a folder, in an S3-compatible
- * server (s3rver, started here on loopback) and in memory; references in
- * the file, etcd and redis backends, with and without a LocalCache.  And
- * once per provider: a 3-member etcd coordinator losing its leader during
- * publishes.
+ * The remote certificate store's contract (issues 19 and 33), run on
+ * every blob provider x coordinator pair docs/remote.md names: blobs in a
+ * folder and in an S3-compatible server (s3rver, started here on
+ * loopback behind the tests' SigV4-checking proxy), references in the
+ * file, etcd and redis backends, each with and without a LocalCache; S3
+ * by virtual host once; memory with memory.  And once per provider: a
+ * 3-member etcd coordinator losing its leader during publishes.
  *
  *   TSEC_REMOTE_WRITE_FIXTURE=DIR test_remote   writes the fixture of
  *   this format (tests/data/remote-v2 is one; it is never rewritten).
@@ -208,6 +209,8 @@ static size_t nblobs(struct rt *x)
 	assert_int_equal(b->ops->list(b, count_blob, &c, &err), 0);
 	return c.n;
 }
+
+static void backend_put(struct tsec_store *s, const char *key, const char *v, size_t n);
 
 /* The three reference keys of domain (acme issuer). */
 static void ref_keys(const char *domain, char k[3][TSEC_KEY_MAX])
@@ -469,6 +472,40 @@ static void test_corrupted_blob(void **state)
 	}
 	free_cert(&a);
 	free_cert(&other);
+}
+
+/*
+ * 5b. A reference whose size is not its blob's (only this store could
+ * write one, with its key): an error naming both sizes (issue 33: it said
+ * "0 bytes", read after the buffer was freed).
+ */
+static void test_size_mismatch_said(void **state)
+{
+	struct rt *x = *state;
+	struct cert a;
+	struct tsec_cert_files got;
+	struct tsec_error err;
+	struct tsec__ref ref;
+	char k[3][TSEC_KEY_MAX], *t, *forged, want[64];
+
+	make_cert(&a, "size.example", 0);
+	publish_ok(x, NULL, "size.example", &a, TSEC_REMOTE_PUBLISHED);
+	ref_keys("size.example", k);
+	assert_non_null(t = raw_ref(x, "size.example", 2));
+	assert_int_equal(tsec__ref_read(x->r, t, strlen(t), 2, k[2], &ref, &err), 0);
+	free(t);
+	ref.size += 7;
+	assert_non_null(forged = tsec__ref_text(x->r, k[2], &ref));
+	backend_put(x->t.store, k[2], forged, strlen(forged));
+	free(forged);
+	assert_int_equal(tsec_remote_load(x->r, &app, "acme", "size.example", &got, &err),
+			 TSEC_ECORRUPT);
+	snprintf(want, sizeof(want), "is %zu bytes, its reference says %zu", a.f.meta_len,
+		 a.f.meta_len + 7);
+	if (!strstr(err.msg, want))
+		fail_msg("'%s' does not say '%s'", err.msg, want);
+	assert_null(got.meta);
+	free_cert(&a);
 }
 
 /* 6. A blob missing from the object store: an error, never a partial
@@ -1738,6 +1775,7 @@ static const struct CMUnitTest contract[] = {
 	CONTRACT(test_conflicting_republish),
 	CONTRACT(test_torn_publish),
 	CONTRACT(test_corrupted_blob),
+	CONTRACT(test_size_mismatch_said),
 	CONTRACT(test_missing_blob),
 	CONTRACT(test_rollback_bound),
 	CONTRACT(test_fixture_v2),
@@ -1875,14 +1913,23 @@ static int torn_child(const char *dir)
 
 int main(void)
 {
+	/* Every provider x coordinator pair docs/remote.md names: blobs in a
+	 * folder or S3 (path-style), references in file, etcd or redis, each
+	 * with and without a LocalCache; S3 by virtual host once (an
+	 * addressing, not another provider); memory with memory. */
 	static const struct variant variants[] = {
 		{ "file", "file", 0, "remote: file blobs, file coordinator" },
 		{ "file", "file", 1 << 20, "remote: file blobs, LocalCache over file" },
 		{ "file", "etcd", 0, "remote: file blobs, etcd" },
+		{ "file", "etcd", 1 << 20, "remote: file blobs, LocalCache over etcd" },
+		{ "file", "redis", 0, "remote: file blobs, redis" },
 		{ "file", "redis", 1 << 20, "remote: file blobs, LocalCache over redis" },
 		{ "s3", "file", 0, "remote: s3 blobs, file coordinator" },
+		{ "s3", "file", 1 << 20, "remote: s3 blobs, LocalCache over file" },
+		{ "s3", "etcd", 0, "remote: s3 blobs, etcd" },
 		{ "s3", "etcd", 1 << 20, "remote: s3 blobs, LocalCache over etcd" },
 		{ "s3", "redis", 0, "remote: s3 blobs, redis" },
+		{ "s3", "redis", 1 << 20, "remote: s3 blobs, LocalCache over redis" },
 		{ "s3-vhost", "file", 1 << 20, "remote: s3 blobs by virtual host, LocalCache over file" },
 		{ "memory", "memory", 0, "remote: memory blobs, memory coordinator" },
 	};

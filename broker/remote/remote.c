@@ -79,6 +79,10 @@ int tsec_remote_open(struct tsec_remote **out, struct tsec_store *coordinator,
 	crypto_kdf_derive_from_key(r->k_seal, sizeof(r->k_seal), 2, "tsecblob", master.key);
 	crypto_kdf_derive_from_key(r->k_nonce, sizeof(r->k_nonce), 3, "tsecblob", master.key);
 	crypto_kdf_derive_from_key(r->k_ref, sizeof(r->k_ref), 4, "tsecblob", master.key);
+	crypto_generichash_init(&r->st_addr, r->k_addr, sizeof(r->k_addr), 32);
+	crypto_generichash_init(&r->st_nonce, r->k_nonce, sizeof(r->k_nonce),
+				crypto_aead_xchacha20poly1305_ietf_NPUBBYTES);
+	crypto_generichash_init(&r->st_ref, r->k_ref, sizeof(r->k_ref), 32);
 	sodium_memzero(&master, sizeof(master));
 	r->coord = coordinator;
 	r->seal_keys = !o->plain_keys;

@@ -167,6 +167,28 @@ static int read_state(struct tsec_remote *r, const struct refkeys *k, struct sta
 	return be->ops->get_many(be, k->sk, TSEC__RK + 1, TSEC__RREF_MAX, st->t, st->n, err);
 }
 
+/* The certificate's reference and record only (presence): as of one
+ * moment, as read_state; the key's and metadata's stay absent. */
+static int read_crt_state(struct tsec_remote *r, const struct refkeys *k, struct state *st,
+			  struct tsec_error *err)
+{
+	struct tsec__backend *be = r->coord->be;
+	struct tsec__skey two[2];
+	char *t[2];
+	size_t n[2];
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	st->since = atomic_load(&r->hw_epoch);
+	two[0] = k->sk[0];
+	two[1] = k->sk[TSEC__RK];
+	if ((rc = be->ops->get_many(be, two, 2, TSEC__RREF_MAX, t, n, err)))
+		return rc;
+	st->t[0] = t[0], st->n[0] = n[0];
+	st->t[TSEC__RK] = t[1], st->n[TSEC__RK] = n[1];
+	return 0;
+}
+
 /*
  * Verifies a state's record (when there is one): its MAC for its key,
  * and a sequence not below one this process has seen (then remembered).
@@ -336,7 +358,7 @@ int tsec_remote_exists(struct tsec_remote *r, const struct tsec_principal *who,
 		return tsec__seterr(err, TSEC_EINVAL, "", "no remote store");
 	if ((rc = refkeys_of(issuer, domain, &k, err)) ||
 	    (rc = check_as(r, who, "cert.exists", &k, 1, err)) ||
-	    (rc = read_state(r, &k, &st, err)))
+	    (rc = read_crt_state(r, &k, &st, err)))
 		return rc;
 	/* Exact: the certificate's reference, verified and live. */
 	if ((rc = verify_state(r, &k, &st, &present, err)) == 0)
@@ -453,8 +475,7 @@ int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 		/* Current.  Every blob is made whole again: one lost from the
 		 * object store, or altered there, is written anew. */
 		for (int i = 0; i < TSEC__RK; i++)
-			if ((rc = tsec__rblob_ensure(r, names[i], &k.bind, enc[i], enclen[i], data[i],
-						     len[i], &made[i], err)))
+			if ((rc = tsec__rblob_ensure(r, names[i], enc[i], enclen[i], &made[i], err)))
 				goto out;
 		if (outcome)
 			*outcome = TSEC_REMOTE_UNCHANGED;
@@ -464,8 +485,7 @@ int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 	/* The blobs, each written only where absent; one there already must
 	 * be this content (conflict-and-verify), or is replaced. */
 	for (int i = 0; i < TSEC__RK; i++)
-		if ((rc = tsec__rblob_ensure(r, names[i], &k.bind, enc[i], enclen[i], data[i],
-					     len[i], &made[i], err)))
+		if ((rc = tsec__rblob_ensure(r, names[i], enc[i], enclen[i], &made[i], err)))
 			goto undo;
 	if (tsec__remote_after_blobs_hook)
 		tsec__remote_after_blobs_hook();

@@ -83,6 +83,9 @@ struct tsec_remote {
 	struct tsec_store *coord;
 	struct tsec__blobs *blobs;
 	uint8_t k_addr[32], k_seal[32], k_nonce[32], k_ref[32];
+	/* BLAKE2b keyed once with k_addr, k_nonce and k_ref: each hash
+	 * starts from a copy (the key's block is not hashed again). */
+	crypto_generichash_state st_addr, st_nonce, st_ref;
 	bool seal_keys;
 	size_t blob_max, txn_max;
 	pthread_mutex_t sweep_mu;    /* one sweep at a time (remote_sweep.c) */
@@ -139,12 +142,11 @@ int tsec__rblob_fetch(struct tsec_remote *r, const char *name, const struct tsec
 
 /*
  * Makes blob name hold enc[0..n) (the bytes tsec__rblob_encode made for
- * data[0..dlen)): written where absent (*made true); one there already
- * is kept when it verifies as this content, and replaced when it does
- * not (altered, truncated, another's: counted as repaired).
+ * it): written where absent (*made true); one there already is kept when
+ * it is these bytes, and replaced when it is not (altered, truncated,
+ * another's: counted as corrupt and repaired).
  */
-int tsec__rblob_ensure(struct tsec_remote *r, const char *name, const struct tsec__rbind *b,
-		       const uint8_t *enc, size_t n, const void *data, size_t dlen,
+int tsec__rblob_ensure(struct tsec_remote *r, const char *name, const uint8_t *enc, size_t n,
 		       bool *made, struct tsec_error *err);
 
 /* ---- remote_ref.c ---- */

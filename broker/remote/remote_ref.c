@@ -16,6 +16,19 @@
 
 /* ---- MACs ---- */
 
+/* Lower-case hex of 32 bytes (a MAC this process computed; what it is
+ * compared with is compared in constant time). */
+static void hex32(const uint8_t h[32], char out[TSEC__RMAC_HEX + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (int i = 0; i < 32; i++) {
+		out[2 * i] = digits[h[i] >> 4];
+		out[2 * i + 1] = digits[h[i] & 15];
+	}
+	out[TSEC__RMAC_HEX] = 0;
+}
+
 static void put_le64(crypto_generichash_state *st, uint64_t v)
 {
 	uint8_t b[8];
@@ -37,7 +50,7 @@ static void ref_mac(const struct tsec_remote *r, const char *place, const struct
 	crypto_generichash_state st;
 	uint8_t h[32];
 
-	crypto_generichash_init(&st, r->k_ref, sizeof(r->k_ref), sizeof(h));
+	st = r->st_ref;
 	crypto_generichash_update(&st, head, sizeof(head) - 1);
 	put_str(&st, place);
 	put_str(&st, f->blob);
@@ -46,7 +59,7 @@ static void ref_mac(const struct tsec_remote *r, const char *place, const struct
 	put_str(&st, f->id);
 	put_str(&st, f->by);
 	crypto_generichash_final(&st, h, sizeof(h));
-	sodium_bin2hex(out, TSEC__RMAC_HEX + 1, h, sizeof(h));
+	hex32(h, out);
 }
 
 static void rec_mac(const struct tsec_remote *r, const char *key, const struct tsec__rrec *c,
@@ -56,7 +69,7 @@ static void rec_mac(const struct tsec_remote *r, const char *key, const struct t
 	crypto_generichash_state st;
 	uint8_t h[32];
 
-	crypto_generichash_init(&st, r->k_ref, sizeof(r->k_ref), sizeof(h));
+	st = r->st_ref;
 	crypto_generichash_update(&st, head, sizeof(head) - 1);
 	put_str(&st, key);
 	put_le64(&st, c->seq);
@@ -64,15 +77,23 @@ static void rec_mac(const struct tsec_remote *r, const char *key, const struct t
 	put_str(&st, c->id);
 	put_le64(&st, c->parts);
 	crypto_generichash_final(&st, h, sizeof(h));
-	sodium_bin2hex(out, TSEC__RMAC_HEX + 1, h, sizeof(h));
+	hex32(h, out);
 }
 
+/* Whether p[0..n) is lower-case hex (a table: this runs on every
+ * reference a load reads). */
 static bool hex_run(const char *p, size_t n)
 {
+	static const uint8_t is_hex[256] = {
+		['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,
+		['7'] = 1, ['8'] = 1, ['9'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1,
+		['e'] = 1, ['f'] = 1,
+	};
+	unsigned ok = 1;
+
 	for (size_t i = 0; i < n; i++)
-		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
-			return false;
-	return true;
+		ok &= is_hex[(unsigned char)p[i]];
+	return ok;
 }
 
 /* ---- references ---- */
