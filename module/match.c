@@ -100,10 +100,14 @@ int tsec__action_parse(const char *p, size_t n)
 #undef A
 	int a;
 
-	/* One candidate from the length and a letter, then one comparison. */
+	/* One candidate from the length and a letter, then one comparison
+	 * (each family's shortest name first: the letters looked at are
+	 * within it). */
 	if (n < 9 || n > 14)
 		return -1;
 	if (p[0] == 'l') {
+		if (n < 10)
+			return -1;
 		a = p[5] == 'a' ? TSEC_ACTION_LOCK_ACQUIRE
 		  : n == 10 ? TSEC_ACTION_LOCK_RENEW : TSEC_ACTION_LOCK_RELEASE;
 	} else if (p[0] == 'c') {
@@ -115,6 +119,8 @@ int tsec__action_parse(const char *p, size_t n)
 		default: return -1;
 		}
 	} else {
+		if (n < 12)
+			return -1;
 		switch (p[8]) {
 		case 's': a = n == 13 ? TSEC_ACTION_STORAGE_STORE : TSEC_ACTION_STORAGE_STAT; break;
 		case 'l': a = p[9] == 'o' ? TSEC_ACTION_STORAGE_LOAD : TSEC_ACTION_STORAGE_LIST; break;

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -144,6 +145,29 @@ static void test_match_action(void **state)
 	assert_int_equal(tsec__action_parse("storage.loadx", 13), -1);
 	assert_int_equal(tsec__action_parse("", 0), -1);
 	assert_null(tsec_action_name(TSEC_ACTION__COUNT));
+	/*
+	 * Every prefix of every name, in a buffer of exactly its length (so
+	 * a read past it is AddressSanitizer's to see): refused, never read
+	 * beyond (the reader looked at a storage name's tenth byte in names
+	 * of nine, once cert.load made nine a length it takes).
+	 */
+	for (unsigned a = 0; a < TSEC_ACTION__COUNT; a++) {
+		const char *n = tsec_action_name(a);
+		for (size_t l = 0; l < strlen(n); l++) {
+			char *p = malloc(l ? l : 1);
+			assert_non_null(p);
+			memcpy(p, n, l);
+			assert_int_equal(tsec__action_parse(p, l), -1);
+			/* The same length with another family's first letter. */
+			if (l) {
+				for (const char *c = "lcsx"; *c; c++) {
+					p[0] = *c;
+					(void)tsec__action_parse(p, l);
+				}
+			}
+			free(p);
+		}
+	}
 }
 
 int main(void)
