@@ -239,7 +239,7 @@ memcheck: deps
 #                               go to build/fuzz/corpus/NAME)
 
 FUZZ_SECONDS ?= 10
-FUZZERS := policy key request cert wire config storage archive remote refs
+FUZZERS := policy key request cert wire wire_diff config storage archive remote refs
 FZ := build/fuzz
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -pthread -I. -Iinclude -DTSEC_VERSION='"$(VERSION)"' \
@@ -263,6 +263,7 @@ $(FZ)/libtinysecurity_module.so: $(MODULE_SRC) $(CORE_SRC) module/module.map | f
 
 $(FZ)/fuzz_policy: tests/fuzz/fuzz_policy.c $(FUZZ_MODULE_SRC)
 $(FZ)/fuzz_key: tests/fuzz/fuzz_key.c $(CORE_SRC)
+$(FZ)/fuzz_wire_diff: tests/fuzz/fuzz_wire_diff.c $(SHARED_SRC)
 $(FZ)/fuzz_request $(FZ)/fuzz_cert $(FZ)/fuzz_storage $(FZ)/fuzz_remote $(FZ)/fuzz_refs: $(FZ)/%: tests/fuzz/%.c \
 	$(BROKER_SRC) $(SHARED_SRC) $(FZ)/libtinysecurity_module.so
 $(FZ)/fuzz_wire $(FZ)/fuzz_config: $(FZ)/%: tests/fuzz/%.c $(FUZZ_DAEMON_SRC) \
@@ -441,14 +442,14 @@ $(B)/tests/test_verifier $(B)/tests/test_archive: $(B)/tests/test_%: \
 $(B)/tests/test_daemon $(B)/tests/test_daemon_cli: $(B)/tests/test_%: \
 		$(B)/tobj/tests/test_%.o $(B)/tobj/tests/daemon_harness.o \
 		$(B)/tobj/tests/testutil.o $(B)/tobj/tests/certgen.o $(B)/tobj/tests/servers.o \
-		$(B)/tobj/tests/sigv4.o $(B)/tobj/tests/faults.o $(BROKER_A)
+		$(B)/tobj/tests/sigv4.o $(B)/tobj/tests/httpfake.o $(B)/tobj/tests/faults.o $(BROKER_A)
 	@mkdir -p $(dir $@)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) $(BROKER_LIBS)
 
 $(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/testutil.o \
 		$(B)/tobj/tests/certgen.o $(B)/tobj/tests/servers.o $(B)/tobj/tests/sigv4.o \
-		$(B)/tobj/tests/faults.o $(BROKER_A)
+		$(B)/tobj/tests/httpfake.o $(B)/tobj/tests/faults.o $(BROKER_A)
 	@mkdir -p $(dir $@)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) $(BROKER_LIBS)

@@ -20,10 +20,27 @@ static const struct {
 };
 #define NERRORS (sizeof(errors) / sizeof(errors[0]))
 
-/* The codes run 0, -1, -2, ... with no gap, so a code is its own index. */
+/* The codes run 0, -1, -2, ... with no gap, so a code is its own index.
+ * Compared before negated: -INT_MIN is no int. */
 static int row_of(int code)
 {
-	return code <= 0 && (size_t)-code < NERRORS ? -code : -1;
+	return code <= 0 && code > -(int)NERRORS ? -code : -1;
+}
+
+/*
+ * What a message may carry to a terminal or a log: C0 controls, DEL and
+ * the C1 controls (U+0080..U+009F, C2 80..C2 9F in UTF-8) become '?'.
+ * Text from a peer (an etcd or redis error, a broker's reply) reaches
+ * messages, and an escape sequence in it must not reach a terminal.
+ */
+static void tame(char *s)
+{
+	for (unsigned char *p = (unsigned char *)s; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f)
+			*p = '?';
+		else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+			p[0] = '?', p[1] = '?';
+	}
 }
 
 const char *tsec_strerror(int code)
@@ -64,5 +81,7 @@ int tsec__seterr(struct tsec_error *err, int code, const char *where,
 	} else {
 		snprintf(err->msg, sizeof(err->msg), "%s", tsec_strerror(code));
 	}
+	tame(err->where);
+	tame(err->msg);
 	return code;
 }

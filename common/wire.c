@@ -1,4 +1,5 @@
 /* The JSON of the wire (see wire.h). */
+#include <limits.h>
 #include <string.h>
 
 #include "common/wire.h"
@@ -367,6 +368,7 @@ int tsec__error_from_json(json_t *e, struct tsec_error *err)
 	if (name && strcmp(tsec_errname(tsec_errcode(name)), name) == 0)
 		code = tsec_errcode(name);
 	else if (!name && json_is_integer(num) && json_integer_value(num) < 0 &&
+		 json_integer_value(num) > INT_MIN &&
 		 strcmp(tsec_errname((int)json_integer_value(num)), "unknown"))
 		code = (int)json_integer_value(num);
 	if (code == TSEC_OK)

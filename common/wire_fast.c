@@ -146,11 +146,15 @@ static inline bool is(const struct tsec_str *k, const char *lit, size_t n)
  * an int64 and read by jansson as this integer. */
 static bool integer(struct rd *d, bool neg_ok, int64_t *out)
 {
+	const unsigned char *start;
 	bool neg = false;
 	int64_t v = 0;
 	int digits = 0;
 
 	ws(d);
+	/* Nothing consumed unless it is one: a caller may try another
+	 * reading from the same byte ("-null" is not null). */
+	start = d->p;
 	if (d->p < d->end && *d->p == '-') {
 		if (!neg_ok)
 			return false;
@@ -158,21 +162,24 @@ static bool integer(struct rd *d, bool neg_ok, int64_t *out)
 		d->p++;
 	}
 	if (d->p >= d->end || *d->p < '0' || *d->p > '9')
-		return false;
+		goto no;
 	if (*d->p == '0') {
 		d->p++;
 	} else {
 		while (d->p < d->end && *d->p >= '0' && *d->p <= '9') {
 			if (++digits > 18)
-				return false;
+				goto no;
 			v = v * 10 + (*d->p++ - '0');
 		}
 	}
 	if (d->p < d->end && (*d->p == '.' || *d->p == 'e' || *d->p == 'E' ||
 			      (*d->p >= '0' && *d->p <= '9')))
-		return false;
+		goto no;
 	*out = neg ? -v : v;
 	return true;
+no:
+	d->p = start;
+	return false;
 }
 
 static bool literal(struct rd *d, const char *lit, size_t n)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
@@ -21,6 +22,7 @@
 #include "broker/storage/store_private.h"
 #include "common/clock.h"
 #include "tests/faults.h"
+#include "tests/httpfake.h"
 #include "tests/servers.h"
 #include "tests/testutil.h"
 #include "tests/wait.h"
@@ -397,6 +399,59 @@ static void test_redis_acl_without_channels(void **state)
 
 /* The fleet's records change by compare-and-swap (issue 17, defect 11:
  * two publishes at once cannot undo each other). */
+
+/*
+ * A hostile etcd member's login token (issue 34, item 8): one with a CR
+ * and LF would go into every later request's Authorization header and
+ * add headers of its choosing; it is refused, saying why, and no request
+ * carries what it tried to add.
+ */
+static void test_etcd_hostile_token(void **state)
+{
+	static const struct tu_fake_rule rules[] = {
+		{ "/v3/auth/authenticate", 200,
+		  "{\"header\":{},\"token\":\"abc.1\\r\\nX-Injected: yes\"}" },
+		{ "/", 200, "{\"header\":{\"revision\":\"1\"}}" },
+	};
+	struct tu_fake f;
+	struct tsec_store_opts o = { .backend = "etcd", .prefix = "hostile", .timeout_ms = 3000 };
+	struct tu_store t;
+	char ep[64], pw[256];
+	struct tsec_error err;
+	char *v = NULL;
+	size_t n;
+	int rc;
+
+	(void)state;
+	assert_int_equal(tu_fake_start(&f, rules, 2), 0);
+	snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", f.port);
+	o.endpoints = ep;
+	o.username = "root";
+	snprintf(pw, sizeof(pw), "/tmp/tsec-faults-pw-%d", (int)getpid());
+	{
+		FILE *fp = fopen(pw, "w");
+		assert_non_null(fp);
+		fputs("secret\n", fp);
+		fclose(fp);
+		assert_int_equal(chmod(pw, 0600), 0);
+	}
+	o.password_file = pw;
+	memset(&t, 0, sizeof(t));
+	t.bus = tu_bus_with_policy("tests/data/store_policy.json");
+	rc = tsec_store_open_opts(&t.store, &o, t.bus, NULL, &err);
+	if (rc == 0)
+		rc = tsec_store_get(t.store, &app, "a/b", &v, &n, &err);
+	assert_int_not_equal(rc, 0);
+	assert_null(v);
+	assert_non_null(strstr(err.msg, "token"));
+	assert_true(tu_fake_count(&f) >= 1);
+	assert_false(tu_fake_saw(&f, "X-Injected"));
+	tsec_store_close(&t.store);
+	tsec_bus_free(&t.bus);
+	tu_fake_stop(&f);
+	unlink(pw);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -407,6 +462,7 @@ int main(void)
 		cmocka_unit_test(test_etcd_silent_watch),
 		cmocka_unit_test(test_redis_acl_without_channels),
 		cmocka_unit_test(test_redis_close_while_pinging),
+		cmocka_unit_test(test_etcd_hostile_token),
 	};
 	int failed;
 

@@ -5,7 +5,9 @@
  * are tried in turn; the one that answered last is tried first.
  */
 #include <errno.h>
+#include <ctype.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,6 +433,24 @@ static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const
 	return OK;
 }
 
+/*
+ * Whether a token is one: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+"
+ * / "/" ) *"=" (RFC 6750's b64token), what etcd's simple and JWT tokens
+ * are.
+ */
+static bool token_ok(const char *t)
+{
+	size_t i = 0;
+
+	while (t[i] && (isalnum((unsigned char)t[i]) || strchr("-._~+/", t[i])))
+		i++;
+	if (i == 0)
+		return false;
+	while (t[i] == '=')
+		i++;
+	return t[i] == '\0';
+}
+
 static int authenticate(struct tsec__etcd_conn *c, CURL *h, const char *base, long tmo,
 			unsigned seen_gen, struct tsec_error *err)
 {
@@ -467,6 +487,12 @@ static int authenticate(struct tsec__etcd_conn *c, CURL *h, const char *base, lo
 	else if (status >= 500 || (status == 200 && (!tok || strlen(tok) >= sizeof(c->token))))
 		rc = tsec__seterr(err, TSEC_EIO, base, "etcd at %s could not authenticate now "
 				  "(HTTP %ld)", base, status);
+	else if (status == 200 && !token_ok(tok))
+		/* It goes into every later request's Authorization header: a
+		 * CR or LF there would add headers of the member's (or of
+		 * whoever sits on an http:// link) choosing. */
+		rc = tsec__seterr(err, TSEC_EPROTO, base, "etcd at %s sent a login token with bytes "
+				  "outside a token's alphabet (RFC 6750): refused", base);
 	else if (status != 200)
 		rc = tsec__seterr(err, TSEC_EDENIED, base, "etcd at %s refused user '%s' "
 				  "(HTTP %ld)", base, c->user, status);
