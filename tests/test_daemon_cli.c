@@ -547,10 +547,46 @@ static void test_daemon_sigterm_burst(void **state)
 	}
 }
 
+
+/*
+ * A lock granted to nobody (issue 34, item 1): a caller that waits for a
+ * held lock longer than it waits for the broker's answer gives up at its
+ * own deadline; the broker's wait must end then too (the deadline goes
+ * with the call), or the broker takes the lock once it is free for a
+ * caller long gone, and nobody can take it for the whole lease.
+ */
+static void test_daemon_lock_nobody(void **state)
+{
+	struct tsec_client *a = client("good", 5000), *b = client("good", 1000), *c;
+	struct tsec_error err;
+	char told[33], p[256];
+	long fence;
+	int rc = -1;
+	(void)state;
+
+	acquire_as(a, "nobody", told, &fence);
+	/* b waits up to 8 s for the lock, 1 s for the answer. */
+	rc = tsec_client_call(b, "lock.acquire", "{\"name\": \"nobody\", \"ttl_ms\": 600000, "
+			      "\"timeout_ms\": 8000}", NULL, &err);
+	assert_int_not_equal(rc, 0);
+	tsec_client_close(&b);
+	/* The holder lets go; the lock must be free for a newcomer. */
+	snprintf(p, sizeof(p), "{\"name\": \"nobody\", \"token\": \"%s\"}", told);
+	assert_int_equal(tsec_client_call(a, "lock.release", p, NULL, &err), 0);
+	c = client("good", 5000);
+	TU_WAIT((rc = tsec_client_call(c, "lock.acquire", "{\"name\": \"nobody\", "
+				       "\"ttl_ms\": 1000}", NULL, &err)) == 0);
+	if (rc)
+		fail_msg("the lock stayed taken after its waiter gave up: %s", err.msg);
+	tsec_client_close(&a);
+	tsec_client_close(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_daemon_fenced_writes),
+		cmocka_unit_test(test_daemon_lock_nobody),
 		cmocka_unit_test(test_daemon_cli),
 		cmocka_unit_test(test_exit_codes),
 		cmocka_unit_test(test_daemon_ipc_curve),

@@ -328,6 +328,36 @@ static void test_lock_stale_one_winner(void **state)
  * newcomer cannot take the lock it waits for), the deadline ends it, and
  * a wait begin did not make is refused.
  */
+
+/*
+ * A waiter paused through its deadline (issue 34, item 2): once the
+ * deadline has passed, a step makes no attempt, even with the lock free
+ * now; before, it tried first and took the lock after the deadline, for
+ * a caller that had given up.  The pause is the injected clock moving
+ * on between two steps.
+ */
+static void test_lock_no_grant_after_deadline(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_lock held, got;
+	struct tsec_lock_wait w;
+	struct tsec_error err;
+
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "late", 600000, 0, &held, &err), 0);
+	assert_int_equal(tsec_lock_wait_begin(t->store, &app, "late", 60000, 100, &w, &got, &err),
+			 TSEC_EBUSY);
+	/* Paused for longer than the wait; meanwhile the lock came free. */
+	tsec__clock_advance(500);
+	assert_int_equal(tsec_lock_release(t->store, &app, &held, &err), 0);
+	assert_int_equal(tsec_lock_wait_step(t->store, &app, &w, &got, &err), TSEC_ETIMEDOUT);
+	/* Nobody holds it: a newcomer takes it at once. */
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "late", 60000, &got, &err), 0);
+	assert_int_equal(tsec_lock_release(t->store, &app, &got, &err), 0);
+	/* A wait of 0 is still one try. */
+	assert_int_equal(tsec_lock_wait_begin(t->store, &app, "late", 60000, 0, &w, &got, &err), 0);
+	assert_int_equal(tsec_lock_release(t->store, &app, &got, &err), 0);
+}
+
 static void test_lock_wait_steps(void **state)
 {
 	struct tu_store *t = *state;
@@ -477,6 +507,7 @@ int main(void)
 		cmocka_unit_test(test_lock_try_never_waits),
 		cmocka_unit_test(test_lock_deadline),
 		cmocka_unit_test(test_lock_wait_steps),
+		cmocka_unit_test(test_lock_no_grant_after_deadline),
 		cmocka_unit_test(test_lock_wait_reload),
 		cmocka_unit_test(test_lock_processes),
 		cmocka_unit_test(test_lock_stale_one_winner),

@@ -526,6 +526,12 @@ int cmd_lock(struct opts *o)
 	int rc;
 
 	if (!strcmp(sub, "acquire") && o->nargs == 2 && o->have_ttl) {
+		/* Wait for the answer as long as for the lock, and a little
+		 * more, unless --timeout-ms says otherwise (then the broker
+		 * waits no longer than that: it is sent with the call). */
+		if (!o->timeout_ms && o->timeout_lock + 2000 > 5000)
+			o->timeout_ms = o->timeout_lock + 2000 > 3600000 ? 3600000
+				      : (int)(o->timeout_lock + 2000);
 		json_object_set_new(p, "name", json_string(o->args[1]));
 		json_object_set_new(p, "ttl_ms", json_integer(o->ttl_ms));
 		json_object_set_new(p, "timeout_ms", json_integer(o->timeout_lock));

@@ -426,8 +426,15 @@ int tsec_client_call(struct tsec_client *c, const char *method,
 	if (params && !(p = json_loads(params, 0, &je)))
 		return tsec__seterr(err, TSEC_EINVAL, "params", "params: %s", je.text);
 	id = ++c->next_id;
-	msg = json_pack("{s:I,s:s,s:o}", "id", (json_int_t)id, "method", method,
-			"params", p ? p : json_object());
+	if (!p)
+		p = json_object();
+	/* A broker that waits for a lock waits no longer than this call
+	 * will wait for its answer: a lock taken after that would be held
+	 * by nobody. */
+	if (!strcmp(method, "lock.acquire") && json_is_object(p) &&
+	    !json_object_get(p, "deadline_ms"))
+		json_object_set_new(p, "deadline_ms", json_integer(c->timeout_ms));
+	msg = json_pack("{s:I,s:s,s:o}", "id", (json_int_t)id, "method", method, "params", p);
 	text = json_dumps(msg, JSON_COMPACT);
 	json_decref(msg);
 	if (!text)

@@ -47,6 +47,7 @@
 #define TSEC_D_DRAIN_LINGER_MS 300
 #define TSEC_D_FLEET_STALE_MS 30000      /* health: the fleet bundle unread this long */
 #define TSEC_D_PROBE_MS 30000            /* the blob store asked this often */
+#define TSEC_D_REPLY_MARGIN_MS 100       /* a caller's deadline, less this: the answer's way back */
 
 #define TSEC_D_ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define TSEC_D_WORK_ENDPOINT "inproc://tsec-work"

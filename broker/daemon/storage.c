@@ -9,6 +9,7 @@
 #include <sodium.h>
 
 #include "broker/daemon/daemon.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/sign.h"
 
@@ -257,10 +258,29 @@ static uint64_t ttl_of(const struct tsec__call *c)
 		? (uint64_t)json_integer_value(ttl) : 0;
 }
 
+/*
+ * The caller's own deadline, sent with the call as the milliseconds it
+ * will wait for the answer (params.deadline_ms; the client library
+ * sends it with every lock.acquire): what is left of it for the broker,
+ * after a margin for the answer's way back; -1 when it sent none.
+ */
+static int64_t caller_budget_ms(const struct tsec__call *c)
+{
+	json_t *v = json_object_get(c->params, "deadline_ms");
+	int64_t ms, margin;
+
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return -1;
+	ms = json_integer_value(v) > INT64_MAX / 2 ? INT64_MAX / 2 : json_integer_value(v);
+	margin = ms / 10 < TSEC_D_REPLY_MARGIN_MS ? ms / 10 : TSEC_D_REPLY_MARGIN_MS;
+	return ms - margin;
+}
+
 json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
 {
-	json_t *tmo = json_object_get(c->params, "timeout_ms");
-	uint64_t ttl = ttl_of(c), wait = 0;
+	json_t *tmo = json_object_get(c->params, "timeout_ms"), *dl;
+	uint64_t ttl = ttl_of(c), wait = 0, t0 = tsec__mono_ns();
+	int64_t budget = caller_budget_ms(c);
 	struct tsec_lock_wait w;
 	struct tsec_lock lk;
 	struct tsec_error err;
@@ -271,17 +291,25 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 		return tsec__fail(TSEC_EPROTO, "params.ttl_ms", "need a positive integer");
 	if (tmo && (!json_is_integer(tmo) || json_integer_value(tmo) < 0))
 		return tsec__fail(TSEC_EPROTO, "params.timeout_ms", "need a non-negative integer");
+	if ((dl = json_object_get(c->params, "deadline_ms")) &&
+	    (!json_is_integer(dl) || json_integer_value(dl) < 0))
+		return tsec__fail(TSEC_EPROTO, "params.deadline_ms", "need a non-negative integer");
 	if (tmo)
 		wait = (uint64_t)json_integer_value(tmo);
 	/* A call waits at most this long; longer waits retry. */
 	if (wait > TSEC_D_LOCK_WAIT_MAX_MS)
 		wait = TSEC_D_LOCK_WAIT_MAX_MS;
+	/* Never past the caller's own deadline: a lock taken for a caller
+	 * that has stopped listening is a lock nobody holds (issue 34). */
+	if (budget >= 0 && wait > (uint64_t)budget)
+		wait = (uint64_t)budget;
 	/* Refused before the backend is asked: no lock taken, no fence spent. */
 	if (tsec__held_of(&d->held, c->index) >= d->cfg.max_locks_per_caller)
 		return tsec__fail(TSEC_EBUSY, "params.name",
 				  "this caller holds as many live locks through the broker as "
 				  "max_locks_per_caller allows");
 	memset(&lk, 0, sizeof(lk));
+	memset(&w, 0, sizeof(w));
 	if (c->wait_in) {
 		/* A parked wait's next attempt: the name was checked when it
 		 * began, the policy is asked again if it was reloaded since. */
@@ -303,6 +331,20 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 		*c->wait_out = w;
 		c->parked = true;
 		return NULL;
+	}
+	/*
+	 * Taken, but after the caller's deadline (a broker paused, a backend
+	 * slow to answer): the caller has stopped listening, so the lock is
+	 * let go at once rather than held by nobody for its whole lease.
+	 */
+	if (!rc && (((c->wait_in || (wait && c->wait_out)) &&
+		     (int64_t)tsec__mono_ns() > w.deadline_ns) ||
+		    (budget >= 0 && (int64_t)(tsec__mono_ns() - t0) / 1000000 > budget))) {
+		struct tsec_error e2;
+		tsec_lock_release(d->store, &c->p, &lk, &e2);
+		return tsec__fail(TSEC_ETIMEDOUT, "params.name", "the lock came free only after "
+				  "this call's deadline: released at once, not held for a caller "
+				  "that stopped waiting");
 	}
 	if (!rc && (rc = tsec__held_put(&d->held, &lk, c->index, d->cfg.max_locks_per_caller))) {
 		/* Never hold a lock the broker could not release at exit. */

@@ -6,6 +6,7 @@
  * and the waiter's own id so the backend can queue it (no starvation).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -67,21 +68,34 @@ static void wait_init(struct tsec_lock_wait *w, const char *name, uint64_t ttl_m
 	randombytes_buf(w->waiter, sizeof(w->waiter));
 }
 
+/* Milliseconds left before w's deadline (rounded up), 0 when none. */
+static int64_t left_of(const struct tsec_lock_wait *w)
+{
+	int64_t left = w->deadline_ns - (int64_t)tsec__mono_ns();
+
+	return left <= 0 ? 0 : left / 1000000 + (left % 1000000 != 0);
+}
+
 /*
  * One attempt as w's waiter.  TSEC_EBUSY with w->pause_ms set (jittered
  * backoff, never past the deadline) while the lock is held and time is
- * left; TSEC_ETIMEDOUT once the deadline has passed.
+ * left; TSEC_ETIMEDOUT once the deadline has passed.  Past the deadline
+ * no attempt is made (but the first, so a wait of 0 is one try): a
+ * waiter paused through its deadline must not take the lock after it.
  */
-static int attempt(struct tsec_store *s, struct tsec_lock_wait *w, struct tsec__lease *lease,
-		   struct tsec_error *err)
+static int attempt(struct tsec_store *s, struct tsec_lock_wait *w, bool first,
+		   struct tsec__lease *lease, struct tsec_error *err)
 {
 	int64_t left, nap;
-	int rc = s->be->ops->lock_try(s->be, w->name, w->ttl_ms, w->waiter, lease, err);
+	int rc;
 
-	if (rc != TSEC_EBUSY)
+	if (!first && left_of(w) <= 0)
+		return tsec__seterr(err, TSEC_ETIMEDOUT, w->name,
+				    "lock still held when the deadline passed");
+	if ((rc = s->be->ops->lock_try(s->be, w->name, w->ttl_ms, w->waiter, lease, err)) !=
+	    TSEC_EBUSY)
 		return rc;
-	left = w->deadline_ns - (int64_t)tsec__mono_ns();
-	left = left <= 0 ? 0 : left / 1000000 + (left % 1000000 != 0);
+	left = left_of(w);
 	if (left <= 0)
 		return tsec__seterr(err, TSEC_ETIMEDOUT, w->name,
 				    "lock still held when the deadline passed");
@@ -101,7 +115,8 @@ int tsec__store_lock_take(struct tsec_store *s, const char *name, uint64_t ttl_m
 	int rc;
 
 	wait_init(&w, name, ttl_ms, timeout_ms);
-	while ((rc = attempt(s, &w, lease, err)) == TSEC_EBUSY)
+	for (bool first = true; (rc = attempt(s, &w, first, lease, err)) == TSEC_EBUSY;
+	     first = false)
 		tsec__nap_ms(w.pause_ms);
 	return rc;
 }
@@ -156,6 +171,10 @@ int tsec_lock_try_acquire(struct tsec_store *s, const struct tsec_principal *who
 	return acquire(s, who, name, ttl_ms, 0, 0, out, err);
 }
 
+static int step(struct tsec_store *s, const struct tsec_principal *who,
+		struct tsec_lock_wait *w, bool first, struct tsec_lock *out,
+		struct tsec_error *err);
+
 int tsec_lock_wait_begin(struct tsec_store *s, const struct tsec_principal *who,
 			 const char *name, uint64_t ttl_ms, uint64_t timeout_ms,
 			 struct tsec_lock_wait *w, struct tsec_lock *out,
@@ -174,11 +193,18 @@ int tsec_lock_wait_begin(struct tsec_store *s, const struct tsec_principal *who,
 		return rc;
 	wait_init(w, name, ttl_ms, timeout_ms);
 	w->policy_gen = gen;
-	return tsec_lock_wait_step(s, who, w, out, err);
+	return step(s, who, w, true, out, err);
 }
 
 int tsec_lock_wait_step(struct tsec_store *s, const struct tsec_principal *who,
 			struct tsec_lock_wait *w, struct tsec_lock *out, struct tsec_error *err)
+{
+	return step(s, who, w, false, out, err);
+}
+
+static int step(struct tsec_store *s, const struct tsec_principal *who,
+		struct tsec_lock_wait *w, bool first, struct tsec_lock *out,
+		struct tsec_error *err)
 {
 	struct tsec__lease lease;
 	uint64_t gen;
@@ -200,7 +226,7 @@ int tsec_lock_wait_step(struct tsec_store *s, const struct tsec_principal *who,
 			return rc;
 		w->policy_gen = gen;
 	}
-	if ((rc = attempt(s, w, &lease, err)))
+	if ((rc = attempt(s, w, first, &lease, err)))
 		return rc;
 	fill(out, w->name, &lease);
 	return 0;
