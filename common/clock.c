@@ -1,11 +1,46 @@
 /* The clocks' variables and what is not inline (common/clock.h). */
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "common/clock.h"
 
 int64_t tsec__wall_skew_ms;
 _Atomic int64_t tsec__clock_shift_ms;
 _Atomic bool tsec__clock_virtual;
+
+static char boot_id[40];
+static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
+
+static void boot_read(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	size_t n = 0;
+
+	if (f) {
+		n = fread(boot_id, 1, sizeof(boot_id) - 1, f);
+		fclose(f);
+	}
+	while (n && (boot_id[n - 1] == '\n' || boot_id[n - 1] == ' '))
+		n--;
+	boot_id[n] = '\0';
+	/* Only what a boot id is made of: it goes into lock files. */
+	for (size_t i = 0; i < n; i++)
+		if (!((boot_id[i] >= '0' && boot_id[i] <= '9') ||
+		      (boot_id[i] >= 'a' && boot_id[i] <= 'f') || boot_id[i] == '-'))
+			boot_id[0] = '\0';
+	/* No id: every boot reads the same, and a lease of an earlier one
+	 * lasts at most its own length on this boot's clock. */
+	if (!boot_id[0])
+		strcpy(boot_id, "-");
+}
+
+const char *tsec__boot_id(void)
+{
+	pthread_once(&boot_once, boot_read);
+	return boot_id;
+}
 
 void tsec__nap_ms(int64_t ms)
 {

@@ -61,7 +61,8 @@ static inline int64_t tsec__mono_ms(void)
  */
 extern int64_t tsec__wall_skew_ms;
 
-/* Wall-clock time in unix milliseconds (leases, log lines). */
+/* Wall-clock time in unix milliseconds (what callers are told, log lines;
+ * no lease on one machine is judged by it). */
 static inline int64_t tsec__wall_ms(void)
 {
 	struct timespec ts;
@@ -78,6 +79,36 @@ static inline uint64_t tsec__wall_us(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u +
 	       (uint64_t)(tsec__wall_skew_ms + tsec__clock_shift()) * 1000u;
+}
+
+/*
+ * Milliseconds since this machine booted (CLOCK_BOOTTIME): the clock
+ * every process on the machine shares, that never jumps (an NTP step, a
+ * wrong wall clock) and that counts a suspend.  The file store's leases
+ * are judged on it (with the boot's id, tsec__boot_id: another boot's
+ * value means nothing here).
+ */
+static inline int64_t tsec__boot_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + tsec__clock_shift();
+}
+
+/* This boot's id (/proc/sys/kernel/random/boot_id, 36 characters), read
+ * once; "-" when the kernel does not say. */
+const char *tsec__boot_id(void);
+
+/* A time on the monotonic-style clock `now` reads, as unix milliseconds
+ * on this process's wall clock (for callers): now_wall + (t - now). */
+static inline int64_t tsec__wall_of(int64_t t, int64_t now)
+{
+	int64_t wall = tsec__wall_ms();
+
+	if (t == INT64_MAX || t - now > INT64_MAX - wall)
+		return INT64_MAX;
+	return wall + (t - now);
 }
 
 /*

@@ -10,13 +10,14 @@ set -eu
 #   sh scripts/deps.sh servers    and etcd, redis-server, pebble and lego, and
 #                                 s3rver (npm; an S3-compatible server): the
 #                                 tests start their own on loopback
-#                                 (make test)
+#                                 (make test); libfaketime, to run a broker
+#                                 whose wall clock is wrong
 PKGS="gcc make binutils pkg-config libjansson-dev libcmocka-dev libssl-dev libsodium-dev libzmq3-dev libcurl4-openssl-dev libarchive-dev libhiredis-dev libmicrohttpd-dev"
 for extra in "$@"; do
 	case $extra in
 	clang) PKGS="$PKGS clang libclang-rt-14-dev" ;;
 	valgrind) PKGS="$PKGS valgrind" ;;
-	servers) PKGS="$PKGS etcd-server redis-server openssl pebble lego" ;;
+	servers) PKGS="$PKGS etcd-server redis-server openssl pebble lego libfaketime" ;;
 	*) echo "deps: unknown group '$extra' (clang, valgrind, servers)" >&2; exit 2 ;;
 	esac
 done

@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@
 #include <sodium.h>
 
 #include "broker/storage/store_private.h"
+#include "common/clock.h"
 #include "tests/servers.h"
 #include "tests/testutil.h"
 #include "tests/wait.h"
@@ -33,10 +36,13 @@
 
 static struct {
 	struct tu_server etcd;
-	char dir[64], policy[128], ipc[2][160], cfg[2][128], err[2][128];
+	char dir[64], policy[128], ipc[4][160], cfg[4][128], err[4][128];
 	unsigned char pk[32], sk[64];
-	pid_t pid[2];
+	pid_t pid[4];
+	bool fast[4];                    /* its wall clock an hour ahead (libfaketime) */
 } F;
+
+#define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
 
 static void write_file(const char *path, const char *text)
 {
@@ -110,6 +116,19 @@ static void start_broker(int i)
 	if (F.pid[i] == 0) {
 		FILE *e = freopen(F.err[i], "w", stderr);
 		(void)e;
+		if (F.fast[i]) {
+			/* The wall clock only: the monotonic and boot clocks are
+			 * the machine's, as they are on a machine set wrong. */
+			const char *asan = getenv("ASAN_OPTIONS");
+			char opts[512];
+
+			snprintf(opts, sizeof(opts), "%s%sverify_asan_link_order=0", asan ? asan : "",
+				 asan ? ":" : "");
+			setenv("ASAN_OPTIONS", opts, 1);
+			setenv("LD_PRELOAD", FAKETIME_LIB, 1);
+			setenv("FAKETIME", "+1h", 1);
+			setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+		}
 		execl(TSEC_BUILD_DIR "/tsec-broker", "tsec-broker", "--config", F.cfg[i], (char *)NULL);
 		_exit(127);
 	}
@@ -197,8 +216,8 @@ static int teardown(void **state)
 	char cmd[128];
 	(void)state;
 
-	stop_broker(0, SIGTERM);
-	stop_broker(1, SIGTERM);
+	for (int i = 0; i < 4; i++)
+		stop_broker(i, SIGTERM);
 	tu_server_stop(&F.etcd);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", F.dir);
 	return system(cmd) ? -1 : 0;
@@ -603,6 +622,68 @@ static void test_sigterm_leaves_locks(void **state)
 	json_decref(lk);
 }
 
+/*
+ * Two brokers on one machine over one file store, the second's wall clock
+ * an hour ahead (issue 34, item 3).  Before, the second took over the
+ * first's live lock at once (two holders), and told its holder a lease
+ * end on its own wrong clock.  Now leases are judged by the boot clock
+ * every process shares, and each answer also says what is left of the
+ * lease (expires_in_ms), true on any holder's clock.
+ */
+static void test_wall_clock_an_hour_fast(void **state)
+{
+	json_t *lk, *r;
+	int64_t left, ahead;
+	char *p;
+	int rc;
+
+	(void)state;
+	if (access(FAKETIME_LIB, R_OK))
+		fail_msg("%s is missing: sh scripts/deps.sh servers installs libfaketime",
+			 FAKETIME_LIB);
+	for (int i = 2; i < 4; i++) {
+		char cfg[2048];
+
+		snprintf(F.ipc[i], sizeof(F.ipc[i]), "ipc://%s/b%d.sock", F.dir, i);
+		snprintf(F.cfg[i], sizeof(F.cfg[i]), "%s/broker%d.json", F.dir, i);
+		snprintf(F.err[i], sizeof(F.err[i]), "%s/broker%d.err", F.dir, i);
+		snprintf(cfg, sizeof(cfg),
+			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"%s\","
+			 " \"policy_public_key\": \"%s\", \"storage\": \"%s/files\","
+			 " \"endpoints\": [\"%s\"],"
+			 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:app\"}]}",
+			 TSEC_BUILD_DIR, F.policy, pkhex, F.dir, F.ipc[i], (int)getuid());
+		write_file(F.cfg[i], cfg);
+		F.fast[i] = i == 3;
+		start_broker(i);
+	}
+	lk = call(2, "lock.acquire", "{\"name\": \"clk\", \"ttl_ms\": 60000}", &rc);
+	assert_int_equal(rc, 0);
+	left = json_integer_value(json_object_get(lk, "expires_in_ms"));
+	assert_true(left > 0 && left <= 60000);
+	/* The fast broker sees a live lock. */
+	r = call(3, "lock.acquire", "{\"name\": \"clk\", \"ttl_ms\": 60000}", &rc);
+	assert_int_equal(rc, TSEC_EBUSY);
+	json_decref(r);
+	/* Its holder is told the truth, whatever the broker's clock says. */
+	assert_true(asprintf(&p, "{\"name\": \"clk\", \"token\": \"%s\", \"ttl_ms\": 60000}",
+			     json_string_value(json_object_get(lk, "token"))) > 0);
+	r = call(3, "lock.renew", p, &rc);
+	assert_int_equal(rc, 0);
+	left = json_integer_value(json_object_get(r, "expires_in_ms"));
+	assert_true(left > 0 && left <= 60000);
+	ahead = json_integer_value(json_object_get(r, "expires_ms")) - tsec__wall_ms();
+	assert_true(ahead > 3600 * 1000);    /* the broker's clock is an hour fast */
+	json_decref(r);
+	r = call(3, "lock.release", p, &rc);
+	assert_int_equal(rc, 0);
+	json_decref(r);
+	free(p);
+	json_decref(lk);
+	stop_broker(2, SIGTERM);
+	stop_broker(3, SIGTERM);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -613,6 +694,7 @@ int main(void)
 		cmocka_unit_test(test_paused_broker_no_resend),
 		cmocka_unit_test(test_failover_when_a_broker_dies),
 		cmocka_unit_test(test_sigterm_leaves_locks),
+		cmocka_unit_test(test_wall_clock_an_hour_fast),
 	};
 
 	return cmocka_run_group_tests_name("brokers: two on one etcd", tests, setup, teardown);

@@ -600,6 +600,41 @@ static void test_store_old_lock_layout(void **state)
 }
 
 /*
+ * Lock records name the boot whose clock timed them (issue 34, item 3):
+ * a lease of another boot is over, however far its end reads, and its
+ * fence still rises; this boot's record is judged as written.
+ */
+static void test_store_lock_other_boot(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_lock lk, b;
+	struct tsec_error err;
+	char rec[512];
+
+	snprintf(rec, sizeof(rec), "tsec-lock 3\nboot %s\ntoken %s\nfence 9000000000000000000\n"
+		 "expires_ms %lld\nwaiter %s\nwaiter_seen_ms 0\n",
+		 "00000000-0000-0000-0000-000000000000", "0123456789abcdef0123456789abcdef",
+		 (long long)INT64_MAX, "00000000000000000000000000000000");
+	plant(t->root, ".tsec-locks/rebooted.lock", rec);
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "rebooted", 60000, &lk, &err), 0);
+	assert_true(lk.fence > 9000000000000000000ull);
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "rebooted", 60000, &b, &err),
+			 TSEC_EBUSY);
+	assert_int_equal(tsec_lock_release(t->store, &app, &lk, &err), 0);
+	/* This boot's: held as written. */
+	snprintf(rec, sizeof(rec), "tsec-lock 3\nboot %s\ntoken %s\nfence 5\n"
+		 "expires_ms %lld\nwaiter %s\nwaiter_seen_ms 0\n", tsec__boot_id(),
+		 "0123456789abcdef0123456789abcdef", (long long)(tsec__boot_ms() + 60000),
+		 "00000000000000000000000000000000");
+	plant(t->root, ".tsec-locks/here.lock", rec);
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "here", 60000, &b, &err), TSEC_EBUSY);
+	tsec__clock_advance(60001);
+	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "here", 60000, &b, &err), 0);
+	assert_true(b.fence > 5);
+	assert_int_equal(tsec_lock_release(t->store, &app, &b, &err), 0);
+}
+
+/*
  * LocalCache write-through race (issue 17, defect 2): a peer's write to
  * the key is applied, and its invalidation delivered, after our write
  * was applied but before its answer came back.  The cache kept our
@@ -1075,6 +1110,7 @@ int main(void)
 		cmocka_unit_test(test_store_bad_input),
 		cmocka_unit_test(test_store_cache_write_race),
 		cmocka_unit_test(test_store_old_lock_layout),
+		cmocka_unit_test(test_store_lock_other_boot),
 		cmocka_unit_test(test_store_read_while_replaced),
 		cmocka_unit_test(test_store_load_waits_bounded),
 		cmocka_unit_test(test_store_write_waits_bounded),

@@ -162,6 +162,7 @@ struct tsec__stats {
 
 struct tsec__held {
 	struct tsec_lock lk;
+	int64_t until;               /* lease end on tsec__mono_ms: no wall step moves it */
 	int caller;
 	int used;
 };

@@ -8,6 +8,7 @@
  * lock every other caller out for the length of its leases.
  */
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <sodium.h>
@@ -29,13 +30,22 @@ static bool same(const struct tsec__held *s, const struct tsec_lock *lk)
 
 static bool live(const struct tsec__held *s, int64_t now)
 {
-	return s->used && s->lk.expires_ms > now;
+	return s->used && s->until > now;
+}
+
+/* The lease's end on the monotonic clock: expires_ms is on this
+ * process's wall clock, read just now beside the monotonic one. */
+static int64_t until_of(const struct tsec_lock *lk)
+{
+	int64_t mono = tsec__mono_ms(), left = lk->expires_ms - tsec__wall_ms();
+
+	return left > INT64_MAX - mono ? INT64_MAX : mono + left;
 }
 
 int tsec__held_put(struct tsec__held_table *h, const struct tsec_lock *lk, int caller,
 		   int quota)
 {
-	int64_t now = tsec__wall_ms();
+	int64_t now = tsec__mono_ms(), until = until_of(lk);
 	int rc = -1, free_slot = -1, mine = 0;
 
 	pthread_mutex_lock(&h->lock);
@@ -51,6 +61,7 @@ int tsec__held_put(struct tsec__held_table *h, const struct tsec_lock *lk, int c
 		rc = -2;
 	} else if (free_slot >= 0) {
 		h->slot[free_slot].lk = *lk;
+		h->slot[free_slot].until = until;
 		h->slot[free_slot].caller = caller;
 		h->slot[free_slot].used = 1;
 		rc = 0;
@@ -61,7 +72,7 @@ int tsec__held_put(struct tsec__held_table *h, const struct tsec_lock *lk, int c
 
 int tsec__held_of(struct tsec__held_table *h, int caller)
 {
-	int64_t now = tsec__wall_ms();
+	int64_t now = tsec__mono_ms();
 	int n = 0;
 
 	pthread_mutex_lock(&h->lock);
@@ -73,10 +84,14 @@ int tsec__held_of(struct tsec__held_table *h, int caller)
 
 void tsec__held_touch(struct tsec__held_table *h, const struct tsec_lock *lk)
 {
+	int64_t until = until_of(lk);
+
 	pthread_mutex_lock(&h->lock);
 	for (int i = 0; i < TSEC_D_MAX_HELD; i++)
-		if (same(&h->slot[i], lk))
+		if (same(&h->slot[i], lk)) {
 			h->slot[i].lk.expires_ms = lk->expires_ms;
+			h->slot[i].until = until;
+		}
 	pthread_mutex_unlock(&h->lock);
 }
 
@@ -91,7 +106,7 @@ void tsec__held_drop(struct tsec__held_table *h, const struct tsec_lock *lk)
 
 size_t tsec__held_count(struct tsec__held_table *h)
 {
-	int64_t now = tsec__wall_ms();
+	int64_t now = tsec__mono_ms();
 	size_t n = 0;
 
 	pthread_mutex_lock(&h->lock);
@@ -104,14 +119,14 @@ size_t tsec__held_count(struct tsec__held_table *h)
 void tsec__held_release_all(struct tsec__daemon *d)
 {
 	struct tsec__held_table *h = &d->held;
-	int64_t now = tsec__wall_ms();
+	int64_t now = tsec__mono_ms();
 
 	for (int i = 0; i < TSEC_D_MAX_HELD; i++) {
 		const struct tsec__caller *c;
 		struct tsec_principal p;
 		struct tsec_error err;
 
-		if (!h->slot[i].used || h->slot[i].lk.expires_ms <= now)
+		if (!live(&h->slot[i], now))
 			continue;
 		c = &d->cfg.callers[h->slot[i].caller];
 		memset(&p, 0, sizeof(p));

@@ -276,6 +276,20 @@ static int64_t caller_budget_ms(const struct tsec__call *c)
 	return ms - margin;
 }
 
+/*
+ * What is left of a lease, in milliseconds: what a holder on another
+ * machine can use, timed from when it sent the call (expires_ms is on
+ * this broker's wall clock, which may read hours apart from the
+ * holder's).  The backend timed the lease from before its call, so this
+ * never overstates it.
+ */
+static int64_t left_of(const struct tsec_lock *lk)
+{
+	int64_t left = lk->expires_ms - tsec__wall_ms();
+
+	return left < 0 ? 0 : left;
+}
+
 json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
 {
 	json_t *tmo = json_object_get(c->params, "timeout_ms"), *dl;
@@ -356,8 +370,9 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 	}
 	if (!rc) {
 		sodium_bin2hex(hex, sizeof(hex), lk.token, 16);
-		*result = json_pack("{s:s,s:s,s:I,s:I}", "name", lk.name, "token", hex,
+		*result = json_pack("{s:s,s:s,s:I,s:I,s:I}", "name", lk.name, "token", hex,
 				    "expires_ms", (json_int_t)lk.expires_ms,
+				    "expires_in_ms", (json_int_t)left_of(&lk),
 				    "fence", (json_int_t)lk.fence);
 	}
 	return done(rc, &err, result);
@@ -393,7 +408,8 @@ json_t *tsec__m_lock_renew(struct tsec__daemon *d, struct tsec__call *c, json_t 
 	rc = tsec_lock_renew(d->store, &c->p, &lk, ttl, &err);
 	if (!rc) {
 		tsec__held_touch(&d->held, &lk);
-		*result = json_pack("{s:I}", "expires_ms", (json_int_t)lk.expires_ms);
+		*result = json_pack("{s:I,s:I}", "expires_ms", (json_int_t)lk.expires_ms,
+				    "expires_in_ms", (json_int_t)left_of(&lk));
 	}
 	return done(rc, &err, result);
 }

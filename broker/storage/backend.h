@@ -61,7 +61,7 @@ struct tsec__guard {
 struct tsec__lease {
 	uint8_t token[16];
 	uint64_t fence;
-	int64_t expires_ms;          /* unix milliseconds */
+	int64_t expires_ms;          /* unix milliseconds, this process's wall clock */
 };
 
 struct tsec__backend;
@@ -233,7 +233,12 @@ static inline bool tsec__skey_below(const struct tsec__skey *key, const struct t
 
 /* ---- lease.c: the lease rules every backend applies ---- */
 
-/* A lock's state as a backend keeps it. */
+/*
+ * A lock's state as a backend keeps it.  Its times are on the clock the
+ * backend judges leases by, never the wall clock (which steps and which
+ * another process may read an hour apart): the boot clock on the file
+ * store, the monotonic clock in memory.
+ */
 struct tsec__lease_state {
 	uint8_t token[16];           /* all zero: free */
 	uint64_t fence;              /* the last fence handed out */
@@ -243,7 +248,7 @@ struct tsec__lease_state {
 };
 
 /*
- * Decides one acquire attempt on *st at wall time now_ms: 0 and *out
+ * Decides one acquire attempt on *st at now_ms on its clock: 0 and *out
  * when taken (st updated), TSEC_EBUSY when not (st may have queued the
  * waiter).  *dirty says whether st changed and must be written back.
  */

@@ -16,6 +16,11 @@
  * lost or torn in a power failure reads as a free lock, which only ends a
  * lease early, and fences stay increasing through lease.c's clock floor.
  *
+ * Leases are judged on the machine's boot clock (CLOCK_BOOTTIME, which
+ * every process shares and no wall-clock step moves), with the boot's id
+ * beside it: a process whose wall clock is an hour fast cannot end
+ * another's lease early, and a lease written before a reboot is over.
+ *
  * The folder's name starts with ".tsec-", which no key may name, so no
  * storage call reads a token, overwrites a lease or deletes a lock file
  * (they lived at locks/<name>.lock once, where `store get` printed the
@@ -35,6 +40,7 @@
 #include <sodium.h>
 
 #include "broker/storage/file/file_private.h"
+#include "common/clock.h"
 
 #define RECORD 256                    /* bytes; one write, within a sector */
 #define LOCK_WAIT_MS 2000             /* the flock is held for microseconds */
@@ -138,10 +144,15 @@ static bool hex16(const char *hex, uint8_t *out)
 	return sodium_hex2bin(out, 16, hex, 32, NULL, &bin, NULL) == 0 && bin == 16;
 }
 
-/* Reads the lease; an empty or unreadable record is a free lock, fence 0. */
+/*
+ * Reads the lease, its times on this boot's clock (tsec__boot_ms); an
+ * empty or unreadable record is a free lock, fence 0.  A lease of
+ * another boot is over (its fence stays); one of format 2 (wall-clock
+ * times) is read across onto the boot clock.
+ */
 static void state_read(const struct lockfile *l, struct tsec__lease_state *st)
 {
-	char buf[RECORD + 1], tok[33], wt[33];
+	char buf[RECORD + 1], tok[33], wt[33], boot[40];
 	unsigned long long fence;
 	long long expires, seen;
 	ssize_t n;
@@ -151,15 +162,30 @@ static void state_read(const struct lockfile *l, struct tsec__lease_state *st)
 	if (n <= 0)
 		return;
 	buf[n] = '\0';
-	if (sscanf(buf, "tsec-lock 2\ntoken %32s\nfence %llu\nexpires_ms %lld\n"
-		   "waiter %32s\nwaiter_seen_ms %lld\n", tok, &fence, &expires, wt, &seen) != 5 ||
-	    !hex16(tok, st->token) || !hex16(wt, st->waiter)) {
-		memset(st, 0, sizeof(*st));
+	if (sscanf(buf, "tsec-lock 3\nboot %39s\ntoken %32s\nfence %llu\nexpires_ms %lld\n"
+		   "waiter %32s\nwaiter_seen_ms %lld\n", boot, tok, &fence, &expires, wt,
+		   &seen) == 6 && hex16(tok, st->token) && hex16(wt, st->waiter)) {
+		st->fence = fence;
+		if (strcmp(boot, tsec__boot_id())) {
+			/* Another boot's: nobody holds it or waits now. */
+			memset(st->token, 0, sizeof(st->token));
+			memset(st->waiter, 0, sizeof(st->waiter));
+			return;
+		}
+		st->expires_ms = expires;
+		st->waiter_seen_ms = seen;
 		return;
 	}
-	st->fence = fence;
-	st->expires_ms = expires;
-	st->waiter_seen_ms = seen;
+	if (sscanf(buf, "tsec-lock 2\ntoken %32s\nfence %llu\nexpires_ms %lld\n"
+		   "waiter %32s\nwaiter_seen_ms %lld\n", tok, &fence, &expires, wt, &seen) == 5 &&
+	    hex16(tok, st->token) && hex16(wt, st->waiter)) {
+		int64_t wall = tsec__wall_ms(), boot_now = tsec__boot_ms();
+		st->fence = fence;
+		st->expires_ms = expires > wall ? boot_now + (expires - wall) : 0;
+		st->waiter_seen_ms = seen <= wall ? boot_now - (wall - seen) : 0;
+		return;
+	}
+	memset(st, 0, sizeof(*st));
 }
 
 /* Rewrites the record in place: one pwrite of RECORD bytes. */
@@ -171,9 +197,10 @@ static int state_write(const struct lockfile *l, const struct tsec__lease_state 
 
 	sodium_bin2hex(tok, sizeof(tok), st->token, 16);
 	sodium_bin2hex(wt, sizeof(wt), st->waiter, 16);
-	n = snprintf(buf, sizeof(buf), "tsec-lock 2\ntoken %s\nfence %llu\nexpires_ms %lld\n"
-		     "waiter %s\nwaiter_seen_ms %lld\n", tok, (unsigned long long)st->fence,
-		     (long long)st->expires_ms, wt, (long long)st->waiter_seen_ms);
+	n = snprintf(buf, sizeof(buf), "tsec-lock 3\nboot %s\ntoken %s\nfence %llu\n"
+		     "expires_ms %lld\nwaiter %s\nwaiter_seen_ms %lld\n", tsec__boot_id(), tok,
+		     (unsigned long long)st->fence, (long long)st->expires_ms, wt,
+		     (long long)st->waiter_seen_ms);
 	memset(buf + n, ' ', sizeof(buf) - (size_t)n - 1);
 	buf[sizeof(buf) - 1] = '\n';
 	if (pwrite(l->fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf))
@@ -188,13 +215,17 @@ int tsec__fb_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms
 	struct tsec__filebe *fb = (struct tsec__filebe *)b;
 	struct tsec__lease_state st;
 	struct lockfile l;
+	int64_t now;
 	bool dirty;
 	int rc;
 
 	if ((rc = names(name, &l, err)) || (rc = take(fb, &l, true, waiter != NULL, err)))
 		goto out;
 	state_read(&l, &st);
-	rc = tsec__lease_try(&st, waiter, ttl_ms, tsec__wall_ms(), out, &dirty);
+	now = tsec__boot_ms();
+	rc = tsec__lease_try(&st, waiter, ttl_ms, now, out, &dirty);
+	if (rc == 0)
+		out->expires_ms = tsec__wall_of(out->expires_ms, now);
 	if (dirty) {
 		int wrc = state_write(&l, &st, err);
 		if (!rc)
@@ -220,12 +251,12 @@ static int owned_op(struct tsec__filebe *fb, const char *name, const uint8_t tok
 	if ((rc = names(name, &l, err)) || (rc = take(fb, &l, false, true, err)))
 		goto out;
 	state_read(&l, &st);
-	now = tsec__wall_ms();
+	now = tsec__boot_ms();
 	if ((rc = tsec__lease_owned(&st, token, now, l.sk.text, err)))
 		goto out;
 	if (ttl_ms) {
 		st.expires_ms = tsec__deadline_after(now, ttl_ms);
-		*expires = st.expires_ms;
+		*expires = tsec__wall_of(st.expires_ms, now);
 		rc = state_write(&l, &st, err);
 	} else if (!sodium_is_zero(st.waiter, 16)) {
 		tsec__lease_release(&st); /* kept: it holds the queued waiter */
@@ -266,7 +297,7 @@ int tsec__fb_fenced(struct tsec__filebe *fb, const struct tsec__fence *f,
 		goto out;
 	state_read(&l, &st);
 	/* Under the flock no one can take the lock between check and write. */
-	if (!(rc = tsec__lease_fenced(&st, f, tsec__wall_ms(), err)))
+	if (!(rc = tsec__lease_fenced(&st, f, tsec__boot_ms(), err)))
 		rc = op(ctx, err);
 out:
 	done(&l, false);
@@ -330,7 +361,7 @@ static void migrate_old_layout(struct tsec__filebe *fb)
 void tsec__fb_clean_guards(struct tsec__filebe *fb)
 {
 	int fd;
-	int64_t now = tsec__wall_ms();
+	int64_t now = tsec__boot_ms();
 	struct dirent *e;
 	DIR *d;
 

@@ -537,7 +537,7 @@ static int fenced(struct membe *m, const struct tsec__fence *f, struct tsec_erro
 	struct tsec__lease_state none;
 
 	memset(&none, 0, sizeof(none));
-	return tsec__lease_fenced(l ? &l->st : &none, f, tsec__wall_ms(), err);
+	return tsec__lease_fenced(l ? &l->st : &none, f, tsec__mono_ms(), err);
 }
 
 /* Whether g holds (the write lock held): 0 or TSEC_ECHANGED. */
@@ -671,6 +671,7 @@ static int mb_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_m
 {
 	struct membe *m = mb_of(b);
 	struct lease *l;
+	int64_t now = tsec__mono_ms();
 	bool dirty;
 	int rc;
 
@@ -678,8 +679,10 @@ static int mb_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_m
 	pthread_rwlock_wrlock(&m->rw);
 	if (!(l = lease_find(m, name, true)))
 		rc = tsec__seterr(err, TSEC_ENOMEM, name, NULL);
-	else if ((rc = tsec__lease_try(&l->st, waiter, ttl_ms, tsec__wall_ms(), out, &dirty)))
+	else if ((rc = tsec__lease_try(&l->st, waiter, ttl_ms, now, out, &dirty)))
 		tsec__seterr(err, rc, name, "the lock is held or promised to a waiter");
+	else
+		out->expires_ms = tsec__wall_of(out->expires_ms, now);
 	pthread_rwlock_unlock(&m->rw);
 	return rc;
 }
@@ -689,7 +692,7 @@ static int owned(struct membe *m, const char *name, const uint8_t token[16], uin
 {
 	struct tsec__lease_state none;
 	struct lease *l;
-	int64_t now = tsec__wall_ms();
+	int64_t now = tsec__mono_ms();
 	int rc;
 
 	delay(m);
@@ -698,7 +701,8 @@ static int owned(struct membe *m, const char *name, const uint8_t token[16], uin
 	l = lease_find(m, name, false);
 	if (!(rc = tsec__lease_owned(l ? &l->st : &none, token, now, name, err))) {
 		if (ttl_ms)
-			*expires = l->st.expires_ms = tsec__deadline_after(now, ttl_ms);
+			*expires = tsec__wall_of(l->st.expires_ms = tsec__deadline_after(now, ttl_ms),
+						 now);
 		else
 			tsec__lease_release(&l->st);
 	}
