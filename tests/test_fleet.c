@@ -754,6 +754,65 @@ static void test_etcd_takeover_not_by_clock(void **state)
 	tu_store_close(&t);
 }
 
+/*
+ * A renew to a shorter lease shortens it on the server too (issue 34,
+ * item 4): a lock taken for ten minutes and renewed to one second is
+ * free for others about a second later on etcd (whose lease was kept at
+ * ten minutes, so others waited that long) as on redis.  clock_skew_ms is 0:
+ * only the server ends the lease.  The fence does not change.
+ */
+static void renew_shorter_on(const char *backend)
+{
+	char prefix[64];
+	struct tsec_store_opts o = opts_for(backend, prefix, sizeof(prefix));
+	struct tsec_lock lk, other;
+	struct tsec_error err;
+	struct tu_store t, peer;
+	struct tsec_put p = { "short/v", "x", 1 };
+	uint64_t fence;
+	int rc;
+
+	o.clock_skew_ms = 0;
+	tu_store_open_with(&t, &o);
+	tu_store_open_with(&peer, &o);
+	assert_int_equal(tsec_lock_acquire(t.store, &app, "shorter", 600000, 0, &lk, &err), 0);
+	fence = lk.fence;
+	assert_int_equal(tsec_lock_renew(t.store, &app, &lk, 1000, &err), 0);
+	assert_int_equal(lk.fence, fence);
+	assert_int_equal(tsec_store_put_fenced(t.store, &app, &lk, &p, 1, &err), 0);
+	TU_WAIT((rc = tsec_lock_try_acquire(peer.store, &app, "shorter", 60000, &other, &err)) !=
+		TSEC_EBUSY);
+	assert_int_equal(rc, 0);
+	assert_true(other.fence > fence);
+	assert_int_equal(tsec_lock_renew(t.store, &app, &lk, 1000, &err), TSEC_ENOTOWNER);
+	assert_int_equal(tsec_lock_release(peer.store, &app, &other, &err), 0);
+	/* Longer again, then shorter again: both moves keep the fence. */
+	assert_int_equal(tsec_lock_acquire(t.store, &app, "again", 2000, 0, &lk, &err), 0);
+	fence = lk.fence;
+	assert_int_equal(tsec_lock_renew(t.store, &app, &lk, 600000, &err), 0);
+	assert_int_equal(tsec_lock_renew(t.store, &app, &lk, 1000, &err), 0);
+	assert_int_equal(tsec_store_put_fenced(t.store, &app, &lk, &p, 1, &err), 0);
+	assert_int_equal(lk.fence, fence);
+	TU_WAIT((rc = tsec_lock_try_acquire(peer.store, &app, "again", 60000, &other, &err)) !=
+		TSEC_EBUSY);
+	assert_int_equal(rc, 0);
+	assert_int_equal(tsec_lock_release(peer.store, &app, &other, &err), 0);
+	tu_store_close(&peer);
+	tu_store_close(&t);
+}
+
+static void test_etcd_renew_shorter(void **state)
+{
+	(void)state;
+	renew_shorter_on("etcd");
+}
+
+static void test_redis_renew_shorter(void **state)
+{
+	(void)state;
+	renew_shorter_on("redis");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -771,6 +830,8 @@ int main(void)
 		cmocka_unit_test(test_etcd_cluster_leader_dies),
 		cmocka_unit_test(test_redis_restart_without_persistence),
 		cmocka_unit_test(test_etcd_takeover_not_by_clock),
+		cmocka_unit_test(test_etcd_renew_shorter),
+		cmocka_unit_test(test_redis_renew_shorter),
 	};
 	int failed;
 

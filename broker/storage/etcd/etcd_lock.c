@@ -117,6 +117,9 @@ static int lease_call(struct etcd *e, const char *path, int64_t id, int64_t ttl_
 		*got_id = tsec__jint(res, "ID", 0);
 	if (got_ttl)
 		*got_ttl = tsec__jint(res, "TTL", 0);
+	if (ttl_s && !id && tsec__jint(res, "TTL", 0) > ttl_s &&
+	    tsec__jint(res, "TTL", 0) > atomic_load(&e->lease_floor_s))
+		atomic_store(&e->lease_floor_s, tsec__jint(res, "TTL", 0));
 	json_decref(r);
 	return 0;
 }
@@ -348,8 +351,14 @@ int tsec__etcd_lock_renew(struct tsec__backend *b, const char *name, const uint8
 	if (ttl <= 0)
 		return tsec__seterr(err, TSEC_ENOTOWNER, name, "lock '%s': its etcd lease is gone",
 				    name);
-	if ((uint64_t)ttl * 1000 < ttl_ms) {
-		/* A longer lease than etcd's: move the lock to a new etcd lease. */
+	if ((uint64_t)ttl * 1000 < ttl_ms ||
+	    (ttl > ttl_seconds(ttl_ms) && ttl > atomic_load(&e->lease_floor_s))) {
+		/*
+		 * A longer lease than etcd's, or a shorter one: move the lock to
+		 * a fresh etcd lease of the length asked for, so that the lock
+		 * ends for everyone when its holder was told (a put keeps the
+		 * key's create_revision: the fence stays).
+		 */
 		int64_t fresh = 0, got = 0;
 		json_t *cmp = json_array();
 

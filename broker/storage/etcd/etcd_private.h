@@ -17,6 +17,10 @@ struct etcd {
 	size_t plen;
 	struct tsec__seal seal;
 	uint32_t skew_ms;
+	/* the shortest lease etcd grants (seconds; it raises shorter ones to
+	 * its minimum), learnt from its grants: no renew moves a lock to a
+	 * fresh lease that etcd would make no shorter */
+	_Atomic int64_t lease_floor_s;
 	size_t max_ops;
 	/* the invalidation feed */
 	pthread_t feed;
