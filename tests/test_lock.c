@@ -276,6 +276,67 @@ static void test_lock_paused_fenced_writer(void **state)
 	assert_int_equal(tsec_lock_release(t->store, &app, &lk2, &err), 0);
 }
 
+/*
+ * A holder paused inside a fenced write after its lease was checked (the
+ * write about to land) does not keep a taker from an ended lease (issue
+ * 34, item 5: it held the lock's flock, and takers waited for it).  The
+ * new holder's own fenced write cannot land before the paused one (it
+ * is told to try again), so the paused write, checked while its lease
+ * was live, lands first and the new holder's stands last; the paused
+ * holder's next write is refused.
+ */
+static void test_lock_paused_inside_write(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_lock lk, lk2;
+	struct tsec_error err;
+	struct tsec_put mine = { "inside/k", "new", 3 };
+	char *v = NULL;
+	size_t n;
+	pid_t pid;
+	int st;
+
+	assert_int_equal(tsec_lock_acquire(t->store, &app, "inside", 60000, 0, &lk, &err), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct tsec_put old = { "inside/k", "old", 3 }, again = { "inside/k", "stale", 5 };
+		int rc, rc2;
+
+		tsec__fb_checked_hook = stop_self;
+		rc = tsec_store_put_fenced(t->store, &app, &lk, &old, 1, &err);
+		tsec__fb_checked_hook = NULL;
+		rc2 = tsec_store_put_fenced(t->store, &app, &lk, &again, 1, &err);
+		_exit(rc == 0 && rc2 == TSEC_ENOTOWNER ? 0 : 10);
+	}
+	/* Stopped inside its fenced write, its lease checked. */
+	assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+	assert_true(WIFSTOPPED(st));
+	/* Its lease ends (on this process's clock): taken at once. */
+	tsec__clock_advance(60001);
+	if (tsec_lock_try_acquire(t->store, &app, "inside", 60000, &lk2, &err)) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		fail_msg("take-over of a lease whose holder is paused inside a write: %s", err.msg);
+	}
+	assert_true(lk2.fence > lk.fence);
+	/* Not before the paused write: told to try again. */
+	assert_int_equal(tsec_store_put_fenced(t->store, &app, &lk2, &mine, 1, &err), TSEC_EBUSY);
+	assert_non_null(strstr(err.msg, "under way"));
+	kill(pid, SIGCONT);
+	assert_int_equal(tu_waitpid(pid, &st), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(tsec_store_get(t->store, &app, "inside/k", &v, &n, &err), 0);
+	assert_string_equal(v, "old");
+	free(v);
+	assert_int_equal(tsec_store_put_fenced(t->store, &app, &lk2, &mine, 1, &err), 0);
+	assert_int_equal(tsec_store_get(t->store, &app, "inside/k", &v, &n, &err), 0);
+	assert_string_equal(v, "new");
+	free(v);
+	assert_int_equal(tsec_lock_release(t->store, &app, &lk2, &err), 0);
+}
+
 /* 16 processes race for one stale lock: exactly one takes it. */
 static void test_lock_stale_one_winner(void **state)
 {
@@ -512,6 +573,7 @@ int main(void)
 		cmocka_unit_test(test_lock_processes),
 		cmocka_unit_test(test_lock_stale_one_winner),
 		cmocka_unit_test(test_lock_paused_fenced_writer),
+		cmocka_unit_test(test_lock_paused_inside_write),
 	};
 	return cmocka_run_group_tests_name("lock", tests, setup, teardown);
 }

@@ -675,7 +675,7 @@ static int move_plain(struct tsec__backend *b, const struct tsec__skey *src,
 	return rc;
 }
 
-/* A delete or a move, run under a fence's flock (tsec__fb_fenced). */
+/* A delete or a move, run under its lock's write lock (tsec__fb_fenced). */
 struct fenced_op {
 	struct tsec__backend *b;
 	const struct tsec__skey *a, *b2;
@@ -715,7 +715,7 @@ static int fb_move(struct tsec__backend *b, const struct tsec__skey *src,
 		 : move_plain(b, src, dst, err);
 }
 
-/* A group, or one value, fenced or not (a fence's flock around it). */
+/* A group, or one value, fenced or not (a lock's write lock around it). */
 struct put_args {
 	struct tsec__filebe *fb;
 	const struct tsec__bput *p;
@@ -752,7 +752,7 @@ static int fb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 	 */
 	do {
 		/* Fenced or guarded: always a group, whose slow part runs
-		 * before the lock's flock is taken (file_journal.c). */
+		 * before the lock's write lock is taken (file_journal.c). */
 		rc = f || g ? tsec__fb_put_group(a.fb, p, n, f, g, err) : put_plain(&a, err);
 		/* (Not when it is the lock that is gone.) */
 	} while (rc == TSEC_ENOENT && !(f && err && !strcmp(err->where, f->name)) &&

@@ -227,7 +227,7 @@ static int guard_holds(struct tsec__filebe *fb, const struct tsec__guard *gd,
 }
 
 /* Test hook (tests only): called after a fenced group's temporaries are
- * written, before its lock's flock is taken. */
+ * written, before its lock's write lock is taken. */
 void (*tsec__fb_fenced_hook)(void);
 atomic_ulong tsec__fb_read_waits;
 
@@ -331,7 +331,7 @@ int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p, size
 		goto out;
 	}
 	/* 2: the new values, beside their targets (the slow part: outside
-	 * any lock's flock, so a writer paused here blocks no one). */
+	 * any lock's write lock, so a writer paused here blocks no one). */
 	for (i = 0; i < n; i++) {
 		const struct tsec__skey *sk = p[i].sk;
 		struct stat sb;
@@ -348,7 +348,7 @@ int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p, size
 					      it[i].tmp, sizeof(it[i].tmp), sk->text, err)))
 			goto out;
 	}
-	/* 3-5, fenced: under the lock's flock, checked then committed and
+	/* 3-5, fenced: under the lock's write lock, checked then committed and
 	 * applied, so no holder after it can be overwritten by it. */
 	if (f && tsec__fb_fenced_hook)
 		tsec__fb_fenced_hook();

@@ -12,6 +12,18 @@
  * removed file never lets two in; names are only ever removed, never
  * replaced, so a linked file is the one the name leads to.
  *
+ * A fenced write (file.c, file_journal.c) does not hold that flock while
+ * it writes: it holds the file's write lock (an open-file-description
+ * lock on byte 0, which flock does not see), takes the flock shared only
+ * to read the lease, checks it, and writes.  So a holder paused inside
+ * its write never keeps a taker from the lock (issue 34, item 5); the
+ * new holder's own fenced writes take the write lock after it, so the
+ * paused write, checked while its lease was live, lands before any of
+ * theirs, never after (classic fencing: a write with an older fence is
+ * never applied after one with a newer fence).  No one removes a lock's
+ * file while its write lock is held, so every writer of one lock meets
+ * on the same file.
+ *
  * The record is not fsynced: a lock is shared through the page cache; one
  * lost or torn in a power failure reads as a free lock, which only ends a
  * lease early, and fences stay increasing through lease.c's clock floor.
@@ -77,14 +89,24 @@ static void sleep_ms(long ms)
 		;
 }
 
+/* The write lock of a lock's file (see the top): 0, or -1 with errno. */
+static int write_lock(int fd)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+
+	return fcntl(fd, F_OFD_SETLK, &fl);
+}
+
+enum hold { STATE, WRITER };
+
 /*
- * Opens locks/<name>.lock (created when `create`) and takes its flock;
- * both descriptors stay open in l until done().  With `wait` false, one
- * attempt only (try-acquire never waits).  TSEC_ENOENT when the file is
- * absent and not to be created.
+ * Opens locks/<name>.lock (created when `create`) and takes its flock
+ * (STATE) or its write lock (WRITER); the descriptor stays open in l
+ * until done().  With `wait` false, one attempt only (try-acquire never
+ * waits).  TSEC_ENOENT when the file is absent and not to be created.
  */
 static int take(struct tsec__filebe *fb, struct lockfile *l, bool create, bool wait,
-		struct tsec_error *err)
+		enum hold hold, struct tsec_error *err)
 {
 	int64_t deadline = wait ? tsec__mono_ms() + LOCK_WAIT_MS : 0;
 	struct stat sb;
@@ -105,16 +127,23 @@ static int take(struct tsec__filebe *fb, struct lockfile *l, bool create, bool w
 			return tsec__seterr(err, TSEC_EIO, l->sk.text,
 					    "the lock file is not a regular file; refused");
 		}
-		while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-			if (errno != EWOULDBLOCK && errno != EINTR) {
-				rc = tsec__seterr(err, TSEC_EIO, l->sk.text, "flock: %s",
+		while ((hold == STATE ? flock(fd, LOCK_EX | LOCK_NB) : write_lock(fd)) < 0) {
+			if (errno != EWOULDBLOCK && errno != EAGAIN && errno != EACCES &&
+			    errno != EINTR) {
+				rc = tsec__seterr(err, TSEC_EIO, l->sk.text, "%s: %s",
+						  hold == STATE ? "flock" : "write lock",
 						  strerror(errno));
 				close(fd);
 				return rc;
 			}
 			if (tsec__mono_ms() >= deadline) {
 				close(fd);
-				return tsec__seterr(err, TSEC_EBUSY, l->sk.text, "lock file busy");
+				return hold == STATE
+					? tsec__seterr(err, TSEC_EBUSY, l->sk.text, "lock file busy")
+					: tsec__seterr(err, TSEC_EBUSY, l->sk.text,
+						       "a fenced write of lock '%s' is still under way "
+						       "(its writer may be paused); try again",
+						       l->sk.seg[1]);
 			}
 			sleep_ms(1);
 		}
@@ -126,7 +155,31 @@ static int take(struct tsec__filebe *fb, struct lockfile *l, bool create, bool w
 	}
 }
 
-/* Lets the lock file go (unlinking it first when `remove`) and closes. */
+/* The flock shared, to read the lease (held by others for microseconds):
+ * 0 or TSEC_EBUSY after LOCK_WAIT_MS. */
+static int peek(struct lockfile *l, struct tsec_error *err)
+{
+	int64_t deadline = tsec__mono_ms() + LOCK_WAIT_MS;
+
+	while (flock(l->fd, LOCK_SH | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return tsec__seterr(err, TSEC_EIO, l->sk.text, "flock: %s", strerror(errno));
+		if (tsec__mono_ms() >= deadline)
+			return tsec__seterr(err, TSEC_EBUSY, l->sk.text, "lock file busy");
+		sleep_ms(1);
+	}
+	return 0;
+}
+
+/* Whether no fenced write of this lock is under way (then none can begin
+ * on this file until l->fd closes): only then may its file go. */
+static bool no_writer(const struct lockfile *l)
+{
+	return write_lock(l->fd) == 0;
+}
+
+/* Lets the lock file go (unlinking it first when `remove`, which the
+ * caller decided holding the flock and the write lock) and closes. */
 static void done(struct lockfile *l, bool remove)
 {
 	if (l->fd >= 0) {
@@ -219,7 +272,8 @@ int tsec__fb_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms
 	bool dirty;
 	int rc;
 
-	if ((rc = names(name, &l, err)) || (rc = take(fb, &l, true, waiter != NULL, err)))
+	if ((rc = names(name, &l, err)) ||
+	    (rc = take(fb, &l, true, waiter != NULL, STATE, err)))
 		goto out;
 	state_read(&l, &st);
 	now = tsec__boot_ms();
@@ -248,7 +302,7 @@ static int owned_op(struct tsec__filebe *fb, const char *name, const uint8_t tok
 	int64_t now;
 	int rc;
 
-	if ((rc = names(name, &l, err)) || (rc = take(fb, &l, false, true, err)))
+	if ((rc = names(name, &l, err)) || (rc = take(fb, &l, false, true, STATE, err)))
 		goto out;
 	state_read(&l, &st);
 	now = tsec__boot_ms();
@@ -258,8 +312,10 @@ static int owned_op(struct tsec__filebe *fb, const char *name, const uint8_t tok
 		st.expires_ms = tsec__deadline_after(now, ttl_ms);
 		*expires = tsec__wall_of(st.expires_ms, now);
 		rc = state_write(&l, &st, err);
-	} else if (!sodium_is_zero(st.waiter, 16)) {
-		tsec__lease_release(&st); /* kept: it holds the queued waiter */
+	} else if (!sodium_is_zero(st.waiter, 16) || !no_writer(&l)) {
+		/* Kept: it holds the queued waiter, or a past holder's fenced
+		 * write is under way on it, which the next holder's must meet. */
+		tsec__lease_release(&st);
 		rc = state_write(&l, &st, err);
 	} else {
 		/* Nobody waits: no file at all (the next fence comes from the
@@ -285,6 +341,8 @@ int tsec__fb_lock_release(struct tsec__backend *b, const char *name,
 	return owned_op((struct tsec__filebe *)b, name, token, 0, &unused, err);
 }
 
+void (*tsec__fb_checked_hook)(void);
+
 int tsec__fb_fenced(struct tsec__filebe *fb, const struct tsec__fence *f,
 		    int (*op)(void *ctx, struct tsec_error *err), void *ctx,
 		    struct tsec_error *err)
@@ -293,12 +351,18 @@ int tsec__fb_fenced(struct tsec__filebe *fb, const struct tsec__fence *f,
 	struct lockfile l;
 	int rc;
 
-	if ((rc = names(f->name, &l, err)) || (rc = take(fb, &l, false, true, err)))
+	/* The write lock, then the lease read under the flock, shared, and
+	 * let go at once: a taker never waits for this write (see the top). */
+	if ((rc = names(f->name, &l, err)) || (rc = take(fb, &l, false, true, WRITER, err)) ||
+	    (rc = peek(&l, err)))
 		goto out;
 	state_read(&l, &st);
-	/* Under the flock no one can take the lock between check and write. */
-	if (!(rc = tsec__lease_fenced(&st, f, tsec__boot_ms(), err)))
+	flock(l.fd, LOCK_UN);
+	if (!(rc = tsec__lease_fenced(&st, f, tsec__boot_ms(), err))) {
+		if (tsec__fb_checked_hook)
+			tsec__fb_checked_hook();
 		rc = op(ctx, err);
+	}
 out:
 	done(&l, false);
 	return rc;
@@ -383,7 +447,7 @@ void tsec__fb_clean_guards(struct tsec__filebe *fb)
 		if (l.fd < 0)
 			continue;
 		if (fstat(l.fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
-		    flock(l.fd, LOCK_EX | LOCK_NB) == 0 && sb.st_nlink > 0) {
+		    flock(l.fd, LOCK_EX | LOCK_NB) == 0 && sb.st_nlink > 0 && no_writer(&l)) {
 			state_read(&l, &st);
 			/* Held by nobody now: removing it is safe (see the top). */
 			if ((sodium_is_zero(st.token, 16) || st.expires_ms <= now) &&

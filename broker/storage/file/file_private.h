@@ -141,6 +141,9 @@ int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p,
 		       struct tsec_error *err);
 /* Tests only: runs inside a fenced write, before the lock's flock. */
 extern void (*tsec__fb_fenced_hook)(void);
+/* Test hook (tests only): called inside a fenced write, after its lease
+ * was checked, before it writes. */
+extern void (*tsec__fb_checked_hook)(void);
 /* Tests only: how many times a read of several values found a group in
  * its way (the turnstile or the commit flock held) and waited. */
 extern atomic_ulong tsec__fb_read_waits;
