@@ -299,6 +299,60 @@ static void test_etcd_silent_watch(void **state)
 }
 
 /*
+ * A hung redis costs a call its timeout_ms once, not twice (issue 34,
+ * item 6: a read was sent again on a new connection after its budget was
+ * spent), and the error names the timeout rather than "Resource
+ * temporarily unavailable".  Counted in connections, not in time: a call
+ * whose budget is spent opens no second one.
+ */
+static void test_redis_timeout_once(void **state)
+{
+	char prefix[64], ep[64];
+	int port;
+	struct tu_proxy *px = tu_proxy_start(tu_port_of(redis.endpoints), &port);
+	struct tsec_store_opts o = { .backend = "redis", .prefix = prefix, .timeout_ms = 1000 };
+	struct tsec_put p = { "slow/k", "v", 1 };
+	struct tsec_lock lk;
+	struct tsec_error err;
+	struct tu_store t;
+	size_t before;
+	char *v = NULL;
+	size_t n;
+
+	(void)state;
+	assert_non_null(px);
+	prefix_for(prefix, sizeof(prefix));
+	snprintf(ep, sizeof(ep), "127.0.0.1:%d", port);
+	o.endpoints = ep;
+	tu_store_open_with(&t, &o);
+	assert_int_equal(tsec_store_put_many(t.store, &app, &p, 1, &err), 0);
+	assert_int_equal(tsec_store_get(t.store, &app, "slow/k", &v, &n, &err), 0);
+	free(v);
+	tu_proxy_set(px, TU_HANG);
+	tu_proxy_cut(px);                /* a server that accepts and never answers */
+	before = tu_proxy_accepted(px);
+	assert_int_equal(tsec_store_get(t.store, &app, "slow/k", &v, &n, &err), TSEC_EIO);
+	assert_non_null(strstr(err.msg, "no answer within 1000 ms (timeout_ms)"));
+	assert_null(strstr(err.msg, "temporarily"));
+	assert_true(tu_proxy_accepted(px) - before <= 1);
+	before = tu_proxy_accepted(px);
+	assert_int_equal(tsec_store_put_many(t.store, &app, &p, 1, &err), TSEC_EUNKNOWN);
+	assert_non_null(strstr(err.msg, "no answer within 1000 ms (timeout_ms)"));
+	assert_non_null(strstr(err.msg, "may or may not"));
+	assert_true(tu_proxy_accepted(px) - before <= 1);
+	before = tu_proxy_accepted(px);
+	assert_int_not_equal(tsec_lock_try_acquire(t.store, &app, "slow", 60000, &lk, &err), 0);
+	assert_non_null(strstr(err.msg, "no answer within 1000 ms (timeout_ms)"));
+	assert_true(tu_proxy_accepted(px) - before <= 1);
+	tu_proxy_set(px, TU_PASS);
+	tu_proxy_cut(px);
+	assert_int_equal(tsec_store_get(t.store, &app, "slow/k", &v, &n, &err), 0);
+	free(v);
+	tu_store_close(&t);
+	tu_proxy_stop(px);
+}
+
+/*
  * A feed that PINGs every millisecond, closed while it writes: the
  * library never lets hiredis's write raise SIGPIPE, whose default kills
  * the process (seen as a silent death of test_fleet in release).
@@ -458,6 +512,7 @@ int main(void)
 		cmocka_unit_test(test_etcd_lost_answer),
 		cmocka_unit_test(test_redis_lost_answer),
 		cmocka_unit_test(test_etcd_hung_member_first),
+		cmocka_unit_test(test_redis_timeout_once),
 		cmocka_unit_test(test_redis_silent_subscription),
 		cmocka_unit_test(test_etcd_silent_watch),
 		cmocka_unit_test(test_redis_acl_without_channels),

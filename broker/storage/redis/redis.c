@@ -21,6 +21,7 @@
 
 #include "broker/storage/redis/redis_private.h"
 #include "broker/storage/redis/redis_scripts.h"
+#include "common/clock.h"
 
 static const char *const scripts[S_COUNT] = {
 	tsec__lua_put, tsec__lua_del, tsec__lua_move,
@@ -68,27 +69,86 @@ void tsec__rd_nopipe_off(struct nopipe *np)
 	}
 }
 
-redisContext *tsec__rd_dial(struct redisbe *r, struct tsec_error *err)
+static int64_t tmo_ms(const struct redisbe *r)
 {
-	redisContext *c = r->port ? redisConnectWithTimeout(r->host, r->port, r->tmo)
-				  : redisConnectUnixWithTimeout(r->host, r->tmo);
-	redisReply *rep;
+	return (int64_t)r->tmo.tv_sec * 1000 + r->tmo.tv_usec / 1000;
+}
 
+int64_t tsec__rd_until(const struct redisbe *r)
+{
+	return tsec__mono_ms() + tmo_ms(r);
+}
+
+static struct timeval tv_of(int64_t ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+	return tv;
+}
+
+static bool timed_out(int e)
+{
+	return e == EAGAIN || e == EWOULDBLOCK || e == ETIMEDOUT || e == EINPROGRESS;
+}
+
+bool tsec__rd_timed_out(const redisContext *c, int e)
+{
+	return c->err == REDIS_ERR_IO && timed_out(e);
+}
+
+int tsec__rd_lost(struct redisbe *r, const redisContext *c, int e, bool idempotent,
+		  struct tsec_error *err)
+{
+	const char *unknown = idempotent ? "" : " (the write may or may not have been applied)";
+	int code = idempotent ? TSEC_EIO : TSEC_EUNKNOWN;
+
+	if (c && tsec__rd_timed_out(c, e))
+		return tsec__seterr(err, code, r->host, "redis at %s: no answer within %lld ms "
+				    "(timeout_ms)%s", r->host, (long long)tmo_ms(r), unknown);
+	return tsec__seterr(err, code, r->host, "redis at %s: %s%s", r->host,
+			    c ? c->errstr : "no connection", unknown);
+}
+
+static redisContext *dial_by(struct redisbe *r, int64_t until, struct tsec_error *err)
+{
+	int64_t left = until - tsec__mono_ms();
+	redisContext *c;
+	redisReply *rep;
+	int e;
+
+	if (left <= 0) {
+		tsec__seterr(err, TSEC_EIO, r->host, "redis at %s: no answer within %lld ms "
+			     "(timeout_ms)", r->host, (long long)tmo_ms(r));
+		return NULL;
+	}
+	c = r->port ? redisConnectWithTimeout(r->host, r->port, tv_of(left))
+		    : redisConnectUnixWithTimeout(r->host, tv_of(left));
+	e = errno;
 	if (!c || c->err) {
-		tsec__seterr(err, TSEC_EIO, r->host, "redis at %s:%d: %s", r->host, r->port,
-			     c ? c->errstr : "cannot allocate");
+		if (c && tsec__rd_timed_out(c, e))
+			tsec__seterr(err, TSEC_EIO, r->host, "redis at %s:%d: no connection within "
+				     "%lld ms (timeout_ms)", r->host, r->port, (long long)tmo_ms(r));
+		else
+			tsec__seterr(err, TSEC_EIO, r->host, "redis at %s:%d: %s", r->host, r->port,
+				     c ? c->errstr : "cannot allocate");
 		redisFree(c);
 		return NULL;
 	}
-	redisSetTimeout(c, r->tmo);
+	redisSetTimeout(c, tv_of(until - tsec__mono_ms() > 0 ? until - tsec__mono_ms() : 1));
 	if (r->pass[0]) {
 		struct nopipe np;
 
 		tsec__rd_nopipe_on(&np);
 		rep = r->user[0] ? redisCommand(c, "AUTH %s %s", r->user, r->pass)
 				 : redisCommand(c, "AUTH %s", r->pass);
+		e = errno;
 		tsec__rd_nopipe_off(&np);
-		if (!rep || rep->type == REDIS_REPLY_ERROR) {
+		if (!rep) {
+			tsec__rd_lost(r, c, e, true, err);
+			redisFree(c);
+			return NULL;
+		}
+		if (rep->type == REDIS_REPLY_ERROR) {
 			tsec__seterr(err, TSEC_EDENIED, r->host, "redis at %s refused the password%s",
 				     r->host, r->user[0] ? " (or user)" : "");
 			freeReplyObject(rep);
@@ -97,6 +157,16 @@ redisContext *tsec__rd_dial(struct redisbe *r, struct tsec_error *err)
 		}
 		freeReplyObject(rep);
 	}
+	return c;
+}
+
+redisContext *tsec__rd_dial(struct redisbe *r, struct tsec_error *err)
+{
+	redisContext *c = dial_by(r, tsec__rd_until(r), err);
+
+	/* Its own commands (the feed's) get the whole timeout each. */
+	if (c)
+		redisSetTimeout(c, r->tmo);
 	return c;
 }
 
@@ -114,9 +184,10 @@ static bool stale(const redisContext *c)
 	return poll(&p, 1, 0) != 0;
 }
 
-redisContext *tsec__rd_take(struct redisbe *r, struct tsec_error *err)
+redisContext *tsec__rd_take(struct redisbe *r, int64_t until, struct tsec_error *err)
 {
 	redisContext *c = NULL;
+	int64_t left;
 
 	for (;;) {
 		pthread_mutex_lock(&r->mu);
@@ -126,7 +197,16 @@ redisContext *tsec__rd_take(struct redisbe *r, struct tsec_error *err)
 			break;
 		redisFree(c);
 	}
-	return c ? c : tsec__rd_dial(r, err);
+	if (!c)
+		return dial_by(r, until, err);
+	if ((left = until - tsec__mono_ms()) <= 0) {
+		tsec__rd_give(r, c);
+		tsec__seterr(err, TSEC_EIO, r->host, "redis at %s: no answer within %lld ms "
+			     "(timeout_ms)", r->host, (long long)tmo_ms(r));
+		return NULL;
+	}
+	redisSetTimeout(c, tv_of(left));
+	return c;
 }
 
 /* Returns c to the pool, or drops it when it failed. */
@@ -144,21 +224,26 @@ void tsec__rd_give(struct redisbe *r, redisContext *c)
 }
 
 /*
- * One command.  A read (idempotent) that meets a dead pooled connection
- * is tried again once on a new one; a write reports the unknown outcome.
+ * One command within the call's budget.  A read (idempotent) whose
+ * connection broke is tried again once on a new one while the budget
+ * lasts; one that timed out is not (its budget is spent); a write
+ * reports the unknown outcome.
  */
-redisReply *tsec__rd_call(struct redisbe *r, int argc, const char **argv, const size_t *lens,
-			bool idempotent, struct tsec_error *err)
+redisReply *tsec__rd_call_by(struct redisbe *r, int argc, const char **argv,
+			     const size_t *lens, bool idempotent, int64_t until,
+			     struct tsec_error *err)
 {
 	for (int attempt = 0; attempt < 2; attempt++) {
-		redisContext *c = tsec__rd_take(r, err);
+		redisContext *c = tsec__rd_take(r, until, err);
 		redisReply *rep;
 		struct nopipe np;
+		int e;
 
 		if (!c)
 			return NULL;
 		tsec__rd_nopipe_on(&np);
 		rep = redisCommandArgv(c, argc, argv, lens);
+		e = errno;
 		tsec__rd_nopipe_off(&np);
 		if (rep) {
 			tsec__rd_give(r, c);
@@ -169,14 +254,20 @@ redisReply *tsec__rd_call(struct redisbe *r, int argc, const char **argv, const 
 			}
 			return rep;
 		}
-		tsec__seterr(err, idempotent ? TSEC_EIO : TSEC_EUNKNOWN, r->host, "redis at %s: %s%s",
-			     r->host, c->errstr,
-			     idempotent ? "" : " (the write may or may not have been applied)");
+		bool spent = tsec__rd_timed_out(c, e);
+
+		tsec__rd_lost(r, c, e, idempotent, err);
 		redisFree(c);
-		if (!idempotent)
+		if (!idempotent || spent)
 			return NULL;
 	}
 	return NULL;
+}
+
+redisReply *tsec__rd_call(struct redisbe *r, int argc, const char **argv, const size_t *lens,
+			bool idempotent, struct tsec_error *err)
+{
+	return tsec__rd_call_by(r, argc, argv, lens, idempotent, tsec__rd_until(r), err);
 }
 
 /* The code a failed tsec__rd_call() left in err. */
@@ -195,6 +286,7 @@ redisReply *tsec__rd_script(struct redisbe *r, int s, int nargs, const char **ar
 	size_t *lv = len;
 	redisReply *rep;
 	int argc = 4 + nargs;
+	int64_t until = tsec__rd_until(r);
 
 	if ((size_t)argc > sizeof(argv) / sizeof(argv[0])) {
 		av = malloc((size_t)argc * sizeof(*av));
@@ -218,7 +310,7 @@ redisReply *tsec__rd_script(struct redisbe *r, int s, int nargs, const char **ar
 		av[4 + i] = args[i];
 		lv[4 + i] = lens ? lens[i] : strlen(args[i]);
 	}
-	rep = tsec__rd_call(r, argc, av, lv, idempotent, err);
+	rep = tsec__rd_call_by(r, argc, av, lv, idempotent, until, err);
 	if (rep && rep->type == REDIS_REPLY_ERROR) {
 		/* NOSCRIPT: a restarted server; send the text (and so load it). */
 		freeReplyObject(rep);
@@ -226,7 +318,7 @@ redisReply *tsec__rd_script(struct redisbe *r, int s, int nargs, const char **ar
 		lv[0] = 4;
 		av[1] = scripts[s];
 		lv[1] = strlen(scripts[s]);
-		rep = tsec__rd_call(r, argc, av, lv, idempotent, err);
+		rep = tsec__rd_call_by(r, argc, av, lv, idempotent, until, err);
 	}
 	if (av != argv) {
 		free(av);

@@ -19,6 +19,7 @@ static int look(struct redisbe *r, const struct tsec__skey *sk, redisReply **val
 	char ikey[TSEC_KEY_MAX + 4];
 	redisReply *r1 = NULL, *r2 = NULL;
 	redisContext *c;
+	int64_t until = tsec__rd_until(r);
 	int rc = 0;
 
 	*val = NULL;
@@ -28,16 +29,26 @@ static int look(struct redisbe *r, const struct tsec__skey *sk, redisReply **val
 	snprintf(lo, sizeof(lo), "[%s/", sk->text);
 	snprintf(hi, sizeof(hi), "(%s0", sk->text);
 	for (int attempt = 0; attempt < 2; attempt++) {
-		if (!(c = tsec__rd_take(r, err)))
+		struct nopipe np;
+		bool got;
+		int e;
+
+		if (!(c = tsec__rd_take(r, until, err)))
 			return TSEC_EIO;
+		tsec__rd_nopipe_on(&np);
 		redisAppendCommandArgv(c, 2, a1, NULL);
 		redisAppendCommandArgv(c, 7, a2, NULL);
-		if (redisGetReply(c, (void **)&r1) == REDIS_OK &&
-		    redisGetReply(c, (void **)&r2) == REDIS_OK)
+		got = redisGetReply(c, (void **)&r1) == REDIS_OK &&
+		      redisGetReply(c, (void **)&r2) == REDIS_OK;
+		e = errno;
+		tsec__rd_nopipe_off(&np);
+		if (got)
 			break;
 		freeReplyObject(r1);
 		r1 = NULL;
-		tsec__seterr(err, TSEC_EIO, r->host, "redis at %s: %s", r->host, c->errstr);
+		tsec__rd_lost(r, c, e, true, err);
+		if (tsec__rd_timed_out(c, e))
+			attempt = 2;     /* the budget is spent: no second try */
 		redisFree(c);
 		c = NULL;
 	}

@@ -65,14 +65,34 @@ void tsec__rd_nopipe_on(struct nopipe *np);
 
 void tsec__rd_nopipe_off(struct nopipe *np);
 
+/*
+ * Every call has one budget, timeout_ms, from its start (an "until" on
+ * tsec__mono_ms): connecting, sending, a second connection after a dead
+ * pooled one and a script's NOSCRIPT resend all come out of it, so no
+ * call takes longer than timeout_ms (issue 34, item 6).
+ */
+int64_t tsec__rd_until(const struct redisbe *r);
+
+/* A new connection within the whole timeout_ms (the feed, open). */
 redisContext *tsec__rd_dial(struct redisbe *r, struct tsec_error *err);
 
-redisContext *tsec__rd_take(struct redisbe *r, struct tsec_error *err);
+/* A pooled or new connection, its timeouts set to what is left. */
+redisContext *tsec__rd_take(struct redisbe *r, int64_t until, struct tsec_error *err);
+
+/* Why a command on c failed (e: errno right after it), in err: a timeout
+ * named as one; a write's outcome unknown.  Returns the code. */
+int tsec__rd_lost(struct redisbe *r, const redisContext *c, int e, bool idempotent,
+		  struct tsec_error *err);
+/* Whether the command on c failed for want of an answer in time. */
+bool tsec__rd_timed_out(const redisContext *c, int e);
 
 void tsec__rd_give(struct redisbe *r, redisContext *c);
 
 redisReply *tsec__rd_call(struct redisbe *r, int argc, const char **argv, const size_t *lens,
 			bool idempotent, struct tsec_error *err);
+redisReply *tsec__rd_call_by(struct redisbe *r, int argc, const char **argv,
+			     const size_t *lens, bool idempotent, int64_t until,
+			     struct tsec_error *err);
 
 int tsec__rd_failed(const struct tsec_error *err);
 
