@@ -223,6 +223,16 @@ static int teardown(void **state)
 	return system(cmd) ? -1 : 0;
 }
 
+/* Stops the brokers a test started in slots 2 and 3, passed or failed,
+ * so that a failure does not leave one running for the next test. */
+static int stop_extra(void **state)
+{
+	(void)state;
+	stop_broker(2, SIGTERM);
+	stop_broker(3, SIGTERM);
+	return 0;
+}
+
 /* --check says whether the shared backend answers. */
 static void test_check_reaches_the_backend(void **state)
 {
@@ -622,6 +632,97 @@ static void test_sigterm_leaves_locks(void **state)
 	json_decref(lk);
 }
 
+/* Puts the signed bundle of revision rev as the fleet's record, as
+ * whoever can write etcd may (a replay of an older signed revision). */
+static void plant_revision(int rev)
+{
+	struct tsec_store_opts o = { .backend = "etcd", .endpoints = F.etcd.endpoints,
+				     .prefix = "fleet" };
+	struct tsec_error err;
+	struct tu_store t;
+	char sig[129], *bundle = bundle_of(signed_policy(rev, sig), sig);
+
+	tu_store_open_with(&t, &o);
+	assert_int_equal(tsec__store_record_put(t.store, "policy", bundle, strlen(bundle), &err), 0);
+	tu_store_close(&t);
+	free(bundle);
+}
+
+static void publish(int which, int rev)
+{
+	char sig[129], *params = bundle_of(signed_policy(rev, sig), sig);
+	json_t *r;
+	int rc;
+
+	r = call(which, "policy.publish", params, &rc);
+	if (rc)
+		fail_msg("publish of revision %d through broker %d: %d", rev, which, rc);
+	json_decref(r);
+	free(params);
+}
+
+static bool degraded_at(int which)
+{
+	char st[32];
+
+	return !strcmp(status_at(which, st, sizeof(st)), "degraded");
+}
+
+/*
+ * A replayed or frozen fleet policy is seen (issue 34, item 7).  Each
+ * broker keeps the newest signed bundle it runs as a record of its own in
+ * the fleet, so a broker that never saw a revision learns it from the
+ * others: a new broker started while etcd holds a replayed older bundle
+ * starts on the newest (it started on the replay and said "ok"), and a
+ * broker paused while a revision was published and frozen (put back at
+ * once) takes it when it resumes (it stayed on the old one, "ok").  Both
+ * say degraded while the fleet's bundle is older than what they run.
+ */
+static void test_fleet_replay_and_freeze(void **state)
+{
+	char cfg[2048], mk[200];
+
+	(void)state;
+	start_broker(0);                 /* test_sigterm_leaves_locks stopped it */
+	publish(0, 4);
+	TU_WAIT(revision_at(1) == 4);
+	assert_int_equal(revision_at(1), 4);
+	/* The record rolled back to revision 3: both refuse it and say so. */
+	plant_revision(3);
+	TU_WAIT(degraded_at(0) && degraded_at(1));
+	assert_true(degraded_at(0) && degraded_at(1));
+	assert_int_equal(revision_at(0), 4);
+	assert_int_equal(revision_at(1), 4);
+	/* A new broker, nothing in its state_dir, its file at revision 1. */
+	snprintf(F.ipc[2], sizeof(F.ipc[2]), "ipc://%s/b2.sock", F.dir);
+	snprintf(F.cfg[2], sizeof(F.cfg[2]), "%s/broker2.json", F.dir);
+	snprintf(F.err[2], sizeof(F.err[2]), "%s/broker2.err", F.dir);
+	snprintf(mk, sizeof(mk), "mkdir -p %s/state2", F.dir);
+	assert_int_equal(system(mk), 0);
+	broker_cfg(2, F.etcd.endpoints, cfg, sizeof(cfg));
+	write_file(F.cfg[2], cfg);
+	start_broker(2);
+	assert_int_equal(revision_at(2), 4);
+	TU_WAIT(degraded_at(2));
+	assert_true(degraded_at(2));
+	/* A freeze: broker 1 paused while revision 5 is published and at
+	 * once replaced by revision 4 again. */
+	TU_WAIT(degraded_at(0));
+	kill(F.pid[1], SIGSTOP);
+	publish(0, 5);
+	plant_revision(4);
+	kill(F.pid[1], SIGCONT);
+	TU_WAIT(revision_at(1) == 5 && revision_at(2) == 5);
+	assert_int_equal(revision_at(1), 5);
+	assert_int_equal(revision_at(2), 5);
+	TU_WAIT(degraded_at(1) && degraded_at(2));
+	assert_true(degraded_at(0) && degraded_at(1) && degraded_at(2));
+	/* The fleet's record brought up to date: everyone ok again. */
+	plant_revision(5);
+	TU_WAIT(!degraded_at(0) && !degraded_at(1) && !degraded_at(2));
+	assert_false(degraded_at(0) || degraded_at(1) || degraded_at(2));
+}
+
 /*
  * Two brokers on one machine over one file store, the second's wall clock
  * an hour ahead (issue 34, item 3).  Before, the second took over the
@@ -694,7 +795,8 @@ int main(void)
 		cmocka_unit_test(test_paused_broker_no_resend),
 		cmocka_unit_test(test_failover_when_a_broker_dies),
 		cmocka_unit_test(test_sigterm_leaves_locks),
-		cmocka_unit_test(test_wall_clock_an_hour_fast),
+		cmocka_unit_test_teardown(test_fleet_replay_and_freeze, stop_extra),
+		cmocka_unit_test_teardown(test_wall_clock_an_hour_fast, stop_extra),
 	};
 
 	return cmocka_run_group_tests_name("brokers: two on one etcd", tests, setup, teardown);

@@ -199,6 +199,16 @@ struct tsec__daemon {
 	char fleet_raw[65];          /* SHA-256 of its bytes (the watch thread) */
 	_Atomic int64_t fleet_read_ms;   /* the bundle last read (wall ms), 0 never */
 	_Atomic int fleet_refused;       /* the bundle there now was refused */
+	char fleet_me[33];           /* this broker's id: its record "seen-<id>" */
+	char *fleet_bundle;          /* newest bundle taken here (reload_lock) */
+	size_t fleet_bundle_len;
+	unsigned fleet_polls;        /* the watch thread's */
+	struct tsec__fleet_checked { /* other brokers' records, verified */
+		char raw[65];
+		long long revision;  /* -1: refused */
+	} fleet_checked[16];
+	_Atomic long long fleet_record_rev;  /* the fleet's bundle, verified; -1 none */
+	_Atomic long long fleet_newest;      /* the newest revision seen verified */
 	/* probe.c: the remote store's blob store, asked now and then */
 	pthread_t probe_thread;
 	pthread_mutex_t probe_mu;

@@ -12,8 +12,22 @@
  * in its state_dir too, so that a broker restarting while the record in
  * the backend is missing or replaced by something unsigned still starts
  * on the newest policy it accepted.
+ *
+ * A replayed or frozen record: whoever can write the backend can put an
+ * older signed bundle back, or put the old one back at once after a
+ * publish, so that brokers which did not look in between never see the
+ * new one.  So each broker also writes the newest bundle it took as a
+ * record of its own, "seen-<id>" (the id random, kept in state_dir), and
+ * every few looks reads the others' and takes a newer verified one: a
+ * broker that missed a revision learns it from any broker that saw it, a
+ * new broker starts on it, and a broker whose fleet record is older than
+ * what it runs says degraded until the record is put right.  What this
+ * cannot see: a writer who removes every trace of a revision before any
+ * broker but the publisher has read it, and also that broker's records;
+ * a policy's "expires" bounds how long such a fleet runs on.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +44,87 @@
 
 #define POLL_MS 1000
 #define KEPT ".tsec-fleet-policy"
+#define ME ".tsec-broker-id"
+#define SEEN "seen-"
+#define SEEN_EVERY 3             /* looks between readings of the others' records */
+#define NCHECKED (sizeof(((struct tsec__daemon *)0)->fleet_checked) / \
+		  sizeof(((struct tsec__daemon *)0)->fleet_checked[0]))
+
+static void sha_hex(const char *b, size_t len, char out[65])
+{
+	unsigned char h[crypto_hash_sha256_BYTES];
+
+	crypto_hash_sha256(h, (const unsigned char *)b, len);
+	sodium_bin2hex(out, 65, h, sizeof(h));
+}
+
+/* This broker's id, made once and kept in state_dir. */
+static void me(struct tsec__daemon *d)
+{
+	struct tsec_error err;
+	unsigned char r[16];
+	char path[1100], *b = NULL;
+	size_t len = 0;
+
+	if (d->fleet_me[0])
+		return;
+	snprintf(path, sizeof(path), "%s/" ME, d->cfg.state_dir);
+	if (tsec_read_file(path, 64, &b, &len, &err) == 0 && len >= 32 &&
+	    strspn(b, "0123456789abcdef") >= 32) {
+		memcpy(d->fleet_me, b, 32);
+		d->fleet_me[32] = '\0';
+		free(b);
+		return;
+	}
+	free(b);
+	randombytes_buf(r, sizeof(r));
+	sodium_bin2hex(d->fleet_me, sizeof(d->fleet_me), r, sizeof(r));
+	if (tsec__file_replace(path, d->fleet_me, 32, 0600))
+		tsec__say("could not keep this broker's id in %s: its record in the fleet is "
+			  "a new one at each start", path);
+}
+
+static void newest(struct tsec__daemon *d, long long rev)
+{
+	long long was = atomic_load(&d->fleet_newest);
+
+	while (rev > was && !atomic_compare_exchange_weak(&d->fleet_newest, &was, rev))
+		;
+}
+
+/* Notes bundle b as the newest taken here (reload_lock held). */
+static void took(struct tsec__daemon *d, const char *b, size_t len, long long rev)
+{
+	char *c = malloc(len ? len : 1);
+
+	if (!c)
+		return;              /* its record is written at a later look */
+	memcpy(c, b, len);
+	free(d->fleet_bundle);
+	d->fleet_bundle = c;
+	d->fleet_bundle_len = len;
+	newest(d, rev);
+}
+
+/* Writes this broker's record: the newest bundle it took. */
+static void put_seen(struct tsec__daemon *d)
+{
+	struct tsec_error err;
+	char name[sizeof(SEEN) + 32], *b = NULL;
+	size_t len = 0;
+
+	pthread_mutex_lock(&d->reload_lock);
+	if (d->fleet_bundle && (b = malloc(d->fleet_bundle_len ? d->fleet_bundle_len : 1))) {
+		memcpy(b, d->fleet_bundle, d->fleet_bundle_len);
+		len = d->fleet_bundle_len;
+	}
+	pthread_mutex_unlock(&d->reload_lock);
+	snprintf(name, sizeof(name), SEEN "%s", d->fleet_me);
+	if (b && d->fleet_me[0] && tsec__store_record_put(d->store, name, b, len, &err))
+		tsec__say("could not write this broker's record %s in the fleet: %s", name,
+			  err.msg);
+	free(b);
+}
 
 /* Keeps bundle b in state_dir (temporary file, fsync, rename). */
 static void keep(struct tsec__daemon *d, const char *b, size_t len)
@@ -136,8 +231,11 @@ int tsec__fleet_publish(struct tsec__daemon *d, const char *policy, size_t plen,
 	if (!rc) {
 		snprintf(d->fleet_seen, sizeof(d->fleet_seen), "%s", id->sha256);
 		keep(d, bundle, strlen(bundle));
+		took(d, bundle, strlen(bundle), id->revision);
 	}
 	pthread_mutex_unlock(&d->reload_lock);
+	if (!rc)
+		put_seen(d);
 	free(text);
 	free(ctext);
 	free(cur);
@@ -157,6 +255,7 @@ static void prefer_one(struct tsec__daemon *d, const char *what, const char *b, 
 	struct tsec_error err;
 	char *fleet = NULL;
 	size_t flen;
+	long long rev;
 
 	if (bundle_open(d, b, blen, &fleet, &flen, &err) ||
 	    tsec__policy_bound(d, fleet, flen, &err)) {
@@ -164,12 +263,15 @@ static void prefer_one(struct tsec__daemon *d, const char *what, const char *b, 
 		free(fleet);
 		return;
 	}
-	if (tsec__policy_revision_of(fleet, flen) > tsec__policy_revision_of(*text, *len)) {
-		tsec__say("starting on %s (revision %lld; the file has %lld)", what,
-			  tsec__policy_revision_of(fleet, flen), tsec__policy_revision_of(*text, *len));
+	rev = tsec__policy_revision_of(fleet, flen);
+	newest(d, rev);
+	if (rev > tsec__policy_revision_of(*text, *len)) {
+		tsec__say("starting on %s (revision %lld; the file has %lld)", what, rev,
+			  tsec__policy_revision_of(*text, *len));
 		free(*text);
 		*text = fleet;
 		*len = flen;
+		took(d, b, blen, rev);
 		return;
 	}
 	free(fleet);
@@ -177,10 +279,14 @@ static void prefer_one(struct tsec__daemon *d, const char *what, const char *b, 
 
 int tsec__fleet_prefer(struct tsec__daemon *d, char **text, size_t *len)
 {
+	struct tsec_strlist names;
 	struct tsec_error err;
 	char path[1100], *b = NULL;
 	size_t blen;
 
+	atomic_store(&d->fleet_record_rev, -1);
+	atomic_store(&d->fleet_newest, -1);
+	me(d);
 	snprintf(path, sizeof(path), "%s/" KEPT, d->cfg.state_dir);
 	if (tsec_read_file(path, 32u << 20, &b, &blen, &err) == 0)
 		prefer_one(d, "the fleet policy kept in state_dir", b, blen, text, len);
@@ -189,15 +295,30 @@ int tsec__fleet_prefer(struct tsec__daemon *d, char **text, size_t *len)
 	if (tsec__store_record_get(d->store, "policy", &b, &blen, &err) == 0)
 		prefer_one(d, "the fleet's policy", b, blen, text, len);
 	free(b);
+	/* What the other brokers took: a replayed record does not decide. */
+	if (tsec__store_record_names(d->store, &names, &err) == 0) {
+		for (size_t i = 0; i < names.n; i++) {
+			char what[100];
+
+			b = NULL;
+			if (strncmp(names.v[i], SEEN, strlen(SEEN)) ||
+			    tsec__store_record_get(d->store, names.v[i], &b, &blen, &err))
+				continue;
+			snprintf(what, sizeof(what), "the policy broker %.16s took",
+				 names.v[i] + strlen(SEEN));
+			prefer_one(d, what, b, blen, text, len);
+			free(b);
+		}
+		tsec_strlist_free(&names);
+	}
 	return 0;
 }
 
 /* One look at the fleet's bundle. */
-static void look(struct tsec__daemon *d)
+static void look_record(struct tsec__daemon *d)
 {
 	struct tsec__policy_id id;
 	struct tsec_error err;
-	unsigned char h[crypto_hash_sha256_BYTES];
 	char sha[65], *b = NULL, *text = NULL;
 	size_t len, tlen;
 	int rc;
@@ -206,11 +327,14 @@ static void look(struct tsec__daemon *d)
 	/* The backend answered (even "none published yet"): fresh. */
 	if (!rc || rc == TSEC_ENOENT)
 		atomic_store(&d->fleet_read_ms, tsec__wall_ms());
+	if (rc == TSEC_ENOENT) {
+		atomic_store(&d->fleet_record_rev, -2);
+		d->fleet_raw[0] = '\0';
+	}
 	if (rc)
 		return;                  /* none yet, or the backend is away */
 	/* The same bytes as last time: nothing to parse or verify again. */
-	crypto_hash_sha256(h, (const unsigned char *)b, len);
-	sodium_bin2hex(sha, sizeof(sha), h, sizeof(h));
+	sha_hex(b, len, sha);
 	if (!strcmp(sha, d->fleet_raw)) {
 		free(b);
 		return;
@@ -218,11 +342,14 @@ static void look(struct tsec__daemon *d)
 	pthread_mutex_lock(&d->reload_lock);
 	snprintf(d->fleet_raw, sizeof(d->fleet_raw), "%s", sha);
 	if ((rc = bundle_open(d, b, len, &text, &tlen, &err)) == 0) {
-		crypto_hash_sha256(h, (const unsigned char *)text, tlen);
-		sodium_bin2hex(sha, sizeof(sha), h, sizeof(h));
+		long long rev = tsec__policy_revision_of(text, tlen);
+
+		atomic_store(&d->fleet_record_rev, rev);
+		if (!tsec__policy_bound(d, text, tlen, &err))
+			newest(d, rev);
+		sha_hex(text, tlen, sha);
 	} else {
-		crypto_hash_sha256(h, (const unsigned char *)b, len);
-		sodium_bin2hex(sha, sizeof(sha), h, sizeof(h));
+		atomic_store(&d->fleet_record_rev, -1);
 	}
 	pthread_mutex_lock(&d->policy_lock);
 	if (!strcmp(sha, d->policy.sha256) || !strcmp(sha, d->fleet_seen)) {
@@ -242,6 +369,7 @@ static void look(struct tsec__daemon *d)
 			  err.msg);
 	} else {
 		keep(d, b, len);
+		took(d, b, len, id.revision);
 		atomic_fetch_add(&d->st.reloads, 1);
 		tsec__say("fleet policy loaded (revision %lld, sha256 %.16s...)", id.revision,
 			  id.sha256);
@@ -250,6 +378,125 @@ out:
 	pthread_mutex_unlock(&d->reload_lock);
 	free(text);
 	free(b);
+	if (!rc)
+		put_seen(d);
+}
+
+/* The revision of another broker's record b (raw: SHA-256 of its bytes)
+ * when it verifies and is bound to this fleet, else -1; remembered, so
+ * a record that does not change is verified once. */
+static long long checked(struct tsec__daemon *d, const char *raw, const char *b, size_t len)
+{
+	struct tsec__fleet_checked *c = &d->fleet_checked[(unsigned char)raw[0] % NCHECKED];
+	struct tsec_error err;
+	char *text = NULL;
+	size_t tlen;
+
+	if (!strcmp(c->raw, raw))
+		return c->revision;
+	snprintf(c->raw, sizeof(c->raw), "%s", raw);
+	c->revision = -1;
+	if (!bundle_open(d, b, len, &text, &tlen, &err) &&
+	    !tsec__policy_bound(d, text, tlen, &err))
+		c->revision = tsec__policy_revision_of(text, tlen);
+	free(text);
+	return c->revision;
+}
+
+/* Takes another broker's newer bundle b; -1 when refused. */
+static int take(struct tsec__daemon *d, const char *name, const char *b, size_t len)
+{
+	struct tsec__policy_id id;
+	struct tsec_error err;
+	char *text = NULL;
+	size_t tlen;
+	int rc;
+
+	pthread_mutex_lock(&d->reload_lock);
+	rc = bundle_open(d, b, len, &text, &tlen, &err);
+	if (!rc)
+		rc = adopt(d, text, tlen, &id, &err);
+	if (!rc) {
+		keep(d, b, len);
+		took(d, b, len, id.revision);
+	}
+	pthread_mutex_unlock(&d->reload_lock);
+	free(text);
+	if (rc) {
+		atomic_fetch_add(&d->st.reload_failures, 1);
+		tsec__say("the policy broker %.16s took was refused: %s", name + strlen(SEEN),
+			  err.msg);
+		return -1;
+	}
+	atomic_fetch_add(&d->st.reloads, 1);
+	tsec__say("fleet policy loaded from what broker %.16s took (revision %lld, sha256 "
+		  "%.16s...): the fleet's own record is older or missing", name + strlen(SEEN),
+		  id.revision, id.sha256);
+	put_seen(d);
+	return 0;
+}
+
+/* A look at what the other brokers took: a newer verified bundle is
+ * taken; this broker's own record is written again if it is missing or
+ * not what it took. */
+static void look_others(struct tsec__daemon *d)
+{
+	struct tsec_strlist names;
+	struct tsec_error err;
+	char raw[65], mine[65] = "", best_raw[65] = "", *best = NULL;
+	size_t best_len = 0;
+	long long best_rev;
+	bool mine_ok = false;
+	size_t at = 0;
+
+	if (tsec__store_record_names(d->store, &names, &err))
+		return;
+	pthread_mutex_lock(&d->reload_lock);
+	if (d->fleet_bundle)
+		sha_hex(d->fleet_bundle, d->fleet_bundle_len, mine);
+	pthread_mutex_unlock(&d->reload_lock);
+	pthread_mutex_lock(&d->policy_lock);
+	best_rev = d->policy.revision;
+	pthread_mutex_unlock(&d->policy_lock);
+	for (size_t i = 0; i < names.n; i++) {
+		const char *n = names.v[i];
+		char *b = NULL;
+		size_t len;
+		long long rev;
+
+		if (strncmp(n, SEEN, strlen(SEEN)) ||
+		    tsec__store_record_get(d->store, n, &b, &len, &err))
+			continue;
+		sha_hex(b, len, raw);
+		if (!strcmp(n + strlen(SEEN), d->fleet_me)) {
+			mine_ok = !strcmp(raw, mine);
+		} else if (strcmp(raw, mine) && (rev = checked(d, raw, b, len)) >= 0) {
+			newest(d, rev);
+			if (rev > best_rev) {
+				free(best);
+				best = b;
+				best_len = len;
+				best_rev = rev;
+				at = i;
+				snprintf(best_raw, sizeof(best_raw), "%s", raw);
+				b = NULL;
+			}
+		}
+		free(b);
+	}
+	if (best && take(d, names.v[at], best, best_len))
+		d->fleet_checked[(unsigned char)best_raw[0] % NCHECKED].revision = -1;
+	else if (!best && !mine_ok && mine[0])
+		put_seen(d);
+	free(best);
+	tsec_strlist_free(&names);
+}
+
+static void look(struct tsec__daemon *d)
+{
+	look_record(d);
+	if (d->fleet_polls++ % SEEN_EVERY == 0)
+		look_others(d);
 }
 
 static void *watch(void *arg)
@@ -296,6 +543,8 @@ int tsec__fleet_start(struct tsec__daemon *d)
 
 void tsec__fleet_stop(struct tsec__daemon *d)
 {
+	free(d->fleet_bundle);
+	d->fleet_bundle = NULL;
 	if (!d->fleet_started)
 		return;
 	pthread_mutex_lock(&d->fleet_mu);

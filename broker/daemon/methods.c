@@ -604,6 +604,27 @@ static json_t *m_health(struct tsec__daemon *d, struct tsec__call *c, json_t **r
 	return NULL;
 }
 
+/* The fleet's record older than what runs here, or gone after a
+ * publish: replayed, frozen or removed by whoever can write the backend
+ * (fleet.c learns the newer revision from the other brokers' records). */
+static void fleet_behind(struct tsec__daemon *d, const struct tsec__policy_id *id, json_t *why)
+{
+	long long rec = atomic_load(&d->fleet_record_rev);
+	long long top = atomic_load(&d->fleet_newest);
+	char msg[200];
+
+	if (rec >= 0 && rec < id->revision)
+		snprintf(msg, sizeof(msg), "the fleet's policy bundle is at revision %lld, below "
+			 "the %lld running here: replayed or frozen; publish again", rec,
+			 id->revision);
+	else if (rec == -2 && top >= 0)
+		snprintf(msg, sizeof(msg), "the fleet's policy bundle is missing, though revision "
+			 "%lld was published: publish again", top);
+	else
+		return;
+	json_array_append_new(why, json_string(msg));
+}
+
 json_t *tsec__health_json(struct tsec__daemon *d)
 {
 	struct tsec_module_info info;
@@ -629,6 +650,7 @@ json_t *tsec__health_json(struct tsec__daemon *d)
 		if (now - (read ? read : d->started_ms) > TSEC_D_FLEET_STALE_MS)
 			json_array_append_new(why, json_string("the fleet's policy bundle has not "
 							       "been read lately"));
+		fleet_behind(d, &id, why);
 	}
 	res = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:b,s:I}", "status",
 			json_array_size(why) ? "degraded" : "ok", "module", info.name,
@@ -642,6 +664,12 @@ json_t *tsec__health_json(struct tsec__daemon *d)
 					    json_integer((json_int_t)id.expires_s * 1000));
 		if (d->cfg.fleet_id)
 			json_object_set_new(res, "fleet_id", json_string(d->cfg.fleet_id));
+		if (tsec__fleet_shared(d) && d->cfg.st.watch_policy) {
+			json_object_set_new(res, "fleet_revision", json_integer(
+				(json_int_t)atomic_load(&d->fleet_record_rev)));
+			json_object_set_new(res, "fleet_newest_revision", json_integer(
+				(json_int_t)atomic_load(&d->fleet_newest)));
+		}
 		if (json_array_size(why))
 			json_object_set(res, "degraded", why);
 		json_object_set_new(res, "storage", storage_json(d));

@@ -44,6 +44,31 @@ int tsec__store_record_get(struct tsec_store *s, const char *name, char **out, s
 	return rc;
 }
 
+int tsec__store_record_names(struct tsec_store *s, struct tsec_strlist *out,
+			     struct tsec_error *err)
+{
+	struct tsec__skey dir;
+	int rc;
+
+	out->v = NULL;
+	out->n = 0;
+	if ((rc = tsec__skey_parse_any(RECORDS, &dir, err)))
+		return rc;
+	rc = s->be->ops->list(s->be, &dir, 0, out, err);
+	if (rc == TSEC_ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	/* The backends list whole keys: keep the names. */
+	for (size_t i = 0; i < out->n; i++) {
+		char *leaf = strrchr(out->v[i], '/');
+
+		if (leaf)
+			memmove(out->v[i], leaf + 1, strlen(leaf + 1) + 1);
+	}
+	return 0;
+}
+
 int tsec__store_record_put(struct tsec_store *s, const char *name, const char *val,
 			   size_t len, struct tsec_error *err)
 {

@@ -101,6 +101,9 @@ void tsec__req_for(struct tsec_request *r, const char *action,
  */
 int tsec__store_record_get(struct tsec_store *s, const char *name, char **out, size_t *len,
 			   struct tsec_error *err);
+/* The names of the records there are (none: an empty list). */
+int tsec__store_record_names(struct tsec_store *s, struct tsec_strlist *out,
+			     struct tsec_error *err);
 int tsec__store_record_put(struct tsec_store *s, const char *name, const char *val,
 			   size_t len, struct tsec_error *err);
 /* The same, only while the record is still old[0..oldlen) (absent when
