@@ -14,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -353,6 +357,214 @@ static void test_redis_timeout_once(void **state)
 }
 
 /*
+ * A listing of more than one page whose connection goes silent before
+ * the second page (issue 34, item 9): the call fails with the names read
+ * so far freed and the list empty (they leaked, and the list held the
+ * first page, which a caller could take for the answer).  The proxy
+ * drops every answer on the connection once a request carries the
+ * second page's start, "(many/k0999".
+ */
+static void test_redis_list_cut_midway(void **state)
+{
+	char prefix[64], ep[64], keys[1001][16];
+	int port;
+	struct tu_proxy *px = tu_proxy_start(tu_port_of(redis.endpoints), &port);
+	struct tsec_store_opts o = { .backend = "redis", .prefix = prefix, .timeout_ms = 1000 };
+	struct tsec_put p[1001];
+	struct tsec_strlist l = { 0 };
+	struct tsec_error err;
+	struct tu_store t;
+
+	(void)state;
+	assert_non_null(px);
+	prefix_for(prefix, sizeof(prefix));
+	snprintf(ep, sizeof(ep), "127.0.0.1:%d", port);
+	o.endpoints = ep;
+	tu_proxy_mark(px, "(many/k0999");
+	tu_proxy_set_marked(px, TU_DROP);
+	tu_store_open_with(&t, &o);
+	for (int i = 0; i < 1001; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "many/k%04d", i);
+		p[i] = (struct tsec_put){ keys[i], "v", 1 };
+	}
+	for (int i = 0; i < 1001; i += 100)
+		assert_int_equal(tsec_store_put_many(t.store, &app, p + i, i + 100 <= 1001 ? 100
+						     : 1001 - i, &err), 0);
+	assert_int_equal(tsec_store_list(t.store, &app, "many", 0, &l, &err), TSEC_EIO);
+	assert_non_null(strstr(err.msg, "no answer within 1000 ms"));
+	assert_int_equal(l.n, 0);
+	assert_null(l.v);
+	tu_store_close(&t);
+	tu_proxy_stop(px);
+}
+
+/*
+ * A hostile redis on loopback: PUBLISH and CONFIG answered as a server
+ * would (so that a store opens), every other command with `head`, then
+ * `stream` bytes of 'x' (a bulk string that never ends), then silence.
+ */
+struct evil {
+	int lfd, port;
+	const char *head;
+	size_t stream;
+	atomic_bool stop;
+	pthread_t th;
+};
+
+static void send_all(int fd, const char *b, size_t n)
+{
+	while (n) {
+		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+
+		if (w <= 0)
+			return;
+		b += w;
+		n -= (size_t)w;
+	}
+}
+
+/* The length of one whole RESP command at b[0..n), its name in name;
+ * 0 while incomplete. */
+static size_t one_command(const char *b, size_t n, char *name, size_t cap)
+{
+	const char *p = b, *end = b + n;
+	long argc;
+
+	if (n < 4 || *p != '*')
+		return 0;
+	argc = strtol(p + 1, NULL, 10);
+	if (!(p = memchr(p, '\n', (size_t)(end - p))))
+		return 0;
+	p++;
+	for (long i = 0; i < argc; i++) {
+		long len;
+
+		if (p >= end || *p != '$')
+			return 0;
+		len = strtol(p + 1, NULL, 10);
+		if (!(p = memchr(p, '\n', (size_t)(end - p))) || end - ++p < len + 2)
+			return 0;
+		if (i == 0)
+			snprintf(name, cap, "%.*s", (int)len, p);
+		p += len + 2;
+	}
+	return (size_t)(p - b);
+}
+
+static void *evil_serve(void *arg)
+{
+	struct evil *e = arg;
+
+	while (!atomic_load(&e->stop)) {
+		struct pollfd pf = { e->lfd, POLLIN, 0 };
+		char buf[65536], name[32];
+		size_t have = 0, used;
+		int fd;
+
+		if (poll(&pf, 1, 50) <= 0 || (fd = accept(e->lfd, NULL, NULL)) < 0)
+			continue;
+		for (;;) {
+			struct pollfd cf = { fd, POLLIN, 0 };
+			ssize_t n;
+
+			if (atomic_load(&e->stop))
+				break;
+			if (poll(&cf, 1, 50) <= 0)
+				continue;
+			if ((n = read(fd, buf + have, sizeof(buf) - have)) <= 0)
+				break;
+			have += (size_t)n;
+			while ((used = one_command(buf, have, name, sizeof(name)))) {
+				if (!strcasecmp(name, "PUBLISH")) {
+					send_all(fd, ":0\r\n", 4);
+				} else if (!strcasecmp(name, "CONFIG")) {
+					send_all(fd, "-ERR unknown command\r\n", 22);
+				} else {
+					static char x[65536];
+
+					memset(x, 'x', sizeof(x));
+					send_all(fd, e->head, strlen(e->head));
+					for (size_t sent = 0; sent < e->stream; sent += sizeof(x))
+						send_all(fd, x, sizeof(x));
+				}
+				memmove(buf, buf + used, have - used);
+				have -= used;
+			}
+		}
+		close(fd);
+	}
+	return NULL;
+}
+
+static void evil_start(struct evil *e, const char *head, size_t stream)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	e->head = head;
+	e->stream = stream;
+	atomic_store(&e->stop, false);
+	e->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(e->lfd >= 0);
+	assert_int_equal(bind(e->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(e->lfd, 8), 0);
+	assert_int_equal(getsockname(e->lfd, (struct sockaddr *)&a, &al), 0);
+	e->port = ntohs(a.sin_port);
+	assert_int_equal(pthread_create(&e->th, NULL, evil_serve, e), 0);
+}
+
+static void evil_stop(struct evil *e)
+{
+	atomic_store(&e->stop, true);
+	pthread_join(e->th, NULL);
+	close(e->lfd);
+}
+
+/* A store over the hostile server; the error of one read from it. */
+static int evil_read(struct evil *e, struct tsec_error *err)
+{
+	char ep[64];
+	struct tsec_store_opts o = { .backend = "redis", .prefix = "evil", .timeout_ms = 60000,
+				     .endpoints = ep };
+	struct tu_store t;
+	char *v = NULL;
+	size_t n;
+	int rc;
+
+	snprintf(ep, sizeof(ep), "127.0.0.1:%d", e->port);
+	tu_store_open_with(&t, &o);
+	rc = tsec_store_get(t.store, &app, "k", &v, &n, err);
+	free(v);
+	tu_store_close(&t);
+	return rc;
+}
+
+/*
+ * A server whose reply announces more than any answer holds (issue 34,
+ * item 9): an array header of 700 million elements (hiredis reserved
+ * 5.6 GB for it, then waited) and a bulk string of a billion bytes that
+ * keeps coming (buffered until it was whole).  Each is refused as soon
+ * as it passes the bound, named, and the connection closed; the
+ * timeout (60 s) is never what ends it.
+ */
+static void test_redis_reply_bounds(void **state)
+{
+	struct evil e;
+	struct tsec_error err;
+
+	(void)state;
+	evil_start(&e, "*700000000\r\n", 0);
+	assert_int_equal(evil_read(&e, &err), TSEC_EIO);
+	assert_non_null(strstr(err.msg, "a reply larger than this client takes"));
+	evil_stop(&e);
+	evil_start(&e, "$1000000000\r\n", 40u << 20);
+	assert_int_equal(evil_read(&e, &err), TSEC_EIO);
+	assert_non_null(strstr(err.msg, "a reply larger than this client takes"));
+	evil_stop(&e);
+}
+
+/*
  * A feed that PINGs every millisecond, closed while it writes: the
  * library never lets hiredis's write raise SIGPIPE, whose default kills
  * the process (seen as a silent death of test_fleet in release).
@@ -513,6 +725,8 @@ int main(void)
 		cmocka_unit_test(test_redis_lost_answer),
 		cmocka_unit_test(test_etcd_hung_member_first),
 		cmocka_unit_test(test_redis_timeout_once),
+		cmocka_unit_test(test_redis_list_cut_midway),
+		cmocka_unit_test(test_redis_reply_bounds),
 		cmocka_unit_test(test_redis_silent_subscription),
 		cmocka_unit_test(test_etcd_silent_watch),
 		cmocka_unit_test(test_redis_acl_without_channels),

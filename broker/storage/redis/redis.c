@@ -96,6 +96,123 @@ bool tsec__rd_timed_out(const redisContext *c, int e)
 	return c->err == REDIS_ERR_IO && timed_out(e);
 }
 
+/*
+ * What a server may make this process hold (issue 34, item 9).  hiredis
+ * 0.14 reserves an array's whole element table from its header ("*N"),
+ * so twelve bytes from a hostile or broken server asked for gigabytes,
+ * and it buffers a bulk string of any announced length until it is all
+ * there.  Every connection's reader builds replies through the functions
+ * below, which count one reply's elements and string bytes (in the
+ * thread parsing it: a reply is parsed by one thread, its top element
+ * first) and refuse past TSEC__RD_ELEMENTS_MAX or TSEC__RD_REPLY_MAX;
+ * tsec__rd_reply bounds the bytes waiting for one unfinished element.
+ * hiredis reports a refusal as "Out of memory"; rd_lost names it.
+ */
+static _Thread_local size_t reply_elems, reply_bytes;
+static _Thread_local bool reply_over;
+static redisReplyObjectFunctions *plain;     /* hiredis's own (read-only) */
+static redisReplyObjectFunctions capped;
+static pthread_once_t capped_once = PTHREAD_ONCE_INIT;
+
+static bool within(const redisReadTask *t, size_t elems, size_t bytes)
+{
+	if (!t->parent) {            /* a new reply */
+		reply_elems = 0;
+		reply_bytes = 0;
+		reply_over = false;
+	}
+	reply_elems += elems;
+	reply_bytes += bytes;
+	if (reply_elems > TSEC__RD_ELEMENTS_MAX || reply_bytes > TSEC__RD_REPLY_MAX)
+		reply_over = true;
+	return !reply_over;
+}
+
+static void *cap_string(const redisReadTask *t, char *str, size_t len)
+{
+	return within(t, 1, len) ? plain->createString(t, str, len) : NULL;
+}
+
+static void *cap_array(const redisReadTask *t, int n)
+{
+	return within(t, 1 + (n > 0 ? (size_t)n : 0), 0) ? plain->createArray(t, n) : NULL;
+}
+
+static void *cap_integer(const redisReadTask *t, long long v)
+{
+	return within(t, 1, 0) ? plain->createInteger(t, v) : NULL;
+}
+
+static void *cap_nil(const redisReadTask *t)
+{
+	return within(t, 1, 0) ? plain->createNil(t) : NULL;
+}
+
+static void capped_init(void)
+{
+	redisReader *rd = redisReaderCreate();
+
+	if (!rd)
+		return;
+	plain = rd->fn;
+	redisReaderFree(rd);
+	if (plain)
+		capped = (redisReplyObjectFunctions){ cap_string, cap_array, cap_integer, cap_nil,
+						      plain->freeObject };
+}
+
+/* Gives c's reader the counting functions; false if it cannot. */
+static bool cap(redisContext *c)
+{
+	pthread_once(&capped_once, capped_init);
+	if (!plain || !c->reader || c->reader->fn != plain)
+		return false;
+	c->reader->fn = &capped;
+	return true;
+}
+
+bool tsec__rd_refused_reply(const redisContext *c)
+{
+	return c->err == REDIS_ERR_OOM && reply_over;
+}
+
+int tsec__rd_reply(redisContext *c, redisReply **out)
+{
+	void *rep = NULL;
+	int done = 0;
+
+	*out = NULL;
+	while (!done)
+		if (redisBufferWrite(c, &done) != REDIS_OK)
+			return REDIS_ERR;
+	for (;;) {
+		if (redisGetReplyFromReader(c, &rep) != REDIS_OK)
+			return REDIS_ERR;
+		if (rep) {
+			*out = rep;
+			return REDIS_OK;
+		}
+		if (c->reader->len - c->reader->pos > TSEC__RD_BULK_MAX) {
+			reply_over = true;
+			c->err = REDIS_ERR_OOM;
+			snprintf(c->errstr, sizeof(c->errstr), "reply too large");
+			return REDIS_ERR;
+		}
+		if (redisBufferRead(c) != REDIS_OK)
+			return REDIS_ERR;
+	}
+}
+
+redisReply *tsec__rd_command(redisContext *c, int argc, const char **argv, const size_t *lens)
+{
+	redisReply *rep;
+
+	if (redisAppendCommandArgv(c, argc, argv, lens) != REDIS_OK ||
+	    tsec__rd_reply(c, &rep) != REDIS_OK)
+		return NULL;
+	return rep;
+}
+
 int tsec__rd_lost(struct redisbe *r, const redisContext *c, int e, bool idempotent,
 		  struct tsec_error *err)
 {
@@ -105,6 +222,11 @@ int tsec__rd_lost(struct redisbe *r, const redisContext *c, int e, bool idempote
 	if (c && tsec__rd_timed_out(c, e))
 		return tsec__seterr(err, code, r->host, "redis at %s: no answer within %lld ms "
 				    "(timeout_ms)%s", r->host, (long long)tmo_ms(r), unknown);
+	if (c && tsec__rd_refused_reply(c))
+		return tsec__seterr(err, code, r->host, "redis at %s: a reply larger than this "
+				    "client takes (over %u elements or %u MiB): refused, connection "
+				    "closed%s", r->host, TSEC__RD_ELEMENTS_MAX,
+				    (unsigned)(TSEC__RD_REPLY_MAX >> 20), unknown);
 	return tsec__seterr(err, code, r->host, "redis at %s: %s%s", r->host,
 			    c ? c->errstr : "no connection", unknown);
 }
@@ -134,13 +256,19 @@ static redisContext *dial_by(struct redisbe *r, int64_t until, struct tsec_error
 		redisFree(c);
 		return NULL;
 	}
+	if (!cap(c)) {
+		tsec__seterr(err, TSEC_EIO, r->host, "redis at %s: cannot bound its replies "
+			     "(a hiredis this build does not know)", r->host);
+		redisFree(c);
+		return NULL;
+	}
 	redisSetTimeout(c, tv_of(until - tsec__mono_ms() > 0 ? until - tsec__mono_ms() : 1));
 	if (r->pass[0]) {
+		const char *av[3] = { "AUTH", r->user[0] ? r->user : r->pass, r->pass };
 		struct nopipe np;
 
 		tsec__rd_nopipe_on(&np);
-		rep = r->user[0] ? redisCommand(c, "AUTH %s %s", r->user, r->pass)
-				 : redisCommand(c, "AUTH %s", r->pass);
+		rep = tsec__rd_command(c, r->user[0] ? 3 : 2, av, NULL);
 		e = errno;
 		tsec__rd_nopipe_off(&np);
 		if (!rep) {
@@ -242,7 +370,7 @@ redisReply *tsec__rd_call_by(struct redisbe *r, int argc, const char **argv,
 		if (!c)
 			return NULL;
 		tsec__rd_nopipe_on(&np);
-		rep = redisCommandArgv(c, argc, argv, lens);
+		rep = tsec__rd_command(c, argc, argv, lens);
 		e = errno;
 		tsec__rd_nopipe_off(&np);
 		if (rep) {
@@ -398,7 +526,8 @@ static void rd_note(struct tsec__backend *b, char *out, size_t n)
  * without CONFIG, a managed redis). */
 static bool config_get(redisContext *c, const char *name, char *out, size_t n)
 {
-	redisReply *rep = redisCommand(c, "CONFIG GET %s", name);
+	const char *av[3] = { "CONFIG", "GET", name };
+	redisReply *rep = tsec__rd_command(c, 3, av, NULL);
 	bool ok = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
 		  rep->element[1]->type == REDIS_REPLY_STRING;
 
@@ -424,7 +553,7 @@ static int probe(struct redisbe *r, redisContext *c, bool feed, struct tsec_erro
 	bool refused;
 
 	snprintf(chan, sizeof(chan), "%s/inval", r->prefix);
-	rep = redisCommand(c, "PUBLISH %s %b", chan, "", (size_t)0);
+	rep = tsec__rd_command(c, 3, (const char *[]){ "PUBLISH", chan, "" }, NULL);
 	refused = !rep || rep->type != REDIS_REPLY_INTEGER;
 	if (!rep)
 		return tsec__seterr(err, TSEC_EIO, chan, "redis did not answer PUBLISH on '%s': "
@@ -443,7 +572,7 @@ static int probe(struct redisbe *r, redisContext *c, bool feed, struct tsec_erro
 
 		if (!sc)
 			return TSEC_EIO;
-		rep = redisCommand(sc, "SUBSCRIBE %s", chan);
+		rep = tsec__rd_command(sc, 2, (const char *[]){ "SUBSCRIBE", chan }, NULL);
 		refused = !tsec__rd_is_kind(rep, "subscribe");
 		if (!rep)
 			tsec__seterr(err, TSEC_EIO, chan, "redis did not answer SUBSCRIBE to "

@@ -38,8 +38,7 @@ static int look(struct redisbe *r, const struct tsec__skey *sk, redisReply **val
 		tsec__rd_nopipe_on(&np);
 		redisAppendCommandArgv(c, 2, a1, NULL);
 		redisAppendCommandArgv(c, 7, a2, NULL);
-		got = redisGetReply(c, (void **)&r1) == REDIS_OK &&
-		      redisGetReply(c, (void **)&r2) == REDIS_OK;
+		got = tsec__rd_reply(c, &r1) == REDIS_OK && tsec__rd_reply(c, &r2) == REDIS_OK;
 		e = errno;
 		tsec__rd_nopipe_off(&np);
 		if (got)
@@ -215,8 +214,10 @@ int tsec__rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 		redisReply *rep = tsec__rd_call(r, 7, av, lv, true, err);
 		size_t i, n;
 
-		if (!rep)
+		if (!rep) {
+			tsec_strlist_free(out);  /* no part of a listing is the answer */
 			return TSEC_EIO;
+		}
 		n = rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0;
 		for (i = 0; i < n && !rc; i++) {
 			const redisReply *e = rep->element[i];

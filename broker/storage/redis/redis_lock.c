@@ -115,7 +115,7 @@ static const char *subscribed(struct redisbe *r, redisContext *c, const char *ch
 	int64_t ping_at = 0, next_ping = 0;
 	redisReply *rep;
 
-	rep = redisCommand(c, "SUBSCRIBE %b", chan, strlen(chan));
+	rep = tsec__rd_command(c, 2, (const char *[]){ "SUBSCRIBE", chan }, NULL);
 	if (!tsec__rd_is_kind(rep, "subscribe")) {
 		snprintf(why, whylen, "SUBSCRIBE %.64s: %.100s", chan,
 			 rep && rep->type == REDIS_REPLY_ERROR ? rep->str :
@@ -149,6 +149,11 @@ static const char *subscribed(struct redisbe *r, redisContext *c, const char *ch
 		if (!got) {
 			int64_t wake = ping_at ? ping_at + bound : next_ping;
 
+			/* Bounded as every reply is (tsec__rd_reply). */
+			if (c->reader->len - c->reader->pos > TSEC__RD_BULK_MAX) {
+				snprintf(why, whylen, "a message larger than this client takes");
+				return why;
+			}
 			if (poll(&pf, 1, (int)(wake > now ? (wake - now < 100 ? wake - now : 100)
 						       : 0)) > 0 &&
 			    redisBufferRead(c) != REDIS_OK)

@@ -25,6 +25,13 @@
 
 #define POOL 32
 #define PAGE 1000
+/* The most one reply may hold (redis.c): elements (a listing's page is
+ * PAGE names; an MGET TSEC__GET_MANY_MAX values), string bytes (an MGET
+ * of the largest values, and some), and bytes buffered for one element
+ * not yet whole (the largest value, a 32 MiB record, and some). */
+#define TSEC__RD_ELEMENTS_MAX (1u << 16)
+#define TSEC__RD_REPLY_MAX ((size_t)(TSEC__GET_MANY_MAX + 2) * TSEC_STORE_VALUE_MAX)
+#define TSEC__RD_BULK_MAX ((size_t)(32u << 20) + (64u << 10))
 #define BK_MAX (2 * TSEC_KEY_MAX + 8)
 
 enum { S_PUT, S_DEL, S_MOVE, S_ACQUIRE, S_RENEW, S_RELEASE, S_COUNT };
@@ -58,6 +65,13 @@ struct nopipe {
 };
 
 struct redisbe *tsec__rd_rb_of(struct tsec__backend *b);
+/* redisGetReply within the bounds above (redis.c); REDIS_OK or
+ * REDIS_ERR with c->err set. */
+int tsec__rd_reply(redisContext *c, redisReply **out);
+/* A command and its reply, bounded so; NULL with c->err set. */
+redisReply *tsec__rd_command(redisContext *c, int argc, const char **argv, const size_t *lens);
+/* Whether c's error is a reply refused for its size (this thread's). */
+bool tsec__rd_refused_reply(const redisContext *c);
 
 size_t tsec__rd_bk_of(const struct redisbe *r, const char *key, char *out);
 
