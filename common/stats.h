@@ -20,7 +20,9 @@
 	X(zap_accepted, "tsec_zap_accepted_total", "CURVE keys accepted.") \
 	X(zap_refused, "tsec_zap_refused_total", "CURVE keys refused.") \
 	X(reloads, "tsec_reloads_total", "Policy reloads that took effect.") \
-	X(reload_failures, "tsec_reload_failures_total", "Policy reloads refused.")
+	X(reload_failures, "tsec_reload_failures_total", "Policy reloads refused.") \
+	X(metrics_evicted, "tsec_metrics_idle_closed_total", \
+	  "Idle connections to metrics_listen closed to admit a new one.")
 
 /* X(key, Prometheus name, type, help): read from the parts that hold them. */
 #define TSEC_STAT_READ(X) \

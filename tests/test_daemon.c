@@ -79,6 +79,50 @@ static void test_daemon_callers(void **state)
 	tsec_client_close(&ipc);
 }
 
+static int connect_to(const char *hostport)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	const char *colon = strrchr(hostport, ':');
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	a.sin_port = htons((uint16_t)atoi(colon + 1));
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+/*
+ * Connections held open without asking do not lock the probes out
+ * (issue 34, item 11): with 48 idle connections and 16 that sent half a
+ * request, /health, /ready and /metrics still answer (before, 16 idle
+ * connections filled the limit and every probe failed until they timed
+ * out, 10 s later); the idlest were closed for them, and counted.
+ */
+static void test_daemon_metrics_idle_connections(void **state)
+{
+	static char body[65536];
+	char url[128];
+	int fds[64];
+
+	(void)state;
+	for (int i = 0; i < 64; i++) {
+		fds[i] = connect_to(D.metrics);
+		if (i >= 48)
+			assert_true(write(fds[i], "GET /health HTTP/1.1\r\nHost: x\r\n", 31) == 31);
+	}
+	snprintf(url, sizeof(url), "http://%s/health", D.metrics);
+	assert_int_equal(tu_http(url, NULL, body, sizeof(body), 30000), 200);
+	snprintf(url, sizeof(url), "http://%s/ready", D.metrics);
+	assert_int_equal(tu_http(url, NULL, body, sizeof(body), 30000), 200);
+	snprintf(url, sizeof(url), "http://%s/metrics", D.metrics);
+	assert_int_equal(tu_http(url, NULL, body, sizeof(body), 30000), 200);
+	assert_non_null(strstr(body, "tsec_metrics_idle_closed_total "));
+	assert_null(strstr(body, "tsec_metrics_idle_closed_total 0\n"));
+	for (int i = 0; i < 64; i++)
+		close(fds[i]);
+}
+
 /* Prometheus: the listener, and tsec stats --prometheus, say the same. */
 static void test_daemon_metrics(void **state)
 {
@@ -951,6 +995,7 @@ int main(void)
 		cmocka_unit_test(test_daemon_callers_in_turn),
 		cmocka_unit_test(test_daemon_unknown_key),
 		cmocka_unit_test(test_daemon_metrics),
+		cmocka_unit_test(test_daemon_metrics_idle_connections),
 		cmocka_unit_test(test_daemon_principal_claim),
 		cmocka_unit_test(test_daemon_del_in_id),
 		cmocka_unit_test(test_daemon_bad_input),

@@ -217,6 +217,8 @@ struct tsec__daemon {
 	int64_t probe_ms;            /* when last asked (wall ms), 0 never */
 	char probe_why[TSEC_ERR_MSG];
 	void *metrics;               /* the metrics listener (libmicrohttpd), or NULL */
+	struct tsec__mconn *mconns;  /* its open connections (its thread only) */
+	unsigned nmconns;
 	struct tsec_bus *bus;
 	/* The bus's "policy" endpoint, kept once found (methods.c). */
 	_Atomic(struct tsec_endpoint *) policy_ep;

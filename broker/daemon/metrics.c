@@ -9,6 +9,15 @@
  * balancer or an orchestrator's readiness probe.  It binds to loopback unless the
  * configuration names another address; it reads counters only and takes
  * no request body, so a caller can learn nothing but the numbers.
+ *
+ * Idle connections cannot lock the probes out (issue 34, item 11: 16
+ * idle connections filled the limit and /health failed for 10 s at a
+ * time).  Each connection is noted with when it last asked something;
+ * past KEEP open connections, a new one closes the one idle longest (a
+ * connection that never sent a whole request counts from its opening),
+ * so whoever holds sockets open without asking loses them to whoever
+ * asks.  MHD's own limit is above KEEP, for the moment before a closed
+ * socket is reaped.  All of this runs in MHD's one thread: no lock.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -16,10 +25,65 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <microhttpd.h>
 
 #include "broker/daemon/daemon.h"
+#include "common/clock.h"
+
+#define KEEP 32                  /* open connections kept before the idlest goes */
+#define LIMIT 96                 /* MHD's own */
+#define IDLE_S 5                 /* MHD closes a connection silent this long */
+
+struct tsec__mconn {
+	struct tsec__mconn *prev, *next;
+	int fd;
+	int64_t asked_ms;        /* last request, or the connection's opening */
+	bool closing;
+};
+
+static void noted(void *cls, struct MHD_Connection *conn, void **ctx,
+		  enum MHD_ConnectionNotificationCode toe)
+{
+	struct tsec__daemon *d = cls;
+	struct tsec__mconn *m = *ctx, *idlest = NULL;
+	const union MHD_ConnectionInfo *ci;
+
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (!m)
+			return;
+		if (m->prev)
+			m->prev->next = m->next;
+		else
+			d->mconns = m->next;
+		if (m->next)
+			m->next->prev = m->prev;
+		d->nmconns--;
+		free(m);
+		*ctx = NULL;
+		return;
+	}
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (!ci || !(m = calloc(1, sizeof(*m))))
+		return;                  /* not tracked: MHD's limit still holds */
+	m->fd = ci->connect_fd;
+	m->asked_ms = tsec__mono_ms();
+	for (struct tsec__mconn *o = d->mconns; o; o = o->next)
+		if (!o->closing && (!idlest || o->asked_ms < idlest->asked_ms))
+			idlest = o;
+	m->next = d->mconns;
+	if (d->mconns)
+		d->mconns->prev = m;
+	d->mconns = m;
+	*ctx = m;
+	if (++d->nmconns > KEEP && idlest) {
+		/* MHD sees the socket end at its next poll and closes it. */
+		idlest->closing = true;
+		shutdown(idlest->fd, SHUT_RDWR);
+		atomic_fetch_add(&d->st.metrics_evicted, 1);
+	}
+}
 
 static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url,
 			      const char *method, const char *version, const char *upload,
@@ -33,9 +97,14 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
 	char *text = NULL;
 	json_t *st;
 
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
 	(void)version;
 	(void)upload;
 	(void)con_cls;
+	if (ci && ci->socket_context)
+		((struct tsec__mconn *)ci->socket_context)->asked_ms = tsec__mono_ms();
 	if (*upload_size)
 		return MHD_NO;           /* no bodies here */
 	if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
@@ -94,8 +163,9 @@ int tsec__metrics_start(struct tsec__daemon *d)
 	d->metrics = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, ntohs(a->sin_port),
 				      NULL, NULL, answer, d,
 				      MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)a,
-				      MHD_OPTION_CONNECTION_LIMIT, 16u,
-				      MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+				      MHD_OPTION_CONNECTION_LIMIT, (unsigned)LIMIT,
+				      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_S,
+				      MHD_OPTION_NOTIFY_CONNECTION, noted, d, MHD_OPTION_END);
 	if (!d->metrics) {
 		tsec__say("metrics: cannot listen on %s:%u", host, ntohs(a->sin_port));
 		return -1;
