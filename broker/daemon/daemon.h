@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -283,6 +284,8 @@ extern int tsec__say_fd;
 /* config.c: reads path into *c (zeroed first).  0, or -1 after saying why. */
 int tsec__config_load(const char *path, struct tsec__config *c);
 void tsec__config_free(struct tsec__config *c);
+/* Prints every setting, one "section/name kind" line each (--settings). */
+void tsec__config_settings(FILE *f);
 /* metrics.c: the optional Prometheus listener */
 int tsec__metrics_start(struct tsec__daemon *d);
 void tsec__metrics_stop(struct tsec__daemon *d);

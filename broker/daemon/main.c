@@ -29,6 +29,7 @@ static void usage(FILE *f)
 		"  --config FILE   JSON configuration (see examples/broker.json)\n"
 		"  --check         load the configuration and the policy, say what was\n"
 		"                  checked, then exit (2 on any problem)\n"
+		"  --settings      every configuration setting, its kind and range\n"
 		"  --version       the version and build type\n"
 		"  -h, --help      this text\n");
 }
@@ -48,6 +49,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->check_only = 1;
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			usage(stdout);
+			return -1;
+		} else if (!strcmp(argv[i], "--settings")) {
+			tsec__config_settings(stdout);
 			return -1;
 		} else if (!strcmp(argv[i], "--version")) {
 			printf("tsec-broker %s (%s build)\n", TSEC_VERSION,
