@@ -13,7 +13,18 @@
  *     release), and no fence is handed out twice;
  *   - no acknowledged write is lost or reverted: a read invoked after a
  *     fenced put was acknowledged sees that fence or a later one (with a
- *     LocalCache: after cache_live_ms), and so does the final read.
+ *     LocalCache: after cache_live_ms), and so does the final read; a
+ *     read that finds no value is a read of fence 0 (a lost write), and
+ *     reads that failed are counted;
+ *   - fences rise: no grant, and no accepted fenced write, carries a
+ *     fence below one answered before it was asked for.
+ *
+ * The checker is itself tested first, by mutation: a clean history must
+ * pass and each planted fault (a second holder, a stale read, a lost
+ * write, a grant and a write whose fence went back; a stale read past
+ * the LocalCache's bound) must be reported by name.  etcd is a 3-member
+ * cluster; a worker reaches one member through its proxy and the other
+ * two directly, and the server faults pause or restart a random member.
  *
  * CHAOS_SECONDS (default 6) per backend; `make chaos` runs it longer;
  * CHAOS_ONLY (a cmocka pattern, "*redis*") picks the cases.
@@ -58,7 +69,9 @@ static struct {
 	size_t nev;
 	atomic_int stop;
 	struct tu_server *srv;       /* the server of the run */
-	atomic_long faults, violations, pauses, restarts;
+	atomic_long faults, violations, pauses, restarts, hangs, drops, cuts;
+	const char *first;           /* the first violation's kind */
+	bool quiet;                  /* the checker's own test: planted ones */
 	atomic_int server_lost;
 	int seconds;
 	bool cached;
@@ -192,9 +205,11 @@ static void *faults(void *arg)
 		int what = (int)(rand_r(&seed) % 6);
 
 		atomic_fetch_add(&C.faults, 1);
-		if (what >= 4) {		} else if (what >= 4) {
+		if (what >= 4) {
+			atomic_fetch_add(&C.cuts, 1);
 			tu_proxy_cut(v->px);
 		} else {
+			atomic_fetch_add(what < 2 ? &C.hangs : &C.drops, 1);
 			tu_proxy_set(v->px, what < 2 ? TU_HANG : TU_DROP);
 			nap(50 + (long)(rand_r(&seed) % 1500));
 			tu_proxy_set(v->px, TU_PASS);
@@ -222,16 +237,18 @@ static void server_faults(void)
 		nap(500 + (long)(rand_r(&seed) % 2000));
 		if (tsec__mono_ms() >= end)
 			break;
+		int m = (int)(rand_r(&seed) % (unsigned)C.srv->n);   /* a member */
+
 		atomic_fetch_add(&C.faults, 1);
 		if (rand_r(&seed) % 2) {
 			atomic_fetch_add(&C.pauses, 1);
-			kill(C.srv->pid[0], SIGSTOP);
+			kill(C.srv->pid[m], SIGSTOP);
 			nap(50 + (long)(rand_r(&seed) % 1500));
-			kill(C.srv->pid[0], SIGCONT);
+			kill(C.srv->pid[m], SIGCONT);
 		} else {
 			atomic_fetch_add(&C.restarts, 1);
 			if (C.srv == &C.redis ? tu_redis_restart(C.srv, true)
-					      : (tu_member_kill(C.srv, 0), tu_member_restart(C.srv, 0))) {
+					      : (tu_member_kill(C.srv, m), tu_member_restart(C.srv, m))) {
 				fprintf(stderr, "chaos: the server did not start again\n");
 				atomic_store(&C.server_lost, 1);
 				break;
@@ -256,7 +273,9 @@ static int by_ok(const void *a, const void *b)
 
 static void violation(const char *what, const struct event *a, const struct event *b)
 {
-	if (atomic_fetch_add(&C.violations, 1) >= 20)
+	if (!C.first)
+		C.first = what;
+	if (atomic_fetch_add(&C.violations, 1) >= 20 || C.quiet)
 		return;                  /* the first few say enough */
 	fprintf(stderr, "chaos VIOLATION: %s (lock %d: fence %llu by worker %d [%lld..%lld] / "
 		"fence %llu by worker %d [%lld..%lld])\n", what, a->lock,
@@ -270,6 +289,35 @@ static void violation(const char *what, const struct event *a, const struct even
  * lease; or earlier, when it released or a renew failed.  ops: the
  * lock's renews and releases, sorted by fence.
  */
+/*
+ * Events e[0..n) (grants, or accepted fenced writes, of one lock): none
+ * may carry a fence below one answered before it was invoked.  Sorts e
+ * by answer.
+ */
+static void rising(const char *what, const struct event **e, size_t n)
+{
+	const struct event **top = calloc(n + 1, sizeof(*top));
+
+	assert_non_null(top);
+	qsort(e, n, sizeof(*e), by_ok);
+	for (size_t i = 0; i < n; i++)   /* the highest fence answered up to i */
+		top[i] = i && top[i - 1]->fence > e[i]->fence ? top[i - 1] : e[i];
+	for (size_t j = 0; j < n; j++) {
+		size_t lo = 0, hi = n;
+
+		while (lo < hi) {        /* answered before e[j] was invoked */
+			size_t mid = (lo + hi) / 2;
+			if (e[mid]->ok < e[j]->inv)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo && top[lo - 1]->fence > e[j]->fence)
+			violation(what, top[lo - 1], e[j]);
+	}
+	free(top);
+}
+
 static int64_t valid_end(const struct event *g, const struct event **ops, size_t n)
 {
 	int64_t end = g->inv + TTL_MS, cut = INT64_MAX;
@@ -318,6 +366,12 @@ static void check(void)
 			else if (e->kind == PUT && !e->rc)
 				puts[np++] = e;
 		}
+		/* (rising() sorts g and puts by answer; both are sorted again
+		 * below as each check needs.) */
+		/* Fences rise: no grant, and no accepted fenced write, carries a
+		 * fence below one granted or written before it was asked for. */
+		rising("a grant below a fence already granted", g, n);
+		rising("a fenced write accepted below a fence already written", puts, np);
 		qsort(g, n, sizeof(*g), by_fence);
 		qsort(ops, no, sizeof(*ops), by_fence);
 		for (size_t i = 1; i < n; i++) {
@@ -337,7 +391,9 @@ static void check(void)
 			int64_t before = r->inv - (C.cached ? LIVE_MS : 0);
 			size_t lo = 0, hi = np;
 
-			if (r->kind != GET || r->rc || r->lock != lock)
+			/* A read that failed says nothing, but "not found" says
+			 * the value is gone: that is a read of fence 0. */
+			if (r->kind != GET || (r->rc && r->rc != TSEC_ENOENT) || r->lock != lock)
 				continue;
 			while (lo < hi) {        /* puts answered before `before` */
 				size_t mid = (lo + hi) / 2;
@@ -346,12 +402,13 @@ static void check(void)
 				else
 					hi = mid;
 			}
-			if (lo && r->fence < maxf[lo - 1]) {
+			if (lo && (r->rc ? 0 : r->fence) < maxf[lo - 1]) {
 				size_t k = lo - 1;
 
 				while (k && puts[k]->fence != maxf[lo - 1])
 					k--;
-				violation("a read older than an acknowledged write", puts[k], r);
+				violation(r->rc ? "an acknowledged write lost (the value is gone)"
+						: "a read older than an acknowledged write", puts[k], r);
 			}
 		}
 	}
@@ -361,12 +418,24 @@ static void check(void)
 	free(maxf);
 }
 
+static void reset(void)
+{
+	atomic_store(&C.faults, 0);
+	atomic_store(&C.pauses, 0);
+	atomic_store(&C.restarts, 0);
+	atomic_store(&C.hangs, 0);
+	atomic_store(&C.drops, 0);
+	atomic_store(&C.cuts, 0);
+	atomic_store(&C.violations, 0);
+	C.first = NULL;
+}
+
 static void run(const char *backend, const char *upstream, bool cached)
 {
 	struct worker w[WORKERS];
 	pthread_t th[WORKERS], ft;
-	char prefix[64], eps[WORKERS][64];
-	long ops[5] = { 0 }, ok[5] = { 0 };
+	char prefix[64], eps[WORKERS][256];
+	long ops[5] = { 0 }, ok[5] = { 0 }, absent = 0;
 	struct tu_store final;
 	struct tsec_store_opts o = { .backend = backend, .prefix = prefix, .timeout_ms = 1500,
 				     .cache_bytes = cached ? 1 << 20 : 0,
@@ -383,9 +452,18 @@ static void run(const char *backend, const char *upstream, bool cached)
 
 		w[i].id = i;
 		w[i].seed = (unsigned)(i * 7919 + 1);
-		assert_non_null(w[i].px = tu_proxy_start(tu_port_of(upstream), &port));
+		/* On etcd: through the proxy to one member, the others direct,
+		 * so a worker whose member hangs fails over. */
+		int mem = C.srv == &C.etcd ? i % C.srv->n : 0;
+
+		assert_non_null(w[i].px = tu_proxy_start(C.srv == &C.etcd ? tu_port_of(C.srv->url[mem])
+							 : tu_port_of(upstream), &port));
 		snprintf(eps[i], sizeof(eps[i]), "%s127.0.0.1:%d", backend[0] == 'e' ? "http://" : "",
 			 port);
+		for (int k = 0; C.srv == &C.etcd && k < C.srv->n; k++)
+			if (k != mem)
+				snprintf(eps[i] + strlen(eps[i]), sizeof(eps[i]) - strlen(eps[i]), ",%s",
+					 C.srv->url[k]);
 		o.endpoints = eps[i];
 		tu_store_open_with(&w[i].t, &o);
 	}
@@ -413,15 +491,18 @@ static void run(const char *backend, const char *upstream, bool cached)
 	for (size_t i = 0; i < C.nev; i++) {
 		ops[C.ev[i].kind]++;
 		ok[C.ev[i].kind] += C.ev[i].rc == 0;
+		absent += C.ev[i].kind == GET && C.ev[i].rc == TSEC_ENOENT;
 	}
 	check();
-	fprintf(stderr, "chaos %s%s: %zu operations (acquire %ld/%ld ok, put %ld/%ld, get %ld/%ld, "
-		"renew %ld/%ld, release %ld/%ld), %ld faults injected (%ld server pauses, "
+	fprintf(stderr, "chaos %s%s: %zu operations (acquire %ld/%ld ok, put %ld/%ld, get %ld/%ld "
+		"(%ld not found, %ld failed), renew %ld/%ld, release %ld/%ld), %ld faults injected "
+		"(%ld hangs, %ld dropped answers, %ld connection cuts, %ld server pauses, "
 		"%ld server restarts), %ld violations\n",
 		backend, cached ? " + LocalCache" : "", C.nev, ok[ACQ], ops[ACQ], ok[PUT], ops[PUT],
-		ok[GET], ops[GET], ok[RENEW], ops[RENEW], ok[REL], ops[REL],
-		atomic_load(&C.faults), atomic_load(&C.pauses), atomic_load(&C.restarts),
-		atomic_load(&C.violations));
+		ok[GET], ops[GET], absent, ops[GET] - ok[GET] - absent, ok[RENEW], ops[RENEW],
+		ok[REL], ops[REL], atomic_load(&C.faults), atomic_load(&C.hangs),
+		atomic_load(&C.drops), atomic_load(&C.cuts), atomic_load(&C.pauses),
+		atomic_load(&C.restarts), atomic_load(&C.violations));
 	tu_store_close(&final);
 	for (int i = 0; i < WORKERS; i++) {
 		tu_store_close(&w[i].t);
@@ -431,21 +512,98 @@ static void run(const char *backend, const char *upstream, bool cached)
 	/* Enough happened for the checks to mean something. */
 	assert_true(ok[ACQ] > 0 && ok[PUT] > 0 && ok[GET] > 0);
 	assert_int_equal(atomic_load(&C.violations), 0);
-	atomic_store(&C.faults, 0);
-	atomic_store(&C.pauses, 0);
-	atomic_store(&C.restarts, 0);
+	reset();
+}
+
+/* ---- The checker, tested by mutation (issue 34, item 14) ---- */
+
+static void ev(enum kind k, int worker, int64_t inv, int64_t ok, uint64_t fence, int rc)
+{
+	struct event e = { k, worker, 0, rc, inv, ok, fence, { (uint8_t)(worker + 1) } };
+
+	C.ev[C.nev++] = e;
+}
+
+/*
+ * A clean history of one lock: worker 0 holds fence 10, writes and reads
+ * it and releases; worker 1 then holds fence 20, writes, reads, releases;
+ * a last read sees 20.  mutation 0 leaves it clean; each other one
+ * changes one event into a fault the checker must report.
+ */
+static const char *history(int mutation)
+{
+	C.nev = 0;
+	reset();
+	ev(ACQ, 0, 0, 1, 10, 0);
+	ev(PUT, 0, 2, 3, 10, 0);
+	ev(GET, 0, 4, 5, 10, 0);
+	ev(REL, 0, 6, 7, 10, 0);
+	/* 1, a second holder: granted while worker 0's lease was valid. */
+	ev(ACQ, 1, mutation == 1 ? 3 : 8, mutation == 1 ? 4 : 9, 20, 0);
+	/* 4, a fence going back: worker 1's grant below worker 0's. */
+	if (mutation == 4)
+		C.ev[C.nev - 1].fence = 5;
+	ev(PUT, 1, 10, 11, mutation == 4 ? 5 : 20, 0);
+	/* 2, a stale read: worker 1 reads worker 0's value after its own
+	 * write was acknowledged (no LocalCache: no bound to excuse it). */
+	ev(GET, 1, 12, 13, mutation == 2 ? 10 : (mutation == 4 ? 5 : 20), 0);
+	ev(REL, 1, 14, 15, mutation == 4 ? 5 : 20, 0);
+	/* 3, a lost write: the last read finds no value at all. */
+	ev(GET, -1, 5000, 5001, mutation == 3 ? 0 : (mutation == 4 ? 5 : 20),
+	   mutation == 3 ? TSEC_ENOENT : 0);
+	/* 5, a fenced write below one already written, accepted. */
+	if (mutation == 5)
+		ev(PUT, 0, 20, 21, 10, 0);
+	check();
+	return C.first;
+}
+
+static void test_checker_by_mutation(void **state)
+{
+	static const char *const want[] = {
+		NULL,
+		"a grant while the previous holder's lease was valid",
+		"a read older than an acknowledged write",
+		"an acknowledged write lost (the value is gone)",
+		"a grant below a fence already granted",
+		"a fenced write accepted below a fence already written",
+	};
+
+	(void)state;
+	C.cached = false;
+	C.quiet = true;
+	for (int m = 0; m < (int)(sizeof(want) / sizeof(want[0])); m++) {
+		const char *got = history(m);
+
+		if (!want[m] ? got != NULL : !got || strcmp(got, want[m]))
+			fail_msg("mutation %d: the checker said \"%s\", not \"%s\"", m,
+				 got ? got : "(nothing)", want[m] ? want[m] : "(nothing)");
+		if (m == 0)
+			assert_int_equal(atomic_load(&C.violations), 0);
+	}
+	/* A read inside the LocalCache's bound is excused; past it, not. */
+	C.cached = true;
+	assert_null(history(2));
+	C.ev[6].inv = C.ev[6].ok = 11 + LIVE_MS + 1;
+	reset();
+	check();
+	assert_string_equal(C.first, "a read older than an acknowledged write");
+	C.cached = false;
+	C.quiet = false;
+	reset();
+	C.nev = 0;
 }
 
 static void test_chaos_etcd(void **state)
 {
 	(void)state;
-	run("etcd", C.etcd.url[0], false);
+	run("etcd", C.etcd.endpoints, false);
 }
 
 static void test_chaos_etcd_cached(void **state)
 {
 	(void)state;
-	run("etcd", C.etcd.url[0], true);
+	run("etcd", C.etcd.endpoints, true);
 }
 
 static void test_chaos_redis(void **state)
@@ -468,6 +626,9 @@ int main(void)
 		cmocka_unit_test(test_chaos_redis),
 		cmocka_unit_test(test_chaos_redis_cached),
 	};
+	const struct CMUnitTest checker[] = {
+		cmocka_unit_test(test_checker_by_mutation),
+	};
 	const char *s = getenv("CHAOS_SECONDS");
 	int failed;
 
@@ -478,7 +639,12 @@ int main(void)
 	pthread_mutex_init(&C.mu, NULL);
 	if (!(C.ev = calloc(EVENTS_MAX, sizeof(*C.ev))))
 		return 1;
-	if (tu_etcd_start(&C.etcd, 1) || tu_redis_start(&C.redis)) {
+	/* The checker first: a checker that cannot fail proves nothing. */
+	if (cmocka_run_group_tests_name("chaos: the checker, by mutation", checker, NULL, NULL)) {
+		free(C.ev);
+		return 1;
+	}
+	if (tu_etcd_start(&C.etcd, 3) || tu_redis_start(&C.redis)) {
 		fprintf(stderr, "chaos: cannot start etcd and redis-server "
 			"(scripts/deps.sh servers installs them)\n");
 		tu_server_stop(&C.etcd);
