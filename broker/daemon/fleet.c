@@ -47,6 +47,9 @@
 #define ME ".tsec-broker-id"
 #define SEEN "seen-"
 #define SEEN_EVERY 3             /* looks between readings of the others' records */
+#define SEEN_MAX 64              /* brokers' records read per look: whoever can plant
+				    more could as well delete them, so a bound
+				    loses nothing and keeps a look's cost fixed */
 #define NCHECKED (sizeof(((struct tsec__daemon *)0)->fleet_checked) / \
 		  sizeof(((struct tsec__daemon *)0)->fleet_checked[0]))
 
@@ -297,12 +300,14 @@ int tsec__fleet_prefer(struct tsec__daemon *d, char **text, size_t *len)
 	free(b);
 	/* What the other brokers took: a replayed record does not decide. */
 	if (tsec__store_record_names(d->store, &names, &err) == 0) {
-		for (size_t i = 0; i < names.n; i++) {
+		for (size_t i = 0, read = 0; i < names.n && read < SEEN_MAX; i++) {
 			char what[100];
 
 			b = NULL;
-			if (strncmp(names.v[i], SEEN, strlen(SEEN)) ||
-			    tsec__store_record_get(d->store, names.v[i], &b, &blen, &err))
+			if (strncmp(names.v[i], SEEN, strlen(SEEN)))
+				continue;
+			read++;
+			if (tsec__store_record_get(d->store, names.v[i], &b, &blen, &err))
 				continue;
 			snprintf(what, sizeof(what), "the policy broker %.16s took",
 				 names.v[i] + strlen(SEEN));
@@ -458,14 +463,16 @@ static void look_others(struct tsec__daemon *d)
 	pthread_mutex_lock(&d->policy_lock);
 	best_rev = d->policy.revision;
 	pthread_mutex_unlock(&d->policy_lock);
-	for (size_t i = 0; i < names.n; i++) {
+	for (size_t i = 0, read = 0; i < names.n && read < SEEN_MAX; i++) {
 		const char *n = names.v[i];
 		char *b = NULL;
 		size_t len;
 		long long rev;
 
-		if (strncmp(n, SEEN, strlen(SEEN)) ||
-		    tsec__store_record_get(d->store, n, &b, &len, &err))
+		if (strncmp(n, SEEN, strlen(SEEN)))
+			continue;
+		read++;
+		if (tsec__store_record_get(d->store, n, &b, &len, &err))
 			continue;
 		sha_hex(b, len, raw);
 		if (!strcmp(n + strlen(SEEN), d->fleet_me)) {
