@@ -47,9 +47,11 @@ JANSSON_LIBS := -ljansson
 ZMQ_LIBS := -lzmq
 ARCHIVE_LIBS := -lcurl -larchive
 CRYPTO_LIBS := -lcrypto
+SSL_LIBS := -lssl
 SODIUM_LIBS := -lsodium
 # What a program linking the broker library needs.
-BROKER_LIBS = $(JANSSON_LIBS) $(ZMQ_LIBS) $(SODIUM_LIBS) $(CRYPTO_LIBS) -lcurl -lhiredis -ldl
+BROKER_LIBS = $(JANSSON_LIBS) $(ZMQ_LIBS) $(SODIUM_LIBS) $(SSL_LIBS) $(CRYPTO_LIBS) -lcurl -lhiredis \
+	-ldl
 CMOCKA_LIBS := -lcmocka
 # tsec-broker's metrics listener only.
 MHD_LIBS := -lmicrohttpd
@@ -75,7 +77,7 @@ STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c records.c t
 	file/file.c file/file_folders.c file/file_journal.c file/file_lock.c \
 	memory/memory.c \
 	etcd/etcd_http.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_feed.c \
-	redis/redis.c redis/redis_kv.c redis/redis_lock.c) \
+	redis/redis.c redis/redis_kv.c redis/redis_lock.c redis/redis_tls.c) \
 	broker/certcache/certcache.c
 REMOTE_SRC := $(addprefix broker/remote/,remote.c remote_blob.c remote_ref.c remote_cert.c \
 	remote_sweep.c blobs_file.c blobs_memory.c blobs_s3.c)

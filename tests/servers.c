@@ -197,10 +197,11 @@ int tu_etcd_start(struct tu_server *s, int n)
 	return tu_etcd_start_keep(s, n);
 }
 
-int tu_etcd_start_tls(struct tu_server *s)
+/* A CA, a server certificate for 127.0.0.1 and a client certificate,
+ * in a new folder s->tls. */
+static int make_certs(struct tu_server *s)
 {
 	char cmd[2048];
-	int rc;
 
 	s->tls[0] = '\0';
 	snprintf(s->tls, sizeof(s->tls), "/tmp/tsec-tls-XXXXXX");
@@ -221,7 +222,15 @@ int tu_etcd_start_tls(struct tu_server *s)
 		 "printf 'extendedKeyUsage=clientAuth\\n' > cext && "
 		 "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial "
 		 "  -days 2 -extfile cext -out client.pem && chmod 600 *-key.pem", s->tls);
-	if (system(cmd))
+	return system(cmd) ? -1 : 0;
+}
+
+int tu_etcd_start_tls(struct tu_server *s)
+{
+	char cmd[256];
+	int rc;
+
+	if (make_certs(s))
 		return -1;
 	rc = tu_etcd_start_keep(s, 1);
 	if (rc) {
@@ -281,7 +290,21 @@ static int redis_spawn(struct tu_server *s)
 
 	snprintf(port, sizeof(port), "%d", s->client_port[0]);
 	snprintf(log, sizeof(log), "%s/redis.log", s->dir);
-	{
+	if (s->tls[0]) {
+		/* TLS only, clients showing a certificate of the CA. */
+		char cert[96], key[96], ca[96];
+		char *argv[] = { "redis-server", "--port", "0", "--tls-port", port,
+				 "--tls-cert-file", cert, "--tls-key-file", key,
+				 "--tls-ca-cert-file", ca, "--tls-auth-clients", "yes",
+				 "--bind", "127.0.0.1", "--dir", s->dir, "--save", "",
+				 "--appendonly", "yes", "--appendfsync", "always",
+				 "--daemonize", "no", NULL };
+
+		snprintf(cert, sizeof(cert), "%s/server.pem", s->tls);
+		snprintf(key, sizeof(key), "%s/server-key.pem", s->tls);
+		snprintf(ca, sizeof(ca), "%s/ca.pem", s->tls);
+		s->pid[0] = spawn(argv, log);
+	} else {
 		char *argv[] = { "redis-server", "--port", port, "--bind", "127.0.0.1",
 				 "--dir", s->dir, "--save", "", "--appendonly", "yes",
 				 "--appendfsync", "always", "--daemonize", "no", NULL };
@@ -290,8 +313,9 @@ static int redis_spawn(struct tu_server *s)
 	for (int t = 0; t < 300; t++) {
 		struct timeval tv = { 1, 0 };
 		redisContext *c = redisConnectWithTimeout("127.0.0.1", s->client_port[0], tv);
-		redisReply *r = c && !c->err ? redisCommand(c, "PING") : NULL;
-		bool up = r && r->type == REDIS_REPLY_STATUS;
+		redisReply *r = c && !c->err && !s->tls[0] ? redisCommand(c, "PING") : NULL;
+		/* With TLS, accepting is as far as a plain client can see. */
+		bool up = s->tls[0] ? c && !c->err : r && r->type == REDIS_REPLY_STATUS;
 
 		freeReplyObject(r);
 		redisFree(c);
@@ -309,7 +333,11 @@ static int redis_spawn(struct tu_server *s)
 
 static int redis_start_once(struct tu_server *s)
 {
+	char tls[sizeof(s->tls)];
+
+	memcpy(tls, s->tls, sizeof(tls));    /* the certificates stay */
 	memset(s, 0, sizeof(*s));
+	memcpy(s->tls, tls, sizeof(tls));
 	snprintf(s->dir, sizeof(s->dir), "/tmp/tsec-redis-XXXXXX");
 	if (!mkdtemp(s->dir))
 		return -1;
@@ -318,7 +346,9 @@ static int redis_start_once(struct tu_server *s)
 	snprintf(s->endpoints, sizeof(s->endpoints), "127.0.0.1:%d", s->client_port[0]);
 	if (redis_spawn(s) == 0)
 		return 0;
+	s->tls[0] = '\0';
 	tu_server_stop(s);
+	memcpy(s->tls, tls, sizeof(tls));
 	return -1;
 }
 
@@ -335,6 +365,18 @@ int tu_redis_restart(struct tu_server *s, bool keep_data)
 			return -1;
 	}
 	return redis_spawn(s);
+}
+
+int tu_redis_start_tls(struct tu_server *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (!tu_have("redis-server") || make_certs(s))
+		return -1;
+	for (int tries = 0; tries < 3; tries++)
+		if (redis_start_once(s) == 0)
+			return 0;
+	tu_server_stop(s);
+	return -1;
 }
 
 int tu_redis_start(struct tu_server *s)

@@ -38,6 +38,9 @@ int tu_etcd_start(struct tu_server *s, int n);
 int tu_etcd_start_tls(struct tu_server *s);
 /* One redis-server (appendfsync always). */
 int tu_redis_start(struct tu_server *s);
+/* One redis-server speaking TLS only (certificates as tu_etcd_start_tls
+ * makes them; clients must show one of the CA's). */
+int tu_redis_start_tls(struct tu_server *s);
 /*
  * Kills the redis-server and starts it again on the same port, with its
  * data (keep_data: its append-only file) or as a restart without

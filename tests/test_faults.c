@@ -666,6 +666,100 @@ static void test_redis_acl_without_channels(void **state)
 /* The fleet's records change by compare-and-swap (issue 17, defect 11:
  * two publishes at once cannot undo each other). */
 
+/* Reads k through t; 1 when it holds want. */
+static int holds_value(struct tu_store *t, const char *k, const char *want)
+{
+	struct tsec_error err;
+	char *v = NULL;
+	size_t n;
+	int ok = tsec_store_get(t->store, &app, k, &v, &n, &err) == 0 && n == strlen(want) &&
+		 !memcmp(v, want, n);
+
+	free(v);
+	return ok;
+}
+
+/* Whether a store opens with o (closed at once); its error in err. */
+static int open_rc(const struct tsec_store_opts *o, struct tsec_error *err)
+{
+	struct tsec_bus *bus = tu_bus_with_policy("tests/data/store_policy.json");
+	struct tsec_store *st = NULL;
+	int rc = tsec_store_open_opts(&st, o, bus, NULL, err);
+
+	tsec_store_close(&st);
+	tsec_bus_free(&bus);
+	return rc;
+}
+
+/*
+ * TLS to redis (issue 34, item 9): redis-server speaking TLS only and
+ * asking for a client certificate.  Values, listings, locks and the
+ * LocalCache's feed work over it; a client without a certificate, one
+ * that does not trust the server's CA, and one speaking plain text are
+ * refused, each with an error that says so.  Before, the backend refused
+ * tls_ca, tls_cert and tls_key outright.
+ */
+static void test_redis_tls(void **state)
+{
+	struct tu_server tls;
+	char ca[96], cert[96], key[96];
+	struct tsec_store_opts o = { .backend = "redis", .prefix = "tls", .timeout_ms = 5000,
+				     .tls_ca = ca, .tls_cert = cert, .tls_key = key };
+	struct tsec_put p = { "tls/k", "v1", 2 };
+	struct tsec_strlist l = { 0 };
+	struct tsec_lock lk;
+	struct tsec_error err;
+	struct tu_store a, b;
+
+	(void)state;
+	assert_int_equal(tu_redis_start_tls(&tls), 0);
+	snprintf(ca, sizeof(ca), "%s/ca.pem", tls.tls);
+	snprintf(cert, sizeof(cert), "%s/client.pem", tls.tls);
+	snprintf(key, sizeof(key), "%s/client-key.pem", tls.tls);
+	o.endpoints = tls.endpoints;
+	/* Not listening the moment it accepts: open until it answers. */
+	TU_WAIT(open_rc(&o, &err) == 0);
+	assert_int_equal(open_rc(&o, &err), 0);
+	o.cache_bytes = 1 << 16;
+	o.cache_live_ms = 5000;
+	tu_store_open_with(&a, &o);
+	o.cache_bytes = 0;
+	tu_store_open_with(&b, &o);
+	assert_int_equal(tsec_store_put_many(b.store, &app, &p, 1, &err), 0);
+	assert_true(holds_value(&a, "tls/k", "v1"));  /* now cached in a */
+	p.value = "v2";
+	assert_int_equal(tsec_store_put_many(b.store, &app, &p, 1, &err), 0);
+	TU_WAIT(holds_value(&a, "tls/k", "v2"));      /* the feed, over TLS, told a */
+	assert_true(holds_value(&a, "tls/k", "v2"));
+	assert_int_equal(tsec_store_list(a.store, &app, "tls", 0, &l, &err), 0);
+	assert_int_equal(l.n, 1);
+	tsec_strlist_free(&l);
+	assert_int_equal(tsec_lock_try_acquire(b.store, &app, "tls", 60000, &lk, &err), 0);
+	assert_int_equal(tsec_lock_release(b.store, &app, &lk, &err), 0);
+	tu_store_close(&a);
+	tu_store_close(&b);
+	/* No client certificate: the server refuses the handshake. */
+	o.tls_cert = o.tls_key = NULL;
+	assert_int_not_equal(open_rc(&o, &err), 0);
+	/* Not trusting the server's CA (the system's roots instead). */
+	o.tls_cert = cert;
+	o.tls_key = key;
+	o.tls_ca = NULL;
+	assert_int_not_equal(open_rc(&o, &err), 0);
+	assert_non_null(strstr(err.msg, "TLS handshake"));
+	assert_non_null(strstr(err.msg, "certificate"));
+	/* A certificate without its key is a configuration error. */
+	o.tls_ca = ca;
+	o.tls_key = NULL;
+	assert_int_equal(open_rc(&o, &err), TSEC_EINVAL);
+	assert_non_null(strstr(err.msg, "tls_cert and tls_key go together"));
+	/* Plain text to a TLS port: refused, not taken for an answer. */
+	o.tls_ca = o.tls_cert = o.tls_key = NULL;
+	o.timeout_ms = 2000;
+	assert_int_not_equal(open_rc(&o, &err), 0);
+	tu_server_stop(&tls);
+}
+
 /*
  * A hostile etcd member's login token (issue 34, item 8): one with a CR
  * and LF would go into every later request's Authorization header and
@@ -727,6 +821,7 @@ int main(void)
 		cmocka_unit_test(test_redis_timeout_once),
 		cmocka_unit_test(test_redis_list_cut_midway),
 		cmocka_unit_test(test_redis_reply_bounds),
+		cmocka_unit_test(test_redis_tls),
 		cmocka_unit_test(test_redis_silent_subscription),
 		cmocka_unit_test(test_etcd_silent_watch),
 		cmocka_unit_test(test_redis_acl_without_channels),

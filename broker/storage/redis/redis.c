@@ -179,12 +179,10 @@ bool tsec__rd_refused_reply(const redisContext *c)
 int tsec__rd_reply(redisContext *c, redisReply **out)
 {
 	void *rep = NULL;
-	int done = 0;
 
 	*out = NULL;
-	while (!done)
-		if (redisBufferWrite(c, &done) != REDIS_OK)
-			return REDIS_ERR;
+	if (tsec__rd_write(c) != REDIS_OK)
+		return REDIS_ERR;
 	for (;;) {
 		if (redisGetReplyFromReader(c, &rep) != REDIS_OK)
 			return REDIS_ERR;
@@ -198,7 +196,7 @@ int tsec__rd_reply(redisContext *c, redisReply **out)
 			snprintf(c->errstr, sizeof(c->errstr), "reply too large");
 			return REDIS_ERR;
 		}
-		if (redisBufferRead(c) != REDIS_OK)
+		if (tsec__rd_read(c) != REDIS_OK)
 			return REDIS_ERR;
 	}
 }
@@ -253,16 +251,20 @@ static redisContext *dial_by(struct redisbe *r, int64_t until, struct tsec_error
 		else
 			tsec__seterr(err, TSEC_EIO, r->host, "redis at %s:%d: %s", r->host, r->port,
 				     c ? c->errstr : "cannot allocate");
-		redisFree(c);
+		tsec__rd_free(c);
 		return NULL;
 	}
 	if (!cap(c)) {
 		tsec__seterr(err, TSEC_EIO, r->host, "redis at %s: cannot bound its replies "
 			     "(a hiredis this build does not know)", r->host);
-		redisFree(c);
+		tsec__rd_free(c);
 		return NULL;
 	}
 	redisSetTimeout(c, tv_of(until - tsec__mono_ms() > 0 ? until - tsec__mono_ms() : 1));
+	if (tsec__rd_tls_start(r, c, err)) {
+		tsec__rd_free(c);
+		return NULL;
+	}
 	if (r->pass[0]) {
 		const char *av[3] = { "AUTH", r->user[0] ? r->user : r->pass, r->pass };
 		struct nopipe np;
@@ -273,14 +275,14 @@ static redisContext *dial_by(struct redisbe *r, int64_t until, struct tsec_error
 		tsec__rd_nopipe_off(&np);
 		if (!rep) {
 			tsec__rd_lost(r, c, e, true, err);
-			redisFree(c);
+			tsec__rd_free(c);
 			return NULL;
 		}
 		if (rep->type == REDIS_REPLY_ERROR) {
 			tsec__seterr(err, TSEC_EDENIED, r->host, "redis at %s refused the password%s",
 				     r->host, r->user[0] ? " (or user)" : "");
 			freeReplyObject(rep);
-			redisFree(c);
+			tsec__rd_free(c);
 			return NULL;
 		}
 		freeReplyObject(rep);
@@ -323,7 +325,7 @@ redisContext *tsec__rd_take(struct redisbe *r, int64_t until, struct tsec_error 
 		pthread_mutex_unlock(&r->mu);
 		if (!c || !stale(c))
 			break;
-		redisFree(c);
+		tsec__rd_free(c);
 	}
 	if (!c)
 		return dial_by(r, until, err);
@@ -348,7 +350,7 @@ void tsec__rd_give(struct redisbe *r, redisContext *c)
 		}
 		pthread_mutex_unlock(&r->mu);
 	}
-	redisFree(c);
+	tsec__rd_free(c);
 }
 
 /*
@@ -385,7 +387,7 @@ redisReply *tsec__rd_call_by(struct redisbe *r, int argc, const char **argv,
 		bool spent = tsec__rd_timed_out(c, e);
 
 		tsec__rd_lost(r, c, e, idempotent, err);
-		redisFree(c);
+		tsec__rd_free(c);
 		if (!idempotent || spent)
 			return NULL;
 	}
@@ -511,7 +513,8 @@ static void rd_close(struct tsec__backend *b)
 		pthread_join(r->feed, NULL);
 	}
 	for (size_t i = 0; i < r->npool; i++)
-		redisFree(r->pool[i]);
+		tsec__rd_free(r->pool[i]);
+	tsec__rd_tls_close(r);
 	pthread_mutex_destroy(&r->mu);
 	sodium_memzero(r, sizeof(*r));
 	free(r);
@@ -584,7 +587,7 @@ static int probe(struct redisbe *r, redisContext *c, bool feed, struct tsec_erro
 				     rep && rep->type == REDIS_REPLY_ERROR ? rep->str : sc->errstr,
 				     chan);
 		freeReplyObject(rep);
-		redisFree(sc);
+		tsec__rd_free(sc);
 		if (refused)
 			return err->code;
 	}
@@ -639,10 +642,13 @@ int tsec__redis_open(struct tsec__backend **out, const struct tsec_store_opts *o
 	int rc;
 
 	*out = NULL;
-	if (o->root || o->delay_us || o->tls_ca || o->tls_cert || o->tls_key || o->request_max ||
-	    o->clock_skew_ms)
+	if (o->root || o->delay_us || o->request_max || o->clock_skew_ms)
 		return tsec__seterr(err, TSEC_EINVAL, "backend", "redis takes endpoints, prefix, "
-				    "key_file, timeout_ms, username and password_file only");
+				    "key_file, timeout_ms, username, password_file, tls_ca, tls_cert "
+				    "and tls_key only");
+	if ((o->tls_ca || o->tls_cert || o->tls_key) && ep && !strncmp(ep, "unix:", 5))
+		return tsec__seterr(err, TSEC_EINVAL, "backend", "redis over a unix socket takes "
+				    "no TLS settings");
 	if (!ep || !*ep || strchr(ep, ','))
 		return tsec__seterr(err, TSEC_EINVAL, "endpoints", "redis needs one endpoint, "
 				    "\"host:port\" or \"unix:/path\" (one primary)");
@@ -673,7 +679,9 @@ int tsec__redis_open(struct tsec__backend **out, const struct tsec_store_opts *o
 	}
 	if (o->username)
 		snprintf(r->user, sizeof(r->user), "%s", o->username);
-	if ((o->password_file &&
+	if (((o->tls_ca || o->tls_cert || o->tls_key) &&
+	     (rc = tsec__rd_tls_open(r, o->tls_ca, o->tls_cert, o->tls_key, err))) ||
+	    (o->password_file &&
 	     (rc = tsec__password_load(o->password_file, r->pass, sizeof(r->pass), err))) ||
 	    (rc = tsec__prefix_norm(o->prefix, r->prefix, sizeof(r->prefix), err)) ||
 	    (o->key_file && (rc = tsec__seal_load(&r->seal, o->key_file, err)))) {
@@ -702,7 +710,7 @@ int tsec__redis_open(struct tsec__backend **out, const struct tsec_store_opts *o
 		tsec__rd_nopipe_off(&np);
 	}
 	if (rc) {
-		redisFree(c);
+		tsec__rd_free(c);
 		rd_close(&r->base);
 		return rc;
 	}

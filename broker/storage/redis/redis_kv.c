@@ -48,7 +48,7 @@ static int look(struct redisbe *r, const struct tsec__skey *sk, redisReply **val
 		tsec__rd_lost(r, c, e, true, err);
 		if (tsec__rd_timed_out(c, e))
 			attempt = 2;     /* the budget is spent: no second try */
-		redisFree(c);
+		tsec__rd_free(c);
 		c = NULL;
 	}
 	if (!c)

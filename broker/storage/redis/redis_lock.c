@@ -130,7 +130,6 @@ static const char *subscribed(struct redisbe *r, redisContext *c, const char *ch
 		int64_t now = tsec__mono_ms();
 		struct pollfd pf = { .fd = c->fd, .events = POLLIN };
 		void *got = NULL;
-		int done = 0;
 
 		if (ping_at && now - ping_at >= bound) {
 			snprintf(why, whylen, "no answer to a PING on the subscription in %u ms",
@@ -140,9 +139,8 @@ static const char *subscribed(struct redisbe *r, redisContext *c, const char *ch
 		if (!ping_at && now >= next_ping) {
 			ping_at = now;
 			redisAppendCommand(c, "PING");
-			while (!done)
-				if (redisBufferWrite(c, &done) != REDIS_OK)
-					goto broken;
+			if (tsec__rd_write(c) != REDIS_OK)
+				goto broken;
 		}
 		if (redisGetReplyFromReader(c, &got) != REDIS_OK)
 			goto broken;
@@ -154,9 +152,10 @@ static const char *subscribed(struct redisbe *r, redisContext *c, const char *ch
 				snprintf(why, whylen, "a message larger than this client takes");
 				return why;
 			}
-			if (poll(&pf, 1, (int)(wake > now ? (wake - now < 100 ? wake - now : 100)
-						       : 0)) > 0 &&
-			    redisBufferRead(c) != REDIS_OK)
+			if ((tsec__rd_pending(c) ||
+			     poll(&pf, 1, (int)(wake > now ? (wake - now < 100 ? wake - now : 100)
+							 : 0)) > 0) &&
+			    tsec__rd_read(c) != REDIS_OK)
 				goto broken;
 			continue;
 		}
@@ -213,7 +212,7 @@ static void *feed(void *arg)
 			pthread_mutex_lock(&r->mu);
 			r->feed_ctx = NULL;
 			pthread_mutex_unlock(&r->mu);
-			redisFree(c);
+			tsec__rd_free(c);
 		}
 		if (!atomic_load(&r->feed_on))
 			break;

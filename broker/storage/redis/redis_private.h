@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -57,6 +58,7 @@ struct redisbe {
 	tsec__inval_fn fn;
 	void *fn_ctx;
 	char note[256];              /* what its configuration promises */
+	struct ssl_ctx_st *tls;      /* SSL_CTX with TLS (redis_tls.c), NULL: plain */
 };
 
 /* Around each command: SIGPIPE blocked, and one it raised taken back. */
@@ -72,6 +74,16 @@ int tsec__rd_reply(redisContext *c, redisReply **out);
 redisReply *tsec__rd_command(redisContext *c, int argc, const char **argv, const size_t *lens);
 /* Whether c's error is a reply refused for its size (this thread's). */
 bool tsec__rd_refused_reply(const redisContext *c);
+/* redis_tls.c: every byte of every connection goes through these. */
+int tsec__rd_tls_open(struct redisbe *r, const char *ca, const char *cert, const char *key,
+		      struct tsec_error *err);
+void tsec__rd_tls_close(struct redisbe *r);
+int tsec__rd_tls_start(struct redisbe *r, redisContext *c, struct tsec_error *err);
+void tsec__rd_free(redisContext *c);
+int tsec__rd_write(redisContext *c);
+int tsec__rd_read(redisContext *c);
+/* Bytes already decrypted and waiting (poll on the socket misses them). */
+bool tsec__rd_pending(const redisContext *c);
 
 size_t tsec__rd_bk_of(const struct redisbe *r, const char *key, char *out);
 
