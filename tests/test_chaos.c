@@ -25,6 +25,9 @@
  * the LocalCache's bound) must be reported by name.  etcd is a 3-member
  * cluster; a worker reaches one member through its proxy and the other
  * two directly, and the server faults pause or restart a random member.
+ * The broker cases put two tsec-brokers between the workers and the
+ * backend (each through its own fault proxy; workers fail over between
+ * them) and also pause a broker or kill it (-9) and start it again.
  *
  * CHAOS_SECONDS (default 6) per backend; `make chaos` runs it longer;
  * CHAOS_ONLY (a cmocka pattern, "*redis*") picks the cases.
@@ -34,6 +37,7 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,10 +45,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+#include <sodium.h>
+
 #include "common/clock.h"
 #include "tests/faults.h"
 #include "tests/servers.h"
 #include "tests/testutil.h"
+#include "tests/wait.h"
+#include "tinysecurity/client.h"
 
 #define WORKERS 4
 #define LOCKS 2
@@ -75,6 +84,13 @@ static struct {
 	atomic_int server_lost;
 	int seconds;
 	bool cached;
+	/* With brokers: workers call two tsec-brokers over the backend. */
+	bool brokers;
+	char dir[64], bcfg[2][128], bipc[2][160], berr[2][128];
+	pid_t bpid[2];
+	atomic_long broker_pauses, broker_restarts;
+	struct tu_proxy *px[WORKERS];    /* the proxies the fault thread works on */
+	int npx;
 } C;
 
 static struct tsec_principal app;
@@ -99,8 +115,109 @@ struct worker {
 	int id;
 	struct tu_store t;
 	struct tu_proxy *px;
+	struct tsec_client *c;       /* with brokers: the calls go here */
 	unsigned seed;
 };
+
+/* ---- One operation, on the store or through a broker ---- */
+
+/* A broker call; its result parsed into *res (NULL when none). */
+static int bcall(struct worker *w, const char *method, json_t *params, json_t **res)
+{
+	struct tsec_error err;
+	char *text = json_dumps(params, JSON_COMPACT), *out = NULL;
+	int rc = tsec_client_call(w->c, method, text, &out, &err);
+
+	free(text);
+	json_decref(params);
+	if (res)
+		*res = out ? json_loads(out, 0, NULL) : NULL;
+	free(out);
+	return rc;
+}
+
+static json_t *lock_json(const struct tsec_lock *lk, bool with_fence)
+{
+	char hex[33];
+
+	sodium_bin2hex(hex, sizeof(hex), lk->token, 16);
+	return with_fence ? json_pack("{s:s,s:s,s:I}", "name", lk->name, "token", hex, "fence",
+				      (json_int_t)lk->fence)
+			  : json_pack("{s:s,s:s,s:i}", "name", lk->name, "token", hex, "ttl_ms",
+				      TTL_MS);
+}
+
+static int w_acquire(struct worker *w, const char *name, struct tsec_lock *lk)
+{
+	struct tsec_error err;
+	json_t *r = NULL;
+	int rc;
+
+	if (!w->c)
+		return tsec_lock_acquire(w->t.store, &app, name, TTL_MS, 1500, lk, &err);
+	rc = bcall(w, "lock.acquire", json_pack("{s:s,s:i,s:i}", "name", name, "ttl_ms", TTL_MS,
+						"timeout_ms", 1500), &r);
+	if (!rc) {
+		const char *tok = json_string_value(json_object_get(r, "token"));
+
+		memset(lk, 0, sizeof(*lk));
+		snprintf(lk->name, sizeof(lk->name), "%s", name);
+		lk->fence = (uint64_t)json_integer_value(json_object_get(r, "fence"));
+		if (!tok || sodium_hex2bin(lk->token, 16, tok, strlen(tok), NULL, NULL, NULL))
+			rc = TSEC_EPROTO;
+	}
+	json_decref(r);
+	return rc;
+}
+
+static int w_put(struct worker *w, struct tsec_lock *lk, const struct tsec_put *p)
+{
+	struct tsec_error err;
+
+	if (!w->c)
+		return tsec_store_put_fenced(w->t.store, &app, lk, p, 1, &err);
+	return bcall(w, "store.put", json_pack("{s:s,s:s%,s:o}", "key", p->key, "value", p->value,
+					       p->len, "lock", lock_json(lk, true)), NULL);
+}
+
+static int w_get(struct worker *w, const char *k, char **v, size_t *n)
+{
+	struct tsec_error err;
+	json_t *r = NULL;
+	int rc;
+
+	if (!w->c)
+		return tsec_store_get(w->t.store, &app, k, v, n, &err);
+	rc = bcall(w, "store.get", json_pack("{s:s}", "key", k), &r);
+	if (!rc) {
+		const char *s = json_string_value(json_object_get(r, "value"));
+
+		*n = s ? strlen(s) : 0;
+		*v = s ? strdup(s) : NULL;
+		if (!s)
+			rc = TSEC_EPROTO;
+	}
+	json_decref(r);
+	return rc;
+}
+
+static int w_renew(struct worker *w, struct tsec_lock *lk)
+{
+	struct tsec_error err;
+
+	if (!w->c)
+		return tsec_lock_renew(w->t.store, &app, lk, TTL_MS, &err);
+	return bcall(w, "lock.renew", lock_json(lk, false), NULL);
+}
+
+static int w_release(struct worker *w, struct tsec_lock *lk)
+{
+	struct tsec_error err;
+
+	if (!w->c)
+		return tsec_lock_release(w->t.store, &app, lk, &err);
+	return bcall(w, "lock.release", lock_json(lk, false), NULL);
+}
 
 static void key_of(int lock, char *k, size_t n)
 {
@@ -120,12 +237,11 @@ static uint64_t fence_in(const char *v, size_t n)
 static void do_get(struct worker *w, int lock)
 {
 	struct event e = { GET, w->id, lock, 0, tsec__mono_ms(), 0, 0, { 0 } };
-	struct tsec_error err;
 	char k[32], *v = NULL;
 	size_t n;
 
 	key_of(lock, k, sizeof(k));
-	e.rc = tsec_store_get(w->t.store, &app, k, &v, &n, &err);
+	e.rc = w_get(w, k, &v, &n);
 	e.ok = tsec__mono_ms();
 	if (!e.rc)
 		e.fence = fence_in(v, n);
@@ -143,11 +259,10 @@ static void *work(void *arg)
 		char name[16], k[32], val[64];
 		struct event a = { ACQ, w->id, lock, 0, tsec__mono_ms(), 0, 0, { 0 } };
 		struct tsec_lock lk;
-		struct tsec_error err;
 
 		snprintf(name, sizeof(name), "chaos%d", lock);
 		key_of(lock, k, sizeof(k));
-		a.rc = tsec_lock_acquire(w->t.store, &app, name, TTL_MS, 1500, &lk, &err);
+		a.rc = w_acquire(w, name, &lk);
 		a.ok = tsec__mono_ms();
 		if (!a.rc) {
 			a.fence = lk.fence;
@@ -166,13 +281,13 @@ static void *work(void *arg)
 			memcpy(p.token, lk.token, 16);
 			put.len = (size_t)snprintf(val, sizeof(val), "%llu:%d:%d",
 						   (unsigned long long)lk.fence, w->id, ++seq);
-			p.rc = tsec_store_put_fenced(w->t.store, &app, &lk, &put, 1, &err);
+			p.rc = w_put(w, &lk, &put);
 			p.ok = tsec__mono_ms();
 			record(&p);
 			do_get(w, lock);
 			memcpy(r.token, lk.token, 16);
 			r.inv = tsec__mono_ms();
-			r.rc = tsec_lock_renew(w->t.store, &app, &lk, TTL_MS, &err);
+			r.rc = w_renew(w, &lk);
 			r.ok = tsec__mono_ms();
 			record(&r);
 			if (r.rc)
@@ -182,7 +297,7 @@ static void *work(void *arg)
 			struct event rl = { REL, w->id, lock, 0, tsec__mono_ms(), 0, lk.fence, { 0 } };
 
 			memcpy(rl.token, lk.token, 16);
-			rl.rc = tsec_lock_release(w->t.store, &app, &lk, &err);
+			rl.rc = w_release(w, &lk);
 			rl.ok = tsec__mono_ms();
 			record(&rl);
 		}
@@ -197,11 +312,11 @@ static void *work(void *arg)
  */
 static void *faults(void *arg)
 {
-	struct worker *w = arg;
+	struct tu_proxy **px = arg;
 	unsigned seed = 12345;
 
 	while (!atomic_load(&C.stop)) {
-		struct worker *v = &w[rand_r(&seed) % WORKERS];
+		struct { struct tu_proxy *px; } pv = { px[rand_r(&seed) % (unsigned)C.npx] }, *v = &pv;
 		int what = (int)(rand_r(&seed) % 6);
 
 		atomic_fetch_add(&C.faults, 1);
@@ -219,6 +334,140 @@ static void *faults(void *arg)
 		nap(20 + (long)(rand_r(&seed) % 300));
 	}
 	return NULL;
+}
+
+/* ---- Brokers between the workers and the backend ---- */
+
+static struct tsec_client *broker_client(int which, int timeout_ms)
+{
+	struct tsec_client_endpoint eps[2] = { { C.bipc[0], NULL }, { C.bipc[1], NULL } };
+	struct tsec_client_opts o = { .timeout_ms = timeout_ms };
+	struct tsec_client *c = NULL;
+	struct tsec_error err;
+
+	if (which < 0) {                 /* both, failing over */
+		o.endpoints = eps;
+		o.nendpoints = 2;
+		o.attempt_ms = 500;
+	} else {
+		o.endpoint = C.bipc[which];
+	}
+	assert_int_equal(tsec_client_open(&c, &o, &err), 0);
+	return c;
+}
+
+static int broker_answers(int which)
+{
+	struct tsec_client *c = broker_client(which, 200);
+	struct tsec_error err;
+	int rc = tsec_client_call(c, "health", NULL, NULL, &err);
+
+	tsec_client_close(&c);
+	return rc == 0;
+}
+
+/* Starts broker `which` (from the main thread) and waits until it answers. */
+static void broker_start(int which)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		FILE *e = freopen(C.berr[which], "a", stderr);
+		(void)e;
+		execl(TSEC_BUILD_DIR "/tsec-broker", "tsec-broker", "--config", C.bcfg[which],
+		      (char *)NULL);
+		_exit(127);
+	}
+	C.bpid[which] = pid;
+	TU_WAIT(broker_answers(which));
+	if (!broker_answers(which))
+		fail_msg("tsec-broker %d did not come up (see %s)", which, C.berr[which]);
+}
+
+static void broker_stop(int which, int sig)
+{
+	if (C.bpid[which] > 0) {
+		kill(C.bpid[which], SIGCONT);
+		kill(C.bpid[which], sig);
+		waitpid(C.bpid[which], NULL, 0);
+		C.bpid[which] = 0;
+	}
+}
+
+/*
+ * Two brokers over the backend: each reaches it through its own fault
+ * proxy (etcd: to one member, the others direct); every caller is
+ * svc:app, allowed everything.
+ */
+static void brokers_up(const char *backend, const char *prefix)
+{
+	char path[160], cfg[2048], eps[512];
+	FILE *f;
+
+	snprintf(C.dir, sizeof(C.dir), "/tmp/tsec-chaos-XXXXXX");
+	assert_non_null(mkdtemp(C.dir));
+	snprintf(path, sizeof(path), "%s/policy.json", C.dir);
+	assert_non_null(f = fopen(path, "w"));
+	fputs("{\"revision\": 1, \"version\": 1, \"rules\": [{\"id\": \"all\", \"effect\": "
+	      "\"allow\", \"principal\": [\"svc:app\"], \"action\": [\"*\"], "
+	      "\"resource\": [\"**\"]}]}\n", f);
+	fclose(f);
+	C.npx = 2;
+	for (int i = 0; i < 2; i++) {
+		int port, mem = C.srv == &C.etcd ? i % C.srv->n : 0;
+
+		assert_non_null(C.px[i] = tu_proxy_start(tu_port_of(C.srv == &C.etcd ?
+						C.srv->url[mem] : C.srv->endpoints), &port));
+		snprintf(eps, sizeof(eps), "\"%s127.0.0.1:%d\"", C.srv == &C.etcd ? "http://" : "",
+			 port);
+		for (int k = 0; C.srv == &C.etcd && k < C.srv->n; k++)
+			if (k != mem)
+				snprintf(eps + strlen(eps), sizeof(eps) - strlen(eps), ", \"%s\"",
+					 C.srv->url[k]);
+		snprintf(C.bipc[i], sizeof(C.bipc[i]), "ipc://%s/b%d.sock", C.dir, i);
+		snprintf(C.bcfg[i], sizeof(C.bcfg[i]), "%s/broker%d.json", C.dir, i);
+		snprintf(C.berr[i], sizeof(C.berr[i]), "%s/broker%d.err", C.dir, i);
+		snprintf(cfg, sizeof(cfg),
+			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"%s\","
+			 " \"allow_unsigned_policy\": true, \"state_dir\": \"%s\","
+			 " \"storage\": {\"backend\": \"%s\", \"endpoints\": [%s],"
+			 "  \"prefix\": \"%s\", \"timeout_ms\": 1500},"
+			 " \"endpoints\": [\"%s\"],"
+			 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:app\"}]}",
+			 TSEC_BUILD_DIR, path, C.dir, backend, eps, prefix, C.bipc[i],
+			 (int)getuid());
+		assert_non_null(f = fopen(C.bcfg[i], "w"));
+		fputs(cfg, f);
+		fclose(f);
+		broker_start(i);
+	}
+}
+
+static void brokers_down(void)
+{
+	char cmd[128];
+
+	for (int i = 0; i < 2; i++) {
+		broker_stop(i, SIGTERM);
+		if (C.px[i])
+			tu_proxy_stop(C.px[i]);
+		C.px[i] = NULL;
+	}
+	if (!C.dir[0])
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", C.dir);
+	if (system(cmd))
+		fprintf(stderr, "chaos: could not remove %s\n", C.dir);
+	C.dir[0] = '\0';
+}
+
+/* After a broker case, passed or failed: no broker is left running. */
+static int brokers_gone(void **state)
+{
+	(void)state;
+	brokers_down();
+	return 0;
 }
 
 /*
@@ -240,7 +489,20 @@ static void server_faults(void)
 		int m = (int)(rand_r(&seed) % (unsigned)C.srv->n);   /* a member */
 
 		atomic_fetch_add(&C.faults, 1);
-		if (rand_r(&seed) % 2) {
+		if (C.brokers && rand_r(&seed) % 2) {
+			int b = (int)(rand_r(&seed) % 2);
+
+			if (rand_r(&seed) % 2) {
+				atomic_fetch_add(&C.broker_pauses, 1);
+				kill(C.bpid[b], SIGSTOP);
+				nap(50 + (long)(rand_r(&seed) % 1500));
+				kill(C.bpid[b], SIGCONT);
+			} else {
+				atomic_fetch_add(&C.broker_restarts, 1);
+				broker_stop(b, SIGKILL);
+				broker_start(b);
+			}
+		} else if (rand_r(&seed) % 2) {
 			atomic_fetch_add(&C.pauses, 1);
 			kill(C.srv->pid[m], SIGSTOP);
 			nap(50 + (long)(rand_r(&seed) % 1500));
@@ -427,10 +689,12 @@ static void reset(void)
 	atomic_store(&C.drops, 0);
 	atomic_store(&C.cuts, 0);
 	atomic_store(&C.violations, 0);
+	atomic_store(&C.broker_pauses, 0);
+	atomic_store(&C.broker_restarts, 0);
 	C.first = NULL;
 }
 
-static void run(const char *backend, const char *upstream, bool cached)
+static void run(const char *backend, const char *upstream, bool cached, bool brokers)
 {
 	struct worker w[WORKERS];
 	pthread_t th[WORKERS], ft;
@@ -443,15 +707,25 @@ static void run(const char *backend, const char *upstream, bool cached)
 
 	C.nev = 0;
 	C.cached = cached;
+	C.brokers = brokers;
 	C.srv = backend[0] == 'e' ? &C.etcd : &C.redis;
 	atomic_store(&C.stop, 0);
-	snprintf(prefix, sizeof(prefix), "chaos-%d-%s%s", (int)getpid(), backend,
-		 cached ? "-cached" : "");
+	snprintf(prefix, sizeof(prefix), "chaos-%d-%s%s%s", (int)getpid(), backend,
+		 cached ? "-cached" : "", brokers ? "-brokers" : "");
+	if (brokers)
+		brokers_up(backend, prefix);
+	else
+		C.npx = WORKERS;
 	for (int i = 0; i < WORKERS; i++) {
 		int port;
 
+		memset(&w[i], 0, sizeof(w[i]));
 		w[i].id = i;
 		w[i].seed = (unsigned)(i * 7919 + 1);
+		if (brokers) {           /* both brokers, failing over */
+			w[i].c = broker_client(-1, 4000);
+			continue;
+		}
 		/* On etcd: through the proxy to one member, the others direct,
 		 * so a worker whose member hangs fails over. */
 		int mem = C.srv == &C.etcd ? i % C.srv->n : 0;
@@ -466,15 +740,16 @@ static void run(const char *backend, const char *upstream, bool cached)
 					 C.srv->url[k]);
 		o.endpoints = eps[i];
 		tu_store_open_with(&w[i].t, &o);
+		C.px[i] = w[i].px;
 	}
 	for (int i = 0; i < WORKERS; i++)
 		pthread_create(&th[i], NULL, work, &w[i]);
-	pthread_create(&ft, NULL, faults, w);
+	pthread_create(&ft, NULL, faults, C.px);
 	server_faults();
 	atomic_store(&C.stop, 1);
 	pthread_join(ft, NULL);
-	for (int i = 0; i < WORKERS; i++)
-		tu_proxy_set(w[i].px, TU_PASS);
+	for (int i = 0; i < C.npx; i++)
+		tu_proxy_set(C.px[i], TU_PASS);
 	for (int i = 0; i < WORKERS; i++)
 		pthread_join(th[i], NULL);
 	/* The final word, read straight from the server after the dust. */
@@ -494,20 +769,28 @@ static void run(const char *backend, const char *upstream, bool cached)
 		absent += C.ev[i].kind == GET && C.ev[i].rc == TSEC_ENOENT;
 	}
 	check();
-	fprintf(stderr, "chaos %s%s: %zu operations (acquire %ld/%ld ok, put %ld/%ld, get %ld/%ld "
+	fprintf(stderr, "chaos %s%s%s: %zu operations (acquire %ld/%ld ok, put %ld/%ld, get %ld/%ld "
 		"(%ld not found, %ld failed), renew %ld/%ld, release %ld/%ld), %ld faults injected "
-		"(%ld hangs, %ld dropped answers, %ld connection cuts, %ld server pauses, "
-		"%ld server restarts), %ld violations\n",
-		backend, cached ? " + LocalCache" : "", C.nev, ok[ACQ], ops[ACQ], ok[PUT], ops[PUT],
+		"(%ld broker pauses, %ld broker restarts, %ld hangs, %ld dropped answers, "
+		"%ld connection cuts, %ld server pauses, %ld server restarts), %ld violations\n",
+		brokers ? "brokers over " : "", backend, cached ? " + LocalCache" : "", C.nev,
+		ok[ACQ], ops[ACQ], ok[PUT], ops[PUT],
 		ok[GET], ops[GET], absent, ops[GET] - ok[GET] - absent, ok[RENEW], ops[RENEW],
-		ok[REL], ops[REL], atomic_load(&C.faults), atomic_load(&C.hangs),
+		ok[REL], ops[REL], atomic_load(&C.faults), atomic_load(&C.broker_pauses),
+		atomic_load(&C.broker_restarts), atomic_load(&C.hangs),
 		atomic_load(&C.drops), atomic_load(&C.cuts), atomic_load(&C.pauses),
 		atomic_load(&C.restarts), atomic_load(&C.violations));
 	tu_store_close(&final);
 	for (int i = 0; i < WORKERS; i++) {
+		if (brokers) {
+			tsec_client_close(&w[i].c);
+			continue;
+		}
 		tu_store_close(&w[i].t);
 		tu_proxy_stop(w[i].px);
 	}
+	if (brokers)
+		brokers_down();
 	assert_int_equal(atomic_load(&C.server_lost), 0);
 	/* Enough happened for the checks to mean something. */
 	assert_true(ok[ACQ] > 0 && ok[PUT] > 0 && ok[GET] > 0);
@@ -597,25 +880,37 @@ static void test_checker_by_mutation(void **state)
 static void test_chaos_etcd(void **state)
 {
 	(void)state;
-	run("etcd", C.etcd.endpoints, false);
+	run("etcd", C.etcd.endpoints, false, false);
 }
 
 static void test_chaos_etcd_cached(void **state)
 {
 	(void)state;
-	run("etcd", C.etcd.endpoints, true);
+	run("etcd", C.etcd.endpoints, true, false);
 }
 
 static void test_chaos_redis(void **state)
 {
 	(void)state;
-	run("redis", C.redis.endpoints, false);
+	run("redis", C.redis.endpoints, false, false);
 }
 
 static void test_chaos_redis_cached(void **state)
 {
 	(void)state;
-	run("redis", C.redis.endpoints, true);
+	run("redis", C.redis.endpoints, true, false);
+}
+
+static void test_chaos_brokers_etcd(void **state)
+{
+	(void)state;
+	run("etcd", C.etcd.endpoints, false, true);
+}
+
+static void test_chaos_brokers_redis(void **state)
+{
+	(void)state;
+	run("redis", C.redis.endpoints, false, true);
 }
 
 int main(void)
@@ -625,6 +920,8 @@ int main(void)
 		cmocka_unit_test(test_chaos_etcd_cached),
 		cmocka_unit_test(test_chaos_redis),
 		cmocka_unit_test(test_chaos_redis_cached),
+		cmocka_unit_test_teardown(test_chaos_brokers_etcd, brokers_gone),
+		cmocka_unit_test_teardown(test_chaos_brokers_redis, brokers_gone),
 	};
 	const struct CMUnitTest checker[] = {
 		cmocka_unit_test(test_checker_by_mutation),
