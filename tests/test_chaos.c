@@ -366,12 +366,10 @@ static int broker_answers(int which)
 	return rc == 0;
 }
 
-/* Starts broker `which` (from the main thread) and waits until it answers. */
-static void broker_start(int which)
+static pid_t broker_spawn(int which)
 {
 	pid_t pid = fork();
 
-	assert_true(pid >= 0);
 	if (pid == 0) {
 		FILE *e = freopen(C.berr[which], "a", stderr);
 		(void)e;
@@ -379,10 +377,33 @@ static void broker_start(int which)
 		      (char *)NULL);
 		_exit(127);
 	}
-	C.bpid[which] = pid;
-	TU_WAIT(broker_answers(which));
-	if (!broker_answers(which))
-		fail_msg("tsec-broker %d did not come up (see %s)", which, C.berr[which]);
+	return pid;
+}
+
+/* Whether broker `which` answers; started again, as a supervisor would,
+ * when it exited (a broker that cannot reach its backend at start, the
+ * server restarting or its proxy hung, stops with an error). */
+static bool broker_up(int which)
+{
+	if (C.bpid[which] > 0 && waitpid(C.bpid[which], NULL, WNOHANG) == C.bpid[which])
+		C.bpid[which] = broker_spawn(which);
+	return C.bpid[which] > 0 && broker_answers(which);
+}
+
+/* Starts broker `which` (from the main thread) and waits until it
+ * answers; false (its log's end said) when it never did. */
+static bool broker_start(int which)
+{
+	char cmd[256];
+
+	C.bpid[which] = broker_spawn(which);
+	TU_WAIT(broker_up(which));
+	if (broker_up(which))
+		return true;
+	snprintf(cmd, sizeof(cmd), "tail -5 '%s' >&2", C.berr[which]);
+	if (system(cmd))
+		fprintf(stderr, "(no log)\n");
+	return false;
 }
 
 static void broker_stop(int which, int sig)
@@ -440,7 +461,8 @@ static void brokers_up(const char *backend, const char *prefix)
 		assert_non_null(f = fopen(C.bcfg[i], "w"));
 		fputs(cfg, f);
 		fclose(f);
-		broker_start(i);
+		if (!broker_start(i))
+			fail_msg("tsec-broker %d did not come up", i);
 	}
 }
 
@@ -500,7 +522,11 @@ static void server_faults(void)
 			} else {
 				atomic_fetch_add(&C.broker_restarts, 1);
 				broker_stop(b, SIGKILL);
-				broker_start(b);
+				if (!broker_start(b)) {
+					fprintf(stderr, "chaos: broker %d did not start again\n", b);
+					atomic_store(&C.server_lost, 1);
+					break;
+				}
 			}
 		} else if (rand_r(&seed) % 2) {
 			atomic_fetch_add(&C.pauses, 1);
@@ -691,6 +717,7 @@ static void reset(void)
 	atomic_store(&C.violations, 0);
 	atomic_store(&C.broker_pauses, 0);
 	atomic_store(&C.broker_restarts, 0);
+	atomic_store(&C.server_lost, 0);
 	C.first = NULL;
 }
 
@@ -705,6 +732,7 @@ static void run(const char *backend, const char *upstream, bool cached, bool bro
 				     .cache_bytes = cached ? 1 << 20 : 0,
 				     .cache_live_ms = LIVE_MS };
 
+	reset();
 	C.nev = 0;
 	C.cached = cached;
 	C.brokers = brokers;
