@@ -67,6 +67,17 @@ static void test_daemon_callers(void **state)
 		"{\"key\": \"certificates/acme/x/x.json\", \"value\": \"{}\"}", NULL, &err), 0);
 	assert_int_equal(tsec_client_call(bad, "store.put",
 		"{\"key\": \"certificates/acme/x/x.json\", \"value\": \"{}\"}", NULL, &err), TSEC_EDENIED);
+	/* The refusal says why, in fields (issue 35: a Go caller tests for
+	 * the rule without parsing the message). */
+	assert_non_null(tsec_client_last_error(bad));
+	assert_non_null(strstr(tsec_client_last_error(bad),
+			       "\"rules\":[],\"reason\":\"nothing allowed it\""));
+	assert_int_equal(tsec_client_call(good, "store.list",
+		"{\"prefix\": \"certificates/a/b/b.key\"}", NULL, &err), TSEC_EDENIED);
+	assert_non_null(strstr(tsec_client_last_error(good),
+			       "\"rules\":[\"f-keys\"],\"reason\":\"forbidden by floor\""));
+	assert_int_equal(tsec_client_call(good, "health", NULL, NULL, &err), 0);
+	assert_null(tsec_client_last_error(good));
 	char *res;
 	assert_int_equal(tsec_client_call(ipc, "store.get",
 		"{\"key\": \"certificates/acme/x/x.json\"}", &res, &err), 0);

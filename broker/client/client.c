@@ -35,6 +35,7 @@ struct tsec_client {
 	size_t nep, cur;
 	char pub[41], sec[41];
 	bool curve;
+	char *last_error;            /* the last call's error object, JSON */
 };
 
 /* A fresh socket connected to endpoint cur. */
@@ -175,8 +176,25 @@ void tsec_client_close(struct tsec_client **pc)
 	for (size_t i = 0; i < 2 * ENDPOINTS_MAX; i++)
 		free(c->owned[i]);
 	memset(c->sec, 0, sizeof(c->sec));
+	free(c->last_error);
 	free(c);
 	*pc = NULL;
+}
+
+const char *tsec_client_last_error(const struct tsec_client *c)
+{
+	return c ? c->last_error : NULL;
+}
+
+int tsec_client_set_timeout(struct tsec_client *c, int timeout_ms)
+{
+	if (!c || timeout_ms <= 0)
+		return TSEC_EINVAL;
+	c->timeout_ms = timeout_ms;
+	/* One broker: an attempt is the whole call, as at open. */
+	if (c->nep == 1)
+		c->attempt_ms = timeout_ms;
+	return 0;
 }
 
 static int no_reply(struct tsec_client *c, struct tsec_error *err);
@@ -421,6 +439,10 @@ int tsec_client_call(struct tsec_client *c, const char *method,
 
 	if (result)
 		*result = NULL;
+	if (c) {
+		free(c->last_error);
+		c->last_error = NULL;
+	}
 	if (!c || !method)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no client or method");
 	if (params && !(p = json_loads(params, 0, &je)))
@@ -451,6 +473,7 @@ int tsec_client_call(struct tsec_client *c, const char *method,
 	}
 	if ((e = json_object_get(rep, "error"))) {
 		rc = tsec__error_from_json(e, err);
+		c->last_error = json_dumps(e, JSON_COMPACT);
 	} else {
 		rc = 0;
 		if (result)

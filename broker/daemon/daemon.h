@@ -269,6 +269,15 @@ struct tsec__call {
 	const struct tsec_lock_wait *wait_in;
 	struct tsec_lock_wait *wait_out;
 	bool parked;
+	/* The first deny the store's own checks gave this call (the
+	 * observer fills it): its reason and deciding rules go into the
+	 * error reply as "reason" and "rules", so a caller can tell which
+	 * rule refused it without parsing the message. */
+	struct {
+		bool set;
+		uint8_t status, nrules;
+		char rules[TSEC_DECISION_RULES][TSEC_ID_MAX + 1];
+	} deny;
 };
 
 /* Blocks SIGHUP, SIGTERM and SIGINT in the calling thread: a worker or

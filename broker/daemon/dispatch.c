@@ -345,6 +345,18 @@ char *tsec__dispatch_step(struct tsec__daemon *d, int caller, const char *payloa
 		timed(d, meth, t0);
 	}
 reply:
+	if (error && c.deny.set &&
+	    json_integer_value(json_object_get(error, "errno")) == TSEC_EDENIED) {
+		/* Which rule refused it, as check answers it (the log has the
+		 * same); none for "nothing allowed it". */
+		json_t *rules = json_array();
+
+		for (unsigned j = 0; j < c.deny.nrules; j++)
+			json_array_append_new(rules, json_string(c.deny.rules[j]));
+		json_object_set_new(error, "rules", rules);
+		json_object_set_new(error, "reason",
+				    json_string(tsec_status_reason(c.deny.status)));
+	}
 	if (error) {
 		atomic_fetch_add(&d->st.errors, 1);
 		json_decref(result);

@@ -427,6 +427,17 @@ void tsec__observe(void *ctx, void *call_ctx, const struct tsec_request *reqs,
 				   &dec[i], &why, (int64_t)(latency_ns / n));
 		if (!dec[i].allow)
 			atomic_fetch_add(&d->st.denied, 1);
+		if (!dec[i].allow && !c->deny.set) {
+			c->deny.set = true;
+			c->deny.status = dec[i].status;
+			c->deny.nrules = dec[i].nrules < TSEC_DECISION_RULES ? dec[i].nrules
+									      : TSEC_DECISION_RULES;
+			/* Bounded by the module's arrays, not by a NUL it may
+			 * not have written. */
+			for (unsigned j = 0; j < c->deny.nrules; j++)
+				snprintf(c->deny.rules[j], sizeof(c->deny.rules[j]), "%.*s",
+					 (int)strnlen(dec[i].rules[j], TSEC_ID_MAX), dec[i].rules[j]);
+		}
 	}
 }
 

@@ -74,6 +74,22 @@ TSEC_API int tsec_client_call(struct tsec_client *c, const char *method,
 		     struct tsec_error *err);
 
 /*
+ * The error object of the last tsec_client_call's error reply, as JSON
+ * text: {"code", "errno", "message", "where"?}, and for a call the
+ * policy refused "reason" and "rules" (the deciding rule ids; empty when
+ * nothing allowed it).  Owned by c, valid until its next call; NULL when
+ * the last call succeeded or got no reply.
+ */
+TSEC_API const char *tsec_client_last_error(const struct tsec_client *c);
+
+/*
+ * Sets the per-call timeout (opts.timeout_ms) for the calls that follow,
+ * for a caller whose own deadline varies.  0, or TSEC_EINVAL for a value
+ * not above 0.
+ */
+TSEC_API int tsec_client_set_timeout(struct tsec_client *c, int timeout_ms);
+
+/*
  * Sends one raw frame as a request and returns the raw reply (new text),
  * for tests and tools that speak the wire themselves.
  */
