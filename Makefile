@@ -141,10 +141,35 @@ deps:
 
 # README command 1.
 test: deps
-	$(Q)sh scripts/deps.sh servers
+	$(Q)sh scripts/deps.sh servers go
 	$(Q)$(MAKE) --no-print-directory MODE=debug check
 	$(Q)$(MAKE) --no-print-directory MODE=debug SANITIZE=address,undefined check
 	$(Q)$(MAKE) --no-print-directory MODE=release check
+	$(Q)$(MAKE) --no-print-directory MODE=release go-test
+
+# ---- the Go binding (bindings/go/tsecstorage: certmagic.Storage) ----
+#
+# Go 1.19 and certmagic 0.17.2 from Debian, offline, in GOPATH mode: the
+# package is seen as tinysecurity.dev/tsecstorage through a link under
+# build/gopath, and links this build's libtinysecurity.so.
+GO_ENV = GOPATH=$(CURDIR)/build/gopath:/usr/share/gocode GO111MODULE=off \
+	GOCACHE=$(CURDIR)/build/gocache GOFLAGS= \
+	CGO_CFLAGS="-I$(CURDIR)/include" \
+	CGO_LDFLAGS="-L$(CURDIR)/$(B) -Wl,-rpath,$(CURDIR)/$(B)" \
+	TSEC_BUILD_DIR=$(CURDIR)/$(B)
+# Each package by name: go does not follow the link for ".../..."
+GO_PKGS := tinysecurity.dev/tsecstorage
+GO_TIMEOUT ?= 20m
+
+.PHONY: go-link go-test
+go-link:
+	$(Q)mkdir -p build/gopath/src/tinysecurity.dev
+	$(Q)ln -sfn $(CURDIR)/bindings/go/tsecstorage build/gopath/src/tinysecurity.dev/tsecstorage
+
+go-test: build go-link
+	$(Q)test -z "$$(gofmt -l bindings/go)" || { gofmt -l bindings/go; echo "go: not gofmt'ed" >&2; exit 1; }
+	$(GO_ENV) go vet $(GO_PKGS)
+	$(GO_ENV) go test -count=1 -timeout $(GO_TIMEOUT) $(GO_PKGS)
 
 check: build $(TEST_BINS) $(FIXTURE_SOS)
 	$(Q)sh tests/run.sh $(B) $(TEST_BINS)

@@ -12,13 +12,16 @@ set -eu
 #                                 tests start their own on loopback
 #                                 (make test); libfaketime, to run a broker
 #                                 whose wall clock is wrong
+#   sh scripts/deps.sh go         and Go with certmagic (Debian's, 0.17.2):
+#                                 the Go binding and its tests
 PKGS="gcc make binutils pkg-config libjansson-dev libcmocka-dev libssl-dev libsodium-dev libzmq3-dev libcurl4-openssl-dev libarchive-dev libhiredis-dev libmicrohttpd-dev"
 for extra in "$@"; do
 	case $extra in
 	clang) PKGS="$PKGS clang libclang-rt-14-dev" ;;
 	valgrind) PKGS="$PKGS valgrind" ;;
 	servers) PKGS="$PKGS etcd-server redis-server openssl pebble lego libfaketime" ;;
-	*) echo "deps: unknown group '$extra' (clang, valgrind, servers)" >&2; exit 2 ;;
+	go) PKGS="$PKGS golang-go golang-github-caddyserver-certmagic-dev" ;;
+	*) echo "deps: unknown group '$extra' (clang, valgrind, servers, go)" >&2; exit 2 ;;
 	esac
 done
 # s3rver, from npm (node and npm as the machine has them; from Debian

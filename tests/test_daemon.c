@@ -83,6 +83,15 @@ static void test_daemon_callers(void **state)
 		"{\"key\": \"certificates/acme/x/x.json\"}", &res, &err), 0);
 	assert_string_equal(res, "{\"value\":\"{}\"}");
 	free(res);
+	/* A value with a NUL comes back as base64: as JSON text (\u0000)
+	 * the client refused the reply, so it could never be read. */
+	assert_int_equal(tsec_client_call(good, "store.put",
+		"{\"key\": \"certificates/acme/x/nul.json\", \"value_b64\": \"AGEA\"}", NULL,
+		&err), 0);
+	assert_int_equal(tsec_client_call(good, "store.get",
+		"{\"key\": \"certificates/acme/x/nul.json\"}", &res, &err), 0);
+	assert_string_equal(res, "{\"value_b64\":\"AGEA\"}");
+	free(res);
 	/* Reload is for admin callers only. */
 	assert_int_equal(tsec_client_call(bad, "reload", NULL, NULL, &err), TSEC_EDENIED);
 	tsec_client_close(&good);

@@ -144,10 +144,15 @@ json_t *tsec__m_store_put_many(struct tsec__daemon *d, struct tsec__call *c, jso
 	return e ? e : done(rc, &err, result);
 }
 
-/* A value as {"value": text}, or {"value_b64": ...} when not UTF-8. */
+/*
+ * A value as {"value": text}, or {"value_b64": ...} when not UTF-8 or
+ * holding a NUL: jansson writes a NUL as \u0000, which no reader that
+ * keeps NUL-terminated strings (the client library's among them) takes,
+ * so such a value could be stored and never read back (issue 35).
+ */
 static json_t *value_json(const char *v, size_t n)
 {
-	json_t *s = json_stringn(v, n);
+	json_t *s = memchr(v, 0, n) ? NULL : json_stringn(v, n);
 	size_t bl;
 	char *b;
 

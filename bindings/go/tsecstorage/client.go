@@ -1,0 +1,185 @@
+package tsecstorage
+
+/*
+#cgo LDFLAGS: -ltinysecurity
+#include <stdlib.h>
+#include <string.h>
+#include <tinysecurity/client.h>
+
+// One client, from Go's flat arrays (cgo cannot build the endpoint array
+// itself without copying Go pointers into C memory).
+static int tsecgo_open(struct tsec_client **out, const char *endpoint,
+		       const char *server_key, const char *pub, const char *sec,
+		       char **eps, char **keys, size_t n, int timeout_ms,
+		       int attempt_ms, struct tsec_error *err)
+{
+	struct tsec_client_endpoint e[16];
+	struct tsec_client_opts o = {
+		.endpoint = endpoint, .server_public_key = server_key,
+		.public_key = pub, .secret_key = sec, .timeout_ms = timeout_ms,
+		.attempt_ms = attempt_ms,
+	};
+
+	if (n > 16)
+		n = 16;
+	for (size_t i = 0; i < n; i++) {
+		e[i].endpoint = eps[i];
+		e[i].server_public_key = keys[i];
+	}
+	if (n) {
+		o.endpoints = e;
+		o.nendpoints = n;
+	}
+	return tsec_client_open(out, &o, err);
+}
+*/
+import "C"
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+	"unsafe"
+)
+
+// conn is one connection of the client library: one call at a time.
+type conn struct {
+	c *C.struct_tsec_client
+}
+
+func cfree(p *C.char) {
+	if p != nil {
+		C.free(unsafe.Pointer(p))
+	}
+}
+
+func cstr(s string) *C.char {
+	if s == "" {
+		return nil
+	}
+	return C.CString(s)
+}
+
+func openConn(o *Options) (*conn, error) {
+	var out *C.struct_tsec_client
+	var cerr C.struct_tsec_error
+
+	ep, sk := cstr(o.Endpoint), cstr(o.ServerPublicKey)
+	pub, sec := cstr(o.PublicKey), cstr(o.SecretKey)
+	defer func() {
+		cfree(ep)
+		cfree(sk)
+		cfree(pub)
+		// The secret's copy in C memory is wiped before it is freed.
+		if sec != nil {
+			C.memset(unsafe.Pointer(sec), 0, C.size_t(len(o.SecretKey)))
+		}
+		cfree(sec)
+	}()
+	n := len(o.Brokers)
+	var eps, keys **C.char
+	if n > 0 {
+		size := C.size_t(n) * C.size_t(unsafe.Sizeof((*C.char)(nil)))
+		eps = (**C.char)(C.malloc(size))
+		keys = (**C.char)(C.malloc(size))
+		es := unsafe.Slice(eps, n)
+		ks := unsafe.Slice(keys, n)
+		for i, b := range o.Brokers {
+			es[i], ks[i] = cstr(b.Endpoint), cstr(b.ServerPublicKey)
+		}
+		defer func() {
+			for i := range es {
+				cfree(es[i])
+				cfree(ks[i])
+			}
+			C.free(unsafe.Pointer(eps))
+			C.free(unsafe.Pointer(keys))
+		}()
+	}
+	rc := C.tsecgo_open(&out, ep, sk, pub, sec, eps, keys, C.size_t(n),
+		C.int(o.Timeout/time.Millisecond), C.int(o.AttemptTimeout/time.Millisecond), &cerr)
+	if rc != 0 {
+		return nil, &Error{Op: "open", Code: errName(int(rc)), Errno: int(rc),
+			Message: C.GoString(&cerr.msg[0])}
+	}
+	return &conn{c: out}, nil
+}
+
+func (c *conn) close() {
+	C.tsec_client_close(&c.c)
+}
+
+func errName(code int) string {
+	return C.GoString(C.tsec_errname(C.int(code)))
+}
+
+// wireError is an error reply's object.
+type wireError struct {
+	Code    string   `json:"code"`
+	Errno   int      `json:"errno"`
+	Message string   `json:"message"`
+	Where   string   `json:"where"`
+	Reason  string   `json:"reason"`
+	Rules   []string `json:"rules"`
+}
+
+// call sends one call and decodes its result into out (when not nil).
+// timeout is the whole call's; the caller's context may shorten it.
+// A call that got no reply leaves the connection unfit: noReply is then
+// true and the caller closes it.
+func (c *conn) call(ctx context.Context, timeout time.Duration, method string,
+	params interface{}, out interface{}) (noReply bool, err error) {
+	cut := false
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left < timeout {
+			timeout, cut = left, true
+		}
+	}
+	if timeout < time.Millisecond {
+		return false, context.DeadlineExceeded
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// Keys and PEM as they are: no \u003c for '<'.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(params); err != nil {
+		return false, err
+	}
+	buf.WriteByte(0)
+	cm := C.CString(method)
+	defer C.free(unsafe.Pointer(cm))
+	var res *C.char
+	var cerr C.struct_tsec_error
+	C.tsec_client_set_timeout(c.c, C.int(timeout/time.Millisecond))
+	p := buf.Bytes()
+	rc := C.tsec_client_call(c.c, cm, (*C.char)(unsafe.Pointer(&p[0])), &res, &cerr)
+	if rc != 0 {
+		e := &Error{Code: errName(int(rc)), Errno: int(rc), Message: C.GoString(&cerr.msg[0])}
+		if le := C.tsec_client_last_error(c.c); le != nil {
+			var w wireError
+			if json.Unmarshal([]byte(C.GoString(le)), &w) == nil {
+				e.Message, e.Reason, e.Rules = w.Message, w.Reason, w.Rules
+				if e.Rules == nil && w.Reason != "" {
+					e.Rules = []string{}
+				}
+			}
+			return false, e
+		}
+		// No error reply: nothing answered, or the reply was not one.
+		if cut && (rc == C.TSEC_EUNREACHABLE || rc == C.TSEC_EUNKNOWN) {
+			// Within the caller's deadline, which ended the wait.
+			return true, context.DeadlineExceeded
+		}
+		return true, e
+	}
+	defer C.free(unsafe.Pointer(res))
+	if out == nil || res == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(C.GoBytes(unsafe.Pointer(res), C.int(C.strlen(res))), out); err != nil {
+		return false, fmt.Errorf("tsecstorage: %s: malformed result: %w", method, err)
+	}
+	return false, nil
+}

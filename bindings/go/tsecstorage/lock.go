@@ -1,0 +1,156 @@
+package tsecstorage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+type acquired struct {
+	Token       string `json:"token"`
+	Fence       int64  `json:"fence"`
+	ExpiresInMs int64  `json:"expires_in_ms"`
+}
+
+// Lock takes the lock name, waiting until it is free or ctx ends.  The
+// broker's lock is one for every process and broker on its backend
+// (never two holders); while this Storage holds it, it is renewed in
+// the background every LockTTL/3, so it outlives a slow critical
+// section; a process that dies leaves it to expire after LockTTL.  Two
+// goroutines of one process taking the same name wait for each other
+// like any two holders.
+func (s *Storage) Lock(ctx context.Context, name string) error {
+	ttl := s.opts.LockTTL.Milliseconds()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return ErrClosed
+		}
+		// One wait at the broker at a time, no longer than LockPoll,
+		// so that a cancelled context is noticed.
+		// Within the context's deadline, with room for the answer: the
+		// broker says "timed out" before this process stops listening.
+		wait := s.opts.LockPoll
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl)*4/5 < wait {
+			wait = time.Until(dl) * 4 / 5
+		}
+		if wait < time.Millisecond {
+			return context.DeadlineExceeded
+		}
+		var r acquired
+		err := s.call(ctx, "Lock", name, wait, "lock.acquire", map[string]interface{}{
+			"name": name, "ttl_ms": ttl, "timeout_ms": wait.Milliseconds(),
+		}, &r)
+		var e *Error
+		if errors.As(err, &e) && e.Code == "timed_out" {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		h := &held{name: name, token: r.Token, fence: r.Fence,
+			stop: make(chan struct{}), done: make(chan struct{})}
+		s.mu.Lock()
+		old := s.held[name]
+		s.held[name] = h
+		s.mu.Unlock()
+		if old != nil {
+			// Ours before, and its lease ended unnoticed: the broker
+			// gave the name out again, to us.
+			close(old.stop)
+			<-old.done
+		}
+		go s.keep(h)
+		return nil
+	}
+}
+
+// keep renews h every LockTTL/3 until Unlock stops it or the lease is
+// found gone.
+func (s *Storage) keep(h *held) {
+	defer close(h.done)
+	every := s.opts.LockTTL / 3
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		var r acquired
+		err := s.call(ctx, "Lock", h.name, 0, "lock.renew", map[string]interface{}{
+			"name": h.name, "token": h.token, "ttl_ms": s.opts.LockTTL.Milliseconds(),
+		}, &r)
+		cancel()
+		var e *Error
+		if errors.As(err, &e) && (e.Code == "not_owner" || e.Code == "not_found" ||
+			e.Code == "denied") {
+			// The lease is gone (or the policy no longer lets us
+			// keep it): Unlock will say so.
+			h.mu.Lock()
+			h.lost = err
+			h.mu.Unlock()
+			return
+		}
+		next := every
+		if err != nil {
+			// The broker did not answer: try again soon, while the
+			// lease still runs.
+			next = every / 4
+		} else {
+			h.mu.Lock()
+			h.renewals++
+			h.mu.Unlock()
+		}
+		t.Reset(next)
+	}
+}
+
+// Unlock releases the lock name, which this Storage must hold; ErrNotLocked
+// otherwise.  When the lease had ended before (a renewal found it gone),
+// the error says so.
+func (s *Storage) Unlock(ctx context.Context, name string) error {
+	return s.unlock(ctx, name)
+}
+
+func (s *Storage) unlock(ctx context.Context, name string) error {
+	s.mu.Lock()
+	h := s.held[name]
+	delete(s.held, name)
+	s.mu.Unlock()
+	if h == nil {
+		return fmt.Errorf("tsecstorage: Unlock %q: %w", name, ErrNotLocked)
+	}
+	close(h.stop)
+	<-h.done
+	h.mu.Lock()
+	lost := h.lost
+	h.mu.Unlock()
+	if lost != nil {
+		return fmt.Errorf("tsecstorage: Unlock %q: the lease had ended before: %w", name, lost)
+	}
+	return s.call(ctx, "Unlock", name, 0, "lock.release",
+		map[string]string{"name": name, "token": h.token}, nil)
+}
+
+// Renewals says how often the lock name was renewed since Lock took it
+// (-1 when not held): for tests and monitoring.
+func (s *Storage) Renewals(name string) int {
+	s.mu.Lock()
+	h := s.held[name]
+	s.mu.Unlock()
+	if h == nil {
+		return -1
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.renewals
+}
