@@ -254,6 +254,7 @@ type client struct {
 	name, principal string
 	pub, sec        string
 	admin           bool
+	roles           []string
 }
 
 // broker is one tsec-broker over a backend.
@@ -299,8 +300,12 @@ func startBroker(t testing.TB, spec brokerSpec) *broker {
 	var clients []map[string]interface{}
 	b := &broker{serverPub: spec.server[0], dir: dir, clients: map[string]*client{}}
 	for _, c := range spec.clients {
-		clients = append(clients, map[string]interface{}{"public_key": c.pub,
-			"principal": c.principal, "admin": c.admin})
+		cl := map[string]interface{}{"public_key": c.pub, "principal": c.principal,
+			"admin": c.admin}
+		if len(c.roles) > 0 {
+			cl["roles"] = c.roles
+		}
+		clients = append(clients, cl)
 		b.clients[c.name] = c
 		if b.first == nil {
 			b.first = c
@@ -388,6 +393,7 @@ type pebble struct {
 	dirURL string
 	roots  *x509.CertPool // trusts pebble's https
 	mgmt   string         // its management address (the issuing roots)
+	https  string         // the PEM file of its https certificate
 	p      *proc
 }
 
@@ -412,7 +418,7 @@ func startPebble(t testing.TB) *pebble {
 			[]string{"PEBBLE_VA_ALWAYS_VALID=1", "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0"},
 			"pebble", "-config", cfgPath)
 		pb := &pebble{dirURL: fmt.Sprintf("https://127.0.0.1:%d/dir", port), roots: roots,
-			mgmt: fmt.Sprintf("https://127.0.0.1:%d", mport), p: p}
+			mgmt: fmt.Sprintf("https://127.0.0.1:%d", mport), https: cert, p: p}
 		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}},
 			Timeout: 2 * time.Second}
 		end := time.Now().Add(startDeadline)
