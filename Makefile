@@ -158,18 +158,30 @@ GO_ENV = GOPATH=$(CURDIR)/build/gopath:/usr/share/gocode GO111MODULE=off \
 	CGO_LDFLAGS="-L$(CURDIR)/$(B) -Wl,-rpath,$(CURDIR)/$(B)" \
 	TSEC_BUILD_DIR=$(CURDIR)/$(B)
 # Each package by name: go does not follow the link for ".../..."
-GO_PKGS := tinysecurity.dev/tsecstorage
+GO_PKGS := tinysecurity.dev/tsecstorage tinysecurity.dev/tsecstorage/cmd/tsec-certmagic
 GO_TIMEOUT ?= 20m
 
-.PHONY: go-link go-test
+.PHONY: go-link go-test bench-certmagic
 go-link:
 	$(Q)mkdir -p build/gopath/src/tinysecurity.dev
 	$(Q)ln -sfn $(CURDIR)/bindings/go/tsecstorage build/gopath/src/tinysecurity.dev/tsecstorage
+	$(Q)ln -sfn $(CURDIR)/perf/go/certmagic_bench build/gopath/src/tinysecurity.dev/certmagic_bench
 
 go-test: build go-link
 	$(Q)test -z "$$(gofmt -l bindings/go)" || { gofmt -l bindings/go; echo "go: not gofmt'ed" >&2; exit 1; }
-	$(GO_ENV) go vet $(GO_PKGS)
+	$(GO_ENV) go vet $(GO_PKGS) tinysecurity.dev/certmagic_bench
 	$(GO_ENV) go test -count=1 -timeout $(GO_TIMEOUT) $(GO_PKGS)
+
+# certmagic's FileStorage against ours through the broker, A-B-B-A.
+CERTMAGIC_ROUNDS ?= 200
+CERTMAGIC_RAW ?= perf/results/certmagic-$(shell date +%Y-%m-%d).csv
+bench-certmagic: deps
+	$(Q)sh scripts/deps.sh go
+	$(Q)$(MAKE) --no-print-directory MODE=release certmagic-run
+
+.PHONY: certmagic-run
+certmagic-run: build go-link
+	$(GO_ENV) sh perf/certmagic.sh $(B) $(CERTMAGIC_ROUNDS) $(CERTMAGIC_RAW)
 
 check: build $(TEST_BINS) $(FIXTURE_SOS)
 	$(Q)sh tests/run.sh $(B) $(TEST_BINS)
@@ -203,6 +215,8 @@ bench-smoke: deps
 	$(Q)sh scripts/deps.sh servers
 	$(Q)$(MAKE) --no-print-directory MODE=release build
 	sh scripts/bench-smoke.sh build/release
+	$(Q)sh scripts/deps.sh go
+	$(Q)$(MAKE) --no-print-directory MODE=release certmagic-run CERTMAGIC_ROUNDS=5 CERTMAGIC_RAW=
 
 # The fault-injecting chaos run, longer: CHAOS_SECONDS per case (etcd
 # and redis, with and without a LocalCache, and through brokers: 6 runs;

@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -553,4 +554,37 @@ func TestHelperHoldLock(t *testing.T) {
 	}
 	os.Stdout.WriteString("held\n")
 	select {}
+}
+
+// Over ipc the broker knows the caller by its uid, with no key at all:
+// the same calls, the same refusals.
+func TestIPC(t *testing.T) {
+	dir := t.TempDir()
+	cs := newClients(t, dir, "app=svc:app")
+	sock := filepath.Join(dir, "b.sock")
+	startBroker(t, brokerSpec{policy: contractPolicy, clients: cs, ipc: sock,
+		extra: map[string]interface{}{"ipc_uids": []map[string]interface{}{
+			{"uid": os.Getuid(), "principal": "svc:app"}}}})
+	s, err := New(Options{Endpoint: "ipc://" + sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Store(ctxBg, "ipc/k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Load(ctxBg, "ipc/k"); err != nil || string(v) != "v" {
+		t.Fatalf("Load: %q, %v", v, err)
+	}
+	if err := s.Lock(ctxBg, "ipc"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Unlock(ctxBg, "ipc"); err != nil {
+		t.Fatal(err)
+	}
+	var e *Error
+	if err := s.Store(ctxBg, "secrets/k", nil); !errors.As(err, &e) ||
+		!reflect.DeepEqual(e.Rules, []string{"app-no-secrets"}) {
+		t.Fatalf("Store under secrets/ over ipc: %v", err)
+	}
 }

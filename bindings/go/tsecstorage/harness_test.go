@@ -272,6 +272,7 @@ type brokerSpec struct {
 	state   string      // state_dir (a shared backend needs one)
 	clients []*client   // made by newClients
 	server  [2]string   // the broker's key pair (pub, sec); made when empty
+	ipc     string      // an ipc socket path to serve beside tcp
 	extra   map[string]interface{}
 }
 
@@ -320,7 +321,7 @@ func startBroker(t testing.TB, spec brokerSpec) *broker {
 		cfg := map[string]interface{}{
 			"module": filepath.Join(bd, "libtinysecurity_module.so"), "policy": policy,
 			"allow_unsigned_policy": true, "storage": spec.storage,
-			"endpoints": []string{b.endpoint}, "server_secret_key": spec.server[1],
+			"endpoints": endpointsOf(b.endpoint, spec.ipc), "server_secret_key": spec.server[1],
 			"clients": clients, "decision_log": filepath.Join(dir, "decisions.log"),
 		}
 		if spec.state != "" {
@@ -347,6 +348,13 @@ func startBroker(t testing.TB, spec brokerSpec) *broker {
 	return nil
 }
 
+func endpointsOf(tcp, ipc string) []string {
+	if ipc == "" {
+		return []string{tcp}
+	}
+	return []string{tcp, "ipc://" + ipc}
+}
+
 // up waits until the broker answers a health call.
 func (b *broker) up(t testing.TB) bool {
 	c := spec0(b)
@@ -355,7 +363,7 @@ func (b *broker) up(t testing.TB) bool {
 		s, err := New(Options{Endpoint: b.endpoint, ServerPublicKey: b.serverPub,
 			PublicKey: c.pub, SecretKey: c.sec, Timeout: 500 * time.Millisecond})
 		if err == nil {
-			err = s.call(context.Background(), "health", "", 0, "health", struct{}{}, nil)
+			err = s.Ping(context.Background())
 			s.Close()
 			if err == nil {
 				return true

@@ -432,6 +432,13 @@ func (s *Storage) List(ctx context.Context, prefix string, recursive bool) ([]st
 	return out, nil
 }
 
+// Ping asks the broker whether it serves (its "health" call, which
+// touches neither the policy nor the backend): for readiness checks,
+// and the floor of any call's cost.
+func (s *Storage) Ping(ctx context.Context) error {
+	return s.call(ctx, "Ping", "", 0, "health", struct{}{}, nil)
+}
+
 // Stat describes key: a value (IsTerminal) or a prefix of values.
 func (s *Storage) Stat(ctx context.Context, key string) (certmagic.KeyInfo, error) {
 	if key == "" {
