@@ -4,6 +4,7 @@
  * throughput of one against two tsec-brokers on one etcd.
  *
  *   build/release/bench_fleet [N]        (N operations per case; 2000)
+ *   BENCH_ONLY=redis build/release/bench_fleet N    one case, no brokers
  *
  * etcd (one member) and redis-server are started here on loopback with
  * temporary data folders (redis with appendfsync always, as a store of
@@ -41,6 +42,12 @@ static const char *policy =
 	" \"resource\": [\"**\"], \"when\": {\"ttl_ms_max\": 60000}}]}";
 
 static struct tsec_principal app;
+static const char *only;
+
+static int want(const char *label)
+{
+	return !only || !strcmp(only, label);
+}
 static char value[4096];
 static int N = 2000;
 
@@ -201,6 +208,10 @@ int main(int argc, char **argv)
 	printf("# bench_fleet: %s build, %d operations per case; etcd and redis on loopback\n",
 	       tsec_build_name(TSEC_BUILD_THIS), N);
 	printf("case,samples,first_ns,p50_ns,p90_ns,p99_ns,p999_ns,max_ns\n");
+	/* BENCH_ONLY=LABEL (file, etcd, redis, file_cache, ...): that case
+	 * alone and no brokers (perf/redis_instructions.sh counts one
+	 * backend's calls under callgrind). */
+	only = getenv("BENCH_ONLY");
 	for (int cached = 0; cached < 2; cached++) {
 		struct tsec_store_opts f = { .backend = "file", .root = store_dir };
 		struct tsec_store_opts e = { .backend = "etcd", .endpoints = etcd.endpoints,
@@ -211,11 +222,22 @@ int main(int argc, char **argv)
 
 		snprintf(store_dir, sizeof(store_dir), "%s/files%d", root, cached);
 		f.cache_bytes = e.cache_bytes = r.cache_bytes = cb;
-		one_backend(cached ? "file_cache" : "file", bus, &f);
-		one_backend(cached ? "etcd_cache" : "etcd", bus, &e);
-		one_backend(cached ? "redis_cache" : "redis", bus, &r);
+		if (want(cached ? "file_cache" : "file"))
+			one_backend(cached ? "file_cache" : "file", bus, &f);
+		if (want(cached ? "etcd_cache" : "etcd"))
+			one_backend(cached ? "etcd_cache" : "etcd", bus, &e);
+		if (want(cached ? "redis_cache" : "redis"))
+			one_backend(cached ? "redis_cache" : "redis", bus, &r);
 	}
 	tsec_bus_free(&bus);
+	if (only) {
+		char cmd[128];
+
+		tu_server_stop(&etcd);
+		tu_server_stop(&redis);
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+		return system(cmd) ? 1 : 0;
+	}
 	/* The key every broker call reads. */
 	{
 		struct tsec_store_opts e = { .backend = "etcd", .endpoints = etcd.endpoints,
