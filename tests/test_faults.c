@@ -692,6 +692,34 @@ static int open_rc(const struct tsec_store_opts *o, struct tsec_error *err)
 }
 
 /*
+ * A host's signals fail no redis call, connecting included (issue 35:
+ * hiredis gave up a connect whose wait a signal interrupted, and a
+ * pooled connection was taken for dead when its check was).
+ */
+static void test_redis_signals(void **state)
+{
+	struct tu_server srv;
+	struct tsec_store_opts o = { .backend = "redis", .prefix = "sig", .timeout_ms = 5000 };
+	struct tsec_error err;
+
+	(void)state;
+	assert_int_equal(tu_redis_start(&srv), 0);
+	o.endpoints = srv.endpoints;
+	tu_interrupt_start();
+	for (int i = 0; i < 200; i++) {
+		int rc = open_rc(&o, &err);     /* each open dials */
+
+		if (rc) {
+			tu_interrupt_stop();
+			tu_server_stop(&srv);
+			fail_msg("open %d under signals: %s", i, err.msg);
+		}
+	}
+	assert_true(tu_interrupt_stop() > 0);
+	tu_server_stop(&srv);
+}
+
+/*
  * TLS to redis (issue 34, item 9): redis-server speaking TLS only and
  * asking for a client certificate.  Values, listings, locks and the
  * LocalCache's feed work over it; a client without a certificate, one
@@ -736,6 +764,21 @@ static void test_redis_tls(void **state)
 	tsec_strlist_free(&l);
 	assert_int_equal(tsec_lock_try_acquire(b.store, &app, "tls", 60000, &lk, &err), 0);
 	assert_int_equal(tsec_lock_release(b.store, &app, &lk, &err), 0);
+	/* A host's signals (Go's preemption) fail no call over TLS: an
+	 * interrupted SSL_read or SSL_write is made again (issue 35). */
+	tu_interrupt_start();
+	for (int i = 0; i < 500; i++) {
+		char *v = NULL;
+		size_t n;
+		int rc = tsec_store_get(b.store, &app, "tls/k", &v, &n, &err);
+
+		free(v);
+		if (rc) {
+			tu_interrupt_stop();
+			fail_msg("get %d under signals: %s", i, err.msg);
+		}
+	}
+	assert_true(tu_interrupt_stop() > 0);
 	tu_store_close(&a);
 	tu_store_close(&b);
 	/* No client certificate: the server refuses the handshake. */
@@ -822,6 +865,7 @@ int main(void)
 		cmocka_unit_test(test_redis_list_cut_midway),
 		cmocka_unit_test(test_redis_reply_bounds),
 		cmocka_unit_test(test_redis_tls),
+		cmocka_unit_test(test_redis_signals),
 		cmocka_unit_test(test_redis_silent_subscription),
 		cmocka_unit_test(test_etcd_silent_watch),
 		cmocka_unit_test(test_redis_acl_without_channels),

@@ -266,3 +266,54 @@ void tu_want(struct tsec_store *s, const struct tsec_principal *who, const char 
 	assert_string_equal(v, want);
 	free(v);
 }
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+static atomic_bool interrupting;
+static atomic_long interruptions;
+static pthread_t interrupted, interrupter_thread;
+static struct sigaction interrupt_old;
+
+static void on_interrupt(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&interruptions, 1);
+}
+
+static void *interrupter(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&interrupting)) {
+		pthread_kill(interrupted, SIGUSR2);
+		sched_yield();
+	}
+	return NULL;
+}
+
+void tu_interrupt_start(void)
+{
+	struct sigaction sa = { .sa_handler = on_interrupt };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR2, &sa, &interrupt_old);
+	atomic_store(&interruptions, 0);
+	atomic_store(&interrupting, true);
+	interrupted = pthread_self();
+	if (pthread_create(&interrupter_thread, NULL, interrupter, NULL)) {
+		atomic_store(&interrupting, false);
+		sigaction(SIGUSR2, &interrupt_old, NULL);
+	}
+}
+
+long tu_interrupt_stop(void)
+{
+	if (atomic_exchange(&interrupting, false)) {
+		pthread_join(interrupter_thread, NULL);
+		sigaction(SIGUSR2, &interrupt_old, NULL);
+	}
+	return atomic_load(&interruptions);
+}

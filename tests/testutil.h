@@ -72,4 +72,13 @@ int tu_count_prefixed(const char *path, const char *prefix);
  * folder and its commit lock: temporaries, records, guards, backups. */
 int tu_count_litter(const char *root);
 
+/*
+ * A host's signals during calls: a thread sends the calling thread
+ * SIGUSR2 (a handler without SA_RESTART, as Go's runtime preempts a
+ * thread in a cgo call with SIGURG) as fast as it can, until
+ * tu_interrupt_stop, which returns how many arrived.
+ */
+void tu_interrupt_start(void);
+long tu_interrupt_stop(void);
+
 #endif

@@ -38,6 +38,49 @@ struct tsec_client {
 	char *last_error;            /* the last call's error object, JSON */
 };
 
+/*
+ * ZeroMQ's calls on a socket first run its pending commands, and a
+ * signal can interrupt them (EINTR); a host's signals are not ours to
+ * fail on (Go's runtime preempts threads with SIGURG: a client opened
+ * in a Go program failed "Interrupted system call", issue 35).  These
+ * make the call again.
+ */
+static int z_setsockopt(void *s, int opt, const void *v, size_t n)
+{
+	int rc;
+
+	while ((rc = zmq_setsockopt(s, opt, v, n)) < 0 && errno == EINTR)
+		;
+	return rc;
+}
+
+static int z_getsockopt(void *s, int opt, void *v, size_t *n)
+{
+	int rc;
+
+	while ((rc = zmq_getsockopt(s, opt, v, n)) < 0 && errno == EINTR)
+		;
+	return rc;
+}
+
+static int z_connect(void *s, const char *ep)
+{
+	int rc;
+
+	while ((rc = zmq_connect(s, ep)) < 0 && errno == EINTR)
+		;
+	return rc;
+}
+
+static int z_monitor(void *s, const char *ep, int events)
+{
+	int rc;
+
+	while ((rc = zmq_socket_monitor(s, ep, events)) < 0 && errno == EINTR)
+		;
+	return rc;
+}
+
 /* A fresh socket connected to endpoint cur. */
 static int connect_cur(struct tsec_client *c, struct tsec_error *err)
 {
@@ -50,22 +93,22 @@ static int connect_cur(struct tsec_client *c, struct tsec_error *err)
 		zmq_close(c->mon);
 	c->mon = NULL;
 	if (c->sock) {
-		zmq_socket_monitor(c->sock, NULL, 0);
+		z_monitor(c->sock, NULL, 0);
 		zmq_close(c->sock);
 	}
 	c->seen = 0;
 	if (!(c->sock = zmq_socket(c->ctx, ZMQ_DEALER)))
 		return tsec__seterr(err, TSEC_ENOMEM, "", "cannot create a ZeroMQ socket");
-	zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
+	z_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
 	/* Watch the connection, to tell "nobody listens", "refused our key"
 	 * and "no answer" apart when a call gets no reply. */
 	snprintf(mon, sizeof(mon), "inproc://tsec-client-mon-%p", (void *)c);
-	if (zmq_socket_monitor(c->sock, mon, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+	if (z_monitor(c->sock, mon, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
 			       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
 			       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_DISCONNECTED) == 0 &&
 	    (c->mon = zmq_socket(c->ctx, ZMQ_PAIR))) {
-		zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof(zero));
-		if (zmq_connect(c->mon, mon)) {
+		z_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof(zero));
+		if (z_connect(c->mon, mon)) {
 			zmq_close(c->mon);
 			c->mon = NULL;
 		}
@@ -73,18 +116,18 @@ static int connect_cur(struct tsec_client *c, struct tsec_error *err)
 	if (c->nep > 1) {
 		/* Queue nothing for a broker that is not there, and notice one
 		 * that stopped answering. */
-		zmq_setsockopt(c->sock, ZMQ_IMMEDIATE, &one, sizeof(one));
-		zmq_setsockopt(c->sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof(ivl));
-		zmq_setsockopt(c->sock, ZMQ_HEARTBEAT_TIMEOUT, &tmo, sizeof(tmo));
-		zmq_setsockopt(c->sock, ZMQ_HEARTBEAT_TTL, &ttl, sizeof(ttl));
+		z_setsockopt(c->sock, ZMQ_IMMEDIATE, &one, sizeof(one));
+		z_setsockopt(c->sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof(ivl));
+		z_setsockopt(c->sock, ZMQ_HEARTBEAT_TIMEOUT, &tmo, sizeof(tmo));
+		z_setsockopt(c->sock, ZMQ_HEARTBEAT_TTL, &ttl, sizeof(ttl));
 	}
 	if (e->server_public_key &&
 	    (strlen(e->server_public_key) != 40 ||
-	     zmq_setsockopt(c->sock, ZMQ_CURVE_SERVERKEY, e->server_public_key, 40) ||
-	     zmq_setsockopt(c->sock, ZMQ_CURVE_PUBLICKEY, c->pub, 40) ||
-	     zmq_setsockopt(c->sock, ZMQ_CURVE_SECRETKEY, c->sec, 40)))
+	     z_setsockopt(c->sock, ZMQ_CURVE_SERVERKEY, e->server_public_key, 40) ||
+	     z_setsockopt(c->sock, ZMQ_CURVE_PUBLICKEY, c->pub, 40) ||
+	     z_setsockopt(c->sock, ZMQ_CURVE_SECRETKEY, c->sec, 40)))
 		return tsec__seterr(err, TSEC_EINVAL, "keys", "keys must be 40 characters of Z85");
-	if (zmq_connect(c->sock, e->endpoint))
+	if (z_connect(c->sock, e->endpoint))
 		return tsec__seterr(err, TSEC_EINVAL, "endpoint", "%s: %s", e->endpoint,
 				    zmq_strerror(errno));
 	return 0;
@@ -168,11 +211,13 @@ void tsec_client_close(struct tsec_client **pc)
 	if (c->mon)
 		zmq_close(c->mon);
 	if (c->sock) {
-		zmq_socket_monitor(c->sock, NULL, 0);
+		z_monitor(c->sock, NULL, 0);
 		zmq_close(c->sock);
 	}
-	if (c->ctx)
-		zmq_ctx_term(c->ctx);
+	/* Restarted when a signal interrupts it, as ZeroMQ asks: else its
+	 * I/O thread would be left running. */
+	while (c->ctx && zmq_ctx_term(c->ctx) < 0 && errno == EINTR)
+		;
 	for (size_t i = 0; i < 2 * ENDPOINTS_MAX; i++)
 		free(c->owned[i]);
 	memset(c->sec, 0, sizeof(c->sec));
@@ -199,6 +244,23 @@ int tsec_client_set_timeout(struct tsec_client *c, int timeout_ms)
 
 static int no_reply(struct tsec_client *c, struct tsec_error *err);
 
+/*
+ * One part, never blocking; again when a signal interrupted it.  The
+ * host's signals are not ours to fail on: Go's runtime preempts a
+ * thread in a cgo call with SIGURG, and a call failed "send: Interrupted
+ * system call" (issue 35).  A message's later parts always go once its
+ * first went, so a retried part never doubles one before it.
+ */
+static int send_part(void *sock, const void *buf, size_t len, int flags)
+{
+	int rc;
+
+	do
+		rc = zmq_send(sock, buf, len, flags | ZMQ_DONTWAIT);
+	while (rc < 0 && errno == EINTR);
+	return rc;
+}
+
 /* Sends one request frame, failing over until one broker takes it. */
 static int send_frame(struct tsec_client *c, const void *frame, size_t len, int64_t deadline,
 		      struct tsec_error *err)
@@ -207,6 +269,7 @@ static int send_frame(struct tsec_client *c, const void *frame, size_t len, int6
 		zmq_pollitem_t it = { c->sock, 0, ZMQ_POLLOUT, 0 };
 		int64_t left = deadline - tsec__mono_ms();
 		long wait = (long)(left < c->attempt_ms ? left : c->attempt_ms);
+		int ready;
 
 		if (left <= 0)
 			return no_reply(c, err);
@@ -217,9 +280,12 @@ static int send_frame(struct tsec_client *c, const void *frame, size_t len, int6
 		 * on until it reconnects, and a blocking send waited for ever
 		 * there (seen once in about 90 runs of test_daemon_cli).
 		 */
-		if (zmq_poll(&it, 1, wait) > 0) {
-			if (zmq_send(c->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
-			    zmq_send(c->sock, frame, len, ZMQ_DONTWAIT) >= 0)
+		ready = zmq_poll(&it, 1, wait);
+		if (ready < 0 && errno == EINTR)
+			continue;    /* a signal, not a broker that is away */
+		if (ready > 0) {
+			if (send_part(c->sock, "", 0, ZMQ_SNDMORE) >= 0 &&
+			    send_part(c->sock, frame, len, 0) >= 0)
 				return 0;
 			if (errno != EAGAIN)
 				return tsec__seterr(err, TSEC_EIO, "", "send: %s", zmq_strerror(errno));
@@ -312,7 +378,7 @@ static int recv_reply(struct tsec_client *c, int64_t deadline, char **out,
 				text = strndup(zmq_msg_data(&m), zmq_msg_size(&m));
 			}
 			zmq_msg_close(&m);
-			zmq_getsockopt(c->sock, ZMQ_RCVMORE, &more, &msz);
+			z_getsockopt(c->sock, ZMQ_RCVMORE, &more, &msz);
 		}
 		if (text) {
 			*out = text;

@@ -165,11 +165,11 @@ struct tsec__held {
 	struct tsec_lock lk;
 	int64_t until;               /* lease end on tsec__mono_ms: no wall step moves it */
 	int caller;
-	int used;
 };
 
 struct tsec__held_table {
 	pthread_mutex_t lock;
+	size_t n;                    /* the entries in use: slot[0..n) */
 	struct tsec__held slot[TSEC_D_MAX_HELD];
 };
 

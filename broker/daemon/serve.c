@@ -876,7 +876,8 @@ stop:
 		pthread_join(workers[i], NULL);
 	if (zap)
 		pthread_join(zapt, NULL);
-	zmq_ctx_term(d->zmq);
+	while (zmq_ctx_term(d->zmq) < 0 && errno == EINTR)
+		;
 	d->zmq = NULL;
 	/* After the context: its I/O thread removes the socket files, which
 	 * are the next broker's once the claims go. */

@@ -241,9 +241,16 @@ static redisContext *dial_by(struct redisbe *r, int64_t until, struct tsec_error
 			     "(timeout_ms)", r->host, (long long)tmo_ms(r));
 		return NULL;
 	}
-	c = r->port ? redisConnectWithTimeout(r->host, r->port, tv_of(left))
-		    : redisConnectUnixWithTimeout(r->host, tv_of(left));
-	e = errno;
+	for (;;) {
+		c = r->port ? redisConnectWithTimeout(r->host, r->port, tv_of(left))
+			    : redisConnectUnixWithTimeout(r->host, tv_of(left));
+		e = errno;
+		/* hiredis fails a connect whose wait a signal interrupted:
+		 * dial again while the call's budget lasts (issue 35). */
+		if (!c || !c->err || e != EINTR || (left = until - tsec__mono_ms()) <= 0)
+			break;
+		tsec__rd_free(c);
+	}
 	if (!c || c->err) {
 		if (c && tsec__rd_timed_out(c, e))
 			tsec__seterr(err, TSEC_EIO, r->host, "redis at %s:%d: no connection within "
@@ -310,8 +317,12 @@ redisContext *tsec__rd_dial(struct redisbe *r, struct tsec_error *err)
 static bool stale(const redisContext *c)
 {
 	struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
+	int n;
 
-	return poll(&p, 1, 0) != 0;
+	/* A signal is not a dead connection (issue 35). */
+	while ((n = poll(&p, 1, 0)) < 0 && errno == EINTR)
+		;
+	return n != 0;
 }
 
 redisContext *tsec__rd_take(struct redisbe *r, int64_t until, struct tsec_error *err)

@@ -64,6 +64,25 @@ void tsec__rd_tls_close(struct redisbe *r)
 }
 
 /* The error of a failed SSL call on c, set as hiredis would. */
+/*
+ * Whether SSL_read or SSL_write returned n only because a signal
+ * interrupted its read() or write(): the same call is made again, as
+ * hiredis does for a plain socket.  A host's signals are not ours to
+ * fail on (Go's runtime preempts threads with SIGURG; issue 35).  Seen
+ * as "want read/write" (the socket BIO retries EINTR) or a system
+ * error, with errno EINTR either way; a timeout leaves EAGAIN.
+ */
+static bool interrupted(SSL *s, int n)
+{
+	int e = errno, code = SSL_get_error(s, n);
+
+	if (e != EINTR || (code != SSL_ERROR_WANT_READ && code != SSL_ERROR_WANT_WRITE &&
+			   code != SSL_ERROR_SYSCALL))
+		return false;
+	ERR_clear_error();
+	return true;
+}
+
 static void failed(redisContext *c, SSL *s, int n)
 {
 	int e = errno, code = SSL_get_error(s, n);
@@ -109,7 +128,9 @@ int tsec__rd_tls_start(struct redisbe *r, redisContext *c, struct tsec_error *er
 	}
 	SSL_set_fd(s, c->fd);
 	c->reader->privdata = s;
-	if ((n = SSL_connect(s)) != 1) {
+	while ((n = SSL_connect(s)) != 1 && interrupted(s, n))
+		;
+	if (n != 1) {
 		long v = SSL_get_verify_result(s);
 
 		failed(c, s, n);
@@ -146,6 +167,8 @@ int tsec__rd_write(redisContext *c)
 		int n = SSL_write(s, c->obuf, (int)(sdslen(c->obuf) > INT32_MAX ? INT32_MAX
 						  : sdslen(c->obuf)));
 
+		if (n <= 0 && interrupted(s, n))
+			continue;
 		if (n <= 0) {
 			failed(c, s, n);
 			return REDIS_ERR;
@@ -163,7 +186,9 @@ int tsec__rd_read(redisContext *c)
 
 	if (!s)
 		return redisBufferRead(c);
-	if ((n = SSL_read(s, buf, sizeof(buf))) <= 0) {
+	while ((n = SSL_read(s, buf, sizeof(buf))) <= 0) {
+		if (interrupted(s, n))
+			continue;
 		failed(c, s, n);
 		return REDIS_ERR;
 	}
