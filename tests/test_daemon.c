@@ -31,6 +31,7 @@
 #include <sodium.h>
 #include <zmq.h>
 
+#include "tests/certgen.h"
 #include "tests/servers.h"
 #include "tests/testutil.h"
 #include "tests/wait.h"
@@ -666,6 +667,65 @@ static void test_daemon_decision_log(void **state)
 	assert_int_equal(stat_of("log_dropped"), 0);
 }
 
+/* The names the log's line for resource gives its certificate ("" if
+ * none), from the last such line. */
+static void logged_cert_names(const char *resource, char *out, size_t cap)
+{
+	char line[8192];
+	FILE *f = fopen(D.log, "r");
+
+	out[0] = '\0';
+	while (f && fgets(line, sizeof(line), f)) {
+		json_t *j = json_loads(line, 0, NULL), *names;
+
+		if (j && !strcmp(json_string_value(json_object_get(j, "resource")), resource) &&
+		    (names = json_object_get(json_object_get(json_object_get(j, "context"), "cert"),
+					     "names")))
+			snprintf(out, cap, "%s", json_string_value(json_array_get(names, 0)));
+		json_decref(j);
+	}
+	if (f)
+		fclose(f);
+}
+
+/*
+ * The log reads a certificate's names from the certificate of each
+ * decision (issue 36: parsed once per certificate, kept by its SHA-256):
+ * one certificate, another, then the first again, each line its own.
+ */
+static void test_daemon_log_cert_attributes(void **state)
+{
+	struct tsec_client *good = client("good", 5000);
+	const char *res[3] = { "certificates/acme/l1.example/l1.example.crt",
+			       "certificates/acme/l2.example/l2.example.crt",
+			       "certificates/acme/l3.example/l3.example.crt" };
+	const char *want[3] = { "one.example", "two.example", "one.example" };
+	size_t n1, n2;
+	char *c1 = tu_cert("ec-p256", "one.example", -60, 86400, &n1);
+	char *c2 = tu_cert("ec-p256", "two.example", -60, 86400, &n2);
+	struct tsec_error err;
+	(void)state;
+
+	for (int i = 0; i < 3; i++) {
+		json_t *p = json_pack("{s:[{s:s,s:s}]}", "puts", "key", res[i], "value",
+				      i == 1 ? c2 : c1);
+		char *text = json_dumps(p, JSON_COMPACT);
+
+		assert_int_equal(tsec_client_call(good, "store.put_many", text, NULL, &err), 0);
+		free(text);
+		json_decref(p);
+	}
+	for (int i = 0; i < 3; i++) {
+		char got[256];
+
+		TU_WAIT((logged_cert_names(res[i], got, sizeof(got)), got[0]));
+		assert_string_equal(got, want[i]);
+	}
+	free(c1);
+	free(c2);
+	tsec_client_close(&good);
+}
+
 /* Whether thread tid of the broker blocks SIGHUP (its SigBlk mask), and
  * its name into name. */
 static bool blocks_sighup(int tid, char name[32])
@@ -1121,6 +1181,7 @@ int main(void)
 		cmocka_unit_test(test_daemon_reload),
 		cmocka_unit_test(test_daemon_parked_wait_reload),
 		cmocka_unit_test(test_daemon_decision_log),
+		cmocka_unit_test(test_daemon_log_cert_attributes),
 	};
 	return cmocka_run_group_tests_name("daemon", tests, setup, teardown);
 }

@@ -130,12 +130,39 @@ const char *tsec__call_id(struct tsec__call *c, size_t *n)
 	return c->id_text;
 }
 
+/*
+ * A certificate's attributes for the log, parsed once per certificate:
+ * each thread keeps the last it parsed, by the SHA-256 of its bytes
+ * (already taken for the log), so the decisions of one call, or calls
+ * in a row, that carry the same certificate (a save and its retry, a
+ * publish, `tsec replay`'s input) parse it once.  0, or -1 when the
+ * bytes hold no certificate.
+ */
+static int certinfo_once(const unsigned char sha[crypto_hash_sha256_BYTES], const char *pem,
+			 size_t len, const struct tsec__certinfo **out)
+{
+	static _Thread_local struct {
+		bool set;
+		int rc;
+		unsigned char sha[crypto_hash_sha256_BYTES];
+		struct tsec__certinfo ci;
+	} last;
+
+	if (!last.set || memcmp(last.sha, sha, sizeof(last.sha))) {
+		last.rc = tsec__certinfo_of(pem, len, &last.ci);
+		memcpy(last.sha, sha, sizeof(last.sha));
+		last.set = true;
+	}
+	*out = &last.ci;
+	return last.rc;
+}
+
 /* The request's context as the log keeps it: never a certificate's
  * bytes, its SHA-256. */
 static void context_write(struct tsec__jw *w, const struct tsec_context *x, size_t max)
 {
 	uint32_t has = x ? x->has : 0;
-	struct tsec__certinfo ci;
+	const struct tsec__certinfo *ci;
 	bool first = true;
 
 	TSEC__JW_LIT(w, "{");
@@ -171,23 +198,24 @@ static void context_write(struct tsec__jw *w, const struct tsec_context *x, size
 		tsec__jw_cstr(w, hex);
 		/* Its non-secret attributes, so that `tsec replay` can decide
 		 * the request again (parsing is tens of microseconds, and only
-		 * a request carrying a certificate pays it). */
-		if (!tsec__certinfo_of(x->cert_pem.ptr, x->cert_pem.len, &ci)) {
+		 * a request carrying a certificate pays it, once per
+		 * certificate: the same bytes again reuse the parse). */
+		if (!certinfo_once(h, x->cert_pem.ptr, x->cert_pem.len, &ci)) {
 			MEMBER("cert");
 			TSEC__JW_LIT(w, "{\"names\":[");
-			for (unsigned i = 0; i < ci.nnames; i++) {
+			for (unsigned i = 0; i < ci->nnames; i++) {
 				if (i)
 					TSEC__JW_LIT(w, ",");
-				clipped(w, ci.names[i], strlen(ci.names[i]), max);
+				clipped(w, ci->names[i], strlen(ci->names[i]), max);
 			}
 			TSEC__JW_LIT(w, "],\"not_after\":");
-			tsec__jw_int(w, ci.not_after);
+			tsec__jw_int(w, ci->not_after);
 			TSEC__JW_LIT(w, ",\"key\":");
-			tsec__jw_cstr(w, ci.key);
+			tsec__jw_cstr(w, ci->key);
 			TSEC__JW_LIT(w, ",\"bits\":");
-			tsec__jw_uint(w, ci.bits);
+			tsec__jw_uint(w, ci->bits);
 			TSEC__JW_LIT(w, ",\"issuer\":");
-			clipped(w, ci.issuer, strlen(ci.issuer), max);
+			clipped(w, ci->issuer, strlen(ci->issuer), max);
 			TSEC__JW_LIT(w, "}");
 		}
 	}
