@@ -170,7 +170,7 @@ go-link:
 go-test: build go-link
 	$(Q)test -z "$$(gofmt -l bindings/go)" || { gofmt -l bindings/go; echo "go: not gofmt'ed" >&2; exit 1; }
 	$(GO_ENV) go vet $(GO_PKGS) tinysecurity.dev/certmagic_bench
-	$(GO_ENV) go test -count=1 -timeout $(GO_TIMEOUT) $(GO_PKGS)
+	$(GO_ENV) go test -race -count=1 -timeout $(GO_TIMEOUT) $(GO_PKGS)
 
 # certmagic's FileStorage against ours through the broker, A-B-B-A.
 CERTMAGIC_ROUNDS ?= 200
