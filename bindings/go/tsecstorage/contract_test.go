@@ -282,42 +282,52 @@ func testNested(t *testing.T, b *broker, p string) {
 // "concurrent calls to Store() should not corrupt a file".
 func testConcurrentStores(t *testing.T, b *broker, p string) {
 	s := app(t, b)
+	inParallel(t, 16, func(g int) error {
+		for i := 0; i < 10; i++ {
+			shared := p + "/shared"
+			mine := fmt.Sprintf("%s/g%d", p, g)
+			v := bytes.Repeat([]byte{byte('a' + g)}, 3000+g)
+			if err := s.Store(ctxBg, shared, v); err != nil {
+				return err
+			}
+			if err := s.Store(ctxBg, mine, v); err != nil {
+				return err
+			}
+			got, err := s.Load(ctxBg, mine)
+			if err != nil || !bytes.Equal(got, v) {
+				return fmt.Errorf("g%d: own key read back wrong (%v)", g, err)
+			}
+			got, err = s.Load(ctxBg, shared)
+			if err != nil || len(got) < 3000 || !bytes.Equal(got,
+				bytes.Repeat(got[:1], len(got))) || len(got) != 3000+int(got[0]-'a') {
+				return fmt.Errorf("shared key torn: %d bytes, %v", len(got), err)
+			}
+		}
+		return nil
+	})
+}
+
+// inParallel runs fn(0..n-1) in n goroutines and fails the test with
+// each one's error.
+func inParallel(t *testing.T, n int, fn func(g int) error) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for g := 0; g < 16; g++ {
+	errs := make([]error, n)
+	for g := 0; g < n; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			for i := 0; i < 10; i++ {
-				shared := p + "/shared"
-				mine := fmt.Sprintf("%s/g%d", p, g)
-				v := bytes.Repeat([]byte{byte('a' + g)}, 3000+g)
-				if err := s.Store(ctxBg, shared, v); err != nil {
-					errs <- err
-					return
-				}
-				if err := s.Store(ctxBg, mine, v); err != nil {
-					errs <- err
-					return
-				}
-				got, err := s.Load(ctxBg, mine)
-				if err != nil || !bytes.Equal(got, v) {
-					errs <- fmt.Errorf("g%d: own key read back wrong (%v)", g, err)
-					return
-				}
-				got, err = s.Load(ctxBg, shared)
-				if err != nil || len(got) < 3000 || !bytes.Equal(got,
-					bytes.Repeat(got[:1], len(got))) || len(got) != 3000+int(got[0]-'a') {
-					errs <- fmt.Errorf("shared key torn: %d bytes, %v", len(got), err)
-					return
-				}
-			}
+			errs[g] = fn(g)
 		}(g)
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 }
 
@@ -429,37 +439,28 @@ func testLockExcludes(t *testing.T, b *broker, p string) {
 func testLocksMany(t *testing.T, b *broker, p string) {
 	ss := []*Storage{app(t, b), app(t, b)}
 	var inside [4]int32
-	var taken int32
-	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			s, n := ss[g%2], g%4
-			name := fmt.Sprintf("%s-%d", p, n)
-			for i := 0; i < 5; i++ {
-				if err := s.Lock(ctxBg, name); err != nil {
-					errs <- err
-					return
-				}
-				if c := atomic.AddInt32(&inside[n], 1); c != 1 {
-					errs <- fmt.Errorf("%s: %d holders at once", name, c)
-				}
-				atomic.AddInt32(&taken, 1)
-				time.Sleep(time.Millisecond) // inside the critical section
-				atomic.AddInt32(&inside[n], -1)
-				if err := s.Unlock(ctxBg, name); err != nil {
-					errs <- err
-					return
-				}
+	var taken, overlaps int32
+	inParallel(t, 16, func(g int) error {
+		s, n := ss[g%2], g%4
+		name := fmt.Sprintf("%s-%d", p, n)
+		for i := 0; i < 5; i++ {
+			if err := s.Lock(ctxBg, name); err != nil {
+				return err
 			}
-		}(g)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
+			if atomic.AddInt32(&inside[n], 1) != 1 {
+				atomic.AddInt32(&overlaps, 1)
+			}
+			atomic.AddInt32(&taken, 1)
+			time.Sleep(time.Millisecond) // inside the critical section
+			atomic.AddInt32(&inside[n], -1)
+			if err := s.Unlock(ctxBg, name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if overlaps != 0 {
+		t.Fatalf("two holders of one lock at once, %d times", overlaps)
 	}
 	if taken != 80 {
 		t.Fatalf("%d of 80 critical sections ran", taken)
