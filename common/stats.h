@@ -22,7 +22,9 @@
 	X(reloads, "tsec_reloads_total", "Policy reloads that took effect.") \
 	X(reload_failures, "tsec_reload_failures_total", "Policy reloads refused.") \
 	X(metrics_evicted, "tsec_metrics_idle_closed_total", \
-	  "Idle connections to metrics_listen closed to admit a new one.")
+	  "Idle connections to metrics_listen closed to admit a new one.") \
+	X(cache_answered, "tsec_loop_cache_answers_total", \
+	  "store.get and store.exists calls answered from the LocalCache on the loop, with no worker.")
 
 /* X(key, Prometheus name, type, help): read from the parts that hold them. */
 #define TSEC_STAT_READ(X) \

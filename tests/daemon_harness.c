@@ -199,7 +199,8 @@ int setup(void **state)
 		sodium_bin2hex(pkhex, sizeof(pkhex), D.sign_pk, 32);
 		snprintf(cfg, sizeof(cfg),
 			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"%s\","
-			 " \"policy_public_key\": \"%s\", \"storage\": \"%s/store\","
+			 " \"policy_public_key\": \"%s\","
+			 " \"storage\": {\"backend\": \"file\", \"root\": \"%s/store\", \"cache_bytes\": 1048576},"
 			 " \"decision_log\": \"%s\", \"metrics_listen\": \"%s\","
 			 " \"endpoints\": [\"%s\", \"%s\"],"
 			 " \"server_secret_key\": \"%s\", \"max_message\": 4096, \"workers\": 3,"

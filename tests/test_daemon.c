@@ -938,6 +938,66 @@ static long put_many_calls(void)
 }
 
 /*
+ * A store.get or store.exists the LocalCache can answer is answered on
+ * the loop (issue
+ * 36: no worker hand-off, two thread wake-ups fewer), so it is answered
+ * even while every worker is stuck (here on the commit flock this test
+ * holds), the policy asked and logged as a worker would: a caller the
+ * policy refuses is refused there too.  A miss still goes to a worker.
+ * Before, every get waited for a worker.
+ */
+static void test_daemon_get_hit_on_loop(void **state)
+{
+	struct tsec_client *good = client("good", 5000), *bad = client("bad", 5000);
+	int rc[3] = { 1, 1, 1 };
+	long before = put_many_calls(), answered;
+	struct tsec_error err;
+	pthread_t t[3];
+	char *res = NULL;
+	(void)state;
+
+	assert_int_equal(tsec_client_call(good, "store.put",
+		"{\"key\": \"certificates/acme/hit/hit.json\", \"value\": \"H\"}", NULL, &err), 0);
+	assert_int_equal(tsec_client_call(good, "store.get",
+		"{\"key\": \"certificates/acme/hit/hit.json\"}", NULL, &err), 0);
+	answered = stat_of("cache_answered");
+	hold_commit();
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, put_two, &rc[i]), 0);
+	TU_WAIT(put_many_calls() == before + 3);
+	assert_int_equal(put_many_calls(), before + 3);
+	/* Every worker waits on the flock: a hit is answered all the same. */
+	if (tsec_client_call(good, "store.get", "{\"key\": \"certificates/acme/hit/hit.json\"}",
+			     &res, &err))
+		fail_msg("a cached get while the workers are stuck: %s", err.msg);
+	assert_string_equal(res, "{\"value\":\"H\"}");
+	free(res);
+	assert_int_equal(tsec_client_call(good, "store.exists",
+		"{\"key\": \"certificates/acme/hit/hit.json\"}", &res, &err), 0);
+	assert_string_equal(res, "{\"exists\":true}");
+	free(res);
+	assert_int_equal(tsec_client_call(bad, "store.get",
+		"{\"key\": \"certificates/acme/hit/hit.json\"}", &res, &err), TSEC_EDENIED);
+	assert_null(res);
+	assert_int_equal(stat_of("cache_answered"), answered + 3);
+	let_commit_go();
+	for (int i = 0; i < 3; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(rc[i], 0);
+	}
+	/* A miss goes to a worker, and says so. */
+	assert_int_equal(tsec_client_call(good, "store.get",
+		"{\"key\": \"certificates/acme/hit/none.json\"}", NULL, &err), TSEC_ENOENT);
+	assert_int_equal(tsec_client_call(good, "store.exists",
+		"{\"key\": \"certificates/acme/hit/none.json\"}", &res, &err), 0);
+	assert_string_equal(res, "{\"exists\":false}");
+	free(res);
+	assert_int_equal(stat_of("cache_answered"), answered + 3);
+	tsec_client_close(&good);
+	tsec_client_close(&bad);
+}
+
+/*
  * Workers that cannot move (all three wait on the store's commit flock,
  * which this test holds) never stop the loop: it holds one caller's
  * share of calls for them (1,024) and answers the rest "busy" at once,
@@ -1170,6 +1230,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_daemon_calls_survive_signals, stop_interrupting),
 		cmocka_unit_test(test_daemon_lock_waits),
 		cmocka_unit_test(test_daemon_workers_full),
+		cmocka_unit_test(test_daemon_get_hit_on_loop),
 		cmocka_unit_test(test_daemon_callers_in_turn),
 		cmocka_unit_test(test_daemon_unknown_key),
 		cmocka_unit_test(test_daemon_metrics),

@@ -109,22 +109,29 @@ static bool has_cert_pem(const char *p, size_t n)
 	return false;
 }
 
-int tsec__is_inline(const char *p, size_t n)
+/* The method the payload names, from a quick look (NULL if none is
+ * seen); the call is read properly when it runs. */
+static const struct tsec__method *method_named(const char *p, size_t n)
 {
 	const char *m = memmem(p, n, "\"method\"", 8), *end = p + n, *v;
-	const struct tsec__method *meth;
 
 	if (!m)
-		return 0;
+		return NULL;
 	for (m += 8; m < end && (*m == ' ' || *m == ':' || *m == '\t' || *m == '\n'); m++)
 		;
 	if (m >= end || *m++ != '"')
-		return 0;
+		return NULL;
 	for (v = m; v < end && *v != '"' && *v != '\\'; v++)
 		;
 	if (v >= end || *v != '"')
-		return 0;
-	meth = tsec__method_find(m, (size_t)(v - m));
+		return NULL;
+	return tsec__method_find(m, (size_t)(v - m));
+}
+
+int tsec__is_inline(const char *p, size_t n)
+{
+	const struct tsec__method *meth = method_named(p, n);
+
 	/* A certificate to parse is a worker's job. */
 	return meth && (meth->flags & TSEC_M_INLINE) && !has_cert_pem(p, n);
 }
@@ -292,9 +299,20 @@ char *tsec__dispatch_tree(struct tsec__daemon *d, int caller, const char *payloa
 	return tsec__dispatch_step(d, caller, payload, len, NULL, NULL, NULL);
 }
 
-char *tsec__dispatch_step(struct tsec__daemon *d, int caller, const char *payload, size_t len,
-			  const struct tsec_lock_wait *wait_in, struct tsec_lock_wait *wait_out,
-			  bool *parked)
+/* The reads the loop answers from the LocalCache when it can. */
+static bool cache_read(const struct tsec__method *meth)
+{
+	return meth && (meth->fn == tsec__m_store_get || meth->fn == tsec__m_store_exists);
+}
+
+/*
+ * One call.  hit_only (the loop's look at a store.get or store.exists): anything but a
+ * read the LocalCache answers returns NULL with *deferred set,
+ * nothing counted or answered, for a worker to run the call whole.
+ */
+static char *dispatch_call(struct tsec__daemon *d, int caller, const char *payload, size_t len,
+			   const struct tsec_lock_wait *wait_in, struct tsec_lock_wait *wait_out,
+			   bool *parked, bool hit_only, bool *deferred)
 {
 	const struct tsec__method *meth = NULL;
 	json_t *msg = NULL, *result = NULL, *error = NULL, *reply;
@@ -304,6 +322,10 @@ char *tsec__dispatch_step(struct tsec__daemon *d, int caller, const char *payloa
 
 	if (parked)
 		*parked = false;
+	if (hit_only && (caller < 0 || caller >= d->cfg.ncallers)) {
+		*deferred = true;
+		return NULL;
+	}
 	/* A parked call's next attempt is the same call, counted once. */
 	if (!wait_in)
 		atomic_fetch_add(&d->st.calls, 1);
@@ -315,13 +337,20 @@ char *tsec__dispatch_step(struct tsec__daemon *d, int caller, const char *payloa
 	call_begin(d, &c, caller);
 	c.wait_in = wait_in;
 	c.wait_out = wait_out;
+	c.hit_only = hit_only;
 	msg = json_loadb(payload, len, JSON_REJECT_DUPLICATES, &je);
+	if (hit_only && (!msg || !json_is_object(msg) || read_call(d, msg, &c, &meth) ||
+			 !cache_read(meth) || (meth->flags & TSEC_M_ADMIN))) {
+		/* Nothing answered here: a worker reads it again, whole. */
+		c.deferred = true;
+		goto defer;
+	}
 	if (!msg || !json_is_object(msg)) {
 		atomic_fetch_add(&d->st.malformed, 1);
 		error = tsec__fail(TSEC_EPROTO, "", msg ? "message must be a JSON object" : je.text);
 		goto reply;
 	}
-	if ((error = read_call(d, msg, &c, &meth)))
+	if (!hit_only && (error = read_call(d, msg, &c, &meth)))
 		goto reply;
 	if (!wait_in)
 		atomic_fetch_add(&d->st.by_method[meth - tsec__methods], 1);
@@ -333,6 +362,14 @@ char *tsec__dispatch_step(struct tsec__daemon *d, int caller, const char *payloa
 		uint64_t t0 = tsec__mono_ns();
 
 		error = meth->fn(d, &c, &result);
+		if (c.deferred) {
+			/* Not in the cache: the worker's, counted there. */
+			json_decref(error);
+			json_decref(result);
+			atomic_fetch_sub(&d->st.calls, 1);
+			atomic_fetch_sub(&d->st.by_method[meth - tsec__methods], 1);
+			goto defer;
+		}
 		if (c.parked) {
 			/* No reply yet: the loop steps the wait again. */
 			json_decref(error);
@@ -394,4 +431,37 @@ out:
 	if (wait_in && !(parked && *parked))
 		atomic_fetch_sub(&d->lock_waits, 1);
 	return text;
+defer:
+	*deferred = true;
+	json_decref(msg);
+	if (c.id_text != c.id_small)
+		free(c.id_text);
+	free(c.result_text);
+	return NULL;
+}
+
+char *tsec__dispatch_step(struct tsec__daemon *d, int caller, const char *payload, size_t len,
+			  const struct tsec_lock_wait *wait_in, struct tsec_lock_wait *wait_out,
+			  bool *parked)
+{
+	return dispatch_call(d, caller, payload, len, wait_in, wait_out, parked, false, NULL);
+}
+
+char *tsec__dispatch_hit(struct tsec__daemon *d, int caller, const char *payload, size_t len)
+{
+	bool deferred = false;
+	char *text = dispatch_call(d, caller, payload, len, NULL, NULL, NULL, true, &deferred);
+
+	if (deferred) {
+		free(text);
+		return NULL;
+	}
+	if (text)
+		atomic_fetch_add(&d->st.cache_answered, 1);
+	return text;
+}
+
+int tsec__is_cache_read(const char *p, size_t n)
+{
+	return cache_read(method_named(p, n));
 }

@@ -498,6 +498,7 @@ static int from_client(struct loop *l, int r)
 {
 	void *router = l->routers[r];
 	zmq_msg_t ident, payload;
+	char *hit;
 	int bad;
 
 	if (recv_client(router, &ident, &payload, &bad) < 0) {
@@ -535,6 +536,12 @@ static int from_client(struct loop *l, int r)
 						     zmq_msg_data(&payload),
 						     zmq_msg_size(&payload));
 			send_client_owned(router, &ident, reply);
+		} else if (l->d->cfg.st.cache_bytes &&
+			   tsec__is_cache_read(zmq_msg_data(&payload), zmq_msg_size(&payload)) &&
+			   (hit = tsec__dispatch_hit(l->d, caller, zmq_msg_data(&payload),
+						     zmq_msg_size(&payload)))) {
+			/* A LocalCache hit, answered here: no worker. */
+			send_client_owned(router, &ident, hit);
 		} else {
 			/* For a worker: queued behind the caller's own calls. */
 			struct tsec__job *j = tsec__job_new(&ident, &payload, (unsigned char)r, caller);

@@ -9,6 +9,7 @@
 #include <sodium.h>
 
 #include "broker/daemon/daemon.h"
+#include "broker/storage/store_private.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/sign.h"
@@ -172,7 +173,18 @@ json_t *tsec__m_store_get(struct tsec__daemon *d, struct tsec__call *c, json_t *
 	struct tsec_error err;
 	char *v;
 	size_t n;
-	int rc = tsec_store_get(d->store, &c->p, tsec__param_str(c, "key"), &v, &n, &err);
+	int rc;
+
+	if (c->hit_only) {
+		/* On the loop: a hit only, never a wait. */
+		if ((rc = tsec__store_get_hit(d->store, &c->p, tsec__param_str(c, "key"), &v, &n,
+					      &err)) > 0) {
+			c->deferred = true;
+			return NULL;
+		}
+	} else {
+		rc = tsec_store_get(d->store, &c->p, tsec__param_str(c, "key"), &v, &n, &err);
+	}
 
 	if (!rc) {
 		*result = value_json(v, n);
@@ -186,7 +198,17 @@ json_t *tsec__m_store_get(struct tsec__daemon *d, struct tsec__call *c, json_t *
 json_t *tsec__m_store_exists(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
 {
 	struct tsec_error err;
-	int ex, rc = tsec_store_exists(d->store, &c->p, tsec__param_str(c, "key"), &ex, &err);
+	int ex = 1, rc;
+
+	if (c->hit_only) {
+		if ((rc = tsec__store_exists_hit(d->store, &c->p, tsec__param_str(c, "key"),
+						 &err)) > 0) {
+			c->deferred = true;
+			return NULL;
+		}
+	} else {
+		rc = tsec_store_exists(d->store, &c->p, tsec__param_str(c, "key"), &ex, &err);
+	}
 
 	if (!rc)
 		*result = json_pack("{s:b}", "exists", ex);

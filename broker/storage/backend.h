@@ -212,6 +212,13 @@ int tsec__memory_open(struct tsec__backend **out, uint32_t delay_us,
 struct tsec_store_info;
 void tsec__localcache_info(struct tsec__backend *cache, struct tsec_store_info *info);
 const struct tsec__backend *tsec__localcache_inner(const struct tsec__backend *cache);
+/*
+ * A hit and nothing else: the value of key if the cache holds it now
+ * (1, *out new), 0 when it does not (nothing is read from the backend,
+ * no gate is taken), -1 when out of memory.  Never waits on I/O.
+ */
+int tsec__localcache_peek(struct tsec__backend *cache, const struct tsec__skey *k, size_t max,
+			  char **out, size_t *len);
 int tsec__localcache_open(struct tsec__backend **out, struct tsec__backend *inner,
 			  size_t max_bytes, struct tsec_error *err);
 

@@ -253,6 +253,49 @@ int tsec_store_get(struct tsec_store *s, const struct tsec_principal *who, const
 	return s->be->ops->get(s->be, &sk, s->value_max, out, len, err);
 }
 
+/* The LocalCache's answer for a read, the policy asked as for action. */
+static int read_hit(struct tsec_store *s, const struct tsec_principal *who, const char *key,
+		    const char *action, char **out, size_t *len, struct tsec_error *err)
+{
+	struct tsec__skey sk;
+	struct tsec_request r;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	if (!s || !s->cache || tsec__skey_parse(key, false, &sk, err))
+		return 1;       /* a bad key is the whole call's to refuse */
+	/* Looked at before the policy is asked: a value is only ever
+	 * answered after it allowed the read, and a miss asks nothing, so
+	 * the read the worker makes next is asked (and logged) once. */
+	if ((rc = tsec__localcache_peek(s->cache, &sk, s->value_max, out, len)) <= 0)
+		return rc < 0 ? tsec__seterr(err, TSEC_ENOMEM, sk.text, NULL) : 1;
+	tsec__req_for(&r, action, &sk);
+	if ((rc = tsec__store_check(s, who, &r, 1, err))) {
+		free(*out);
+		*out = NULL;
+		*len = 0;
+	}
+	return rc;
+}
+
+int tsec__store_get_hit(struct tsec_store *s, const struct tsec_principal *who, const char *key,
+			char **out, size_t *len, struct tsec_error *err)
+{
+	return read_hit(s, who, key, "storage.load", out, len, err);
+}
+
+int tsec__store_exists_hit(struct tsec_store *s, const struct tsec_principal *who,
+			   const char *key, struct tsec_error *err)
+{
+	char *v;
+	size_t n;
+	int rc = read_hit(s, who, key, "storage.exists", &v, &n, err);
+
+	free(v);
+	return rc;
+}
+
 int tsec_store_exists(struct tsec_store *s, const struct tsec_principal *who,
 		      const char *key, int *exists, struct tsec_error *err)
 {

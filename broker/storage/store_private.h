@@ -33,6 +33,20 @@ struct tsec_store {
 };
 
 /*
+ * tsec_store_get answered only from the store's LocalCache, for a
+ * caller that must not wait (tsec-broker's loop): 1 when the cache does
+ * not hold the key now or the store has none (nothing checked, nothing
+ * read: ask tsec_store_get), else what tsec_store_get answers, the
+ * policy asked as it asks.
+ */
+int tsec__store_get_hit(struct tsec_store *s, const struct tsec_principal *who, const char *key,
+			char **out, size_t *len, struct tsec_error *err);
+/* The same for tsec_store_exists: 0 (a value there), 1 (ask
+ * tsec_store_exists: the cache cannot say "absent"), or the refusal. */
+int tsec__store_exists_hit(struct tsec_store *s, const struct tsec_principal *who,
+			   const char *key, struct tsec_error *err);
+
+/*
  * A key read once: its normalised text (what the policy sees) and its
  * segments as C strings (what the store opens).
  */
