@@ -306,9 +306,10 @@ static bool cache_read(const struct tsec__method *meth)
 }
 
 /*
- * One call.  hit_only (the loop's look at a store.get or store.exists): anything but a
- * read the LocalCache answers returns NULL with *deferred set,
- * nothing counted or answered, for a worker to run the call whole.
+ * One call.  hit_only (the loop's look at a store.get or store.exists):
+ * a read the LocalCache cannot answer returns NULL with *deferred set,
+ * nothing counted, checked or logged, for a worker to run the call
+ * whole; a message that is no call at all is answered here.
  */
 static char *dispatch_call(struct tsec__daemon *d, int caller, const char *payload, size_t len,
 			   const struct tsec_lock_wait *wait_in, struct tsec_lock_wait *wait_out,
@@ -339,19 +340,20 @@ static char *dispatch_call(struct tsec__daemon *d, int caller, const char *paylo
 	c.wait_out = wait_out;
 	c.hit_only = hit_only;
 	msg = json_loadb(payload, len, JSON_REJECT_DUPLICATES, &je);
-	if (hit_only && (!msg || !json_is_object(msg) || read_call(d, msg, &c, &meth) ||
-			 !cache_read(meth) || (meth->flags & TSEC_M_ADMIN))) {
-		/* Nothing answered here: a worker reads it again, whole. */
-		c.deferred = true;
-		goto defer;
-	}
+	/* A message that is not a call is answered here, hit_only or not:
+	 * its error is the whole answer, counted and said once. */
 	if (!msg || !json_is_object(msg)) {
 		atomic_fetch_add(&d->st.malformed, 1);
 		error = tsec__fail(TSEC_EPROTO, "", msg ? "message must be a JSON object" : je.text);
 		goto reply;
 	}
-	if (!hit_only && (error = read_call(d, msg, &c, &meth)))
+	if ((error = read_call(d, msg, &c, &meth)))
 		goto reply;
+	if (hit_only && (!cache_read(meth) || (meth->flags & TSEC_M_ADMIN))) {
+		/* Not a read the cache can answer: a worker's, whole. */
+		atomic_fetch_sub(&d->st.calls, 1);
+		goto defer;
+	}
 	if (!wait_in)
 		atomic_fetch_add(&d->st.by_method[meth - tsec__methods], 1);
 	if ((meth->flags & TSEC_M_ADMIN) && !c.who->admin) {

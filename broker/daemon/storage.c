@@ -185,7 +185,6 @@ json_t *tsec__m_store_get(struct tsec__daemon *d, struct tsec__call *c, json_t *
 	} else {
 		rc = tsec_store_get(d->store, &c->p, tsec__param_str(c, "key"), &v, &n, &err);
 	}
-
 	if (!rc) {
 		*result = value_json(v, n);
 		free(v);
