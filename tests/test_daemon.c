@@ -985,6 +985,19 @@ static void test_daemon_get_hit_on_loop(void **state)
 		pthread_join(t[i], NULL);
 		assert_int_equal(rc[i], 0);
 	}
+	/* A store.get naming another principal is refused once: counted
+	 * once, not again by a worker after the loop looked at it. */
+	{
+		const char *claim = "{\"id\": 9, \"method\": \"store.get\", \"principal\": "
+				    "\"svc:bad\", \"params\": {\"key\": \"certificates/acme/hit/hit.json\"}}";
+		long mism = stat_of("principal_mismatch"), errs = stat_of("errors");
+
+		assert_int_equal(tsec_client_raw(good, claim, strlen(claim), &res, &err), 0);
+		assert_non_null(strstr(res, "another principal"));
+		free(res);
+		assert_int_equal(stat_of("principal_mismatch"), mism + 1);
+		assert_int_equal(stat_of("errors"), errs + 1);
+	}
 	/* A miss goes to a worker, and says so. */
 	assert_int_equal(tsec_client_call(good, "store.get",
 		"{\"key\": \"certificates/acme/hit/none.json\"}", NULL, &err), TSEC_ENOENT);

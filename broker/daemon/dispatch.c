@@ -372,6 +372,8 @@ static char *dispatch_call(struct tsec__daemon *d, int caller, const char *paylo
 			atomic_fetch_sub(&d->st.by_method[meth - tsec__methods], 1);
 			goto defer;
 		}
+		if (hit_only)
+			atomic_fetch_add(&d->st.cache_answered, 1);
 		if (c.parked) {
 			/* No reply yet: the loop steps the wait again. */
 			json_decref(error);
@@ -458,8 +460,6 @@ char *tsec__dispatch_hit(struct tsec__daemon *d, int caller, const char *payload
 		free(text);
 		return NULL;
 	}
-	if (text)
-		atomic_fetch_add(&d->st.cache_answered, 1);
 	return text;
 }
 
