@@ -152,7 +152,7 @@ test: deps
 # Go 1.19 and certmagic 0.17.2 from Debian, offline, in GOPATH mode: the
 # package is seen as tinysecurity.dev/tsecstorage through a link under
 # build/gopath, and links this build's libtinysecurity.so.
-GO_ENV = GOPATH=$(CURDIR)/build/gopath:/usr/share/gocode GO111MODULE=off \
+GO_ENV = GOPATH=$(CURDIR)/build/gopath:/usr/share/gocode GO111MODULE=off GOENV=off \
 	GOCACHE=$(CURDIR)/build/gocache GOFLAGS= \
 	CGO_CFLAGS="-I$(CURDIR)/include" \
 	CGO_LDFLAGS="-L$(CURDIR)/$(B) -Wl,-rpath,$(CURDIR)/$(B)" \
