@@ -104,8 +104,8 @@ static int connect_cur(struct tsec_client *c, struct tsec_error *err)
 	 * and "no answer" apart when a call gets no reply. */
 	snprintf(mon, sizeof(mon), "inproc://tsec-client-mon-%p", (void *)c);
 	if (z_monitor(c->sock, mon, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
-			       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-			       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_DISCONNECTED) == 0 &&
+		      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+		      ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_DISCONNECTED) == 0 &&
 	    (c->mon = zmq_socket(c->ctx, ZMQ_PAIR))) {
 		z_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof(zero));
 		if (z_connect(c->mon, mon)) {

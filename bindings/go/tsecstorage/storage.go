@@ -21,6 +21,7 @@
 package tsecstorage
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -290,9 +291,9 @@ func (s *Storage) call(ctx context.Context, op, key string, extra time.Duration,
 	}
 	broken, err := c.call(ctx, s.opts.Timeout+extra, method, params, out)
 	s.put(c, broken)
-	if err != nil && ctx.Err() != nil {
-		// The caller's deadline cut the call short: say that, not
-		// "unreachable".
+	if err != nil && broken && ctx.Err() != nil {
+		// No answer before the caller's deadline: say that, not
+		// "unreachable".  An answer (a refusal, say) is kept.
 		return ctx.Err()
 	}
 	var e *Error
@@ -310,7 +311,7 @@ type value struct {
 }
 
 func valueOf(b []byte) value {
-	if utf8.Valid(b) && !strings.ContainsRune(string(b), 0) {
+	if utf8.Valid(b) && bytes.IndexByte(b, 0) < 0 {
 		s := string(b)
 		return value{Value: &s}
 	}
