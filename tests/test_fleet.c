@@ -813,6 +813,45 @@ static void test_redis_renew_shorter(void **state)
 	renew_shorter_on("redis");
 }
 
+/*
+ * Redis keeps a lease longer than its holder is told: redis ends keys by
+ * its host's wall clock, and a step forward of that clock (2.2 ms in one
+ * second, seen in CI as a second grant in test_chaos_brokers_redis) must
+ * not end a lease its holder still counts on.  Acquire and renew both set
+ * the key's expiry past the lease by the margin.
+ */
+static void test_redis_lease_margin(void **state)
+{
+	char prefix[64], key[128];
+	struct tsec_store_opts o = opts_for("redis", prefix, sizeof(prefix));
+	struct timeval tv = { 5, 0 };
+	struct tsec_lock lk;
+	struct tsec_error err;
+	struct tu_store t;
+	redisContext *rc;
+	redisReply *r;
+
+	(void)state;
+	tu_store_open_with(&t, &o);
+	assert_non_null(rc = redisConnectWithTimeout("127.0.0.1", redis.client_port[0], tv));
+	assert_int_equal(rc->err, 0);
+	snprintf(key, sizeof(key), "%s/l/margin", prefix);
+	assert_int_equal(tsec_lock_acquire(t.store, &app, "margin", 60000, 0, &lk, &err), 0);
+	r = redisCommand(rc, "PTTL %s", key);
+	assert_true(r && r->type == REDIS_REPLY_INTEGER);
+	/* 60 s + 1.2 s + 20 ms less what passed since: more than 61 s. */
+	assert_true(r->integer > 61000);
+	freeReplyObject(r);
+	assert_int_equal(tsec_lock_renew(t.store, &app, &lk, 1000, &err), 0);
+	r = redisCommand(rc, "PTTL %s", key);
+	assert_true(r && r->type == REDIS_REPLY_INTEGER);
+	assert_true(r->integer > 1000 && r->integer <= 1040);
+	freeReplyObject(r);
+	assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
+	redisFree(rc);
+	tu_store_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -832,6 +871,7 @@ int main(void)
 		cmocka_unit_test(test_etcd_takeover_not_by_clock),
 		cmocka_unit_test(test_etcd_renew_shorter),
 		cmocka_unit_test(test_redis_renew_shorter),
+		cmocka_unit_test(test_redis_lease_margin),
 	};
 	int failed;
 

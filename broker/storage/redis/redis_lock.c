@@ -16,6 +16,24 @@
 #include "broker/storage/redis/redis_private.h"
 #include "common/clock.h"
 
+/*
+ * How long redis keeps a lease of ttl_ms: longer than its holder is told,
+ * by ttl / 50 + TSEC__RD_LEASE_MARGIN_MS.  Redis ends a key by its host's
+ * wall clock, and a step of that clock forward (NTP, a VM's clock sync)
+ * ends every lease early by the step, while the holder counts its lease
+ * on its own monotonic clock, which no step moves.  The margin absorbs
+ * such a step (2.2 ms in one second was seen in CI) at the cost of a dead
+ * holder's lock freeing that much later.  A larger step still ends leases
+ * early (docs/fleet.md).
+ */
+static void server_ttl(uint64_t ttl_ms, char out[24], size_t *len)
+{
+	uint64_t t = ttl_ms > INT64_MAX / 4 ? INT64_MAX / 4 : ttl_ms;
+
+	*len = (size_t)snprintf(out, 24, "%llu",
+				(unsigned long long)(t + t / 50 + TSEC__RD_LEASE_MARGIN_MS));
+}
+
 int tsec__rd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
 		       const uint8_t *waiter, struct tsec__lease *out, struct tsec_error *err)
 {
@@ -29,8 +47,7 @@ int tsec__rd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms
 
 	(void)waiter;                    /* waiting is capped backoff (lock.c) */
 	randombytes_buf(token, sizeof(token));
-	lens[2] = (size_t)snprintf(ttl, sizeof(ttl), "%llu",
-				   (unsigned long long)(ttl_ms > INT64_MAX / 2 ? INT64_MAX / 2 : ttl_ms));
+	server_ttl(ttl_ms, ttl, &lens[2]);
 	/* Safe to resend: the script knows its own grant by the token. */
 	if (!(rep = tsec__rd_script(r, S_ACQUIRE, 3, args, lens, true, err)))
 		return TSEC_EIO;
@@ -55,8 +72,7 @@ int tsec__rd_lock_renew(struct tsec__backend *b, const char *name, const uint8_t
 	redisReply *rep;
 	int rc;
 
-	lens[2] = (size_t)snprintf(ttl, sizeof(ttl), "%llu",
-				   (unsigned long long)(ttl_ms > INT64_MAX / 2 ? INT64_MAX / 2 : ttl_ms));
+	server_ttl(ttl_ms, ttl, &lens[2]);
 	if (!(rep = tsec__rd_script(tsec__rd_rb_of(b), S_RENEW, 3, args, lens, true, err)))
 		return TSEC_EIO;
 	if (!(rc = tsec__rd_verdict(rep, name, err)))

@@ -30,6 +30,8 @@
  * PAGE names; an MGET TSEC__GET_MANY_MAX values), string bytes (an MGET
  * of the largest values, and some), and bytes buffered for one element
  * not yet whole (the largest value, a 32 MiB record, and some). */
+/* The least a lease is kept past what its holder is told (redis_lock.c). */
+#define TSEC__RD_LEASE_MARGIN_MS 20
 #define TSEC__RD_ELEMENTS_MAX (1u << 16)
 #define TSEC__RD_REPLY_MAX ((size_t)(TSEC__GET_MANY_MAX + 2) * TSEC_STORE_VALUE_MAX)
 #define TSEC__RD_BULK_MAX ((size_t)(32u << 20) + (64u << 10))
