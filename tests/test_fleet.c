@@ -23,6 +23,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "broker/storage/etcd/etcd_private.h"
+#include "broker/storage/store_private.h"
 #include "common/clock.h"
 #include "tests/servers.h"
 #include "tests/testutil.h"
@@ -852,6 +854,61 @@ static void test_redis_lease_margin(void **state)
 	tu_store_close(&t);
 }
 
+static uint64_t etcd_requests(const struct tu_store *t)
+{
+	return tsec__etcd_conn_requests(tsec__etcd_of(t->store->be)->c);
+}
+
+/*
+ * Round trips of a lock on etcd (issue 36): acquire is a lease grant and
+ * one create txn (was a read, a grant and a txn), release one txn (was a
+ * txn and a revoke), renew a txn and a keepalive.  A try that finds the
+ * lock held revokes the lease it granted; a name found held within the
+ * last second is read first, one request per poll.
+ */
+static void test_etcd_lock_round_trips(void **state)
+{
+	char prefix[64];
+	struct tsec_store_opts o = opts_for("etcd", prefix, sizeof(prefix));
+	struct tsec_lock lk, other;
+	struct tsec_error err;
+	struct tu_store t, peer;
+	uint64_t n;
+	int64_t t0;
+
+	(void)state;
+	tu_store_open_with(&t, &o);
+	tu_store_open_with(&peer, &o);
+	n = etcd_requests(&t);
+	assert_int_equal(tsec_lock_try_acquire(t.store, &app, "trips", 60000, &lk, &err), 0);
+	assert_int_equal(etcd_requests(&t) - n, 2);
+	n = etcd_requests(&t);
+	assert_int_equal(tsec_lock_renew(t.store, &app, &lk, 60000, &err), 0);
+	assert_int_equal(etcd_requests(&t) - n, 2);
+	n = etcd_requests(&t);
+	assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
+	assert_int_equal(etcd_requests(&t) - n, 1);
+	/* Held by a peer: grant, txn, revoke; then one read per poll. */
+	assert_int_equal(tsec_lock_try_acquire(peer.store, &app, "trips", 60000, &other, &err), 0);
+	n = etcd_requests(&t);
+	assert_int_equal(tsec_lock_try_acquire(t.store, &app, "trips", 60000, &lk, &err),
+			 TSEC_EBUSY);
+	assert_int_equal(etcd_requests(&t) - n, 3);
+	t0 = tsec__mono_ms();
+	n = etcd_requests(&t);
+	assert_int_equal(tsec_lock_try_acquire(t.store, &app, "trips", 60000, &lk, &err),
+			 TSEC_EBUSY);
+	if (tsec__mono_ms() - t0 < TSEC__ETCD_BUSY_MS)   /* else it may look again */
+		assert_int_equal(etcd_requests(&t) - n, 1);
+	/* Freed: read, grant, txn; the lock is taken. */
+	assert_int_equal(tsec_lock_release(peer.store, &app, &other, &err), 0);
+	assert_int_equal(tsec_lock_try_acquire(t.store, &app, "trips", 60000, &lk, &err), 0);
+	assert_true(lk.fence > other.fence);
+	assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
+	tu_store_close(&peer);
+	tu_store_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -872,6 +929,7 @@ int main(void)
 		cmocka_unit_test(test_etcd_renew_shorter),
 		cmocka_unit_test(test_redis_renew_shorter),
 		cmocka_unit_test(test_redis_lease_margin),
+		cmocka_unit_test(test_etcd_lock_round_trips),
 	};
 	int failed;
 

@@ -41,6 +41,7 @@ struct tsec__etcd_conn {
 	CURLM *watch;                /* the running watch, to wake it */
 	atomic_int watch_stop;
 	atomic_int watch_kick;       /* end the running watch, try the next */
+	atomic_ulong requests;       /* requests sent (tsec__etcd_requests) */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -382,6 +383,7 @@ static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const
 	curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, once ? 1L : 0L);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, why);
 	why[0] = '\0';
+	atomic_fetch_add(&c->requests, 1);
 	cc = curl_easy_perform(h);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
@@ -504,6 +506,11 @@ static int authenticate(struct tsec__etcd_conn *c, CURL *h, const char *base, lo
 	pthread_mutex_unlock(&c->mu);
 	json_decref(j);
 	return rc;
+}
+
+uint64_t tsec__etcd_conn_requests(struct tsec__etcd_conn *c)
+{
+	return atomic_load(&c->requests);
 }
 
 int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, int retry,

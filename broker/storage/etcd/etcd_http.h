@@ -29,6 +29,10 @@ enum { TSEC__ETCD_ONCE = 0, TSEC__ETCD_IDEMPOTENT = 1 };
  * outcome is TSEC_EIO saying so.  A request longer than request_max is
  * TSEC_ETOOBIG, unsent.
  */
+/* How many requests c has sent (a resend counts again): tests count
+ * round trips with it. */
+uint64_t tsec__etcd_conn_requests(struct tsec__etcd_conn *c);
+
 int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, int retry,
 		    json_t **resp, struct tsec_error *err);
 

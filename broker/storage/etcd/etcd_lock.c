@@ -9,18 +9,20 @@
  * from "your lease ended").
  *
  * - Acquire: grant a lease, then one txn "create_revision of l is 0 ->
- *   put l, d, h with the lease".  The fence is l's create_revision, which
- *   etcd makes strictly increasing.  A held lock is taken over only when
- *   etcd ends its lease (as etcd's own Mutex does): no broker's clock
- *   decides that another broker's holder is gone.  Only where a fleet
- *   sets clock_skew_ms (its clocks are known to agree that well) is a
- *   lock whose deadline passed more than clock_skew_ms ago by the taker's
- *   clock deleted by a txn guarded by what was read, then taken the same
- *   way.
+ *   put l, d, h with the lease", whose failure branch reads l and d.  The
+ *   fence is l's create_revision, which etcd makes strictly increasing.
+ *   A name found held within the last second is read first instead, so a
+ *   waiter polls with one read and grants no lease it would revoke.  A
+ *   held lock is taken over only when etcd ends its lease (as etcd's own
+ *   Mutex does): no broker's clock decides that another broker's holder
+ *   is gone.  Only where a fleet sets clock_skew_ms (its clocks are known
+ *   to agree that well) is a lock whose deadline passed more than
+ *   clock_skew_ms ago by the taker's clock deleted by a txn guarded by
+ *   what was read, then taken the same way.
  * - Renew: one txn "l is my token and d is still ahead -> move d", then
  *   a lease keepalive (no TTL back: the lease is gone, not the owner).
- * - Release: one txn with the same guard deletes l, d and h; then the
- *   lease is revoked.
+ * - Release: one txn with the same guard deletes l, d and h; the lease,
+ *   holding nothing, ends at its TTL.
  * - A fenced write's txn compares l's create_revision and token and d,
  *   so a stale holder's write fails in the same step as the write.
  *
@@ -212,12 +214,82 @@ static int guarded(struct etcd *e, const struct keys *k, const char *name,
 	return rc;
 }
 
+/* A slot of the recently-busy table: names hash onto BUSY_SLOTS. */
+static size_t busy_slot(const char *name)
+{
+	uint32_t h = 2166136261u;
+
+	for (const char *p = name; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	return h % TSEC__ETCD_BUSY_SLOTS;
+}
+
+/*
+ * The create txn: "l was never created" -> put l, d, h on lease; its
+ * failure reads l and d (who holds it, until when).  *succ and the
+ * response (the caller frees it) as tsec__etcd_txn.
+ */
+static int create(struct etcd *e, const struct keys *k, const uint8_t token[16], int64_t lease,
+		  const char *ds, size_t dl, json_t **r, bool *succ, struct tsec_error *err)
+{
+	json_t *cmp = json_array(), *ops = json_array(), *ko = json_array();
+
+	json_array_append_new(cmp, tsec__etcd_cmp(k->l, k->ln, false, "CREATE", "EQUAL",
+						  tsec__jnum(0)));
+	json_array_append_new(ops, put_op(k->l, k->ln, token, 16, lease, false));
+	json_array_append_new(ops, put_op(k->d, k->dn, ds, dl, lease, false));
+	json_array_append_new(ops, put_op(k->h, k->hn, token, 16, 0, false));
+	json_array_append_new(ko, tsec__etcd_range(k->l, k->ln, false, false));
+	json_array_append_new(ko, tsec__etcd_range(k->d, k->dn, false, false));
+	return tsec__etcd_txn(e, cmp, ops, ko, TSEC__ETCD_IDEMPOTENT, r, succ, err);
+}
+
+/*
+ * Deletes a held lock whose deadline (d) passed more than clock_skew_ms
+ * ago by this broker's clock, unless it changed since l and d were read:
+ * only where the fleet set clock_skew_ms.  Whether it was deleted.
+ */
+static bool take_over(struct etcd *e, const struct keys *k, const json_t *l, const json_t *d)
+{
+	struct tsec_error ignored;
+	json_t *cmp, *ops, *r;
+	int64_t lease = tsec__jint(l, "lease", 0);
+	bool succ = false;
+
+	if (!e->skew_ms || deadline_of(d) > tsec__wall_ms() - (int64_t)e->skew_ms)
+		return false;
+	cmp = json_array();
+	json_array_append_new(cmp, tsec__etcd_cmp(k->l, k->ln, false, "CREATE", "EQUAL",
+						  tsec__jnum(tsec__jint(l, "create_revision", 0))));
+	json_array_append_new(cmp, d ? tsec__etcd_cmp(k->d, k->dn, false, "MOD", "EQUAL",
+						      tsec__jnum(tsec__jint(d, "mod_revision", 0)))
+				     : tsec__etcd_cmp(k->d, k->dn, false, "VERSION", "EQUAL",
+						      tsec__jnum(0)));
+	ops = json_array();
+	json_array_append_new(ops, del_op(k->l, k->ln));
+	json_array_append_new(ops, del_op(k->d, k->dn));
+	if (tsec__etcd_txn(e, cmp, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ, &ignored))
+		return false;
+	json_decref(r);
+	if (succ)
+		revoke(e, lease);        /* only once it is ours to end */
+	return succ;
+}
+
+/*
+ * Two requests when the lock is free: grant a lease, then one create txn
+ * whose failure branch reads the holder.  A name found held in the last
+ * BUSY_MS is looked at first instead (one read per poll, no lease granted
+ * and revoked while waiting); a lease granted for a lock found held is
+ * revoked.
+ */
 int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
 			const uint8_t *waiter, struct tsec__lease *out, struct tsec_error *err)
 {
 	struct etcd *e = tsec__etcd_of(b);
+	_Atomic int64_t *busy = &e->busy_at[busy_slot(name)];
 	struct keys k;
-	json_t *r, *ops, *cmp;
+	json_t *r, *ops;
 	const json_t *l, *d;
 	int64_t now, lease = 0, granted = 0;
 	uint8_t token[16];
@@ -228,42 +300,23 @@ int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_
 
 	(void)waiter;                    /* waiting is capped backoff (lock.c) */
 	keys_of(e, name, &k);
-	/* Is it held, and is its holder's deadline long past? */
-	ops = json_array();
-	json_array_append_new(ops, tsec__etcd_range(k.l, k.ln, false, false));
-	json_array_append_new(ops, tsec__etcd_range(k.d, k.dn, false, false));
-	if ((rc = tsec__etcd_txn(e, NULL, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ, err)))
-		return rc;
-	l = tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"));
-	d = tsec__etcd_kv0(tsec__etcd_resp(r, 1, "response_range"));
-	now = tsec__wall_ms();
-	if (l) {
-		int64_t until = deadline_of(d);
-
-		if (!e->skew_ms || until > now - (int64_t)e->skew_ms) {
+	if (tsec__mono_ms() - atomic_load(busy) < TSEC__ETCD_BUSY_MS) {
+		/* Held a moment ago: is it still, and is its deadline past? */
+		ops = json_array();
+		json_array_append_new(ops, tsec__etcd_range(k.l, k.ln, false, false));
+		json_array_append_new(ops, tsec__etcd_range(k.d, k.dn, false, false));
+		if ((rc = tsec__etcd_txn(e, NULL, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ,
+					 err)))
+			return rc;
+		l = tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"));
+		d = tsec__etcd_kv0(tsec__etcd_resp(r, 1, "response_range"));
+		if (l && !take_over(e, &k, l, d)) {
 			json_decref(r);
+			atomic_store(busy, tsec__mono_ms());
 			return tsec__seterr(err, TSEC_EBUSY, name, "lock '%s' is held", name);
 		}
-		/* Ended: delete it, unless it changed since we looked. */
-		cmp = json_array();
-		json_array_append_new(cmp, tsec__etcd_cmp(k.l, k.ln, false, "CREATE", "EQUAL",
-							  tsec__jnum(tsec__jint(l, "create_revision", 0))));
-		json_array_append_new(cmp, d ? tsec__etcd_cmp(k.d, k.dn, false, "MOD", "EQUAL",
-							      tsec__jnum(tsec__jint(d, "mod_revision", 0)))
-					     : tsec__etcd_cmp(k.d, k.dn, false, "VERSION", "EQUAL",
-							      tsec__jnum(0)));
-		ops = json_array();
-		json_array_append_new(ops, del_op(k.l, k.ln));
-		json_array_append_new(ops, del_op(k.d, k.dn));
-		lease = tsec__jint(l, "lease", 0);
 		json_decref(r);
-		if ((rc = tsec__etcd_txn(e, cmp, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ, err)))
-			return rc;
-		if (succ)
-			revoke(e, lease);    /* only once it is ours to end */
-		lease = 0;
 	}
-	json_decref(r);
 	/* The deadline counts from before the lease exists, so that etcd
 	 * never ends the lease before the deadline. */
 	now = tsec__wall_ms();
@@ -273,26 +326,28 @@ int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_
 		return tsec__seterr(err, TSEC_EIO, name, "etcd granted no lease");
 	randombytes_buf(token, sizeof(token));
 	dl = deadline_str(tsec__deadline_after(now, ttl_ms), ds);
-	cmp = json_array();
-	json_array_append_new(cmp, tsec__etcd_cmp(k.l, k.ln, false, "CREATE", "EQUAL", tsec__jnum(0)));
-	ops = json_array();
-	json_array_append_new(ops, put_op(k.l, k.ln, token, 16, lease, false));
-	json_array_append_new(ops, put_op(k.d, k.dn, ds, dl, lease, false));
-	json_array_append_new(ops, put_op(k.h, k.hn, token, 16, 0, false));
-	if ((rc = tsec__etcd_txn(e, cmp, ops, why_reads(&k), TSEC__ETCD_IDEMPOTENT, &r, &succ, err))) {
-		revoke(e, lease);
-		return rc;
-	}
-	l = succ ? NULL : tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"));
-	if (succ) {
-		out->fence = (uint64_t)tsec__jint(json_object_get(r, "header"), "revision", 0);
-	} else if (holds(l, token)) {
-		/* Our own write, answered late and retried. */
-		out->fence = (uint64_t)tsec__jint(l, "create_revision", 0);
-	} else {
-		json_decref(r);
-		revoke(e, lease);
-		return tsec__seterr(err, TSEC_EBUSY, name, "lock '%s' is held", name);
+	for (int tries = 0;; tries++) {
+		if ((rc = create(e, &k, token, lease, ds, dl, &r, &succ, err))) {
+			revoke(e, lease);
+			return rc;
+		}
+		l = succ ? NULL : tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"));
+		d = succ ? NULL : tsec__etcd_kv0(tsec__etcd_resp(r, 1, "response_range"));
+		if (succ) {
+			out->fence = (uint64_t)tsec__jint(json_object_get(r, "header"), "revision", 0);
+		} else if (holds(l, token)) {
+			/* Our own write, answered late and retried. */
+			out->fence = (uint64_t)tsec__jint(l, "create_revision", 0);
+		} else if (!tries && l && take_over(e, &k, l, d)) {
+			json_decref(r);
+			continue;        /* ended by its deadline: once more */
+		} else {
+			json_decref(r);
+			revoke(e, lease);
+			atomic_store(busy, tsec__mono_ms());
+			return tsec__seterr(err, TSEC_EBUSY, name, "lock '%s' is held", name);
+		}
+		break;
 	}
 	json_decref(r);
 	memcpy(out->token, token, sizeof(token));
@@ -399,17 +454,16 @@ int tsec__etcd_lock_release(struct tsec__backend *b, const char *name,
 	struct keys k;
 	json_t *ops;
 	int64_t lease;
-	int rc;
 
 	keys_of(e, name, &k);
 	ops = json_array();
 	json_array_append_new(ops, del_op(k.l, k.ln));
 	json_array_append_new(ops, del_op(k.d, k.dn));
 	json_array_append_new(ops, del_op(k.h, k.hn));
-	if ((rc = guarded(e, &k, name, token, tsec__wall_ms(), ops, TSEC__ETCD_ONCE, &lease, err)))
-		return rc;
-	revoke(e, lease);
-	return 0;
+	/* One request.  The lock's lease, holding nothing now, is left for
+	 * etcd to end at its TTL rather than revoked on the caller's time
+	 * (as etcd's own Mutex leaves its session's lease). */
+	return guarded(e, &k, name, token, tsec__wall_ms(), ops, TSEC__ETCD_ONCE, &lease, err);
 }
 
 void tsec__etcd_fence_cmp(struct etcd *e, const struct tsec__fence *f, json_t *cmp, json_t *ko)

@@ -10,6 +10,9 @@
 #define TSEC__BK_MAX (2 * TSEC_KEY_MAX + 8)
 #define TSEC__BEATS 16                  /* heartbeats remembered */
 
+#define TSEC__ETCD_BUSY_SLOTS 64
+#define TSEC__ETCD_BUSY_MS 1000
+
 struct etcd {
 	struct tsec__backend base;
 	struct tsec__etcd_conn *c;
@@ -22,6 +25,9 @@ struct etcd {
 	 * fresh lease that etcd would make no shorter */
 	_Atomic int64_t lease_floor_s;
 	size_t max_ops;
+	/* when a lock hashing to each slot was last found held (monotonic
+	 * ms): such a name is looked at before a lease is granted for it */
+	_Atomic int64_t busy_at[TSEC__ETCD_BUSY_SLOTS];
 	/* the invalidation feed */
 	pthread_t feed;
 	atomic_bool feed_on;
