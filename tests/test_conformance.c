@@ -135,6 +135,14 @@ static void test_conf_values_and_folders(void **state)
 	assert_true(ex);
 	assert_int_equal(tsec_store_exists(t->store, &app, "v", &ex, &err), 0);
 	assert_true(ex);                           /* a folder exists */
+	{
+		/* Many at once (one read on etcd): values only. */
+		const char *keys[] = { "v/a", "v", "v/none", "v/empty" };
+		int exs[4] = { 7, 7, 7, 7 };
+
+		assert_int_equal(tsec_store_exists_many(t->store, &app, keys, 4, exs, &err), 0);
+		assert_true(exs[0] == 1 && exs[1] == 0 && exs[2] == 0 && exs[3] == 1);
+	}
 	assert_int_equal(tsec_store_stat(t->store, &app, "v/a", &st, &err), 0);
 	assert_int_equal(st.size, 3);
 	assert_true(st.is_file);

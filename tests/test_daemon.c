@@ -938,6 +938,41 @@ static long put_many_calls(void)
 }
 
 /*
+ * store.exists with "keys": a renewal's three files in one call (issue
+ * 36: the turn's exists were three round trips to the backend), each
+ * answered as a file; a bad list or a denied key fails the whole call.
+ */
+static void test_daemon_exists_keys(void **state)
+{
+	struct tsec_client *good = client("good", 5000), *bad = client("bad", 5000);
+	struct tsec_error err;
+	char *res = NULL;
+	(void)state;
+
+	assert_int_equal(tsec_client_call(good, "store.put",
+		"{\"key\": \"certificates/acme/many/a.crt\", \"value\": \"A\"}", NULL, &err), 0);
+	assert_int_equal(tsec_client_call(good, "store.exists",
+		"{\"keys\": [\"certificates/acme/many/a.crt\", \"certificates/acme/many/b.key\","
+		" \"certificates/acme/many\"]}", &res, &err), 0);
+	assert_string_equal(res, "{\"exists\":[true,false,false]}");
+	free(res);
+	assert_int_equal(tsec_client_call(good, "store.exists", "{\"keys\": []}", NULL, &err),
+			 TSEC_EINVAL);
+	assert_int_equal(tsec_client_call(good, "store.exists", "{\"keys\": \"x\"}", NULL, &err),
+			 TSEC_EINVAL);
+	assert_int_equal(tsec_client_call(good, "store.exists", "{\"keys\": [1]}", NULL, &err),
+			 TSEC_EINVAL);
+	assert_int_equal(tsec_client_call(good, "store.exists",
+		"{\"keys\": [\"a/1\",\"a/2\",\"a/3\",\"a/4\",\"a/5\",\"a/6\",\"a/7\",\"a/8\","
+		"\"a/9\"]}", NULL, &err), TSEC_EINVAL);
+	assert_int_equal(tsec_client_call(bad, "store.exists",
+		"{\"keys\": [\"certificates/acme/many/a.crt\"]}", &res, &err), TSEC_EDENIED);
+	assert_null(res);
+	tsec_client_close(&good);
+	tsec_client_close(&bad);
+}
+
+/*
  * A store.get or store.exists the LocalCache can answer is answered on
  * the loop (issue
  * 36: no worker hand-off, two thread wake-ups fewer), so it is answered
@@ -1244,6 +1279,7 @@ int main(void)
 		cmocka_unit_test(test_daemon_lock_waits),
 		cmocka_unit_test(test_daemon_workers_full),
 		cmocka_unit_test(test_daemon_get_hit_on_loop),
+		cmocka_unit_test(test_daemon_exists_keys),
 		cmocka_unit_test(test_daemon_callers_in_turn),
 		cmocka_unit_test(test_daemon_unknown_key),
 		cmocka_unit_test(test_daemon_metrics),

@@ -26,6 +26,7 @@
 #include "broker/storage/etcd/etcd_private.h"
 #include "broker/storage/store_private.h"
 #include "common/clock.h"
+#include "tests/certgen.h"
 #include "tests/servers.h"
 #include "tests/testutil.h"
 #include "tests/wait.h"
@@ -909,6 +910,50 @@ static void test_etcd_lock_round_trips(void **state)
 	tu_store_close(&t);
 }
 
+/*
+ * A whole renewal turn on etcd, as bench_turn makes it (lock, the three
+ * files' existence in one read, load, save as one transaction, release):
+ * at most 6 requests (issue 36; it was 8 in process and 10 through the
+ * broker, whose store.exists now takes the three keys at once).
+ */
+static void test_etcd_turn_round_trips(void **state)
+{
+	char prefix[64], crt[256], key[256], meta[256];
+	struct tsec_store_opts o = opts_for("etcd", prefix, sizeof(prefix));
+	struct tsec_cert_files f = { 0 }, got;
+	struct tsec_lock lk;
+	struct tsec_error err;
+	struct tu_store t;
+	int ex[3];
+	uint64_t n;
+
+	(void)state;
+	assert_int_equal(tsec_cert_keys("acme", "turn.example", crt, key, meta, sizeof(crt)), 0);
+	f.cert = tu_cert("ec-p256", "turn.example", -60, 86400 * 30, NULL);
+	assert_non_null(f.cert);
+	f.cert_len = strlen(f.cert);
+	f.key = tu_key_pem("ec-p256", &f.key_len);
+	f.meta = strdup("{\"sans\":[\"turn.example\"]}");
+	f.meta_len = strlen(f.meta);
+	tu_store_open_with(&t, &o);
+	assert_int_equal(tsec_store_save_cert(t.store, &app, "acme", "turn.example", &f, &err), 0);
+	n = etcd_requests(&t);
+	assert_int_equal(tsec_lock_acquire(t.store, &app, "turn.example", 60000, 10000, &lk, &err),
+			 0);
+	assert_int_equal(tsec_store_exists_many(t.store, &app,
+						(const char *[]){ crt, key, meta }, 3, ex, &err), 0);
+	assert_true(ex[0] && ex[1] && ex[2]);
+	assert_int_equal(tsec_store_load_cert(t.store, &app, "acme", "turn.example", &got, &err), 0);
+	tsec_cert_files_free(&got);
+	assert_int_equal(tsec_store_save_cert(t.store, &app, "acme", "turn.example", &f, &err), 0);
+	assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
+	fprintf(stderr, "etcd renewal turn: %llu requests\n",
+		(unsigned long long)(etcd_requests(&t) - n));
+	assert_true(etcd_requests(&t) - n <= 6);
+	tsec_cert_files_free(&f);
+	tu_store_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -930,6 +975,7 @@ int main(void)
 		cmocka_unit_test(test_redis_renew_shorter),
 		cmocka_unit_test(test_redis_lease_margin),
 		cmocka_unit_test(test_etcd_lock_round_trips),
+		cmocka_unit_test(test_etcd_turn_round_trips),
 	};
 	int failed;
 

@@ -9,6 +9,7 @@
 #include <sodium.h>
 
 #include "broker/daemon/daemon.h"
+#include "broker/storage/backend.h"
 #include "broker/storage/store_private.h"
 #include "common/clock.h"
 #include "common/error.h"
@@ -194,11 +195,49 @@ json_t *tsec__m_store_get(struct tsec__daemon *d, struct tsec__call *c, json_t *
 	return done(rc, &err, result);
 }
 
+/*
+ * {"key"}: {"exists": bool}, a file or a folder.  {"keys": [up to 8]}:
+ * {"exists": [bool, ...]}, each a file, in one policy batch and one
+ * backend read (tsec_store_exists_many): a renewal's three files in one
+ * round trip.
+ */
+static json_t *exists_many(struct tsec__daemon *d, struct tsec__call *c, const json_t *ks,
+			   json_t **result)
+{
+	const char *keys[TSEC__GET_MANY_MAX];
+	int ex[TSEC__GET_MANY_MAX];
+	struct tsec_error err;
+	size_t n = json_array_size(ks);
+	json_t *a;
+	int rc;
+
+	if (!json_is_array(ks) || n == 0 || n > TSEC__GET_MANY_MAX)
+		return tsec__fail(TSEC_EINVAL, "keys", "keys: an array of 1-8 keys");
+	for (size_t i = 0; i < n; i++)
+		if (!(keys[i] = json_string_value(json_array_get(ks, i))))
+			return tsec__fail(TSEC_EINVAL, "keys", "keys: strings only");
+	if ((rc = tsec_store_exists_many(d->store, &c->p, keys, n, ex, &err)))
+		return done(rc, &err, result);
+	a = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_boolean(ex[i]));
+	*result = json_pack("{s:o}", "exists", a);
+	return done(0, &err, result);
+}
+
 json_t *tsec__m_store_exists(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
 {
+	const json_t *ks = json_object_get(c->params, "keys");
 	struct tsec_error err;
 	int ex = 1, rc;
 
+	if (ks) {
+		if (c->hit_only) {           /* not the loop's: to a worker */
+			c->deferred = true;
+			return NULL;
+		}
+		return exists_many(d, c, ks, result);
+	}
 	if (c->hit_only) {
 		if ((rc = tsec__store_exists_hit(d->store, &c->p, tsec__param_str(c, "key"),
 						 &err)) > 0) {

@@ -132,6 +132,13 @@ struct tsec__backend_ops {
 	 */
 	int (*get_many)(struct tsec__backend *b, const struct tsec__skey *k, size_t n,
 			size_t max, char **out, size_t *len, struct tsec_error *err);
+	/*
+	 * Optional: file[i] = whether k[i] holds a value (not a folder), for
+	 * n <= TSEC__GET_MANY_MAX keys in one round trip where the backend
+	 * is remote.  NULL: the store asks kind() of each key.
+	 */
+	int (*files_many)(struct tsec__backend *b, const struct tsec__skey *k, size_t n,
+			  int *file, struct tsec_error *err);
 };
 
 #define TSEC__GET_MANY_MAX 8

@@ -339,6 +339,10 @@ int tsec_store_exists_many(struct tsec_store *s, const struct tsec_principal *wh
 	}
 	if ((rc = tsec__store_check(s, who, r, n, err)))
 		goto out;
+	if (s->be->ops->files_many && n <= TSEC__GET_MANY_MAX) {
+		rc = s->be->ops->files_many(s->be, sk, n, exists, err);
+		goto out;
+	}
 	for (size_t i = 0; i < n && !rc; i++) {
 		int kind = 0;
 		rc = s->be->ops->kind(s->be, &sk[i], &kind, err);

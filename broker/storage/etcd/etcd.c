@@ -234,6 +234,29 @@ static int et_get_many(struct tsec__backend *b, const struct tsec__skey *k, size
 	return rc;
 }
 
+/* One transaction of count-only ranges: which keys hold a value. */
+static int et_files_many(struct tsec__backend *b, const struct tsec__skey *k, size_t n,
+			 int *file, struct tsec_error *err)
+{
+	struct etcd *e = tsec__etcd_of(b);
+	json_t *ops = json_array(), *r = NULL;
+	bool ok;
+	int rc;
+
+	for (size_t i = 0; i < n; i++) {
+		char bk[TSEC__BK_MAX];
+		size_t bn = tsec__etcd_bk(e, 'k', k[i].text, bk);
+
+		json_array_append_new(ops, tsec__etcd_range(bk, bn, false, true));
+	}
+	if ((rc = tsec__etcd_txn(e, NULL, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &ok, err)))
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		file[i] = tsec__etcd_kv0(tsec__etcd_resp(r, i, "response_range")) != NULL;
+	json_decref(r);
+	return 0;
+}
+
 static int et_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
 		   struct tsec_error *err)
 {
@@ -676,6 +699,7 @@ static const struct tsec__backend_ops etcd_ops = {
 	.close = et_close,
 	.get = et_get,
 	.get_many = et_get_many,
+	.files_many = et_files_many,
 	.kind = et_kind,
 	.stat = et_stat,
 	.list = et_list,
