@@ -192,6 +192,17 @@ pid_t bench_broker_start(const char *config, const char *endpoint, const char *l
 	if (pid == 0) {
 		if (!freopen(log ? log : "/dev/null", "w", stderr))
 			_exit(126);
+		/* BENCH_BROKER_CALLGRIND=FILE: the broker under callgrind,
+		 * its counts into FILE (perf/turn_instructions.sh). */
+		if (getenv("BENCH_BROKER_CALLGRIND")) {
+			char out[4200];
+
+			snprintf(out, sizeof(out), "--callgrind-out-file=%s",
+				 getenv("BENCH_BROKER_CALLGRIND"));
+			execlp("valgrind", "valgrind", "--tool=callgrind", out, bench_broker(),
+			       "--config", config, (char *)NULL);
+			_exit(127);
+		}
 		execl(bench_broker(), "tsec-broker", "--config", config, (char *)NULL);
 		_exit(127);
 	}

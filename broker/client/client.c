@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <sodium.h>
 #include <zmq.h>
 
 #include "tinysecurity/client.h"
@@ -261,10 +262,41 @@ static int send_part(void *sock, const void *buf, size_t len, int flags)
 	return rc;
 }
 
-/* Sends one request frame, failing over until one broker takes it. */
-static int send_frame(struct tsec_client *c, const void *frame, size_t len, int64_t deadline,
-		      struct tsec_error *err)
+/* A call's binary frames, each way. */
+struct frames {
+	const struct tsec_client_frame *in;
+	size_t nin;
+	struct tsec_client_frame *out;  /* NULL: none wanted */
+	size_t nout;
+};
+
+static void frames_drop(struct frames *fr)
 {
+	if (fr && fr->out) {
+		tsec_client_frames_free(fr->out, fr->nout);
+		fr->nout = 0;
+	}
+}
+
+void tsec_client_frames_free(struct tsec_client_frame *f, size_t n)
+{
+	for (size_t i = 0; f && i < n; i++) {
+		if (f[i].data) {
+			sodium_memzero((void *)f[i].data, f[i].len);
+			free((void *)f[i].data);
+		}
+		f[i].data = NULL;
+		f[i].len = 0;
+	}
+}
+
+/* Sends one request (its frame, then fr's), failing over until one
+ * broker takes it. */
+static int send_frame(struct tsec_client *c, const void *frame, size_t len,
+		      const struct frames *fr, int64_t deadline, struct tsec_error *err)
+{
+	size_t nin = fr ? fr->nin : 0;
+
 	for (size_t tries = 0;; tries++) {
 		zmq_pollitem_t it = { c->sock, 0, ZMQ_POLLOUT, 0 };
 		int64_t left = deadline - tsec__mono_ms();
@@ -285,8 +317,16 @@ static int send_frame(struct tsec_client *c, const void *frame, size_t len, int6
 			continue;    /* a signal, not a broker that is away */
 		if (ready > 0) {
 			if (send_part(c->sock, "", 0, ZMQ_SNDMORE) >= 0 &&
-			    send_part(c->sock, frame, len, 0) >= 0)
+			    send_part(c->sock, frame, len, nin ? ZMQ_SNDMORE : 0) >= 0) {
+				/* The first part went: the rest go too (ZeroMQ
+				 * takes a message's parts whole or not at all). */
+				for (size_t i = 0; i < nin; i++)
+					if (send_part(c->sock, fr->in[i].data, fr->in[i].len,
+						      i + 1 < nin ? ZMQ_SNDMORE : 0) < 0)
+						return tsec__seterr(err, TSEC_EIO, "", "send: %s",
+								    zmq_strerror(errno));
 				return 0;
+			}
 			if (errno != EAGAIN)
 				return tsec__seterr(err, TSEC_EIO, "", "send: %s", zmq_strerror(errno));
 		}
@@ -351,39 +391,59 @@ static int no_reply(struct tsec_client *c, struct tsec_error *err)
 			    "not answer in %d ms", ep, c->timeout_ms);
 }
 
-/* Waits for one reply frame (after the delimiter) until deadline. */
-static int recv_reply(struct tsec_client *c, int64_t deadline, char **out,
+/* Waits for one reply until deadline: its text (the frame after the
+ * delimiter) into *out and, when fr wants them, its binary frames. */
+static int recv_reply(struct tsec_client *c, int64_t deadline, char **out, struct frames *fr,
 		      struct tsec_error *err)
 {
 	for (;;) {
 		zmq_pollitem_t it = { c->sock, 0, ZMQ_POLLIN, 0 };
 		int64_t left = deadline - tsec__mono_ms();
 		zmq_msg_t m;
-		int more = 1;
+		int more = 1, part = 0;
 		size_t msz = sizeof(more);
 		char *text = NULL;
+		bool bad = false;
 
 		if (left <= 0)
 			return no_reply(c, err);
 		if (zmq_poll(&it, 1, (long)left) <= 0)
 			continue;
+		frames_drop(fr);
 		while (more) {
 			zmq_msg_init(&m);
 			if (zmq_msg_recv(&m, c->sock, 0) < 0) {
 				zmq_msg_close(&m);
 				break;
 			}
-			if (zmq_msg_size(&m) > 0) {
-				free(text);
-				text = strndup(zmq_msg_data(&m), zmq_msg_size(&m));
-			}
-			zmq_msg_close(&m);
 			z_getsockopt(c->sock, ZMQ_RCVMORE, &more, &msz);
+			if (part++ == 0 && zmq_msg_size(&m) == 0) {
+				/* the delimiter */
+			} else if (!text) {
+				text = strndup(zmq_msg_data(&m), zmq_msg_size(&m));
+				bad |= !text;
+			} else if (fr && fr->out && fr->nout < TSEC_CLIENT_MAX_FRAMES) {
+				size_t n = zmq_msg_size(&m);
+				void *b = malloc(n ? n : 1);
+
+				if (b) {
+					memcpy(b, zmq_msg_data(&m), n);
+					fr->out[fr->nout++] = (struct tsec_client_frame){ b, n };
+				}
+				bad |= !b;
+			}
+			/* Else frames this call did not ask for: a late reply
+			 * to an earlier call's, which the id check drops. */
+			zmq_msg_close(&m);
 		}
-		if (text) {
+		if (text && !bad) {
 			*out = text;
 			return 0;
 		}
+		free(text);
+		frames_drop(fr);
+		if (bad)
+			return tsec__seterr(err, TSEC_ENOMEM, "", "no memory for the reply");
 	}
 }
 
@@ -427,8 +487,8 @@ static int unknown(struct tsec_client *c, bool closed, struct tsec_error *err)
  * any other waits for its broker until the deadline or until the
  * connection closes, and is reported as of unknown outcome.
  */
-static int exchange(struct tsec_client *c, const char *frame, size_t len, long id,
-		    bool resend, char **reply, struct tsec_error *err)
+static int exchange(struct tsec_client *c, const char *frame, size_t len, struct frames *fr,
+		    long id, bool resend, char **reply, struct tsec_error *err)
 {
 	int64_t deadline = tsec__mono_ms() + c->timeout_ms;
 
@@ -439,7 +499,7 @@ static int exchange(struct tsec_client *c, const char *frame, size_t len, long i
 		/* A close seen from now on is this call's. */
 		drain_events(c);
 		c->seen &= ~(unsigned)ZMQ_EVENT_DISCONNECTED;
-		if ((rc = send_frame(c, frame, len, deadline, err)))
+		if ((rc = send_frame(c, frame, len, fr, deadline, err)))
 			return rc;
 		/* The attempt starts when a broker took the frame. */
 		until = tsec__mono_ms() + c->attempt_ms;
@@ -448,7 +508,7 @@ static int exchange(struct tsec_client *c, const char *frame, size_t len, long i
 		for (;;) {
 			json_t *rep, *rid;
 
-			if ((rc = recv_reply(c, until, reply, err))) {
+			if ((rc = recv_reply(c, until, reply, fr, err))) {
 				if (resend || c->nep == 1)
 					break;
 				drain_events(c);
@@ -484,6 +544,7 @@ static int exchange(struct tsec_client *c, const char *frame, size_t len, long i
 			json_decref(rep);
 			free(*reply);
 			*reply = NULL;       /* a late reply to an earlier call */
+			frames_drop(fr);
 		}
 		if ((rc != TSEC_EUNREACHABLE && rc != TSEC_EAUTH) || c->nep == 1 ||
 		    tsec__mono_ms() >= deadline)
@@ -501,11 +562,45 @@ int tsec_client_raw(struct tsec_client *c, const void *frame, size_t len,
 	*reply = NULL;
 	if (!c || (!frame && len))
 		return tsec__seterr(err, TSEC_EINVAL, "", "no client or no frame");
-	return exchange(c, frame, len, 0, false, reply, err);
+	return exchange(c, frame, len, NULL, 0, false, reply, err);
 }
+
+static int call(struct tsec_client *c, const char *method, const char *params,
+		struct frames *fr, char **result, struct tsec_error *err);
 
 int tsec_client_call(struct tsec_client *c, const char *method,
 		     const char *params, char **result, struct tsec_error *err)
+{
+	return call(c, method, params, NULL, result, err);
+}
+
+int tsec_client_call_frames(struct tsec_client *c, const char *method, const char *params,
+			    const struct tsec_client_frame *in, size_t nin, char **result,
+			    struct tsec_client_frame *out, size_t *nout, struct tsec_error *err)
+{
+	struct frames fr = { in, nin, out, 0 };
+	int rc;
+
+	if (nout)
+		*nout = 0;
+	if (result)
+		*result = NULL;
+	if (nin > TSEC_CLIENT_MAX_FRAMES || (nin && !in) || (out && !nout))
+		return tsec__seterr(err, TSEC_EINVAL, "", "at most %d frames, each way",
+				    TSEC_CLIENT_MAX_FRAMES);
+	for (size_t i = 0; i < nin; i++)
+		if (!in[i].data && in[i].len)
+			return tsec__seterr(err, TSEC_EINVAL, "", "frame %zu has no data", i + 1);
+	rc = call(c, method, params, &fr, result, err);
+	if (rc)
+		frames_drop(&fr);
+	else if (nout)
+		*nout = fr.nout;
+	return rc;
+}
+
+static int call(struct tsec_client *c, const char *method, const char *params,
+		struct frames *fr, char **result, struct tsec_error *err)
 {
 	json_t *msg = NULL, *p = NULL, *rep = NULL, *e;
 	json_error_t je;
@@ -533,11 +628,13 @@ int tsec_client_call(struct tsec_client *c, const char *method,
 	    !json_object_get(p, "deadline_ms"))
 		json_object_set_new(p, "deadline_ms", json_integer(c->timeout_ms));
 	msg = json_pack("{s:I,s:s,s:o}", "id", (json_int_t)id, "method", method, "params", p);
+	if (msg && fr && fr->out)
+		json_object_set_new(msg, "frames", json_true());
 	text = json_dumps(msg, JSON_COMPACT);
 	json_decref(msg);
 	if (!text)
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
-	rc = exchange(c, text, strlen(text), id, resendable(method), &r, err);
+	rc = exchange(c, text, strlen(text), fr, id, resendable(method), &r, err);
 	free(text);
 	if (rc)
 		return rc;

@@ -49,6 +49,7 @@
 #define TSEC_D_FLEET_STALE_MS 30000      /* health: the fleet bundle unread this long */
 #define TSEC_D_PROBE_MS 30000            /* the blob store asked this often */
 #define TSEC_D_REPLY_MARGIN_MS 100       /* a caller's deadline, less this: the answer's way back */
+#define TSEC_D_MAX_FRAMES 3              /* binary frames beside a call's JSON, each way */
 
 #define TSEC_D_ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define TSEC_D_WORK_ENDPOINT "inproc://tsec-work"
@@ -128,6 +129,7 @@ typedef json_t *(*tsec__method_fn)(struct tsec__daemon *d,
 #define TSEC_M_INLINE  (1u << 0) /* microseconds of work: run in the loop */
 #define TSEC_M_ADMIN   (1u << 1) /* admin callers only */
 #define TSEC_M_STORAGE (1u << 2) /* touches the store (disk, lock waits) */
+#define TSEC_M_FRAMES  (1u << 3) /* takes values as binary frames ("<name>_frame") */
 
 struct tsec__method {
 	const char *name;
@@ -250,6 +252,23 @@ struct tsec__daemon {
 	atomic_long calls_queued;    /* calls the loop holds for a free worker */
 };
 
+/*
+ * A call's binary frames: the bytes of values that travel beside the
+ * JSON, each a ZeroMQ frame of its own, never escaped or base64'd into
+ * it (issue 36: jansson was 68% of a renewal turn's instructions, most
+ * of it reading and writing certificates as JSON strings).  In: the
+ * caller's, borrowed from its message.  Out: a reply's, each malloc'd,
+ * given to ZeroMQ with the reply.
+ */
+struct tsec__frames {
+	unsigned n;
+	void *ptr[TSEC_D_MAX_FRAMES];
+	size_t len[TSEC_D_MAX_FRAMES];
+};
+
+/* Frees out's buffers and empties it. */
+void tsec__frames_free(struct tsec__frames *out);
+
 /* One call in flight: who asks, and the message's id and params. */
 struct tsec__call {
 	const struct tsec__caller *who;
@@ -262,6 +281,13 @@ struct tsec__call {
 	char id_small[24];           /* id_text for an integer or null id */
 	char *result_text;           /* a method's result as JSON text, if it wrote one */
 	size_t result_len;
+	/* Frames: the caller's (NULL: none) and which of them a member
+	 * "<name>_frame" named; whether the reply may carry values as
+	 * frames (the message's "frames": true) and where they go. */
+	const struct tsec__frames *in;
+	unsigned in_used;
+	bool frames_out;
+	struct tsec__frames *out;
 	/* lock.acquire's wait, parked in the loop between attempts (no
 	 * worker held while the lock is busy): the wait this call steps, if
 	 * it is a parked one's next attempt; where its wait goes when it
@@ -447,9 +473,14 @@ char *tsec__dispatch_tree(struct tsec__daemon *d, int caller, const char *payloa
  * after wait_out->pause_ms.  wait_in: the wait of a parked call's next
  * attempt (not counted as a new call), or NULL.
  */
+/*
+ * in: the frames that came with the call (NULL or empty: none); out:
+ * where the reply's frames go (emptied first; on NULL a call asking for
+ * frames gets its values as JSON).
+ */
 char *tsec__dispatch_step(struct tsec__daemon *d, int caller, const char *payload, size_t len,
-			  const struct tsec_lock_wait *wait_in, struct tsec_lock_wait *wait_out,
-			  bool *parked);
+			  const struct tsec__frames *in, const struct tsec_lock_wait *wait_in,
+			  struct tsec_lock_wait *wait_out, bool *parked, struct tsec__frames *out);
 /* json_dumps, with DEL escaped as the tree-less writer escapes it. */
 char *tsec__json_text(const json_t *j, size_t flags);
 /* A reply with a null id and an error (new text). */
@@ -466,7 +497,8 @@ int tsec__is_inline(const char *payload, size_t len);
  * checked or logged, for a worker to run the call.  No worker hand-off
  * for a hit: two thread wake-ups fewer (issue 36).
  */
-char *tsec__dispatch_hit(struct tsec__daemon *d, int caller, const char *payload, size_t len);
+char *tsec__dispatch_hit(struct tsec__daemon *d, int caller, const char *payload, size_t len,
+			 struct tsec__frames *out);
 int tsec__is_cache_read(const char *payload, size_t len);
 /*
  * A Check in the common shape (common/wire_fast.c), answered whole: the
@@ -481,6 +513,23 @@ int tsec__dispatch_fast(struct tsec__daemon *d, int caller, const char *payload,
 json_t *tsec__fail(int code, const char *where, const char *msg);
 json_t *tsec__err_json(const struct tsec_error *e);
 const char *tsec__param_str(const struct tsec__call *c, const char *k);
+/*
+ * A value of o: its member `name` as a string, or `name`_frame naming one
+ * of the call's frames (from 1; each frame named once).  *v borrows from
+ * o or the frame.  NULL, or the error (where: its place, for the reply).
+ */
+json_t *tsec__value_in(struct tsec__call *c, const json_t *o, const char *name,
+		       const char *where, const char **v, size_t *n);
+/* NULL when every frame the call came with was named, else the error:
+ * a stray frame is a caller's mistake, refused before anything is done. */
+json_t *tsec__frames_all_named(const struct tsec__call *c);
+/*
+ * Puts a value into the result object r as `name`: a frame of the reply
+ * when the caller asked for frames (v, malloc'd, is then the frame's:
+ * *v is set to NULL), else JSON text (or `name`_b64 when v is not UTF-8
+ * or holds a NUL).  0, or -1 without memory.
+ */
+int tsec__value_out(struct tsec__call *c, json_t *r, const char *name, char **v, size_t n);
 
 /* serve.c: 1 when a live listener answers at the ipc path, 0 when the
  * path is free (a stale socket file is removed), -1 when it is unusable. */

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "broker/daemon/daemon.h"
 #include "common/jsonw.h"
 #include "common/clock.h"
@@ -28,6 +30,87 @@ json_t *tsec__err_json(const struct tsec_error *e)
 const char *tsec__param_str(const struct tsec__call *c, const char *k)
 {
 	return json_string_value(json_object_get(c->params, k));
+}
+
+void tsec__frames_free(struct tsec__frames *out)
+{
+	if (!out)
+		return;
+	for (unsigned i = 0; i < out->n; i++)
+		free(out->ptr[i]);
+	out->n = 0;
+}
+
+json_t *tsec__value_in(struct tsec__call *c, const json_t *o, const char *name,
+		       const char *where, const char **v, size_t *n)
+{
+	char fk[48];
+	const json_t *t = json_object_get(o, name), *f;
+	json_int_t i;
+
+	if (json_is_string(t)) {
+		*v = json_string_value(t);
+		*n = json_string_length(t);
+		return NULL;
+	}
+	snprintf(fk, sizeof(fk), "%s_frame", name);
+	if (!(f = json_object_get(o, fk)))
+		return NULL;         /* neither: the caller says what else it takes */
+	i = json_is_integer(f) ? json_integer_value(f) : 0;
+	if (!c->in || i < 1 || i > (json_int_t)c->in->n)
+		return tsec__fail(TSEC_EPROTO, where, c->in && c->in->n
+				  ? "a \"_frame\" member names a frame the call does not have "
+				    "(they count from 1)"
+				  : "a \"_frame\" member, and the call came with no frames");
+	if (c->in_used & (1u << (i - 1)))
+		return tsec__fail(TSEC_EPROTO, where, "a frame named twice");
+	c->in_used |= 1u << (i - 1);
+	*v = c->in->ptr[i - 1];
+	*n = c->in->len[i - 1];
+	return NULL;
+}
+
+json_t *tsec__frames_all_named(const struct tsec__call *c)
+{
+	if (!c->in || c->in_used == (1u << c->in->n) - 1)
+		return NULL;
+	return tsec__fail(TSEC_EPROTO, "", "the call came with a frame no \"_frame\" member names");
+}
+
+int tsec__value_out(struct tsec__call *c, json_t *r, const char *name, char **v, size_t n)
+{
+	char k[48];
+	json_t *s;
+
+	if (c->frames_out && c->out && c->out->n < TSEC_D_MAX_FRAMES) {
+		c->out->ptr[c->out->n] = *v;
+		c->out->len[c->out->n] = n;
+		*v = NULL;
+		snprintf(k, sizeof(k), "%s_frame", name);
+		return json_object_set_new(r, k, json_integer(++c->out->n));
+	}
+	/*
+	 * As JSON text, or base64 when not UTF-8 or holding a NUL: jansson
+	 * writes a NUL as \u0000, which no reader that keeps NUL-terminated
+	 * strings (the client library's among them) takes, so such a value
+	 * could be stored and never read back (issue 35).
+	 */
+	if (!memchr(*v, 0, n) && (s = json_stringn(*v, n)))
+		return json_object_set_new(r, name, s);
+	{
+		size_t bl = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+		char *b = malloc(bl);
+		int rc;
+
+		if (!b)
+			return -1;
+		sodium_bin2base64(b, bl, (const unsigned char *)*v, n,
+				  sodium_base64_VARIANT_ORIGINAL);
+		snprintf(k, sizeof(k), "%s_b64", name);
+		rc = json_object_set_new(r, k, json_string(b));
+		free(b);
+		return rc;
+	}
 }
 
 /*
@@ -174,6 +257,11 @@ static json_t *read_call(struct tsec__daemon *d, json_t *msg, struct tsec__call 
 		return tsec__fail(TSEC_EPROTO, "method",
 				  json_is_string(mv) ? "unknown method" : "need a \"method\" string");
 	}
+	if (c->in && c->in->n && !((*meth)->flags & TSEC_M_FRAMES)) {
+		atomic_fetch_add(&d->st.malformed, 1);
+		return tsec__fail(TSEC_EPROTO, "method", "this method takes no frames beside its JSON");
+	}
+	c->frames_out = json_is_true(json_object_get(msg, "frames"));
 	return NULL;
 }
 
@@ -296,7 +384,7 @@ char *tsec__dispatch(struct tsec__daemon *d, int caller, const char *payload, si
 
 char *tsec__dispatch_tree(struct tsec__daemon *d, int caller, const char *payload, size_t len)
 {
-	return tsec__dispatch_step(d, caller, payload, len, NULL, NULL, NULL);
+	return tsec__dispatch_step(d, caller, payload, len, NULL, NULL, NULL, NULL, NULL);
 }
 
 /* The reads the loop answers from the LocalCache when it can. */
@@ -312,8 +400,9 @@ static bool cache_read(const struct tsec__method *meth)
  * whole; a message that is no call at all is answered here.
  */
 static char *dispatch_call(struct tsec__daemon *d, int caller, const char *payload, size_t len,
-			   const struct tsec_lock_wait *wait_in, struct tsec_lock_wait *wait_out,
-			   bool *parked, bool hit_only, bool *deferred)
+			   const struct tsec__frames *in, const struct tsec_lock_wait *wait_in,
+			   struct tsec_lock_wait *wait_out, bool *parked, bool hit_only,
+			   bool *deferred, struct tsec__frames *out)
 {
 	const struct tsec__method *meth = NULL;
 	json_t *msg = NULL, *result = NULL, *error = NULL, *reply;
@@ -336,6 +425,8 @@ static char *dispatch_call(struct tsec__daemon *d, int caller, const char *paylo
 		goto reply;
 	}
 	call_begin(d, &c, caller);
+	c.in = in && in->n ? in : NULL;
+	c.out = out;
 	c.wait_in = wait_in;
 	c.wait_out = wait_out;
 	c.hit_only = hit_only;
@@ -364,6 +455,8 @@ static char *dispatch_call(struct tsec__daemon *d, int caller, const char *paylo
 		uint64_t t0 = tsec__mono_ns();
 
 		error = meth->fn(d, &c, &result);
+		if (c.deferred || c.parked)
+			tsec__frames_free(out);
 		if (c.deferred) {
 			/* Not in the cache: the worker's, counted there. */
 			json_decref(error);
@@ -402,6 +495,7 @@ reply:
 		atomic_fetch_add(&d->st.errors, 1);
 		json_decref(result);
 		result = NULL;
+		tsec__frames_free(out);  /* an error carries no values */
 	} else if (c.result_text) {
 		/* A method that wrote its result as text: the reply around it. */
 		struct tsec__jw w;
@@ -415,6 +509,31 @@ reply:
 		tsec__jw_raw(&w, c.result_text, c.result_len);
 		TSEC__JW_LIT(&w, "}");
 		text = tsec__jw_take(&w, NULL);
+		json_decref(result);
+		goto out;
+	} else {
+		/* The reply around the result's text: only the result goes
+		 * through jansson's writer, and an empty one not at all
+		 * (a put's, a save's, a release's). */
+		struct tsec__jw w;
+		size_t idn;
+		const char *id = tsec__call_id(&c, &idn);
+		char *rt = NULL;
+		bool empty = !result || (json_is_object(result) && !json_object_size(result));
+
+		if (empty || (rt = tsec__json_text(result, JSON_COMPACT))) {
+			tsec__jw_init(&w);
+			TSEC__JW_LIT(&w, "{\"id\":");
+			tsec__jw_raw(&w, id, idn);
+			TSEC__JW_LIT(&w, ",\"result\":");
+			if (empty)
+				TSEC__JW_LIT(&w, "{}");
+			else
+				tsec__jw_raw(&w, rt, strlen(rt));
+			TSEC__JW_LIT(&w, "}");
+			text = tsec__jw_take(&w, NULL);
+		}
+		free(rt);
 		json_decref(result);
 		goto out;
 	}
@@ -445,16 +564,24 @@ defer:
 }
 
 char *tsec__dispatch_step(struct tsec__daemon *d, int caller, const char *payload, size_t len,
-			  const struct tsec_lock_wait *wait_in, struct tsec_lock_wait *wait_out,
-			  bool *parked)
+			  const struct tsec__frames *in, const struct tsec_lock_wait *wait_in,
+			  struct tsec_lock_wait *wait_out, bool *parked, struct tsec__frames *out)
 {
-	return dispatch_call(d, caller, payload, len, wait_in, wait_out, parked, false, NULL);
+	if (out)
+		out->n = 0;
+	return dispatch_call(d, caller, payload, len, in, wait_in, wait_out, parked, false, NULL,
+			     out);
 }
 
-char *tsec__dispatch_hit(struct tsec__daemon *d, int caller, const char *payload, size_t len)
+char *tsec__dispatch_hit(struct tsec__daemon *d, int caller, const char *payload, size_t len,
+			 struct tsec__frames *out)
 {
 	bool deferred = false;
-	char *text = dispatch_call(d, caller, payload, len, NULL, NULL, NULL, true, &deferred);
+	char *text;
+
+	if (out)
+		out->n = 0;
+	text = dispatch_call(d, caller, payload, len, NULL, NULL, NULL, NULL, true, &deferred, out);
 
 	if (deferred) {
 		free(text);

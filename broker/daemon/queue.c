@@ -30,17 +30,22 @@ int tsec__jobq_init(struct tsec__jobq *q, int ncallers, size_t max, size_t per_c
 	return 0;
 }
 
-struct tsec__job *tsec__job_new(zmq_msg_t *ident, zmq_msg_t *payload, unsigned char ix,
-				int caller)
+struct tsec__job *tsec__job_new(zmq_msg_t *ident, zmq_msg_t *payload, zmq_msg_t *data,
+				unsigned ndata, unsigned char ix, int caller)
 {
-	struct tsec__job *j = calloc(1, sizeof(*j));
+	struct tsec__job *j;
 
-	if (!j)
+	if (ndata > sizeof(j->data) / sizeof(j->data[0]) || !(j = calloc(1, sizeof(*j))))
 		return NULL;
 	zmq_msg_init(&j->ident);
 	zmq_msg_init(&j->payload);
 	zmq_msg_move(&j->ident, ident);
 	zmq_msg_move(&j->payload, payload);
+	for (unsigned i = 0; i < ndata; i++) {
+		zmq_msg_init(&j->data[i]);
+		zmq_msg_move(&j->data[i], &data[i]);
+	}
+	j->ndata = ndata;
 	j->ix = ix;
 	j->caller = caller;
 	return j;
@@ -52,6 +57,8 @@ void tsec__job_free(struct tsec__job *j)
 		return;
 	zmq_msg_close(&j->ident);
 	zmq_msg_close(&j->payload);
+	for (unsigned i = 0; i < j->ndata; i++)
+		zmq_msg_close(&j->data[i]);
 	free(j);
 }
 

@@ -19,6 +19,8 @@
  * found the lock held, the wait and when to try again. */
 struct tsec__job {
 	zmq_msg_t ident, payload;
+	zmq_msg_t data[3];           /* its binary frames (TSEC_D_MAX_FRAMES) */
+	unsigned ndata;
 	unsigned char ix;            /* its router */
 	int caller;                  /* its place in cfg.callers, or -1 */
 	bool has_wait;
@@ -38,9 +40,10 @@ struct tsec__jobq {
 int tsec__jobq_init(struct tsec__jobq *q, int ncallers, size_t max, size_t per_caller);
 /* Frees the queue and every call still in it (their frames closed). */
 void tsec__jobq_free(struct tsec__jobq *q);
-/* A new job with its frames moved in from the caller's (left empty). */
-struct tsec__job *tsec__job_new(zmq_msg_t *ident, zmq_msg_t *payload, unsigned char ix,
-				int caller);
+/* A new job with its frames moved in from the caller's (left empty):
+ * identity, payload and ndata binary frames (data may be NULL for 0). */
+struct tsec__job *tsec__job_new(zmq_msg_t *ident, zmq_msg_t *payload, zmq_msg_t *data,
+				unsigned ndata, unsigned char ix, int caller);
 void tsec__job_free(struct tsec__job *j);
 /*
  * Appends j to its caller's queue: 0, or -1 when that caller or the

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <sodium.h>
 #include <zmq.h>
 
 #include "broker/daemon/daemon.h"
@@ -93,6 +95,8 @@ static int caller_of(const char *user, size_t n)
 	return v;
 }
 
+static void send_reply_on(void *s, char *reply, struct tsec__frames *out, int flags);
+
 /* A worker: the daemon and its place among the workers. */
 struct worker_arg {
 	struct tsec__daemon *d;
@@ -119,12 +123,14 @@ static void *worker_main(void *arg)
 		goto out;
 	for (;;) {
 		/* Frames: client identity, router and worker index, the
-		 * caller's index (an int), payload, and for a parked lock
-		 * wait's next attempt, its wait. */
-		zmq_msg_t f[5];
+		 * caller's index (an int), the wait of a parked lock wait's
+		 * next attempt (else empty), payload, and the call's binary
+		 * frames. */
+		enum { FIXED = 5, MAXF = FIXED + TSEC_D_MAX_FRAMES };
+		zmq_msg_t f[MAXF];
 		int n = 0, more = 1;
 		size_t msz = sizeof(more);
-		while (more && n < 5) {
+		while (more && n < MAXF) {
 			zmq_msg_init(&f[n]);
 			if (zmq_msg_recv(&f[n], in, 0) < 0) {
 				if (errno == EINTR) { /* not ours to stop on: again */
@@ -138,28 +144,42 @@ static void *worker_main(void *arg)
 			n++;
 			zmq_getsockopt(in, ZMQ_RCVMORE, &more, &msz);
 		}
-		if (!more && zmq_msg_size(&f[2]) == sizeof(int) &&
-		    (n == 4 || (n == 5 && zmq_msg_size(&f[4]) == sizeof(struct tsec_lock_wait)))) {
+		if (!more && n >= FIXED && zmq_msg_size(&f[1]) == 2 &&
+		    zmq_msg_size(&f[2]) == sizeof(int) &&
+		    (zmq_msg_size(&f[3]) == 0 || zmq_msg_size(&f[3]) == sizeof(struct tsec_lock_wait))) {
 			struct tsec_lock_wait win, wout;
-			bool parked;
+			struct tsec__frames fin = { .n = (unsigned)(n - FIXED) }, fout;
+			bool parked, waits = zmq_msg_size(&f[3]) != 0;
+			unsigned char ix[3];
 			char *reply;
 			int caller;
 
 			memcpy(&caller, zmq_msg_data(&f[2]), sizeof(caller));
-			if (n == 5)
-				memcpy(&win, zmq_msg_data(&f[4]), sizeof(win));
-			reply = tsec__dispatch_step(d, caller, zmq_msg_data(&f[3]), zmq_msg_size(&f[3]),
-						    n == 5 ? &win : NULL, &wout, &parked);
+			if (waits)
+				memcpy(&win, zmq_msg_data(&f[3]), sizeof(win));
+			for (unsigned i = 0; i < fin.n; i++) {
+				fin.ptr[i] = zmq_msg_data(&f[FIXED + i]);
+				fin.len[i] = zmq_msg_size(&f[FIXED + i]);
+			}
+			/* A call with frames never parks (lock calls take none):
+			 * it waits here, its frames kept with it. */
+			reply = tsec__dispatch_step(d, caller, zmq_msg_data(&f[4]), zmq_msg_size(&f[4]),
+						    &fin, waits ? &win : NULL, fin.n ? NULL : &wout,
+						    &parked, &fout);
+			/* Router and worker index, and whether the call parked. */
+			memcpy(ix, zmq_msg_data(&f[1]), 2);
+			ix[2] = parked;
 			zmq_msg_send(&f[0], out, ZMQ_SNDMORE);
-			zmq_msg_send(&f[1], out, ZMQ_SNDMORE);
+			zmq_send(out, ix, 3, ZMQ_SNDMORE);
 			if (parked) {
 				/* The call back to the loop, to step after the
 				 * pause: payload, caller's index, wait. */
-				zmq_msg_send(&f[3], out, ZMQ_SNDMORE);
+				zmq_msg_send(&f[4], out, ZMQ_SNDMORE);
 				zmq_msg_send(&f[2], out, ZMQ_SNDMORE);
 				zmq_send(out, &wout, sizeof(wout), 0);
 			} else {
-				zmq_send(out, reply ? reply : "", reply ? strlen(reply) : 0, 0);
+				send_reply_on(out, reply, &fout, 0);
+				reply = NULL;
 			}
 			free(reply);
 			for (int i = 0; i < n; i++)
@@ -374,33 +394,75 @@ static void free_reply(void *data, void *hint)
 	free(data);
 }
 
-/* The same for a reply the caller gives away (malloc'd, freed by
- * ZeroMQ once sent or dropped): no copy of the text. */
-static void send_client_owned(void *router, zmq_msg_t *ident, char *reply)
+/* A reply's frame, freed by ZeroMQ once sent or dropped: wiped first (it
+ * may be a private key; hint is its length). */
+static void free_wiped(void *data, void *hint)
 {
-	zmq_msg_t body;
-
-	if (!reply || zmq_msg_init_data(&body, reply, strlen(reply), free_reply, NULL) != 0) {
-		send_client(router, ident, "", 0);
-		free(reply);
-		return;
-	}
-	zmq_msg_send(ident, router, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-	zmq_send(router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-	if (zmq_msg_send(&body, router, ZMQ_DONTWAIT) < 0)
-		zmq_msg_close(&body);
+	sodium_memzero(data, (size_t)(uintptr_t)hint);
+	free(data);
 }
 
 /*
- * Reads one message (identity, empty delimiter, one payload frame) into
- * *payload.  Returns -1 when nothing is waiting, else 0, with *bad set
- * when the framing is wrong.
+ * Sends a reply the caller gives away: its text (malloc'd; NULL: an empty
+ * reply, as when there was no memory), then out's frames (each given
+ * away too; out is emptied), on s with flags' ZMQ_DONTWAIT (or not) on
+ * every part.  No copy of any of it.  What cannot be sent is freed.
  */
-static int recv_client(void *router, zmq_msg_t *ident, zmq_msg_t *payload, int *bad)
+static void send_reply_on(void *s, char *reply, struct tsec__frames *out, int flags)
+{
+	unsigned nf = out ? out->n : 0;
+	zmq_msg_t m;
+
+	if (!reply || zmq_msg_init_data(&m, reply, strlen(reply), free_reply, NULL) != 0) {
+		free(reply);
+		zmq_msg_init(&m);
+		nf = 0;
+	}
+	if (zmq_msg_send(&m, s, flags | (nf ? ZMQ_SNDMORE : 0)) < 0) {
+		zmq_msg_close(&m);
+		nf = 0;
+	}
+	for (unsigned i = 0; out && i < out->n; i++) {
+		bool last = i + 1 == nf;
+
+		if (i < nf && zmq_msg_init_data(&m, out->ptr[i], out->len[i], free_wiped,
+						(void *)(uintptr_t)out->len[i]) == 0) {
+			if (zmq_msg_send(&m, s, flags | (last ? 0 : ZMQ_SNDMORE)) < 0)
+				zmq_msg_close(&m);
+			continue;
+		}
+		/* Not sent: an empty part keeps the message whole, or none. */
+		if (i < nf)
+			zmq_send(s, "", 0, flags | (last ? 0 : ZMQ_SNDMORE));
+		sodium_memzero(out->ptr[i], out->len[i]);
+		free(out->ptr[i]);
+	}
+	if (out)
+		out->n = 0;
+}
+
+/* The same to a client, after its identity and the delimiter. */
+static void send_client_owned(void *router, zmq_msg_t *ident, char *reply,
+			      struct tsec__frames *out)
+{
+	zmq_msg_send(ident, router, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	send_reply_on(router, reply, out, ZMQ_DONTWAIT);
+}
+
+/*
+ * Reads one message (identity, empty delimiter, one payload frame, up to
+ * TSEC_D_MAX_FRAMES binary frames) into *payload and data[0..*ndata).
+ * Returns -1 when nothing is waiting, else 0, with *bad set when the
+ * framing is wrong.
+ */
+static int recv_client(void *router, zmq_msg_t *ident, zmq_msg_t *payload, zmq_msg_t *data,
+		       unsigned *ndata, int *bad)
 {
 	int more = 0, nframes = 0;
 
 	*bad = 0;
+	*ndata = 0;
 	zmq_msg_init(ident);
 	zmq_msg_init(payload);
 	if (zmq_msg_recv(ident, router, ZMQ_DONTWAIT) < 0)
@@ -419,9 +481,13 @@ static int recv_client(void *router, zmq_msg_t *ident, zmq_msg_t *payload, int *
 			*bad = 1;
 		if (nframes == 2)
 			zmq_msg_move(payload, &f);
+		if (nframes > 2 && *ndata < TSEC_D_MAX_FRAMES) {
+			zmq_msg_init(&data[*ndata]);
+			zmq_msg_move(&data[(*ndata)++], &f);
+		}
 		zmq_msg_close(&f);
 	}
-	if (nframes != 2)
+	if (nframes < 2 || nframes > 2 + TSEC_D_MAX_FRAMES)
 		*bad = 1;
 	return 0;
 }
@@ -483,9 +549,10 @@ static void schedule(struct loop *l)
 		zmq_msg_send(&j->ident, w, ZMQ_SNDMORE);
 		zmq_send(w, ix, 2, ZMQ_SNDMORE);
 		zmq_send(w, &j->caller, sizeof(j->caller), ZMQ_SNDMORE);
-		zmq_msg_send(&j->payload, w, j->has_wait ? ZMQ_SNDMORE : 0);
-		if (j->has_wait)
-			zmq_send(w, &j->w, sizeof(j->w), 0);
+		zmq_send(w, &j->w, j->has_wait ? sizeof(j->w) : 0, ZMQ_SNDMORE);
+		zmq_msg_send(&j->payload, w, j->ndata ? ZMQ_SNDMORE : 0);
+		for (unsigned i = 0; i < j->ndata; i++)
+			zmq_msg_send(&j->data[i], w, i + 1 < j->ndata ? ZMQ_SNDMORE : 0);
 		tsec__job_free(j);
 	}
 	/* Every push is followed by a schedule: the gauge is right here. */
@@ -497,23 +564,30 @@ static void schedule(struct loop *l)
 static int from_client(struct loop *l, int r)
 {
 	void *router = l->routers[r];
-	zmq_msg_t ident, payload;
+	zmq_msg_t ident, payload, data[TSEC_D_MAX_FRAMES];
+	struct tsec__frames out;
+	unsigned ndata;
+	size_t size;
 	char *hit;
 	int bad;
 
-	if (recv_client(router, &ident, &payload, &bad) < 0) {
+	if (recv_client(router, &ident, &payload, data, &ndata, &bad) < 0) {
 		zmq_msg_close(&ident);
 		zmq_msg_close(&payload);
 		return 0;
 	}
-	if (bad || l->draining || zmq_msg_size(&payload) > l->d->cfg.max_message) {
+	size = zmq_msg_size(&payload);
+	for (unsigned i = 0; i < ndata; i++)
+		size += zmq_msg_size(&data[i]);
+	if (bad || l->draining || size > l->d->cfg.max_message) {
 		char *reply;
 		if (l->draining) {
 			reply = tsec__error_reply(TSEC_EBUSY, "shutting down");
 		} else if (bad) {
 			atomic_fetch_add(&l->d->st.malformed, 1);
 			reply = tsec__error_reply(TSEC_EPROTO,
-						  "expected an empty delimiter frame and one JSON frame");
+						  "expected an empty delimiter frame, one JSON frame "
+						  "and at most 3 binary frames");
 		} else {
 			atomic_fetch_add(&l->d->st.oversized, 1);
 			reply = tsec__error_reply(TSEC_ETOOBIG,
@@ -526,25 +600,29 @@ static int from_client(struct loop *l, int r)
 		size_t ulen = user ? strlen(user) : 0;
 		int caller = caller_of(user, ulen);
 
-		if (tsec__dispatch_fast(l->d, caller, zmq_msg_data(&payload),
-					zmq_msg_size(&payload), &l->reply)) {
+		/* A call with binary frames is a worker's: only values travel
+		 * so, and values are storage calls. */
+		if (!ndata && tsec__dispatch_fast(l->d, caller, zmq_msg_data(&payload),
+						  zmq_msg_size(&payload), &l->reply)) {
 			/* Copied by ZeroMQ (one allocation, as giving it away
 			 * would take); the buffer stays for the next. */
 			send_client(router, &ident, l->reply.len ? l->reply.buf : "", l->reply.len);
-		} else if (tsec__is_inline(zmq_msg_data(&payload), zmq_msg_size(&payload))) {
+		} else if (!ndata &&
+			   tsec__is_inline(zmq_msg_data(&payload), zmq_msg_size(&payload))) {
 			char *reply = tsec__dispatch(l->d, caller,
 						     zmq_msg_data(&payload),
 						     zmq_msg_size(&payload));
-			send_client_owned(router, &ident, reply);
-		} else if (l->d->cfg.st.cache_bytes &&
+			send_client_owned(router, &ident, reply, NULL);
+		} else if (!ndata && l->d->cfg.st.cache_bytes &&
 			   tsec__is_cache_read(zmq_msg_data(&payload), zmq_msg_size(&payload)) &&
 			   (hit = tsec__dispatch_hit(l->d, caller, zmq_msg_data(&payload),
-						     zmq_msg_size(&payload)))) {
+						     zmq_msg_size(&payload), &out))) {
 			/* A LocalCache hit, answered here: no worker. */
-			send_client_owned(router, &ident, hit);
+			send_client_owned(router, &ident, hit, &out);
 		} else {
 			/* For a worker: queued behind the caller's own calls. */
-			struct tsec__job *j = tsec__job_new(&ident, &payload, (unsigned char)r, caller);
+			struct tsec__job *j = tsec__job_new(&ident, &payload, data, ndata,
+							    (unsigned char)r, caller);
 
 			if (!j || tsec__jobq_push(&l->q, j, false)) {
 				/* Refused now rather than the loop holding more
@@ -560,6 +638,8 @@ static int from_client(struct loop *l, int r)
 	}
 	zmq_msg_close(&payload);
 	zmq_msg_close(&ident);
+	for (unsigned i = 0; i < ndata; i++)
+		zmq_msg_close(&data[i]);   /* moved into a job, or not wanted */
 	return 1;
 }
 
@@ -590,7 +670,7 @@ static void park(struct loop *l, int r, zmq_msg_t *ident, zmq_msg_t *payload, in
 		no = "shutting down";
 	} else if (l->npark >= TSEC_D_MAX_PARKED ||
 		   mine >= (size_t)l->d->cfg.max_locks_per_caller ||
-		   !(j = tsec__job_new(ident, payload, (unsigned char)r, caller))) {
+		   !(j = tsec__job_new(ident, payload, NULL, 0, (unsigned char)r, caller))) {
 		no = "the lock is held, and this broker holds as many waits for locks as it "
 		     "may (for this caller or in all): try again later";
 	}
@@ -650,52 +730,71 @@ static void unpark_all_busy(struct loop *l)
 	}
 }
 
-/* Replies from the workers back to their clients; a lock wait that
- * found the lock held comes back with two more frames, to park. */
+/* Replies from the workers back to their clients, each with the call's
+ * binary frames; a lock wait that found the lock held comes back with
+ * its payload, caller and wait instead, to park. */
 static void from_workers(struct loop *l)
 {
 	for (;;) {
-		zmq_msg_t ident, ix, body;
-		int r, more = 0;
+		enum { MAXF = 2 + 1 + TSEC_D_MAX_FRAMES };
+		zmq_msg_t f[MAXF];
+		int r = -1, n = 0, more = 1;
 		size_t msz = sizeof(more);
+		bool parked = false;
 
-		zmq_msg_init(&ident);
-		if (zmq_msg_recv(&ident, l->replies, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&ident);
+		zmq_msg_init(&f[0]);
+		if (zmq_msg_recv(&f[0], l->replies, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&f[0]);
 			break;
 		}
-		zmq_msg_init(&ix);
-		zmq_msg_init(&body);
-		zmq_msg_recv(&ix, l->replies, 0);
-		zmq_msg_recv(&body, l->replies, 0);
+		n = 1;
 		zmq_getsockopt(l->replies, ZMQ_RCVMORE, &more, &msz);
-		r = zmq_msg_size(&ix) == 2 ? *(unsigned char *)zmq_msg_data(&ix) : -1;
-		if (r >= 0) {
-			/* That worker is free again. */
-			unsigned char wk = ((unsigned char *)zmq_msg_data(&ix))[1];
-
-			if (wk < l->nworkers)
-				l->idle[l->nidle++] = wk;
+		while (more && n < MAXF) {
+			zmq_msg_init(&f[n]);
+			if (zmq_msg_recv(&f[n], l->replies, 0) < 0) {
+				zmq_msg_close(&f[n]);
+				break;
+			}
+			n++;
+			zmq_getsockopt(l->replies, ZMQ_RCVMORE, &more, &msz);
 		}
-		if (more) {
-			zmq_msg_t who, wait;
+		if (n >= 2 && zmq_msg_size(&f[1]) == 3) {
+			/* That worker is free again. */
+			const unsigned char *ix = zmq_msg_data(&f[1]);
+
+			r = ix[0];
+			parked = ix[2];
+			if (ix[1] < l->nworkers)
+				l->idle[l->nidle++] = ix[1];
+		}
+		if (parked && n == 5 && !more) {
 			int caller = -1;
 
-			zmq_msg_init(&who);
-			zmq_msg_init(&wait);
-			zmq_msg_recv(&who, l->replies, 0);
-			zmq_msg_recv(&wait, l->replies, 0);
-			if (zmq_msg_size(&who) == sizeof(caller))
-				memcpy(&caller, zmq_msg_data(&who), sizeof(caller));
-			park(l, r, &ident, &body, caller, &wait);
-			zmq_msg_close(&who);
-			zmq_msg_close(&wait);
-		} else if (r >= 0 && r < 2 && l->routers[r]) {
-			send_client(l->routers[r], &ident, zmq_msg_data(&body), zmq_msg_size(&body));
+			if (zmq_msg_size(&f[3]) == sizeof(caller))
+				memcpy(&caller, zmq_msg_data(&f[3]), sizeof(caller));
+			park(l, r, &f[0], &f[2], caller, &f[4]);
+		} else if (!parked && n >= 3 && !more && r >= 0 && r < 2 && l->routers[r]) {
+			/* Forwarded as they are: no copy. */
+			zmq_msg_send(&f[0], l->routers[r], ZMQ_SNDMORE | ZMQ_DONTWAIT);
+			zmq_send(l->routers[r], "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+			for (int i = 2; i < n; i++)
+				if (zmq_msg_send(&f[i], l->routers[r],
+						 ZMQ_DONTWAIT | (i + 1 < n ? ZMQ_SNDMORE : 0)) < 0)
+					break;
 		}
-		zmq_msg_close(&ident);
-		zmq_msg_close(&ix);
-		zmq_msg_close(&body);
+		while (more) {
+			/* More than a worker sends: the rest dropped. */
+			zmq_msg_t x;
+
+			zmq_msg_init(&x);
+			if (zmq_msg_recv(&x, l->replies, 0) < 0)
+				more = 0;
+			else
+				zmq_getsockopt(l->replies, ZMQ_RCVMORE, &more, &msz);
+			zmq_msg_close(&x);
+		}
+		for (int i = 0; i < n; i++)
+			zmq_msg_close(&f[i]);
 	}
 	schedule(l);
 }

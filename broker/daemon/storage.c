@@ -51,19 +51,18 @@ static json_t *fence_of(const struct tsec__call *c, struct tsec_lock *lk,
 	return NULL;
 }
 
-/* A value from o's "value" (text) or "value_b64"; *buf is new when
- * decoded (free it).  NULL, or the error to answer. */
-static json_t *value_of(const json_t *o, const char *where, const char **v, size_t *n,
-			unsigned char **buf)
+/* A value from o's "value" (text), "value_frame" (a frame of the call)
+ * or "value_b64"; *buf is new when decoded (free it).  NULL, or the error
+ * to answer. */
+static json_t *value_of(struct tsec__call *c, const json_t *o, const char *where,
+			const char **v, size_t *n, unsigned char **buf)
 {
-	json_t *t = json_object_get(o, "value"), *b = json_object_get(o, "value_b64");
+	json_t *b = json_object_get(o, "value_b64"), *e;
 
 	*buf = NULL;
-	if (json_is_string(t)) {
-		*v = json_string_value(t);
-		*n = json_string_length(t);
-		return NULL;
-	}
+	*v = NULL;
+	if ((e = tsec__value_in(c, o, "value", where, v, n)) || *v)
+		return e;
 	if (json_is_string(b)) {
 		size_t cap = json_string_length(b);
 
@@ -78,7 +77,7 @@ static json_t *value_of(const json_t *o, const char *where, const char **v, size
 		*v = (const char *)*buf;
 		return NULL;
 	}
-	return tsec__fail(TSEC_EPROTO, where, "need \"value\" or \"value_b64\"");
+	return tsec__fail(TSEC_EPROTO, where, "need \"value\", \"value_frame\" or \"value_b64\"");
 }
 
 json_t *tsec__m_store_put(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
@@ -91,9 +90,13 @@ json_t *tsec__m_store_put(struct tsec__daemon *d, struct tsec__call *c, json_t *
 	json_t *e;
 	int rc;
 
-	if ((e = fence_of(c, &lk, &fence)) || (e = value_of(c->params, "params.value", &v, &n,
-							      &buf)))
+	if ((e = fence_of(c, &lk, &fence)) ||
+	    (e = value_of(c, c->params, "params.value", &v, &n, &buf)))
 		return e;
+	if ((e = tsec__frames_all_named(c))) {
+		free(buf);
+		return e;
+	}
 	if (fence) {
 		struct tsec_put p = { key, v, n };
 
@@ -133,9 +136,11 @@ json_t *tsec__m_store_put_many(struct tsec__daemon *d, struct tsec__call *c, jso
 		if (!p[i].key)
 			e = tsec__fail(TSEC_EPROTO, "params.puts", "each put needs a \"key\"");
 		else
-			e = value_of(o, "params.puts", &v, &p[i].len, &bufs[i]);
+			e = value_of(c, o, "params.puts", &v, &p[i].len, &bufs[i]);
 		p[i].value = v;
 	}
+	if (!e)
+		e = tsec__frames_all_named(c);
 	if (!e)
 		rc = fence ? tsec_store_put_fenced(d->store, &c->p, fence, p, n, &err)
 			   : tsec_store_put_many(d->store, &c->p, p, n, &err);
@@ -144,29 +149,6 @@ json_t *tsec__m_store_put_many(struct tsec__daemon *d, struct tsec__call *c, jso
 	free(bufs);
 	free(p);
 	return e ? e : done(rc, &err, result);
-}
-
-/*
- * A value as {"value": text}, or {"value_b64": ...} when not UTF-8 or
- * holding a NUL: jansson writes a NUL as \u0000, which no reader that
- * keeps NUL-terminated strings (the client library's among them) takes,
- * so such a value could be stored and never read back (issue 35).
- */
-static json_t *value_json(const char *v, size_t n)
-{
-	json_t *s = memchr(v, 0, n) ? NULL : json_stringn(v, n);
-	size_t bl;
-	char *b;
-
-	if (s)
-		return json_pack("{s:o}", "value", s);
-	bl = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
-	if (!(b = malloc(bl)))
-		return NULL;
-	sodium_bin2base64(b, bl, (const unsigned char *)v, n, sodium_base64_VARIANT_ORIGINAL);
-	s = json_pack("{s:s}", "value_b64", b);
-	free(b);
-	return s;
 }
 
 json_t *tsec__m_store_get(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
@@ -187,10 +169,12 @@ json_t *tsec__m_store_get(struct tsec__daemon *d, struct tsec__call *c, json_t *
 		rc = tsec_store_get(d->store, &c->p, tsec__param_str(c, "key"), &v, &n, &err);
 	}
 	if (!rc) {
-		*result = value_json(v, n);
-		free(v);
-		if (!*result)
+		*result = json_object();
+		if (!*result || tsec__value_out(c, *result, "value", &v, n)) {
+			free(v);
 			return tsec__fail(TSEC_ENOMEM, "", NULL);
+		}
+		free(v);
 	}
 	return done(rc, &err, result);
 }
@@ -494,26 +478,63 @@ json_t *tsec__m_lock_release(struct tsec__daemon *d, struct tsec__call *c, json_
 	return done(rc, &err, result);
 }
 
-/* {"issuer", "domain", "cert", "key", "meta"} (strings): the names and the
- * three files (pointing into the params), or the error for the reply. */
-static json_t *cert_files_of(const struct tsec__call *c, const char **issuer,
-			     const char **domain, struct tsec_cert_files *f)
+/* {"issuer", "domain", "cert", "key", "meta"}, each file a string or a
+ * frame ("cert_frame"...): the names and the three files (pointing into
+ * the params or the frames), or the error for the reply. */
+static json_t *cert_files_of(struct tsec__call *c, const char **issuer, const char **domain,
+			     struct tsec_cert_files *f)
 {
-	json_t *crt = json_object_get(c->params, "cert"), *key = json_object_get(c->params, "key");
-	json_t *meta = json_object_get(c->params, "meta");
+	static const char *const name[3] = { "cert", "key", "meta" };
+	const char *v[3] = { NULL, NULL, NULL };
+	size_t n[3] = { 0, 0, 0 };
+	json_t *e;
 
 	*issuer = tsec__param_str(c, "issuer");
 	*domain = tsec__param_str(c, "domain");
-	if (!*issuer || !*domain || !json_is_string(crt) || !json_is_string(key) ||
-	    !json_is_string(meta))
+	for (int i = 0; i < 3; i++)
+		if ((e = tsec__value_in(c, c->params, name[i], "params", &v[i], &n[i])))
+			return e;
+	if (!*issuer || !*domain || !v[0] || !v[1] || !v[2])
 		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\", \"domain\", \"cert\", "
-				  "\"key\" and \"meta\" (strings)");
-	f->cert = (char *)json_string_value(crt);
-	f->cert_len = json_string_length(crt);
-	f->key = (char *)json_string_value(key);
-	f->key_len = json_string_length(key);
-	f->meta = (char *)json_string_value(meta);
-	f->meta_len = json_string_length(meta);
+				  "\"key\" and \"meta\" (strings, or frames: \"cert_frame\"...)");
+	if ((e = tsec__frames_all_named(c)))
+		return e;
+	f->cert = (char *)v[0];
+	f->cert_len = n[0];
+	f->key = (char *)v[1];
+	f->key_len = n[1];
+	f->meta = (char *)v[2];
+	f->meta_len = n[2];
+	return NULL;
+}
+
+/*
+ * The three files as the result: frames when the caller asked for them
+ * (the buffers become the reply's, the key wiped when ZeroMQ is done
+ * with it), else JSON strings.  f is emptied either way, its key wiped.
+ */
+static json_t *cert_files_out(struct tsec__call *c, struct tsec_cert_files *f, json_t **result)
+{
+	json_t *r = NULL;
+
+	if (c->frames_out && c->out) {
+		if ((r = json_object()) && (tsec__value_out(c, r, "cert", &f->cert, f->cert_len) ||
+					    tsec__value_out(c, r, "key", &f->key, f->key_len) ||
+					    tsec__value_out(c, r, "meta", &f->meta, f->meta_len))) {
+			json_decref(r);
+			r = NULL;
+		}
+	} else {
+		r = json_pack("{s:s%,s:s%,s:s%}", "cert", f->cert, f->cert_len, "key", f->key,
+			      f->key_len, "meta", f->meta, f->meta_len);
+	}
+	if (f->key)
+		sodium_memzero(f->key, f->key_len);
+	tsec_cert_files_free(f);
+	if (!r)
+		return tsec__fail(c->frames_out ? TSEC_ENOMEM : TSEC_EPROTO, "",
+				  c->frames_out ? NULL : "a stored file is not UTF-8 text");
+	*result = r;
 	return NULL;
 }
 
@@ -546,10 +567,7 @@ json_t *tsec__m_store_load_cert(struct tsec__daemon *d, struct tsec__call *c, js
 		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\" and \"domain\"");
 	if ((rc = tsec_store_load_cert(d->store, &c->p, issuer, domain, &f, &err)))
 		return tsec__err_json(&err);
-	*result = json_pack("{s:s%,s:s%,s:s%}", "cert", f.cert, f.cert_len, "key", f.key,
-			    f.key_len, "meta", f.meta, f.meta_len);
-	tsec_cert_files_free(&f);
-	return *result ? NULL : tsec__fail(TSEC_EPROTO, "", "a stored file is not UTF-8 text");
+	return cert_files_out(c, &f, result);
 }
 
 /* ---- remote.*: the remote certificate store ---- */
@@ -599,11 +617,7 @@ json_t *tsec__m_remote_load(struct tsec__daemon *d, struct tsec__call *c, json_t
 		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\" and \"domain\"");
 	if ((rc = tsec_remote_load(d->remote, &c->p, issuer, domain, &f, &err)))
 		return tsec__err_json(&err);
-	*result = json_pack("{s:s%,s:s%,s:s%}", "cert", f.cert, f.cert_len, "key", f.key,
-			    f.key_len, "meta", f.meta, f.meta_len);
-	sodium_memzero(f.key, f.key_len);
-	tsec_cert_files_free(&f);
-	return *result ? NULL : tsec__fail(TSEC_EPROTO, "", "a stored file is not UTF-8 text");
+	return cert_files_out(c, &f, result);
 }
 
 /* {"issuer", "domain"}: {"exists": bool}, from the reference alone. */

@@ -74,6 +74,40 @@ TSEC_API int tsec_client_call(struct tsec_client *c, const char *method,
 		     struct tsec_error *err);
 
 /*
+ * Bytes that travel beside a call's JSON, each as a ZeroMQ frame of its
+ * own: a certificate, a key or any value, sent and received as they are,
+ * never escaped or base64'd into the JSON.
+ */
+#define TSEC_CLIENT_MAX_FRAMES 3
+struct tsec_client_frame {
+	const void *data;
+	size_t len;
+};
+
+/*
+ * tsec_client_call with frames.  in[0..nin) (nin at most
+ * TSEC_CLIENT_MAX_FRAMES) go after the params, and the params name each
+ * by a member "<name>_frame": N, counting from 1, where the method takes
+ * "<name>" as a string: "value_frame" (store.put, and each of
+ * store.put_many's puts), "cert_frame", "key_frame" and "meta_frame"
+ * (store.save_cert, remote.publish).  Each frame must be named once.
+ *
+ * With out given (room for TSEC_CLIENT_MAX_FRAMES), the broker answers
+ * values as frames too: the result says "value_frame": N (store.get) or
+ * "cert_frame", "key_frame" and "meta_frame" (store.load_cert,
+ * remote.load), and the frames are out[0..*nout), each new (free them
+ * with tsec_client_frames_free).  On an error *nout is 0.
+ */
+TSEC_API int tsec_client_call_frames(struct tsec_client *c, const char *method,
+				     const char *params, const struct tsec_client_frame *in,
+				     size_t nin, char **result, struct tsec_client_frame *out,
+				     size_t *nout, struct tsec_error *err);
+
+/* Frees the n frames a call returned (their bytes wiped: one may be a
+ * private key).  Accepts NULL. */
+TSEC_API void tsec_client_frames_free(struct tsec_client_frame *f, size_t n);
+
+/*
  * The error object of the last tsec_client_call's error reply, as JSON
  * text: {"code", "errno", "message", "where"?}, and for a call the
  * policy refused "reason" and "rules" (the deciding rule ids; empty when

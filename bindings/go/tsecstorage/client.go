@@ -131,6 +131,19 @@ type wireError struct {
 // true and the caller closes it.
 func (c *conn) call(ctx context.Context, timeout time.Duration, method string,
 	params interface{}, out interface{}) (noReply bool, err error) {
+	noReply, _, err = c.callFrames(ctx, timeout, method, params, nil, false, out)
+	return noReply, err
+}
+
+// callFrames is call with values as frames of their own beside the JSON,
+// never escaped into it: in goes after the params (which name each by a
+// member "<name>_frame": N, from 1), and with want the broker answers
+// values as frames too, returned in order.  The bytes are copied into C
+// memory for the call (cgo may not hand C memory holding Go pointers)
+// and wiped there after it: a value may be a private key.
+func (c *conn) callFrames(ctx context.Context, timeout time.Duration, method string,
+	params interface{}, in [][]byte, want bool, out interface{}) (noReply bool,
+	frames [][]byte, err error) {
 	cut := false
 	if dl, ok := ctx.Deadline(); ok {
 		if left := time.Until(dl); left < timeout {
@@ -138,14 +151,14 @@ func (c *conn) call(ctx context.Context, timeout time.Duration, method string,
 		}
 	}
 	if timeout < time.Millisecond {
-		return false, context.DeadlineExceeded
+		return false, nil, context.DeadlineExceeded
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	// Keys and PEM as they are: no \u003c for '<'.
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(params); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	buf.WriteByte(0)
 	cm := C.CString(method)
@@ -154,7 +167,36 @@ func (c *conn) call(ctx context.Context, timeout time.Duration, method string,
 	var cerr C.struct_tsec_error
 	C.tsec_client_set_timeout(c.c, C.int(timeout/time.Millisecond))
 	p := buf.Bytes()
-	rc := C.tsec_client_call(c.c, cm, (*C.char)(unsafe.Pointer(&p[0])), &res, &cerr)
+	var cin *C.struct_tsec_client_frame
+	if len(in) > 0 {
+		cin = (*C.struct_tsec_client_frame)(C.malloc(C.size_t(len(in)) *
+			C.size_t(unsafe.Sizeof(C.struct_tsec_client_frame{}))))
+		cs := unsafe.Slice(cin, len(in))
+		for i, b := range in {
+			cs[i].data, cs[i].len = C.CBytes(b), C.size_t(len(b))
+		}
+		defer func() {
+			for i := range cs {
+				C.memset(unsafe.Pointer(cs[i].data), 0, cs[i].len)
+				C.free(unsafe.Pointer(cs[i].data))
+			}
+			C.free(unsafe.Pointer(cin))
+		}()
+	}
+	var cout [C.TSEC_CLIENT_MAX_FRAMES]C.struct_tsec_client_frame
+	var nout C.size_t
+	var outp *C.struct_tsec_client_frame
+	if want {
+		outp = &cout[0]
+	}
+	rc := C.tsec_client_call_frames(c.c, cm, (*C.char)(unsafe.Pointer(&p[0])), cin,
+		C.size_t(len(in)), &res, outp, &nout, &cerr)
+	if nout > 0 {
+		for i := 0; i < int(nout); i++ {
+			frames = append(frames, C.GoBytes(unsafe.Pointer(cout[i].data), C.int(cout[i].len)))
+		}
+		C.tsec_client_frames_free(&cout[0], nout)
+	}
 	if rc != 0 {
 		e := &Error{Code: errName(int(rc)), Errno: int(rc), Message: C.GoString(&cerr.msg[0])}
 		if le := C.tsec_client_last_error(c.c); le != nil {
@@ -165,21 +207,21 @@ func (c *conn) call(ctx context.Context, timeout time.Duration, method string,
 					e.Rules = []string{}
 				}
 			}
-			return false, e
+			return false, nil, e
 		}
 		// No error reply: nothing answered, or the reply was not one.
 		if cut && (rc == C.TSEC_EUNREACHABLE || rc == C.TSEC_EUNKNOWN) {
 			// Within the caller's deadline, which ended the wait.
-			return true, context.DeadlineExceeded
+			return true, nil, context.DeadlineExceeded
 		}
-		return true, e
+		return true, nil, e
 	}
 	defer C.free(unsafe.Pointer(res))
 	if out == nil || res == nil {
-		return false, nil
+		return false, frames, nil
 	}
 	if err := json.Unmarshal(C.GoBytes(unsafe.Pointer(res), C.int(C.strlen(res))), out); err != nil {
-		return false, fmt.Errorf("tsecstorage: %s: malformed result: %w", method, err)
+		return false, nil, fmt.Errorf("tsecstorage: %s: malformed result: %w", method, err)
 	}
-	return false, nil
+	return false, frames, nil
 }

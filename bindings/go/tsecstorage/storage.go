@@ -21,7 +21,6 @@
 package tsecstorage
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,7 +31,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/caddyserver/certmagic"
 )
@@ -282,50 +280,59 @@ func (s *Storage) put(c *conn, broken bool) {
 // beyond Options.Timeout (for a lock wait at the broker).
 func (s *Storage) call(ctx context.Context, op, key string, extra time.Duration,
 	method string, params, out interface{}) error {
+	_, err := s.callFrames(ctx, op, key, extra, method, params, nil, false, out)
+	return err
+}
+
+// callFrames is call with values as frames beside the JSON (conn.callFrames).
+func (s *Storage) callFrames(ctx context.Context, op, key string, extra time.Duration,
+	method string, params interface{}, in [][]byte, want bool, out interface{}) ([][]byte,
+	error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	c, err := s.get(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	broken, err := c.call(ctx, s.opts.Timeout+extra, method, params, out)
+	broken, frames, err := c.callFrames(ctx, s.opts.Timeout+extra, method, params, in, want,
+		out)
 	s.put(c, broken)
 	if err != nil && broken && ctx.Err() != nil {
 		// No answer before the caller's deadline: say that, not
 		// "unreachable".  An answer (a refusal, say) is kept.
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	var e *Error
 	if errors.As(err, &e) {
 		e.Op, e.Key = op, key
 	}
-	return err
+	return frames, err
 }
 
-// value is a stored value on the wire: text as it is, other bytes as
-// base64 (JSON text cannot hold them, nor a NUL jansson would take).
+// value is a stored value in a reply: a frame of its own (asked for by
+// Load), or, from a broker that answers in JSON, text as it is or other
+// bytes as base64.
 type value struct {
+	Frame int     `json:"value_frame"`
 	Value *string `json:"value,omitempty"`
 	B64   []byte  `json:"value_b64,omitempty"`
 }
 
-func valueOf(b []byte) value {
-	if utf8.Valid(b) && bytes.IndexByte(b, 0) < 0 {
-		s := string(b)
-		return value{Value: &s}
+func (v *value) bytes(frames [][]byte) ([]byte, error) {
+	switch {
+	case v.Frame > 0:
+		if v.Frame > len(frames) {
+			return nil, fmt.Errorf("tsecstorage: the reply names frame %d and has %d",
+				v.Frame, len(frames))
+		}
+		return frames[v.Frame-1], nil
+	case v.Value != nil:
+		return []byte(*v.Value), nil
+	case v.B64 == nil:
+		return []byte{}, nil
 	}
-	return value{B64: b}
-}
-
-func (v *value) bytes() []byte {
-	if v.Value != nil {
-		return []byte(*v.Value)
-	}
-	if v.B64 == nil {
-		return []byte{}
-	}
-	return v.B64
+	return v.B64, nil
 }
 
 func keyErr(op, key string) error {
@@ -337,11 +344,14 @@ func (s *Storage) Store(ctx context.Context, key string, v []byte) error {
 	if key == "" {
 		return keyErr("Store", key)
 	}
+	// The value as a frame of its own: any bytes, never escaped or
+	// base64'd into the JSON.
 	p := struct {
-		Key string `json:"key"`
-		value
-	}{key, valueOf(v)}
-	return s.call(ctx, "Store", key, 0, "store.put", &p, nil)
+		Key   string `json:"key"`
+		Frame int    `json:"value_frame"`
+	}{key, 1}
+	_, err := s.callFrames(ctx, "Store", key, 0, "store.put", &p, [][]byte{v}, false, nil)
+	return err
 }
 
 // Load returns the value at key; a missing key is fs.ErrNotExist.
@@ -350,11 +360,12 @@ func (s *Storage) Load(ctx context.Context, key string) ([]byte, error) {
 		return nil, keyErr("Load", key)
 	}
 	var r value
-	if err := s.call(ctx, "Load", key, 0, "store.get", map[string]string{"key": key},
-		&r); err != nil {
+	frames, err := s.callFrames(ctx, "Load", key, 0, "store.get", map[string]string{"key": key},
+		nil, true, &r)
+	if err != nil {
 		return nil, err
 	}
-	return r.bytes(), nil
+	return r.bytes(frames)
 }
 
 // Delete removes key, or everything under it when it is a prefix; a key
