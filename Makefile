@@ -233,6 +233,7 @@ instructions: deps
 	$(Q)$(MAKE) --no-print-directory MODE=release build
 	sh perf/instructions.sh build/release
 	sh perf/broker_instructions.sh build/release
+	sh perf/turn_instructions.sh build/release
 	sh perf/compile_instructions.sh build/release
 	sh perf/remote_instructions.sh build/release
 

@@ -52,6 +52,9 @@ check compile_instructions "distinct deep" sh perf/compile_instructions.sh $B 10
 # The broker's instructions per call (bench_calls drives it under callgrind).
 check broker_instructions "whole_process tsec__dispatch_fast tsec__log_decision tsec_endpoint_check" \
 	sh perf/broker_instructions.sh $B 20
+# A renewal turn's instructions through the broker (bench_turn drives it
+# under callgrind).
+check turn_instructions "whole_process libjansson libzmq" sh perf/turn_instructions.sh $B 5
 # The A-B-B-A runner: both sides from another working directory (each
 # side's benchmark loads its own module), and a failing run fails it.
 here=$(pwd)
