@@ -392,3 +392,99 @@ int tsec__fast_check_read(const char *p, size_t len, struct tsec__fast_check *fc
 	ws(&d);
 	return d.p == d.end && have_m && have_p && fc->n > 0;
 }
+
+/* ---- any message, as the tree jansson would build ---- */
+
+#define TREE_DEPTH 16
+
+static json_t *tree_value(struct rd *d, int depth);
+
+/* An object's members after its '{'; NULL for anything jansson should read. */
+static json_t *tree_object(struct rd *d, int depth)
+{
+	json_t *o = json_object(), *v;
+	struct tsec_str k;
+	bool end;
+
+	for (bool first = true; o; first = false) {
+		if (!key(d, first, &k, &end))
+			goto no;
+		if (end)
+			return o;
+		/* A member twice: jansson refuses it (JSON_REJECT_DUPLICATES)
+		 * and says so. */
+		if (json_object_getn(o, k.ptr, k.len) || !(v = tree_value(d, depth + 1)))
+			goto no;
+		if (json_object_setn_new_nocheck(o, k.ptr, k.len, v))
+			goto no;
+	}
+	return NULL;
+no:
+	json_decref(o);
+	return NULL;
+}
+
+static json_t *tree_array(struct rd *d, int depth)
+{
+	json_t *a = json_array(), *v;
+
+	if (!a)
+		return NULL;
+	if (eat(d, ']'))
+		return a;
+	do {
+		if (!(v = tree_value(d, depth + 1)) || json_array_append_new(a, v))
+			goto no;
+	} while (eat(d, ','));
+	if (eat(d, ']'))
+		return a;
+no:
+	json_decref(a);
+	return NULL;
+}
+
+static json_t *tree_value(struct rd *d, int depth)
+{
+	struct tsec_str s;
+	int64_t i;
+
+	if (depth > TREE_DEPTH)
+		return NULL;
+	ws(d);
+	if (d->p >= d->end)
+		return NULL;
+	switch (*d->p) {
+	case '{':
+		d->p++;
+		return tree_object(d, depth);
+	case '[':
+		d->p++;
+		return tree_array(d, depth);
+	case '"':
+		/* Checked as UTF-8 without a NUL already: no second look. */
+		return string(d, &s) ? json_stringn_nocheck(s.ptr, s.len) : NULL;
+	case 't':
+		return literal(d, "true", 4) ? json_true() : NULL;
+	case 'f':
+		return literal(d, "false", 5) ? json_false() : NULL;
+	case 'n':
+		return literal(d, "null", 4) ? json_null() : NULL;
+	default:
+		return integer(d, true, &i) ? json_integer((json_int_t)i) : NULL;
+	}
+}
+
+json_t *tsec__fast_tree(const char *p, size_t len)
+{
+	struct rd d = { (const unsigned char *)p, (const unsigned char *)p + len };
+	json_t *o;
+
+	if (!eat(&d, '{') || !(o = tree_object(&d, 1)))
+		return NULL;
+	ws(&d);
+	if (d.p != d.end) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}

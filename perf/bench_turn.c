@@ -22,6 +22,7 @@
  * backend and side, iterations = turns) and latency rows
  * latency,case,samples,first,p50,p90,p99,p999,max.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,7 +224,59 @@ static void client_turn(void *arg)
 	json_decref(j);
 }
 
-static void run_broker(const char *root, int turns)
+/*
+ * The broker's turn beside the same turn in process, interleaved (one of
+ * each in turn, the order swapped every other pair: A B B A), so that the
+ * disk's moods fall on both alike: fsync time moves by 2x within a run
+ * here, and two cases timed one after the other compare the disk's
+ * moments as much as the code.  Prints both latency rows and the ratio
+ * of the medians.
+ */
+static void side_by_side(const char *root, struct tsec_bus *bus, struct tsec_client *c,
+			 int turns)
+{
+	struct tsec_store_opts o = { .backend = "file", .root = root };
+	struct tsec_cert_files f = { cert, sizeof(cert), key, sizeof(key), meta, sizeof(meta) };
+	uint64_t *a = calloc((size_t)turns, sizeof(*a)), *b = calloc((size_t)turns, sizeof(*b));
+	uint64_t t0, fa, fb, ma, mb;
+	struct tsec_store *s;
+	struct tsec_error err;
+
+	if (!a || !b || tsec_store_open_opts(&s, &o, bus, NULL, &err) ||
+	    tsec_store_save_cert(s, &issuer, "acme", "example.com", &f, &err))
+		die("side by side", &err);
+	t0 = bench_now();
+	turn_gated(s);
+	fa = bench_now() - t0;
+	t0 = bench_now();
+	client_turn(c);
+	fb = bench_now() - t0;
+	for (int i = 0; i < turns; i++) {
+		for (int k = 0; k < 2; k++) {
+			bool broker = (k == 0) == (i % 2 == 1);
+
+			t0 = bench_now();
+			if (broker)
+				client_turn(c);
+			else
+				turn_gated(s);
+			(broker ? b : a)[i] = bench_now() - t0;
+		}
+	}
+	printf("latency,");
+	bench_print_latency("turn_side_by_side_inproc_file", fa, a, (size_t)turns);
+	printf("latency,");
+	bench_print_latency("turn_side_by_side_broker_ipc_file", fb, b, (size_t)turns);
+	ma = bench_quantile(a, (size_t)turns, 0.5);
+	mb = bench_quantile(b, (size_t)turns, 0.5);
+	printf("# side by side, interleaved: broker/in-process p50 %.2f (%.2f / %.2f ms)\n",
+	       (double)mb / (double)ma, mb / 1e6, ma / 1e6);
+	tsec_store_close(&s);
+	free(a);
+	free(b);
+}
+
+static void run_broker(const char *root, int turns, struct tsec_bus *bus)
 {
 	char dir[256], cfg[4096], path[300], ipc[320], tcp[64], pol[300], blog[300];
 	char srv_pub[41], srv_sec[41], cli_pub[41], cli_sec[41];
@@ -283,6 +336,12 @@ static void run_broker(const char *root, int turns)
 		}
 		snprintf(name, sizeof(name), "turn_broker_%s_file", side ? "tcp_curve" : "ipc");
 		timed(name, turns, lat, client_turn, c);
+		if (!side && !getenv("BENCH_SIDES")) {
+			char sb[300];
+
+			snprintf(sb, sizeof(sb), "%s/side-by-side", root);
+			side_by_side(sb, bus, c, turns);
+		}
 		tsec_client_close(&c);
 	}
 	if (bench_broker_stop(pid))
@@ -316,7 +375,7 @@ int main(int argc, char **argv)
 	if (!getenv("BENCH_ONLY") || !strcmp(getenv("BENCH_ONLY"), "memory"))
 		run("memory", NULL, turns * 10, bus);
 	if (!getenv("BENCH_ONLY") || !strcmp(getenv("BENCH_ONLY"), "broker"))
-		run_broker(root, turns);
+		run_broker(root, turns, bus);
 	tsec_bus_free(&bus);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	return system(cmd) == 0 ? 0 : 1;

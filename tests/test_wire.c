@@ -399,6 +399,60 @@ static void test_wire_writer_numbers(void **state)
 }
 
 /*
+ * Each seed, which the fast reader must take, with every byte replaced by
+ * each of a set of bytes that break JSON or change its meaning, deleted,
+ * or with one put before it ("-null" is one insertion away from "null"),
+ * and cut there: diff (tu_wire_diff, tu_tree_diff) must agree with
+ * jansson on each.  *took counts the messages the fast reader took.
+ */
+static void mutate_all(const char *const *seeds, size_t nseeds,
+		       const char *(*diff)(const char *, size_t, int *), size_t *took,
+		       size_t *tried)
+{
+	static const unsigned char subst[] = {
+		0x00, ' ', '"', '\\', ',', ':', '{', '}', '[', ']', '0', '1', '-', 'e', '.',
+		'a', 'u', 'n', 't', 'f', 0x80, 0xc3, 0xed, 0xff, 0x1f, 0x7f, '\n',
+	};
+
+	/* Room for one byte more than the longest seed. */
+	for (size_t s = 0; s < nseeds; s++) {
+		const char *seed = seeds[s];
+		size_t n = strlen(seed);
+		char m[512];
+		const char *why;
+		int fast;
+
+		assert_true(n < sizeof(m));
+		if ((why = diff(seed, n, &fast)) || !fast)
+			fail_msg("seed %zu: %s", s, why ? why : "not taken by the fast reader");
+		for (size_t at = 0; at < n; at++) {
+			for (size_t k = 0; k <= 2 * sizeof(subst); k++) {
+				size_t len = n;
+
+				memcpy(m, seed, n);
+				if (k == sizeof(subst)) {        /* deleted */
+					memmove(m + at, m + at + 1, n - at - 1);
+					len = n - 1;
+				} else if (k > sizeof(subst)) {  /* inserted */
+					memmove(m + at + 1, m + at, n - at);
+					m[at] = (char)subst[k - sizeof(subst) - 1];
+					len = n + 1;
+				} else {
+					m[at] = (char)subst[k];
+				}
+				if ((why = diff(m, len, &fast)))
+					fail_msg("seed %zu, byte %zu, change %zu: %s (%.*s)", s, at, k,
+						 why, (int)len, m);
+				*took += (size_t)fast;
+				(*tried)++;
+			}
+			if ((why = diff(seed, at, &fast)))  /* cut there */
+				fail_msg("seed %zu cut at %zu: %s", s, at, why);
+		}
+	}
+}
+
+/*
  * The tree-less Check reader against jansson (issue 21): seeds in every
  * shape it takes, and each seed with every byte replaced by each of a set
  * of bytes that break JSON or change its meaning, deleted, or cut there.
@@ -425,53 +479,61 @@ static void test_wire_fast_reader_agrees(void **state)
 		"\"action\":\"storage.move\",\"resource\":\"k\xe2\x82\xac\",\"context\":{\"dest\":"
 		"\"\xf0\x9f\x94\x91\"}}]}}",
 	};
-	static const unsigned char subst[] = {
-		0x00, ' ', '"', '\\', ',', ':', '{', '}', '[', ']', '0', '1', '-', 'e', '.',
-		'a', 'u', 'n', 't', 0x80, 0xc3, 0xed, 0xff, 0x1f, 0x7f, '\n',
+	size_t took = 0, tried = 0;
+	(void)state;
+
+	mutate_all(seeds, sizeof(seeds) / sizeof(seeds[0]), tu_wire_diff, &took, &tried);
+	/* The mutations keep some messages in the shape (a letter for a
+	 * letter), so both outcomes were met. */
+	assert_true(took > 100 && took < tried / 2);
+}
+
+/*
+ * The tree reader against jansson (issue 36), the same way: storage and
+ * lock calls as the client library and the Go binding write them, and
+ * JSON in every shape the reader takes (nesting, arrays, literals,
+ * negative numbers, UTF-8, spaces), each byte replaced, deleted, put
+ * before, or the message cut there.  A message it takes, jansson takes
+ * into an equal tree.
+ */
+static void test_wire_tree_reader_agrees(void **state)
+{
+	static const char *const seeds[] = {
+		"{\"id\":3,\"method\":\"lock.acquire\",\"params\":{\"name\":\"example.com\","
+		"\"ttl_ms\":60000,\"timeout_ms\":10000,\"deadline_ms\":20000}}",
+		"{\"id\":4,\"method\":\"store.exists\",\"params\":{\"keys\":[\"a/b.crt\","
+		"\"a/b.key\",\"a/b.json\"]}}",
+		"{\"id\":5,\"method\":\"store.save_cert\",\"params\":{\"issuer\":\"acme\","
+		"\"domain\":\"example.com\",\"cert_frame\":1,\"key_frame\":2,\"meta_frame\":3},"
+		"\"frames\":true}",
+		"{\"id\":6,\"method\":\"lock.release\",\"params\":{\"lock\":{\"name\":\"x\","
+		"\"token\":\"0123abcd\",\"fence\":-17},\"ok\":false,\"none\":null,\"e\":{},"
+		"\"a\":[[],[1,[true]],{}]}}",
+		" {\"method\" : \"store.get\" ,\n\"params\":{ \"key\" : \"k\xc3\xa9\xf0\x9f\x94\x91\" } ,"
+		"\"id\":\"r-\xe2\x82\xac\"}\t\r\n",
 	};
 	size_t took = 0, tried = 0;
 	(void)state;
 
-	/* Room for one byte more than the longest seed. */
-	for (size_t s = 0; s < sizeof(seeds) / sizeof(seeds[0]); s++) {
-		const char *seed = seeds[s];
-		size_t n = strlen(seed);
-		char m[512];
-		const char *why;
-		int fast;
+	mutate_all(seeds, sizeof(seeds) / sizeof(seeds[0]), tu_tree_diff, &took, &tried);
+	/* Both outcomes met: a letter for a letter keeps a message valid. */
+	assert_true(took > 100 && took < tried / 2);
+	/* Left to jansson, valid or not: escapes, fractions, a member twice,
+	 * 17 deep, a top that is not an object, a number too long. */
+	{
+		static const char *const left[] = {
+			"{\"a\":\"\\n\"}", "{\"a\":1.5}", "{\"a\":1,\"a\":2}",
+			"{\"a\":[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]}", "[1]", "{\"a\":1234567890123456789}",
+			"{\"a\":1e3}", "{\"a\":\"\\u00e9\"}",
+		};
 
-		if ((why = tu_wire_diff(seed, n, &fast)) || !fast)
-			fail_msg("seed %zu: %s", s, why ? why : "not taken by the fast reader");
-		for (size_t at = 0; at < n; at++) {
-			/* Each byte replaced, deleted, or with a byte put before
-			 * it ("-null" is one insertion away from "null"). */
-			for (size_t k = 0; k <= 2 * sizeof(subst); k++) {
-				size_t len = n;
+		for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++) {
+			json_t *t = tsec__fast_tree(left[i], strlen(left[i]));
 
-				memcpy(m, seed, n);
-				if (k == sizeof(subst)) {        /* deleted */
-					memmove(m + at, m + at + 1, n - at - 1);
-					len = n - 1;
-				} else if (k > sizeof(subst)) {  /* inserted */
-					memmove(m + at + 1, m + at, n - at);
-					m[at] = (char)subst[k - sizeof(subst) - 1];
-					len = n + 1;
-				} else {
-					m[at] = (char)subst[k];
-				}
-				if ((why = tu_wire_diff(m, len, &fast)))
-					fail_msg("seed %zu, byte %zu, change %zu: %s (%.*s)", s, at, k,
-						 why, (int)len, m);
-				took += (size_t)fast;
-				tried++;
-			}
-			if ((why = tu_wire_diff(seed, at, &fast)))  /* cut there */
-				fail_msg("seed %zu cut at %zu: %s", s, at, why);
+			if (t)
+				fail_msg("taken, not left to jansson: %s", left[i]);
 		}
 	}
-	/* The mutations keep some messages in the shape (a letter for a
-	 * letter), so both outcomes were met. */
-	assert_true(took > 100 && took < tried / 2);
 }
 
 /*
@@ -560,6 +622,7 @@ int main(void)
 		cmocka_unit_test(test_wire_special_mask),
 		cmocka_unit_test(test_wire_fast_reader_agrees),
 		cmocka_unit_test(test_wire_fast_minus_null),
+		cmocka_unit_test(test_wire_tree_reader_agrees),
 		cmocka_unit_test(test_wire_hostile_errors),
 		cmocka_unit_test(test_wire_writer_decisions),
 		cmocka_unit_test(test_wire_writer_numbers),

@@ -75,4 +75,24 @@ static inline const char *tu_wire_diff(const char *m, size_t len, int *fast_took
 	return why;
 }
 
+/*
+ * The same for the tree reader (tsec__fast_tree): a message it takes,
+ * jansson takes too, into an equal tree.  NULL when they agree.
+ */
+static inline const char *tu_tree_diff(const char *m, size_t len, int *fast_took)
+{
+	json_t *t = tsec__fast_tree(m, len);
+	json_t *j = json_loadb(m, len, JSON_REJECT_DUPLICATES, NULL);
+	const char *why = NULL;
+
+	*fast_took = t != NULL;
+	if (t && !j)
+		why = "the tree reader took what jansson refuses";
+	else if (t && !json_equal(t, j))
+		why = "the tree reader's tree differs from jansson's";
+	json_decref(t);
+	json_decref(j);
+	return why;
+}
+
 #endif

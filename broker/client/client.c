@@ -21,6 +21,8 @@
 #include "common/wire.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/jsonw.h"
+#include "common/wire_fast.h"
 
 #define ENDPOINTS_MAX 16
 
@@ -604,7 +606,8 @@ static int call(struct tsec_client *c, const char *method, const char *params,
 {
 	json_t *msg = NULL, *p = NULL, *rep = NULL, *e;
 	json_error_t je;
-	char *text = NULL, *r = NULL;
+	char *text = NULL, *r = NULL, pre[48];
+	size_t rlen;
 	long id;
 	int rc;
 
@@ -616,43 +619,82 @@ static int call(struct tsec_client *c, const char *method, const char *params,
 	}
 	if (!c || !method)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no client or method");
-	if (params && !(p = json_loads(params, 0, &je)))
+	/* Plain JSON read without jansson's reader (common/wire_fast.h),
+	 * the rest with it: each says whether params are one JSON value. */
+	if (params && !(p = tsec__fast_tree(params, strlen(params))) &&
+	    !(p = json_loads(params, 0, &je)))
 		return tsec__seterr(err, TSEC_EINVAL, "params", "params: %s", je.text);
 	id = ++c->next_id;
 	if (!p)
 		p = json_object();
-	/* A broker that waits for a lock waits no longer than this call
-	 * will wait for its answer: a lock taken after that would be held
-	 * by nobody. */
-	if (!strcmp(method, "lock.acquire") && json_is_object(p) &&
-	    !json_object_get(p, "deadline_ms"))
-		json_object_set_new(p, "deadline_ms", json_integer(c->timeout_ms));
-	msg = json_pack("{s:I,s:s,s:o}", "id", (json_int_t)id, "method", method, "params", p);
-	if (msg && fr && fr->out)
-		json_object_set_new(msg, "frames", json_true());
-	text = json_dumps(msg, JSON_COMPACT);
-	json_decref(msg);
+	if (!strcmp(method, "lock.acquire") || !params) {
+		/* A broker that waits for a lock waits no longer than this
+		 * call will wait for its answer: a lock taken after that
+		 * would be held by nobody. */
+		if (json_is_object(p) && !json_object_get(p, "deadline_ms"))
+			json_object_set_new(p, "deadline_ms", json_integer(c->timeout_ms));
+		msg = json_pack("{s:I,s:s,s:O}", "id", (json_int_t)id, "method", method, "params", p);
+		if (msg && fr && fr->out)
+			json_object_set_new(msg, "frames", json_true());
+		text = json_dumps(msg, JSON_COMPACT);
+		json_decref(msg);
+	} else {
+		/* The params as the caller wrote them (one JSON value, read
+		 * above): not written again. */
+		struct tsec__jw w;
+
+		tsec__jw_init(&w);
+		TSEC__JW_LIT(&w, "{\"id\":");
+		tsec__jw_int(&w, id);
+		TSEC__JW_LIT(&w, ",\"method\":");
+		tsec__jw_str(&w, method, strlen(method));
+		if (fr && fr->out)
+			TSEC__JW_LIT(&w, ",\"frames\":true");
+		TSEC__JW_LIT(&w, ",\"params\":");
+		tsec__jw_raw(&w, params, strlen(params));
+		TSEC__JW_LIT(&w, "}");
+		text = tsec__jw_take(&w, NULL);
+	}
+	json_decref(p);
 	if (!text)
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	rc = exchange(c, text, strlen(text), fr, id, resendable(method), &r, err);
 	free(text);
 	if (rc)
 		return rc;
-	rep = json_loads(r, 0, &je);
-	free(r);
+	rlen = strlen(r);
+	if (!(rep = tsec__fast_tree(r, rlen)))
+		rep = json_loads(r, 0, &je);
 	if (!rep || !json_is_object(rep)) {
 		json_decref(rep);
+		free(r);
 		return tsec__seterr(err, TSEC_EPROTO, "", "malformed reply");
 	}
 	if ((e = json_object_get(rep, "error"))) {
 		rc = tsec__error_from_json(e, err);
 		c->last_error = json_dumps(e, JSON_COMPACT);
 	} else {
+		int pn = snprintf(pre, sizeof(pre), "{\"id\":%ld,\"result\":", id);
+
 		rc = 0;
-		if (result)
+		/* The broker's reply is {"id":N,"result":R} as it wrote it,
+		 * and R's text is handed on as it is: one JSON value, since
+		 * the reply read as an object of those two members only. */
+		if (!json_object_get(rep, "result"))
+			rc = tsec__seterr(err, TSEC_EPROTO, "", "a reply with neither a result nor "
+					  "an error");
+		else if (!result)
+			;
+		else if (json_object_size(rep) == 2 && pn > 0 && rlen > (size_t)pn + 1 &&
+			 !strncmp(r, pre, (size_t)pn) && r[rlen - 1] == '}')
+			*result = strndup(r + pn, rlen - (size_t)pn - 1);
+		else
 			*result = json_dumps(json_object_get(rep, "result"), JSON_COMPACT);
+		if (!rc && result && !*result)
+			rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	}
 	json_decref(rep);
+	free(r);
 	return rc;
 }
 
