@@ -22,6 +22,8 @@
  * backend and side, iterations = turns) and latency rows
  * latency,case,samples,first,p50,p90,p99,p999,max.
  */
+#include <pthread.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,27 +89,116 @@ static void timed(const char *name, int turns, uint64_t *lat, void (*turn)(void 
 	bench_print_latency(name, first, lat, (size_t)turns);
 }
 
-/* A gated turn through the store. */
-static void turn_gated(void *arg)
+/* A gated turn through the store, for one name (its three keys). */
+static void turn_named(struct tsec_store *s, const char *domain, const char *const *k)
 {
-	struct tsec_store *s = arg;
 	struct tsec_cert_files f = { cert, sizeof(cert), key, sizeof(key), meta, sizeof(meta) };
 	struct tsec_cert_files got;
 	struct tsec_error err;
 	struct tsec_lock lk;
 	int ex[3];
 
-	if (tsec_lock_acquire(s, &issuer, "example.com", 60000, 10000, &lk, &err))
+	if (tsec_lock_acquire(s, &issuer, domain, 60000, 10000, &lk, &err))
 		die("lock", &err);
-	if (tsec_store_exists_many(s, &issuer, keys, 3, ex, &err))
+	if (tsec_store_exists_many(s, &issuer, k, 3, ex, &err))
 		die("exists", &err);
-	if (tsec_store_load_cert(s, &issuer, "acme", "example.com", &got, &err))
+	if (tsec_store_load_cert(s, &issuer, "acme", domain, &got, &err))
 		die("load", &err);
 	tsec_cert_files_free(&got);
-	if (tsec_store_save_cert(s, &issuer, "acme", "example.com", &f, &err))
+	if (tsec_store_save_cert(s, &issuer, "acme", domain, &f, &err))
 		die("save", &err);
 	if (tsec_lock_release(s, &issuer, &lk, &err))
 		die("release", &err);
+}
+
+static void turn_gated(void *arg)
+{
+	turn_named(arg, "example.com", keys);
+}
+
+/*
+ * Renewals of different names at once: `callers` threads on one store,
+ * each renewing its own name turn after turn, all started together;
+ * the rate in turns per second, all of them.
+ */
+struct caller {
+	struct tsec_store *s;
+	pthread_barrier_t *go;
+	int turns;
+	char domain[32];
+	char key[3][96];
+};
+
+static void *caller_main(void *arg)
+{
+	struct caller *c = arg;
+	const char *k[3] = { c->key[0], c->key[1], c->key[2] };
+
+	pthread_barrier_wait(c->go);
+	for (int i = 0; i < c->turns; i++)
+		turn_named(c->s, c->domain, k);
+	return NULL;
+}
+
+static double parallel_rate(struct tsec_store *s, int callers, int turns)
+{
+	struct caller *c = calloc((size_t)callers, sizeof(*c));
+	pthread_t *th = calloc((size_t)callers, sizeof(*th));
+	struct tsec_cert_files f = { cert, sizeof(cert), key, sizeof(key), meta, sizeof(meta) };
+	pthread_barrier_t go;
+	struct tsec_error err;
+	uint64_t t0;
+
+	if (!c || !th || pthread_barrier_init(&go, NULL, (unsigned)callers + 1))
+		exit(2);
+	for (int i = 0; i < callers; i++) {
+		c[i] = (struct caller){ .s = s, .go = &go, .turns = turns / callers };
+		snprintf(c[i].domain, sizeof(c[i].domain), "n%d.example.com", i);
+		snprintf(c[i].key[0], sizeof(c[i].key[0]), "certificates/acme/%s/%s.crt",
+			 c[i].domain, c[i].domain);
+		snprintf(c[i].key[1], sizeof(c[i].key[1]), "certificates/acme/%s/%s.key",
+			 c[i].domain, c[i].domain);
+		snprintf(c[i].key[2], sizeof(c[i].key[2]), "certificates/acme/%s/%s.json",
+			 c[i].domain, c[i].domain);
+		/* Each name exists before its first turn, as at a renewal. */
+		if (tsec_store_save_cert(s, &issuer, "acme", c[i].domain, &f, &err))
+			die("seed", &err);
+		if (pthread_create(&th[i], NULL, caller_main, &c[i]))
+			exit(2);
+	}
+	pthread_barrier_wait(&go);
+	t0 = bench_now();
+	for (int i = 0; i < callers; i++)
+		pthread_join(th[i], NULL);
+	t0 = bench_now() - t0;
+	pthread_barrier_destroy(&go);
+	free(c);
+	free(th);
+	return (double)(turns / callers * callers) / ((double)t0 / 1e9);
+}
+
+/*
+ * One caller, then 16, renewing different names on a file store at
+ * root (a disk folder, or tmpfs): each rate and the ratio, 16 / 1.
+ */
+static void run_parallel(const char *name, const char *root, int turns, struct tsec_bus *bus)
+{
+	struct tsec_store_opts o = { .backend = "file", .root = root };
+	struct tsec_store *s;
+	struct tsec_error err;
+	double one, many;
+
+	if (mkdir(root, 0700) && errno != EEXIST)
+		return;
+	if (tsec_store_open_opts(&s, &o, bus, NULL, &err))
+		die("parallel open", &err);
+	one = parallel_rate(s, 1, turns);
+	many = parallel_rate(s, 16, turns);
+	printf("# %s: 1 caller %.0f turns/s, 16 callers %.0f turns/s: %.2fx\n", name, one, many,
+	       many / one);
+	printf("%s_1,0,%d,%.0f,%.1f\n", name, turns, turns / one * 1e9, 1e9 / one);
+	printf("%s_16,0,%d,%.0f,%.1f\n", name, turns, turns / many * 1e9, 1e9 / many);
+	tsec_store_close(&s);
 }
 
 /* The same operations on the backend itself: no key rules, no policy. */
@@ -352,7 +443,7 @@ static void run_broker(const char *root, int turns, struct tsec_bus *bus)
 int main(int argc, char **argv)
 {
 	int turns = argc > 1 && atoi(argv[1]) > 0 ? atoi(argv[1]) : 200;
-	char root[] = "/tmp/tsec-turn-XXXXXX", cmd[64];
+	char root[] = "/tmp/tsec-turn-XXXXXX", cmd[96];
 	struct tsec_bus *bus;
 	struct tsec_error err;
 
@@ -376,6 +467,21 @@ int main(int argc, char **argv)
 		run("memory", NULL, turns * 10, bus);
 	if (!getenv("BENCH_ONLY") || !strcmp(getenv("BENCH_ONLY"), "broker"))
 		run_broker(root, turns, bus);
+	/* BENCH_ONLY=parallel: renewals of 16 names at once against one
+	 * (at least 16 turns; on the disk's folder and on tmpfs). */
+	if (!getenv("BENCH_ONLY") || !strcmp(getenv("BENCH_ONLY"), "parallel")) {
+		char disk[300], shm[] = "/dev/shm/tsec-turn-XXXXXX";
+		int pt = turns < 16 ? 16 : turns;
+
+		snprintf(disk, sizeof(disk), "%s/parallel", root);
+		run_parallel("turn_parallel_file", disk, pt, bus);
+		if (mkdtemp(shm)) {
+			run_parallel("turn_parallel_tmpfs", shm, pt, bus);
+			snprintf(cmd, sizeof(cmd), "rm -rf '%s'", shm);
+			if (system(cmd) != 0)
+				return 1;
+		}
+	}
 	tsec_bus_free(&bus);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	return system(cmd) == 0 ? 0 : 1;

@@ -172,12 +172,10 @@ int tsec__fb_write_atomic(struct tsec__filebe *fb, int dirfd, const char *leaf,
 			? tsec__seterr(err, TSEC_EEXIST, leaf, "'%s' is a folder", leaf)
 			: io_err(err, leaf, "cannot rename into place");
 		unlinkat(dirfd, tmp, 0);
-		if (cfd >= 0)
-			close(cfd);
+		tsec__fb_commit_end(fb, cfd);
 		return rc;
 	}
-	if (cfd >= 0)
-		close(cfd);
+	tsec__fb_commit_end(fb, cfd);
 	if (durable && fsync(dirfd) < 0)
 		return io_err(err, leaf, "cannot sync folder");
 	return 0;
@@ -356,7 +354,7 @@ static int fb_get_many(struct tsec__backend *b, const struct tsec__skey *k, size
 	for (i = 0; i < n && !rc; i++)
 		if ((fd[i] = open_beneath(fb, &k[i], VALUE_FLAGS)) < 0 && !absent(errno))
 			rc = open_err(&k[i], err);
-	close(cfd);
+	tsec__fb_commit_end(fb, cfd);
 	for (i = 0; i < n; i++) {
 		if (fd[i] < 0)
 			continue;
@@ -594,8 +592,7 @@ static int del_plain(struct tsec__backend *b, const struct tsec__skey *sk, int r
 	} else if (unlinkat(dirfd, sk->seg[sk->n - 1], 0) < 0) {
 		rc = io_err(err, sk->text, "cannot delete");
 	}
-	if (cfd >= 0)
-		close(cfd);
+	tsec__fb_commit_end(fb_of(b), cfd);
 	if (rc == 0)
 		fsync(dirfd);
 	close(dirfd);
@@ -650,8 +647,7 @@ static int move_once(struct tsec__filebe *fb, const struct tsec__skey *src,
 	fsync(srcdir);
 	rc = 0;
 out:
-	if (cfd >= 0)
-		close(cfd);
+	tsec__fb_commit_end(fb, cfd);
 	if (srcdir >= 0)
 		close(srcdir);
 	if (dstdir >= 0)
@@ -771,6 +767,7 @@ static void fb_close(struct tsec__backend *b)
 	if (!fb)
 		return;
 	tsec__folders_free(&fb->folders);
+	pthread_rwlock_destroy(&fb->commit_rw);
 	tsec__fb_owner_end(fb);
 	close(fb->journalfd);
 	close(fb->locksfd);
@@ -861,6 +858,15 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 	fb->base.ops = &file_ops;
 	fb->journalfd = fb->locksfd = fb->ownerfd = -1;
 	tsec__folders_init(&fb->folders);
+	{
+		pthread_rwlockattr_t a;
+
+		/* Writers first, as the turnstile does across processes. */
+		pthread_rwlockattr_init(&a);
+		pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&fb->commit_rw, &a);
+		pthread_rwlockattr_destroy(&a);
+	}
 	fb->rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fb->rootfd < 0) {
 		rc = io_err(err, root, "cannot open store root");
