@@ -474,7 +474,8 @@ int main(int argc, char **argv)
 		int pt = turns < 16 ? 16 : turns;
 
 		snprintf(disk, sizeof(disk), "%s/parallel", root);
-		run_parallel("turn_parallel_file", disk, pt, bus);
+		if (!getenv("BENCH_TMPFS_ONLY"))
+			run_parallel("turn_parallel_file", disk, pt, bus);
 		if (mkdtemp(shm)) {
 			run_parallel("turn_parallel_tmpfs", shm, pt, bus);
 			snprintf(cmd, sizeof(cmd), "rm -rf '%s'", shm);

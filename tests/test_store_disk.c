@@ -432,6 +432,44 @@ static void test_store_temporary_taken(void **state)
 	assert_null(strstr(err.msg, "completes it"));
 	check_value(t->store, "taken/a", "old");
 	assert_int_equal(tsec_lock_release(t->store, &app, &lk, &err), 0);
+	/* Its record, committed and not applicable, is the next write's to
+	 * clear (its temporary is gone: nothing to roll forward). */
+	put(t->store, "taken/b", "next");
+	check_value(t->store, "taken/a", "old");
+	assert_int_equal(tu_count_litter(t->root), 0);
+}
+
+/*
+ * A record slot's record (file_journal.c: a store's groups commit by
+ * writing over an emptied slot and syncing it alone) is taken as
+ * committed only whole.  One torn by a crash, new lines over an older
+ * record's "commit" line, fails its hash: undone, its temporary removed,
+ * the old value kept.  A whole one of a dead store is rolled forward,
+ * and a dead store's empty slot is nothing; the next write clears all
+ * three.
+ */
+static void test_store_slot_records(void **state)
+{
+	struct tu_store *t = *state;
+	char rec[1024], body[512], hex[2 * 16 + 1];
+	unsigned char h[16];
+
+	put(t->store, "slot/a", "old");
+	put(t->store, "slot/b", "old");
+	plant(t->root, "slot/.tsec-tmp-w000000000000dead-0001", "torn new");
+	snprintf(body, sizeof(body), "put\t.tsec-tmp-w000000000000dead-0001\tslot/a\ncommit\n");
+	snprintf(rec, sizeof(rec), "tsec-journal 2 %zu %032x\n%s", strlen(body), 0u, body);
+	plant(t->root, ".tsec-journal/tx-w000000000000dead-0", rec);
+	plant(t->root, "slot/.tsec-tmp-w000000000000dead-0002", "whole new");
+	snprintf(body, sizeof(body), "put\t.tsec-tmp-w000000000000dead-0002\tslot/b\ncommit\n");
+	crypto_generichash(h, sizeof(h), (const unsigned char *)body, strlen(body), NULL, 0);
+	sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+	snprintf(rec, sizeof(rec), "tsec-journal 2 %zu %s\n%s", strlen(body), hex, body);
+	plant(t->root, ".tsec-journal/tx-w000000000000dead-1", rec);
+	plant(t->root, ".tsec-journal/tx-w000000000000dead-2", "");
+	put(t->store, "slot/c", "c");
+	check_value(t->store, "slot/a", "old");
+	check_value(t->store, "slot/b", "whole new");
 	assert_int_equal(tu_count_litter(t->root), 0);
 }
 
@@ -1105,6 +1143,7 @@ int main(void)
 		cmocka_unit_test(test_store_reopen_recovers),
 		cmocka_unit_test(test_store_sweep_other_pid_namespace),
 		cmocka_unit_test(test_store_temporary_taken),
+		cmocka_unit_test(test_store_slot_records),
 		cmocka_unit_test(test_store_dead_group_before_write),
 		cmocka_unit_test(test_store_dead_group_cache),
 		cmocka_unit_test(test_store_bad_input),

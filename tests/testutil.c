@@ -225,9 +225,33 @@ static int live_owners(const char *journal)
 	return n;
 }
 
+/* Records in the journal no open store holds (a closed store's record
+ * slots, a dead writer's record): their flock is free. */
+static int free_records(const char *journal)
+{
+	DIR *d = opendir(journal);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		int fd;
+		if (e->d_name[0] == '.' ||
+		    (fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		if (flock(fd, LOCK_SH | LOCK_NB) == 0)
+			n++;
+		close(fd);
+	}
+	closedir(d);
+	return n;
+}
+
 /* What belongs to the store and is always there: the journal folder, its
- * commit lock and the owner files of open stores.  Anything else named
- * ".tsec-" is litter. */
+ * commit lock, the owner files of open stores and their records.
+ * Anything else named ".tsec-", and a record no open store holds, is
+ * litter. */
 int tu_count_litter(const char *root)
 {
 	char journal[4096];
@@ -236,8 +260,9 @@ int tu_count_litter(const char *root)
 
 	snprintf(journal, sizeof(journal), "%s/.tsec-journal", root);
 	if (access(journal, F_OK) == 0) /* the folder, its lock files, open stores' owners */
-		n -= 1 + count_dir(journal, ".tsec-commit") + count_dir(journal, ".tsec-turnstile") +
-		     live_owners(journal);
+		n += free_records(journal) -
+		     (1 + count_dir(journal, ".tsec-commit") + count_dir(journal, ".tsec-turnstile") +
+		      live_owners(journal));
 	snprintf(journal, sizeof(journal), "%s/.tsec-locks", root);
 	if (access(journal, F_OK) == 0)
 		n -= 1;                  /* the locks' folder, not litter */

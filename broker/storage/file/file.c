@@ -768,6 +768,8 @@ static void fb_close(struct tsec__backend *b)
 		return;
 	tsec__folders_free(&fb->folders);
 	pthread_rwlock_destroy(&fb->commit_rw);
+	tsec__fb_slots_end(fb);
+	pthread_mutex_destroy(&fb->slots_mu);
 	tsec__fb_owner_end(fb);
 	close(fb->journalfd);
 	close(fb->locksfd);
@@ -866,6 +868,9 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 		pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 		pthread_rwlock_init(&fb->commit_rw, &a);
 		pthread_rwlockattr_destroy(&a);
+		pthread_mutex_init(&fb->slots_mu, NULL);
+		for (int i = 0; i < TSEC__SLOTS; i++)
+			fb->slot[i].fd = -1;
 	}
 	fb->rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fb->rootfd < 0) {

@@ -3,18 +3,41 @@
  * save_cert) that is applied whole or not at all, across SIGKILL and
  * power loss.
  *
- * 1. An intent record .tsec-journal/<txid> is created and flocked; the
- *    flock says "its writer is alive" to anyone recovering.
+ * 1. An intent record is taken: one of the store's record slots,
+ *    .tsec-journal/tx-<owner>-<k>, flocked by the store for its life and
+ *    empty while idle (a slot is made once, flocked under a dotted name
+ *    and renamed in, and the journal fsynced then, so its name is
+ *    durable before it ever holds a record); or, with every slot busy, a
+ *    record file of its own, created and flocked.  The flock says "its
+ *    writer is alive" to anyone recovering.
  * 2. Each new value is written to a temporary file beside its target
  *    and fsynced.  A failure here removes the temporaries: nothing
  *    changed.
  * 3. The record gets one line per write (temporary, key) and a final
- *    "commit" line, in one write; it and its folder are fsynced.  This
+ *    "commit" line, in one write, and is synced: a slot's with
+ *    fdatasync alone (its name is durable already; its header's hash
+ *    tells a whole record from one a crash tore over an older one's),
+ *    a record file of its own with fsync and the journal's fsync.  This
  *    is the commit point.
  * 4. Under the store-wide commit flock (so two groups' renames never
  *    interleave, even across processes), each temporary is renamed over
- *    its target and the folders are fsynced.
- * 5. The record is removed.
+ *    its target; then, the flock let go, the targets' folders are
+ *    fsynced.
+ * 5. The record is removed (a slot emptied, unsynced: a crash may bring
+ *    back the old record, whose temporaries are gone, so replaying it
+ *    does nothing).
+ *
+ * The syncs a certificate's renewal (three files in one folder) needs,
+ * five, each for the promise that a save that returned survives a power
+ * loss whole: the three temporaries' (a rename may reach the disk
+ * before the data it names: without them a crash could leave an empty
+ * or old file under the new name, with the group's record saying done);
+ * the record's (without it nothing says the group was committed, and a
+ * crash after the renames began could leave one file new and two old);
+ * the folder's (the renames themselves, before the record may go; a
+ * later group's record may reuse the slot only after). Before slots a
+ * record was a new file each time and its name cost the journal's fsync
+ * too: six.
  *
  * Recovery: a record whose flock can be taken belongs to a dead writer;
  * with its commit line it is rolled forward (renames whose temporary is
@@ -77,23 +100,185 @@ static void record_name(char *buf, size_t n)
 	snprintf(buf, n, "tx-%s", hex);
 }
 
-/* Appends "put\t<tmp>\t<key>\n" lines and "commit\n"; NULL when too big. */
+/*
+ * A record's text: "put\t<tmp>\t<key>\n" lines and "commit\n" (the body),
+ * after a header line.  In a file of its own (slot < 0): "tsec-journal
+ * 1".  In a slot, which is written over where an older record was:
+ * "tsec-journal 2 <length> <hash>", the body's length and BLAKE2b-128, so
+ * that a write torn by a crash (new lines over an older record's, its
+ * "commit" line among them) is never taken for a committed record.  NULL
+ * when too big.
+ */
+#define HEADER2 "tsec-journal 2 "
+#define HASH_LEN 16
+
 static char *record_text(const struct tsec__bput *p, const struct item *it, size_t n,
-			 size_t *len)
+			 bool slot, size_t *len)
 {
-	size_t cap = 32, o;
+	size_t cap = 96, o, body;
 	char *t;
 
 	for (size_t i = 0; i < n; i++)
 		cap += strlen(it[i].tmp) + p[i].sk->tlen + 8;
 	if (cap > RECORD_MAX || !(t = malloc(cap)))
 		return NULL;
-	o = (size_t)snprintf(t, cap, "tsec-journal 1\n");
+	/* The body first, at a fixed place after room for the header. */
+	o = body = 80;
 	for (size_t i = 0; i < n; i++)
 		o += (size_t)snprintf(t + o, cap - o, "put\t%s\t%s\n", it[i].tmp, p[i].sk->text);
 	o += (size_t)snprintf(t + o, cap - o, "commit\n");
-	*len = o;
+	if (slot) {
+		unsigned char h[HASH_LEN];
+		char hex[2 * HASH_LEN + 1], head[80];
+		int hl;
+
+		crypto_generichash(h, sizeof(h), (const unsigned char *)t + body, o - body, NULL, 0);
+		sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+		hl = snprintf(head, sizeof(head), HEADER2 "%zu %s\n", o - body, hex);
+		memcpy(t + body - (size_t)hl, head, (size_t)hl);
+		memmove(t, t + body - (size_t)hl, o - body + (size_t)hl);
+		*len = o - body + (size_t)hl;
+	} else {
+		memmove(t + 15, t + body, o - body);
+		memcpy(t, "tsec-journal 1\n", 15);
+		*len = o - body + 15;
+	}
 	return t;
+}
+
+/*
+ * The body of a record read back: for a slot's ("tsec-journal 2"), the
+ * body its header names if its hash holds, else NULL (torn, or a slot
+ * being written: not committed); any other text as it is.
+ */
+static char *record_body(char *text, size_t n)
+{
+	unsigned char h[HASH_LEN], want[HASH_LEN];
+	char *end, *nl;
+	unsigned long long len;
+
+	if (strncmp(text, HEADER2, strlen(HEADER2)))
+		return text;
+	len = strtoull(text + strlen(HEADER2), &end, 10);
+	if (*end != ' ' || !(nl = memchr(end, '\n', n - (size_t)(end - text))) ||
+	    nl - end - 1 != 2 * HASH_LEN ||
+	    sodium_hex2bin(want, sizeof(want), end + 1, 2 * HASH_LEN, NULL, NULL, NULL) ||
+	    len > n - (size_t)(nl + 1 - text))
+		return NULL;
+	crypto_generichash(h, sizeof(h), (const unsigned char *)nl + 1, (size_t)len, NULL, 0);
+	if (sodium_memcmp(h, want, sizeof(h)))
+		return NULL;
+	nl[1 + len] = '\0';
+	return nl + 1;
+}
+
+/* ---- record slots (file_private.h) ---- */
+
+static void slot_name(const struct tsec__filebe *fb, unsigned k, char *buf, size_t n)
+{
+	snprintf(buf, n, "tx-%s-%u", fb->owner, k);
+}
+
+/*
+ * A slot for one group: an idle one, or one made now (flocked under a
+ * dotted name, then renamed into the journal, as the owner file is, so no
+ * one recovering takes it for a dead writer's; its name made durable
+ * with the journal's fsync, once for the slot's life).  Its index, or
+ * -1: every slot is busy, or one cannot be made (the group then makes a
+ * record file of its own, as before slots).
+ */
+static int slot_take(struct tsec__filebe *fb)
+{
+	char making[80], name[64];
+	int i, at = -1, fd;
+	unsigned k;
+
+	pthread_mutex_lock(&fb->slots_mu);
+	for (i = 0; i < TSEC__SLOTS; i++) {
+		if (fb->slot[i].fd >= 0 && !fb->slot[i].busy) {
+			fb->slot[i].busy = true;
+			pthread_mutex_unlock(&fb->slots_mu);
+			return i;
+		}
+		if (fb->slot[i].fd == -1 && at < 0)
+			at = i;
+	}
+	if (at >= 0) {
+		fb->slot[at].fd = -2;            /* being made */
+		k = fb->slots_made++;
+	}
+	pthread_mutex_unlock(&fb->slots_mu);
+	if (at < 0)
+		return -1;
+	slot_name(fb, k, name, sizeof(name));
+	snprintf(making, sizeof(making), OWNING "%s", name);
+	fd = openat(fb->journalfd, making, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+		    0600);
+	if (fd >= 0 && (flock(fd, LOCK_EX) < 0 ||
+			renameat(fb->journalfd, making, fb->journalfd, name) < 0 ||
+			fsync(fb->journalfd) < 0)) {
+		unlinkat(fb->journalfd, making, 0);
+		unlinkat(fb->journalfd, name, 0);
+		close(fd);
+		fd = -1;
+	}
+	pthread_mutex_lock(&fb->slots_mu);
+	fb->slot[at].fd = fd;
+	fb->slot[at].k = k;
+	fb->slot[at].busy = fd >= 0;
+	pthread_mutex_unlock(&fb->slots_mu);
+	return fd >= 0 ? at : -1;
+}
+
+/* A group done with its slot: idle again (emptied: an empty record is
+ * nothing to recover), or, `keep` false, given up (its record left for
+ * a recovery: the flock goes with the descriptor). */
+static void slot_give(struct tsec__filebe *fb, int i, bool keep)
+{
+	pthread_mutex_lock(&fb->slots_mu);
+	if (keep && ftruncate(fb->slot[i].fd, 0) == 0) {
+		fb->slot[i].busy = false;
+	} else {
+		close(fb->slot[i].fd);
+		fb->slot[i].fd = -1;
+		fb->slot[i].busy = false;
+	}
+	pthread_mutex_unlock(&fb->slots_mu);
+}
+
+/* Whether `name` is one of this store's slots (alive: it holds them). */
+static bool slot_mine(struct tsec__filebe *fb, const char *name)
+{
+	size_t ol = strlen(fb->owner);
+	char *end;
+	unsigned long k;
+	bool mine = false;
+
+	if (strncmp(name, "tx-", 3) || strncmp(name + 3, fb->owner, ol) || name[3 + ol] != '-')
+		return false;
+	k = strtoul(name + 4 + ol, &end, 10);
+	if (*end)
+		return false;
+	pthread_mutex_lock(&fb->slots_mu);
+	for (int i = 0; i < TSEC__SLOTS && !mine; i++)
+		mine = fb->slot[i].fd >= 0 && fb->slot[i].k == k;
+	pthread_mutex_unlock(&fb->slots_mu);
+	return mine;
+}
+
+void tsec__fb_slots_end(struct tsec__filebe *fb)
+{
+	char name[64];
+
+	for (int i = 0; i < TSEC__SLOTS; i++) {
+		if (fb->slot[i].fd < 0)
+			continue;
+		/* Idle (the store is closing): empty, nothing to keep. */
+		slot_name(fb, fb->slot[i].k, name, sizeof(name));
+		unlinkat(fb->journalfd, name, 0);
+		close(fb->slot[i].fd);
+		fb->slot[i].fd = -1;
+	}
 }
 
 static int write_full(int fd, const char *t, size_t len)
@@ -105,6 +290,24 @@ static int write_full(int fd, const char *t, size_t len)
 		if (w <= 0)
 			return -1;
 		t += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* All of t at offset 0 (a slot's record, written over an emptied one). */
+static int pwrite_full(int fd, const char *t, size_t len)
+{
+	off_t at = 0;
+
+	while (len) {
+		ssize_t w = pwrite(fd, t, len, at);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		t += w;
+		at += w;
 		len -= (size_t)w;
 	}
 	return 0;
@@ -269,6 +472,8 @@ struct group {
 	int recfd;
 	const char *rec;
 	int committed;
+	int slot;                    /* its record slot, or -1: a file of its own */
+	bool wrote;                  /* its record was written (or tried) */
 };
 
 /* Whether the guard holds (the commit flock held exclusive, so no group
@@ -335,12 +540,22 @@ static int commit_apply(void *ctx, struct tsec_error *err)
 			goto out;
 	}
 	/* 3: the commit point. */
-	if (!(text = record_text(g->p, g->it, g->n, &len))) {
+	if (!(text = record_text(g->p, g->it, g->n, g->slot >= 0, &len))) {
 		rc = tsec__seterr(err, TSEC_ETOOBIG, "", "transaction too large");
 		goto out;
 	}
-	if (write_full(g->recfd, text, len) < 0 || fsync(g->recfd) < 0 ||
-	    fsync(g->fb->journalfd) < 0) {
+	/*
+	 * Durable with one sync in a slot: the slot's name has been in the
+	 * journal, synced, since the slot was made, and the hash in its
+	 * header tells a whole record from a torn one; so a slot record
+	 * needs its own data synced, nothing more (fdatasync: its size is
+	 * data it needs).  A record file of its own needs the journal's
+	 * fsync too, for its name.
+	 */
+	g->wrote = true;
+	if ((g->slot >= 0 ? pwrite_full(g->recfd, text, len) : write_full(g->recfd, text, len)) < 0 ||
+	    (g->slot >= 0 ? fdatasync(g->recfd) : fsync(g->recfd)) < 0 ||
+	    (g->slot < 0 && fsync(g->fb->journalfd) < 0)) {
 		rc = tsec__seterr(err, TSEC_EIO, "", "cannot commit: %s", strerror(errno));
 		goto out;
 	}
@@ -395,8 +610,10 @@ static int commit_apply(void *ctx, struct tsec_error *err)
 	for (i = 0; i < g->n; i++)
 		if (!same_folder_before(g->p, i))
 			fsync(g->it[i].dirfd);
-	/* 5: done; a record left by a crash here is harmless to replay. */
-	unlinkat(g->fb->journalfd, g->rec, 0);
+	/* 5: done; a record left by a crash here is harmless to replay
+	 * (its temporaries are gone).  A slot is emptied and kept. */
+	if (g->slot < 0)
+		unlinkat(g->fb->journalfd, g->rec, 0);
 	rc = 0;
 out:
 	tsec__fb_commit_end(g->fb, cfd);
@@ -410,7 +627,7 @@ int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p, size
 {
 	struct item *it = calloc(n, sizeof(*it));
 	char rec[64];
-	struct group g = { fb, p, n, gd, it, -1, rec, 0 };
+	struct group g = { fb, p, n, gd, it, -1, rec, 0, -1, false };
 	size_t i;
 	int rc;
 
@@ -418,10 +635,17 @@ int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p, size
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	for (i = 0; i < n; i++)
 		it[i].dirfd = -1;
-	record_name(rec, sizeof(rec));
-	g.recfd = openat(fb->journalfd, rec, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-			 0600);
-	if (g.recfd < 0 || flock(g.recfd, LOCK_EX) < 0) {
+	/* A slot of the store's if one is free or can be made; else a
+	 * record file of its own. */
+	if ((g.slot = slot_take(fb)) >= 0) {
+		g.recfd = fb->slot[g.slot].fd;   /* fixed while the slot is busy */
+		slot_name(fb, fb->slot[g.slot].k, rec, sizeof(rec));
+	} else {
+		record_name(rec, sizeof(rec));
+		g.recfd = openat(fb->journalfd, rec,
+				 O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	}
+	if (g.recfd < 0 || (g.slot < 0 && flock(g.recfd, LOCK_EX) < 0)) {
 		rc = tsec__seterr(err, TSEC_EIO, "", "cannot start a transaction: %s",
 				  strerror(errno));
 		goto out;
@@ -456,7 +680,11 @@ out:
 		if (it[i].dirfd >= 0)
 			close(it[i].dirfd);
 	}
-	if (g.recfd >= 0) {
+	if (g.slot >= 0) {
+		/* Kept when done, or when nothing reached it; given up after
+		 * a failed commit or apply (its record is a recovery's). */
+		slot_give(fb, g.slot, rc == 0 || !g.wrote);
+	} else if (g.recfd >= 0) {
 		if (!g.committed)
 			unlinkat(fb->journalfd, rec, 0);
 		close(g.recfd);
@@ -520,10 +748,10 @@ static int dead_record(struct tsec__filebe *fb, const char *name, int how)
  * flock exclusive. */
 static bool recover_record(struct tsec__filebe *fb, const char *name, void *recovered)
 {
-	char *text, *line, *next;
+	char *text, *body, *line, *next;
 	ssize_t n;
 	bool commit;
-	int fd = dead_record(fb, name, LOCK_EX);
+	int fd = slot_mine(fb, name) ? -1 : dead_record(fb, name, LOCK_EX);
 
 	if (fd < 0)
 		return false;
@@ -535,8 +763,17 @@ static bool recover_record(struct tsec__filebe *fb, const char *name, void *reco
 	}
 	n = pread(fd, text, RECORD_MAX, 0);
 	text[n > 0 ? n : 0] = '\0';
-	commit = n >= 7 && !strcmp(text + n - 7, "commit\n");
-	for (line = text; line && *line; line = next) {
+	/* A slot's record whose hash fails was torn or never whole: not
+	 * committed, its temporaries removed (those it names that exist
+	 * are its own group's: a committed group's are renamed away). */
+	if ((body = record_body(text, n > 0 ? (size_t)n : 0))) {
+		n = (ssize_t)strlen(body);
+		commit = n >= 7 && !strcmp(body + n - 7, "commit\n");
+	} else {
+		body = strchr(text, '\n') ? strchr(text, '\n') + 1 : text;
+		commit = false;
+	}
+	for (line = body; line && *line; line = next) {
 		if ((next = strchr(line, '\n')))
 			*next++ = '\0';
 		replay_line(fb, line, commit);
@@ -550,7 +787,7 @@ static bool recover_record(struct tsec__filebe *fb, const char *name, void *reco
 /* Whether record `name` is a dead writer's (nothing is kept). */
 static bool is_dead(struct tsec__filebe *fb, const char *name, void *unused)
 {
-	int fd = dead_record(fb, name, LOCK_SH);
+	int fd = slot_mine(fb, name) ? -1 : dead_record(fb, name, LOCK_SH);
 
 	(void)unused;
 	if (fd < 0)
@@ -612,10 +849,11 @@ static void recover_dead(struct tsec__filebe *fb)
 		fsync(fb->journalfd);
 }
 
+/* A record other than `mine` and this store's slots (their groups are
+ * this live process's; an empty slot is not a record at all). */
 static bool not_mine(struct tsec__filebe *fb, const char *name, void *mine)
 {
-	(void)fb;
-	return !mine || strcmp(name, (const char *)mine);
+	return (!mine || strcmp(name, (const char *)mine)) && !slot_mine(fb, name);
 }
 
 /*

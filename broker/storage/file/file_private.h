@@ -31,6 +31,7 @@
 #define TSEC__LOCKS ".tsec-locks"
 #define TSEC__OWNER_PREFIX ".tsec-owner-"
 #define TSEC__OWNER_LEN 17           /* "w" and 16 hex digits */
+#define TSEC__SLOTS 32               /* record slots a store keeps (groups at once) */
 
 #include <pthread.h>
 #include <sys/stat.h>
@@ -66,6 +67,19 @@ struct tsec__filebe {
 	 * and 16 renewals at once ran little faster than one (issue 36).
 	 */
 	pthread_rwlock_t commit_rw;
+	/*
+	 * The journal's record files this store keeps for its groups
+	 * (file_journal.c, "slots"), each flocked for the store's life: a
+	 * group commits by writing one and syncing that file alone, its
+	 * name made durable once, when the slot was made.  Under slots_mu.
+	 */
+	pthread_mutex_t slots_mu;
+	struct tsec__slot {
+		int fd;                  /* -1: the entry is unused */
+		bool busy;               /* a group's, now */
+		unsigned k;              /* its name: "tx-<owner>-<k>" */
+	} slot[TSEC__SLOTS];
+	unsigned slots_made;         /* names k below this were used */
 	/* Told each key a dead writer's group rolled forward at run time
 	 * (a LocalCache above drops it); set once, before any write. */
 	tsec__inval_fn recovered;
@@ -111,6 +125,8 @@ int tsec__fb_commit_read(struct tsec__filebe *fb, int64_t wait_ms);
 /* Lets go of what tsec__fb_commit_write, tsec__fb_commit_read or
  * tsec__fb_settle took (cfd; nothing when it is -1). */
 void tsec__fb_commit_end(struct tsec__filebe *fb, int cfd);
+/* Removes the store's idle record slots (at close, before its owner file). */
+void tsec__fb_slots_end(struct tsec__filebe *fb);
 
 /*
  * Before a single put, a delete or a move makes its change: no record of
