@@ -324,7 +324,7 @@ static void client_turn(void *arg)
  * of the medians.
  */
 static void side_by_side(const char *root, struct tsec_bus *bus, struct tsec_client *c,
-			 int turns)
+			 int turns, void (*broker_turn)(void *), const char *label)
 {
 	struct tsec_store_opts o = { .backend = "file", .root = root };
 	struct tsec_cert_files f = { cert, sizeof(cert), key, sizeof(key), meta, sizeof(meta) };
@@ -340,7 +340,7 @@ static void side_by_side(const char *root, struct tsec_bus *bus, struct tsec_cli
 	turn_gated(s);
 	fa = bench_now() - t0;
 	t0 = bench_now();
-	client_turn(c);
+	broker_turn(c);
 	fb = bench_now() - t0;
 	for (int i = 0; i < turns; i++) {
 		for (int k = 0; k < 2; k++) {
@@ -348,23 +348,75 @@ static void side_by_side(const char *root, struct tsec_bus *bus, struct tsec_cli
 
 			t0 = bench_now();
 			if (broker)
-				client_turn(c);
+				broker_turn(c);
 			else
 				turn_gated(s);
 			(broker ? b : a)[i] = bench_now() - t0;
 		}
 	}
-	printf("latency,");
-	bench_print_latency("turn_side_by_side_inproc_file", fa, a, (size_t)turns);
-	printf("latency,");
-	bench_print_latency("turn_side_by_side_broker_ipc_file", fb, b, (size_t)turns);
+	{
+		char na[96], nb[96];
+
+		snprintf(na, sizeof(na), "turn_side_by_side_%s_inproc_file", label);
+		snprintf(nb, sizeof(nb), "turn_side_by_side_%s_broker_ipc_file", label);
+		printf("latency,");
+		bench_print_latency(na, fa, a, (size_t)turns);
+		printf("latency,");
+		bench_print_latency(nb, fb, b, (size_t)turns);
+	}
 	ma = bench_quantile(a, (size_t)turns, 0.5);
 	mb = bench_quantile(b, (size_t)turns, 0.5);
-	printf("# side by side, interleaved: broker/in-process p50 %.2f (%.2f / %.2f ms)\n",
-	       (double)mb / (double)ma, mb / 1e6, ma / 1e6);
+	printf("# side by side (%s), interleaved: broker/in-process p50 %.2f (%.2f / %.2f ms)\n",
+	       label, (double)mb / (double)ma, mb / 1e6, ma / 1e6);
 	tsec_store_close(&s);
 	free(a);
 	free(b);
+}
+
+/*
+ * The same turn in two round trips: "batch" (docs/operations.md) with
+ * lock.acquire, store.exists and store.load_cert, then one with
+ * store.save_cert and lock.release.
+ */
+static void client_turn_batched(void *arg)
+{
+	struct tsec_client *c = arg;
+	const struct tsec_client_frame files[3] = { { cert, sizeof(cert) }, { key, sizeof(key) },
+						    { meta, sizeof(meta) } };
+	struct tsec_client_frame got[TSEC_CLIENT_MAX_FRAMES];
+	struct tsec_error err;
+	char *res = NULL, p[1024];
+	json_t *j, *r;
+	const char *tok;
+	size_t ngot, i;
+
+	snprintf(p, sizeof(p), "{\"calls\": [{\"method\": \"lock.acquire\", \"params\": {\"name\":"
+		 " \"example.com\", \"ttl_ms\": 60000, \"timeout_ms\": 10000, \"deadline_ms\":"
+		 " 20000}}, {\"method\": \"store.exists\", \"params\": {\"keys\": [\"%s\", \"%s\","
+		 " \"%s\"]}}, {\"method\": \"store.load_cert\", \"params\": {\"issuer\": \"acme\","
+		 " \"domain\": \"example.com\"}}]}", keys[0], keys[1], keys[2]);
+	if (tsec_client_call_frames(c, "batch", p, NULL, 0, &res, got, &ngot, &err) || ngot != 3)
+		die("broker batch 1", &err);
+	tsec_client_frames_free(got, ngot);
+	j = json_loads(res, 0, NULL);
+	free(res);
+	json_array_foreach(json_object_get(j, "results"), i, r)
+		if (json_object_get(r, "error"))
+			die("broker batch 1", &(struct tsec_error){ .msg = "a call failed" });
+	tok = json_string_value(json_object_get(json_object_get(
+		json_array_get(json_object_get(j, "results"), 0), "result"), "token"));
+	if (!tok || json_array_size(json_object_get(j, "results")) != 3)
+		die("broker batch 1", &(struct tsec_error){ .msg = "no token" });
+	snprintf(p, sizeof(p), "{\"calls\": [{\"method\": \"store.save_cert\", \"params\":"
+		 " {\"issuer\": \"acme\", \"domain\": \"example.com\", \"cert_frame\": 1,"
+		 " \"key_frame\": 2, \"meta_frame\": 3}}, {\"method\": \"lock.release\","
+		 " \"params\": {\"name\": \"example.com\", \"token\": \"%s\"}}]}", tok);
+	json_decref(j);
+	if (tsec_client_call_frames(c, "batch", p, files, 3, &res, NULL, NULL, &err))
+		die("broker batch 2", &err);
+	if (strstr(res, "\"error\""))
+		die("broker batch 2", &(struct tsec_error){ .msg = "a call failed" });
+	free(res);
 }
 
 static void run_broker(const char *root, int turns, struct tsec_bus *bus)
@@ -431,7 +483,8 @@ static void run_broker(const char *root, int turns, struct tsec_bus *bus)
 			char sb[300];
 
 			snprintf(sb, sizeof(sb), "%s/side-by-side", root);
-			side_by_side(sb, bus, c, turns);
+			side_by_side(sb, bus, c, turns, client_turn, "5_calls");
+			side_by_side(sb, bus, c, turns, client_turn_batched, "2_batches");
 		}
 		tsec_client_close(&c);
 	}

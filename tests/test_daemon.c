@@ -1106,6 +1106,127 @@ static void test_daemon_frames(void **state)
 }
 
 /*
+ * Several storage calls in one message (issue 36: a renewal turn in two
+ * round trips, not five): run in order, one result each, the first
+ * failure the last to run; frames named across the calls, each once.
+ * Refused whole, with nothing run: no calls, too many, a batch inside,
+ * a call that is not storage or locks, a frame named twice or by none.
+ * A refused call says which rule refused it, as alone.
+ */
+static void test_daemon_batch(void **state)
+{
+	struct tsec_client *good = client("good", 5000), *bad = client("bad", 5000);
+	const struct tsec_client_frame three[3] = { { "CRT", 3 }, { "KEY", 3 }, { "{}", 2 } };
+	struct tsec_client_frame got[TSEC_CLIENT_MAX_FRAMES];
+	struct tsec_error err;
+	char *res = NULL, p[1024];
+	json_t *j;
+	size_t n;
+	(void)state;
+
+	assert_int_equal(tsec_client_call_frames(good, "batch",
+		"{\"calls\": [{\"method\": \"lock.acquire\", \"params\": {\"name\": \"b.example\","
+		" \"ttl_ms\": 60000}}, {\"method\": \"store.exists\", \"params\": {\"keys\":"
+		" [\"certificates/acme/b.example/b.example.crt\"]}}, {\"method\": \"store.save_cert\","
+		" \"params\": {\"issuer\": \"acme\", \"domain\": \"b.example\", \"cert_frame\": 1,"
+		" \"key_frame\": 2, \"meta_frame\": 3}}]}", three, 3, &res, NULL, NULL, &err), 0);
+	assert_non_null(j = json_loads(res, 0, NULL));
+	free(res);
+	assert_int_equal(json_array_size(json_object_get(j, "results")), 3);
+	res = json_dumps(json_object_get(json_array_get(json_object_get(j, "results"), 1),
+					 "result"), JSON_COMPACT);
+	assert_string_equal(res, "{\"exists\":[false]}");
+	free(res);
+	snprintf(p, sizeof(p), "{\"calls\": [{\"method\": \"lock.release\", \"params\": {\"name\":"
+		 " \"b.example\", \"token\": \"%s\"}}, {\"method\": \"store.load_cert\", \"params\":"
+		 " {\"issuer\": \"acme\", \"domain\": \"b.example\"}}]}",
+		 json_string_value(json_object_get(json_object_get(json_array_get(
+			 json_object_get(j, "results"), 0), "result"), "token")));
+	json_decref(j);
+	assert_int_equal(tsec_client_call_frames(good, "batch", p, NULL, 0, &res, got, &n, &err), 0);
+	assert_string_equal(res, "{\"results\":[{\"result\":{}},{\"result\":{\"cert_frame\":1,"
+			    "\"key_frame\":2,\"meta_frame\":3}}]}");
+	free(res);
+	assert_int_equal(n, 3);
+	assert_memory_equal(got[0].data, "CRT", 3);
+	assert_memory_equal(got[1].data, "KEY", 3);
+	tsec_client_frames_free(got, n);
+	/* The first failure ends it: the put after it does not run. */
+	assert_int_equal(tsec_client_call(good, "batch",
+		"{\"calls\": [{\"method\": \"store.get\", \"params\": {\"key\":"
+		" \"certificates/acme/b.example/none.json\"}}, {\"method\": \"store.put\", \"params\":"
+		" {\"key\": \"certificates/acme/b.example/after.json\", \"value\": \"x\"}}]}",
+		&res, &err), 0);
+	assert_non_null(strstr(res, "\"code\":\"not_found\""));
+	assert_null(strstr(res, "\"result\""));
+	free(res);
+	/* Refused whole: nothing of it runs (the put first in each). */
+	{
+		static const char *const refused[] = {
+			"{\"calls\": []}",
+			"{\"calls\": {}}",
+			"{\"calls\": [{\"method\": \"store.put\", \"params\": {\"key\": "
+			"\"certificates/acme/b.example/after.json\", \"value\": \"x\"}}, {\"method\":"
+			" \"batch\", \"params\": {\"calls\": []}}]}",
+			"{\"calls\": [{\"method\": \"store.put\", \"params\": {\"key\": "
+			"\"certificates/acme/b.example/after.json\", \"value\": \"x\"}}, {\"method\":"
+			" \"check\", \"params\": {\"requests\": []}}]}",
+			"{\"calls\": [{\"method\": \"store.put\", \"params\": {\"key\": "
+			"\"certificates/acme/b.example/after.json\", \"value_frame\": 1}}, {\"method\":"
+			" \"store.put\", \"params\": {\"key\": \"certificates/acme/b.example/c.json\","
+			" \"value_frame\": 1}}]}",
+			"{\"calls\": [{\"method\": \"store.put\", \"params\": {\"key\": "
+			"\"certificates/acme/b.example/after.json\", \"value\": \"x\"}}]}",
+			"{\"calls\": [1,2,3,4,5,6,7,8,9]}",
+		};
+
+		for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+			int rc = tsec_client_call_frames(good, "batch", refused[i], three,
+							 i == 4 || i == 5 ? 1 : 0, NULL, NULL,
+							 NULL, &err);
+
+			if (rc != TSEC_EPROTO)
+				fail_msg("refused[%zu]: %d %s", i, rc, err.msg);
+		}
+		assert_int_equal(tsec_client_call(good, "store.exists",
+			"{\"key\": \"certificates/acme/b.example/after.json\"}", &res, &err), 0);
+		assert_string_equal(res, "{\"exists\":false}");
+		free(res);
+	}
+	/* A lock.acquire in a batch only tries: held, it answers busy at
+	 * once (no worker waits out its timeout_ms) and ends the batch. */
+	assert_int_equal(tsec_client_call(good, "lock.acquire",
+		"{\"name\": \"held.example\", \"ttl_ms\": 60000}", &res, &err), 0);
+	assert_non_null(j = json_loads(res, 0, NULL));
+	free(res);
+	/* The client waits 5 s, the broker would wait up to
+	 * TSEC_D_LOCK_WAIT_MAX_MS: an answer at all says it did not. */
+	assert_int_equal(tsec_client_call(good, "batch",
+		"{\"calls\": [{\"method\": \"lock.acquire\", \"params\": {\"name\":"
+		" \"held.example\", \"ttl_ms\": 60000, \"timeout_ms\": 600000}},"
+		" {\"method\": \"store.put\", \"params\": {\"key\":"
+		" \"certificates/acme/b.example/after.json\", \"value\": \"x\"}}]}",
+		&res, &err), 0);
+	assert_non_null(strstr(res, "\"code\":\"busy\""));
+	assert_null(strstr(res, "\"result\""));
+	free(res);
+	snprintf(p, sizeof(p), "{\"name\": \"held.example\", \"token\": \"%s\"}",
+		 json_string_value(json_object_get(j, "token")));
+	json_decref(j);
+	assert_int_equal(tsec_client_call(good, "lock.release", p, &res, &err), 0);
+	free(res);
+	/* A refusal inside says why, as alone. */
+	assert_int_equal(tsec_client_call(bad, "batch",
+		"{\"calls\": [{\"method\": \"store.put\", \"params\": {\"key\":"
+		" \"certificates/acme/b.example/x.json\", \"value\": \"x\"}}]}", &res, &err), 0);
+	assert_non_null(strstr(res, "\"code\":\"denied\""));
+	assert_non_null(strstr(res, "\"reason\":\"nothing allowed it\""));
+	free(res);
+	tsec_client_close(&good);
+	tsec_client_close(&bad);
+}
+
+/*
  * A store.get or store.exists the LocalCache can answer is answered on
  * the loop (issue
  * 36: no worker hand-off, two thread wake-ups fewer), so it is answered
@@ -1414,6 +1535,7 @@ int main(void)
 		cmocka_unit_test(test_daemon_get_hit_on_loop),
 		cmocka_unit_test(test_daemon_exists_keys),
 		cmocka_unit_test(test_daemon_frames),
+		cmocka_unit_test(test_daemon_batch),
 		cmocka_unit_test(test_daemon_callers_in_turn),
 		cmocka_unit_test(test_daemon_unknown_key),
 		cmocka_unit_test(test_daemon_metrics),

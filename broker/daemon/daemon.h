@@ -50,6 +50,7 @@
 #define TSEC_D_PROBE_MS 30000            /* the blob store asked this often */
 #define TSEC_D_REPLY_MARGIN_MS 100       /* a caller's deadline, less this: the answer's way back */
 #define TSEC_D_MAX_FRAMES 3              /* binary frames beside a call's JSON, each way */
+#define TSEC_D_MAX_BATCH_CALLS 8         /* calls in one "batch" */
 
 #define TSEC_D_ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define TSEC_D_WORK_ENDPOINT "inproc://tsec-work"
@@ -286,6 +287,7 @@ struct tsec__call {
 	 * frames (the message's "frames": true) and where they go. */
 	const struct tsec__frames *in;
 	unsigned in_used;
+	bool batched;                /* one of a batch's calls (tsec__m_batch) */
 	bool frames_out;
 	struct tsec__frames *out;
 	/* lock.acquire's wait, parked in the loop between attempts (no
@@ -422,6 +424,8 @@ const char *tsec__call_id(struct tsec__call *c, size_t *n);
 
 /* storage.c: the store.* and lock.* handlers the method table names. */
 json_t *tsec__m_store_put(struct tsec__daemon *, struct tsec__call *, json_t **);
+/* dispatch.c: several storage calls in one message. */
+json_t *tsec__m_batch(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_put_many(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_get(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_save_cert(struct tsec__daemon *, struct tsec__call *, json_t **);

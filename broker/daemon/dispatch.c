@@ -72,7 +72,8 @@ json_t *tsec__value_in(struct tsec__call *c, const json_t *o, const char *name,
 
 json_t *tsec__frames_all_named(const struct tsec__call *c)
 {
-	if (!c->in || c->in_used == (1u << c->in->n) - 1)
+	/* In a batch the batch has checked them all, before any call ran. */
+	if (!c->in || c->batched || c->in_used == (1u << c->in->n) - 1)
 		return NULL;
 	return tsec__fail(TSEC_EPROTO, "", "the call came with a frame no \"_frame\" member names");
 }
@@ -263,6 +264,22 @@ static json_t *read_call(struct tsec__daemon *d, json_t *msg, struct tsec__call 
 	}
 	c->frames_out = json_is_true(json_object_get(msg, "frames"));
 	return NULL;
+}
+
+/* A refusal's reply says which rule refused it, as check answers it (the
+ * log has the same); none for "nothing allowed it". */
+static void deny_why(const struct tsec__call *c, json_t *error)
+{
+	json_t *rules;
+
+	if (!error || !c->deny.set ||
+	    json_integer_value(json_object_get(error, "errno")) != TSEC_EDENIED)
+		return;
+	rules = json_array();
+	for (unsigned j = 0; j < c->deny.nrules; j++)
+		json_array_append_new(rules, json_string(c->deny.rules[j]));
+	json_object_set_new(error, "rules", rules);
+	json_object_set_new(error, "reason", json_string(tsec_status_reason(c->deny.status)));
 }
 
 /* The latency histogram: two vDSO clock reads and two relaxed adds per
@@ -481,18 +498,7 @@ static char *dispatch_call(struct tsec__daemon *d, int caller, const char *paylo
 		timed(d, meth, t0);
 	}
 reply:
-	if (error && c.deny.set &&
-	    json_integer_value(json_object_get(error, "errno")) == TSEC_EDENIED) {
-		/* Which rule refused it, as check answers it (the log has the
-		 * same); none for "nothing allowed it". */
-		json_t *rules = json_array();
-
-		for (unsigned j = 0; j < c.deny.nrules; j++)
-			json_array_append_new(rules, json_string(c.deny.rules[j]));
-		json_object_set_new(error, "rules", rules);
-		json_object_set_new(error, "reason",
-				    json_string(tsec_status_reason(c.deny.status)));
-	}
+	deny_why(&c, error);
 	if (error) {
 		atomic_fetch_add(&d->st.errors, 1);
 		json_decref(result);
@@ -595,4 +601,122 @@ char *tsec__dispatch_hit(struct tsec__daemon *d, int caller, const char *payload
 int tsec__is_cache_read(const char *p, size_t n)
 {
 	return cache_read(method_named(p, n));
+}
+
+/* ---- batch: several storage calls in one message ---- */
+
+/*
+ * The frames o's members "<name>_frame" name (and those of the objects
+ * in its "puts"), marked in *named; NULL, or the error when one names a
+ * frame the message lacks or one another call named already.
+ */
+static json_t *frames_named(const json_t *o, unsigned n, unsigned *named)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach((json_t *)o, k, v) {
+		size_t kl = strlen(k);
+
+		if (kl > 6 && !strcmp(k + kl - 6, "_frame") && json_is_integer(v)) {
+			json_int_t i = json_integer_value(v);
+
+			if (i < 1 || i > (json_int_t)n || (*named & (1u << (i - 1))))
+				return tsec__fail(TSEC_EPROTO, "params.calls", i >= 1 && i <= (json_int_t)n
+						  ? "a frame named twice"
+						  : "a \"_frame\" member names a frame the message "
+						    "does not have");
+			*named |= 1u << (i - 1);
+		}
+	}
+	if (json_is_array(json_object_get(o, "puts"))) {
+		size_t i;
+		json_t *e;
+
+		json_array_foreach(json_object_get(o, "puts"), i, e) {
+			json_t *err = json_is_object(e) ? frames_named(e, n, named) : NULL;
+
+			if (err)
+				return err;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * {"calls": [{"method", "params"}, ...]}: 1 to TSEC_D_MAX_BATCH_CALLS
+ * storage and lock calls, run in order by one worker, each checked,
+ * counted, timed and logged as if it came alone (its decision-log lines
+ * carry the batch's id).  The answer: {"results": [{"result": ...} |
+ * {"error": ...}, ...]}, one per call that ran; the first that fails is
+ * the last to run.  A renewal turn is two of them (acquire, exists,
+ * load; save, release) instead of five round trips (issue 36).  Every
+ * call is read, and every frame of the message named exactly once,
+ * before any runs; a batch inside a batch, or a call that is not a
+ * storage or lock call, is refused whole.
+ */
+json_t *tsec__m_batch(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	json_t *calls = json_object_get(c->params, "calls"), *results, *e = NULL;
+	const struct tsec__method *meth[TSEC_D_MAX_BATCH_CALLS];
+	size_t n = json_array_size(calls), i;
+	unsigned named = 0;
+
+	if (!json_is_array(calls) || n < 1 || n > TSEC_D_MAX_BATCH_CALLS)
+		return tsec__fail(TSEC_EPROTO, "params.calls", "need 1 to 8 calls "
+				  "{\"method\", \"params\"}");
+	for (i = 0; i < n; i++) {
+		const json_t *o = json_array_get(calls, i), *m = json_object_get(o, "method");
+		const json_t *p = json_object_get(o, "params");
+
+		if (!json_is_string(m) ||
+		    !(meth[i] = tsec__method_find(json_string_value(m), json_string_length(m))) ||
+		    !(meth[i]->flags & TSEC_M_STORAGE) || meth[i]->fn == tsec__m_batch ||
+		    (p && !json_is_object(p)))
+			return tsec__fail(TSEC_EPROTO, "params.calls", "each call needs a \"method\" "
+					  "of storage or locks (not a batch) and \"params\" an object");
+		if (p && (e = frames_named(p, c->in ? c->in->n : 0, &named)))
+			return e;
+	}
+	if (c->in && named != (1u << c->in->n) - 1)
+		return tsec__fail(TSEC_EPROTO, "", "the message came with a frame no \"_frame\" "
+				  "member names");
+	if (!(results = json_array()))
+		return tsec__fail(TSEC_ENOMEM, "", NULL);
+	for (i = 0; i < n; i++) {
+		const json_t *o = json_array_get(calls, i);
+		json_t *p = json_object_get(o, "params"), *empty = NULL, *r = NULL, *err;
+		struct tsec__call sub;
+		uint64_t t0;
+
+		call_begin(d, &sub, c->index);
+		sub.id = c->id;
+		sub.params = p ? p : (empty = json_object());
+		sub.in = c->in;
+		sub.batched = true;
+		sub.frames_out = c->frames_out;
+		sub.out = c->out;
+		atomic_fetch_add(&d->st.calls, 1);
+		atomic_fetch_add(&d->st.by_method[meth[i] - tsec__methods], 1);
+		if ((meth[i]->flags & TSEC_M_ADMIN) && !c->who->admin) {
+			err = tsec__fail(TSEC_EDENIED, "method", "an admin caller's method");
+		} else {
+			t0 = tsec__mono_ns();
+			err = meth[i]->fn(d, &sub, &r);
+			timed(d, meth[i], t0);
+		}
+		deny_why(&sub, err);
+		if (err)
+			atomic_fetch_add(&d->st.errors, 1);
+		json_array_append_new(results, err ? json_pack("{s:o}", "error", err)
+					       : json_pack("{s:o}", "result", r ? r : json_object()));
+		if (sub.id_text != sub.id_small)
+			free(sub.id_text);
+		free(sub.result_text);
+		json_decref(empty);
+		if (err)
+			break;
+	}
+	*result = json_pack("{s:o}", "results", results);
+	return *result ? NULL : tsec__fail(TSEC_ENOMEM, "", NULL);
 }

@@ -362,6 +362,11 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 	/* A call waits at most this long; longer waits retry. */
 	if (wait > TSEC_D_LOCK_WAIT_MAX_MS)
 		wait = TSEC_D_LOCK_WAIT_MAX_MS;
+	/* In a batch it only tries: a wait would hold a worker (a caller's
+	 * batches could take them all); a held lock answers busy and ends
+	 * the batch, and the caller waits with a lock.acquire of its own. */
+	if (c->batched)
+		wait = 0;
 	/* Never past the caller's own deadline: a lock taken for a caller
 	 * that has stopped listening is a lock nobody holds (issue 34). */
 	if (budget >= 0 && wait > (uint64_t)budget)
