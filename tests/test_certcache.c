@@ -208,6 +208,158 @@ static void test_certcache_expiry(void **state)
 	tsec_certcache_free(&c);
 }
 
+/*
+ * Issue 37: an insert reclaims every expired entry it meets, not only
+ * the one it needs room for: four expired, one insert, all four freed
+ * (before, one: freed was 1 and count 4 before the count call).
+ */
+static void test_certcache_insert_reclaims_all(void **state)
+{
+	struct tsec_certcache *c;
+	int d;
+	(void)state;
+
+	atomic_store(&freed, 0);
+	fake_now = 50;
+	assert_int_equal(tsec_certcache_new(&c, 5, count_free), 0);
+	tsec_certcache_set_clock(c, fake_clock);
+	add_until(c, 1, "a.test", 100, &d);
+	add_until(c, 2, "b.test", 100, &d);
+	add_until(c, 3, "c.test", 100, &d);
+	add_until(c, 4, "d.test", 100, &d);
+	add_until(c, 5, "e.test", 1000, &d);
+	fake_now = 200;
+	add_until(c, 6, "f.test", 1000, &d);
+	assert_int_equal(atomic_load(&freed), 4);
+	/* Not full either: an insert into a cache with room reclaims too. */
+	add_until(c, 7, "g.test", 300, &d);
+	fake_now = 400;
+	add_until(c, 8, "h.test", 1000, &d);
+	assert_int_equal(atomic_load(&freed), 5);
+	assert_int_equal(tsec_certcache_count(c), 3);
+	tsec_certcache_free(&c);
+}
+
+/* A fully qualified name (one trailing dot) is the same host, both at
+ * lookup and at insert; two dots are not a name. */
+static void test_certcache_trailing_dot(void **state)
+{
+	struct tsec_certcache *c;
+	struct tsec_cert_match m;
+	int one, two;
+	(void)state;
+
+	assert_int_equal(tsec_certcache_new(&c, 4, NULL), 0);
+	add(c, 1, "example.com,*.example.com", &one);
+	add(c, 2, "Other.Test.", &two);
+	assert_int_equal(tsec_certcache_lookup(c, "example.com.", &m), 0);
+	assert_ptr_equal(m.data, &one);
+	assert_int_equal(tsec_certcache_lookup(c, "WWW.example.com.", &m), 0);
+	assert_ptr_equal(m.data, &one);
+	assert_int_equal(tsec_certcache_lookup(c, "other.test", &m), 0);
+	assert_ptr_equal(m.data, &two);
+	assert_int_equal(tsec_certcache_lookup(c, "other.test.", &m), 0);
+	assert_int_equal(tsec_certcache_lookup(c, "example.com..", &m), TSEC_ENOENT);
+	assert_int_equal(tsec_certcache_lookup(c, ".", &m), TSEC_ENOENT);
+	tsec_certcache_free(&c);
+}
+
+/* Failures in a row per name: backoff doubling from 60 s to a day at
+ * most, forgotten on success or when a certificate for the name comes,
+ * bounded to capacity names. */
+static void test_certcache_failure_backoff(void **state)
+{
+	struct tsec_certcache *c;
+	struct tsec_cert_failure f;
+	int d;
+	(void)state;
+
+	fake_now = 1000;
+	assert_int_equal(tsec_certcache_new(&c, 2, NULL), 0);
+	tsec_certcache_set_clock(c, fake_clock);
+	assert_int_equal(tsec_certcache_failure(c, "a.test", &f), TSEC_ENOENT);
+	assert_int_equal(tsec_certcache_failed(c, "A.test.", &f), 0);
+	assert_int_equal(f.failures, 1);
+	assert_int_equal(f.last, 1000);
+	assert_int_equal(f.retry_at, 1060);
+	fake_now = 1100;
+	assert_int_equal(tsec_certcache_failed(c, "a.test", &f), 0);
+	assert_int_equal(f.failures, 2);
+	assert_int_equal(f.retry_at, 1220);
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(tsec_certcache_failed(c, "a.test", NULL), 0);
+	assert_int_equal(tsec_certcache_failure(c, "a.test", &f), 0);
+	assert_int_equal(f.failures, 42);
+	assert_int_equal(f.retry_at, 1100 + 86400);
+	tsec_certcache_succeeded(c, "a.test");
+	assert_int_equal(tsec_certcache_failure(c, "a.test", &f), TSEC_ENOENT);
+	/* A certificate for the name ends its failures. */
+	assert_int_equal(tsec_certcache_failed(c, "b.test", NULL), 0);
+	add_until(c, 1, "b.test", 5000, &d);
+	assert_int_equal(tsec_certcache_failure(c, "b.test", &f), TSEC_ENOENT);
+	/* Bounded: the third name drops the first recorded. */
+	assert_int_equal(tsec_certcache_failed(c, "x.test", NULL), 0);
+	assert_int_equal(tsec_certcache_failed(c, "y.test", NULL), 0);
+	assert_int_equal(tsec_certcache_failed(c, "z.test", NULL), 0);
+	assert_int_equal(tsec_certcache_failure(c, "x.test", &f), TSEC_ENOENT);
+	assert_int_equal(tsec_certcache_failure(c, "y.test", &f), 0);
+	assert_int_equal(tsec_certcache_failure(c, "z.test", &f), 0);
+	assert_int_equal(tsec_certcache_failed(c, "", NULL), TSEC_EINVAL);
+	assert_int_equal(tsec_certcache_failure(c, NULL, &f), TSEC_EINVAL);
+	tsec_certcache_free(&c);
+}
+
+struct seen {
+	int n;
+	char names[8][64];
+	int64_t not_after[8];
+	int stop_after;
+};
+
+static int seen_one(void *arg, const struct tsec_cert_entry *e)
+{
+	struct seen *s = arg;
+
+	if (s->n < 8) {
+		snprintf(s->names[s->n], sizeof(s->names[0]), "%s%s%s", e->names[0],
+			 e->nnames > 1 ? "," : "", e->nnames > 1 ? e->names[1] : "");
+		s->not_after[s->n] = e->not_after;
+	}
+	s->n++;
+	return s->stop_after && s->n == s->stop_after;
+}
+
+/* A snapshot: every live certificate, oldest first, the expired dropped;
+ * the callback can stop it. */
+static void test_certcache_snapshot(void **state)
+{
+	struct tsec_certcache *c;
+	struct seen s = { 0 };
+	int d;
+	(void)state;
+
+	atomic_store(&freed, 0);
+	fake_now = 10;
+	assert_int_equal(tsec_certcache_new(&c, 8, count_free), 0);
+	tsec_certcache_set_clock(c, fake_clock);
+	assert_int_equal(tsec_certcache_snapshot(c, seen_one, &s), 0);
+	add(c, 1, "One.test,*.one.test", &d);
+	add_until(c, 2, "gone.test", 20, &d);
+	add_until(c, 3, "two.test", 50, &d);
+	fake_now = 30;
+	assert_int_equal(tsec_certcache_snapshot(c, seen_one, &s), 2);
+	assert_int_equal(s.n, 2);
+	assert_string_equal(s.names[0], "one.test,*.one.test");
+	assert_string_equal(s.names[1], "two.test");
+	assert_int_equal(s.not_after[1], 50);
+	assert_int_equal(atomic_load(&freed), 1);
+	memset(&s, 0, sizeof(s));
+	s.stop_after = 1;
+	assert_int_equal(tsec_certcache_snapshot(c, seen_one, &s), 1);
+	assert_int_equal(tsec_certcache_snapshot(NULL, seen_one, &s), 0);
+	tsec_certcache_free(&c);
+}
+
 static void test_certcache_pem_and_store(void **state)
 {
 	struct tsec_certcache *c;
@@ -330,6 +482,10 @@ int main(void)
 		cmocka_unit_test(test_certcache_duplicates_and_remove),
 		cmocka_unit_test(test_certcache_eviction),
 		cmocka_unit_test(test_certcache_expiry),
+		cmocka_unit_test(test_certcache_insert_reclaims_all),
+		cmocka_unit_test(test_certcache_trailing_dot),
+		cmocka_unit_test(test_certcache_failure_backoff),
+		cmocka_unit_test(test_certcache_snapshot),
 		cmocka_unit_test(test_certcache_pem_and_store),
 		cmocka_unit_test(test_certcache_readers_and_writer),
 	};

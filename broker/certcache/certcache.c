@@ -6,9 +6,14 @@
  *
  * Expiry: a lookup skips every certificate past its not_after (it reads
  * the clock once).  Writers keep a min-heap of entries by not_after, so
- * an insert into a full cache and a count reclaim the expired ones first,
- * each in O(log n), before any live certificate is evicted (oldest
- * first); no operation scans the whole cache.
+ * every insert, count and snapshot reclaims all the expired ones, each in
+ * O(log n), and a full cache evicts a live certificate (oldest first)
+ * only when none has expired; no lookup or insert scans the whole cache.
+ *
+ * Failure backoff: per name, the failures in a row to obtain a
+ * certificate and when the last was, in a table of its own (at most
+ * capacity names, the first recorded dropped first), under the writers'
+ * mutex: asked only on a miss, never on a hit.
  *
  * Names match by certmagic's progressive rule: the name itself, then the
  * name with its leftmost label replaced by "*", then its two leftmost
@@ -16,6 +21,7 @@
  * candidate is one hash-bucket probe, compared in place; candidates past
  * the first "*" are tried only while some cached name starts "*.*".
  */
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -63,6 +69,16 @@ struct stripe {
 	_Alignas(64) _Atomic long readers[2];
 };
 
+/* A name's failures in a row (failure backoff), writer-only. */
+struct fail {
+	struct fail *next;           /* in its bucket */
+	struct fail *older, *newer;  /* first recorded first */
+	uint64_t hash;
+	unsigned failures;
+	int64_t last;
+	char name[];
+};
+
 struct tsec_certcache {
 	_Alignas(64) _Atomic unsigned epoch;
 	struct stripe stripes[STRIPES];
@@ -77,6 +93,9 @@ struct tsec_certcache {
 	_Atomic size_t multi_wild;   /* names starting "*.*" */
 	int64_t (*clock)(void);      /* unix seconds */
 	void (*free_data)(void *);
+	struct fail **fails;         /* writer-only, same size as buckets */
+	struct fail *fail_oldest, *fail_newest;
+	size_t nfails;               /* at most capacity */
 };
 
 static int64_t wall_s(void);
@@ -170,10 +189,12 @@ int tsec_certcache_new(struct tsec_certcache **out, size_t capacity,
 	c->buckets = calloc(nb, sizeof(*c->buckets));
 	c->ids = calloc(nb, sizeof(*c->ids));
 	c->heap = calloc(capacity, sizeof(*c->heap));
-	if (!c->buckets || !c->ids || !c->heap) {
+	c->fails = calloc(nb, sizeof(*c->fails));
+	if (!c->buckets || !c->ids || !c->heap || !c->fails) {
 		free(c->buckets);
 		free(c->ids);
 		free(c->heap);
+		free(c->fails);
 		free(c);
 		return TSEC_ENOMEM;
 	}
@@ -208,6 +229,13 @@ void tsec_certcache_free(struct tsec_certcache **pc)
 		next = e->newer;
 		entry_free(c, e);
 	}
+	while (c->fail_oldest) {
+		struct fail *f = c->fail_oldest;
+
+		c->fail_oldest = f->newer;
+		free(f);
+	}
+	free(c->fails);
 	pthread_mutex_destroy(&c->wlock);
 	free(c->buckets);
 	free(c->ids);
@@ -320,16 +348,193 @@ static void unlink_entry(struct tsec_certcache *c, struct entry *e)
 	c->count--;
 }
 
+/* A fully qualified name's one trailing dot names the same host. */
+static size_t name_len(const char *in)
+{
+	size_t n = strnlen(in, NAME_MAX_LEN + 2);
+
+	return n > 1 && in[n - 1] == '.' ? n - 1 : n;
+}
+
 static int lower_name(const char *in, char *out)
 {
-	size_t n = strlen(in);
+	size_t n = name_len(in);
 
 	if (n == 0 || n > NAME_MAX_LEN)
 		return -1;
-	for (size_t i = 0; i <= n; i++)
+	for (size_t i = 0; i < n; i++)
 		out[i] = (in[i] >= 'A' && in[i] <= 'Z') ? (char)(in[i] + 32) : in[i];
+	out[n] = '\0';
 	return (int)n;
 }
+
+static struct entry *reclaim(struct tsec_certcache *c);
+
+/* Frees a chain of unlinked entries (through newer), after synchronize. */
+static void free_chain(struct tsec_certcache *c, struct entry *e)
+{
+	struct entry *next;
+
+	for (; e; e = next) {
+		next = e->newer;
+		entry_free(c, e);
+	}
+}
+
+/* ---- failure backoff: writer-only, under wlock ---- */
+
+static struct fail *fail_find(struct tsec_certcache *c, const char *low, size_t n, uint64_t h)
+{
+	struct fail *f = c->fails[h & c->mask];
+
+	for (; f; f = f->next)
+		if (f->hash == h && !strncmp(f->name, low, n) && f->name[n] == '\0')
+			return f;
+	return NULL;
+}
+
+static void fail_drop(struct tsec_certcache *c, struct fail *f)
+{
+	struct fail **pp;
+
+	if (!f)
+		return;
+	for (pp = &c->fails[f->hash & c->mask]; *pp != f; pp = &(*pp)->next)
+		;
+	*pp = f->next;
+	if (f->older)
+		f->older->newer = f->newer;
+	else
+		c->fail_oldest = f->newer;
+	if (f->newer)
+		f->newer->older = f->older;
+	else
+		c->fail_newest = f->older;
+	c->nfails--;
+	free(f);
+}
+
+#define BACKOFF_FIRST_S 60
+#define BACKOFF_MAX_S 86400
+
+static void fail_out(const struct fail *f, struct tsec_cert_failure *out)
+{
+	int64_t wait = BACKOFF_MAX_S;
+
+	if (f->failures <= 12)   /* 60 s << 11 is past a day already */
+		wait = (int64_t)BACKOFF_FIRST_S << (f->failures - 1);
+	if (wait > BACKOFF_MAX_S)
+		wait = BACKOFF_MAX_S;
+	out->failures = f->failures;
+	out->last = f->last;
+	out->retry_at = f->last + wait;
+}
+
+int tsec_certcache_failed(struct tsec_certcache *c, const char *name,
+			  struct tsec_cert_failure *out)
+{
+	char low[NAME_MAX_LEN + 1];
+	int n = c && name ? lower_name(name, low) : -1;
+	uint64_t h;
+	struct fail *f;
+
+	if (n < 0)
+		return TSEC_EINVAL;
+	h = hash_name(low, (size_t)n);
+	pthread_mutex_lock(&c->wlock);
+	if (!(f = fail_find(c, low, (size_t)n, h))) {
+		if (c->nfails == c->capacity)
+			fail_drop(c, c->fail_oldest);   /* bounded: the first recorded goes */
+		if (!(f = calloc(1, sizeof(*f) + (size_t)n + 1))) {
+			pthread_mutex_unlock(&c->wlock);
+			return TSEC_ENOMEM;
+		}
+		memcpy(f->name, low, (size_t)n + 1);
+		f->hash = h;
+		f->next = c->fails[h & c->mask];
+		c->fails[h & c->mask] = f;
+		f->older = c->fail_newest;
+		if (c->fail_newest)
+			c->fail_newest->newer = f;
+		else
+			c->fail_oldest = f;
+		c->fail_newest = f;
+		c->nfails++;
+	}
+	if (f->failures < UINT_MAX)
+		f->failures++;
+	f->last = c->clock();
+	if (out)
+		fail_out(f, out);
+	pthread_mutex_unlock(&c->wlock);
+	return 0;
+}
+
+int tsec_certcache_failure(struct tsec_certcache *c, const char *name,
+			   struct tsec_cert_failure *out)
+{
+	char low[NAME_MAX_LEN + 1];
+	int n = c && name ? lower_name(name, low) : -1;
+	struct fail *f;
+	int rc = TSEC_ENOENT;
+
+	if (n < 0)
+		return TSEC_EINVAL;
+	pthread_mutex_lock(&c->wlock);
+	if ((f = fail_find(c, low, (size_t)n, hash_name(low, (size_t)n)))) {
+		if (out)
+			fail_out(f, out);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&c->wlock);
+	return rc;
+}
+
+void tsec_certcache_succeeded(struct tsec_certcache *c, const char *name)
+{
+	char low[NAME_MAX_LEN + 1];
+	int n = c && name ? lower_name(name, low) : -1;
+
+	if (n < 0)
+		return;
+	pthread_mutex_lock(&c->wlock);
+	fail_drop(c, fail_find(c, low, (size_t)n, hash_name(low, (size_t)n)));
+	pthread_mutex_unlock(&c->wlock);
+}
+
+size_t tsec_certcache_snapshot(struct tsec_certcache *c,
+			       int (*each)(void *arg, const struct tsec_cert_entry *e),
+			       void *arg)
+{
+	struct entry *e, *gone;
+	size_t n = 0;
+
+	if (!c || !each)
+		return 0;
+	pthread_mutex_lock(&c->wlock);
+	gone = reclaim(c);
+	for (e = c->oldest; e; e = e->newer) {
+		const char *names[NAMES_MAX];
+		struct tsec_cert_entry ce;
+
+		for (size_t i = 0; i < e->nnodes; i++)
+			names[i] = e->nodes[i]->name;
+		memcpy(ce.id, e->id, 32);
+		ce.data = e->data;
+		ce.not_after = e->not_after;
+		ce.names = names;
+		ce.nnames = e->nnodes;
+		n++;
+		if (each(arg, &ce))
+			break;
+	}
+	if (gone)
+		synchronize(c);
+	pthread_mutex_unlock(&c->wlock);
+	free_chain(c, gone);
+	return n;
+}
+
 
 int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t id[32],
 				const char *const *names, size_t nnames,
@@ -384,11 +589,19 @@ int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t id[32],
 		entry_free(c, e);
 		return tsec__seterr(err, TSEC_EEXIST, "", "certificate already cached");
 	}
+	/* Every expired entry goes (each O(log n) off the heap), then, if
+	 * the cache is still full, the oldest live one. */
+	evict = reclaim(c);
 	if (c->count == c->capacity) {
-		/* The soonest to expire goes first if it has; else the oldest. */
-		evict = c->heap[0]->not_after <= c->clock() ? c->heap[0] : c->oldest;
-		unlink_entry(c, evict);
+		struct entry *old = c->oldest;
+
+		unlink_entry(c, old);
+		old->newer = evict;
+		evict = old;
 	}
+	/* A certificate for a name ends its failures in a row. */
+	for (i = 0; c->nfails && i < e->nnodes; i++)
+		fail_drop(c, fail_find(c, e->nodes[i]->name, e->nodes[i]->len, e->nodes[i]->hash));
 	e->seq = ++c->seq;
 	/* Append each name at its chain's tail: older entries match first. */
 	for (i = 0; i < e->nnodes; i++) {
@@ -414,8 +627,7 @@ int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t id[32],
 	if (evict)
 		synchronize(c);
 	pthread_mutex_unlock(&c->wlock);
-	if (evict)
-		entry_free(c, evict);
+	free_chain(c, evict);
 	return 0;
 }
 
@@ -455,7 +667,7 @@ static struct entry *reclaim(struct tsec_certcache *c)
 
 size_t tsec_certcache_count(struct tsec_certcache *c)
 {
-	struct entry *gone, *next;
+	struct entry *gone;
 	size_t n;
 
 	if (!c)
@@ -466,10 +678,7 @@ size_t tsec_certcache_count(struct tsec_certcache *c)
 	if (gone)
 		synchronize(c);
 	pthread_mutex_unlock(&c->wlock);
-	for (; gone; gone = next) {
-		next = gone->newer;
-		entry_free(c, gone);
-	}
+	free_chain(c, gone);
 	return n;
 }
 
@@ -533,7 +742,7 @@ static size_t lookup(struct tsec_certcache *c, const char *name,
 
 	if (!c || !name)
 		return 0;
-	n = strnlen(name, NAME_MAX_LEN + 1);
+	n = name_len(name);
 	if (n == 0 || n > NAME_MAX_LEN)
 		return 0;
 	/* One backward pass: lower case, hash, and the state at each dot. */

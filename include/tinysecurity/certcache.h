@@ -15,7 +15,8 @@
  * itself, then the name with its leftmost label replaced by "*", then its
  * two leftmost labels, and so on: "*.example.com" serves
  * "api.example.com", not "a.b.example.com" nor "example.com";
- * "*.*.example.com" serves "a.b.example.com".  A certificate past its
+ * "*.*.example.com" serves "a.b.example.com".  One trailing dot is
+ * ignored ("example.com." is "example.com").  A certificate past its
  * not_after is never returned, and counts no more.
  */
 #ifndef TINYSECURITY_CERTCACHE_H
@@ -38,8 +39,8 @@ struct tsec_cert_match {
 };
 
 /*
- * A cache holding at most `capacity` certificates; when full, inserting
- * drops the expired ones first and evicts the oldest live one only when
+ * A cache holding at most `capacity` certificates; every insert drops all
+ * the expired ones, and a full cache evicts the oldest live one only when
  * none has expired.  free_data (may be NULL) is called on an entry's data
  * once it is out of the cache and no reader can see it.
  */
@@ -100,6 +101,53 @@ TSEC_API int tsec_certcache_lookup(struct tsec_certcache *c, const char *name,
  */
 TSEC_API size_t tsec_certcache_lookup_all(struct tsec_certcache *c, const char *name,
 				 struct tsec_cert_match *out, size_t max);
+
+/*
+ * Failure backoff, per name (as certmagic waits before it asks an ACME
+ * CA again for a name that failed): failures in a row, the last one's
+ * time (the cache's clock) and when to try again, 60 s after the first,
+ * doubling each time, at most a day after the last.  Names are matched
+ * as lookups match them exactly (case and one trailing dot ignored); at
+ * most `capacity` names are kept, the first recorded dropped first.
+ */
+struct tsec_cert_failure {
+	unsigned failures;
+	int64_t last;                /* unix seconds */
+	int64_t retry_at;            /* unix seconds: not before */
+};
+
+/* Records a failure for name; its state after, in *out (may be NULL).
+ * 0, TSEC_EINVAL (no name or too long), TSEC_ENOMEM. */
+TSEC_API int tsec_certcache_failed(struct tsec_certcache *c, const char *name,
+				   struct tsec_cert_failure *out);
+
+/* Name's failure state: 0, TSEC_ENOENT (none since its last success),
+ * TSEC_EINVAL. */
+TSEC_API int tsec_certcache_failure(struct tsec_certcache *c, const char *name,
+				    struct tsec_cert_failure *out);
+
+/* Forgets name's failures; inserting a certificate for it does too. */
+TSEC_API void tsec_certcache_succeeded(struct tsec_certcache *c, const char *name);
+
+/* One live certificate as a snapshot sees it. */
+struct tsec_cert_entry {
+	uint8_t id[32];
+	void *data;
+	int64_t not_after;           /* unix seconds */
+	const char *const *names;    /* lower case, as indexed */
+	size_t nnames;
+};
+
+/*
+ * Calls each(arg, entry) for every live certificate, oldest first,
+ * dropping the expired ones on the way; each returns non-zero to stop.
+ * Runs under the writers' lock: each must not call into the cache, and
+ * what it is given is valid only during the call.  Returns how many it
+ * was called for.
+ */
+TSEC_API size_t tsec_certcache_snapshot(struct tsec_certcache *c,
+					int (*each)(void *arg, const struct tsec_cert_entry *e),
+					void *arg);
 
 /*
  * Inserts every certificate (certificates/<issuer>/<domain>/<domain>.crt)
