@@ -63,11 +63,6 @@ static bool room(struct tsec__jw *w, size_t n)
 	return true;
 }
 
-void tsec__jw_reserve(struct tsec__jw *w, size_t n)
-{
-	room(w, n);
-}
-
 void tsec__jw_grow(struct tsec__jw *w, const char *s, size_t n)
 {
 	if (!room(w, n))

@@ -34,9 +34,6 @@ void tsec__jw_reset(struct tsec__jw *w);
  * tsec__jw_free frees only what it allocated. */
 void tsec__jw_init_on(struct tsec__jw *w, char *buf, size_t cap);
 
-/* Room for n bytes ahead of time (one allocation for a line). */
-void tsec__jw_reserve(struct tsec__jw *w, size_t n);
-
 /* Appends n bytes as they are (punctuation, or JSON text made elsewhere).
  * Inline, so that a literal's copy is a few moves, not a call. */
 void tsec__jw_grow(struct tsec__jw *w, const char *s, size_t n);

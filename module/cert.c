@@ -46,11 +46,6 @@ int tsec__key_type_parse(const char *s, size_t n)
 	return -1;
 }
 
-const char *tsec__key_type_name(unsigned t)
-{
-	return t < TSEC__KEYTYPE__COUNT ? key_type_names[t] : "other";
-}
-
 int tsec__certcache_new(struct tsec__certcache **out)
 {
 	struct tsec__certcache *c = calloc(1, sizeof(*c));

@@ -182,7 +182,6 @@ void tsec__cert_facts_get(struct tsec__certcache *c, bool insert,
 
 /* Key type names ("rsa", "ec-p256", "ec-p384", "ed25519"). */
 int tsec__key_type_parse(const char *s, size_t n);
-const char *tsec__key_type_name(unsigned t);
 
 /* ---- the compiled policy (module/compile.c) ---- */
 

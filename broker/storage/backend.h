@@ -17,9 +17,10 @@
  * - a fenced write is applied only while the lease it names is held,
  *   checked in the same step as the write.
  *
- * Backends: file.c (files under one folder), memory.c (tests and
- * benchmarks, with an injectable delay), and localcache.c, a decorator
- * that caches any of them.
+ * Backends (registry.c lists them): file/ (files under one folder),
+ * etcd/ and redis/ (a fleet), memory/ (tests and benchmarks, with an
+ * injectable delay), and localcache.c, a decorator that caches any of
+ * them.
  */
 #ifndef TSEC_STORAGE_BACKEND_H
 #define TSEC_STORAGE_BACKEND_H
@@ -236,9 +237,8 @@ int tsec__localcache_open(struct tsec__backend **out, struct tsec__backend *inne
 int tsec__strlist_add(struct tsec_strlist *l, size_t *cap, const char *k, size_t n,
 		      const char *suffix);
 
-/* Whether the normalised key lies below the folder (folder + "/"). */
-bool tsec__key_below(const char *key, const char *folder);
-/* The same for two parsed keys, from their lengths. */
+/* Whether the parsed key lies below the folder (folder + "/"), from
+ * their lengths. */
 static inline bool tsec__skey_below(const struct tsec__skey *key, const struct tsec__skey *folder)
 {
 	return key->tlen > folder->tlen && key->text[folder->tlen] == '/' &&

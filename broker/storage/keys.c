@@ -90,13 +90,6 @@ int tsec__strlist_add(struct tsec_strlist *l, size_t *cap, const char *k, size_t
 	return 0;
 }
 
-bool tsec__key_below(const char *key, const char *folder)
-{
-	size_t n = strlen(folder);
-
-	return !strncmp(key, folder, n) && key[n] == '/';
-}
-
 bool tsec__is_cert_key(const struct tsec__skey *sk)
 {
 	return sk->k.kind == TSEC_KIND_CERT;

@@ -1,19 +1,24 @@
 /*
  * tinysecurity gated storage and locks.
  *
- * A store is a folder on disk reached only through these calls.  Every
- * call names the calling principal and is checked through the MemoryBus
- * (the "policy" endpoint, or the one given at open) before anything on
- * disk is read or changed; a deny returns TSEC_EDENIED, with the reason
- * and the deciding rules in err->msg, and changes nothing.  A key that
- * breaks the key rules is refused with TSEC_EKEY before the policy is
- * asked.  Other errors: TSEC_ENOENT (not found), TSEC_EEXIST (conflict),
- * TSEC_EIO (the disk failed), TSEC_ETOOBIG, TSEC_EINCOMPLETE.
+ * A store is keys and values on a backend (a folder on disk, etcd,
+ * redis, memory; tsec_store_open_opts and its settings below),
+ * reached only through these calls.  Every call names the calling
+ * principal and is checked through the MemoryBus (the "policy" endpoint,
+ * or the one given at open) before the backend is read or changed; a
+ * deny returns TSEC_EDENIED, with the reason and the deciding rules in
+ * err->msg, and changes nothing.  A key that breaks the key rules is
+ * refused with TSEC_EKEY before the policy is asked.  Other errors:
+ * TSEC_ENOENT (not found), TSEC_EEXIST (conflict), TSEC_EIO (the backend
+ * failed), TSEC_EUNKNOWN (a write's outcome is unknown: a networked
+ * backend stopped answering after it was sent), TSEC_ETOOBIG,
+ * TSEC_EINCOMPLETE.
  *
- * Thread-safe: one store may be used from many threads.  Files are
- * written atomically (temporary file, fsync, rename, folder fsync) with
- * mode 0600, folders 0700.  Names starting with ".tsec-" are the store's
- * own (temporary files, lock guards) and are refused as keys.
+ * Thread-safe: one store may be used from many threads.  On the file
+ * backend files are written atomically (temporary file, sync, rename,
+ * folder sync; docs/storage.md) with mode 0600, folders 0700.  Names
+ * starting with ".tsec-" are the store's own (temporary files, journal,
+ * locks) and are refused as keys on every backend.
  */
 #ifndef TINYSECURITY_STORE_H
 #define TINYSECURITY_STORE_H

@@ -26,7 +26,8 @@ enum { TSEC__ETCD_ONCE = 0, TSEC__ETCD_IDEMPOTENT = 1 };
  * *resp.  Fails over to the next endpoint when a request cannot have
  * been applied (no connection, no leader), and for IDEMPOTENT requests
  * on any transport failure, within the call's deadline.  An unknown
- * outcome is TSEC_EIO saying so.  A request longer than request_max is
+ * outcome (a ONCE request sent, then no answer) is TSEC_EUNKNOWN: the
+ * request may have been applied; any other failure is TSEC_EIO.  A request longer than request_max is
  * TSEC_ETOOBIG, unsent.
  */
 /* How many requests c has sent (a resend counts again): tests count

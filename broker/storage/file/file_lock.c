@@ -56,7 +56,6 @@
 
 #define RECORD 256                    /* bytes; one write, within a sector */
 #define LOCK_WAIT_MS 2000             /* the flock is held for microseconds */
-#define OLD_GUARD TSEC__RESERVED "guard-"
 
 /* One lock's file in the locks folder. */
 struct lockfile {
@@ -369,58 +368,10 @@ out:
 }
 
 /*
- * Moves the lock files of the old layout (locks/<name>.lock, inside the
- * key space) into the locks folder, each under its flock so that no
- * holder's lease is lost or doubled while it moves; a name already in
- * the locks folder wins, the old file is removed.  Guard files of an
- * older layout still are removed.  Then the old folder goes if empty.
- */
-static void migrate_old_layout(struct tsec__filebe *fb)
-{
-	int fd = openat(fb->rootfd, "locks", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	struct dirent *e;
-	DIR *d;
-
-	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	while ((e = readdir(d))) {
-		size_t n = strlen(e->d_name);
-		bool guard = !strncmp(e->d_name, OLD_GUARD, strlen(OLD_GUARD));
-		struct stat sb;
-		int lfd;
-		if (!guard && (n < 6 || n > TSEC_LOCK_NAME_MAX + 5 ||
-			       strcmp(e->d_name + n - 5, ".lock")))
-			continue;
-		lfd = openat(fd, e->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-		if (lfd < 0)
-			continue;
-		/* Busy (a paused old-layout process holds it): left where it is. */
-		if (fstat(lfd, &sb) == 0 && S_ISREG(sb.st_mode) &&
-		    flock(lfd, LOCK_EX | LOCK_NB) == 0 && fstat(lfd, &sb) == 0 &&
-		    sb.st_nlink == 1) {
-			char head[10];
-			ssize_t got = pread(lfd, head, sizeof(head), 0);
-			bool lock = got == 0 || (got == (ssize_t)sizeof(head) &&
-						 !memcmp(head, "tsec-lock ", sizeof(head)));
-			if (guard)
-				unlinkat(fd, e->d_name, 0);
-			else if (lock && renameat2(fd, e->d_name, fb->locksfd, e->d_name,
-						   RENAME_NOREPLACE) < 0)
-				unlinkat(fd, e->d_name, 0);
-		}
-		close(lfd);
-	}
-	closedir(d);
-	unlinkat(fb->rootfd, "locks", AT_REMOVEDIR); /* only if empty */
-}
-
-/*
- * Recovery: moves the old layout's lock files in, then removes the lock
- * files of free locks (released or ended leases with no live waiter)
- * nobody has open.
+ * Recovery: removes the lock files of free locks (released or ended
+ * leases with no live waiter) nobody has open.  Lock files live only in
+ * the locks folder, outside the key space: a value a caller wrote is
+ * never read as a lock (no release kept them anywhere else).
  */
 void tsec__fb_clean_guards(struct tsec__filebe *fb)
 {
@@ -429,7 +380,6 @@ void tsec__fb_clean_guards(struct tsec__filebe *fb)
 	struct dirent *e;
 	DIR *d;
 
-	migrate_old_layout(fb);
 	fd = openat(fb->locksfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		if (fd >= 0)
