@@ -24,7 +24,8 @@ endif
 
 # ASan+UBSan builds go to build/<mode>-san, ThreadSanitizer to -tsan.
 BUILD_NAME := $(MODE)$(if $(SANITIZE),$(if $(filter thread,$(SANITIZE)),-tsan,-san))
-B := build/$(BUILD_NAME)
+BUILD_ROOT ?= build
+B := $(BUILD_ROOT)/$(BUILD_NAME)
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wvla -Wformat=2 -Werror
@@ -42,6 +43,17 @@ CFLAGS ?=
 LDFLAGS ?=
 ALL_CFLAGS = $(BASE_CFLAGS) $(MODE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS = -pthread $(SAN_FLAGS) $(LDFLAGS)
+
+# A change of compiler or flags (CC=clang, CFLAGS=..., LDFLAGS=...)
+# rebuilds every object: each depends on $(B)/.flags, whose text is the
+# compiler and its flags, rewritten only when they differ from what built
+# the tree (tests/test_build_flags.sh).
+FLAGS_STAMP := $(B)/.flags
+FLAGS_TEXT := $(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS)
+ifneq ($(FLAGS_TEXT),$(file <$(FLAGS_STAMP)))
+$(shell mkdir -p $(B))
+$(file >$(FLAGS_STAMP),$(FLAGS_TEXT))
+endif
 
 JANSSON_LIBS := -ljansson
 ZMQ_LIBS := -lzmq
@@ -112,7 +124,8 @@ VERIFY := $(B)/verify_module
 DAEMON := $(B)/tsec-broker
 CLI := $(B)/tsec
 
-TESTS := key match compile cert decision loader reload exports verifier wire docs remote s3 \
+TESTS := key match compile cert decision loader reload exports verifier wire docs build_flags \
+	remote s3 \
 	conformance fleet brokers cli acme crash hardening \
 	store store_disk lock certcache daemon daemon_cli archive faults chaos
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
@@ -393,13 +406,13 @@ dist:
 
 # ---- objects ----
 
-$(B)/obj/%.o: %.c
+$(B)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 # Library and module objects: symbols hidden unless marked for export.
-$(B)/mobj/%.o: %.c
+$(B)/mobj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(MODULE_OPT) -fvisibility=hidden -c -o $@ $<
@@ -455,12 +468,23 @@ $(B)/bench_%: $(B)/obj/perf/bench_%.o $(B)/obj/perf/benchutil.o $(BROKER_A)
 TEST_DEFS = -DTSEC_BUILD_DIR='"$(B)"'
 TEST_MODULE_OBJ := $(filter-out $(B)/mobj/module/entry.o,$(MODULE_OBJ))
 
-$(B)/tobj/%.o: %.c
+# The flags stamp (above) is written while the Makefile is read.
+$(FLAGS_STAMP): ;
+
+
+$(B)/tobj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(TEST_DEFS) -c -o $@ $<
 
 # Unit tests of module internals link the module's objects statically.
+# A change of flags rebuilds (a shell script; runs make in a build root
+# of its own).
+$(B)/tests/test_build_flags: tests/test_build_flags.sh
+	@mkdir -p $(dir $@)
+	$(call msg,GEN,$@)
+	$(Q)cp $< $@ && chmod +x $@
+
 # Every command line the documentation shows (a shell script).
 $(B)/tests/test_docs: tests/test_docs.sh
 	@mkdir -p $(dir $@)
@@ -497,7 +521,7 @@ $(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/testutil.o \
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) $(BROKER_LIBS)
 
-$(B)/fixtures/%.so: tests/fixtures/%.c include/tinysecurity/module.h
+$(B)/fixtures/%.so: tests/fixtures/%.c include/tinysecurity/module.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -Wno-override-init $(TEST_DEFS) -shared -fvisibility=hidden -o $@ $< \
