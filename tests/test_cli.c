@@ -167,7 +167,22 @@ static void test_command_table(void **state)
 			    "packaging/tsec.bash-completion); b=$(sed -n 's/^	cmds=(\\(.*\\))/"
 			    "\\1/p' packaging/tsec.zsh-completion); c=$(sed -n 's/^set -l cmds //p' "
 			    "packaging/tsec.fish); [ \"$a\" = \"$b\" ] && [ \"$a\" = \"$c\" ]"), 0);
-	/* Unknown commands and too many arguments are usage errors. */
+	/* Unknown commands and too many arguments are usage errors; a near
+	 * miss is named (issue 37, item 7). */
+	assert_int_equal(sh(out, sizeof(out), TSEC " chek"), 2);
+	assert_non_null(strstr(out, "did you mean 'check'?"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " check --actoin storage.load"), 2);
+	assert_non_null(strstr(out, "did you mean --action?"));
+	/* An option's value missing at the end is an error, not a default
+	 * (issue 37, item 8: `check --policy` asked the broker instead). */
+	assert_int_equal(sh(out, sizeof(out), TSEC " check --action storage.load --resource "
+			    "certificates/acme/example.com/example.com.crt --principal svc:web-1 "
+			    "--endpoint ipc:///nonexistent/x --policy"), 2);
+	assert_non_null(strstr(out, "--policy needs a value"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " health --endpoint"), 2);
+	assert_non_null(strstr(out, "--endpoint needs a value"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " --endpoint"), 2);
+	assert_non_null(strstr(out, "no command"));
 	assert_int_equal(sh(NULL, 0, TSEC " help nosuch"), 2);
 	assert_int_equal(sh(NULL, 0, TSEC " health extra"), 2);
 	/* Global options before the command (tsec(1), README). */

@@ -177,6 +177,23 @@ static void client_config(const char *cmd, struct opts *o)
 	}
 }
 
+/* An option that takes a value came last, without one: a usage error,
+ * not a default (`tsec check --policy` must not ask the broker). */
+static const char *no_value(const char *cmd, const char *opt)
+{
+	fprintf(stderr, "tsec %s: %s needs a value\nTry 'tsec %s --help'.\n", cmd, opt, cmd);
+	exit(EXIT_ERROR);
+}
+
+/* Every option parse() knows, for "did you mean". */
+static const char *const known_opts[] = {
+	"--help", "--json", "--endpoint", "--server-key", "--key", "--policy", "--principal",
+	"--input", "--coverage", "--verbose", "--run", "--prometheus", "--check", "--strict",
+	"--log", "--schema", "--write", "--role", "--module", "--timeout-ms", "--action",
+	"--resource", "--dest", "--cert-file", "--ttl-ms", "--size", "--now", "--wait-ms",
+	"--recursive",
+};
+
 static void parse(const char *cmd, int argc, char **argv, struct opts *o)
 {
 	o->endpoint = env_set("TSEC_ENDPOINT");
@@ -195,7 +212,7 @@ static void parse(const char *cmd, int argc, char **argv, struct opts *o)
 			v = eq + 1;
 			inline_value = 1;
 		}
-#define TAKE() (took = 1, inline_value ? v : (i++, v))
+#define TAKE() (took = 1, inline_value ? v : (i++, v ? v : no_value(cmd, a)))
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) o->help = 1;
 		else if (!strcmp(a, "--json")) o->json = 1;
 		else if (!strcmp(a, "--endpoint")) {
@@ -239,7 +256,12 @@ static void parse(const char *cmd, int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--wait-ms")) o->timeout_lock = num(cmd, a, TAKE(), 0, BIG);
 		else if (!strcmp(a, "--recursive") || !strcmp(a, "-r")) { o->recursive = 1; o->have_recursive = 1; }
 		else if (a[0] == '-' && a[1]) {
-			fprintf(stderr, "tsec %s: unknown option %s\nTry 'tsec %s --help'.\n", cmd, a, cmd);
+			const char *near = tsec__nearest(a, known_opts,
+							 sizeof(known_opts) / sizeof(known_opts[0]));
+
+			fprintf(stderr, "tsec %s: unknown option %s%s%s%s\nTry 'tsec %s --help'.\n",
+				cmd, a, near ? "; did you mean " : "", near ? near : "",
+				near ? "?" : "", cmd);
 			exit(EXIT_ERROR);
 		} else if (o->nargs < CLI_ARGS_MAX) o->args[o->nargs++] = argv[i];
 		else die_usage(cmd, "too many arguments");
@@ -546,6 +568,20 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!(c = command_of(cmd))) {
+		const char *names[NCOMMANDS + 1], *near;
+
+		if (cmd[0] == '-') {
+			fprintf(stderr, "tsec: no command after the options (or an unknown option "
+				"'%s'); 'tsec --help' lists them\n", cmd);
+			return EXIT_ERROR;
+		}
+		for (size_t i = 0; i < NCOMMANDS; i++)
+			names[i] = commands[i].name;
+		names[NCOMMANDS] = "help";
+		if ((near = tsec__nearest(cmd, names, NCOMMANDS + 1))) {
+			fprintf(stderr, "tsec: unknown command '%s'; did you mean '%s'?\n", cmd, near);
+			return EXIT_ERROR;
+		}
 		fprintf(stderr, "tsec: unknown command '%s'\n", cmd);
 		usage(stderr);
 		return EXIT_ERROR;
