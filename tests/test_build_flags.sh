@@ -9,7 +9,12 @@ W=$(mktemp -d /tmp/tsec-flags-XXXXXX)
 trap 'rm -rf "$W"' EXIT
 O=$W/debug/obj/common/error.o
 fails=0
-mk() { make -s --no-print-directory BUILD_ROOT="$W" MODE=debug "$@"; }
+# Run from `make check`, the environment carries the outer make's
+# variables (MAKEFLAGS holds SANITIZE=... in the sanitizer build, which
+# would name another build folder): start from a clean make environment
+# and say every variable that picks the folder or the flags.
+unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES CFLAGS LDFLAGS SANITIZE CC
+mk() { make -s --no-print-directory BUILD_ROOT="$W" MODE=debug SANITIZE= "$@"; }
 step() { echo "$1"; }
 bad() { echo "FAIL: $1"; fails=$((fails + 1)); }
 
