@@ -299,6 +299,19 @@ static const char *status_at(int which, char *buf, size_t cap)
 	return buf;
 }
 
+/* `tsec health`'s exit status against broker `which` (issue 37, item
+ * 6: 0 when "ok", 1 when degraded; it was 0 for both). */
+static int tsec_health_exit(int which)
+{
+	char cmd[512];
+	int st;
+
+	snprintf(cmd, sizeof(cmd), TSEC_BUILD_DIR "/tsec --endpoint %s health >/dev/null 2>&1",
+		 F.ipc[which]);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 static void test_fleet_policy(void **state)
 {
 	char sig[129], *text, *params;
@@ -309,6 +322,12 @@ static void test_fleet_policy(void **state)
 	(void)state;
 	assert_int_equal(revision_at(0), 1);
 	assert_int_equal(revision_at(1), 1);
+	{
+		char st[32];
+
+		TU_WAIT(!strcmp(status_at(0, st, sizeof(st)), "ok"));
+		assert_int_equal(tsec_health_exit(0), 0);
+	}
 	/* Published through broker 0; broker 1 loads it (it looks each second). */
 	params = bundle_of(signed_policy(2, sig), sig);
 	r = call(0, "policy.publish", params, &rc);
@@ -349,6 +368,7 @@ static void test_fleet_policy(void **state)
 			!strcmp(status_at(1, st, sizeof(st)), "degraded"));
 		assert_string_equal(status_at(0, st, sizeof(st)), "degraded");
 		assert_string_equal(status_at(1, st, sizeof(st)), "degraded");
+		assert_int_equal(tsec_health_exit(0), 1);
 		assert_int_equal(revision_at(0), 2);
 		assert_int_equal(revision_at(1), 2);
 		tu_store_close(&t);

@@ -304,6 +304,72 @@ static void test_connection(void **state)
 	}
 }
 
+/*
+ * One exit status for one kind of outcome, whatever the command (issue
+ * 37, item 6).  Each of these exited 0 or 1 before: an invalid key in
+ * check and eval (1, a deny; store says 2), replay of a file that is not
+ * a decision log (0, "0 replayed"), test --run matching nothing and a
+ * test file without cases (0, "0 passed").
+ */
+static void test_exit_statuses(void **state)
+{
+	char out[4096], dir[] = "/tmp/tsec-exits-XXXXXX", path[128];
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(sh(out, sizeof(out), TSEC " check " POL " --principal svc:web-1 "
+			    "--action storage.load --resource ../x"), 2);
+	assert_non_null(strstr(out, "invalid request"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " eval " POL " --principal svc:web-1 "
+			    "--action storage.load --resource ../x"), 2);
+	assert_int_equal(sh(out, sizeof(out), TSEC " check " POL " --json --principal svc:web-1 "
+			    "--action storage.load --resource ../x"), 2);
+	assert_non_null(strstr(out, "\"status\":\"invalid\""));
+	/* A batch: the worst of its answers, and every answer shown. */
+	snprintf(path, sizeof(path), "%s/batch.json", dir);
+	assert_non_null(f = fopen(path, "w"));
+	fprintf(f, "[{\"principal\": \"svc:web-1\", \"action\": \"storage.load\", "
+		"\"resource\": \"../x\"}, {\"principal\": \"svc:web-1\", \"action\": "
+		"\"storage.load\", \"resource\": \"certificates/acme/example.com/example.com.key\"}]");
+	fclose(f);
+	assert_int_equal(sh(out, sizeof(out), TSEC " check " POL " --json --input %s", path), 2);
+	assert_non_null(strstr(out, "\"decisions\""));
+	/* replay: lines, none a logged decision. */
+	snprintf(path, sizeof(path), "%s/not.log", dir);
+	assert_non_null(f = fopen(path, "w"));
+	fprintf(f, "hello\n{\"a\": 1}\n");
+	fclose(f);
+	assert_int_equal(sh(out, sizeof(out), TSEC " replay %s " POL, path), 2);
+	assert_non_null(strstr(out, "is not a decision log"));
+	/* An empty log is a log whose decisions all stand. */
+	snprintf(path, sizeof(path), "%s/empty.log", dir);
+	assert_non_null(f = fopen(path, "w"));
+	fclose(f);
+	assert_int_equal(sh(out, sizeof(out), TSEC " replay %s " POL, path), 0);
+	/* test: nothing ran is not a pass. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " test examples/policy.test.json --run "
+			    "no-such-case"), 2);
+	assert_non_null(strstr(out, "no case's name matches --run 'no-such-case'"));
+	snprintf(path, sizeof(path), "%s/empty.test.json", dir);
+	assert_non_null(f = fopen(path, "w"));
+	{
+		char cwd[512];
+
+		assert_non_null(getcwd(cwd, sizeof(cwd)));
+		fprintf(f, "{\"policy\": \"%s/examples/policy.json\", \"cases\": []}", cwd);
+	}
+	fclose(f);
+	assert_int_equal(sh(out, sizeof(out), TSEC " test %s", path), 2);
+	assert_non_null(strstr(out, "no test cases in"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " test examples/policy.test.json --run '*'"), 0);
+	{
+		char cmd[128];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
 /* tsec fmt, inspect and verify on the example policy (issue 20). */
 static void test_author_tools(void **state)
 {
@@ -763,6 +829,7 @@ int main(void)
 		cmocka_unit_test(test_command_table),
 		cmocka_unit_test(test_lint),
 		cmocka_unit_test(test_connection),
+		cmocka_unit_test(test_exit_statuses),
 		cmocka_unit_test(test_author_tools),
 		cmocka_unit_test(test_diff_deep_keys),
 		cmocka_unit_test(test_diff_property),

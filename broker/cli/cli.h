@@ -74,6 +74,7 @@ struct opts {
 
 /* Prints a decision (JSON of the wire); returns 0 allow, 1 deny. */
 int cli_print_decision(json_t *d, int json);
+int cli_decision_exit(const json_t *d);
 /* Prints an Evaluate report as text. */
 void cli_human_report(json_t *r);
 /* The module beside this program, or installed, or the build's. */

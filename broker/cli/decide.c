@@ -59,6 +59,7 @@ int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 	struct tsec_error err;
 	json_t *batch = NULL, *list, *v, *out, *keep;
 	int rc = EXIT_ALLOW;
+	bool broke = false;          /* stopped: what was decided is not shown whole */
 	size_t i;
 
 	if (!o->policy)
@@ -96,6 +97,7 @@ int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 
 		if (request_of(cmd, v, o->principal, o, &r, roles, 16, keep)) {
 			rc = EXIT_ERROR;
+			broke = true;
 			break;
 		}
 		if (!strcmp(cmd, "eval")) {
@@ -108,6 +110,7 @@ int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 				free(rep);
 				free(ex);
 				rc = EXIT_ERROR;
+				broke = true;
 				break;
 			}
 			j = tsec__report_to_json(rep);
@@ -120,32 +123,36 @@ int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 			} else {
 				cli_human_report(j);
 			}
-			if (!json_is_true(json_object_get(json_object_get(j, "decision"), "allow")))
-				rc = EXIT_DENY;
+			if (cli_decision_exit(json_object_get(j, "decision")) > rc)
+				rc = cli_decision_exit(json_object_get(j, "decision"));
 			json_decref(j);
 			continue;
 		}
 		if (tsec_bus_check(bus, "policy", &r, 1, &d, &err)) {
 			fprintf(stderr, "tsec check: %s\n", err.msg);
 			rc = EXIT_ERROR;
+			broke = true;
 			break;
 		}
 		if (o->input && !o->json)
 			printf("%zu %.*s %.*s: ", i, (int)r.action.len, r.action.ptr,
 			       (int)r.resource.len, r.resource.ptr);
 		if (o->input && o->json) {
-			json_array_append_new(out, tsec__decision_to_json(&d));
-			if (!d.allow)
-				rc = EXIT_DENY;
-		} else {
 			json_t *j = tsec__decision_to_json(&d);
 
-			if (cli_print_decision(j, o->json) != EXIT_ALLOW && rc == EXIT_ALLOW)
-				rc = EXIT_DENY;
+			if (cli_decision_exit(j) > rc)
+				rc = cli_decision_exit(j);
+			json_array_append_new(out, j);
+		} else {
+			json_t *j = tsec__decision_to_json(&d);
+			int x = cli_print_decision(j, o->json);
+
+			if (x > rc)
+				rc = x;
 			json_decref(j);
 		}
 	}
-	if (o->input && o->json && rc != EXIT_ERROR) {
+	if (o->input && o->json && !broke) {
 		json_t *w = json_pack("{s:o}", "decisions", out);
 		json_dumpf(w, stdout, JSON_COMPACT);
 		putchar('\n');
@@ -174,6 +181,16 @@ int cmd_test(struct opts *o)
 		die_usage("test", "name test files or folders (*.test.json)");
 	for (int a = 0; a < o->nargs; a++)
 		tsec__ptest_path(&t, o->args[a]);
+	/* Nothing ran: no test passed, so none may say so (a --run that
+	 * matched no name, a file without cases). */
+	if (!t.passed && !t.failed && !t.errors) {
+		if (o->run)
+			fprintf(stderr, "tsec test: no case's name matches --run '%s'\n", o->run);
+		else
+			fprintf(stderr, "tsec test: no test cases in %s%s\n", o->args[0],
+				o->nargs > 1 ? " and the rest" : "");
+		t.errors = 1;
+	}
 	if (o->json) {
 		printf("{\"passed\":%d,\"failed\":%d,\"errors\":%d,\"files\":%d}\n", t.passed,
 		       t.failed, t.errors, t.files);

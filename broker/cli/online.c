@@ -248,6 +248,17 @@ static json_t *request_json(const char *cmd, struct opts *o)
 	return r;
 }
 
+/* A decision's exit status: 0 allow, 1 deny, 2 an invalid request (a
+ * bad key is bad input, whether check or store found it). */
+int cli_decision_exit(const json_t *d)
+{
+	const char *st = json_string_value(json_object_get(d, "status"));
+
+	if (st && !strcmp(st, "invalid"))
+		return EXIT_ERROR;
+	return json_is_true(json_object_get(d, "allow")) ? EXIT_ALLOW : EXIT_DENY;
+}
+
 int cli_print_decision(json_t *d, int json)
 {
 	int allow = json_is_true(json_object_get(d, "allow"));
@@ -274,7 +285,7 @@ int cli_print_decision(json_t *d, int json)
 			       json_object_get(v, "at") ? " (at the destination)" : "",
 			       json_string_value(json_object_get(v, "why")));
 	}
-	return allow ? EXIT_ALLOW : EXIT_DENY;
+	return cli_decision_exit(d);
 }
 
 int cmd_check(struct opts *o)
@@ -380,7 +391,7 @@ int cmd_eval(struct opts *o)
 	} else {
 		cli_human_report(r);
 	}
-	rc = json_is_true(json_object_get(json_object_get(r, "decision"), "allow")) ? EXIT_ALLOW : EXIT_DENY;
+	rc = cli_decision_exit(json_object_get(r, "decision"));
 	json_decref(r);
 	return rc;
 }
@@ -585,9 +596,43 @@ int cmd_stats(struct opts *o)
 	return call_print("stats", o, "stats", NULL, human_object);
 }
 
+/* Whether the broker says "ok": 0, or 1 (EXIT_DENY) when it serves
+ * degraded, so that a script or a probe can tell without parsing. */
+static int health_status(json_t *r)
+{
+	const char *st = json_string_value(json_object_get(r, "status"));
+
+	return st && !strcmp(st, "ok") ? EXIT_ALLOW : EXIT_DENY;
+}
+
+static int human_health(json_t *result)
+{
+	int rc = human_object(result);
+
+	return rc ? rc : health_status(result);
+}
+
 int cmd_health(struct opts *o)
 {
-	return call_print("health", o, "health", NULL, human_object);
+	struct tsec_client *c = connect_or_die("health", o);
+	struct tsec_error err;
+	char *res = NULL;
+	json_t *r;
+	int rc = tsec_client_call(c, "health", NULL, &res, &err);
+
+	tsec_client_close(&c);
+	if (rc)
+		return cli_fail("health", rc, &err, o->json);
+	r = json_loads(res, 0, NULL);
+	if (o->json) {
+		puts(res);
+		rc = health_status(r);
+	} else {
+		rc = human_health(r);
+	}
+	json_decref(r);
+	free(res);
+	return rc;
 }
 
 int cmd_reload(struct opts *o)

@@ -144,7 +144,7 @@ static void say_request(json_t *req)
 int cmd_replay(struct opts *o)
 {
 	struct made m = { json_object() };
-	size_t replayed = 0, changed = 0, skipped = 0, lineno = 0, cap = 0;
+	size_t replayed = 0, changed = 0, skipped = 0, lineno = 0, cap = 0, logged = 0;
 	struct tsec_bus *bus;
 	char *buf = NULL;
 	ssize_t n;
@@ -169,6 +169,8 @@ int cmd_replay(struct opts *o)
 		struct tsec_decision d;
 
 		lineno++;
+		if (json_is_object(line) && json_is_string(json_object_get(line, "decision")))
+			logged++;
 		if (!json_is_object(line) ||
 		    !(was = json_string_value(json_object_get(line, "decision"))) ||
 		    !(req = logged_request(line, &m, &why))) {
@@ -205,6 +207,13 @@ int cmd_replay(struct opts *o)
 	fclose(f);
 	tsec_bus_free(&bus);
 	json_decref(m.by_attrs);
+	/* Lines, none of them a logged decision: the wrong file, not a log
+	 * whose decisions all stand (an empty log is one). */
+	if (lineno && !logged) {
+		fprintf(stderr, "tsec replay: %s is not a decision log: none of its %zu lines is "
+			"a logged decision\n", o->args[0], lineno);
+		return EXIT_ERROR;
+	}
 	printf("%zu decisions replayed, %zu changed, %zu lines not replayed%s\n", replayed,
 	       changed, skipped, skipped && !o->verbose ? " (-v says why)" : "");
 	if (changed)

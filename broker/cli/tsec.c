@@ -438,7 +438,8 @@ static const struct command {
 	{ "health", cmd_health, 0, "whether the broker serves, its module and policy",
 	  "health [connection]",
 	  "Whether the broker serves (\"ok\" or \"degraded\", with reasons), its\n"
-	  "module, its policy (SHA-256, revision) and its storage and cache.\n",
+	  "module, its policy (SHA-256, revision) and its storage and cache.  Exit\n"
+	  "0 when \"ok\", 1 when it serves degraded.\n",
 	  HELP_CONN },
 	{ "reload", cmd_reload, 0, "reread the policy (admin callers)",
 	  "reload [connection]",
