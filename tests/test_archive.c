@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include <archive.h>
+#include <jansson.h>
+#include <sys/wait.h>
 #include <archive_entry.h>
 #include <openssl/evp.h>
 
@@ -185,6 +187,9 @@ static void digest_of(const char *name, char hex[65])
 /* Bounds for the next run (0: the defaults). */
 static uint64_t bound_all, bound_one;
 static unsigned bound_entries;
+/* And how the next run is asked for (0: text, no budget, this build). */
+static int want_json, want_budget;
+static uint32_t as_build = TSEC_BUILD_THIS;
 
 static int run(const char *url, const char *name, const char *digest,
 	       char *out, size_t outlen, char *errs, size_t errlen)
@@ -195,10 +200,12 @@ static int run(const char *url, const char *name, const char *digest,
 		.warmup = 0,
 		.p50_ns = TSEC_BUDGET_P50_NS,
 		.p99_ns = TSEC_BUDGET_P99_NS,
-		.verifier_build = TSEC_BUILD_THIS,
+		.verifier_build = as_build,
 		.max_unpacked = bound_all,
 		.max_entry = bound_one,
 		.max_entries = bound_entries,
+		.json = want_json,
+		.budget = want_budget,
 	};
 	FILE *fo = fmemopen(out, outlen, "w"), *fe = fmemopen(errs, errlen, "w");
 	int rc;
@@ -366,12 +373,108 @@ static void test_archive_bounds(void **state)
 	assert_non_null(strstr(errs, "'h': a link leaving"));
 }
 
+/*
+ * --json prints one JSON object (the archive's steps a member of it) and
+ * escapes what the URL holds (issue 37, item 12: it printed two objects,
+ * the URL raw).
+ */
+static void test_archive_json(void **state)
+{
+	static char out[16384], errs[4096];
+	char url[128], hex[65];
+	json_error_t je;
+	json_t *j;
+	const char *u;
+	(void)state;
+
+	make_archive("q\"uote.tar.gz", good, 3);
+	digest_of("q\"uote.tar.gz", hex);
+	snprintf(url, sizeof(url), "file://%s", dir);
+	want_json = 1;
+	if (run(url, "q\"uote.tar.gz", hex, out, sizeof(out), errs, sizeof(errs)))
+		fail_msg("json: %s", errs);
+	want_json = 0;
+	if (!(j = json_loads(out, 0, &je)))
+		fail_msg("not one JSON object (%s): %s", je.text, out);
+	assert_non_null(u = json_string_value(json_object_get(json_object_get(j, "archive"), "url")));
+	assert_non_null(strstr(u, "/q\"uote.tar.gz"));
+	assert_true(json_is_integer(json_object_get(json_object_get(j, "archive"), "unpack_ns")));
+	assert_true(json_is_object(json_object_get(json_object_get(j, "methods"), "evaluate")));
+	json_decref(j);
+}
+
+/*
+ * With the budget on, a debug verifier is refused before anything is
+ * fetched, and a debug module before any call of it is timed.
+ */
+static void test_archive_budget_refusals(void **state)
+{
+	static char out[16384], errs[4096];
+	char url[128], hex[65];
+	(void)state;
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+	want_budget = 1;
+	as_build = TSEC_BUILD_DEBUG;
+	assert_int_equal(run(url, "missing.tar.gz", "00", out, sizeof(out), errs, sizeof(errs)),
+			 TSEC_VERIFY_EXIT_REFUSED);
+	assert_non_null(strstr(errs, "refusing to time a debug build of verify_module"));
+	assert_null(strstr(errs, "cannot fetch"));
+	as_build = TSEC_BUILD_RELEASE;
+	make_archive("good.tar.gz", good, 3);
+	digest_of("good.tar.gz", hex);
+	if (TSEC_BUILD_THIS != TSEC_BUILD_RELEASE) {
+		/* This build's module is a debug one. */
+		assert_int_equal(run(url, "good.tar.gz", hex, out, sizeof(out), errs, sizeof(errs)),
+				 TSEC_VERIFY_EXIT_REFUSED);
+		assert_non_null(strstr(errs, "build of the module in good.tar.gz"));
+		assert_null(strstr(out, "first call"));
+	} else {
+		assert_int_not_equal(run(url, "good.tar.gz", hex, out, sizeof(out), errs,
+					 sizeof(errs)), TSEC_VERIFY_EXIT_REFUSED);
+	}
+	want_budget = 0;
+	as_build = TSEC_BUILD_THIS;
+}
+
+/* The program takes URL NAME DIGEST as three values, --archive or not. */
+static void test_archive_positional(void **state)
+{
+	char cmd[1024], hex[65];
+	int st;
+	(void)state;
+
+	make_archive("good.tar.gz", good, 3);
+	digest_of("good.tar.gz", hex);
+	snprintf(cmd, sizeof(cmd), TSEC_BUILD_DIR "/verify_module --calls 5 --warmup 0 "
+		 "file://%s good.tar.gz %s >/dev/null 2>&1", dir, hex);
+	st = system(cmd);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	snprintf(cmd, sizeof(cmd), TSEC_BUILD_DIR "/verify_module --calls 5 --warmup 0 "
+		 "--archive file://%s good.tar.gz %s >/dev/null 2>&1", dir, hex);
+	st = system(cmd);
+	assert_int_equal(WEXITSTATUS(st), 0);
+	/* Two values are neither a module nor an archive. */
+	snprintf(cmd, sizeof(cmd), TSEC_BUILD_DIR "/verify_module file://%s good.tar.gz "
+		 ">/dev/null 2>&1", dir);
+	st = system(cmd);
+	assert_int_equal(WEXITSTATUS(st), TSEC_VERIFY_EXIT_REFUSED);
+	snprintf(cmd, sizeof(cmd), TSEC_BUILD_DIR "/verify_module --archive file://%s "
+		 "good.tar.gz %s extra >/dev/null 2>&1", dir, hex);
+	st = system(cmd);
+	assert_int_equal(WEXITSTATUS(st), TSEC_VERIFY_EXIT_REFUSED);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_archive_good),
 		cmocka_unit_test(test_archive_refused),
 		cmocka_unit_test(test_archive_bounds),
+		cmocka_unit_test(test_archive_json),
+		cmocka_unit_test(test_archive_budget_refusals),
+		cmocka_unit_test(test_archive_positional),
 	};
 	return cmocka_run_group_tests_name("archive", tests, setup, teardown);
 }

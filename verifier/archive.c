@@ -15,6 +15,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <curl/curl.h>
+#include <jansson.h>
 #include <openssl/evp.h>
 
 #include "tinysecurity/bus.h"
@@ -340,10 +341,23 @@ int tsec_verify_archive(const struct tsec_verify_opts *o, const char *url,
 	struct tsec_error err;
 	struct tsec_report *rep = NULL;
 	uint64_t t[6];
+	char *archive_json = NULL;
 	int rc = TSEC_VERIFY_EXIT_REFUSED, made = 0;
 
 	if (!url || !name || !digest || strchr(name, '/')) {
 		fprintf(errf, "verify_module: --archive needs URL NAME DIGEST (NAME without '/')\n");
+		return rc;
+	}
+	/* A debug verifier cannot pass the budget: say so before fetching
+	 * anything (tsec_verify_run would, after the work). */
+	if (o->budget && o->verifier_build != TSEC_BUILD_RELEASE) {
+		fprintf(errf, "verify_module: refusing to time a %s build of verify_module "
+			"with TINYSECURITY_PERF_BUDGET set; build with MODE=release\n",
+			tsec_build_name(o->verifier_build));
+		return rc;
+	}
+	if (!*url) {
+		fprintf(errf, "verify_module: --archive needs a URL\n");
 		return rc;
 	}
 	snprintf(full, sizeof(full), "%s%s%s", url,
@@ -371,6 +385,19 @@ int tsec_verify_archive(const struct tsec_verify_opts *o, const char *url,
 		fprintf(errf, "verify_module: cannot load %s: %s\n", module, bus ? err.msg : "no memory");
 		goto out;
 	}
+	/* A debug module cannot pass either: refused before any call is
+	 * timed. */
+	if (o->budget) {
+		struct tsec_module_info info;
+
+		tsec_bus_info(bus, "policy", &info);
+		if (info.build != TSEC_BUILD_RELEASE) {
+			fprintf(errf, "verify_module: refusing to time the %s build of the module "
+				"in %s with TINYSECURITY_PERF_BUDGET set\n",
+				tsec_build_name(info.build), name);
+			goto out;
+		}
+	}
 	t[4] = tsec__mono_ns();
 	rep = malloc(sizeof(*rep));
 	{
@@ -392,11 +419,23 @@ int tsec_verify_archive(const struct tsec_verify_opts *o, const char *url,
 			(t[1] - t[0]) / 1e6, (t[2] - t[1]) / 1e6, (t[3] - t[2]) / 1e6,
 			(t[4] - t[3]) / 1e6, (t[5] - t[4]) / 1e3);
 	} else {
-		fprintf(out, "{\"archive\": {\"url\": \"%s\", \"bytes\": %zu, \"fetch_ns\": %llu, \"verify_ns\": %llu,"
-			" \"unpack_ns\": %llu, \"load_ns\": %llu, \"first_call_ns\": %llu}}\n", full, b.n,
-			(unsigned long long)(t[1] - t[0]), (unsigned long long)(t[2] - t[1]),
-			(unsigned long long)(t[3] - t[2]), (unsigned long long)(t[4] - t[3]),
-			(unsigned long long)(t[5] - t[4]));
+		/* One object in all: the run's, with this as its "archive"
+		 * member; jansson escapes the URL. */
+		json_t *a = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "url", full,
+				      "bytes", (json_int_t)b.n,
+				      "fetch_ns", (json_int_t)(t[1] - t[0]),
+				      "verify_ns", (json_int_t)(t[2] - t[1]),
+				      "unpack_ns", (json_int_t)(t[3] - t[2]),
+				      "load_ns", (json_int_t)(t[4] - t[3]),
+				      "first_call_ns", (json_int_t)(t[5] - t[4]));
+
+		if (!a || !(archive_json = json_dumps(a, JSON_COMPACT))) {
+			json_decref(a);
+			fprintf(errf, "verify_module: out of memory\n");
+			goto out;
+		}
+		json_decref(a);
+		run.archive_json = archive_json;
 	}
 	run.module = module;
 	rc = tsec_verify_run(&run, out, errf);
@@ -404,6 +443,7 @@ out:
 	tsec_bus_free(&bus);
 	free(rep);
 	free(b.p);
+	free(archive_json);
 	if (made)
 		rm_rf(dir);
 	curl_global_cleanup();

@@ -12,7 +12,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: verify_module [options] MODULE.so\n"
-		"       verify_module [options] --archive URL NAME DIGEST\n"
+		"       verify_module [options] [--archive] URL NAME DIGEST\n"
 		"\n"
 		"Loads MODULE.so through the MemoryBus and times sequential Evaluate\n"
 		"and Check calls, checking every answer against the example policy.\n"
@@ -62,7 +62,8 @@ static int count(const char *flag, const char *v, unsigned *out)
 
 int main(int argc, char **argv)
 {
-	const char *archive[3] = { NULL, NULL, NULL };
+	const char *archive[3] = { NULL, NULL, NULL }, *pos[3];
+	int npos = 0;
 	struct tsec_verify_opts o = {
 		.policy = DEFAULT_POLICY,
 		.calls = 500,
@@ -122,12 +123,27 @@ int main(int argc, char **argv)
 			fprintf(stderr, "verify_module: unknown option %s\n", a);
 			usage(stderr);
 			return TSEC_VERIFY_EXIT_REFUSED;
-		} else if (!o.module) {
-			o.module = a;
+		} else if (npos < 3) {
+			pos[npos++] = a;
 		} else {
-			fprintf(stderr, "verify_module: more than one module given\n");
+			fprintf(stderr, "verify_module: too many values: give MODULE.so, or URL NAME "
+				"DIGEST\n");
 			return TSEC_VERIFY_EXIT_REFUSED;
 		}
+	}
+	/* One value is a module; three are an archive, as --archive takes
+	 * them (the published form: URL, file name, SHA-256). */
+	if (npos == 1 && !archive[0]) {
+		o.module = pos[0];
+	} else if (npos == 3 && !archive[0]) {
+		archive[0] = pos[0];
+		archive[1] = pos[1];
+		archive[2] = pos[2];
+	} else if (npos) {
+		fprintf(stderr, "verify_module: %s; give MODULE.so, or URL NAME DIGEST%s\n",
+			archive[0] ? "--archive takes no other values" : "two values",
+			archive[0] ? "" : " (with or without --archive)");
+		return TSEC_VERIFY_EXIT_REFUSED;
 	}
 	if (!o.module && !archive[0]) {
 		usage(stderr);

@@ -435,10 +435,13 @@ int tsec_verify_run(const struct tsec_verify_opts *o, FILE *out, FILE *errf)
 		json_stats(out, "evaluate", &ev, 1);
 		json_stats(out, "check", &ck, 0);
 		fprintf(out, "}, \"budget\": {\"enabled\": %s, \"p50_ns\": %llu, "
-			"\"p99_ns\": %llu, \"pass\": %s}}\n",
+			"\"p99_ns\": %llu, \"pass\": %s}",
 			o->budget ? "true" : "false",
 			(unsigned long long)o->p50_ns, (unsigned long long)o->p99_ns,
 			pass ? "true" : "false");
+		if (o->archive_json)
+			fprintf(out, ", \"archive\": %s", o->archive_json);
+		fputs("}\n", out);
 	} else {
 		fprintf(out, "module   %s (%s %s, %s build, ABI %u.%u)\n", o->module,
 			info.name, info.version, tsec_build_name(info.build),

@@ -33,6 +33,9 @@ struct tsec_verify_opts {
 	uint64_t max_unpacked;          /* bytes in all */
 	uint64_t max_entry;             /* bytes in one entry */
 	unsigned max_entries;
+	/* Archive mode: the "archive" member (JSON text) that --json puts in
+	 * the one object it prints, or NULL. */
+	const char *archive_json;
 };
 
 #define TSEC_VERIFY_MAX_UNPACKED (512ull << 20)
