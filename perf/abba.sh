@@ -22,9 +22,15 @@
 # A2/A1 - 1 (and B2/B1 - 1 for the other side): 10% or more on either,
 # the case is shown as excluded.  An effect (B/A - 1)
 # under 5% is shown as unchanged.  Every case is shown; every value goes
-# to RAW.csv (default: a file under perf/results/).  Exit status 1 when a
+# to RAW.csv (default: a file under perf/results/), after "#" lines that
+# record the host, the date, the compiler and each side's build mode.
+# Beside each side's figure, its spread: (max - min) / median of all its
+# values, in percent.  Two sides of different build modes (release,
+# debug, with or without sanitizers, read from each build folder's .flags
+# stamp, or from verify_module --version) are refused: a ratio between
+# them measures the modes, not the change.  Exit status 1 when a
 # run of the program fails or prints no case, or when every case is
-# excluded or missing on a side; 2 for bad usage.
+# excluded or missing on a side; 2 for bad usage or mixed modes.
 set -eu
 runs=3
 raw=
@@ -32,7 +38,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	-n) runs=$2; shift 2 ;;
 	-o) raw=$2; shift 2 ;;
-	-h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,35p' "$0"; exit 0 ;;
 	*) break ;;
 	esac
 done
@@ -45,9 +51,38 @@ shift 3
 for d in "$a" "$b"; do
 	[ -x "$d/$prog" ] || { echo "abba: $d/$prog is not a program" >&2; exit 2; }
 done
+# mode DIR: release or debug, "+san"/"+tsan" when sanitized; "unknown"
+# when the folder says neither (a build older than the .flags stamp and
+# without verify_module).
+mode() {
+	if [ -r "$1/.flags" ]; then
+		m=debug
+		grep -q -- '-DNDEBUG' "$1/.flags" && m=release
+		grep -q -- '-fsanitize=thread' "$1/.flags" && m=$m+tsan
+		grep -q -- '-fsanitize=address' "$1/.flags" && m=$m+san
+		echo "$m"
+	elif [ -x "$1/verify_module" ]; then
+		"$1/verify_module" --version 2>/dev/null |
+			sed -n 's/.*(\([a-z]*\) build).*/\1/p' | grep . || echo unknown
+	else
+		echo unknown
+	fi
+}
+mode_a=$(mode "$a") mode_b=$(mode "$b")
+if [ "$mode_a" != "$mode_b" ] && [ "$mode_a" != unknown ] && [ "$mode_b" != unknown ]; then
+	echo "abba: $a is a $mode_a build and $b a $mode_b build; compare builds of one mode" >&2
+	exit 2
+fi
 [ -n "$raw" ] || raw=perf/results/abba-$prog-$(date +%Y%m%d-%H%M%S).csv
 mkdir -p "$(dirname "$raw")"
-echo "phase,run,case,value" > "$raw"
+{
+	echo "# host: $(uname -n) $(uname -srm), $(nproc) cores"
+	echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "# compiler: $(${CC:-cc} --version 2>/dev/null | head -n 1)"
+	echo "# A: $a ($mode_a build); B: $b ($mode_b build)"
+	echo "# command: $prog $*"
+	echo "phase,run,case,value"
+} > "$raw"
 
 # run PHASE DIR N: one run of the program for a side, values appended.
 run() {
@@ -85,8 +120,17 @@ for phase in A1 B1 B2 A2; do
 	done
 done
 
-echo "# A = $a, B = $b; $prog $args; $runs runs per phase; raw values: $raw"
-awk -F, 'NR > 1 { k = $3 SUBSEP $1; n[k]++; v[k, n[k]] = $4; cases[$3] = 1 }
+echo "# A = $a ($mode_a), B = $b ($mode_b); $prog $args; $runs runs per phase; raw values: $raw"
+echo "# +-A, +-B: a side's spread, (max - min) / its figure, over all its runs"
+awk -F, '/^#/ || $1 == "phase" { next }
+{ k = $3 SUBSEP $1; n[k]++; v[k, n[k]] = $4; cases[$3] = 1
+  s = $3 SUBSEP substr($1, 1, 1); x = $4 + 0
+  if (!(s in lo) || x < lo[s]) lo[s] = x
+  if (!(s in hi) || x > hi[s]) hi[s] = x }
+function spread(c, side, mid,   s) {
+	s = c SUBSEP side
+	return mid > 0 ? (hi[s] - lo[s]) / mid * 100 : 0
+}
 function med(c, p,   k, m, i, j, t, x) {
 	k = c SUBSEP p; m = n[k]
 	if (!m) return -1
@@ -95,7 +139,7 @@ function med(c, p,   k, m, i, j, t, x) {
 	return m % 2 ? x[(m + 1) / 2] : (x[m / 2] + x[m / 2 + 1]) / 2
 }
 END {
-	printf "%-28s %12s %12s %8s %9s %9s  %s\n", "case", "A", "B", "B/A", "drift A", "drift B", "verdict"
+	printf "%-28s %12s %7s %12s %7s %8s %9s %9s  %s\n", "case", "A", "+-A", "B", "+-B", "B/A", "drift A", "drift B", "verdict"
 	for (c in cases) {
 		a1 = med(c, "A1"); a2 = med(c, "A2"); b1 = med(c, "B1"); b2 = med(c, "B2")
 		if (a1 <= 0 || a2 <= 0 || b1 <= 0 || b2 <= 0) { printf "%-28s missing on a side\n", c; continue }
@@ -106,7 +150,7 @@ END {
 		else if (e < 0.05 && e > -0.05) verdict = "unchanged"
 		else verdict = sprintf("%s %.1f%%", e < 0 ? "B faster by" : "B slower by", (e < 0 ? -e : e) * 100)
 		if (verdict !~ /^excluded/) kept++
-		printf "%-28s %12.1f %12.1f %8.3f %+8.1f%% %+8.1f%%  %s\n", c, A, B, B / A, da * 100, db * 100, verdict
+		printf "%-28s %12.1f %6.1f%% %12.1f %6.1f%% %8.3f %+8.1f%% %+8.1f%%  %s\n", c, A, spread(c, "A", A), B, spread(c, "B", B), B / A, da * 100, db * 100, verdict
 	}
 	if (!kept) { print "abba: every case excluded or missing on a side" > "/dev/stderr"; exit 1 }
 }' "$raw" > "$out" || status=1

@@ -5,11 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "tinysecurity/client.h"
+#include "tinysecurity/module.h"
 #include "common/clock.h"
 #include "perf/benchutil.h"
 
@@ -24,6 +26,30 @@ const struct tsec_request bench_reqs[2] = {
 	{ .principal = S("svc:acme-issuer"), .action = S("storage.list"),
 	  .resource = S("certificates/acme-v02/example.com/example.com.key") },
 };
+
+/*
+ * Every benchmark's first line says where and how it ran: host, cores,
+ * date, compiler and build mode, so a CSV kept under perf/results/
+ * carries its own provenance (a "#" line; the CSV readers skip it).
+ * Printed before main() runs, from this file every benchmark links, so
+ * none can forget it.
+ */
+__attribute__((constructor)) static void bench_provenance(void)
+{
+	struct utsname u;
+	char when[32] = "?";
+	time_t now = time(NULL);
+	struct tm tm;
+
+	if (uname(&u))
+		memset(&u, 0, sizeof(u));
+	if (gmtime_r(&now, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	printf("# host %s (%s %s %s, %ld cores); %s; cc %s; %s build\n", u.nodename,
+	       u.sysname, u.release, u.machine, sysconf(_SC_NPROCESSORS_ONLN), when,
+	       __VERSION__, tsec_build_name(TSEC_BUILD_THIS));
+	fflush(stdout);
+}
 
 uint64_t bench_now(void)
 {

@@ -247,6 +247,7 @@ static void test_lint(void **state)
 	assert_int_equal(sh(out, sizeof(out), TSEC " lint --strict --schema /tmp/tsec-schema-"
 			    "broker.json tests/data/cli/strict/policy.json"), 2);
 	assert_non_null(strstr(out, "did you mean 'svc:acme-issuer'?"));
+	unlink("/tmp/tsec-schema-broker.json");
 	assert_int_equal(sh(out, sizeof(out), TSEC " lint --strict tests/data/cli/shadowed.json"), 2);
 	assert_non_null(strstr(out, "needs a schema"));
 	assert_int_equal(sh(out, sizeof(out), TSEC " lint --strict --schema "
