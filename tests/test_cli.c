@@ -120,8 +120,45 @@ static void test_runner(void **state)
 	assert_int_equal(sh(out, sizeof(out), TSEC " test -v --run '*lock*' examples"), 0);
 	assert_non_null(strstr(out, "ok   examples/policy.test.json: no lock longer"));
 	assert_non_null(strstr(out, "2 passed, 0 failed"));
-	assert_int_equal(sh(out, sizeof(out), TSEC " test --json tests/data/cli/failing.test.json"), 1);
-	assert_non_null(strstr(out, "{\"passed\":1,\"failed\":2,\"errors\":0,\"files\":1}"));
+	/* --json: one object and nothing else on the output (issue 37, 5:
+	 * FAIL lines came first and the object held only counts), every
+	 * case with its result, and the coverage asked for. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " test --json --coverage "
+			    "tests/data/cli/failing.test.json"), 1);
+	{
+		json_error_t je;
+		json_t *j = json_loads(out, 0, &je), *c;
+
+		if (!j)
+			fail_msg("not one JSON object (%s): %s", je.text, out);
+		assert_int_equal(json_integer_value(json_object_get(j, "passed")), 1);
+		assert_int_equal(json_integer_value(json_object_get(j, "failed")), 2);
+		assert_int_equal(json_array_size(json_object_get(j, "cases")), 3);
+		c = json_array_get(json_object_get(j, "cases"), 1);
+		assert_string_equal(json_string_value(json_object_get(c, "name")), "wrong decision");
+		assert_string_equal(json_string_value(json_object_get(c, "result")), "fail");
+		assert_string_equal(json_string_value(json_object_get(c, "want")), "allow");
+		assert_false(json_is_true(json_object_get(json_object_get(c, "got"), "allow")));
+		assert_non_null(json_string_value(json_object_get(c, "why")));
+		c = json_array_get(json_object_get(j, "coverage"), 0);
+		{
+			json_t *v;
+			size_t k;
+			int found = 0;
+
+			json_array_foreach(json_object_get(c, "not_exercised"), k, v)
+				found |= !strcmp(json_string_value(v), "keys-never-listed");
+			assert_true(found);
+		}
+		json_decref(j);
+	}
+	/* The commands whose output is text refuse --json. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " fmt --json examples/policy.json"), 2);
+	assert_non_null(strstr(out, "--json is not an output of fmt"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " --json diff examples/policy.json "
+			    "examples/policy.json"), 2);
+	assert_int_equal(sh(out, sizeof(out), TSEC " keygen --curve /nonexistent/x --json"), 2);
+	assert_non_null(strstr(out, "--json is not an output of keygen"));
 	assert_int_equal(sh(out, sizeof(out), TSEC " test tests/data/cli/failing.test.json "
 			    "tests/data/cli/failing.test.json tests/data/cli/failing.test.json "
 			    "tests/data/cli/failing.test.json tests/data/cli/failing.test.json "

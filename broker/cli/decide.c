@@ -179,6 +179,10 @@ int cmd_test(struct opts *o)
 
 	if (o->nargs < 1)
 		die_usage("test", "name test files or folders (*.test.json)");
+	if (o->json) {
+		t.cases_json = json_array();
+		t.coverage_json = o->coverage ? json_array() : NULL;
+	}
 	for (int a = 0; a < o->nargs; a++)
 		tsec__ptest_path(&t, o->args[a]);
 	/* Nothing ran: no test passed, so none may say so (a --run that
@@ -192,8 +196,22 @@ int cmd_test(struct opts *o)
 		t.errors = 1;
 	}
 	if (o->json) {
-		printf("{\"passed\":%d,\"failed\":%d,\"errors\":%d,\"files\":%d}\n", t.passed,
-		       t.failed, t.errors, t.files);
+		/* One object: the counts, every case run with its result, and
+		 * each file's coverage under --coverage.  What could not run
+		 * is said on stderr, as without --json. */
+		json_t *j = json_pack("{s:i, s:i, s:i, s:i, s:o}", "passed", t.passed, "failed",
+				      t.failed, "errors", t.errors, "files", t.files, "cases",
+				      t.cases_json);
+
+		if (j && t.coverage_json)
+			json_object_set_new(j, "coverage", t.coverage_json);
+		if (!j) {
+			fprintf(stderr, "tsec test: out of memory\n");
+			return EXIT_ERROR;
+		}
+		json_dumpf(j, stdout, JSON_COMPACT);
+		putchar('\n');
+		json_decref(j);
 	} else {
 		printf("%d passed, %d failed%s", t.passed, t.failed, t.errors ? "" : "\n");
 		if (t.errors)

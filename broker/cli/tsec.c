@@ -331,7 +331,7 @@ static const struct command {
 	  "file's cases again as one batch.  An invalid request (a misspelt action)\n"
 	  "is an error unless the case wants \"status\": \"invalid\".  Each failure is\n"
 	  "shown with what was wanted, what was got and why not; the last line is\n"
-	  "\"N passed, M failed\" (--json: one object).  -v lists the cases that\n"
+	  "\"N passed, M failed\" (--json: one object, every case and the coverage).  -v lists the cases that\n"
 	  "pass; --run runs the cases whose name matches PATTERN (fnmatch).  Exit 0\n"
 	  "when all pass, 1 when one fails, 2 when a case or file cannot run.\n"
 	  "--coverage names the rules no case was decided by.\n",
@@ -458,6 +458,28 @@ static const struct command {
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/*
+ * The commands whose output is text only: --json is refused there rather
+ * than ignored, so that a script never parses text it took for JSON.
+ */
+static bool honours_json(const char *cmd)
+{
+	static const char *const text_only[] = { "fmt", "verify", "replay", "diff", "keygen",
+						 "sign" };
+
+	for (size_t i = 0; i < sizeof(text_only) / sizeof(text_only[0]); i++)
+		if (!strcmp(cmd, text_only[i]))
+			return false;
+	return true;
+}
+
+static int no_json(const char *cmd)
+{
+	fprintf(stderr, "tsec %s: --json is not an output of %s (its output is text; its exit "
+		"status is in tsec(1))\n", cmd, cmd);
+	return EXIT_ERROR;
+}
 
 static const struct command *command_of(const char *name)
 {
@@ -590,11 +612,16 @@ int main(int argc, char **argv)
 	if (!c->run) {
 		if (argc == 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help")))
 			return command_help(cmd);
+		for (int i = 2; i < argc; i++)
+			if (!strcmp(argv[i], "--json"))
+				return no_json(cmd);
 		return cmd_keygen(argc - 2, argv + 2);
 	}
 	parse(cmd, argc - 2, argv + 2, &o);
 	if (o.help)
 		return command_help(cmd);
+	if (o.json && !honours_json(cmd))
+		return no_json(cmd);
 	if (o.nargs > c->max_args) {
 		fprintf(stderr, "tsec %s: unexpected argument '%s'\nTry 'tsec %s --help'.\n", cmd,
 			o.args[c->max_args], cmd);

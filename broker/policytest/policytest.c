@@ -180,6 +180,28 @@ static void print_failure(struct tsec__ptest *t, struct tsec_bus *bus,
 	free(ex);
 }
 
+/* --json: one case's result, with what was wanted and what was got. */
+static void json_case(struct tsec__ptest *t, const char *file, json_t *c,
+		      const struct tsec_decision *d, const char *why)
+{
+	json_t *rules = json_array(), *o;
+	const char *rule = json_string_value(json_object_get(c, "rule"));
+
+	for (unsigned k = 0; k < d->nrules && k < TSEC_DECISION_RULES; k++)
+		json_array_append_new(rules, json_string(d->rules[k]));
+	o = json_pack("{s:s, s:s, s:s, s:s, s:{s:b, s:s, s:o}}", "file", file, "name",
+		      json_string_value(json_object_get(c, "name")), "result",
+		      why ? "fail" : "pass", "want", json_string_value(json_object_get(c, "want")),
+		      "got", "allow", d->allow, "status", status_name(d->status), "rules", rules);
+	if (o && rule)
+		json_object_set_new(o, "rule", json_string(rule));
+	if (o && why)
+		json_object_set_new(o, "why", json_string(why));
+	if (o && d->detail[0])
+		json_object_set_new(json_object_get(o, "got"), "detail", json_string(d->detail));
+	json_array_append_new(t->cases_json, o);
+}
+
 /* Why a case cannot run (NULL: it can). */
 static const char *malformed(json_t *c)
 {
@@ -325,12 +347,17 @@ void tsec__ptest_file(struct tsec__ptest *t, const char *file)
 		run.cases[run.n++] = c;
 		if (!verdict(c, d, why, sizeof(why))) {
 			t->passed++;
-			if (t->verbose)
+			if (t->cases_json)
+				json_case(t, file, c, d, NULL);
+			else if (t->verbose)
 				fprintf(t->out, "ok   %s\n", label);
 			continue;
 		}
 		t->failed++;
-		print_failure(t, bus, r, label, c, d, why);
+		if (t->cases_json)
+			json_case(t, file, c, d, why);
+		else
+			print_failure(t, bus, r, label, c, d, why);
 	}
 	/* The same cases as one batch: the same answers. */
 	if (run.n && !tsec_bus_check(bus, "policy", run.reqs, run.n, run.batch, &err)) {
@@ -346,7 +373,20 @@ void tsec__ptest_file(struct tsec__ptest *t, const char *file)
 		fprintf(t->err, "tsec test: %s: the batch of %zu: %s\n", file, run.n, err.msg);
 		t->errors++;
 	}
-	if (t->coverage) {
+	if (t->coverage && t->coverage_json) {
+		json_t *ids = rule_ids(policy), *v, *not = json_array();
+		size_t k;
+
+		json_array_foreach(ids, k, v)
+			if (!json_object_get(seen, json_string_value(v)))
+				json_array_append(not, v);
+		json_array_append_new(t->coverage_json,
+				      json_pack("{s:s, s:I, s:I, s:o}", "file", file, "rules",
+						(json_int_t)json_array_size(ids), "exercised",
+						(json_int_t)(json_array_size(ids) - json_array_size(not)),
+						"not_exercised", not));
+		json_decref(ids);
+	} else if (t->coverage) {
 		json_t *ids = rule_ids(policy), *v;
 		size_t k, missing = 0;
 

@@ -34,6 +34,10 @@ struct tsec__ptest {
 	const char *run;                     /* fnmatch(3) pattern on case names, or NULL */
 	bool coverage, verbose;
 	FILE *out, *err;                     /* results; what could not run */
+	/* --json: each case's result is appended here ({file, name, result:
+	 * pass|fail, want, rule?, got: {allow, status, rules}, why?}) and each
+	 * file's coverage to coverage_json, instead of text on out. */
+	json_t *cases_json, *coverage_json;
 	/* Counted. */
 	int passed, failed, errors, files;
 };
