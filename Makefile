@@ -124,7 +124,7 @@ VERIFY := $(B)/verify_module
 DAEMON := $(B)/tsec-broker
 CLI := $(B)/tsec
 
-TESTS := key match compile cert decision loader reload exports verifier wire docs build_flags \
+TESTS := key match compile cert decision loader reload exports verifier wire docs build_flags hacking \
 	remote s3 \
 	conformance fleet brokers cli acme crash hardening \
 	store store_disk lock certcache daemon daemon_cli archive faults chaos
@@ -481,6 +481,12 @@ $(B)/tobj/%.o: %.c $(FLAGS_STAMP)
 # A change of flags rebuilds (a shell script; runs make in a build root
 # of its own).
 $(B)/tests/test_build_flags: tests/test_build_flags.sh
+	@mkdir -p $(dir $@)
+	$(call msg,GEN,$@)
+	$(Q)cp $< $@ && chmod +x $@
+
+# docs/HACKING.md's folder map against the tree (a shell script).
+$(B)/tests/test_hacking: tests/test_hacking.sh
 	@mkdir -p $(dir $@)
 	$(call msg,GEN,$@)
 	$(Q)cp $< $@ && chmod +x $@

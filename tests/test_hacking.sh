@@ -1,0 +1,35 @@
+#!/bin/sh
+# docs/HACKING.md's folder map against the tree (issue 37, item 4): every
+# folder of the tree is on the map, every folder on the map exists.
+# Data folders (tests/data/*, tests/fuzz/corpus/*, perf/results/*) are
+# covered by their parent's line.  Run from the top of the tree.
+set -u
+doc=docs/HACKING.md
+[ -r "$doc" ] || { echo "FAIL: no $doc"; exit 1; }
+tree=$(mktemp)
+map=$(mktemp)
+trap 'rm -f "$tree" "$map"' EXIT
+# The tree: the folders git tracks (what a clone has; not build/ or the
+# var/ of make run), or, outside a checkout, what find sees.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	git ls-files | sed -n 's|/[^/]*$||p' | while IFS= read -r d; do
+		# Each folder and its parents.
+		while [ -n "$d" ]; do echo "$d"; case $d in */*) d=${d%/*} ;; *) d= ;; esac; done
+	done
+	echo .
+else
+	find . \( -path ./build -o -path ./.git -o -name node_modules -o -path ./var \) -prune \
+		-o -type d -print | sed 's|^\./||'
+fi | grep -v -e '^tests/data/.' -e '^tests/fuzz/corpus/.' -e '^perf/results/.' |
+	sed 's|^\.$|.|; s|$|/|; s|^\./$|./|' | sort -u > "$tree"
+# The map: the first column of the table, `folder/`.
+sed -n 's/^| `\([^`]*\/\)` |.*/\1/p' "$doc" | sort -u > "$map"
+fails=0
+for d in $(comm -23 "$tree" "$map"); do
+	echo "FAIL: $d is in the tree but not on the map of $doc"; fails=$((fails + 1))
+done
+for d in $(comm -13 "$tree" "$map"); do
+	echo "FAIL: $doc maps $d, which is not in the tree"; fails=$((fails + 1))
+done
+[ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }
+echo "test_hacking: $(wc -l < "$map") folders mapped, as in the tree"
