@@ -134,22 +134,49 @@ static const char *resource_bad(const char *s, size_t n, uint16_t *off,
 	return NULL;
 }
 
+/*
+ * A bad entry of a list or a bad condition: compiling, the first ends
+ * the compile (its error is the answer); linting (c->errs), it is kept
+ * and the next entry looked at, so that lint says every one.  `first`
+ * keeps the first error; the function returns it after its loop.
+ */
+#define ENTRY(first, expr) do { \
+		int e_ = (expr); \
+		if (e_ && (!c->errs || e_ != TSEC_EPOLICY)) \
+			return e_; \
+		if (e_ && !(first)) \
+			(first) = e_; \
+	} while (0)
+
+/* An unknown name's error, with the nearest known name when one is near. */
+static int unknown_name(struct tsec__cc *c, const char *field, const char *what,
+			const char *name, const char *const *known, unsigned n)
+{
+	const char *near = tsec__nearest(name, known, n);
+
+	return tsec__cc_fail(c, field, -1, "unknown %s%s%s%s", what,
+			     near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
+}
+
 static int want_array(struct tsec__cc *c, json_t *v, const char *field)
 {
+	int first = 0;
+
 	if (!json_is_array(v))
 		return tsec__cc_fail(c, field, -1, "must be an array of strings");
 	if (json_array_size(v) == 0)
 		return tsec__cc_fail(c, field, -1, "must not be empty");
 	for (size_t i = 0; i < json_array_size(v); i++)
 		if (!json_is_string(json_array_get(v, i)))
-			return tsec__cc_fail(c, field, (long)i, "must be a string");
-	return 0;
+			ENTRY(first, tsec__cc_fail(c, field, (long)i, "must be a string"));
+	return first;
 }
 
 static int parse_actions(struct tsec__cc *c, json_t *v, uint16_t *mask)
 {
 	size_t i;
 	json_t *a;
+	int first = 0;
 
 	*mask = 0;
 	json_array_foreach(v, i, a) {
@@ -173,12 +200,12 @@ static int parse_actions(struct tsec__cc *c, json_t *v, uint16_t *mask)
 			names[m++] = "cert.*";
 			names[m++] = "*";
 			near = tsec__nearest(s, names, m);
-			return tsec__cc_fail(c, "action", (long)i, "unknown action '%s'%s%s%s", s,
-					     near ? "; did you mean '" : "", near ? near : "",
-					     near ? "'?" : "");
+			ENTRY(first, tsec__cc_fail(c, "action", (long)i, "unknown action '%s'%s%s%s",
+						   s, near ? "; did you mean '" : "",
+						   near ? near : "", near ? "'?" : ""));
 		}
 	}
-	return 0;
+	return first;
 }
 
 static int uint_field(struct tsec__cc *c, json_t *v, const char *name, uint64_t *out)
@@ -196,88 +223,106 @@ static int parse_cert(struct tsec__cc *c, json_t *o, struct tsec__rule *r)
 {
 	const char *k;
 	json_t *v, *t;
+	static const char *const known[] = { "san_covers_domain", "min_remaining_s",
+					      "min_rsa_bits", "key_types" };
 	uint64_t n = 0;
 	size_t i;
-	int rc;
+	int first = 0;
 
 	if (!json_is_object(o))
 		return tsec__cc_fail(c, "when/cert", -1, "must be an object");
 	json_object_foreach(o, k, v) {
 		if (!strcmp(k, "san_covers_domain")) {
 			if (!json_is_boolean(v))
-				return tsec__cc_fail(c, "when/cert/san_covers_domain", -1,
-					       "must be true or false");
-			if (json_is_true(v))
+				ENTRY(first, tsec__cc_fail(c, "when/cert/san_covers_domain", -1,
+							   "must be true or false"));
+			else if (json_is_true(v))
 				r->cert |= TSEC__CERT_SAN;
 		} else if (!strcmp(k, "min_remaining_s")) {
-			if ((rc = uint_field(c, v, "cert/min_remaining_s", &n)))
-				return rc;
-			r->min_remaining_s = n;
-			r->cert |= TSEC__CERT_REMAINING;
+			int rc = uint_field(c, v, "cert/min_remaining_s", &n);
+
+			ENTRY(first, rc);
+			if (!rc) {
+				r->min_remaining_s = n;
+				r->cert |= TSEC__CERT_REMAINING;
+			}
 		} else if (!strcmp(k, "min_rsa_bits")) {
-			if ((rc = uint_field(c, v, "cert/min_rsa_bits", &n)))
-				return rc;
-			if (n > 65536)
-				return tsec__cc_fail(c, "when/cert/min_rsa_bits", -1,
-					       "must be at most 65536");
-			r->min_rsa_bits = (uint32_t)n;
-			r->cert |= TSEC__CERT_RSA_BITS;
+			int rc = uint_field(c, v, "cert/min_rsa_bits", &n);
+
+			if (!rc && n > 65536)
+				rc = tsec__cc_fail(c, "when/cert/min_rsa_bits", -1,
+						   "must be at most 65536");
+			ENTRY(first, rc);
+			if (!rc) {
+				r->min_rsa_bits = (uint32_t)n;
+				r->cert |= TSEC__CERT_RSA_BITS;
+			}
 		} else if (!strcmp(k, "key_types")) {
-			if ((rc = want_array(c, v, "when/cert/key_types")))
-				return rc;
+			int rc = want_array(c, v, "when/cert/key_types");
+
+			ENTRY(first, rc);
+			if (rc)
+				continue;
 			json_array_foreach(v, i, t) {
 				int kt = tsec__key_type_parse(json_string_value(t),
 							      json_string_length(t));
 				if (kt < 0)
-					return tsec__cc_fail(c, "when/cert/key_types", (long)i,
-						       "unknown key type '%s' (rsa, ec-p256, ec-p384, ed25519)",
-						       json_string_value(t));
-				r->key_types |= 1u << kt;
+					ENTRY(first, tsec__cc_fail(c, "when/cert/key_types", (long)i,
+						"unknown key type '%s' (rsa, ec-p256, ec-p384, ed25519)",
+						json_string_value(t)));
+				else
+					r->key_types |= 1u << kt;
 			}
 			r->cert |= TSEC__CERT_KEY_TYPES;
 		} else {
 			char field[80];
+
 			snprintf(field, sizeof(field), "when/cert/%s", k);
-			return tsec__cc_fail(c, field, -1, "unknown certificate condition");
+			ENTRY(first, unknown_name(c, field, "certificate condition", k, known,
+						  sizeof(known) / sizeof(known[0])));
 		}
 	}
-	return 0;
+	return first;
 }
 
 static int parse_when(struct tsec__cc *c, json_t *w, struct tsec__rule *r)
 {
+	static const char *const known[] = { "ttl_ms_max", "size_max", "recursive", "cert" };
 	const char *k;
 	json_t *v;
-	int rc;
+	int first = 0;
 
 	if (!json_is_object(w))
 		return tsec__cc_fail(c, "when", -1, "must be an object");
 	json_object_foreach(w, k, v) {
+		int rc = 0;
+
 		if (strcmp(k, "ttl_ms_max") == 0) {
-			if ((rc = uint_field(c, v, k, &r->ttl_ms_max)))
-				return rc;
-			r->when |= TSEC__WHEN_TTL_MAX;
+			if (!(rc = uint_field(c, v, k, &r->ttl_ms_max)))
+				r->when |= TSEC__WHEN_TTL_MAX;
 		} else if (strcmp(k, "size_max") == 0) {
-			if ((rc = uint_field(c, v, k, &r->size_max)))
-				return rc;
-			r->when |= TSEC__WHEN_SIZE_MAX;
+			if (!(rc = uint_field(c, v, k, &r->size_max)))
+				r->when |= TSEC__WHEN_SIZE_MAX;
 		} else if (strcmp(k, "recursive") == 0) {
-			if (!json_is_boolean(v))
-				return tsec__cc_fail(c, "when/recursive", -1,
-					       "must be true or false");
-			r->recursive = json_is_true(v);
-			r->when |= TSEC__WHEN_RECURSIVE;
+			if (!json_is_boolean(v)) {
+				rc = tsec__cc_fail(c, "when/recursive", -1, "must be true or false");
+			} else {
+				r->recursive = json_is_true(v);
+				r->when |= TSEC__WHEN_RECURSIVE;
+			}
 		} else if (strcmp(k, "cert") == 0) {
-			if ((rc = parse_cert(c, v, r)))
-				return rc;
-			r->when |= TSEC__WHEN_CERT;
+			if (!(rc = parse_cert(c, v, r)))
+				r->when |= TSEC__WHEN_CERT;
 		} else {
 			char field[64];
+
 			snprintf(field, sizeof(field), "when/%s", k);
-			return tsec__cc_fail(c, field, -1, "unknown condition");
+			rc = unknown_name(c, field, "condition", k, known,
+					  sizeof(known) / sizeof(known[0]));
 		}
+		ENTRY(first, rc);
 	}
-	return 0;
+	return first;
 }
 
 /* The members of one rule object, borrowed from it. */
@@ -368,18 +413,23 @@ static int parse_principals(struct tsec__cc *c, json_t *prin)
 {
 	json_t *p;
 	size_t i;
-	int rc;
+	int rc, first = 0;
 
 	if (!prin)
 		return 0;
-	if ((rc = want_array(c, prin, "principal")))
+	/* Linting, the strings of a list that holds a non-string are still
+	 * looked at. */
+	if ((rc = want_array(c, prin, "principal")) &&
+	    (!c->errs || !json_is_array(prin) || !json_array_size(prin)))
 		return rc;
+	first = rc;
 	json_array_foreach(prin, i, p) {
-		const char *why = principal_bad(json_string_value(p), json_string_length(p));
+		const char *why = json_is_string(p)
+			? principal_bad(json_string_value(p), json_string_length(p)) : NULL;
 		if (why)
-			return tsec__cc_fail(c, "principal", (long)i, "%s", why);
+			ENTRY(first, tsec__cc_fail(c, "principal", (long)i, "%s", why));
 	}
-	return 0;
+	return first;
 }
 
 /* The domains, lower-cased into the arena as the rule's dom_first.. run. */
@@ -388,20 +438,28 @@ static int parse_domains(struct tsec__cc *c, json_t *dom, struct tsec__rule *r)
 	struct tsec__policy *pol = c->pol;
 	json_t *p;
 	size_t i;
-	int rc;
+	int rc, first = 0;
 
 	if (!dom)
 		return 0;
-	if ((rc = want_array(c, dom, "domain")))
+	if ((rc = want_array(c, dom, "domain")) &&
+	    (!c->errs || !json_is_array(dom) || !json_array_size(dom)))
 		return rc;
+	first = rc;
 	r->dom_first = pol->ndoms;
 	json_array_foreach(dom, i, p) {
 		const char *s = json_string_value(p);
 		size_t n = json_string_length(p);
-		const char *why = domain_bad(s, n);
+		const char *why;
 		char low[DOMAIN_MAX];
-		if (why)
-			return tsec__cc_fail(c, "domain", (long)i, "%s", why);
+
+		if (!s)
+			continue;            /* said by want_array */
+		why = domain_bad(s, n);
+		if (why) {
+			ENTRY(first, tsec__cc_fail(c, "domain", (long)i, "%s", why));
+			continue;
+		}
 		for (size_t j = 0; j < n; j++)
 			low[j] = (s[j] >= 'A' && s[j] <= 'Z') ? (char)(s[j] + 32) : s[j];
 		if (tsec__grow((void **)&pol->doms, &pol->cap_doms, pol->ndoms + 1,
@@ -413,7 +471,7 @@ static int parse_domains(struct tsec__cc *c, json_t *dom, struct tsec__rule *r)
 		pol->doms[pol->ndoms++].len = (uint32_t)n;
 	}
 	r->dom_count = pol->ndoms - r->dom_first;
-	return 0;
+	return first;
 }
 
 /*

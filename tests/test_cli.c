@@ -245,6 +245,37 @@ static void test_lint(void **state)
 	assert_non_null(strstr(out, "58 linted"));
 	assert_null(strstr(out, "not exit 2"));
 	assert_null(strstr(out, ": no "));
+	/* Every bad entry of a list and every unknown condition, with the
+	 * nearest name (issue 37, 7: lint stopped at a list's first bad
+	 * entry and at the first unknown condition). */
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint tests/data/cli/every-entry.json"), 2);
+	{
+		static const char *const want[] = {
+			"/rules/0/principal/1: must be a string",
+			"/rules/0/principal/3: empty principal",
+			"/rules/0/domain/0: ", "/rules/0/domain/1: must be a string",
+			"/rules/0/when/size_mx: unknown condition; did you mean 'size_max'?",
+			"/rules/0/when/recursiv: unknown condition; did you mean 'recursive'?",
+			"/rules/0/when/cert/min_rsa_bitz: unknown certificate condition; did you "
+			"mean 'min_rsa_bits'?",
+			"/rules/0/when/cert/key_types/1: unknown key type 'dsa'",
+			"/rules/0/when/cert/key_types/2: unknown key type 'ec-p521'",
+			"/rules/0/when/cert/min_remaining_s: must be a non-negative integer",
+		};
+
+		for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+			if (!strstr(out, want[i]))
+				fail_msg("lint did not say '%s':\n%s", want[i], out);
+	}
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint /dev/stdin < tests/data/cli/many-errors.json"),
+			 2);
+	/* A floor on keys at any depth shadows an allow of keys below it;
+	 * not one of certificates, nor one of everything. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint tests/data/cli/shadowed-deep.json"), 0);
+	assert_non_null(strstr(out, "rule 'list-keys' can never allow: floor 'keys-never-listed'"));
+	assert_non_null(strstr(out, "rule 'list-one-key' can never allow"));
+	assert_null(strstr(out, "'list-certs' can never"));
+	assert_null(strstr(out, "'list-all' can never"));
 
 	(void)state;
 	/* Every error, each with the nearest name. */

@@ -52,15 +52,54 @@ static bool has_string(const json_t *arr, const char *s)
 	return false;
 }
 
+/*
+ * Whether the one-segment glob t matches every name the one-segment glob
+ * l does (conservatively: equal, "*", or "*S" / "S*" with S literal where
+ * l's end / start is that same literal S).
+ */
+static bool segment_covers(const char *t, size_t tn, const char *l, size_t ln)
+{
+	if ((tn == ln && !memcmp(t, l, tn)) || (tn == 1 && t[0] == '*'))
+		return true;
+	if (tn < 2 || memchr(l, '/', ln))
+		return false;
+	if (t[0] == '*' && !memchr(t + 1, '*', tn - 1))
+		return ln >= tn - 1 && !memcmp(l + ln - (tn - 1), t + 1, tn - 1) &&
+		       !memchr(l + ln - (tn - 1), '*', tn - 1);
+	if (t[tn - 1] == '*' && !memchr(t, '*', tn - 1))
+		return ln >= tn - 1 && !memcmp(l, t, tn - 1) && !memchr(l, '*', tn - 1);
+	return false;
+}
+
 /* Whether pattern d matches everything pattern a does (conservatively). */
 static bool covers(const char *d, const char *a)
 {
 	size_t n = strlen(d);
+	const char *dd = strstr(d, "**/"), *t, *l;
+	size_t pn;
 
 	if (!strcmp(d, "**") || !strcmp(d, a))
 		return true;
 	/* "P/" then "**" covers every pattern under P/ */
-	return n > 3 && !strcmp(d + n - 3, "/**") && !strncmp(a, d, n - 2);
+	if (n > 3 && !strcmp(d + n - 3, "/**") && !strncmp(a, d, n - 2))
+		return true;
+	/*
+	 * P, then two stars as a segment, then T, one segment (the floor
+	 * on certificates, any depth, "*.key"): covers a pattern under P
+	 * whose last segment T covers, whatever
+	 * lies between (the "**" takes any number of segments, none too).
+	 * P must be literal, T and a's last segment free of "**".
+	 */
+	if (!dd || (dd != d && dd[-1] != '/'))
+		return false;
+	pn = (size_t)(dd - d);
+	t = dd + 3;
+	if (memchr(d, '*', pn) || strchr(t, '/') || strstr(t, "**") || strncmp(a, d, pn))
+		return false;
+	l = strrchr(a, '/') ? strrchr(a, '/') + 1 : a;
+	if ((size_t)(l - a) < pn || strstr(l, "**"))
+		return false;
+	return segment_covers(t, strlen(t), l, strlen(l));
 }
 
 static bool all_covered(const json_t *dres, const json_t *ares)
@@ -170,6 +209,28 @@ static const json_t *shadowed_by(const json_t *by_pat, const json_t *floors,
 			    !all_covered(json_object_get(d, "resource"), res))
 				continue;
 			best = rank;
+		}
+	}
+	/* And the few patterns with two stars as a middle segment (as the
+	 * example's floor on keys at any depth), which no cut of a names. */
+	{
+		const char *pat;
+		const json_t *list, *v;
+		size_t i;
+
+		json_object_foreach((json_t *)by_pat, pat, list) {
+			if (!strstr(pat, "**/"))
+				continue;
+			json_array_foreach(list, i, v) {
+				size_t rank = (size_t)json_integer_value(v);
+				const json_t *d = rule_at(floors, rules, rank);
+
+				if (rank >= best || d == r || !principals_covered(d, r) ||
+				    (actions_of(d) & am) != am ||
+				    !all_covered(json_object_get(d, "resource"), res))
+					continue;
+				best = rank;
+			}
 		}
 	}
 	if (best == (size_t)-1)
