@@ -108,6 +108,27 @@ static void test_hardening_misspelt_settings(void **state)
 	assert_int_equal(broker_run(args, &out), 2);
 	assert_non_null(strstr(out, "did you mean \"workers\""));
 	free(out);
+	/* An ipc uid that cannot reach the socket (0600, the broker's uid
+	 * and root only) is refused by --check (issue 37, 8: it passed and
+	 * every connect of that uid failed). */
+	{
+		char path[256], cfg[4096];
+
+		snprintf(path, sizeof(path), "%s/far-uid.json", dir);
+		snprintf(cfg, sizeof(cfg),
+			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": "
+			 "\"examples/policy.json\", \"allow_unsigned_policy\": true,"
+			 " \"storage\": \"%s/store\", \"endpoints\": [\"ipc://%s\"],"
+			 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:me\", \"admin\": true},"
+			 " {\"uid\": %d, \"principal\": \"svc:far\"}]}",
+			 TSEC_BUILD_DIR, dir, sock, (int)getuid(), (int)getuid() + 4242);
+		write_text(path, cfg);
+		snprintf(args, sizeof(args), "--check --config %s", path);
+		assert_int_equal(broker_run(args, &out), 2);
+		if (!strstr(out, "(svc:far) cannot reach ipc://"))
+			fail_msg("--check did not refuse the far uid: %s", out);
+		free(out);
+	}
 	/* A bad metrics address is said by --check, not at the first serve. */
 	config("metrics.json", ", \"allow_unsigned_policy\": true, \"metrics_listen\": \"localhost:99999\"");
 	snprintf(args, sizeof(args), "--check --config %s/metrics.json", dir);

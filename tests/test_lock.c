@@ -88,6 +88,10 @@ static void test_lock_bad_input(void **state)
 	assert_int_equal(tsec_lock_acquire(t->store, &app, "zero", 0, 0, &lk, &err), TSEC_EINVAL);
 	/* The policy caps leases at 600000 ms for locks/<name>. */
 	assert_int_equal(tsec_lock_acquire(t->store, &app, "capped", 600001, 0, &lk, &err), TSEC_EDENIED);
+	/* The denial says why not, as check does (issue 37, 8): the rule that
+	 * matched and the condition it failed. */
+	if (!strstr(err.msg, "nearest rule 'app-locks': ") || !strstr(err.msg, "600001"))
+		fail_msg("no why-not in '%s'", err.msg);
 	assert_int_equal(tsec_lock_release(t->store, &app, NULL, &err), TSEC_EINVAL);
 }
 

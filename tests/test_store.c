@@ -62,6 +62,7 @@ static void test_store_basics(void **state)
 	free(v);
 	assert_int_equal(tsec_store_put(s, &reader, "a/x", "x", 1, &err), TSEC_EDENIED);
 	assert_non_null(strstr(err.msg, "nothing allowed it"));
+	assert_non_null(strstr(err.msg, "; no rule matches this principal, action and resource"));
 	assert_string_equal(err.where, "a/x");
 }
 

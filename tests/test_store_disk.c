@@ -147,6 +147,46 @@ static void test_store_kept_folders(void **state)
 }
 
 /*
+ * A write through a folder that is a symbolic link is refused and says
+ * so (issue 37, 8), whether the link is the key's folder or one above,
+ * in a fresh store and in one that kept the folder; nothing is written
+ * where the link points.
+ */
+static void test_store_write_through_link(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec_store_opts o = { .backend = "file", .root = t->root };
+	struct tsec_store *fresh;
+	struct tsec_error err;
+	char from[4096], outside[4096];
+	static const char *const keys[] = { "lnk/x", "lnk/deeper/x", "up/lnk2/x" };
+
+	snprintf(outside, sizeof(outside), "%s/outside-for-writes", t->dir);
+	assert_int_equal(mkdir(outside, 0700), 0);
+	snprintf(from, sizeof(from), "%s/lnk", t->root);
+	assert_int_equal(symlink(outside, from), 0);
+	put(t->store, "up/kept", "1");
+	snprintf(from, sizeof(from), "%s/up/lnk2", t->root);
+	assert_int_equal(symlink(outside, from), 0);
+	assert_int_equal(tsec_store_open_opts(&fresh, &o, t->bus, NULL, &err), 0);
+	for (int i = 0; i < 2; i++) {
+		struct tsec_store *s = i ? fresh : t->store;
+
+		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+			int rc = tsec_store_put(s, &app, keys[k], "v", 1, &err);
+
+			if (rc == 0)
+				fail_msg("a write through the link at %s succeeded", keys[k]);
+			if (!strstr(err.msg, "symbolic link"))
+				fail_msg("%s: the refusal does not say why: %s (%s)", keys[k],
+					 err.msg, tsec_errname(rc));
+		}
+	}
+	assert_int_equal(tu_count_prefixed(outside, ""), 0);
+	tsec_store_close(&fresh);
+}
+
+/*
  * A folder emptied by a delete is gone; an empty folder made outside the
  * store lists as empty; the root lists the same every time.
  */
@@ -1382,6 +1422,7 @@ int main(void)
 		cmocka_unit_test(test_store_load_waits_bounded),
 		cmocka_unit_test(test_store_write_waits_bounded),
 		cmocka_unit_test(test_store_group_before_loads),
+		cmocka_unit_test(test_store_write_through_link),
 		cmocka_unit_test(test_localcache_hit_never_waits),
 		cmocka_unit_test(test_localcache_misses_coalesce),
 		cmocka_unit_test(test_localcache_failed_release_retryable),

@@ -221,6 +221,25 @@ static int check_report(struct tsec__daemon *d, const char *config)
 			}
 		}
 	}
+	/*
+	 * An ipc caller by uid must be able to connect: the broker makes its
+	 * socket 0600 (serve.c), so only its own uid and root can.  Another
+	 * uid listed would be refused at every connect, silently: said here.
+	 */
+	for (int e = 0; e < c->nendpoints && !c->ipc_curve; e++) {
+		if (strncmp(c->endpoints[e], "ipc://", 6))
+			continue;
+		for (int i = 0; i < c->ncallers; i++) {
+			long uid = c->callers[i].uid;
+
+			if (uid < 0 || uid == 0 || uid == (long)geteuid())
+				continue;
+			tsec__say("ipc_uids: uid %ld (%s) cannot reach %s: the broker makes its "
+				  "socket 0600, so only its own uid (%ld) and root may connect",
+				  uid, c->callers[i].principal, c->endpoints[e], (long)geteuid());
+			bad = 1;
+		}
+	}
 	for (int i = 0; i < c->ncallers; i++) {
 		keys += c->callers[i].uid < 0;
 		uids += c->callers[i].uid >= 0;

@@ -13,6 +13,10 @@
 #include <sodium.h>
 
 #include "broker/storage/remote.h"
+#include "common/wire.h"
+
+static void say_nearest(struct tsec_store *s, const struct tsec_request *r,
+			struct tsec_error *err);
 
 int tsec__store_check(struct tsec_store *s, const struct tsec_principal *who,
 		      struct tsec_request *reqs, size_t n, struct tsec_error *err)
@@ -72,11 +76,43 @@ int tsec__store_check(struct tsec_store *s, const struct tsec_principal *who,
 				  (int)strnlen(d[i].detail, TSEC_DETAIL_MAX), d[i].detail);
 		snprintf(err->where, sizeof(err->where), "%.*s",
 			 (int)reqs[i].resource.len, reqs[i].resource.ptr);
+		if (d[i].status == TSEC_STATUS_DEFAULT)
+			say_nearest(s, &reqs[i], err);
 		break;
 	}
 	if (d != small)
 		free(d);
 	return rc;
+}
+
+/*
+ * A default deny says why not, as `tsec check` does: the first rule that
+ * matched the request but did not apply, and the condition it failed
+ * (the module's explain).  On the deny path only: the report and the
+ * explanation are tens of kilobytes, allocated here, never for an allow.
+ */
+static void say_nearest(struct tsec_store *s, const struct tsec_request *r,
+			struct tsec_error *err)
+{
+	struct tsec_report *rep = malloc(sizeof(*rep));
+	struct tsec_explain *ex = malloc(sizeof(*ex));
+	struct tsec_error e2;
+	size_t n = strlen(err->msg);
+
+	if (rep && ex && !tsec_bus_explain(s->bus, s->endpoint, r, rep, ex, &e2) &&
+	    ex->explained) {
+		tsec__explain_seal(ex);
+		if (ex->nnot_applied)
+			snprintf(err->msg + n, sizeof(err->msg) - n, "; nearest rule '%s'%s: %s",
+				 ex->not_applied[0].rule,
+				 ex->not_applied[0].dest ? " (at the destination)" : "",
+				 ex->not_applied[0].why);
+		else
+			snprintf(err->msg + n, sizeof(err->msg) - n, "; no rule matches this "
+				 "principal, action and resource together");
+	}
+	free(rep);
+	free(ex);
 }
 
 void tsec__req_for(struct tsec_request *r, const char *action, const struct tsec__skey *sk)

@@ -75,6 +75,13 @@ int tsec__fb_open_dirs(struct tsec__filebe *fb, const struct tsec__skey *sk,
 		}
 		if (next < 0) {
 			int e = errno, rc;
+			struct stat st;
+
+			/* O_NOFOLLOW with O_DIRECTORY answers a link with ENOTDIR:
+			 * say what it is, not "a file". */
+			if (e == ENOTDIR && !fstatat(fd, sk->seg[i], &st, AT_SYMLINK_NOFOLLOW) &&
+			    S_ISLNK(st.st_mode))
+				e = ELOOP;
 			if (e == ENOTDIR)
 				rc = tsec__seterr(err, create ? TSEC_EEXIST : TSEC_ENOENT, sk->text,
 						  "'%s' is a file, not a folder", sk->seg[i]);
