@@ -98,7 +98,7 @@ PTEST_SRC := broker/policytest/policytest.c
 BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(REMOTE_SRC) $(CLIENT_SRC) $(PTEST_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c policy.c auth.c \
 	methods.c storage.c held.c dispatch.c queue.c serve.c declog.c fleet.c probe.c metrics.c)
-CLI_SRC := broker/cli/tsec.c broker/cli/tools.c broker/cli/schema.c broker/cli/replay.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c
+CLI_SRC := broker/cli/tsec.c broker/cli/tools.c broker/cli/schema.c broker/cli/replay.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c broker/cli/can.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))

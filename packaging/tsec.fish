@@ -1,5 +1,5 @@
 # fish completion for tsec (installed to share/fish/vendor_completions.d/tsec.fish)
-set -l cmds check eval lint test fmt inspect verify replay diff keygen sign store lock cert stats health reload policy help
+set -l cmds check eval can lint test fmt inspect verify replay diff keygen sign store lock cert stats health reload policy help
 set -l actions storage.store storage.load storage.exists storage.delete storage.list storage.stat storage.move lock.acquire lock.renew lock.release
 complete -c tsec -f
 complete -c tsec -n "not __fish_seen_subcommand_from $cmds" -a "$cmds"

@@ -152,6 +152,42 @@ static void test_runner(void **state)
 		}
 		json_decref(j);
 	}
+	/* --min-coverage: every case passing but too few rules decided by
+	 * one fails the run (issue 37, 9). */
+	assert_int_equal(sh(out, sizeof(out), TSEC " test --min-coverage 50 "
+			    "tests/data/cli/low-coverage.test.json"), 1);
+	assert_non_null(strstr(out, "1 passed, 0 failed"));
+	assert_non_null(strstr(out, "is below --min-coverage 50%"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " test --min-coverage 100 examples"), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " test --min-coverage 0 examples"), 2);
+	/* What may this principal do: its allows, then what wins over them;
+	 * exit 1 for a principal no allow names. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " can svc:web-1 --role web --policy "
+			    "examples/policy.json"), 0);
+	assert_non_null(strstr(out, "storage.load, storage.exists on certificates/*/*/*.crt for "
+			       "example.com, *.example.com  (rule web-reads-certs)"));
+	assert_non_null(strstr(out, "storage.list on certificates/**/*.key  (floor "
+			       "keys-never-listed)"));
+	assert_null(strstr(out, "issuer-writes"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " can svc:nobody --policy examples/policy.json"),
+			 1);
+	assert_non_null(strstr(out, "nothing: no allow names it"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " can --json svc:acme-issuer --policy "
+			    "examples/policy.json"), 0);
+	assert_non_null(strstr(out, "\"rule\":\"issuer-writes\""));
+	assert_int_equal(sh(out, sizeof(out), TSEC " can svc:x --policy "
+			    "tests/data/cli/many-errors.json"), 2);
+	assert_int_equal(sh(out, sizeof(out), TSEC " can --policy examples/policy.json"), 2);
+	/* lint and fmt read stdin as "-". */
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint - < tests/data/cli/shadowed-deep.json"), 0);
+	assert_non_null(strstr(out, "-: /rules/0: warning: rule 'list-keys' can never allow"));
+	assert_int_equal(sh(out, sizeof(out), "echo '{\"version\": 1}' | " TSEC " fmt --check -"), 1);
+	assert_int_equal(sh(out, sizeof(out), "echo '{\"version\": 1}' | " TSEC " fmt -w -"), 2);
+	/* Completion with a global option first, and files after store put
+	 * KEY (issue 37, 10: it offered the connection options, and no
+	 * files). */
+	assert_int_equal(sh(out, sizeof(out), "bash tests/data/cli/completion.sh"), 0);
+	assert_string_equal(out, "store stats\nFILES\nFILES\nget\n--action\ncan\n");
 	/* The commands whose output is text refuse --json. */
 	assert_int_equal(sh(out, sizeof(out), TSEC " fmt --json examples/policy.json"), 2);
 	assert_non_null(strstr(out, "--json is not an output of fmt"));

@@ -125,6 +125,10 @@ cat > "$W/examples" <<EOF
 2 \$T lint tests/data/policy/invalid/037-unknown-action/policy.json
 0 \$T test examples
 0 \$T test --coverage -v --run '*lock*' --json examples/policy.test.json
+0 \$T test --min-coverage 100 examples
+0 \$T can --role web --policy examples/policy.json svc:web-1
+1 \$T can --policy examples/policy.json svc:nobody
+0 \$T lint - < examples/policy.json
 0 \$T keygen --curve $W/k1
 0 \$T keygen --sign $W/s1
 2 \$T keygen --sign $W/s1

@@ -64,6 +64,7 @@ struct opts {
 	const char *roles[16];
 	int nroles;
 	int coverage, verbose;
+	int min_coverage;                    /* tsec test --min-coverage PCT (0: none) */
 	const char *run;                     /* tsec test --run PATTERN */
 	int prometheus;
 	int check, write;                    /* tsec fmt --check / -w */
@@ -95,6 +96,8 @@ int cmd_replay(struct opts *o);
 int cmd_diff(struct opts *o);
 int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req);
 int cmd_test(struct opts *o);
+/* can.c: what a principal may do under a policy. */
+int cmd_can(struct opts *o);
 
 /* argv[0], to find the module beside this program. */
 extern const char *tsec_cli_argv0;

@@ -170,6 +170,7 @@ int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 
 int cmd_test(struct opts *o)
 {
+	bool under = false;                  /* below --min-coverage */
 	struct tsec__ptest t = {
 		.module = o->module ? o->module : cli_default_module(), .policy = o->policy,
 		.roles = o->roles, .nroles = o->nroles, .principal = o->principal,
@@ -195,6 +196,13 @@ int cmd_test(struct opts *o)
 				o->nargs > 1 ? " and the rest" : "");
 		t.errors = 1;
 	}
+	/* --min-coverage: too few rules decided by a case fails the run, as
+	 * a failing case does.  The percentage rounds down. */
+	if (o->min_coverage && t.rules && t.exercised * 100 / t.rules < o->min_coverage) {
+		fprintf(stderr, "tsec test: coverage %d%% (%d of %d rules) is below --min-coverage "
+			"%d%%\n", t.exercised * 100 / t.rules, t.exercised, t.rules, o->min_coverage);
+		under = true;
+	}
 	if (o->json) {
 		/* One object: the counts, every case run with its result, and
 		 * each file's coverage under --coverage.  What could not run
@@ -203,8 +211,13 @@ int cmd_test(struct opts *o)
 				      t.failed, "errors", t.errors, "files", t.files, "cases",
 				      t.cases_json);
 
-		if (j && t.coverage_json)
+		if (j && t.coverage_json) {
 			json_object_set_new(j, "coverage", t.coverage_json);
+			json_object_set_new(j, "rules", json_integer(t.rules));
+			json_object_set_new(j, "exercised", json_integer(t.exercised));
+		}
+		if (j && o->min_coverage)
+			json_object_set_new(j, "below_min_coverage", json_boolean(under));
 		if (!j) {
 			fprintf(stderr, "tsec test: out of memory\n");
 			return EXIT_ERROR;
@@ -217,5 +230,5 @@ int cmd_test(struct opts *o)
 		if (t.errors)
 			printf(", %d could not run\n", t.errors);
 	}
-	return t.errors ? EXIT_ERROR : t.failed ? EXIT_DENY : EXIT_ALLOW;
+	return t.errors ? EXIT_ERROR : t.failed || under ? EXIT_DENY : EXIT_ALLOW;
 }

@@ -36,7 +36,8 @@ const char *cli_default_module(void)
 	return path;
 }
 
-int cmd_lint(struct opts *o)
+/* Lints the policy at path, naming it name in what it prints. */
+static int lint_file(struct opts *o, const char *name, const char *path)
 {
 	struct tsec_error errs[64], err;
 	struct tsec_bus *bus = NULL;
@@ -46,9 +47,7 @@ int cmd_lint(struct opts *o)
 	json_t *warns;
 	int rc;
 
-	if (o->nargs != 1)
-		die_usage("lint", "need one policy file");
-	if (tsec_read_file(o->args[0], TSEC_POLICY_MAX, &text, &len, &err)) {
+	if (tsec_read_file(path, TSEC_POLICY_MAX, &text, &len, &err)) {
 		fprintf(stderr, "tsec lint: %s\n", err.msg);
 		return EXIT_ERROR;
 	}
@@ -69,7 +68,7 @@ int cmd_lint(struct opts *o)
 		return EXIT_ERROR;
 	}
 	/* A policy that compiles may still hold rules that decide nothing. */
-	warns = rc == 0 ? cli_policy_warnings(o->args[0]) : json_array();
+	warns = rc == 0 ? cli_policy_warnings(path) : json_array();
 	/* --strict: names the schema does not know are errors, and so are
 	 * the warnings. */
 	if (o->strict && rc == 0) {
@@ -80,7 +79,10 @@ int cmd_lint(struct opts *o)
 		if (o->schema) {
 			snprintf(schema, sizeof(schema), "%s", o->schema);
 		} else {
-			char *copy = strdup(o->args[0]);
+			char *copy = strdup(path);
+
+			if (path != name)
+				die_usage("lint", "--strict on stdin needs --schema FILE");
 
 			snprintf(schema, sizeof(schema), "%s/schema.json", copy ? dirname(copy) : ".");
 			free(copy);
@@ -90,7 +92,7 @@ int cmd_lint(struct opts *o)
 					  "schema.json beside the policy");
 			}
 		}
-		if (!(se = cli_schema_errors(o->args[0], schema, why, sizeof(why)))) {
+		if (!(se = cli_schema_errors(path, schema, why, sizeof(why)))) {
 			fprintf(stderr, "tsec lint: %s\n", why);
 			json_decref(warns);
 			return EXIT_ERROR;
@@ -133,23 +135,60 @@ int cmd_lint(struct opts *o)
 		size_t i;
 
 		json_array_foreach(warns, i, v)
-			printf("%s: %s: warning: %s\n", o->args[0],
+			printf("%s: %s: warning: %s\n", name,
 			       json_string_value(json_object_get(v, "where")),
 			       json_string_value(json_object_get(v, "message")));
 		if (json_array_size(warns))
-			printf("%s: ok, %zu warning%s\n", o->args[0], json_array_size(warns),
+			printf("%s: ok, %zu warning%s\n", name, json_array_size(warns),
 			       json_array_size(warns) == 1 ? "" : "s");
 		else
-			printf("%s: ok\n", o->args[0]);
+			printf("%s: ok\n", name);
 	} else {
 		for (size_t i = 0; i < n && i < 64; i++)
-			printf("%s: %s%s%s\n", o->args[0], errs[i].where,
+			printf("%s: %s%s%s\n", name, errs[i].where,
 			       errs[i].where[0] ? ": " : "", errs[i].msg);
 		if (n > 64)
-			printf("%s: ... %zu errors in all\n", o->args[0], n);
+			printf("%s: ... %zu errors in all\n", name, n);
 	}
 	json_decref(warns);
 	return rc == 0 ? EXIT_ALLOW : EXIT_ERROR;
+}
+
+/*
+ * tsec lint POLICY, or - for stdin: spooled to a private temporary file,
+ * since the warnings and the schema read the policy again.
+ */
+int cmd_lint(struct opts *o)
+{
+	char spool[4200], *text = NULL;
+	struct tsec_error err;
+	size_t len;
+	int fd, rc;
+	const char *tmp = getenv("TMPDIR");
+
+	if (o->nargs != 1)
+		die_usage("lint", "need one policy file (or - for stdin)");
+	if (strcmp(o->args[0], "-"))
+		return lint_file(o, o->args[0], o->args[0]);
+	if (tsec_read_file("/dev/stdin", TSEC_POLICY_MAX, &text, &len, &err)) {
+		fprintf(stderr, "tsec lint: stdin: %s\n", err.msg);
+		return EXIT_ERROR;
+	}
+	snprintf(spool, sizeof(spool), "%s/tsec-lint-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if ((fd = mkstemp(spool)) < 0 || write(fd, text, len) != (ssize_t)len) {
+		fprintf(stderr, "tsec lint: cannot keep stdin in %s: %s\n", spool, strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+			unlink(spool);
+		}
+		free(text);
+		return EXIT_ERROR;
+	}
+	close(fd);
+	free(text);
+	rc = lint_file(o, "-", spool);
+	unlink(spool);
+	return rc;
 }
 
 /* Creates a new secret file (never over an existing one), 0600. */

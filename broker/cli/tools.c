@@ -172,8 +172,12 @@ int cmd_fmt(struct opts *o)
 		die_usage("fmt", "need a policy file");
 	if (o->check && o->write)
 		die_usage("fmt", "-w and --check: one or the other");
+	for (int i = 0; i < o->nargs; i++)
+		if (o->write && !strcmp(o->args[i], "-"))
+			die_usage("fmt", "-w rewrites files: stdin (-) has none");
 	for (int i = 0; i < o->nargs; i++) {
-		const char *path = o->args[i];
+		/* "-": stdin, printed or checked, never rewritten. */
+		const char *path = strcmp(o->args[i], "-") ? o->args[i] : "/dev/stdin";
 		struct tsec_error err;
 		json_error_t je;
 		json_t *root;
@@ -206,7 +210,7 @@ int cmd_fmt(struct opts *o)
 			bool same = olen == len && !memcmp(out, text, len);
 
 			if (!same && o->check) {
-				printf("%s\n", path);
+				printf("%s\n", o->args[i]);
 				if (rc == EXIT_ALLOW)
 					rc = EXIT_DENY;
 			} else if (!same && (stat(path, &sb) ||

@@ -191,7 +191,7 @@ static const char *const known_opts[] = {
 	"--input", "--coverage", "--verbose", "--run", "--prometheus", "--check", "--strict",
 	"--log", "--schema", "--write", "--role", "--module", "--timeout-ms", "--action",
 	"--resource", "--dest", "--cert-file", "--ttl-ms", "--size", "--now", "--wait-ms",
-	"--recursive",
+	"--recursive", "--min-coverage",
 };
 
 static void parse(const char *cmd, int argc, char **argv, struct opts *o)
@@ -238,6 +238,10 @@ static void parse(const char *cmd, int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--strict")) o->strict = 1;
 		else if (!strcmp(a, "--log")) o->log = TAKE();
 		else if (!strcmp(a, "--schema")) o->schema = TAKE();
+		else if (!strcmp(a, "--min-coverage")) {
+			o->min_coverage = (int)num(cmd, a, TAKE(), 1, 100);
+			o->coverage = 1;
+		}
 		else if (!strcmp(a, "-w") || !strcmp(a, "--write")) o->write = 1;
 		else if (!strcmp(a, "--role")) {
 			if (o->nroles == 16)
@@ -318,8 +322,18 @@ static const struct command {
 	  "principals and roles).  A name it does not know (\"lego\" for \"svc:lego\",\n"
 	  "\"ROLE:web\") is an error with the nearest known name, and so is a warning.\n",
 	  0 },
+	{ "can", cmd_can, 1, "PRINCIPAL --policy FILE: what a principal may do (no broker)",
+	  "can [--role R]... [--module SO] [--json] --policy FILE PRINCIPAL",
+	  "What PRINCIPAL (with each --role R) may do under the policy FILE, once\n"
+	  "the module has compiled it: each allow that names it (by id, by one of\n"
+	  "its roles, or \"*\"), with its actions, resource patterns, domains and\n"
+	  "conditions; then the floors and the denies that name it, which win\n"
+	  "over those allows.  Exit 0 when an allow names it, 1 when none does, 2\n"
+	  "when the policy cannot be read or compiled.\n",
+	  0 },
 	{ "test", cmd_test, CLI_ARGS_MAX, "run a policy's test cases (no broker)",
-	  "test [--coverage] [-v] [--run PATTERN] [--json] [--policy FILE] FILE|DIR...",
+	  "test [--coverage] [--min-coverage PCT] [-v] [--run PATTERN] [--json] [--policy FILE]\n"
+	  "     FILE|DIR...",
 	  "Runs every case of each FILE (or every *.test.json in DIR):\n"
 	  "  {\"policy\": \"policy.json\", \"cases\": [{\"name\": ..., \"principal\": ...,\n"
 	  "   \"roles\": [...], \"action\": ..., \"resource\": ..., \"context\": {...},\n"
@@ -527,7 +541,7 @@ static bool takes_value(const char *a)
 					 "--module", "--policy", "--principal", "--role",
 					 "--input", "--action", "--resource", "--dest",
 					 "--cert-file", "--ttl-ms", "--size", "--now", "--wait-ms",
-					 "--run", "--schema", "--log" };
+					 "--run", "--schema", "--log", "--min-coverage" };
 
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 		if (!strcmp(a, v[i]))

@@ -380,6 +380,8 @@ void tsec__ptest_file(struct tsec__ptest *t, const char *file)
 		json_array_foreach(ids, k, v)
 			if (!json_object_get(seen, json_string_value(v)))
 				json_array_append(not, v);
+		t->rules += (int)json_array_size(ids);
+		t->exercised += (int)(json_array_size(ids) - json_array_size(not));
 		json_array_append_new(t->coverage_json,
 				      json_pack("{s:s, s:I, s:I, s:o}", "file", file, "rules",
 						(json_int_t)json_array_size(ids), "exercised",
@@ -390,9 +392,12 @@ void tsec__ptest_file(struct tsec__ptest *t, const char *file)
 		json_t *ids = rule_ids(policy), *v;
 		size_t k, missing = 0;
 
+		t->rules += (int)json_array_size(ids);
 		json_array_foreach(ids, k, v) {
-			if (json_object_get(seen, json_string_value(v)))
+			if (json_object_get(seen, json_string_value(v))) {
+				t->exercised++;
 				continue;
+			}
 			if (!missing++)
 				fprintf(t->out, "%s: not exercised by any case:", file);
 			fprintf(t->out, " %s", json_string_value(v));

@@ -40,6 +40,7 @@ struct tsec__ptest {
 	json_t *cases_json, *coverage_json;
 	/* Counted. */
 	int passed, failed, errors, files;
+	int rules, exercised;                /* under coverage: rules, and those a case decided */
 };
 
 /* Runs every case of one file. */
