@@ -42,18 +42,29 @@ const char *tsec__boot_id(void)
 	return boot_id;
 }
 
-void tsec__nap_ms(int64_t ms)
+void tsec__sleep_ns(uint64_t ns)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+	struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
 
-	if (ms <= 0)
-		return;
-	if (atomic_load_explicit(&tsec__clock_virtual, memory_order_relaxed)) {
-		tsec__clock_advance(ms);
-		return;
-	}
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
+}
+
+void tsec__nap_ns(uint64_t ns)
+{
+	if (!ns)
+		return;
+	if (atomic_load_explicit(&tsec__clock_virtual, memory_order_relaxed)) {
+		tsec__clock_advance((int64_t)((ns + 999999u) / 1000000u));
+		return;
+	}
+	tsec__sleep_ns(ns);
+}
+
+void tsec__nap_ms(int64_t ms)
+{
+	if (ms > 0)
+		tsec__nap_ns((uint64_t)ms * 1000000u);
 }
 
 /* Days from 1970-01-01 to y-m-d (proleptic Gregorian), as in "days from

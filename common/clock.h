@@ -36,8 +36,23 @@ static inline int64_t tsec__clock_shift(void)
  */
 extern _Atomic bool tsec__clock_virtual;
 
-/* Sleeps ms (or, in virtual time, moves the clock on by ms). */
+/*
+ * The two sleeps; no part sleeps on its own (issue 37: private sleeps
+ * bypassed the injected clock).
+ *
+ * tsec__nap_ns / tsec__nap_ms: a wait a caller's deadline measures (a
+ * lock's backoff, a flock looked at again, an etcd retry).  In virtual
+ * time they move the clock on instead (a part of a millisecond rounds
+ * up to one), so the deadline is met at once and exactly.
+ *
+ * tsec__sleep_ns: real time whatever the clock: a background thread's
+ * backoff (a feed reconnecting, which must not move a test's virtual
+ * clock from its own thread) and the memory backend's simulated I/O.
+ * Both go on after a signal until the time has passed.
+ */
+void tsec__nap_ns(uint64_t ns);
 void tsec__nap_ms(int64_t ms);
+void tsec__sleep_ns(uint64_t ns);
 
 /* Monotonic time in nanoseconds (durations, deadlines). */
 static inline uint64_t tsec__mono_ns(void)

@@ -1,6 +1,7 @@
 #!/bin/sh
 # docs/HACKING.md's folder map against the tree (issue 37, item 4): every
-# folder of the tree is on the map, every folder on the map exists.
+# folder of the tree is on the map, every folder on the map exists.  And
+# one rule of the house: nothing sleeps but common/clock.c.
 # Data folders (tests/data/*, tests/fuzz/corpus/*, perf/results/*) are
 # covered by their parent's line.  Run from the top of the tree.
 set -u
@@ -30,6 +31,14 @@ for d in $(comm -23 "$tree" "$map"); do
 done
 for d in $(comm -13 "$tree" "$map"); do
 	echo "FAIL: $doc maps $d, which is not in the tree"; fails=$((fails + 1))
+done
+# One sleep helper (common/clock.c): a private sleep would bypass the
+# injected clock (issue 37, item 3).
+for f in $(grep -rlE '\b(nanosleep|usleep|clock_nanosleep)\(|[^_]sleep\(' \
+		--include='*.c' broker common module verifier 2>/dev/null); do
+	[ "$f" = common/clock.c ] && continue
+	echo "FAIL: $f sleeps on its own; use tsec__nap_ms/_ns or tsec__sleep_ns (common/clock.h)"
+	fails=$((fails + 1))
 done
 [ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }
 echo "test_hacking: $(wc -l < "$map") folders mapped, as in the tree"

@@ -101,7 +101,6 @@ static void *feed(void *arg)
 	end[n - 1] = '/' + 1;
 	while (atomic_load(&e->feed_on)) {
 		struct tsec_error err = { 0 };
-		struct timespec ts;
 
 		atomic_store(&e->watch_since, tsec__mono_ms());
 		if (tsec__etcd_watch(e->c, from, n, end, n, 0, on_result, e, &err) == 0 &&
@@ -109,9 +108,7 @@ static void *feed(void *arg)
 			break;
 		/* Ended or failed: whatever happened meanwhile is unknown. */
 		tsec__localcache_dead(e->fn_ctx, err.msg[0] ? err.msg : "the watch ended");
-		ts.tv_sec = backoff / 1000;
-		ts.tv_nsec = (backoff % 1000) * 1000000;
-		nanosleep(&ts, NULL);
+		tsec__sleep_ns((uint64_t)backoff * 1000000u);
 		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
 	}
 	return NULL;

@@ -280,14 +280,6 @@ static void setup(struct tsec__etcd_conn *c, CURL *h, const char *url, const cha
 	}
 }
 
-static void nap_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 /* What one attempt came to. */
 enum outcome { OK, NOT_SENT, UNKNOWN, FAILED, REAUTH };
 
@@ -591,7 +583,7 @@ int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, in
 		}
 		if ((left = deadline - tsec__mono_ms()) <= 0)
 			goto timeout;
-		nap_ms(backoff < left ? backoff : (long)left);
+		tsec__nap_ms(backoff < left ? backoff : (long)left);
 		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 	}
 timeout:

@@ -331,7 +331,6 @@ static int take(struct tsec__filebe *fb, const char *name, int how, int64_t wait
 		int e = errno;
 		if (e == EWOULDBLOCK && wait_ms >= 0) {
 			int64_t now = tsec__mono_ms();
-			struct timespec ts = { 0, pause_ns };
 			if (!deadline) {
 				deadline = now + wait_ms;
 				atomic_fetch_add_explicit(&tsec__fb_read_waits, 1,
@@ -342,7 +341,7 @@ static int take(struct tsec__filebe *fb, const char *name, int how, int64_t wait
 				errno = EWOULDBLOCK;
 				return -1;
 			}
-			nanosleep(&ts, NULL);
+			tsec__nap_ns((uint64_t)pause_ns);
 			if (pause_ns < 5000000)
 				pause_ns *= 2;
 		} else if (e != EINTR) {

@@ -80,14 +80,6 @@ static int names(const char *name, struct lockfile *l, struct tsec_error *err)
 	return 0;
 }
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 /* The write lock of a lock's file (see the top): 0, or -1 with errno. */
 static int write_lock(int fd)
 {
@@ -144,7 +136,7 @@ static int take(struct tsec__filebe *fb, struct lockfile *l, bool create, bool w
 						       "(its writer may be paused); try again",
 						       l->sk.seg[1]);
 			}
-			sleep_ms(1);
+			tsec__nap_ms(1);
 		}
 		if (fstat(fd, &sb) == 0 && sb.st_nlink > 0) {
 			l->fd = fd;
@@ -165,7 +157,7 @@ static int peek(struct lockfile *l, struct tsec_error *err)
 			return tsec__seterr(err, TSEC_EIO, l->sk.text, "flock: %s", strerror(errno));
 		if (tsec__mono_ms() >= deadline)
 			return tsec__seterr(err, TSEC_EBUSY, l->sk.text, "lock file busy");
-		sleep_ms(1);
+		tsec__nap_ms(1);
 	}
 	return 0;
 }

@@ -59,16 +59,11 @@ static struct membe *mb_of(struct tsec__backend *b)
 	return (struct membe *)b;
 }
 
+/* Simulated I/O: real time, whatever the clock (tsec__sleep_ns). */
 static void delay(struct membe *m)
 {
-	struct timespec ts;
-
-	if (!m->delay_us)
-		return;
-	ts.tv_sec = m->delay_us / 1000000;
-	ts.tv_nsec = (long)(m->delay_us % 1000000) * 1000;
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	if (m->delay_us)
+		tsec__sleep_ns((uint64_t)m->delay_us * 1000u);
 }
 
 /* Modification times at the coarse clock's resolution (a few ms): this

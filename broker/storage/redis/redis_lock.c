@@ -211,7 +211,6 @@ static void *feed(void *arg)
 	}
 	while (atomic_load(&r->feed_on)) {
 		struct tsec_error err = { 0 };
-		struct timespec ts;
 		redisContext *c = tsec__rd_dial(r, &err);
 		const char *lost = err.msg;
 		bool was_live = false;
@@ -234,9 +233,7 @@ static void *feed(void *arg)
 			break;
 		/* Missed messages: drop all, serve no hit until proven again. */
 		tsec__localcache_dead(r->fn_ctx, lost);
-		ts.tv_sec = backoff / 1000;
-		ts.tv_nsec = (backoff % 1000) * 1000000;
-		nanosleep(&ts, NULL);
+		tsec__sleep_ns((uint64_t)backoff * 1000000u);
 		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
 	}
 	return NULL;
