@@ -124,6 +124,56 @@ int tsec__policy_lint(const char *text, size_t len, struct tsec_error *errs,
 	return rc;
 }
 
+/* The top-level members of a policy, each found by its whole name. */
+enum top_member {
+	TOP_VERSION, TOP_DESCRIPTION, TOP_REVISION, TOP_FLEET, TOP_EXPIRES, TOP_FLOOR,
+	TOP_RULES, TOP__COUNT
+};
+
+static const char *const top_names[TOP__COUNT] = {
+	"version", "description", "revision", "fleet", "expires", "floor", "rules",
+};
+
+static int top_member(const char *k)
+{
+	for (int i = 0; i < TOP__COUNT; i++)
+		if (!strcmp(k, top_names[i]))
+			return i;
+	return -1;
+}
+
+/* Checks one scalar top-level member (the rules are compiled later). */
+static int top_scalar(struct tsec__cc *c, int member, json_t *v)
+{
+	switch (member) {
+	case TOP_VERSION:
+		if (!json_is_integer(v) || json_integer_value(v) != 1)
+			return tsec__cc_fail(c, "version", -1,
+					     "unsupported version (this module reads version 1)");
+		return 0;
+	case TOP_DESCRIPTION:
+		return json_is_string(v) ? 0 : tsec__cc_fail(c, "description", -1,
+							     "must be a string");
+	case TOP_REVISION:
+		/* The revision is the broker's (no rollback); checked here. */
+		if (!json_is_integer(v) || json_integer_value(v) < 0)
+			return tsec__cc_fail(c, "revision", -1, "must be a non-negative integer");
+		return 0;
+	case TOP_FLEET:
+		/* The fleet a signed bundle is for, and when it stops being
+		 * served: the broker's (fleet.c); checked here. */
+		if (!json_is_string(v) || !json_string_length(v) || json_string_length(v) > 64)
+			return tsec__cc_fail(c, "fleet", -1, "must be a name of 1 to 64 characters");
+		return 0;
+	case TOP_EXPIRES:
+		if (!json_is_string(v) || tsec__utc_parse(json_string_value(v)) < 0)
+			return tsec__cc_fail(c, "expires", -1, "must be a UTC time as "
+					     "\"YYYY-MM-DDTHH:MM:SSZ\"");
+		return 0;
+	}
+	return 0;
+}
+
 static int compile(const char *text, size_t len, struct tsec__policy **out,
 		   struct tsec_error *err, struct tsec_error *errs, size_t max,
 		   size_t *nerrs)
@@ -131,8 +181,8 @@ static int compile(const char *text, size_t len, struct tsec__policy **out,
 	struct tsec__doc d = { text, text, text + len, err };
 	struct tsec__cc c = { NULL, err, NULL, 0, errs, max, 0, false };
 	const char *floor_at = NULL, *rules_at = NULL;
-	bool have_version = false, have_desc = false, have_rev = false, have_fleet = false;
-	bool have_exp = false;
+	bool seen[TOP__COUNT] = { false };
+	int member;
 	size_t nitems = 0;
 	json_t *key = NULL, *v = NULL;
 	int rc;
@@ -167,71 +217,44 @@ static int compile(const char *text, size_t len, struct tsec__policy **out,
 		if ((rc = tsec__doc_expect(&d, ':', "expected ':' after an object key")))
 			goto out;
 		tsec__doc_skip_ws(&d);
-		if (!strcmp(k, "floor") || !strcmp(k, "rules")) {
-			const char **at = k[0] == 'f' ? &floor_at : &rules_at;
+		member = top_member(k);
+		if (member >= 0 && seen[member]) {
+			rc = tsec__doc_syntax(&d, d.p, "duplicate object key");
+			goto out;
+		}
+		if (member >= 0)
+			seen[member] = true;
+		switch (member) {
+		case TOP_FLOOR:
+		case TOP_RULES: {
 			const char *e = tsec__doc_skip_value(d.p, d.end, &nitems);
-			if (*at) {
-				rc = tsec__doc_syntax(&d, d.p, "duplicate object key");
-				goto out;
-			}
+
 			if (!e) {
 				rc = tsec__doc_syntax(&d, d.p, "unterminated value");
 				goto out;
 			}
-			*at = d.p;
+			*(member == TOP_FLOOR ? &floor_at : &rules_at) = d.p;
 			d.p = e;
-		} else if (!strcmp(k, "version") || !strcmp(k, "description") ||
-			   !strcmp(k, "revision") || !strcmp(k, "fleet") || !strcmp(k, "expires")) {
-			bool *seen = k[0] == 'v' ? &have_version : k[0] == 'd' ? &have_desc :
-				     k[0] == 'r' ? &have_rev : k[0] == 'f' ? &have_fleet : &have_exp;
-			if (*seen) {
-				rc = tsec__doc_syntax(&d, d.p, "duplicate object key");
+			break;
+		}
+		case TOP_VERSION:
+		case TOP_DESCRIPTION:
+		case TOP_REVISION:
+		case TOP_FLEET:
+		case TOP_EXPIRES:
+			if ((rc = tsec__doc_value(&d, &v)) || (rc = top_scalar(&c, member, v)))
 				goto out;
-			}
-			*seen = true;
-			if ((rc = tsec__doc_value(&d, &v)))
-				goto out;
-			if (k[0] == 'v' && (!json_is_integer(v) || json_integer_value(v) != 1)) {
-				rc = tsec__cc_fail(&c, "version", -1,
-					     "unsupported version (this module reads version 1)");
-				goto out;
-			}
-			if (k[0] == 'd' && !json_is_string(v)) {
-				rc = tsec__cc_fail(&c, "description", -1, "must be a string");
-				goto out;
-			}
-			/* The revision is the broker's (no rollback); checked here. */
-			if (k[0] == 'r' && (!json_is_integer(v) || json_integer_value(v) < 0)) {
-				rc = tsec__cc_fail(&c, "revision", -1, "must be a non-negative integer");
-				goto out;
-			}
-			/* The fleet a signed bundle is for, and when it stops being
-			 * served: the broker's (fleet.c); checked here. */
-			if (k[0] == 'f' && (!json_is_string(v) || !json_string_length(v) ||
-					    json_string_length(v) > 64)) {
-				rc = tsec__cc_fail(&c, "fleet", -1, "must be a name of 1 to 64 "
-						   "characters");
-				goto out;
-			}
-			if (k[0] == 'e' && (!json_is_string(v) ||
-					    tsec__utc_parse(json_string_value(v)) < 0)) {
-				rc = tsec__cc_fail(&c, "expires", -1, "must be a UTC time as "
-						   "\"YYYY-MM-DDTHH:MM:SSZ\"");
-				goto out;
-			}
 			json_decref(v);
 			v = NULL;
-		} else {
-			static const char *const top[] = {
-				"version", "description", "revision", "fleet", "expires", "floor",
-				"rules",
-			};
-			const char *near = tsec__nearest(k, top, sizeof(top) / sizeof(top[0]));
+			break;
+		default: {
+			const char *near = tsec__nearest(k, top_names, TOP__COUNT);
 
 			rc = tsec__cc_fail(&c, k, -1, "unknown field%s%s%s",
 					   near ? "; did you mean \"" : "", near ? near : "",
 					   near ? "\"?" : "");
 			goto out;
+		}
 		}
 		json_decref(key);
 		key = NULL;
@@ -248,7 +271,7 @@ static int compile(const char *text, size_t len, struct tsec__policy **out,
 		rc = tsec__doc_syntax(&d, d.p, "end of file expected");
 		goto out;
 	}
-	if (!have_version) {
+	if (!seen[TOP_VERSION]) {
 		rc = tsec__cc_fail(&c, "version", -1, "missing version");
 		goto out;
 	}
