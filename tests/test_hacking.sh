@@ -40,5 +40,14 @@ for f in $(grep -rlE '\b(nanosleep|usleep|clock_nanosleep)\(|[^_]sleep\(' \
 	echo "FAIL: $f sleeps on its own; use tsec__nap_ms/_ns or tsec__sleep_ns (common/clock.h)"
 	fails=$((fails + 1))
 done
+# Every condition the compiler knows (the known[] lists of module/rule.c)
+# is documented in docs/policy.md and tinysecurity-policy(5).
+for c in $(awk '/static const char \*const known\[\] = \{/ { on = 1 } on { print } on && /\};/ { on = 0 }' \
+		module/rule.c | grep -o '"[a-z_]*"' | tr -d '"'); do
+	grep -q "\`$c\`" docs/policy.md ||
+		{ echo "FAIL: docs/policy.md does not name the condition $c"; fails=$((fails + 1)); }
+	grep -q "^\.B $c\$" packaging/tinysecurity-policy.5 ||
+		{ echo "FAIL: tinysecurity-policy(5) does not name the condition $c"; fails=$((fails + 1)); }
+done
 [ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }
 echo "test_hacking: $(wc -l < "$map") folders mapped, as in the tree"
