@@ -452,6 +452,18 @@ static void test_exit_statuses(void **state)
 	assert_non_null(f = fopen(path, "w"));
 	fclose(f);
 	assert_int_equal(sh(out, sizeof(out), TSEC " replay %s " POL, path), 0);
+	/* What a log holds reaches the terminal escaped: a decision id
+	 * carrying an escape sequence and a forged line is shown as \x1b
+	 * and \x0a, not sent (the log's writer chose those bytes). */
+	snprintf(path, sizeof(path), "%s/hostile.log", dir);
+	assert_non_null(f = fopen(path, "w"));
+	fprintf(f, "{\"decision_id\": \"d1\\u001b[2J\\nforged: allow\", \"decision\": \"deny\", "
+		"\"principal\": \"svc:web-1\", \"roles\": [\"web\"], \"action\": \"storage.load\", "
+		"\"resource\": \"certificates/acme/example.com/example.com.crt\"}\n");
+	fclose(f);
+	assert_int_equal(sh(out, sizeof(out), TSEC " replay %s " POL, path), 1);
+	assert_non_null(strstr(out, "d1\\x1b[2J\\x0aforged: allow: storage.load"));
+	assert_null(strchr(out, 0x1b));
 	/* test: nothing ran is not a pass. */
 	assert_int_equal(sh(out, sizeof(out), TSEC " test examples/policy.test.json --run "
 			    "no-such-case"), 2);

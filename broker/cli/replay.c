@@ -126,6 +126,25 @@ static int decide(const char *cmd, struct tsec_bus *bus, json_t *req, json_t *ke
 	return 0;
 }
 
+/*
+ * A string read from a decision log, to the terminal: whoever wrote the
+ * request chose its bytes, so controls (an escape sequence, a newline
+ * forging a line) are shown as \xNN, never sent as they are.
+ */
+static void say_text(const char *s)
+{
+	if (!s)
+		s = "?";
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c < 0x20 || c == 0x7f)
+			printf("\\x%02x", c);
+		else
+			putchar(c);
+	}
+}
+
 static void say_rules(const struct tsec_decision *d)
 {
 	printf("%s", tsec_status_reason(d->status));
@@ -136,9 +155,11 @@ static void say_rules(const struct tsec_decision *d)
 
 static void say_request(json_t *req)
 {
-	printf("%s %s by %s", json_string_value(json_object_get(req, "action")),
-	       json_string_value(json_object_get(req, "resource")),
-	       json_string_value(json_object_get(req, "principal")));
+	say_text(json_string_value(json_object_get(req, "action")));
+	putchar(' ');
+	say_text(json_string_value(json_object_get(req, "resource")));
+	fputs(" by ", stdout);
+	say_text(json_string_value(json_object_get(req, "principal")));
 }
 
 int cmd_replay(struct opts *o)
@@ -191,10 +212,12 @@ int cmd_replay(struct opts *o)
 			replayed++;
 			if (d.allow != !strcmp(was, "allow")) {
 				changed++;
-				printf("%s: ", json_string_value(json_object_get(line, "decision_id"))
-				       ? json_string_value(json_object_get(line, "decision_id")) : "?");
+				say_text(json_string_value(json_object_get(line, "decision_id")));
+				fputs(": ", stdout);
 				say_request(req);
-				printf(": was %s, now %s: ", was, d.allow ? "allow" : "deny");
+				fputs(": was ", stdout);
+				say_text(was);
+				printf(", now %s: ", d.allow ? "allow" : "deny");
 				say_rules(&d);
 				putchar('\n');
 			}
@@ -558,9 +581,12 @@ int cmd_diff(struct opts *o)
 			if (da.allow != db.allow) {
 				differ++;
 				say_request(req);
-				if (json_array_size(json_object_get(req, "roles")))
-					printf(" (role %s)", json_string_value(json_array_get(
+				if (json_array_size(json_object_get(req, "roles"))) {
+					fputs(" (role ", stdout);
+					say_text(json_string_value(json_array_get(
 						json_object_get(req, "roles"), 0)));
+					putchar(')');
+				}
 				printf(": %s: ", da.allow ? "allow" : "deny");
 				say_rules(&da);
 				printf("; %s: ", db.allow ? "allow" : "deny");
