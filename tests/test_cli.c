@@ -409,6 +409,18 @@ static void test_connection(void **state)
 	}
 }
 
+/* Writes text to dir/name, its path into path. */
+static void put_file(char *path, size_t cap, const char *dir, const char *name,
+		     const char *text)
+{
+	FILE *f;
+
+	snprintf(path, cap, "%s/%s", dir, name);
+	assert_non_null(f = fopen(path, "w"));
+	fputs(text, f);
+	fclose(f);
+}
+
 /*
  * One exit status for one kind of outcome, whatever the command (issue
  * 37, item 6).  Each of these exited 0 or 1 before: an invalid key in
@@ -419,7 +431,6 @@ static void test_connection(void **state)
 static void test_exit_statuses(void **state)
 {
 	char out[4096], dir[] = "/tmp/tsec-exits-XXXXXX", path[128];
-	FILE *f;
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
@@ -432,35 +443,26 @@ static void test_exit_statuses(void **state)
 			    "--action storage.load --resource ../x"), 2);
 	assert_non_null(strstr(out, "\"status\":\"invalid\""));
 	/* A batch: the worst of its answers, and every answer shown. */
-	snprintf(path, sizeof(path), "%s/batch.json", dir);
-	assert_non_null(f = fopen(path, "w"));
-	fprintf(f, "[{\"principal\": \"svc:web-1\", \"action\": \"storage.load\", "
-		"\"resource\": \"../x\"}, {\"principal\": \"svc:web-1\", \"action\": "
-		"\"storage.load\", \"resource\": \"certificates/acme/example.com/example.com.key\"}]");
-	fclose(f);
+	put_file(path, sizeof(path), dir, "batch.json",
+		 "[{\"principal\": \"svc:web-1\", \"action\": \"storage.load\", "
+		 "\"resource\": \"../x\"}, {\"principal\": \"svc:web-1\", \"action\": "
+		 "\"storage.load\", \"resource\": \"certificates/acme/example.com/example.com.key\"}]");
 	assert_int_equal(sh(out, sizeof(out), TSEC " check " POL " --json --input %s", path), 2);
 	assert_non_null(strstr(out, "\"decisions\""));
 	/* replay: lines, none a logged decision. */
-	snprintf(path, sizeof(path), "%s/not.log", dir);
-	assert_non_null(f = fopen(path, "w"));
-	fprintf(f, "hello\n{\"a\": 1}\n");
-	fclose(f);
+	put_file(path, sizeof(path), dir, "not.log", "hello\n{\"a\": 1}\n");
 	assert_int_equal(sh(out, sizeof(out), TSEC " replay %s " POL, path), 2);
 	assert_non_null(strstr(out, "is not a decision log"));
 	/* An empty log is a log whose decisions all stand. */
-	snprintf(path, sizeof(path), "%s/empty.log", dir);
-	assert_non_null(f = fopen(path, "w"));
-	fclose(f);
+	put_file(path, sizeof(path), dir, "empty.log", "");
 	assert_int_equal(sh(out, sizeof(out), TSEC " replay %s " POL, path), 0);
 	/* What a log holds reaches the terminal escaped: a decision id
 	 * carrying an escape sequence and a forged line is shown as \x1b
 	 * and \x0a, not sent (the log's writer chose those bytes). */
-	snprintf(path, sizeof(path), "%s/hostile.log", dir);
-	assert_non_null(f = fopen(path, "w"));
-	fprintf(f, "{\"decision_id\": \"d1\\u001b[2J\\nforged: allow\", \"decision\": \"deny\", "
-		"\"principal\": \"svc:web-1\", \"roles\": [\"web\"], \"action\": \"storage.load\", "
-		"\"resource\": \"certificates/acme/example.com/example.com.crt\"}\n");
-	fclose(f);
+	put_file(path, sizeof(path), dir, "hostile.log",
+		 "{\"decision_id\": \"d1\\u001b[2J\\nforged: allow\", \"decision\": \"deny\", "
+		 "\"principal\": \"svc:web-1\", \"roles\": [\"web\"], \"action\": \"storage.load\", "
+		 "\"resource\": \"certificates/acme/example.com/example.com.crt\"}\n");
 	assert_int_equal(sh(out, sizeof(out), TSEC " replay %s " POL, path), 1);
 	assert_non_null(strstr(out, "d1\\x1b[2J\\x0aforged: allow: storage.load"));
 	assert_null(strchr(out, 0x1b));
@@ -468,15 +470,14 @@ static void test_exit_statuses(void **state)
 	assert_int_equal(sh(out, sizeof(out), TSEC " test examples/policy.test.json --run "
 			    "no-such-case"), 2);
 	assert_non_null(strstr(out, "no case's name matches --run 'no-such-case'"));
-	snprintf(path, sizeof(path), "%s/empty.test.json", dir);
-	assert_non_null(f = fopen(path, "w"));
 	{
-		char cwd[512];
+		char cwd[512], text[700];
 
 		assert_non_null(getcwd(cwd, sizeof(cwd)));
-		fprintf(f, "{\"policy\": \"%s/examples/policy.json\", \"cases\": []}", cwd);
+		snprintf(text, sizeof(text), "{\"policy\": \"%s/examples/policy.json\", "
+			 "\"cases\": []}", cwd);
+		put_file(path, sizeof(path), dir, "empty.test.json", text);
 	}
-	fclose(f);
 	assert_int_equal(sh(out, sizeof(out), TSEC " test %s", path), 2);
 	assert_non_null(strstr(out, "no test cases in"));
 	assert_int_equal(sh(out, sizeof(out), TSEC " test examples/policy.test.json --run '*'"), 0);

@@ -55,6 +55,21 @@ static void config(const char *name, const char *extra)
 	write_text(path, cfg);
 }
 
+/* A configuration with the example policy, unsigned, ipc callers `uids`
+ * (the JSON array) and nothing else. */
+static void config_uids(const char *name, const char *uids)
+{
+	char path[256], cfg[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(cfg, sizeof(cfg),
+		 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": "
+		 "\"examples/policy.json\", \"allow_unsigned_policy\": true,"
+		 " \"storage\": \"%s/store\", \"endpoints\": [\"ipc://%s\"], \"ipc_uids\": %s}",
+		 TSEC_BUILD_DIR, dir, sock, uids);
+	write_text(path, cfg);
+}
+
 /* Runs tsec-broker with args; returns its exit status, stderr in *out. */
 static int broker_run(const char *args, char **out)
 {
@@ -112,18 +127,13 @@ static void test_hardening_misspelt_settings(void **state)
 	 * and root only) is refused by --check (issue 37, 8: it passed and
 	 * every connect of that uid failed). */
 	{
-		char path[256], cfg[4096];
+		char uids[256];
 
-		snprintf(path, sizeof(path), "%s/far-uid.json", dir);
-		snprintf(cfg, sizeof(cfg),
-			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": "
-			 "\"examples/policy.json\", \"allow_unsigned_policy\": true,"
-			 " \"storage\": \"%s/store\", \"endpoints\": [\"ipc://%s\"],"
-			 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:me\", \"admin\": true},"
-			 " {\"uid\": %d, \"principal\": \"svc:far\"}]}",
-			 TSEC_BUILD_DIR, dir, sock, (int)getuid(), (int)getuid() + 4242);
-		write_text(path, cfg);
-		snprintf(args, sizeof(args), "--check --config %s", path);
+		snprintf(uids, sizeof(uids), "[{\"uid\": %d, \"principal\": \"svc:me\", \"admin\": "
+			 "true}, {\"uid\": %d, \"principal\": \"svc:far\"}]", (int)getuid(),
+			 (int)getuid() + 4242);
+		config_uids("far-uid.json", uids);
+		snprintf(args, sizeof(args), "--check --config %s/far-uid.json", dir);
 		assert_int_equal(broker_run(args, &out), 2);
 		if (!strstr(out, "(svc:far) cannot reach ipc://"))
 			fail_msg("--check did not refuse the far uid: %s", out);
@@ -147,16 +157,9 @@ static void test_hardening_misspelt_settings(void **state)
 		char path[256], cfg[4096];
 		const char *k = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
 
-		snprintf(path, sizeof(path), "%s/uids.json", dir);
-		snprintf(cfg, sizeof(cfg),
-			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": "
-			 "\"examples/policy.json\", \"allow_unsigned_policy\": true,"
-			 " \"storage\": \"%s/store\", \"endpoints\": [\"ipc://%s\"],"
-			 " \"ipc_uids\": [{\"uid\": 7, \"principal\": \"svc:a\"},"
-			 " {\"uid\": 7, \"principal\": \"svc:b\", \"admin\": true}]}",
-			 TSEC_BUILD_DIR, dir, sock);
-		write_text(path, cfg);
-		snprintf(args, sizeof(args), "--check --config %s", path);
+		config_uids("uids.json", "[{\"uid\": 7, \"principal\": \"svc:a\"}, {\"uid\": 7, "
+			    "\"principal\": \"svc:b\", \"admin\": true}]");
+		snprintf(args, sizeof(args), "--check --config %s/uids.json", dir);
 		assert_int_equal(broker_run(args, &out), 2);
 		assert_non_null(strstr(out, "/ipc_uids/1: uid 7 again (first at /ipc_uids/0)"));
 		free(out);

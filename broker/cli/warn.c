@@ -151,11 +151,16 @@ static const json_t *rule_at(const json_t *floors, const json_t *rules, size_t r
 	return rank < nf ? json_array_get(floors, rank) : json_array_get(rules, rank - nf);
 }
 
-/* Files rank under each resource pattern of d (the index of shadowers). */
-static void index_shadower(json_t *by_pat, const json_t *d, size_t rank)
+/*
+ * Files rank under each resource pattern of d (the index of shadowers),
+ * and in deep once when a pattern has two stars as a middle segment (no
+ * cut of an allow's resource names it; covers() reads it whole).
+ */
+static void index_shadower(json_t *by_pat, json_t *deep, const json_t *d, size_t rank)
 {
 	const json_t *v;
 	size_t i;
+	bool in_deep = false;
 
 	json_array_foreach(json_object_get(d, "resource"), i, v) {
 		json_t *list;
@@ -167,7 +172,31 @@ static void index_shadower(json_t *by_pat, const json_t *d, size_t rank)
 			json_object_set_new(by_pat, json_string_value(v), list);
 		}
 		json_array_append_new(list, json_integer((json_int_t)rank));
+		if (!in_deep && strstr(json_string_value(v), "**/")) {
+			json_array_append_new(deep, json_integer((json_int_t)rank));
+			in_deep = true;
+		}
 	}
+}
+
+/* The lowest rank in list (or best) whose rule refuses all allow r does. */
+static size_t lowest_cover(const json_t *list, const json_t *floors, const json_t *rules,
+			   const json_t *r, unsigned am, size_t best)
+{
+	const json_t *v;
+	size_t i;
+
+	json_array_foreach(list, i, v) {
+		size_t rank = (size_t)json_integer_value(v);
+		const json_t *d = rule_at(floors, rules, rank);
+
+		if (rank >= best || d == r || !principals_covered(d, r) ||
+		    (actions_of(d) & am) != am ||
+		    !all_covered(json_object_get(d, "resource"), json_object_get(r, "resource")))
+			continue;
+		best = rank;
+	}
+	return best;
 }
 
 /*
@@ -177,9 +206,9 @@ static void index_shadower(json_t *by_pat, const json_t *d, size_t rank)
  * folder P above it) can cover them all, so the work per rule is the
  * few patterns along its first resource, not every rule of the policy.
  */
-static const json_t *shadowed_by(const json_t *by_pat, const json_t *floors,
-				 const json_t *rules, const json_t *r, unsigned am,
-				 size_t nfloors, size_t *rank_out)
+static const json_t *shadowed_by(const json_t *by_pat, const json_t *deep,
+				 const json_t *floors, const json_t *rules, const json_t *r,
+				 unsigned am, size_t *rank_out)
 {
 	const json_t *res = json_object_get(r, "resource"), *first = json_array_get(res, 0);
 	const char *a = json_string_value(first);
@@ -189,9 +218,6 @@ static const json_t *shadowed_by(const json_t *by_pat, const json_t *floors,
 	if (!a || n + 4 > sizeof(key))
 		return NULL;
 	for (size_t cut = 0; cut <= n + 1; cut++) {
-		const json_t *list, *v;
-		size_t i;
-
 		if (cut == 0)
 			snprintf(key, sizeof(key), "**");
 		else if (cut == n + 1)
@@ -200,50 +226,21 @@ static const json_t *shadowed_by(const json_t *by_pat, const json_t *floors,
 			snprintf(key, sizeof(key), "%.*s**", (int)cut, a);
 		else
 			continue;
-		json_array_foreach((list = json_object_get(by_pat, key)), i, v) {
-			size_t rank = (size_t)json_integer_value(v);
-			const json_t *d = rule_at(floors, rules, rank);
-
-			if (rank >= best || d == r || !principals_covered(d, r) ||
-			    (actions_of(d) & am) != am ||
-			    !all_covered(json_object_get(d, "resource"), res))
-				continue;
-			best = rank;
-		}
+		best = lowest_cover(json_object_get(by_pat, key), floors, rules, r, am, best);
 	}
-	/* And the few patterns with two stars as a middle segment (as the
+	/* And the few shadowers with two stars as a middle segment (as the
 	 * example's floor on keys at any depth), which no cut of a names. */
-	{
-		const char *pat;
-		const json_t *list, *v;
-		size_t i;
-
-		json_object_foreach((json_t *)by_pat, pat, list) {
-			if (!strstr(pat, "**/"))
-				continue;
-			json_array_foreach(list, i, v) {
-				size_t rank = (size_t)json_integer_value(v);
-				const json_t *d = rule_at(floors, rules, rank);
-
-				if (rank >= best || d == r || !principals_covered(d, r) ||
-				    (actions_of(d) & am) != am ||
-				    !all_covered(json_object_get(d, "resource"), res))
-					continue;
-				best = rank;
-			}
-		}
-	}
+	best = lowest_cover(deep, floors, rules, r, am, best);
 	if (best == (size_t)-1)
 		return NULL;
 	*rank_out = best;
-	(void)nfloors;
 	return rule_at(floors, rules, best);
 }
 
 json_t *cli_policy_warnings(const char *path)
 {
 	json_t *p = json_load_file(path, 0, NULL), *out = json_array(), *rules, *floors, *r, *d;
-	json_t *by_pat = json_object();
+	json_t *by_pat = json_object(), *deep = json_array();
 	unsigned lock_mask = 0;
 	size_t i, nfloors;
 
@@ -258,13 +255,13 @@ json_t *cli_policy_warnings(const char *path)
 	json_array_foreach(floors, i, d)
 		if (json_string_value(json_object_get(d, "id")) &&
 		    !json_object_get(d, "when") && !json_object_get(d, "domain"))
-			index_shadower(by_pat, d, i);
+			index_shadower(by_pat, deep, d, i);
 	json_array_foreach(rules, i, d) {
 		const char *eff = json_string_value(json_object_get(d, "effect"));
 
 		if (json_string_value(json_object_get(d, "id")) && eff && !strcmp(eff, "deny") &&
 		    !json_object_get(d, "when") && !json_object_get(d, "domain"))
-			index_shadower(by_pat, d, nfloors + i);
+			index_shadower(by_pat, deep, d, nfloors + i);
 	}
 	json_array_foreach(rules, i, r) {
 		const char *id = json_string_value(json_object_get(r, "id"));
@@ -291,12 +288,13 @@ json_t *cli_policy_warnings(const char *path)
 		if (strcmp(eff, "allow"))
 			continue;
 		/* Shadowed by a floor (everyone) or an unconditional deny. */
-		if ((d = (json_t *)shadowed_by(by_pat, floors, rules, r, am, nfloors, &rank)))
+		if ((d = (json_t *)shadowed_by(by_pat, deep, floors, rules, r, am, &rank)))
 			cli_note(out, place, "rule '%s' can never allow: %s '%s' refuses everything "
 			    "it matches", id, rank < nfloors ? "floor" : "deny",
 			    json_string_value(json_object_get(d, "id")));
 	}
 	json_decref(by_pat);
+	json_decref(deep);
 	json_decref(p);
 	return out;
 }
