@@ -1,44 +1,89 @@
 # fish completion for tsec (installed to share/fish/vendor_completions.d/tsec.fish)
 set -l cmds check eval can lint test fmt inspect verify replay diff keygen sign store lock cert stats health reload policy help
 set -l actions storage.store storage.load storage.exists storage.delete storage.list storage.stat storage.move lock.acquire lock.renew lock.release
+# The command is the first word that is not an option: global options
+# (with their values) may come before it, as in bash and zsh.
+function __tsec_args -d 'the words from the command on'
+	set -l toks (commandline -opc)
+	set -e toks[1]
+	set -l skip 0
+	for i in (seq (count $toks))
+		if test $skip = 1
+			set skip 0
+			continue
+		end
+		switch $toks[$i]
+			case --endpoint --server-key --key --timeout-ms --module
+				set skip 1
+			case '-*'
+			case '*'
+				printf '%s\n' $toks[$i..-1]
+				return 0
+		end
+	end
+	return 1
+end
+function __tsec_no_cmd
+	not __tsec_args > /dev/null
+end
+function __tsec_using -d 'the command is one of argv'
+	set -l a (__tsec_args); or return 1
+	contains -- $a[1] $argv
+end
+function __tsec_sub -d 'the command is argv[1], its subcommand not yet given'
+	set -l a (__tsec_args); or return 1
+	test "$a[1]" = $argv[1]; and test (count $a) -eq 1
+end
+function __tsec_put_file -d 'store put KEY, then the file'
+	set -l a (__tsec_args); or return 1
+	test "$a[1]" = store; and test "$a[2]" = put; and test (count $a) -eq 3
+end
 complete -c tsec -f
-complete -c tsec -n "not __fish_seen_subcommand_from $cmds" -a "$cmds"
-complete -c tsec -n "not __fish_seen_subcommand_from $cmds" -l version -d 'print the version'
+complete -c tsec -n __tsec_no_cmd -a "$cmds"
+complete -c tsec -n __tsec_no_cmd -l version -d 'print the version'
+complete -c tsec -n __tsec_no_cmd -l endpoint -r -d 'tcp://host:port or ipc://path'
+complete -c tsec -n __tsec_no_cmd -l server-key -r -F
+complete -c tsec -n __tsec_no_cmd -l key -r -F
+complete -c tsec -n __tsec_no_cmd -l timeout-ms -r
 complete -c tsec -l help -s h -d 'help'
 complete -c tsec -l json -d 'JSON output'
-complete -c tsec -n "__fish_seen_subcommand_from check eval store lock cert stats health reload policy" -l endpoint -r -d 'tcp://host:port or ipc://path'
-complete -c tsec -n "__fish_seen_subcommand_from check eval store lock cert stats health reload policy" -l server-key -r -F
-complete -c tsec -n "__fish_seen_subcommand_from check eval store lock cert stats health reload policy sign inspect verify" -l key -r -F
-complete -c tsec -n "__fish_seen_subcommand_from check eval store lock cert stats health reload policy" -l timeout-ms -r
-complete -c tsec -n "__fish_seen_subcommand_from check eval" -l action -r -a "$actions"
-complete -c tsec -n "__fish_seen_subcommand_from check eval" -l resource -r
-complete -c tsec -n "__fish_seen_subcommand_from check eval" -l ttl-ms -r
-complete -c tsec -n "__fish_seen_subcommand_from check eval" -l size -r
-complete -c tsec -n "__fish_seen_subcommand_from check eval" -l dest -r
-complete -c tsec -n "__fish_seen_subcommand_from check eval" -l cert-file -r -F
-complete -c tsec -n "__fish_seen_subcommand_from check eval" -l now -r
-complete -c tsec -n "__fish_seen_subcommand_from check eval test replay" -l policy -r -F
-complete -c tsec -n "__fish_seen_subcommand_from diff" -l log -r -F
-complete -c tsec -n "__fish_seen_subcommand_from check eval" -l principal -r
-complete -c tsec -n "__fish_seen_subcommand_from check eval" -l role -r
-complete -c tsec -n "__fish_seen_subcommand_from check" -l input -r -F
-complete -c tsec -n "__fish_seen_subcommand_from lint" -l strict -d 'names against a schema'
-complete -c tsec -n "__fish_seen_subcommand_from lint" -l schema -r -F
-complete -c tsec -n "__fish_seen_subcommand_from lint sign check eval test" -l module -r -F
-complete -c tsec -n "__fish_seen_subcommand_from fmt" -s w -d 'rewrite the files'
-complete -c tsec -n "__fish_seen_subcommand_from fmt" -l check -d 'exit 1 if not canonical'
-complete -c tsec -n "__fish_seen_subcommand_from test" -l coverage
-complete -c tsec -n "__fish_seen_subcommand_from test" -s v
-complete -c tsec -n "__fish_seen_subcommand_from test" -l run -r
-complete -c tsec -n "__fish_seen_subcommand_from stats" -l prometheus
-complete -c tsec -n "__fish_seen_subcommand_from store" -s r -d recursive
-complete -c tsec -n "__fish_seen_subcommand_from store; and not __fish_seen_subcommand_from put get ls rm mv" -a "put get ls rm mv"
-complete -c tsec -n "__fish_seen_subcommand_from lock; and not __fish_seen_subcommand_from acquire renew release" -a "acquire renew release"
-complete -c tsec -n "__fish_seen_subcommand_from lock" -l ttl-ms -r
-complete -c tsec -n "__fish_seen_subcommand_from lock" -l wait-ms -r
-complete -c tsec -n "__fish_seen_subcommand_from cert; and not __fish_seen_subcommand_from save load publish fetch exists archive sweep" -a "save load publish fetch exists archive sweep"
-complete -c tsec -n "__fish_seen_subcommand_from policy; and not __fish_seen_subcommand_from publish" -a publish
-complete -c tsec -n "__fish_seen_subcommand_from keygen" -l curve -r -F
-complete -c tsec -n "__fish_seen_subcommand_from keygen" -l sign -r -F
-complete -c tsec -n "__fish_seen_subcommand_from keygen" -l force
-complete -c tsec -n "__fish_seen_subcommand_from lint fmt inspect verify sign test policy cert replay diff" -F
+complete -c tsec -n '__tsec_using check eval store lock cert stats health reload policy' -l endpoint -r -d 'tcp://host:port or ipc://path'
+complete -c tsec -n '__tsec_using check eval store lock cert stats health reload policy' -l server-key -r -F
+complete -c tsec -n '__tsec_using check eval store lock cert stats health reload policy sign inspect verify' -l key -r -F
+complete -c tsec -n '__tsec_using check eval store lock cert stats health reload policy' -l timeout-ms -r
+complete -c tsec -n '__tsec_using check eval' -l action -r -a "$actions"
+complete -c tsec -n '__tsec_using check eval' -l resource -r
+complete -c tsec -n '__tsec_using check eval' -l ttl-ms -r
+complete -c tsec -n '__tsec_using check eval' -l size -r
+complete -c tsec -n '__tsec_using check eval' -l dest -r
+complete -c tsec -n '__tsec_using check eval' -l cert-file -r -F
+complete -c tsec -n '__tsec_using check eval' -l now -r
+complete -c tsec -n '__tsec_using check eval test replay' -l policy -r -F
+complete -c tsec -n '__tsec_using diff' -l log -r -F
+complete -c tsec -n '__tsec_using check eval' -l principal -r
+complete -c tsec -n '__tsec_using check eval' -l role -r
+complete -c tsec -n '__tsec_using check' -l input -r -F
+complete -c tsec -n '__tsec_using lint' -l strict -d 'names against a schema'
+complete -c tsec -n '__tsec_using lint' -l schema -r -F
+complete -c tsec -n '__tsec_using lint sign check eval test can' -l module -r -F
+complete -c tsec -n '__tsec_using can' -l policy -r -F
+complete -c tsec -n '__tsec_using can' -l role -r
+complete -c tsec -n '__tsec_using fmt' -s w -d 'rewrite the files'
+complete -c tsec -n '__tsec_using fmt' -l check -d 'exit 1 if not canonical'
+complete -c tsec -n '__tsec_using test' -l coverage
+complete -c tsec -n '__tsec_using test' -l min-coverage -r
+complete -c tsec -n '__tsec_using test' -s v
+complete -c tsec -n '__tsec_using test' -l run -r
+complete -c tsec -n '__tsec_using stats' -l prometheus
+complete -c tsec -n '__tsec_using store' -s r -d recursive
+complete -c tsec -n __tsec_put_file -F
+complete -c tsec -n '__tsec_sub store' -a "put get ls rm mv"
+complete -c tsec -n '__tsec_sub lock' -a "acquire renew release"
+complete -c tsec -n '__tsec_using lock' -l ttl-ms -r
+complete -c tsec -n '__tsec_using lock' -l wait-ms -r
+complete -c tsec -n '__tsec_sub cert' -a "save load publish fetch exists archive sweep"
+complete -c tsec -n '__tsec_sub policy' -a publish
+complete -c tsec -n '__tsec_using keygen' -l curve -r -F
+complete -c tsec -n '__tsec_using keygen' -l sign -r -F
+complete -c tsec -n '__tsec_using keygen' -l force
+complete -c tsec -n '__tsec_using lint fmt inspect verify sign test policy cert replay diff' -F

@@ -14,6 +14,8 @@ set -eu
 #                                 whose wall clock is wrong
 #   sh scripts/deps.sh go         and Go with certmagic (Debian's, 0.17.2):
 #                                 the Go binding and its tests
+#   sh scripts/deps.sh shells     and zsh and fish: test_cli runs their
+#                                 completions as it runs bash's (make test)
 PKGS="gcc make binutils pkg-config libjansson-dev libcmocka-dev libssl-dev libsodium-dev libzmq3-dev libcurl4-openssl-dev libarchive-dev libhiredis-dev libmicrohttpd-dev"
 for extra in "$@"; do
 	case $extra in
@@ -21,7 +23,8 @@ for extra in "$@"; do
 	valgrind) PKGS="$PKGS valgrind" ;;
 	servers) PKGS="$PKGS etcd-server redis-server openssl pebble lego libfaketime" ;;
 	go) PKGS="$PKGS golang-go golang-github-caddyserver-certmagic-dev" ;;
-	*) echo "deps: unknown group '$extra' (clang, valgrind, servers, go)" >&2; exit 2 ;;
+	shells) PKGS="$PKGS zsh fish" ;;
+	*) echo "deps: unknown group '$extra' (clang, valgrind, servers, go, shells)" >&2; exit 2 ;;
 	esac
 done
 # s3rver, from npm (node and npm as the machine has them; from Debian

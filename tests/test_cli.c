@@ -188,6 +188,13 @@ static void test_runner(void **state)
 	 * files). */
 	assert_int_equal(sh(out, sizeof(out), "bash tests/data/cli/completion.sh"), 0);
 	assert_string_equal(out, "store stats\nFILES\nFILES\nget\n--action\ncan\n");
+	/* zsh and fish the same (they took the second word as the command:
+	 * with a global option first they offered nothing or the
+	 * connection options, and no files after store put KEY). */
+	assert_int_equal(sh(out, sizeof(out), "zsh -f tests/data/cli/completion.zsh"), 0);
+	assert_string_equal(out, "store stats\nFILES\nFILES\nget\n--action\ncan\n");
+	assert_int_equal(sh(out, sizeof(out), "fish --no-config tests/data/cli/completion.fish"), 0);
+	assert_string_equal(out, "stats store\nFILES\nFILES\nget\n--action\ncan\n");
 	/* The commands whose output is text refuse --json. */
 	assert_int_equal(sh(out, sizeof(out), TSEC " fmt --json examples/policy.json"), 2);
 	assert_non_null(strstr(out, "--json is not an output of fmt"));
