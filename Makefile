@@ -95,7 +95,8 @@ REMOTE_SRC := $(addprefix broker/remote/,remote.c remote_blob.c remote_ref.c rem
 	remote_sweep.c blobs_file.c blobs_memory.c blobs_s3.c)
 CLIENT_SRC := broker/client/client.c
 PTEST_SRC := broker/policytest/policytest.c
-BROKER_SRC := $(BUS_SRC) $(STORAGE_SRC) $(REMOTE_SRC) $(CLIENT_SRC) $(PTEST_SRC)
+HTTP_SRC := common/http.c
+BROKER_SRC := $(BUS_SRC) $(HTTP_SRC) $(STORAGE_SRC) $(REMOTE_SRC) $(CLIENT_SRC) $(PTEST_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c policy.c auth.c \
 	methods.c storage.c held.c dispatch.c queue.c serve.c declog.c fleet.c probe.c metrics.c)
 CLI_SRC := broker/cli/tsec.c broker/cli/tools.c broker/cli/schema.c broker/cli/replay.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c broker/cli/can.c
@@ -154,7 +155,7 @@ deps:
 
 # README command 1.
 test: deps
-	$(Q)sh scripts/deps.sh servers go
+	$(Q)sh scripts/deps.sh servers go shells
 	$(Q)$(MAKE) --no-print-directory MODE=debug check
 	$(Q)$(MAKE) --no-print-directory MODE=debug SANITIZE=address,undefined check
 	$(Q)$(MAKE) --no-print-directory MODE=release check

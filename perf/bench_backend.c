@@ -35,6 +35,7 @@
 #include "tinysecurity/store.h"
 #include "broker/storage/backend.h"
 #include "perf/benchutil.h"
+#include "broker/storage/localcache.h"
 
 static const char *policy =
 	"{\"version\": 1, \"rules\": [{\"id\": \"app\", \"effect\": \"allow\","

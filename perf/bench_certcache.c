@@ -34,6 +34,7 @@
 #include "broker/storage/backend.h"
 #include "tinysecurity/certcache.h"
 #include "perf/benchutil.h"
+#include "broker/storage/gates.h"
 
 /* 2100-01-01: a certificate that does not expire during a run (0 is
  * expired: the cache never returns an expired certificate). */

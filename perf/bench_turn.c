@@ -37,6 +37,7 @@
 #include "tinysecurity/client.h"
 #include "tinysecurity/store.h"
 #include "broker/storage/backend.h"
+#include "broker/storage/store_private.h"
 #include "perf/benchutil.h"
 
 static const char *policy =

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "broker/storage/backend.h"
+#include "broker/storage/store_private.h"
 #include "common/clock.h"
 #include "tests/servers.h"
 #include "tests/testutil.h"
@@ -32,12 +33,13 @@ struct variant {
 static const struct variant *cur;
 static struct tsec_principal app;
 static struct tu_server etcd, redis;
+static char cur_prefix[64];        /* the fleet backends' prefix of this test */
 
 static int setup(void **state)
 {
 	struct tu_store *t = calloc(1, sizeof(*t));
 	static int serial;
-	char prefix[64];
+	char *prefix = cur_prefix;
 
 	app = tu_who("svc:app");
 	if (!strcmp(cur->backend, "etcd") || !strcmp(cur->backend, "redis")) {
@@ -49,7 +51,7 @@ static int setup(void **state)
 			/* One machine, one clock: no allowance for skew. */
 			.clock_skew_ms = cur->backend[0] == 'e' ? 1 : 0,
 		};
-		snprintf(prefix, sizeof(prefix), "conf/%d-%d", (int)getpid(), ++serial);
+		snprintf(cur_prefix, sizeof(cur_prefix), "conf/%d-%d", (int)getpid(), ++serial);
 		tu_store_open_with(t, &o);
 	} else {
 		tu_store_open_on(t, cur->backend, cur->cache_bytes);
@@ -863,6 +865,70 @@ static void test_conf_guarded_group(void **state)
 	}
 }
 
+/*
+ * A subscriber that is not a LocalCache: what a backend's feed tells
+ * anything (backend.h, struct tsec__feed_sink).  Counts what it hears.
+ */
+struct counter_sink {
+	atomic_int changed, forget, alive;
+	atomic_int saw_key;              /* the key written */
+};
+
+static void count_changed(void *ctx, const char *key)
+{
+	struct counter_sink *c = ctx;
+
+	if (!key)
+		atomic_fetch_add(&c->forget, 1);
+	else if (atomic_fetch_add(&c->changed, 1), !strcmp(key, "feed/probe"))
+		atomic_store(&c->saw_key, 1);
+}
+
+static void count_alive(void *ctx, int64_t sent_ms)
+{
+	(void)sent_ms;
+	atomic_fetch_add(&((struct counter_sink *)ctx)->alive, 1);
+}
+
+/*
+ * Over a shared backend, a second instance of it (as another broker's)
+ * subscribed with a sink of its own hears the store's write and proves
+ * itself alive: the feed calls only what the sink gives it, never the
+ * LocalCache's functions on a context it does not own.  Without dead(),
+ * a break is told as changed(NULL).  On backends without a feed for
+ * other writers (file, memory) there is nothing to hear.
+ */
+static void test_conf_feed_any_subscriber(void **state)
+{
+	struct tu_store *t = *state;
+	const struct tsec__backend_kind *bk = tsec__backend_find(cur->backend);
+	struct counter_sink c = { 0 };
+	struct tsec__feed_sink sink = { .changed = count_changed, .alive = count_alive,
+					.ctx = &c, .bound_ms = 300 };
+	struct tsec_store_opts o = {
+		.backend = cur->backend, .endpoints = cur->backend[0] == 'e' ? etcd.endpoints
+									     : redis.endpoints,
+		.prefix = cur_prefix, .clock_skew_ms = cur->backend[0] == 'e' ? 1 : 0,
+	};
+	struct tsec__backend *other = NULL;
+	struct tsec_error err;
+
+	assert_non_null(bk);
+	if (!(bk->caps & TSEC__CAP_SHARED)) {
+		assert_true(!bk->feed || bk->caps & TSEC__CAP_ROOT);
+		return;
+	}
+	assert_non_null(bk->feed);
+	assert_int_equal(bk->open(&other, &o, &err), 0);
+	assert_int_equal(bk->feed(other, &sink, &err), 0);
+	/* Alive first: changes acknowledged after that are delivered. */
+	TU_WAIT(atomic_load(&c.alive) > 0);
+	put(t->store, "feed/probe", "v");
+	TU_WAIT(atomic_load(&c.saw_key));
+	assert_true(atomic_load(&c.changed) >= 1);
+	other->ops->close(other);
+}
+
 #define CONF_TESTS(name) \
 	const struct CMUnitTest name[] = { \
 		cmocka_unit_test_setup_teardown(test_conf_values_and_folders, setup, teardown), \
@@ -886,6 +952,7 @@ static void test_conf_guarded_group(void **state)
 		cmocka_unit_test_setup_teardown(test_conf_guarded_group, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_load_cert_whole, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_load_cert_shapes, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_feed_any_subscriber, setup, teardown), \
 	}
 
 /*

@@ -18,7 +18,7 @@
 #include "common/clock.h"
 #include "tests/testutil.h"
 #include "tests/certgen.h"
-#include "broker/storage/remote.h"
+#include "broker/storage/fleet.h"
 #include "tests/store_fixture.h"
 
 

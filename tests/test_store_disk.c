@@ -29,8 +29,9 @@
 #include "tests/wait.h"
 #include "tests/certgen.h"
 #include "broker/storage/file/file_private.h"
-#include "broker/storage/remote.h"
+#include "broker/storage/fleet.h"
 #include "tests/store_fixture.h"
+#include "broker/storage/localcache.h"
 
 
 /*

@@ -449,9 +449,11 @@ json_t *tsec__m_lock_release(struct tsec__daemon *, struct tsec__call *, json_t 
 /* held.c: the locks taken through the broker. */
 void tsec__held_init(struct tsec__held_table *h);
 /*
- * Records a lock; -1 when every slot holds a live lease, -2 when the
- * caller already holds `quota` live ones.
+ * Records a lock: TSEC__HELD_OK, TSEC__HELD_FULL when every slot holds
+ * a live lease, TSEC__HELD_QUOTA when the caller already holds `quota`
+ * live ones (not TSEC_E* codes: the caller words the refusal).
  */
+enum { TSEC__HELD_OK = 0, TSEC__HELD_FULL = 1, TSEC__HELD_QUOTA = 2 };
 int tsec__held_put(struct tsec__held_table *h, const struct tsec_lock *lk,
 		   int caller, int quota);
 /* Live locks recorded for one caller. */

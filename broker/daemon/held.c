@@ -68,18 +68,18 @@ int tsec__held_put(struct tsec__held_table *h, const struct tsec_lock *lk, int c
 		   int quota)
 {
 	int64_t now = tsec__mono_ms(), until = until_of(lk);
-	int rc = -1;
+	int rc = TSEC__HELD_FULL;
 
 	pthread_mutex_lock(&h->lock);
 	prune(h, now);
 	if (mine(h, caller) >= quota) {
-		rc = -2;
+		rc = TSEC__HELD_QUOTA;
 	} else if (h->n < TSEC_D_MAX_HELD) {
 		h->slot[h->n].lk = *lk;
 		h->slot[h->n].until = until;
 		h->slot[h->n].caller = caller;
 		h->n++;
-		rc = 0;
+		rc = TSEC__HELD_OK;
 	}
 	pthread_mutex_unlock(&h->lock);
 	return rc;

@@ -348,7 +348,7 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 	struct tsec_lock lk;
 	struct tsec_error err;
 	char hex[33];
-	int rc;
+	int rc, held;
 
 	if (!ttl)
 		return tsec__fail(TSEC_EPROTO, "params.ttl_ms", "need a positive integer");
@@ -414,10 +414,11 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 				  "this call's deadline: released at once, not held for a caller "
 				  "that stopped waiting");
 	}
-	if (!rc && (rc = tsec__held_put(&d->held, &lk, c->index, d->cfg.max_locks_per_caller))) {
+	if (!rc && (held = tsec__held_put(&d->held, &lk, c->index,
+					   d->cfg.max_locks_per_caller)) != TSEC__HELD_OK) {
 		/* Never hold a lock the broker could not release at exit. */
 		tsec_lock_release(d->store, &c->p, &lk, &err);
-		return tsec__fail(TSEC_EBUSY, "params.name", rc == -2
+		return tsec__fail(TSEC_EBUSY, "params.name", held == TSEC__HELD_QUOTA
 				  ? "this caller holds as many live locks through the broker as "
 				    "max_locks_per_caller allows"
 				  : "the broker holds as many live locks as it can track");

@@ -22,13 +22,12 @@
 #include <sodium.h>
 
 #include "broker/remote/blobs.h"
-#include "broker/storage/remote.h"
+#include "broker/storage/fleet.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/http.h"
 
 #define LIST_BODY_MAX (4u << 20)
-#define POOL 4
-
 struct s3blobs {
 	struct tsec__blobs base;
 	char base_url[512];          /* ".../bucket/" or "https://bucket.host/" */
@@ -38,77 +37,8 @@ struct s3blobs {
 	char secret[256];
 	char ca[512];
 	long timeout_ms;
-	pthread_mutex_t mu;
-	CURL *pool[POOL];
-	int npool;
+	struct tsec__http_pool pool;
 };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_rc;
-
-static void curl_init(void)
-{
-	curl_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-static CURL *take(struct s3blobs *s)
-{
-	CURL *c = NULL;
-
-	pthread_mutex_lock(&s->mu);
-	if (s->npool)
-		c = s->pool[--s->npool];
-	pthread_mutex_unlock(&s->mu);
-	if (c)
-		curl_easy_reset(c);
-	else
-		c = curl_easy_init();
-	return c;
-}
-
-/* Keeps a handle (and its open connection) for the next request. */
-static void give(struct s3blobs *s, CURL *c)
-{
-	pthread_mutex_lock(&s->mu);
-	if (s->npool < POOL) {
-		s->pool[s->npool++] = c;
-		c = NULL;
-	}
-	pthread_mutex_unlock(&s->mu);
-	if (c)
-		curl_easy_cleanup(c);
-}
-
-struct body {
-	uint8_t *p;
-	size_t n, cap, max;
-	int over;
-};
-
-static size_t on_data(char *d, size_t sz, size_t nm, void *ud)
-{
-	struct body *b = ud;
-	size_t n = sz * nm;
-
-	if (b->n + n > b->max) {
-		b->over = 1;
-		return 0;
-	}
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		uint8_t *np;
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		if (!(np = realloc(b->p, cap)))
-			return 0;
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, d, n);
-	b->n += n;
-	b->p[b->n] = 0;
-	return n;
-}
 
 struct upload {
 	const uint8_t *p;
@@ -135,7 +65,7 @@ enum method { M_GET, M_HEAD, M_PUT, M_DELETE };
  * came.  The body (at most max bytes) into *out when out is given.
  */
 static long request_once(struct s3blobs *s, enum method m, const char *path, const void *data,
-			 size_t len, const char *extra_header, size_t max, struct body *out,
+			 size_t len, const char *extra_header, size_t max, struct tsec__http_body *out,
 			 struct tsec_error *err)
 {
 	char url[1024], hdr_sha[128];
@@ -145,8 +75,8 @@ static long request_once(struct s3blobs *s, enum method m, const char *path, con
 	/* A request that wants no body may still get an error document: it
 	 * is read (so the status comes back, not curl's write error) and
 	 * dropped. */
-	struct body sink = { .max = 65536 };
-	CURL *c = take(s);
+	struct tsec__http_body sink = { .max = 65536 };
+	CURL *c = tsec__http_take(&s->pool);
 	CURLcode cc;
 	long status = 0;
 
@@ -172,13 +102,8 @@ static long request_once(struct s3blobs *s, enum method m, const char *path, con
 	curl_easy_setopt(c, CURLOPT_AWS_SIGV4, s->sigv4);
 	curl_easy_setopt(c, CURLOPT_USERNAME, s->access);
 	curl_easy_setopt(c, CURLOPT_PASSWORD, s->secret);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, s->timeout_ms);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-	if (*s->ca)
-		curl_easy_setopt(c, CURLOPT_CAINFO, s->ca);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	tsec__http_defaults(c, s->timeout_ms, 0, s->ca);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, tsec__http_on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, out ? out : &sink);
 	if (out)
 		out->max = max;
@@ -202,17 +127,17 @@ static long request_once(struct s3blobs *s, enum method m, const char *path, con
 	curl_slist_free_all(h);
 	free(sink.p);
 	if (cc == CURLE_WRITE_ERROR && out && out->over) {
-		give(s, c);
+		tsec__http_give(&s->pool, c);
 		return tsec__seterr(err, TSEC_ETOOBIG, path, "the object store's answer for %s is "
 				    "over %zu bytes", path, max);
 	}
 	if (cc != CURLE_OK) {
-		give(s, c);
+		tsec__http_give(&s->pool, c);
 		return tsec__seterr(err, cc == CURLE_OPERATION_TIMEDOUT ? TSEC_ETIMEDOUT : TSEC_EIO,
 				    path, "object store: %s", curl_easy_strerror(cc));
 	}
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	give(s, c);
+	tsec__http_give(&s->pool, c);
 	return status;
 }
 
@@ -236,7 +161,7 @@ static bool transient(long status)
 }
 
 static long request(struct s3blobs *s, enum method m, const char *path, const void *data,
-		    size_t len, const char *extra_header, size_t max, struct body *out,
+		    size_t len, const char *extra_header, size_t max, struct tsec__http_body *out,
 		    struct tsec_error *err)
 {
 	for (int attempt = 1;; attempt++) {
@@ -253,7 +178,7 @@ static long request(struct s3blobs *s, enum method m, const char *path, const vo
 	}
 }
 
-static int http_error(long status, const char *name, const struct body *b,
+static int http_error(long status, const char *name, const struct tsec__http_body *b,
 		      struct tsec_error *err)
 {
 	char code[64] = "";
@@ -288,7 +213,7 @@ static int s_put_new(struct tsec__blobs *b, const char *name, const void *data, 
 {
 	struct s3blobs *s = (struct s3blobs *)b;
 	char path[400];
-	struct body rb = { 0 };
+	struct tsec__http_body rb = { 0 };
 	long st;
 	int rc;
 
@@ -331,7 +256,7 @@ static int s_put_new(struct tsec__blobs *b, const char *name, const void *data, 
 
 /* A request without a body (HEAD, DELETE) on blob name: its HTTP status,
  * or a negative code with err set; an error document into *eb. */
-static long bodiless(struct s3blobs *s, enum method method, const char *name, struct body *eb,
+static long bodiless(struct s3blobs *s, enum method method, const char *name, struct tsec__http_body *eb,
 		     struct tsec_error *err)
 {
 	char path[400];
@@ -344,7 +269,7 @@ static long bodiless(struct s3blobs *s, enum method method, const char *name, st
 
 static int s_has(struct tsec__blobs *b, const char *name, struct tsec_error *err)
 {
-	struct body eb = { 0 };
+	struct tsec__http_body eb = { 0 };
 	long st = bodiless((struct s3blobs *)b, M_HEAD, name, &eb, err);
 	int rc;
 
@@ -365,7 +290,7 @@ static int s_get(struct tsec__blobs *b, const char *name, size_t max, uint8_t **
 {
 	struct s3blobs *s = (struct s3blobs *)b;
 	char path[400];
-	struct body rb = { 0 };
+	struct tsec__http_body rb = { 0 };
 	long st;
 	int rc;
 
@@ -394,14 +319,14 @@ static int s_get(struct tsec__blobs *b, const char *name, size_t max, uint8_t **
 	}
 	if (!rb.p && !(rb.p = calloc(1, 1)))
 		return tsec__seterr(err, TSEC_ENOMEM, name, NULL);
-	*out = rb.p;
+	*out = (uint8_t *)rb.p;
 	*len = rb.n;
 	return 0;
 }
 
 static int s_del(struct tsec__blobs *b, const char *name, struct tsec_error *err)
 {
-	struct body eb = { 0 };
+	struct tsec__http_body eb = { 0 };
 	long st = bodiless((struct s3blobs *)b, M_DELETE, name, &eb, err);
 	int rc;
 
@@ -451,7 +376,7 @@ static int s_list(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
 
 	do {
 		char path[2048], *esc_prefix, *esc_token = NULL;
-		struct body rb = { 0 };
+		struct tsec__http_body rb = { 0 };
 		const char *p, *end;
 		char trunc[8] = "";
 		long st;
@@ -521,10 +446,8 @@ static void s_close(struct tsec__blobs *b)
 {
 	struct s3blobs *s = (struct s3blobs *)b;
 
-	for (int i = 0; i < s->npool; i++)
-		curl_easy_cleanup(s->pool[i]);
+	tsec__http_pool_destroy(&s->pool);
 	sodium_memzero(s->secret, sizeof(s->secret));
-	pthread_mutex_destroy(&s->mu);
 	free(s);
 }
 
@@ -534,7 +457,7 @@ static int s_probe(struct tsec__blobs *b, struct tsec_error *err)
 {
 	struct s3blobs *s = (struct s3blobs *)b;
 	char path[1024], *esc = curl_easy_escape(NULL, s->prefix, 0);
-	struct body rb = { 0 };
+	struct tsec__http_body rb = { 0 };
 	long st;
 	int rc = 0;
 
@@ -558,7 +481,7 @@ static int s_claim(struct tsec__blobs *b, const char *id, char *holder, size_t n
 {
 	struct s3blobs *s = (struct s3blobs *)b;
 	char path[400];
-	struct body rb = { 0 };
+	struct tsec__http_body rb = { 0 };
 	long st;
 	int rc = 0;
 
@@ -644,9 +567,8 @@ int tsec__blobs_s3_open(struct tsec__blobs **out, const char *where,
 	int rc;
 
 	*out = NULL;
-	pthread_once(&curl_once, curl_init);
-	if (curl_rc != CURLE_OK)
-		return tsec__seterr(err, TSEC_EIO, "", "libcurl: %s", curl_easy_strerror(curl_rc));
+	if ((rc = tsec__http_global(err)))
+		return rc;
 	/* Bucket names as S3 allows them (and so safe in a host name):
 	 * 3-63 of lower-case letters, digits, '.' and '-', a letter or
 	 * digit at each end, no ".." */
@@ -675,7 +597,7 @@ int tsec__blobs_s3_open(struct tsec__blobs **out, const char *where,
 	if (!(s = calloc(1, sizeof(*s))))
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	s->base.ops = &s3_ops;
-	pthread_mutex_init(&s->mu, NULL);
+	tsec__http_pool_init(&s->pool);
 	s->timeout_ms = o->timeout_ms ? (long)o->timeout_ms : 10000;
 	snprintf(s->sigv4, sizeof(s->sigv4), "aws:amz:%s:s3", region);
 	snprintf(s->access, sizeof(s->access), "%s", o->s3_access_key);

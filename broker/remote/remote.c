@@ -11,7 +11,7 @@
 
 #include "broker/remote/remote_private.h"
 #include "broker/storage/backend.h"
-#include "broker/storage/remote.h"
+#include "broker/storage/fleet.h"
 #include "common/error.h"
 
 void (*tsec__remote_after_blobs_hook)(void);

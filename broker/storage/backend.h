@@ -17,19 +17,27 @@
  * - a fenced write is applied only while the lease it names is held,
  *   checked in the same step as the write.
  *
- * Backends (registry.c lists them): file/ (files under one folder),
- * etcd/ and redis/ (a fleet), memory/ (tests and benchmarks, with an
- * injectable delay), and localcache.c, a decorator that caches any of
- * them.
+ * Backends (registry.c lists them; docs/HACKING.md says how to add
+ * one): file/ (files under one folder), etcd/ and redis/ (a fleet),
+ * memory/ (tests and benchmarks, with an injectable delay).
+ * localcache.h is a decorator that caches any of them, subscribed to the
+ * backend's feed (below) where it has one.
+ *
+ * This header is the contract and the registry only; the rules and
+ * helpers backends share are in keys.h (parsed keys), lease.h (the lease
+ * rules), gates.h (per-key gates) and fleet.h (what etcd and redis
+ * share).
  */
 #ifndef TSEC_STORAGE_BACKEND_H
 #define TSEC_STORAGE_BACKEND_H
 
-#include <pthread.h>
 #include <stdbool.h>
-#include <string.h>
+#include <stddef.h>
+#include <stdint.h>
 
-#include "broker/storage/store_private.h"
+#include "tinysecurity/store.h"
+#include "broker/storage/keys.h"
+#include "common/error.h"
 
 /* One write of a group. */
 struct tsec__bput {
@@ -180,7 +188,60 @@ enum {
 };
 
 struct tsec_store_opts;
-typedef void (*tsec__inval_fn)(void *ctx, const char *key);
+
+/*
+ * A backend's feed: what it tells a subscriber about changes the
+ * subscriber did not make through it.  The LocalCache is one subscriber
+ * (localcache_sink()); anything else that keeps derived state may be
+ * another (tests/test_conformance.c subscribes a counter).  The backend
+ * copies the sink; calls come from the backend's own threads (etcd,
+ * redis) or from the writing thread (file), never under a lock of the
+ * subscriber's, so each callback must be thread-safe and quick.
+ */
+struct tsec__feed_sink {
+	/* key (the store's key, "a/b") was changed by another writer; NULL:
+	 * changes may have been missed, so forget everything. */
+	void (*changed)(void *ctx, const char *key);
+	/* Optional.  A heartbeat sent at sent_ms (tsec__mono_ms) came back
+	 * through the feed: every change acknowledged before sent_ms has been
+	 * delivered. */
+	void (*alive)(void *ctx, int64_t sent_ms);
+	/* Optional.  The feed broke (why: what happened, may be NULL); it is
+	 * being restarted.  Without it, changed(ctx, NULL) is called. */
+	void (*dead)(void *ctx, const char *why);
+	void *ctx;
+	/* How stale the subscriber may be told it is: a heartbeat every
+	 * bound_ms / 3.  0: TSEC__FEED_BOUND_MS. */
+	uint32_t bound_ms;
+};
+
+#define TSEC__FEED_BOUND_MS 3000
+
+/* What a backend calls: the sink's members, optional ones tolerated. */
+static inline void tsec__feed_changed(const struct tsec__feed_sink *f, const char *key)
+{
+	if (f->changed)
+		f->changed(f->ctx, key);
+}
+
+static inline void tsec__feed_alive(const struct tsec__feed_sink *f, int64_t sent_ms)
+{
+	if (f->alive)
+		f->alive(f->ctx, sent_ms);
+}
+
+static inline void tsec__feed_dead(const struct tsec__feed_sink *f, const char *why)
+{
+	if (f->dead)
+		f->dead(f->ctx, why);
+	else
+		tsec__feed_changed(f, NULL);
+}
+
+static inline uint32_t tsec__feed_bound(const struct tsec__feed_sink *f)
+{
+	return f->bound_ms ? f->bound_ms : TSEC__FEED_BOUND_MS;
+}
 
 struct tsec__backend_kind {
 	const char *name;            /* what opts.backend / "backend" names */
@@ -188,11 +249,14 @@ struct tsec__backend_kind {
 	unsigned caps;               /* TSEC__CAP_* */
 	int (*open)(struct tsec__backend **out, const struct tsec_store_opts *o,
 		    struct tsec_error *err);
-	/* With TSEC__CAP_SHARED: calls fn(ctx, key) for every key another
-	 * writer changes (a LocalCache's invalidations).  Without it
-	 * (file): for every key the backend changes behind its caller's
-	 * back, a dead writer's group it rolls forward before a write. */
-	int (*feed)(struct tsec__backend *b, tsec__inval_fn fn, void *ctx,
+	/* Optional: subscribes *sink (copied) to the backend's changes.
+	 * With TSEC__CAP_SHARED: every key another writer changes, with
+	 * heartbeats (alive) and breaks (dead); the backend's close stops
+	 * the feed before it returns.  Without it (file): every key the
+	 * backend changes behind its caller's back, a dead writer's group
+	 * it rolls forward before a write; no heartbeats.  One subscriber
+	 * per backend. */
+	int (*feed)(struct tsec__backend *b, const struct tsec__feed_sink *sink,
 		    struct tsec_error *err);
 };
 
@@ -209,154 +273,11 @@ size_t tsec__backend_names(unsigned caps, const char **out, size_t max);
 /* file.c: values under root; recovers its journal and litter on open. */
 int tsec__file_open(struct tsec__backend **out, const char *root,
 		    struct tsec_error *err);
-int tsec__file_feed(struct tsec__backend *b, tsec__inval_fn fn, void *ctx,
+int tsec__file_feed(struct tsec__backend *b, const struct tsec__feed_sink *sink,
 		    struct tsec_error *err);
 
 /* memory.c: everything in memory; each operation first waits delay_us. */
 int tsec__memory_open(struct tsec__backend **out, uint32_t delay_us,
 		      struct tsec_error *err);
-
-/* localcache.c: caches `inner` (owned), at most max_bytes of values. */
-struct tsec_store_info;
-void tsec__localcache_info(struct tsec__backend *cache, struct tsec_store_info *info);
-const struct tsec__backend *tsec__localcache_inner(const struct tsec__backend *cache);
-/*
- * A hit and nothing else: the value of key if the cache holds it now
- * (1, *out new), 0 when it does not (nothing is read from the backend,
- * no gate is taken), -1 when out of memory.  Never waits on I/O.
- */
-int tsec__localcache_peek(struct tsec__backend *cache, const struct tsec__skey *k, size_t max,
-			  char **out, size_t *len);
-int tsec__localcache_open(struct tsec__backend **out, struct tsec__backend *inner,
-			  size_t max_bytes, struct tsec_error *err);
-
-/* ---- keys.c: what the backends' listings and groups share ---- */
-
-/* Appends "k[0..n)suffix" to l (capacity *cap, grown by doubling); -1
- * without memory. */
-int tsec__strlist_add(struct tsec_strlist *l, size_t *cap, const char *k, size_t n,
-		      const char *suffix);
-
-/* Whether the parsed key lies below the folder (folder + "/"), from
- * their lengths. */
-static inline bool tsec__skey_below(const struct tsec__skey *key, const struct tsec__skey *folder)
-{
-	return key->tlen > folder->tlen && key->text[folder->tlen] == '/' &&
-	       !memcmp(key->text, folder->text, folder->tlen);
-}
-
-/* ---- lease.c: the lease rules every backend applies ---- */
-
-/*
- * A lock's state as a backend keeps it.  Its times are on the clock the
- * backend judges leases by, never the wall clock (which steps and which
- * another process may read an hour apart): the boot clock on the file
- * store, the monotonic clock in memory.
- */
-struct tsec__lease_state {
-	uint8_t token[16];           /* all zero: free */
-	uint64_t fence;              /* the last fence handed out */
-	int64_t expires_ms;
-	uint8_t waiter[16];          /* the queued waiter, all zero: none */
-	int64_t waiter_seen_ms;      /* when it last asked */
-};
-
-/*
- * Decides one acquire attempt on *st at now_ms on its clock: 0 and *out
- * when taken (st updated), TSEC_EBUSY when not (st may have queued the
- * waiter).  *dirty says whether st changed and must be written back.
- */
-int tsec__lease_try(struct tsec__lease_state *st, const uint8_t *waiter,
-		    uint64_t ttl_ms, int64_t now_ms, struct tsec__lease *out,
-		    bool *dirty);
-
-/* 0 when token holds a live lease in st; TSEC_ENOENT when nobody holds
- * it, else TSEC_ENOTOWNER (another token, or the lease ended). */
-int tsec__lease_owned(const struct tsec__lease_state *st, const uint8_t token[16],
-		      int64_t now_ms, const char *name, struct tsec_error *err);
-
-/* The same for a fenced write: token, fence and a live lease. */
-int tsec__lease_fenced(const struct tsec__lease_state *st, const struct tsec__fence *f,
-		       int64_t now_ms, struct tsec_error *err);
-
-/* Marks st released (the fence is kept for the next holder). */
-void tsec__lease_release(struct tsec__lease_state *st);
-
-/* now + ms, saturating. */
-int64_t tsec__deadline_after(int64_t now, uint64_t ms);
-
-/*
- * Milliseconds from then to now; INT64_MAX (long ago) when then is
- * negative or in the future, as a time read from a planted or torn lock
- * file may be: never an overflow.
- */
-static inline int64_t tsec__ms_since(int64_t now, int64_t then)
-{
-	return then < 0 || then > now ? INT64_MAX : now - then;
-}
-
-/*
- * A 64-bit hash of p[0..n), eight bytes a step (keys run 30-80 bytes; a
- * byte-at-a-time hash costs several times more).  Not for adversaries'
- * collisions: chains stay short because keys come from the key rules and
- * callers the policy allowed.
- */
-static inline uint64_t tsec__strhash(const char *p, size_t n)
-{
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ n, w = 0;
-	uint32_t a, b;
-
-	if (n >= 8) {
-		/* The last step reads the last eight bytes, overlapping the
-		 * one before: no copy of a variable length (a call). */
-		for (size_t i = 0; i + 8 < n; i += 8) {
-			memcpy(&w, p + i, 8);
-			h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-			h ^= h >> 31;
-		}
-		memcpy(&w, p + n - 8, 8);
-	} else if (n >= 4) {
-		memcpy(&a, p, 4);
-		memcpy(&b, p + n - 4, 4);
-		w = (uint64_t)a << 32 | b;
-	} else if (n) {
-		w = (uint64_t)(unsigned char)p[0] << 16 |
-		    (uint64_t)(unsigned char)p[n / 2] << 8 | (unsigned char)p[n - 1];
-	}
-	h = (h ^ w) * 0x94d049bb133111ebull;
-	h ^= h >> 29;
-	return h ^ (h >> 32);
-}
-
-/* ---- gates.c: per-key gates for the store and the cache ---- */
-
-#define TSEC__GATES 1024
-
-struct tsec__gates {
-	pthread_mutex_t m[TSEC__GATES];
-};
-
-void tsec__gates_init(struct tsec__gates *g);
-void tsec__gates_destroy(struct tsec__gates *g);
-
-/* A set of gates to hold together, in one canonical (ascending) order. */
-struct tsec__gateset {
-	uint16_t idx[8];
-	uint16_t *v;                 /* idx or a larger allocation */
-	size_t n;
-	bool all;                    /* every gate (a prefix barrier) */
-};
-
-/* The gate of one normalised key. */
-uint16_t tsec__gate_of(const char *key);
-
-/*
- * Takes the gates of keys[0..n) (sorted, each once), or every gate when
- * n is (size_t)-1, so reversed or aliased groups cannot deadlock.
- * TSEC_ENOMEM only for groups of more than 8 keys.
- */
-int tsec__gates_lock(struct tsec__gates *g, const char *const *keys, size_t n,
-		     struct tsec__gateset *set);
-void tsec__gates_unlock(struct tsec__gates *g, struct tsec__gateset *set);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "broker/storage/backend.h"
+#include "broker/storage/store_private.h"
 
 void tsec_cert_files_free(struct tsec_cert_files *f)
 {

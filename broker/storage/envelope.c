@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "broker/storage/remote.h"
+#include "broker/storage/fleet.h"
 
 /* Reads a small secret file that only its owner may read. */
 static int read_secret(const char *path, char *buf, size_t cap, size_t *len,

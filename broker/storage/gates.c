@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "broker/storage/backend.h"
+#include "broker/storage/gates.h"
 
 void tsec__gates_init(struct tsec__gates *g)
 {

@@ -80,12 +80,12 @@ int tsec__strlist_add(struct tsec_strlist *l, size_t *cap, const char *k, size_t
 		char **v = realloc(l->v, nc * sizeof(*v));
 
 		if (!v)
-			return -1;
+			return TSEC_ENOMEM;
 		l->v = v;
 		*cap = nc;
 	}
 	if (asprintf(&s, "%.*s%s", (int)n, k, suffix) < 0)
-		return -1;
+		return TSEC_ENOMEM;
 	l->v[l->n++] = s;
 	return 0;
 }

@@ -21,6 +21,8 @@
 #include <sodium.h>
 
 #include "broker/storage/backend.h"
+#include "broker/storage/lease.h"
+#include "common/clock.h"
 
 #define WAITER_STALE_MS 250
 

@@ -32,12 +32,14 @@
  * extends the bound to t + bound_ms.  Past it, every read goes to the
  * backend: a cached value is at most bound_ms older than the store.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/storage/remote.h"
+#include "broker/storage/gates.h"
+#include "broker/storage/localcache.h"
 #include "common/clock.h"
 
 #define SHARDS 16
@@ -236,7 +238,7 @@ static int hit(struct cache *c, const char *key, size_t max, char **out, size_t 
 	pthread_mutex_lock(&sh->mu);
 	if ((e = lookup(sh, key, klen, h)) && e->len <= max) {
 		sh->hits++;
-		rc = -1;
+		rc = TSEC_ENOMEM;
 		if ((*out = malloc(e->len + 1))) {
 			memcpy(*out, VAL_OF(e), e->len);
 			(*out)[e->len] = '\0';
@@ -548,10 +550,8 @@ void tsec__localcache_invalidate(void *cache, const char *key)
 	}
 }
 
-void tsec__localcache_watched(void *cache, uint32_t bound_ms)
+static void watched(struct cache *c, uint32_t bound_ms)
 {
-	struct cache *c = cache;
-
 	c->feed = true;
 	c->bound_ms = bound_ms ? bound_ms : TSEC__FEED_BOUND_MS;
 	atomic_store(&c->live_until, 0);
@@ -562,12 +562,7 @@ const struct tsec__backend *tsec__localcache_inner(const struct tsec__backend *b
 	return ((const struct cache *)b)->inner;
 }
 
-uint32_t tsec__localcache_bound(void *cache)
-{
-	return ((struct cache *)cache)->bound_ms;
-}
-
-void tsec__localcache_alive(void *cache, int64_t sent_ms)
+static void alive(void *cache, int64_t sent_ms)
 {
 	struct cache *c = cache;
 	int64_t until = sent_ms + c->bound_ms, cur = atomic_load(&c->live_until);
@@ -581,7 +576,7 @@ void tsec__localcache_alive(void *cache, int64_t sent_ms)
 	pthread_mutex_unlock(&c->why_mu);
 }
 
-void tsec__localcache_dead(void *cache, const char *why)
+static void dead(void *cache, const char *why)
 {
 	struct cache *c = cache;
 
@@ -591,6 +586,20 @@ void tsec__localcache_dead(void *cache, const char *why)
 		pthread_mutex_lock(&c->why_mu);
 		snprintf(c->why, sizeof(c->why), "%s", why);
 		pthread_mutex_unlock(&c->why_mu);
+	}
+}
+
+void tsec__localcache_sink(struct tsec__backend *cache, bool watch, uint32_t bound_ms,
+			   struct tsec__feed_sink *out)
+{
+	struct cache *c = c_of(cache);
+
+	*out = (struct tsec__feed_sink){ .changed = tsec__localcache_invalidate, .ctx = c };
+	if (watch) {
+		watched(c, bound_ms);
+		out->alive = alive;
+		out->dead = dead;
+		out->bound_ms = c->bound_ms;
 	}
 }
 

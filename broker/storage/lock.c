@@ -15,6 +15,8 @@
 
 #include "broker/bus/bus_private.h"
 #include "broker/storage/backend.h"
+#include "broker/storage/lease.h"
+#include "broker/storage/store_private.h"
 
 #define BACKOFF_MIN_MS 1
 #define BACKOFF_MAX_MS 50

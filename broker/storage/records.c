@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "broker/storage/backend.h"
+#include "broker/storage/store_private.h"
 
 #define RECORDS TSEC__RESERVED "fleet"
 #define RECORD_MAX (32u << 20)

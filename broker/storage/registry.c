@@ -5,7 +5,7 @@
  * backend.h, and one row here; nothing else changes.
  */
 #include "broker/storage/backend.h"
-#include "broker/storage/remote.h"
+#include "broker/storage/fleet.h"
 
 static int open_file(struct tsec__backend **out, const struct tsec_store_opts *o,
 		     struct tsec_error *err)

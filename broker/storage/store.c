@@ -12,8 +12,11 @@
 
 #include <sodium.h>
 
-#include "broker/storage/remote.h"
+#include "broker/storage/fleet.h"
 #include "common/wire.h"
+#include "broker/storage/gates.h"
+#include "broker/storage/localcache.h"
+#include "broker/storage/store_private.h"
 
 static void say_nearest(struct tsec_store *s, const struct tsec_request *r,
 			struct tsec_error *err);
@@ -168,10 +171,13 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 		 * values, and hits wait for the feed's first proof of life;
 		 * over files, only what the backend itself changes (a dead
 		 * writer's group it rolls forward), with nothing to prove. */
-		if (bk->caps & TSEC__CAP_SHARED)
-			tsec__localcache_watched(cached, o->cache_live_ms);
-		if (bk->feed)
-			rc = bk->feed(be, tsec__localcache_invalidate, cached, err);
+		if (bk->feed) {
+			struct tsec__feed_sink sink;
+
+			tsec__localcache_sink(cached, bk->caps & TSEC__CAP_SHARED,
+					      o->cache_live_ms, &sink);
+			rc = bk->feed(be, &sink, err);
+		}
 		if (rc) {
 			cached->ops->close(cached);
 			return rc;

@@ -8,9 +8,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/key.h"
-
-#define TSEC__RESERVED ".tsec-"
-#define TSEC__RESERVED_LEN 6
+#include "broker/storage/keys.h"
 
 struct tsec__backend;
 
@@ -47,19 +45,6 @@ int tsec__store_exists_hit(struct tsec_store *s, const struct tsec_principal *wh
 			   const char *key, struct tsec_error *err);
 
 /*
- * A key read once: its normalised text (what the policy sees) and its
- * segments as C strings (what the store opens).
- */
-struct tsec__skey {
-	struct tsec__key k;
-	char text[TSEC_KEY_MAX + 1];
-	size_t tlen;                     /* strlen(text) */
-	char segbuf[TSEC_KEY_MAX + 1];
-	const char *seg[TSEC_KEY_SEGMENTS];
-	unsigned n;
-};
-
-/*
  * A certificate's three key names (as tsec_cert_keys), not read by the
  * key rules: each has exactly four segments or is refused when parsed
  * (an issuer or domain of "." or ".." is refused here).  For callers that
@@ -67,29 +52,6 @@ struct tsec__skey {
  */
 int tsec__cert_names(const char *issuer, const char *domain, char *crt,
 		     char *key, char *meta, size_t n);
-
-/* Groups of up to this many keys (a certificate's three files, a move's
- * two) are parsed into stack storage, not allocated. */
-#define TSEC__SMALL_GROUP 4
-
-/*
- * Parses key by the key rules (root allowed only with root_ok) and
- * refuses reserved ".tsec-" segments.  Returns 0 or TSEC_EKEY (err says
- * why, where = the key).
- */
-int tsec__skey_parse(const char *key, bool root_ok, struct tsec__skey *sk,
-		     struct tsec_error *err);
-/* The same, ".tsec-" segments allowed: the store's own records, and keys
- * a backend reads back from its own data. */
-int tsec__skey_parse_any(const char *key, struct tsec__skey *sk, struct tsec_error *err);
-/* Whether key lies in the store's own namespace (first segment ".tsec-"). */
-bool tsec__key_reserved(const char *key);
-/*
- * Whether a LocalCache reads key from its backend every time: the store's
- * records, but for the remote store's generation records, which change
- * only with the references they go with and are cached as they are.
- */
-bool tsec__key_uncached(const char *key);
 
 /*
  * Checks n requests through the store's endpoint, with `who` filled in as
@@ -158,9 +120,6 @@ struct tsec__guarded {
 int tsec__store_put_checked(struct tsec_store *s, const struct tsec_lock *lk,
 			    const struct tsec_put *puts, size_t n,
 			    const struct tsec__guarded *rec, struct tsec_error *err);
-
-/* Whether the key names a certificate (a .crt under certificates/). */
-bool tsec__is_cert_key(const struct tsec__skey *sk);
 
 
 #endif

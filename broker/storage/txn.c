@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "broker/storage/backend.h"
+#include "broker/storage/gates.h"
+#include "broker/storage/store_private.h"
 
 int tsec__fence_of(const struct tsec_lock *lk, struct tsec__fence *f, struct tsec_error *err)
 {

@@ -54,13 +54,13 @@ static int on_result(void *ctx, json_t *res)
 
 	if (json_is_true(json_object_get(res, "created")) ||
 	    tsec__jint(res, "compact_revision", 0) > 0) {
-		e->fn(e->fn_ctx, NULL);
+		tsec__feed_changed(&e->sink, NULL);
 		if (json_is_true(json_object_get(res, "canceled")))
 			return 1;        /* start again */
 		return 0;
 	}
 	if (json_is_true(json_object_get(res, "canceled"))) {
-		e->fn(e->fn_ctx, NULL);
+		tsec__feed_changed(&e->sink, NULL);
 		return 1;
 	}
 	for (size_t i = 0; i < json_array_size(ev); i++) {
@@ -73,11 +73,11 @@ static int on_result(void *ctx, json_t *res)
 			continue;
 		if (kn > pre && kn <= TSEC__BK_MAX && !memcmp(k, e->prefix, e->plen) &&
 		    !memcmp(k + e->plen, "/k/", 3) && !memchr(k, '\0', kn)) {
-			e->fn(e->fn_ctx, (const char *)k + pre);
+			tsec__feed_changed(&e->sink, (const char *)k + pre);
 		} else if (kn == e->beat_klen && !memcmp(k, e->beat_key, kn) &&
 			   !tsec__unb64(kv, "value", &v, &vn)) {
 			if ((at = beat_sent(e, v, vn))) {
-				tsec__localcache_alive(e->fn_ctx, at);
+				tsec__feed_alive(&e->sink, at);
 				atomic_store(&e->proven, at);
 			}
 			free(v);
@@ -107,7 +107,7 @@ static void *feed(void *arg)
 		    !atomic_load(&e->feed_on))
 			break;
 		/* Ended or failed: whatever happened meanwhile is unknown. */
-		tsec__localcache_dead(e->fn_ctx, err.msg[0] ? err.msg : "the watch ended");
+		tsec__feed_dead(&e->sink, err.msg[0] ? err.msg : "the watch ended");
 		tsec__sleep_ns((uint64_t)backoff * 1000000u);
 		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
 	}
@@ -137,7 +137,7 @@ static bool beat_wait(struct etcd *e, int64_t ms)
 static void *beat(void *arg)
 {
 	struct etcd *e = arg;
-	uint32_t bound = tsec__localcache_bound(e->fn_ctx);
+	uint32_t bound = tsec__feed_bound(&e->sink);
 
 	while (beat_wait(e, bound / 3)) {
 		char val[48];
@@ -166,7 +166,7 @@ static void *beat(void *arg)
 	return NULL;
 }
 
-int tsec__etcd_feed(struct tsec__backend *b, tsec__inval_fn fn, void *ctx,
+int tsec__etcd_feed(struct tsec__backend *b, const struct tsec__feed_sink *sink,
 		    struct tsec_error *err)
 {
 	struct etcd *e = tsec__etcd_of(b);
@@ -174,8 +174,7 @@ int tsec__etcd_feed(struct tsec__backend *b, tsec__inval_fn fn, void *ctx,
 	pthread_condattr_t ca;
 	int rc;
 
-	e->fn = fn;
-	e->fn_ctx = ctx;
+	e->sink = *sink;
 	randombytes_buf(id, sizeof(id));
 	sodium_bin2hex(e->beat_id, sizeof(e->beat_id), id, sizeof(id));
 	e->beat_klen = tsec__etcd_bk(e, 'b', "feed", e->beat_key);

@@ -17,8 +17,9 @@
 #include <curl/curl.h>
 
 #include "broker/storage/etcd/etcd_http.h"
+#include "common/clock.h"
+#include "common/http.h"
 
-#define POOL 32
 #define ENDPOINTS_MAX 16
 #define RESPONSE_MAX ((size_t)96 << 20)
 #define BACKOFF_MAX_MS 200
@@ -33,9 +34,8 @@ struct tsec__etcd_conn {
 	char *ca, *cert, *key;
 	bool auth;
 	char user[256], pass[512];
-	pthread_mutex_t mu;          /* the pool, the token, the watch */
-	CURL *pool[POOL];
-	size_t npool;
+	pthread_mutex_t mu;          /* the token, the watch */
+	struct tsec__http_pool pool;  /* handles for requests (not the watch) */
 	char token[512];
 	unsigned token_gen;
 	CURLM *watch;                /* the running watch, to wake it */
@@ -43,14 +43,6 @@ struct tsec__etcd_conn {
 	atomic_int watch_kick;       /* end the running watch, try the next */
 	atomic_ulong requests;       /* requests sent (tsec__etcd_requests) */
 };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void curl_init(void)
-{
-	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 json_t *tsec__b64(const void *p, size_t n)
 {
@@ -117,8 +109,7 @@ void tsec__etcd_conn_close(struct tsec__etcd_conn *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->npool; i++)
-		curl_easy_cleanup(c->pool[i]);
+	tsec__http_pool_destroy(&c->pool);
 	for (size_t i = 0; i < c->nep; i++)
 		free(c->ep[i]);
 	free(c->ca);
@@ -138,15 +129,15 @@ int tsec__etcd_conn_open(struct tsec__etcd_conn **out, const struct tsec_store_o
 	int rc;
 
 	*out = NULL;
-	pthread_once(&curl_once, curl_init);
-	if (curl_init_rc != CURLE_OK)
-		return tsec__seterr(err, TSEC_EIO, "", "libcurl failed to initialise");
+	if ((rc = tsec__http_global(err)))
+		return rc;
 	if (!o->endpoints || !*o->endpoints)
 		return tsec__seterr(err, TSEC_EINVAL, "endpoints",
 				    "etcd needs endpoints (\"http://127.0.0.1:2379\")");
 	if (!(c = calloc(1, sizeof(*c))))
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	pthread_mutex_init(&c->mu, NULL);
+	tsec__http_pool_init(&c->pool);
 	c->timeout_ms = o->timeout_ms ? o->timeout_ms : TSEC__REMOTE_TIMEOUT_MS;
 	c->request_max = o->request_max ? o->request_max : TSEC__ETCD_REQUEST_MAX;
 	for (p = o->endpoints; *p;) {
@@ -206,74 +197,18 @@ fail:
 	return rc;
 }
 
-struct buf {
-	char *p;
-	size_t n, cap, max;
-};
-
-static size_t on_data(char *d, size_t sz, size_t nm, void *ud)
-{
-	struct buf *b = ud;
-	size_t n = sz * nm;
-
-	if (b->n + n + 1 > b->max)
-		return 0;                /* too big an answer: fail the transfer */
-	if (b->n + n + 1 > b->cap) {
-		size_t nc = (b->n + n + 1) * 2;
-		char *np = realloc(b->p, nc);
-		if (!np)
-			return 0;
-		b->p = np;
-		b->cap = nc;
-	}
-	memcpy(b->p + b->n, d, n);
-	b->n += n;
-	b->p[b->n] = '\0';
-	return n;
-}
-
-static CURL *take(struct tsec__etcd_conn *c)
-{
-	CURL *h = NULL;
-
-	pthread_mutex_lock(&c->mu);
-	if (c->npool)
-		h = c->pool[--c->npool];
-	pthread_mutex_unlock(&c->mu);
-	return h ? h : curl_easy_init();
-}
-
-static void give(struct tsec__etcd_conn *c, CURL *h)
-{
-	pthread_mutex_lock(&c->mu);
-	if (c->npool < POOL) {
-		c->pool[c->npool++] = h;
-		h = NULL;
-	}
-	pthread_mutex_unlock(&c->mu);
-	if (h)
-		curl_easy_cleanup(h);
-}
-
+/* h (a reset handle) set for one POST of body to url, its answer into b. */
 static void setup(struct tsec__etcd_conn *c, CURL *h, const char *url, const char *body,
-		  struct curl_slist *hdr, struct buf *b, long timeout_ms)
+		  struct curl_slist *hdr, struct tsec__http_body *b, long timeout_ms)
 {
-	curl_easy_reset(h);
+	curl_easy_reset(h);              /* after authenticate() on the same handle */
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, tsec__http_on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-	if (timeout_ms > 0) {
-		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-		curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 1000 ? timeout_ms : 1000);
-	}
-	if (c->ca)
-		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca);
+	tsec__http_defaults(h, timeout_ms, timeout_ms > 0 ? (timeout_ms < 1000 ? timeout_ms : 1000) : 0,
+			    c->ca);
 	if (c->cert) {
 		curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert);
 		curl_easy_setopt(h, CURLOPT_SSLKEY, c->key);
@@ -325,7 +260,7 @@ static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const
 			    struct tsec_error *err)
 {
 	struct curl_slist *hdr = NULL, *h2;
-	struct buf b = { .max = RESPONSE_MAX + c->request_max };
+	struct tsec__http_body b = { .max = RESPONSE_MAX + c->request_max };
 	char url[512], auth[600];
 	enum outcome oc;
 	long status = 0;
@@ -449,7 +384,7 @@ static int authenticate(struct tsec__etcd_conn *c, CURL *h, const char *base, lo
 			unsigned seen_gen, struct tsec_error *err)
 {
 	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
-	struct buf b = { .max = 1 << 16 };
+	struct tsec__http_body b = { .max = 1 << 16 };
 	json_t *req = json_pack("{ssss}", "name", c->user, "password", c->pass), *j = NULL;
 	char url[512], *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	const char *tok;
@@ -472,9 +407,7 @@ static int authenticate(struct tsec__etcd_conn *c, CURL *h, const char *base, lo
 	free(body);
 	if (cc == CURLE_OK && b.p)
 		j = json_loadb(b.p, b.n, 0, NULL);
-	if (b.p)
-		sodium_memzero(b.p, b.n);
-	free(b.p);
+	tsec__http_body_wipe(&b);
 	tok = json_string_value(json_object_get(j, "token"));
 	if (cc != CURLE_OK)
 		rc = tsec__seterr(err, TSEC_EIO, base, "etcd at %s: %s", base, curl_easy_strerror(cc));
@@ -525,7 +458,7 @@ int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, in
 		return tsec__seterr(err, TSEC_ETOOBIG, path, "an etcd request of %zu bytes is over "
 				    "request_max (%zu)", len, c->request_max);
 	}
-	if (!(h = take(c))) {
+	if (!(h = tsec__http_take(&c->pool))) {
 		free(body);
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	}
@@ -556,7 +489,7 @@ int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, in
 				if (ep != first)
 					atomic_store(&c->cur, (unsigned)ep);
 				free(body);
-				give(c, h);
+				tsec__http_give(&c->pool, h);
 				return 0;
 			}
 			if (oc == UNKNOWN && retry != TSEC__ETCD_IDEMPOTENT) {
@@ -569,12 +502,12 @@ int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, in
 					     "or may not have been applied)", was);
 				atomic_store(&c->cur, (unsigned)((ep + 1) % c->nep));
 				free(body);
-				give(c, h);
+				tsec__http_give(&c->pool, h);
 				return TSEC_EUNKNOWN;
 			}
 			if (oc == FAILED) {
 				free(body);
-				give(c, h);
+				tsec__http_give(&c->pool, h);
 				return code;
 			}
 			/* Not answered here: start the next calls elsewhere. */
@@ -588,7 +521,7 @@ int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, in
 	}
 timeout:
 	free(body);
-	give(c, h);
+	tsec__http_give(&c->pool, h);
 	/* err holds the last endpoint's failure. */
 	return TSEC_EIO;
 }
@@ -596,7 +529,7 @@ timeout:
 /* ---- watch ---- */
 
 struct wstate {
-	struct buf b;
+	struct tsec__http_body b;
 	tsec__etcd_event_fn fn;
 	void *ctx;
 	int stopped;
@@ -607,7 +540,7 @@ static size_t on_stream(char *d, size_t sz, size_t nm, void *ud)
 	struct wstate *w = ud;
 	size_t n = sz * nm, start = 0;
 
-	if (on_data(d, sz, nm, &w->b) != n)
+	if (tsec__http_on_body(d, sz, nm, &w->b) != n)
 		return 0;
 	/* One JSON object per line. */
 	for (size_t i = 0; i < w->b.n; i++) {
@@ -660,7 +593,7 @@ int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
 	bool kicked;
 	size_t ep = atomic_load(&c->cur) % c->nep;
 	CURLM *m = curl_multi_init();
-	CURL *h = curl_easy_init();
+	CURL *h = curl_easy_init();     /* its own: a watch holds it for long */
 	int running = 1, rc = 0;
 	CURLMsg *msg;
 	int left;

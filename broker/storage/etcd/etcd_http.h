@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "broker/storage/remote.h"
+#include "broker/storage/fleet.h"
 
 struct tsec__etcd_conn;
 

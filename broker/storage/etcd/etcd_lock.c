@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "broker/storage/etcd/etcd_private.h"
+#include "broker/storage/lease.h"
 
 #define DEADLINE_DIGITS 19      /* INT64_MAX's */
 

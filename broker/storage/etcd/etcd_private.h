@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 
 #include "broker/storage/etcd/etcd_http.h"
+#include "common/clock.h"
 
 /* "<prefix>/x/<key>" */
 #define TSEC__BK_MAX (2 * TSEC_KEY_MAX + 8)
@@ -31,8 +32,7 @@ struct etcd {
 	/* the invalidation feed */
 	pthread_t feed;
 	atomic_bool feed_on;
-	tsec__inval_fn fn;
-	void *fn_ctx;
+	struct tsec__feed_sink sink;   /* the feed's subscriber */
 	/* its heartbeat (etcd_feed.c): P/b/feed = "<beat_id>:<seq>" */
 	pthread_t beat;
 	bool beat_on, beat_init;

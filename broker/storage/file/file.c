@@ -800,12 +800,11 @@ static const struct tsec__backend_ops file_ops = {
 	.lock_release = tsec__fb_lock_release,
 };
 
-int tsec__file_feed(struct tsec__backend *b, tsec__inval_fn fn, void *ctx,
+int tsec__file_feed(struct tsec__backend *b, const struct tsec__feed_sink *sink,
 		    struct tsec_error *err)
 {
 	(void)err;
-	fb_of(b)->recovered_ctx = ctx;
-	fb_of(b)->recovered = fn;
+	fb_of(b)->feed = *sink;
 	return 0;
 }
 

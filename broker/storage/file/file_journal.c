@@ -713,8 +713,8 @@ static void replay_line(struct tsec__filebe *fb, char *line, bool forward)
 	if (tsec__fb_open_dirs(fb, &sk, sk.n - 1, false, &dirfd, &err))
 		return;
 	if (forward) {
-		if (renameat(dirfd, tmp, dirfd, sk.seg[sk.n - 1]) == 0 && fb->recovered)
-			fb->recovered(fb->recovered_ctx, sk.text);
+		if (renameat(dirfd, tmp, dirfd, sk.seg[sk.n - 1]) == 0)
+			tsec__feed_changed(&fb->feed, sk.text);
 	} else
 		unlinkat(dirfd, tmp, 0);
 	fsync(dirfd);

@@ -53,6 +53,7 @@
 
 #include "broker/storage/file/file_private.h"
 #include "common/clock.h"
+#include "broker/storage/lease.h"
 
 #define RECORD 256                    /* bytes; one write, within a sector */
 #define LOCK_WAIT_MS 2000             /* the flock is held for microseconds */

@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 
 #include "broker/storage/backend.h"
+#include "common/clock.h"
 
 #define TSEC__JOURNAL ".tsec-journal"
 #define TSEC__TMP_PREFIX ".tsec-tmp-"
@@ -82,8 +83,7 @@ struct tsec__filebe {
 	unsigned slots_made;         /* names k below this were used */
 	/* Told each key a dead writer's group rolled forward at run time
 	 * (a LocalCache above drops it); set once, before any write. */
-	tsec__inval_fn recovered;
-	void *recovered_ctx;
+	struct tsec__feed_sink feed;    /* told each key a recovery renames */
 };
 
 void tsec__folders_init(struct tsec__folders *f);

@@ -16,6 +16,8 @@
 #include <time.h>
 
 #include "broker/storage/backend.h"
+#include "broker/storage/lease.h"
+#include "common/clock.h"
 
 struct entry {
 	struct entry *next;          /* in its bucket */

@@ -224,7 +224,7 @@ int tsec__rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 			const char *slash;
 
 			if (e->type != REDIS_REPLY_STRING) {
-				rc = -2;
+				rc = TSEC_EPROTO;
 				break;
 			}
 			if (e->len <= bl || e->len > TSEC_KEY_MAX || !tsec__remote_name_ok(e->str, e->len,
@@ -255,7 +255,7 @@ int tsec__rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 		freeReplyObject(rep);
 		if (rc) {
 			tsec_strlist_free(out);
-			return rc == -2 ? tsec__seterr(err, TSEC_EIO, sk->text, "redis answered a "
+			return rc == TSEC_EPROTO ? tsec__seterr(err, TSEC_EIO, sk->text, "redis answered a "
 						       "listing with something not a name")
 					: tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
 		}

@@ -15,6 +15,7 @@
 
 #include "broker/storage/redis/redis_private.h"
 #include "common/clock.h"
+#include "broker/storage/lease.h"
 
 /*
  * How long redis keeps a lease of ttl_ms: longer than its holder is told,
@@ -104,9 +105,9 @@ static void on_message(struct redisbe *r, const redisReply *m)
 	char *s = strndup(m->str, m->len), *save = NULL;
 
 	for (char *k = s ? strtok_r(s, "\n", &save) : NULL; k; k = strtok_r(NULL, "\n", &save))
-		r->fn(r->fn_ctx, strcmp(k, "*") ? k : NULL);
+		tsec__feed_changed(&r->sink, strcmp(k, "*") ? k : NULL);
 	if (!s)
-		r->fn(r->fn_ctx, NULL);
+		tsec__feed_changed(&r->sink, NULL);
 	free(s);
 }
 
@@ -127,7 +128,7 @@ bool tsec__rd_is_kind(const redisReply *rep, const char *kind)
 static const char *subscribed(struct redisbe *r, redisContext *c, const char *chan,
 			      char *why, size_t whylen, bool *was_live)
 {
-	uint32_t bound = tsec__localcache_bound(r->fn_ctx);
+	uint32_t bound = tsec__feed_bound(&r->sink);
 	int64_t ping_at = 0, next_ping = 0;
 	redisReply *rep;
 
@@ -141,7 +142,7 @@ static const char *subscribed(struct redisbe *r, redisContext *c, const char *ch
 	}
 	freeReplyObject(rep);
 	/* Subscribed: whatever was cached before may be stale. */
-	r->fn(r->fn_ctx, NULL);
+	tsec__feed_changed(&r->sink, NULL);
 	while (atomic_load(&r->feed_on)) {
 		int64_t now = tsec__mono_ms();
 		struct pollfd pf = { .fd = c->fd, .events = POLLIN };
@@ -180,7 +181,7 @@ static const char *subscribed(struct redisbe *r, redisContext *c, const char *ch
 		    rep->element[2]->type == REDIS_REPLY_STRING) {
 			on_message(r, rep->element[2]);
 		} else if (tsec__rd_is_kind(rep, "pong") && ping_at) {
-			tsec__localcache_alive(r->fn_ctx, ping_at);
+			tsec__feed_alive(&r->sink, ping_at);
 			*was_live = true;
 			ping_at = 0;
 			next_ping = tsec__mono_ms() + bound / 3;
@@ -232,21 +233,20 @@ static void *feed(void *arg)
 		if (!atomic_load(&r->feed_on))
 			break;
 		/* Missed messages: drop all, serve no hit until proven again. */
-		tsec__localcache_dead(r->fn_ctx, lost);
+		tsec__feed_dead(&r->sink, lost);
 		tsec__sleep_ns((uint64_t)backoff * 1000000u);
 		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
 	}
 	return NULL;
 }
 
-int tsec__redis_feed(struct tsec__backend *b, tsec__inval_fn fn, void *ctx,
+int tsec__redis_feed(struct tsec__backend *b, const struct tsec__feed_sink *sink,
 		     struct tsec_error *err)
 {
 	struct redisbe *r = tsec__rd_rb_of(b);
 	int rc;
 
-	r->fn = fn;
-	r->fn_ctx = ctx;
+	r->sink = *sink;
 	atomic_store(&r->feed_on, true);
 	if ((rc = pthread_create(&r->feed, NULL, feed, r))) {
 		atomic_store(&r->feed_on, false);

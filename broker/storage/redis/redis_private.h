@@ -21,7 +21,7 @@
 #include <hiredis/hiredis.h>
 #include <openssl/sha.h>
 
-#include "broker/storage/remote.h"
+#include "broker/storage/fleet.h"
 #include "common/clock.h"
 
 #define POOL 32
@@ -57,8 +57,7 @@ struct redisbe {
 	pthread_t feed;
 	atomic_bool feed_on;
 	redisContext *feed_ctx;      /* under mu, to wake it */
-	tsec__inval_fn fn;
-	void *fn_ctx;
+	struct tsec__feed_sink sink;   /* the feed's subscriber */
 	char note[256];              /* what its configuration promises */
 	struct ssl_ctx_st *tls;      /* SSL_CTX with TLS (redis_tls.c), NULL: plain */
 };
