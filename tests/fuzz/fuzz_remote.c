@@ -19,6 +19,7 @@
 
 #include "broker/remote/remote_private.h"
 #include "broker/storage/backend.h"
+#include "broker/storage/store_private.h"
 #include "tinysecurity/remote.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
