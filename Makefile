@@ -86,11 +86,12 @@ MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
 BUS_SRC := broker/bus/bus.c broker/bus/loader.c
 STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c records.c txn.c lock.c certfiles.c \
 	gates.c lease.c localcache.c envelope.c \
-	file/file.c file/file_folders.c file/file_journal.c file/file_lock.c \
+	file/file.c file/file_tree.c file/file_folders.c file/file_journal.c file/file_commit.c \
+	file/file_recover.c file/file_lock.c \
 	memory/memory.c \
 	etcd/etcd_http.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_feed.c \
 	redis/redis.c redis/redis_kv.c redis/redis_lock.c redis/redis_tls.c) \
-	broker/certcache/certcache.c
+	broker/certcache/certcache.c broker/certcache/certcache_pem.c
 REMOTE_SRC := $(addprefix broker/remote/,remote.c remote_blob.c remote_ref.c remote_cert.c \
 	remote_sweep.c blobs_file.c blobs_memory.c blobs_s3.c)
 CLIENT_SRC := broker/client/client.c
@@ -98,7 +99,7 @@ PTEST_SRC := broker/policytest/policytest.c
 HTTP_SRC := common/http.c
 BROKER_SRC := $(BUS_SRC) $(HTTP_SRC) $(STORAGE_SRC) $(REMOTE_SRC) $(CLIENT_SRC) $(PTEST_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c policy.c auth.c \
-	methods.c storage.c held.c dispatch.c queue.c serve.c declog.c fleet.c probe.c metrics.c)
+	methods.c decision.c storage.c held.c dispatch.c queue.c serve.c ipc.c frames.c declog.c fleet.c probe.c metrics.c)
 CLI_SRC := broker/cli/tsec.c broker/cli/tools.c broker/cli/schema.c broker/cli/replay.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c broker/cli/can.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 

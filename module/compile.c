@@ -174,6 +174,66 @@ static int top_scalar(struct tsec__cc *c, int member, json_t *v)
 	return 0;
 }
 
+/*
+ * One top-level member, at d->p: a scalar read and checked now; "floor"
+ * and "rules" only located (*floor_at, *rules_at; their items counted
+ * into *nitems), to be compiled once the version is known.
+ */
+static int top_one(struct tsec__doc *d, struct tsec__cc *c, bool seen[TOP__COUNT],
+		   const char **floor_at, const char **rules_at, size_t *nitems)
+{
+	json_t *key = NULL, *v = NULL;
+	const char *k, *e, *near;
+	int member, rc;
+
+	if ((rc = tsec__doc_value(d, &key)))
+		return rc;
+	if (!json_is_string(key)) {
+		rc = tsec__doc_syntax(d, d->p, "object key must be a string");
+		goto out;
+	}
+	k = json_string_value(key);
+	if ((rc = tsec__doc_expect(d, ':', "expected ':' after an object key")))
+		goto out;
+	tsec__doc_skip_ws(d);
+	member = top_member(k);
+	if (member >= 0 && seen[member]) {
+		rc = tsec__doc_syntax(d, d->p, "duplicate object key");
+		goto out;
+	}
+	if (member >= 0)
+		seen[member] = true;
+	switch (member) {
+	case TOP_FLOOR:
+	case TOP_RULES:
+		if (!(e = tsec__doc_skip_value(d->p, d->end, nitems))) {
+			rc = tsec__doc_syntax(d, d->p, "unterminated value");
+			goto out;
+		}
+		*(member == TOP_FLOOR ? floor_at : rules_at) = d->p;
+		d->p = e;
+		break;
+	case TOP_VERSION:
+	case TOP_DESCRIPTION:
+	case TOP_REVISION:
+	case TOP_FLEET:
+	case TOP_EXPIRES:
+		if (!(rc = tsec__doc_value(d, &v)))
+			rc = top_scalar(c, member, v);
+		break;
+	default:
+		near = tsec__nearest(k, top_names, TOP__COUNT);
+		rc = tsec__cc_fail(c, k, -1, "unknown field%s%s%s",
+				   near ? "; did you mean \"" : "", near ? near : "",
+				   near ? "\"?" : "");
+		break;
+	}
+out:
+	json_decref(key);
+	json_decref(v);
+	return rc;
+}
+
 static int compile(const char *text, size_t len, struct tsec__policy **out,
 		   struct tsec_error *err, struct tsec_error *errs, size_t max,
 		   size_t *nerrs)
@@ -182,9 +242,7 @@ static int compile(const char *text, size_t len, struct tsec__policy **out,
 	struct tsec__cc c = { NULL, err, NULL, 0, errs, max, 0, false };
 	const char *floor_at = NULL, *rules_at = NULL;
 	bool seen[TOP__COUNT] = { false };
-	int member;
 	size_t nitems = 0;
-	json_t *key = NULL, *v = NULL;
 	int rc;
 
 	*out = NULL;
@@ -206,58 +264,8 @@ static int compile(const char *text, size_t len, struct tsec__policy **out,
 	if (d.p < d.end && *d.p == '}')
 		d.p++;
 	else for (;;) {
-		const char *k;
-		if ((rc = tsec__doc_value(&d, &key)))
+		if ((rc = top_one(&d, &c, seen, &floor_at, &rules_at, &nitems)))
 			goto out;
-		if (!json_is_string(key)) {
-			rc = tsec__doc_syntax(&d, d.p, "object key must be a string");
-			goto out;
-		}
-		k = json_string_value(key);
-		if ((rc = tsec__doc_expect(&d, ':', "expected ':' after an object key")))
-			goto out;
-		tsec__doc_skip_ws(&d);
-		member = top_member(k);
-		if (member >= 0 && seen[member]) {
-			rc = tsec__doc_syntax(&d, d.p, "duplicate object key");
-			goto out;
-		}
-		if (member >= 0)
-			seen[member] = true;
-		switch (member) {
-		case TOP_FLOOR:
-		case TOP_RULES: {
-			const char *e = tsec__doc_skip_value(d.p, d.end, &nitems);
-
-			if (!e) {
-				rc = tsec__doc_syntax(&d, d.p, "unterminated value");
-				goto out;
-			}
-			*(member == TOP_FLOOR ? &floor_at : &rules_at) = d.p;
-			d.p = e;
-			break;
-		}
-		case TOP_VERSION:
-		case TOP_DESCRIPTION:
-		case TOP_REVISION:
-		case TOP_FLEET:
-		case TOP_EXPIRES:
-			if ((rc = tsec__doc_value(&d, &v)) || (rc = top_scalar(&c, member, v)))
-				goto out;
-			json_decref(v);
-			v = NULL;
-			break;
-		default: {
-			const char *near = tsec__nearest(k, top_names, TOP__COUNT);
-
-			rc = tsec__cc_fail(&c, k, -1, "unknown field%s%s%s",
-					   near ? "; did you mean \"" : "", near ? near : "",
-					   near ? "\"?" : "");
-			goto out;
-		}
-		}
-		json_decref(key);
-		key = NULL;
 		tsec__doc_skip_ws(&d);
 		if (d.p < d.end && *d.p == '}') {
 			d.p++;
@@ -308,8 +316,6 @@ static int compile(const char *text, size_t len, struct tsec__policy **out,
 out:
 	if (nerrs && c.nerrs)
 		*nerrs = c.nerrs;
-	json_decref(key);
-	json_decref(v);
 	tsec__policy_free(&c.pol);
 	return rc;
 }

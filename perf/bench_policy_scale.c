@@ -109,27 +109,17 @@ static void gen(struct buf *b, unsigned n)
 	add(b, "]}");
 }
 
-int main(int argc, char **argv)
+/* Policies of n rules for each size: compile time, memory, and Check of
+ * two (an allow found among n, a floor). */
+static int sizes(struct tsec_bus *bus, struct buf *bp, int argc, char **argv)
 {
 	static const unsigned defaults[] = { 10, 100, 1000, 10000, 100000 };
-	const char *module = argc > 1 ? argv[1] : bench_module();
-	const char *seed = "{\"version\": 1}";
-	struct tsec_bus *bus = NULL;
-	struct tsec_module_info info;
-	struct tsec_error err;
-	struct buf b = { 0 };
 	static uint64_t v[CALLS];
 	unsigned nsizes = argc > 2 ? (unsigned)(argc - 2) : 5;
+	struct tsec_error err;
+	struct buf b = *bp;
+	int rc = 0;
 
-	if (tsec_bus_new(&bus) ||
-	    tsec_bus_load(bus, "policy", module, seed, strlen(seed), &err)) {
-		fprintf(stderr, "bench_policy_scale: cannot load %s\n", module);
-		return 2;
-	}
-	tsec_bus_info(bus, "policy", &info);
-	printf("# bench_policy_scale: module %s build, bench %s build, %d checks of 2 per size\n",
-	       tsec_build_name(info.build), tsec_build_name(TSEC_BUILD_THIS), CALLS);
-	printf("rules,compile_ms,rss_kib,check_p50_ns,check_p99_ns\n");
 	for (unsigned s = 0; s < nsizes; s++) {
 		unsigned n = argc > 2 ? (unsigned)strtoul(argv[2 + s], NULL, 10) : defaults[s];
 		unsigned target = n / 2;
@@ -144,14 +134,16 @@ int main(int argc, char **argv)
 			target++;
 		if (n < 2 || target >= n) {
 			fprintf(stderr, "bench_policy_scale: size %u too small\n", n);
-			return 2;
+			rc = 2;
+			goto out;
 		}
 		gen(&b, n);
 		rss0 = bench_rss_kib();
 		t0 = bench_now();
 		if (tsec_bus_reload(bus, "policy", b.p, b.n, &err)) {
 			fprintf(stderr, "bench_policy_scale: %s %s\n", err.where, err.msg);
-			return 2;
+			rc = 2;
+			goto out;
 		}
 		compile_ns = bench_now() - t0;
 		rss1 = bench_rss_kib();
@@ -183,7 +175,8 @@ int main(int argc, char **argv)
 			    out[1].status != TSEC_STATUS_FLOOR) {
 				fprintf(stderr, "bench_policy_scale: wrong answer at %u rules: %s / %s\n",
 					n, out[0].detail, out[1].detail);
-				return 1;
+				rc = 1;
+				goto out;
 			}
 		}
 		printf("%u,%.2f,%ld,", n, compile_ns / 1e6, rss1 - rss0);
@@ -191,6 +184,19 @@ int main(int argc, char **argv)
 		printf("%llu\n", (unsigned long long)bench_quantile(v, CALLS, 0.99));
 		fflush(stdout);
 	}
+out:
+	*bp = b;
+	return rc;
+}
+
+/* Policies of one shape each (wide lists, many siblings, long keys):
+ * compile time, memory and Check. */
+static int shapes(struct tsec_bus *bus, struct buf *bp)
+{
+	struct tsec_error err;
+	struct buf b = *bp;
+	int rc = 0;
+
 	printf("shape,compile_ms,rss_kib,check_p50_ns\n");
 	for (int shape = 0; shape < 4; shape++) {
 		struct tsec_request r;
@@ -236,7 +242,8 @@ int main(int argc, char **argv)
 		t0 = bench_now();
 		if (tsec_bus_reload(bus, "policy", b.p, b.n, &err)) {
 			fprintf(stderr, "bench_policy_scale: shape %d: %s %s\n", shape, err.where, err.msg);
-			return 1;
+			rc = 1;
+			goto out;
 		}
 		compile_ns = bench_now() - t0;
 		static char longkey[4096];
@@ -265,7 +272,35 @@ int main(int argc, char **argv)
 		       compile_ns / 1e6, bench_rss_kib() - rss0,
 		       (unsigned long long)bench_quantile(lat, CALLS, 0.5));
 	}
+out:
+	*bp = b;
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	const char *module = argc > 1 ? argv[1] : bench_module();
+	const char *seed = "{\"version\": 1}";
+	struct tsec_bus *bus = NULL;
+	struct tsec_module_info info;
+	struct tsec_error err;
+	struct buf b = { 0 };
+	int rc;
+
+	if (tsec_bus_new(&bus) ||
+	    tsec_bus_load(bus, "policy", module, seed, strlen(seed), &err)) {
+		fprintf(stderr, "bench_policy_scale: cannot load %s\n", module);
+		return 2;
+	}
+	tsec_bus_info(bus, "policy", &info);
+	printf("# bench_policy_scale: module %s build, bench %s build, %d checks of 2 per size\n",
+	       tsec_build_name(info.build), tsec_build_name(TSEC_BUILD_THIS), CALLS);
+	printf("rules,compile_ms,rss_kib,check_p50_ns,check_p99_ns\n");
+	rc = sizes(bus, &b, argc, argv);
+	if (!rc)
+		rc = shapes(bus, &b);
 	free(b.p);
 	tsec_bus_free(&bus);
-	return 0;
+	return rc;
 }
+

@@ -49,5 +49,16 @@ for c in $(awk '/static const char \*const known\[\] = \{/ { on = 1 } on { print
 	grep -q "^\.B $c\$" packaging/tinysecurity-policy.5 ||
 		{ echo "FAIL: tinysecurity-policy(5) does not name the condition $c"; fails=$((fails + 1)); }
 done
+# Sizes a reader can hold (issue 37, item 3): no source file over 800
+# lines, no function over 100 (from its opening brace in column 0 to its
+# closing one).
+for f in $(find broker common module verifier perf -name '*.c' | sort); do
+	n=$(wc -l < "$f")
+	[ "$n" -le 800 ] || { echo "FAIL: $f has $n lines (at most 800)"; fails=$((fails + 1)); }
+	long=$(awk '/^[a-z].*\(/ { name = $0 } /^\{/ { start = NR } /^\}/ && start {
+			if (NR - start > 100) printf "%s:%d %s (%d lines)\n", FILENAME, start, name, NR - start
+			start = 0 }' "$f")
+	[ -z "$long" ] || { echo "FAIL: a function over 100 lines: $long"; fails=$((fails + 1)); }
+done
 [ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }
 echo "test_hacking: $(wc -l < "$map") folders mapped, as in the tree"

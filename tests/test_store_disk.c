@@ -1068,7 +1068,7 @@ static void test_store_group_before_loads(void **state)
 	fd = hold_commit(t, LOCK_SH);
 	assert_int_equal(pthread_create(&wt, NULL, put_cert_2, &w), 0);
 	/* The group is past its commit point, waiting for the lock in the
-	 * turnstile (file_journal.c). */
+	 * turnstile (file_commit.c). */
 	TU_WAIT(group_committing(t) && held(t, ".tsec-turnstile"));
 	assert_true(group_committing(t) && held(t, ".tsec-turnstile"));
 	waits = atomic_load(&tsec__fb_read_waits);

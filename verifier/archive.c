@@ -200,6 +200,63 @@ static int remember_link(struct links *l, const char *path, const char *target)
 }
 
 /*
+ * An entry p (a symbolic link to sym, a hard link to hard, or neither)
+ * that could reach outside the folder: refused, said.  A symbolic link
+ * is remembered, so a hard link to it is judged by where it leads.
+ */
+static int entry_refused(struct links *links, const char *p, const char *sym,
+			 const char *hard, FILE *errf)
+{
+	if (!path_inside(p)) {
+		fprintf(errf, "verify_module: refusing archive entry '%s': absolute or with '..'\n", p);
+		return -1;
+	}
+	if (hard && symlink_target(links, hard))
+		sym = symlink_target(links, hard); /* a hard link to a symbolic link */
+	if ((sym && !link_inside(p, sym)) || (hard && !path_inside(hard))) {
+		fprintf(errf, "verify_module: refusing archive entry '%s': a link leaving the folder\n", p);
+		return -1;
+	}
+	if (sym && remember_link(links, p, sym)) {
+		fprintf(errf, "verify_module: refusing archive entry '%s': link too long\n", p);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The current entry's data from a to w, counted: past max_one bytes in
+ * the entry or max_all in the archive (*total so far) it stops, refused.
+ */
+static int copy_data(struct archive *a, struct archive *w, const char *p, uint64_t *total,
+		     uint64_t max_one, uint64_t max_all, FILE *errf)
+{
+	const void *blk;
+	size_t sz;
+	la_int64_t off;
+	int r;
+
+	while ((r = archive_read_data_block(a, &blk, &sz, &off)) == ARCHIVE_OK) {
+		*total += sz;
+		if (off < 0 || (uint64_t)off + sz > max_one || *total > max_all) {
+			fprintf(errf, "verify_module: refusing the archive: entry '%s' unpacks past "
+				"%s (%llu MiB)\n", p,
+				*total > max_all ? "the archive's bound" : "an entry's bound",
+				(unsigned long long)((*total > max_all ? max_all : max_one) >> 20));
+			return -1;
+		}
+		if (archive_write_data_block(w, blk, sz, off) != ARCHIVE_OK)
+			break;
+	}
+	if (r != ARCHIVE_EOF) {
+		fprintf(errf, "verify_module: archive entry '%s' is cut short: %s\n", p,
+			archive_error_string(a));
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * Unpacks under dir, counting as it goes: at most max_entries entries,
  * max_entry bytes in one and max_unpacked in all, whatever the headers
  * claim (a decompression bomb is stopped at the bound, not after).
@@ -246,20 +303,8 @@ static int unpack(const struct tsec_verify_opts *o, const struct buf *b, const c
 			goto out;
 		}
 		snprintf(p, sizeof(p), "%s", archive_entry_pathname(e));
-		if (!path_inside(p)) {
-			fprintf(errf, "verify_module: refusing archive entry '%s': absolute or with '..'\n", p);
+		if (entry_refused(&links, p, sym, hard, errf))
 			goto out;
-		}
-		if (hard && symlink_target(&links, hard))
-			sym = symlink_target(&links, hard); /* a hard link to a symbolic link */
-		if ((sym && !link_inside(p, sym)) || (hard && !path_inside(hard))) {
-			fprintf(errf, "verify_module: refusing archive entry '%s': a link leaving the folder\n", p);
-			goto out;
-		}
-		if (sym && remember_link(&links, p, sym)) {
-			fprintf(errf, "verify_module: refusing archive entry '%s': link too long\n", p);
-			goto out;
-		}
 		snprintf(dest, sizeof(dest), "%s/%s", dir, p);
 		archive_entry_set_pathname(e, dest);
 		if (hard) {
@@ -271,28 +316,9 @@ static int unpack(const struct tsec_verify_opts *o, const struct buf *b, const c
 			fprintf(errf, "verify_module: cannot unpack '%s': %s\n", p, archive_error_string(w));
 			goto out;
 		}
-		if (archive_entry_size(e) > 0) {
-			const void *blk;
-			size_t sz;
-			la_int64_t off;
-			while ((r = archive_read_data_block(a, &blk, &sz, &off)) == ARCHIVE_OK) {
-				total += sz;
-				if (off < 0 || (uint64_t)off + sz > max_one || total > max_all) {
-					fprintf(errf, "verify_module: refusing the archive: entry '%s' "
-						"unpacks past %s (%llu MiB)\n", p,
-						total > max_all ? "the archive's bound" : "an entry's bound",
-						(unsigned long long)((total > max_all ? max_all : max_one) >> 20));
-					goto out;
-				}
-				if (archive_write_data_block(w, blk, sz, off) != ARCHIVE_OK)
-					break;
-			}
-			if (r != ARCHIVE_EOF) {
-				fprintf(errf, "verify_module: archive entry '%s' is cut short: %s\n", p,
-					archive_error_string(a));
-				goto out;
-			}
-		}
+		if (archive_entry_size(e) > 0 &&
+		    copy_data(a, w, p, &total, max_one, max_all, errf))
+			goto out;
 		archive_write_finish_entry(w);
 		pl = strlen(p);
 		if (archive_entry_filetype(e) == AE_IFREG && pl >= strlen(MODULE_FILE) &&
@@ -321,6 +347,48 @@ out:
 	return rc;
 }
 
+/*
+ * Loads the unpacked module on policy and makes its first call: at[0]
+ * when the load ended, at[1] when the call did.  A debug module cannot
+ * pass the budget: refused before any call is timed.
+ */
+static int load_and_call(const struct tsec_verify_opts *o, const char *name, const char *module,
+			 const char *policy, uint64_t at[2], FILE *errf)
+{
+	struct tsec_request r = {
+		.principal = tsec_str_c("svc:web-1"),
+		.action = tsec_str_c("storage.load"),
+		.resource = tsec_str_c("certificates/acme-v02/example.com/example.com.crt"),
+	};
+	struct tsec_report *rep = NULL;
+	struct tsec_bus *bus = NULL;
+	struct tsec_module_info info;
+	struct tsec_error err;
+	int rc = -1;
+
+	if (tsec_bus_new(&bus) || tsec_bus_load_file(bus, "policy", module, policy, &err)) {
+		fprintf(errf, "verify_module: cannot load %s: %s\n", module, bus ? err.msg : "no memory");
+		goto out;
+	}
+	tsec_bus_info(bus, "policy", &info);
+	if (o->budget && info.build != TSEC_BUILD_RELEASE) {
+		fprintf(errf, "verify_module: refusing to time the %s build of the module in %s "
+			"with TINYSECURITY_PERF_BUDGET set\n", tsec_build_name(info.build), name);
+		goto out;
+	}
+	at[0] = tsec__mono_ns();
+	if (!(rep = malloc(sizeof(*rep))) || tsec_bus_evaluate(bus, "policy", &r, rep, &err)) {
+		fprintf(errf, "verify_module: the first call failed\n");
+		goto out;
+	}
+	at[1] = tsec__mono_ns();
+	rc = 0;
+out:
+	tsec_bus_free(&bus);
+	free(rep);
+	return rc;
+}
+
 static void rm_rf(const char *dir)
 {
 	char cmd[4200];
@@ -337,9 +405,6 @@ int tsec_verify_archive(const struct tsec_verify_opts *o, const char *url,
 	char module[8192] = "", policy[8192] = "";
 	struct tsec_verify_opts run = *o;
 	struct buf b = { 0 };
-	struct tsec_bus *bus = NULL;
-	struct tsec_error err;
-	struct tsec_report *rep = NULL;
 	uint64_t t[6];
 	char *archive_json = NULL;
 	int rc = TSEC_VERIFY_EXIT_REFUSED, made = 0;
@@ -380,39 +445,8 @@ int tsec_verify_archive(const struct tsec_verify_opts *o, const char *url,
 	t[3] = tsec__mono_ns();
 	if (!o->policy_given && *policy)
 		run.policy = policy;
-	if (tsec_bus_new(&bus) ||
-	    tsec_bus_load_file(bus, "policy", module, run.policy, &err)) {
-		fprintf(errf, "verify_module: cannot load %s: %s\n", module, bus ? err.msg : "no memory");
+	if (load_and_call(o, name, module, run.policy, &t[4], errf))
 		goto out;
-	}
-	/* A debug module cannot pass either: refused before any call is
-	 * timed. */
-	if (o->budget) {
-		struct tsec_module_info info;
-
-		tsec_bus_info(bus, "policy", &info);
-		if (info.build != TSEC_BUILD_RELEASE) {
-			fprintf(errf, "verify_module: refusing to time the %s build of the module "
-				"in %s with TINYSECURITY_PERF_BUDGET set\n",
-				tsec_build_name(info.build), name);
-			goto out;
-		}
-	}
-	t[4] = tsec__mono_ns();
-	rep = malloc(sizeof(*rep));
-	{
-		struct tsec_request r = {
-			.principal = tsec_str_c("svc:web-1"),
-			.action = tsec_str_c("storage.load"),
-			.resource = tsec_str_c("certificates/acme-v02/example.com/example.com.crt"),
-		};
-		if (!rep || tsec_bus_evaluate(bus, "policy", &r, rep, &err)) {
-			fprintf(errf, "verify_module: the first call failed\n");
-			goto out;
-		}
-	}
-	t[5] = tsec__mono_ns();
-	tsec_bus_free(&bus);
 	if (!o->json) {
 		fprintf(out, "archive  %s (%zu bytes, SHA-256 verified)\n", full, b.n);
 		fprintf(out, "steps    fetch %.2f ms, verify %.2f ms, unpack %.2f ms, load %.2f ms, first call %.1f us\n\n",
@@ -440,8 +474,6 @@ int tsec_verify_archive(const struct tsec_verify_opts *o, const char *url,
 	run.module = module;
 	rc = tsec_verify_run(&run, out, errf);
 out:
-	tsec_bus_free(&bus);
-	free(rep);
 	free(b.p);
 	free(archive_json);
 	if (made)

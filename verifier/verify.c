@@ -353,6 +353,54 @@ static void print_json_string(FILE *out, const char *s)
 	fputc('"', out);
 }
 
+/* The measurements, as CSV rows, one JSON object, or a table. */
+static void report(const struct tsec_verify_opts *o, FILE *out,
+		   const struct tsec_module_info *info, const struct workload *w,
+		   const struct tsec_verify_stats *ev,
+		   const struct tsec_verify_stats *ck, int pass)
+{
+	if (o->csv) {
+		fputs("# latency rows: latency,case,samples,first_ns,p50_ns,p90_ns,p99_ns,"
+		      "p999_ns,max_ns\n", out);
+		csv_row(out, "evaluate", ev);
+		csv_row(out, "check", ck);
+	} else if (o->json) {
+		fprintf(out, "{\"build\": \"%s\", \"module_build\": \"%s\", \"module\": ",
+			tsec_build_name(o->verifier_build), tsec_build_name(info->build));
+		print_json_string(out, o->module);
+		fputs(", \"methods\": {", out);
+		json_stats(out, "evaluate", ev, 1);
+		json_stats(out, "check", ck, 0);
+		fprintf(out, "}, \"budget\": {\"enabled\": %s, \"p50_ns\": %llu, "
+			"\"p99_ns\": %llu, \"pass\": %s}",
+			o->budget ? "true" : "false",
+			(unsigned long long)o->p50_ns, (unsigned long long)o->p99_ns,
+			pass ? "true" : "false");
+		if (o->archive_json)
+			fprintf(out, ", \"archive\": %s", o->archive_json);
+		fputs("}\n", out);
+	} else {
+		fprintf(out, "module   %s (%s %s, %s build, ABI %u.%u)\n", o->module,
+			info->name, info->version, tsec_build_name(info->build),
+			info->abi_major, info->abi_minor);
+		fprintf(out, "verifier %s build; policy %s\n",
+			tsec_build_name(o->verifier_build), o->policy);
+		fprintf(out, "workload %s: %u sequential calls per method after %u warm-up rounds;\n"
+			"         evaluate = 1 request, check = batch of %zu\n\n",
+			o->workload ? o->workload : "built in (example policy)", o->calls,
+			o->warmup, w->nck);
+		fprintf(out, "%-9s %7s %10s %10s %10s %10s %10s %10s\n", "method",
+			"samples", "first", "p50", "p90", "p99", "p99.9", "max");
+		print_row(out, "evaluate", ev);
+		print_row(out, "check", ck);
+		fprintf(out, "\nbudget   p50 <= %llu us, p99 <= %llu us: %s\n",
+			(unsigned long long)(o->p50_ns / 1000),
+			(unsigned long long)(o->p99_ns / 1000),
+			!o->budget ? (pass ? "within (not enforced)" : "exceeded (not enforced)")
+				   : pass ? "PASS" : "FAIL");
+}
+}
+
 int tsec_verify_run(const struct tsec_verify_opts *o, FILE *out, FILE *errf)
 {
 	struct tsec_verify_stats ev = { 0 }, ck = { 0 };
@@ -422,46 +470,7 @@ int tsec_verify_run(const struct tsec_verify_opts *o, FILE *out, FILE *errf)
 	}
 	pass = tsec_verify_within(o, &ev) && tsec_verify_within(o, &ck);
 
-	if (o->csv) {
-		fputs("# latency rows: latency,case,samples,first_ns,p50_ns,p90_ns,p99_ns,"
-		      "p999_ns,max_ns\n", out);
-		csv_row(out, "evaluate", &ev);
-		csv_row(out, "check", &ck);
-	} else if (o->json) {
-		fprintf(out, "{\"build\": \"%s\", \"module_build\": \"%s\", \"module\": ",
-			tsec_build_name(o->verifier_build), tsec_build_name(info.build));
-		print_json_string(out, o->module);
-		fputs(", \"methods\": {", out);
-		json_stats(out, "evaluate", &ev, 1);
-		json_stats(out, "check", &ck, 0);
-		fprintf(out, "}, \"budget\": {\"enabled\": %s, \"p50_ns\": %llu, "
-			"\"p99_ns\": %llu, \"pass\": %s}",
-			o->budget ? "true" : "false",
-			(unsigned long long)o->p50_ns, (unsigned long long)o->p99_ns,
-			pass ? "true" : "false");
-		if (o->archive_json)
-			fprintf(out, ", \"archive\": %s", o->archive_json);
-		fputs("}\n", out);
-	} else {
-		fprintf(out, "module   %s (%s %s, %s build, ABI %u.%u)\n", o->module,
-			info.name, info.version, tsec_build_name(info.build),
-			info.abi_major, info.abi_minor);
-		fprintf(out, "verifier %s build; policy %s\n",
-			tsec_build_name(o->verifier_build), o->policy);
-		fprintf(out, "workload %s: %u sequential calls per method after %u warm-up rounds;\n"
-			"         evaluate = 1 request, check = batch of %zu\n\n",
-			o->workload ? o->workload : "built in (example policy)", o->calls,
-			o->warmup, w.nck);
-		fprintf(out, "%-9s %7s %10s %10s %10s %10s %10s %10s\n", "method",
-			"samples", "first", "p50", "p90", "p99", "p99.9", "max");
-		print_row(out, "evaluate", &ev);
-		print_row(out, "check", &ck);
-		fprintf(out, "\nbudget   p50 <= %llu us, p99 <= %llu us: %s\n",
-			(unsigned long long)(o->p50_ns / 1000),
-			(unsigned long long)(o->p99_ns / 1000),
-			!o->budget ? (pass ? "within (not enforced)" : "exceeded (not enforced)")
-				   : pass ? "PASS" : "FAIL");
-	}
+	report(o, out, &info, &w, &ev, &ck, pass);
 	if (o->budget && !pass) {
 		fprintf(errf, "verify_module: over budget: evaluate p50 %llu ns p99 %llu ns, "
 			"check p50 %llu ns p99 %llu ns; limits p50 %llu ns p99 %llu ns\n",

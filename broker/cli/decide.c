@@ -52,6 +52,38 @@ static int request_of(const char *cmd, json_t *j, const char *def_p, const struc
 				   stderr);
 }
 
+/* tsec eval of one request: the report with its explanation, printed;
+ * the exit status its decision gives, or -1 when it could not be made
+ * (said). */
+static int eval_one(struct tsec_bus *bus, const struct opts *o, const struct tsec_request *r)
+{
+	struct tsec_report *rep = malloc(sizeof(*rep));
+	struct tsec_explain *ex = malloc(sizeof(*ex));
+	struct tsec_error err;
+	json_t *j;
+	int x;
+
+	if (!rep || !ex || tsec_bus_explain(bus, "policy", r, rep, ex, &err)) {
+		fprintf(stderr, "tsec eval: %s\n", rep && ex ? err.msg : "out of memory");
+		free(rep);
+		free(ex);
+		return -1;
+	}
+	j = tsec__report_to_json(rep);
+	tsec__explain_to_json(j, ex, r);
+	free(rep);
+	free(ex);
+	if (o->json) {
+		json_dumpf(j, stdout, JSON_COMPACT);
+		putchar('\n');
+	} else {
+		cli_human_report(j);
+	}
+	x = cli_decision_exit(json_object_get(j, "decision"));
+	json_decref(j);
+	return x;
+}
+
 int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 {
 	struct tsec_bus *bus;
@@ -101,31 +133,15 @@ int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 			break;
 		}
 		if (!strcmp(cmd, "eval")) {
-			struct tsec_report *rep = malloc(sizeof(*rep));
-			struct tsec_explain *ex = malloc(sizeof(*ex));
-			json_t *j;
+			int x = eval_one(bus, o, &r);
 
-			if (!rep || !ex || tsec_bus_explain(bus, "policy", &r, rep, ex, &err)) {
-				fprintf(stderr, "tsec eval: %s\n", rep && ex ? err.msg : "out of memory");
-				free(rep);
-				free(ex);
+			if (x < 0) {
 				rc = EXIT_ERROR;
 				broke = true;
 				break;
 			}
-			j = tsec__report_to_json(rep);
-			tsec__explain_to_json(j, ex, &r);
-			free(rep);
-			free(ex);
-			if (o->json) {
-				json_dumpf(j, stdout, JSON_COMPACT);
-				putchar('\n');
-			} else {
-				cli_human_report(j);
-			}
-			if (cli_decision_exit(json_object_get(j, "decision")) > rc)
-				rc = cli_decision_exit(json_object_get(j, "decision"));
-			json_decref(j);
+			if (x > rc)
+				rc = x;
 			continue;
 		}
 		if (tsec_bus_check(bus, "policy", &r, 1, &d, &err)) {

@@ -37,6 +37,97 @@ const char *cli_default_module(void)
 }
 
 /* Lints the policy at path, naming it name in what it prints. */
+/*
+ * --strict: the names the schema (--schema, or schema.json beside the
+ * policy) does not know are errors, and so are the warnings: appended to
+ * errs[0..64) (*n counts them all); *warns emptied when there are any.
+ * 0, or EXIT_ERROR when the schema cannot be read (said).
+ */
+static int strict_errors(struct opts *o, const char *name, const char *path,
+			 struct tsec_error errs[64], size_t *n, json_t **warns)
+{
+	char schema[4200], why[600];
+	json_t *se;
+	size_t i;
+
+	if (o->schema) {
+		snprintf(schema, sizeof(schema), "%s", o->schema);
+	} else {
+		char *copy = strdup(path);
+
+		if (path != name)
+			die_usage("lint", "--strict on stdin needs --schema FILE");
+		snprintf(schema, sizeof(schema), "%s/schema.json", copy ? dirname(copy) : ".");
+		free(copy);
+		if (access(schema, R_OK))
+			die_usage("lint", "--strict needs a schema: --schema FILE, or "
+				  "schema.json beside the policy");
+	}
+	if (!(se = cli_schema_errors(path, schema, why, sizeof(why)))) {
+		fprintf(stderr, "tsec lint: %s\n", why);
+		return EXIT_ERROR;
+	}
+	*n = json_array_size(se) + json_array_size(*warns);
+	for (i = 0; i < json_array_size(se) && i < 64; i++) {
+		json_t *v = json_array_get(se, i);
+
+		snprintf(errs[i].where, sizeof(errs[i].where), "%s",
+			 json_string_value(json_object_get(v, "where")));
+		snprintf(errs[i].msg, sizeof(errs[i].msg), "%s",
+			 json_string_value(json_object_get(v, "message")));
+	}
+	for (size_t j = 0; j < json_array_size(*warns) && i < 64; j++, i++) {
+		json_t *v = json_array_get(*warns, j);
+
+		snprintf(errs[i].where, sizeof(errs[i].where), "%s",
+			 json_string_value(json_object_get(v, "where")));
+		snprintf(errs[i].msg, sizeof(errs[i].msg), "%s (an error with --strict)",
+			 json_string_value(json_object_get(v, "message")));
+	}
+	json_decref(se);
+	if (*n) {
+		json_decref(*warns);
+		*warns = json_array();
+	}
+	return 0;
+}
+
+/* What lint found, as JSON or as text lines. */
+static void lint_report(const struct opts *o, const char *name, int rc,
+			const struct tsec_error errs[64], size_t n, json_t *warns)
+{
+	if (o->json) {
+		json_t *a = json_array(), *r;
+
+		for (size_t i = 0; i < n && i < 64; i++)
+			json_array_append_new(a, json_pack("{s:s,s:s}", "where", errs[i].where,
+							   "message", errs[i].msg));
+		r = json_pack("{s:b,s:o,s:O}", "ok", rc == 0, "errors", a, "warnings", warns);
+		json_dumpf(r, stdout, JSON_COMPACT);
+		putchar('\n');
+		json_decref(r);
+	} else if (rc == 0) {
+		json_t *v;
+		size_t i;
+
+		json_array_foreach(warns, i, v)
+			printf("%s: %s: warning: %s\n", name,
+			       json_string_value(json_object_get(v, "where")),
+			       json_string_value(json_object_get(v, "message")));
+		if (json_array_size(warns))
+			printf("%s: ok, %zu warning%s\n", name, json_array_size(warns),
+			       json_array_size(warns) == 1 ? "" : "s");
+		else
+			printf("%s: ok\n", name);
+	} else {
+		for (size_t i = 0; i < n && i < 64; i++)
+			printf("%s: %s%s%s\n", name, errs[i].where,
+			       errs[i].where[0] ? ": " : "", errs[i].msg);
+		if (n > 64)
+			printf("%s: ... %zu errors in all\n", name, n);
+	}
+}
+
 static int lint_file(struct opts *o, const char *name, const char *path)
 {
 	struct tsec_error errs[64], err;
@@ -69,87 +160,15 @@ static int lint_file(struct opts *o, const char *name, const char *path)
 	}
 	/* A policy that compiles may still hold rules that decide nothing. */
 	warns = rc == 0 ? cli_policy_warnings(path) : json_array();
-	/* --strict: names the schema does not know are errors, and so are
-	 * the warnings. */
 	if (o->strict && rc == 0) {
-		char schema[4200], why[600];
-		json_t *se;
-		size_t i;
-
-		if (o->schema) {
-			snprintf(schema, sizeof(schema), "%s", o->schema);
-		} else {
-			char *copy = strdup(path);
-
-			if (path != name)
-				die_usage("lint", "--strict on stdin needs --schema FILE");
-
-			snprintf(schema, sizeof(schema), "%s/schema.json", copy ? dirname(copy) : ".");
-			free(copy);
-			if (access(schema, R_OK)) {
-				json_decref(warns);
-				die_usage("lint", "--strict needs a schema: --schema FILE, or "
-					  "schema.json beside the policy");
-			}
-		}
-		if (!(se = cli_schema_errors(path, schema, why, sizeof(why)))) {
-			fprintf(stderr, "tsec lint: %s\n", why);
+		if (strict_errors(o, name, path, errs, &n, &warns)) {
 			json_decref(warns);
 			return EXIT_ERROR;
 		}
-		n = json_array_size(se) + json_array_size(warns);
-		for (i = 0; i < json_array_size(se) && i < 64; i++) {
-			json_t *v = json_array_get(se, i);
-
-			snprintf(errs[i].where, sizeof(errs[i].where), "%s",
-				 json_string_value(json_object_get(v, "where")));
-			snprintf(errs[i].msg, sizeof(errs[i].msg), "%s",
-				 json_string_value(json_object_get(v, "message")));
-		}
-		for (size_t j = 0; j < json_array_size(warns) && i < 64; j++, i++) {
-			json_t *v = json_array_get(warns, j);
-
-			snprintf(errs[i].where, sizeof(errs[i].where), "%s",
-				 json_string_value(json_object_get(v, "where")));
-			snprintf(errs[i].msg, sizeof(errs[i].msg), "%s (an error with --strict)",
-				 json_string_value(json_object_get(v, "message")));
-		}
-		json_decref(se);
-		if (n) {
-			json_decref(warns);
-			warns = json_array();
+		if (n)
 			rc = TSEC_EPOLICY;
-		}
 	}
-	if (o->json) {
-		json_t *a = json_array();
-		for (size_t i = 0; i < n && i < 64; i++)
-			json_array_append_new(a, json_pack("{s:s,s:s}", "where", errs[i].where,
-							   "message", errs[i].msg));
-		json_t *r = json_pack("{s:b,s:o,s:O}", "ok", rc == 0, "errors", a, "warnings", warns);
-		json_dumpf(r, stdout, JSON_COMPACT);
-		putchar('\n');
-		json_decref(r);
-	} else if (rc == 0) {
-		json_t *v;
-		size_t i;
-
-		json_array_foreach(warns, i, v)
-			printf("%s: %s: warning: %s\n", name,
-			       json_string_value(json_object_get(v, "where")),
-			       json_string_value(json_object_get(v, "message")));
-		if (json_array_size(warns))
-			printf("%s: ok, %zu warning%s\n", name, json_array_size(warns),
-			       json_array_size(warns) == 1 ? "" : "s");
-		else
-			printf("%s: ok\n", name);
-	} else {
-		for (size_t i = 0; i < n && i < 64; i++)
-			printf("%s: %s%s%s\n", name, errs[i].where,
-			       errs[i].where[0] ? ": " : "", errs[i].msg);
-		if (n > 64)
-			printf("%s: ... %zu errors in all\n", name, n);
-	}
+	lint_report(o, name, rc, errs, n, warns);
 	json_decref(warns);
 	return rc == 0 ? EXIT_ALLOW : EXIT_ERROR;
 }

@@ -368,6 +368,37 @@ static void print_list(const char *label, json_t *a)
 	printf("%s\n", json_array_size(a) ? "" : "(none)");
 }
 
+/* What inspect found, as JSON or as aligned text; what the policy does
+ * not say (null) left out. */
+static void inspect_print(json_t *out, int json)
+{
+	const char *k;
+	json_t *v;
+	void *tmp;
+
+	json_object_foreach_safe(out, tmp, k, v)
+		if (json_is_null(v))
+			json_object_del(out, k);
+	if (json) {
+		json_dumpf(out, stdout, JSON_COMPACT);
+		putchar('\n');
+		return;
+	}
+	json_object_foreach(out, k, v) {
+		if (json_is_array(v)) {
+			print_list(k, v);
+		} else {
+			char *t = json_is_string(v) ? NULL : json_dumps(v, JSON_ENCODE_ANY);
+
+			printf("%-12s%s\n", k, t ? t : json_string_value(v));
+			free(t);
+		}
+	}
+	if (!json_object_get(out, "revision"))
+		printf("%-12s%s\n", "note", "no revision: a broker refuses it signed, and "
+		       "tsec sign refuses to sign it");
+}
+
 int cmd_inspect(struct opts *o)
 {
 	unsigned char h[crypto_hash_sha256_BYTES], pk[TSEC_SIGN_PK_BYTES];
@@ -436,37 +467,7 @@ int cmd_inspect(struct opts *o)
 			"actions", keys_of(acts), "issuers", keys_of(iss), "domains", keys_of(doms),
 			"signature", signature);
 	json_decref(root);
-	{
-		/* What the policy does not say is left out, not null. */
-		const char *k;
-		json_t *v;
-		void *tmp;
-
-		json_object_foreach_safe(out, tmp, k, v)
-			if (json_is_null(v))
-				json_object_del(out, k);
-	}
-	if (o->json) {
-		json_dumpf(out, stdout, JSON_COMPACT);
-		putchar('\n');
-	} else {
-		const char *k;
-		json_t *v;
-
-		json_object_foreach(out, k, v) {
-			if (json_is_array(v)) {
-				print_list(k, v);
-			} else {
-				char *t = json_is_string(v) ? NULL : json_dumps(v, JSON_ENCODE_ANY);
-
-				printf("%-12s%s\n", k, t ? t : json_string_value(v));
-				free(t);
-			}
-		}
-		if (!json_object_get(out, "revision"))
-			printf("%-12s%s\n", "note", "no revision: a broker refuses it signed, and "
-			       "tsec sign refuses to sign it");
-	}
+	inspect_print(out, o->json);
 	json_decref(out);
 	rc = sig && o->key_prefix && ok <= 0 ? EXIT_DENY : EXIT_ALLOW;
 done:

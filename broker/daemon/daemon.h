@@ -537,9 +537,15 @@ json_t *tsec__frames_all_named(const struct tsec__call *c);
  */
 int tsec__value_out(struct tsec__call *c, json_t *r, const char *name, char **v, size_t n);
 
-/* serve.c: 1 when a live listener answers at the ipc path, 0 when the
+/* ipc.c: 1 when a live listener answers at the ipc path, 0 when the
  * path is free (a stale socket file is removed), -1 when it is unusable. */
 int tsec__ipc_in_use(const char *path);
+/* ipc.c: binds ZeroMQ socket s to ep ("ipc://path"): the socket's
+ * folder made 0700 or checked (nobody else may change it), the path
+ * claimed by a flock on "path.lock" (*claim, held for the broker's
+ * life), refused where a live broker answers; the socket file 0600.
+ * 0, or -1 and errno. */
+int tsec__bind_ipc(void *s, const char *ep, int *claim);
 
 /* serve.c: binds, serves until SIGTERM, stops the workers.  0 or -1. */
 int tsec__serve(struct tsec__daemon *d);

@@ -410,6 +410,86 @@ static bool cache_read(const struct tsec__method *meth)
 	return meth && (meth->fn == tsec__m_store_get || meth->fn == tsec__m_store_exists);
 }
 
+enum ran { RAN, DEFERRED, PARKED };
+
+/*
+ * Runs the call's method (an admin's only for an admin caller): RAN with
+ * *result or *error; DEFERRED when the LocalCache could not answer a
+ * hit_only read (uncounted: the worker's, whole); PARKED when a lock
+ * wait goes back to the loop, with no reply yet.
+ */
+static enum ran run_method(struct tsec__daemon *d, struct tsec__call *c,
+			   const struct tsec__method *meth, bool hit_only,
+			   const struct tsec_lock_wait *wait_in, struct tsec__frames *out,
+			   json_t **result, json_t **error)
+{
+	uint64_t t0;
+
+	if ((meth->flags & TSEC_M_ADMIN) && !c->who->admin) {
+		char why[96];
+		snprintf(why, sizeof(why), "%s needs an admin caller", meth->name);
+		*error = tsec__fail(TSEC_EDENIED, "method", why);
+		return RAN;
+	}
+	t0 = tsec__mono_ns();
+	*error = meth->fn(d, c, result);
+	if (c->deferred || c->parked) {
+		tsec__frames_free(out);
+		json_decref(*error);
+		json_decref(*result);
+		*error = *result = NULL;
+	}
+	if (c->deferred) {
+		/* Not in the cache: the worker's, counted there. */
+		atomic_fetch_sub(&d->st.calls, 1);
+		atomic_fetch_sub(&d->st.by_method[meth - tsec__methods], 1);
+		return DEFERRED;
+	}
+	if (hit_only)
+		atomic_fetch_add(&d->st.cache_answered, 1);
+	if (c->parked) {
+		/* No reply yet: the loop steps the wait again. */
+		if (!wait_in)
+			atomic_fetch_add(&d->lock_waits, 1);
+		return PARKED;
+	}
+	timed(d, meth, t0);
+	return RAN;
+}
+
+/*
+ * A success's reply, {"id":ID,"result":R}, written around the result's
+ * text: a method's own text (result_text), or only the result through
+ * jansson's writer, and an empty one not at all (a put's, a save's, a
+ * release's).  NULL without memory.
+ */
+static char *result_reply(struct tsec__call *c, json_t *result)
+{
+	struct tsec__jw w;
+	size_t idn;
+	const char *id = tsec__call_id(c, &idn);
+	char *rt = NULL, *text;
+	bool empty = !c->result_text &&
+		     (!result || (json_is_object(result) && !json_object_size(result)));
+
+	if (!c->result_text && !empty && !(rt = tsec__json_text(result, JSON_COMPACT)))
+		return NULL;
+	tsec__jw_init(&w);
+	TSEC__JW_LIT(&w, "{\"id\":");
+	tsec__jw_raw(&w, id, idn);
+	TSEC__JW_LIT(&w, ",\"result\":");
+	if (c->result_text)
+		tsec__jw_raw(&w, c->result_text, c->result_len);
+	else if (empty)
+		TSEC__JW_LIT(&w, "{}");
+	else
+		tsec__jw_raw(&w, rt, strlen(rt));
+	TSEC__JW_LIT(&w, "}");
+	text = tsec__jw_take(&w, NULL);
+	free(rt);
+	return text;
+}
+
 /*
  * One call.  hit_only (the loop's look at a store.get or store.exists):
  * a read the LocalCache cannot answer returns NULL with *deferred set,
@@ -466,36 +546,14 @@ static char *dispatch_call(struct tsec__daemon *d, int caller, const char *paylo
 	}
 	if (!wait_in)
 		atomic_fetch_add(&d->st.by_method[meth - tsec__methods], 1);
-	if ((meth->flags & TSEC_M_ADMIN) && !c.who->admin) {
-		char why[96];
-		snprintf(why, sizeof(why), "%s needs an admin caller", meth->name);
-		error = tsec__fail(TSEC_EDENIED, "method", why);
-	} else {
-		uint64_t t0 = tsec__mono_ns();
-
-		error = meth->fn(d, &c, &result);
-		if (c.deferred || c.parked)
-			tsec__frames_free(out);
-		if (c.deferred) {
-			/* Not in the cache: the worker's, counted there. */
-			json_decref(error);
-			json_decref(result);
-			atomic_fetch_sub(&d->st.calls, 1);
-			atomic_fetch_sub(&d->st.by_method[meth - tsec__methods], 1);
-			goto defer;
-		}
-		if (hit_only)
-			atomic_fetch_add(&d->st.cache_answered, 1);
-		if (c.parked) {
-			/* No reply yet: the loop steps the wait again. */
-			json_decref(error);
-			json_decref(result);
-			*parked = true;
-			if (!wait_in)
-				atomic_fetch_add(&d->lock_waits, 1);
-			goto out;
-		}
-		timed(d, meth, t0);
+	switch (run_method(d, &c, meth, hit_only, wait_in, out, &result, &error)) {
+	case RAN:
+		break;
+	case DEFERRED:
+		goto defer;
+	case PARKED:
+		*parked = true;
+		goto out;
 	}
 reply:
 	deny_why(&c, error);
@@ -504,44 +562,8 @@ reply:
 		json_decref(result);
 		result = NULL;
 		tsec__frames_free(out);  /* an error carries no values */
-	} else if (c.result_text) {
-		/* A method that wrote its result as text: the reply around it. */
-		struct tsec__jw w;
-		size_t idn;
-		const char *id = tsec__call_id(&c, &idn);
-
-		tsec__jw_init(&w);
-		TSEC__JW_LIT(&w, "{\"id\":");
-		tsec__jw_raw(&w, id, idn);
-		TSEC__JW_LIT(&w, ",\"result\":");
-		tsec__jw_raw(&w, c.result_text, c.result_len);
-		TSEC__JW_LIT(&w, "}");
-		text = tsec__jw_take(&w, NULL);
-		json_decref(result);
-		goto out;
 	} else {
-		/* The reply around the result's text: only the result goes
-		 * through jansson's writer, and an empty one not at all
-		 * (a put's, a save's, a release's). */
-		struct tsec__jw w;
-		size_t idn;
-		const char *id = tsec__call_id(&c, &idn);
-		char *rt = NULL;
-		bool empty = !result || (json_is_object(result) && !json_object_size(result));
-
-		if (empty || (rt = tsec__json_text(result, JSON_COMPACT))) {
-			tsec__jw_init(&w);
-			TSEC__JW_LIT(&w, "{\"id\":");
-			tsec__jw_raw(&w, id, idn);
-			TSEC__JW_LIT(&w, ",\"result\":");
-			if (empty)
-				TSEC__JW_LIT(&w, "{}");
-			else
-				tsec__jw_raw(&w, rt, strlen(rt));
-			TSEC__JW_LIT(&w, "}");
-			text = tsec__jw_take(&w, NULL);
-		}
-		free(rt);
+		text = result_reply(&c, result);
 		json_decref(result);
 		goto out;
 	}

@@ -28,6 +28,7 @@
 #include <zmq.h>
 
 #include "broker/daemon/daemon.h"
+#include "broker/daemon/frames.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/jsonw.h"
@@ -95,7 +96,6 @@ static int caller_of(const char *user, size_t n)
 	return v;
 }
 
-static void send_reply_on(void *s, char *reply, struct tsec__frames *out, int flags);
 
 /* A worker: the daemon and its place among the workers. */
 struct worker_arg {
@@ -178,7 +178,7 @@ static void *worker_main(void *arg)
 				zmq_msg_send(&f[2], out, ZMQ_SNDMORE);
 				zmq_send(out, &wout, sizeof(wout), 0);
 			} else {
-				send_reply_on(out, reply, &fout, 0);
+				tsec__send_reply_on(out, reply, &fout, 0);
 				reply = NULL;
 			}
 			free(reply);
@@ -233,265 +233,6 @@ static void *make_router(struct tsec__daemon *d, int curve)
 	return s;
 }
 
-/*
- * One broker per endpoint: whether a live listener answers at path (the
- * socket file of another broker).  1 live, 0 free or stale (a stale file
- * is removed), -1 something else stands there (with errno-style message
- * said).
- */
-int tsec__ipc_in_use(const char *path)
-{
-	struct sockaddr_un sa;
-	struct stat sb;
-	int fd, rc;
-
-	if (lstat(path, &sb) < 0)
-		return errno == ENOENT ? 0 : -1;
-	if (!S_ISSOCK(sb.st_mode)) {
-		tsec__say("%s exists and is not a socket; refusing to replace it", path);
-		return -1;
-	}
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -1;
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	memcpy(sa.sun_path, path, strlen(path));
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-		return -1;
-	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-	close(fd);
-	if (rc == 0)
-		return 1;
-	if (errno == ECONNREFUSED) {
-		/* Nobody listens: a dead broker's file; it may go. */
-		unlink(path);
-		return 0;
-	}
-	return -1;
-}
-
-/*
- * Whether an existing folder may hold the broker's socket: the broker's
- * own (or root's) and writable by nobody else.  In a folder others may
- * write (a shared 1777 one), another user could take the socket's name
- * first, or plant a socket of their own there for callers to reach.
- * 0, or -1 with why said.
- */
-static int socket_folder_ok(const char *folder)
-{
-	struct stat sb;
-
-	if (stat(folder, &sb) < 0) {
-		tsec__say("the socket's folder %s: %s", folder, strerror(errno));
-		return -1;
-	}
-	if (!S_ISDIR(sb.st_mode)) {
-		tsec__say("the socket's folder %s is not a folder", folder);
-		return -1;
-	}
-	if (sb.st_uid != geteuid() && sb.st_uid != 0) {
-		tsec__say("the socket's folder %s is owned by uid %ld, not this broker's (%ld) "
-			  "nor root: refusing to put its socket there; give it a folder of its "
-			  "own (e.g. /run/tinysecurity)", folder, (long)sb.st_uid, (long)geteuid());
-		return -1;
-	}
-	if (sb.st_mode & 022) {
-		tsec__say("the socket's folder %s is mode %04o: others can write it (and take "
-			  "the socket's name, or plant a socket callers would reach): refusing; "
-			  "give the broker a folder of its own (e.g. /run/tinysecurity)", folder,
-			  (unsigned)(sb.st_mode & 07777));
-		return -1;
-	}
-	return 0;
-}
-
-/*
- * Binds an ipc endpoint with its socket file 0600, refusing one where a
- * live broker answers.  A folder it makes is 0700; an existing one is
- * never changed (a shared folder would lose its mode for good), only
- * checked (socket_folder_ok).
- */
-static int bind_ipc(void *s, const char *ep, int *claim)
-{
-	char path[1024], lockp[1030], *slash;
-	mode_t old;
-	int rc, lfd;
-
-	snprintf(path, sizeof(path), "%s", ep + 6);
-	slash = strrchr(path, '/');
-	if (slash)
-		*slash = '\0';
-	{
-		const char *folder = !slash ? "." : *path ? path : "/";
-		bool made = false;
-
-		if (slash && *path) {
-			if (mkdir(path, 0700) == 0)
-				made = true;
-			else if (errno != EEXIST) {
-				tsec__say("cannot make the socket's folder %s: %s", path,
-					  strerror(errno));
-				return -1;
-			}
-		}
-		if (made) {
-			/* Ours: 0700 whatever the umask left. */
-			chmod(path, 0700);
-		} else if (socket_folder_ok(folder)) {
-			errno = EACCES;
-			return -1;
-		}
-	}
-	if (slash)
-		*slash = '/';
-	/*
-	 * Claimed first, for the broker's life: a flock on "<socket>.lock".
-	 * Looking for a listener, then binding, is not enough alone: two
-	 * brokers starting at once both find the path free, and ZeroMQ's
-	 * bind removes the socket file it finds, so the second took the
-	 * first's clients.  Held until the loop ends (*claim); the kernel
-	 * lets it go however the broker ends.
-	 */
-	snprintf(lockp, sizeof(lockp), "%s.lock", path);  /* fits: path is under 1024 */
-	if ((lfd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
-		return -1;
-	if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno == EWOULDBLOCK)
-			tsec__say("another broker holds %s; refusing to take its socket", lockp);
-		close(lfd);
-		errno = EADDRINUSE;
-		return -1;
-	}
-	if ((rc = tsec__ipc_in_use(path)) != 0) {
-		if (rc > 0)
-			tsec__say("another broker is listening at %s; refusing to take its socket", ep);
-		close(lfd);
-		errno = EADDRINUSE;
-		return -1;
-	}
-	old = umask(077);
-	rc = zmq_bind(s, ep);
-	umask(old);
-	if (rc == 0) {
-		chmod(path, 0600);
-		*claim = lfd;
-	} else {
-		close(lfd);
-	}
-	return rc;
-}
-
-static void send_client(void *router, zmq_msg_t *ident, const char *text, size_t n)
-{
-	zmq_msg_send(ident, router, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-	zmq_send(router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-	zmq_send(router, text, n, ZMQ_DONTWAIT);
-}
-
-static void free_reply(void *data, void *hint)
-{
-	(void)hint;
-	free(data);
-}
-
-/* A reply's frame, freed by ZeroMQ once sent or dropped: wiped first (it
- * may be a private key; hint is its length). */
-static void free_wiped(void *data, void *hint)
-{
-	sodium_memzero(data, (size_t)(uintptr_t)hint);
-	free(data);
-}
-
-/*
- * Sends a reply the caller gives away: its text (malloc'd; NULL: an empty
- * reply, as when there was no memory), then out's frames (each given
- * away too; out is emptied), on s with flags' ZMQ_DONTWAIT (or not) on
- * every part.  No copy of any of it.  What cannot be sent is freed.
- */
-static void send_reply_on(void *s, char *reply, struct tsec__frames *out, int flags)
-{
-	unsigned nf = out ? out->n : 0;
-	zmq_msg_t m;
-
-	if (!reply || zmq_msg_init_data(&m, reply, strlen(reply), free_reply, NULL) != 0) {
-		free(reply);
-		zmq_msg_init(&m);
-		nf = 0;
-	}
-	if (zmq_msg_send(&m, s, flags | (nf ? ZMQ_SNDMORE : 0)) < 0) {
-		zmq_msg_close(&m);
-		nf = 0;
-	}
-	for (unsigned i = 0; out && i < out->n; i++) {
-		bool last = i + 1 == nf;
-
-		if (i < nf && zmq_msg_init_data(&m, out->ptr[i], out->len[i], free_wiped,
-						(void *)(uintptr_t)out->len[i]) == 0) {
-			if (zmq_msg_send(&m, s, flags | (last ? 0 : ZMQ_SNDMORE)) < 0)
-				zmq_msg_close(&m);
-			continue;
-		}
-		/* Not sent: an empty part keeps the message whole, or none. */
-		if (i < nf)
-			zmq_send(s, "", 0, flags | (last ? 0 : ZMQ_SNDMORE));
-		sodium_memzero(out->ptr[i], out->len[i]);
-		free(out->ptr[i]);
-	}
-	if (out)
-		out->n = 0;
-}
-
-/* The same to a client, after its identity and the delimiter. */
-static void send_client_owned(void *router, zmq_msg_t *ident, char *reply,
-			      struct tsec__frames *out)
-{
-	zmq_msg_send(ident, router, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-	zmq_send(router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-	send_reply_on(router, reply, out, ZMQ_DONTWAIT);
-}
-
-/*
- * Reads one message (identity, empty delimiter, one payload frame, up to
- * TSEC_D_MAX_FRAMES binary frames) into *payload and data[0..*ndata).
- * Returns -1 when nothing is waiting, else 0, with *bad set when the
- * framing is wrong.
- */
-static int recv_client(void *router, zmq_msg_t *ident, zmq_msg_t *payload, zmq_msg_t *data,
-		       unsigned *ndata, int *bad)
-{
-	int more = 0, nframes = 0;
-
-	*bad = 0;
-	*ndata = 0;
-	zmq_msg_init(ident);
-	zmq_msg_init(payload);
-	if (zmq_msg_recv(ident, router, ZMQ_DONTWAIT) < 0)
-		return -1;
-	more = zmq_msg_more(ident);
-	while (more) {
-		zmq_msg_t f;
-		zmq_msg_init(&f);
-		if (zmq_msg_recv(&f, router, 0) < 0) {
-			zmq_msg_close(&f);
-			break;
-		}
-		more = zmq_msg_more(&f);
-		nframes++;
-		if (nframes == 1 && zmq_msg_size(&f) != 0)
-			*bad = 1;
-		if (nframes == 2)
-			zmq_msg_move(payload, &f);
-		if (nframes > 2 && *ndata < TSEC_D_MAX_FRAMES) {
-			zmq_msg_init(&data[*ndata]);
-			zmq_msg_move(&data[(*ndata)++], &f);
-		}
-		zmq_msg_close(&f);
-	}
-	if (nframes < 2 || nframes > 2 + TSEC_D_MAX_FRAMES)
-		*bad = 1;
-	return 0;
-}
-
 struct loop {
 	struct tsec__daemon *d;
 	void *routers[2];            /* [0] CURVE, [1] ipc by uid */
@@ -533,7 +274,7 @@ static void refuse(struct loop *l, int r, zmq_msg_t *ident, zmq_msg_t *payload, 
 	char *reply = tsec__error_reply_to(zmq_msg_data(payload), zmq_msg_size(payload), code, msg);
 
 	if (r >= 0 && r < 2 && l->routers[r])
-		send_client(l->routers[r], ident, reply ? reply : "", reply ? strlen(reply) : 0);
+		tsec__send_client(l->routers[r], ident, reply ? reply : "", reply ? strlen(reply) : 0);
 	free(reply);
 }
 
@@ -571,7 +312,7 @@ static int from_client(struct loop *l, int r)
 	char *hit;
 	int bad;
 
-	if (recv_client(router, &ident, &payload, data, &ndata, &bad) < 0) {
+	if (tsec__recv_client(router, &ident, &payload, data, &ndata, &bad) < 0) {
 		zmq_msg_close(&ident);
 		zmq_msg_close(&payload);
 		return 0;
@@ -593,7 +334,7 @@ static int from_client(struct loop *l, int r)
 			reply = tsec__error_reply(TSEC_ETOOBIG,
 						  "message larger than the configured max_message");
 		}
-		send_client(router, &ident, reply ? reply : "", reply ? strlen(reply) : 0);
+		tsec__send_client(router, &ident, reply ? reply : "", reply ? strlen(reply) : 0);
 		free(reply);
 	} else {
 		const char *user = zmq_msg_gets(&payload, "User-Id");
@@ -606,19 +347,19 @@ static int from_client(struct loop *l, int r)
 						  zmq_msg_size(&payload), &l->reply)) {
 			/* Copied by ZeroMQ (one allocation, as giving it away
 			 * would take); the buffer stays for the next. */
-			send_client(router, &ident, l->reply.len ? l->reply.buf : "", l->reply.len);
+			tsec__send_client(router, &ident, l->reply.len ? l->reply.buf : "", l->reply.len);
 		} else if (!ndata &&
 			   tsec__is_inline(zmq_msg_data(&payload), zmq_msg_size(&payload))) {
 			char *reply = tsec__dispatch(l->d, caller,
 						     zmq_msg_data(&payload),
 						     zmq_msg_size(&payload));
-			send_client_owned(router, &ident, reply, NULL);
+			tsec__send_client_owned(router, &ident, reply, NULL);
 		} else if (!ndata && l->d->cfg.st.cache_bytes &&
 			   tsec__is_cache_read(zmq_msg_data(&payload), zmq_msg_size(&payload)) &&
 			   (hit = tsec__dispatch_hit(l->d, caller, zmq_msg_data(&payload),
 						     zmq_msg_size(&payload), &out))) {
 			/* A LocalCache hit, answered here: no worker. */
-			send_client_owned(router, &ident, hit, &out);
+			tsec__send_client_owned(router, &ident, hit, &out);
 		} else {
 			/* For a worker: queued behind the caller's own calls. */
 			struct tsec__job *j = tsec__job_new(&ident, &payload, data, ndata,
@@ -828,7 +569,7 @@ static int bind_all(struct loop *l)
 		void **r = &l->routers[curve ? 0 : 1];
 		if (!*r)
 			*r = make_router(l->d, curve);
-		if ((tcp ? zmq_bind(*r, ep) : bind_ipc(*r, ep, &l->claims[l->nclaims])) != 0) {
+		if ((tcp ? zmq_bind(*r, ep) : tsec__bind_ipc(*r, ep, &l->claims[l->nclaims])) != 0) {
 			tsec__say("cannot bind %s: %s", ep, zmq_strerror(errno));
 			return -1;
 		}

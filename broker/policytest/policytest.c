@@ -246,15 +246,133 @@ static void run_free(struct run *r)
 	free(r->roles);
 }
 
+/* One case of a test file: run through Check and Evaluate, judged, and
+ * kept in run (for the batch) when it ran; the rules it touched in seen. */
+static void run_case(struct tsec__ptest *t, struct tsec_bus *bus, const char *file, size_t i,
+		     json_t *c, struct run *run, json_t *keep, json_t *seen)
+{
+	const char *name = json_string_value(json_object_get(c, "name")), *bad;
+	const char *status = json_string_value(json_object_get(c, "status"));
+	struct tsec_request *r = &run->reqs[run->n];
+	struct tsec_decision *d = &run->single[run->n];
+	struct tsec_report rep;
+	struct tsec_error err;
+	char label[200], why[256];
+
+	snprintf(label, sizeof(label), "%s: %s", file, name ? name : "(unnamed case)");
+	if ((bad = malformed(c))) {
+		fprintf(t->err, "tsec test: %s: case %zu %s\n", file, i, bad);
+		t->errors++;
+		return;
+	}
+	if (t->run && fnmatch(t->run, name, 0))
+		return;
+	if (tsec__ptest_request("test", c, t->principal, t->roles, t->nroles, r,
+				run->roles[run->n], ROLES_MAX, keep, t->err)) {
+		fprintf(t->err, "  (in %s)\n", label);
+		t->errors++;
+		return;
+	}
+	if (tsec_bus_check(bus, "policy", r, 1, d, &err) ||
+	    tsec_bus_evaluate(bus, "policy", r, &rep, &err)) {
+		fprintf(t->err, "tsec test: %s: %s\n", label, err.msg);
+		t->errors++;
+		return;
+	}
+	tsec__decision_seal(d);
+	tsec__decision_seal(&rep.decision);
+	if (!same_decision(d, &rep.decision)) {
+		fprintf(t->err, "tsec test: %s: Check (%s) and Evaluate (%s) disagree\n", label,
+			status_name(d->status), status_name(rep.decision.status));
+		t->errors++;
+		return;
+	}
+	if (d->status == TSEC_STATUS_INVALID && (!status || strcmp(status, "invalid"))) {
+		/* A misspelt action is the case's fault, not a deny. */
+		fprintf(t->err, "tsec test: %s: the request is invalid (%s)\n", label, d->detail);
+		t->errors++;
+		return;
+	}
+	for (unsigned k = 0; k < d->nrules && k < TSEC_DECISION_RULES; k++)
+		json_object_set_new(seen, d->rules[k], json_true());
+	run->cases[run->n++] = c;
+	if (!verdict(c, d, why, sizeof(why))) {
+		t->passed++;
+		if (t->cases_json)
+			json_case(t, file, c, d, NULL);
+		else if (t->verbose)
+			fprintf(t->out, "ok   %s\n", label);
+		return;
+	}
+	t->failed++;
+	if (t->cases_json)
+		json_case(t, file, c, d, why);
+	else
+		print_failure(t, bus, r, label, c, d, why);
+}
+
+/* The cases that ran, again as one batch: the same answers. */
+static void run_batch(struct tsec__ptest *t, struct tsec_bus *bus, const char *file,
+		      struct run *run)
+{
+	struct tsec_error err;
+
+	if (!run->n)
+		return;
+	if (tsec_bus_check(bus, "policy", run->reqs, run->n, run->batch, &err)) {
+		fprintf(t->err, "tsec test: %s: the batch of %zu: %s\n", file, run->n, err.msg);
+		t->errors++;
+		return;
+	}
+	for (size_t i = 0; i < run->n; i++)
+		tsec__decision_seal(&run->batch[i]);
+	for (size_t i = 0; i < run->n; i++)
+		if (!same_decision(&run->single[i], &run->batch[i])) {
+			fprintf(t->err, "tsec test: %s: case %s answered differently in a batch\n",
+				file, json_string_value(json_object_get(run->cases[i], "name")));
+			t->errors++;
+		}
+}
+
+/* The policy's rules no case of this file touched (seen), as JSON or
+ * text, and the totals. */
+static void coverage_of(struct tsec__ptest *t, const char *file, const char *policy,
+			json_t *seen)
+{
+	json_t *ids = rule_ids(policy), *v, *not = json_array();
+	size_t k;
+
+	json_array_foreach(ids, k, v)
+		if (!json_object_get(seen, json_string_value(v)))
+			json_array_append(not, v);
+	t->rules += (int)json_array_size(ids);
+	t->exercised += (int)(json_array_size(ids) - json_array_size(not));
+	if (t->coverage_json) {
+		json_array_append_new(t->coverage_json,
+				      json_pack("{s:s, s:I, s:I, s:O}", "file", file, "rules",
+						(json_int_t)json_array_size(ids), "exercised",
+						(json_int_t)(json_array_size(ids) - json_array_size(not)),
+						"not_exercised", not));
+	} else if (json_array_size(not)) {
+		fprintf(t->out, "%s: not exercised by any case:", file);
+		json_array_foreach(not, k, v)
+			fprintf(t->out, " %s", json_string_value(v));
+		fputc('\n', t->out);
+	} else {
+		fprintf(t->out, "%s: every rule exercised\n", file);
+	}
+	json_decref(not);
+	json_decref(ids);
+}
+
 void tsec__ptest_file(struct tsec__ptest *t, const char *file)
 {
 	json_error_t je;
 	json_t *tf = json_load_file(file, JSON_REJECT_DUPLICATES, &je), *cases, *c, *keep, *seen;
 	struct run run = { 0 };
 	const char *pol;
-	char *copy, policy[4096], why[256];
+	char *copy, policy[4096];
 	struct tsec_bus *bus;
-	struct tsec_error err;
 	size_t i, total;
 
 	t->files++;
@@ -299,115 +417,11 @@ void tsec__ptest_file(struct tsec__ptest *t, const char *file)
 	}
 	keep = json_array();
 	seen = json_object();
-	json_array_foreach(cases, i, c) {
-		const char *name = json_string_value(json_object_get(c, "name")), *bad;
-		const char *status = json_string_value(json_object_get(c, "status"));
-		struct tsec_request *r = &run.reqs[run.n];
-		struct tsec_decision *d = &run.single[run.n];
-		struct tsec_report rep;
-		char label[200];
-
-		snprintf(label, sizeof(label), "%s: %s", file, name ? name : "(unnamed case)");
-		if ((bad = malformed(c))) {
-			fprintf(t->err, "tsec test: %s: case %zu %s\n", file, i, bad);
-			t->errors++;
-			continue;
-		}
-		if (t->run && fnmatch(t->run, name, 0))
-			continue;
-		if (tsec__ptest_request("test", c, t->principal, t->roles, t->nroles, r,
-					run.roles[run.n], ROLES_MAX, keep, t->err)) {
-			fprintf(t->err, "  (in %s)\n", label);
-			t->errors++;
-			continue;
-		}
-		if (tsec_bus_check(bus, "policy", r, 1, d, &err) ||
-		    tsec_bus_evaluate(bus, "policy", r, &rep, &err)) {
-			fprintf(t->err, "tsec test: %s: %s\n", label, err.msg);
-			t->errors++;
-			continue;
-		}
-		tsec__decision_seal(d);
-		tsec__decision_seal(&rep.decision);
-		if (!same_decision(d, &rep.decision)) {
-			fprintf(t->err, "tsec test: %s: Check (%s) and Evaluate (%s) disagree\n", label,
-				status_name(d->status), status_name(rep.decision.status));
-			t->errors++;
-			continue;
-		}
-		if (d->status == TSEC_STATUS_INVALID && (!status || strcmp(status, "invalid"))) {
-			/* A misspelt action is the case's fault, not a deny. */
-			fprintf(t->err, "tsec test: %s: the request is invalid (%s)\n", label,
-				d->detail);
-			t->errors++;
-			continue;
-		}
-		for (unsigned k = 0; k < d->nrules && k < TSEC_DECISION_RULES; k++)
-			json_object_set_new(seen, d->rules[k], json_true());
-		run.cases[run.n++] = c;
-		if (!verdict(c, d, why, sizeof(why))) {
-			t->passed++;
-			if (t->cases_json)
-				json_case(t, file, c, d, NULL);
-			else if (t->verbose)
-				fprintf(t->out, "ok   %s\n", label);
-			continue;
-		}
-		t->failed++;
-		if (t->cases_json)
-			json_case(t, file, c, d, why);
-		else
-			print_failure(t, bus, r, label, c, d, why);
-	}
-	/* The same cases as one batch: the same answers. */
-	if (run.n && !tsec_bus_check(bus, "policy", run.reqs, run.n, run.batch, &err)) {
-		for (i = 0; i < run.n; i++)
-			tsec__decision_seal(&run.batch[i]);
-		for (i = 0; i < run.n; i++)
-			if (!same_decision(&run.single[i], &run.batch[i])) {
-				fprintf(t->err, "tsec test: %s: case %s answered differently in a batch\n",
-					file, json_string_value(json_object_get(run.cases[i], "name")));
-				t->errors++;
-			}
-	} else if (run.n) {
-		fprintf(t->err, "tsec test: %s: the batch of %zu: %s\n", file, run.n, err.msg);
-		t->errors++;
-	}
-	if (t->coverage && t->coverage_json) {
-		json_t *ids = rule_ids(policy), *v, *not = json_array();
-		size_t k;
-
-		json_array_foreach(ids, k, v)
-			if (!json_object_get(seen, json_string_value(v)))
-				json_array_append(not, v);
-		t->rules += (int)json_array_size(ids);
-		t->exercised += (int)(json_array_size(ids) - json_array_size(not));
-		json_array_append_new(t->coverage_json,
-				      json_pack("{s:s, s:I, s:I, s:o}", "file", file, "rules",
-						(json_int_t)json_array_size(ids), "exercised",
-						(json_int_t)(json_array_size(ids) - json_array_size(not)),
-						"not_exercised", not));
-		json_decref(ids);
-	} else if (t->coverage) {
-		json_t *ids = rule_ids(policy), *v;
-		size_t k, missing = 0;
-
-		t->rules += (int)json_array_size(ids);
-		json_array_foreach(ids, k, v) {
-			if (json_object_get(seen, json_string_value(v))) {
-				t->exercised++;
-				continue;
-			}
-			if (!missing++)
-				fprintf(t->out, "%s: not exercised by any case:", file);
-			fprintf(t->out, " %s", json_string_value(v));
-		}
-		if (missing)
-			fputc('\n', t->out);
-		else
-			fprintf(t->out, "%s: every rule exercised\n", file);
-		json_decref(ids);
-	}
+	json_array_foreach(cases, i, c)
+		run_case(t, bus, file, i, c, &run, keep, seen);
+	run_batch(t, bus, file, &run);
+	if (t->coverage)
+		coverage_of(t, file, policy, seen);
 	json_decref(seen);
 	json_decref(keep);
 out:

@@ -396,6 +396,121 @@ static bool current_is(struct tsec_remote *r, const struct refkeys *k,
 	return yes;
 }
 
+/*
+ * What a publish checks before anything changes: each part within
+ * blob_max, what it would keep to undo itself within txn_max, and the
+ * policy, asked on the logical keys and judging the content.
+ */
+static int publish_allowed(struct tsec_remote *r, const struct tsec_principal *who,
+			   struct refkeys *k, const char *domain, const void *const data[TSEC__RK],
+			   const size_t len[TSEC__RK], struct tsec_error *err)
+{
+	struct tsec_request q[TSEC__RK];
+	size_t total = 0;
+
+	for (int i = 0; i < TSEC__RK; i++) {
+		if (len[i] > r->blob_max)
+			return tsec__seterr(err, TSEC_ETOOBIG, k->text[i], "%s is %zu bytes (at "
+					    "most %zu)", k->text[i], len[i], r->blob_max);
+		total += TSEC__RBLOB_HDR + len[i] + TSEC__RSEAL_OVERHEAD + TSEC__RREF_MAX;
+	}
+	if (total > r->txn_max)
+		return tsec__seterr(err, TSEC_ETOOBIG, k->text[0], "publishing %s would keep %zu "
+				    "bytes to undo itself (txn_max %zu)", domain, total, r->txn_max);
+	for (int i = 0; i < TSEC__RK; i++) {
+		tsec__req_for(&q[i], "cert.publish", &k->sk[i]);
+		q[i].ctx.has = TSEC_CTX_SIZE;
+		q[i].ctx.size = len[i];
+		if (i == 0 && len[0]) {
+			q[0].ctx.has |= TSEC_CTX_CERT_PEM;
+			q[0].ctx.cert_pem.ptr = data[0];
+			q[0].ctx.cert_pem.len = len[0];
+		}
+	}
+	return tsec__store_check(r->coord, who, q, TSEC__RK, err);
+}
+
+/*
+ * The switch: three references naming the blobs and the next record
+ * (*next, made here), in one coordinator transaction, applied only over
+ * the record st holds (TSEC_ECHANGED when another publish switched
+ * first).  refs[] and *rectext are the caller's to free.
+ */
+static int publish_switch(struct tsec_remote *r, const struct tsec_principal *who,
+			  const struct tsec_lock *lk, const struct refkeys *k,
+			  const struct state *st, char names[TSEC__RK][TSEC__BLOB_NAME_MAX + 1],
+			  const size_t len[TSEC__RK], struct tsec__rrec *next,
+			  char *refs[TSEC__RK], char **rectext, struct tsec_error *err)
+{
+	struct tsec_put puts[TSEC__RK];
+	struct tsec__guarded rec;
+	uint8_t rnd[TSEC__RID_HEX / 2];
+
+	*next = (struct tsec__rrec){ .seq = (st->t[TSEC__RK] ? st->rec.seq : 0) + 1,
+				     .parts = TSEC__PARTS_ALL };
+	next->gen = next->seq;
+	randombytes_buf(rnd, sizeof(rnd));
+	sodium_bin2hex(next->id, sizeof(next->id), rnd, sizeof(rnd));
+	for (int i = 0; i < TSEC__RK; i++) {
+		struct tsec__ref ref = { .gen = next->gen, .size = len[i] };
+
+		memcpy(ref.id, next->id, sizeof(ref.id));
+		memcpy(ref.blob, names[i], sizeof(ref.blob));
+		snprintf(ref.by, sizeof(ref.by), "%.*s", who && who->id.ptr ? (int)who->id.len : 0,
+			 who && who->id.ptr ? who->id.ptr : "");
+		if (!(refs[i] = tsec__ref_text(r, k->text[i], &ref)))
+			return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+		puts[i] = (struct tsec_put){ k->text[i], refs[i], strlen(refs[i]) };
+	}
+	if (!(*rectext = tsec__rrec_text(r, k->rec, next)))
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	rec = (struct tsec__guarded){ k->rec, *rectext, strlen(*rectext), st->t[TSEC__RK],
+				      st->n[TSEC__RK] };
+	/* The policy was asked before, about the certificate. */
+	return tsec__store_put_checked(r->coord, lk, puts, TSEC__RK, &rec, err);
+}
+
+/*
+ * What is there now, read for a publish.  References that do not verify
+ * (forged, format 1, an older set put back) are written over (st->live
+ * cleared); a record that does not verify, or that went back, is not:
+ * that needs an operator.
+ */
+static int read_now(struct tsec_remote *r, const struct refkeys *k, struct state *st,
+		    struct tsec_error *err)
+{
+	struct tsec_error e2;
+	int rc, present;
+
+	if ((rc = read_state(r, k, st, err)) || (rc = verify_record(r, k, st, err)))
+		return rc;
+	if (verify_refs(r, k, st, &present, &e2))
+		st->live = 0;
+	return 0;
+}
+
+/* Compensation for a publish that failed: the blobs it made go again,
+ * and any that a concurrent publish of the same content relies on comes
+ * back. */
+static void publish_undo(struct tsec_remote *r, char names[TSEC__RK][TSEC__BLOB_NAME_MAX + 1],
+			 const bool made[TSEC__RK], uint8_t *const enc[TSEC__RK],
+			 const size_t enclen[TSEC__RK])
+{
+	char gone[TSEC__RK][TSEC__BLOB_NAME_MAX + 1];
+	uint8_t *gb[TSEC__RK];
+	size_t gl[TSEC__RK], ng = 0;
+	struct tsec_error e2;
+
+	for (int i = 0; i < TSEC__RK; i++)
+		if (made[i] && r->blobs->ops->del(r->blobs, names[i], &e2) == 0) {
+			memcpy(gone[ng], names[i], sizeof(gone[ng]));
+			gb[ng] = enc[i];
+			gl[ng++] = enclen[i];
+		}
+	if (ng)
+		tsec__rsweep_restore(r, gone, gb, gl, ng);
+}
+
 int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 			const struct tsec_lock *lk, const char *issuer, const char *domain,
 			const struct tsec_cert_files *f, enum tsec_remote_outcome *outcome,
@@ -404,14 +519,13 @@ int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 	struct refkeys k;
 	struct state st;
 	const void *data[TSEC__RK];
-	size_t len[TSEC__RK], enclen[TSEC__RK] = { 0 }, total = 0;
+	size_t len[TSEC__RK], enclen[TSEC__RK] = { 0 };
 	char names[TSEC__RK][TSEC__BLOB_NAME_MAX + 1];
-	uint8_t *enc[TSEC__RK] = { NULL }, rnd[TSEC__RID_HEX / 2];
+	uint8_t *enc[TSEC__RK] = { NULL };
 	char *refs[TSEC__RK] = { NULL }, *rectext = NULL;
 	bool made[TSEC__RK] = { false };
-	struct tsec_request q[TSEC__RK];
 	struct tsec__rrec next;
-	int present, rc;
+	int rc;
 
 	memset(&st, 0, sizeof(st));
 	if (outcome)
@@ -424,31 +538,8 @@ int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 	data[0] = f->cert, len[0] = f->cert_len;
 	data[1] = f->key, len[1] = f->key_len;
 	data[2] = f->meta, len[2] = f->meta_len;
-	if ((rc = refkeys_of(issuer, domain, &k, err)))
-		return rc;
-	for (int i = 0; i < TSEC__RK; i++) {
-		if (len[i] > r->blob_max)
-			return tsec__seterr(err, TSEC_ETOOBIG, k.text[i], "%s is %zu bytes (at most "
-					    "%zu)", k.text[i], len[i], r->blob_max);
-		total += TSEC__RBLOB_HDR + len[i] + TSEC__RSEAL_OVERHEAD + TSEC__RREF_MAX;
-	}
-	/* The bound on what this publish keeps to undo itself: refused
-	 * before anything changes. */
-	if (total > r->txn_max)
-		return tsec__seterr(err, TSEC_ETOOBIG, k.text[0], "publishing %s would keep %zu "
-				    "bytes to undo itself (txn_max %zu)", domain, total, r->txn_max);
-	/* The policy first, on the logical keys, judging the content. */
-	for (int i = 0; i < TSEC__RK; i++) {
-		tsec__req_for(&q[i], "cert.publish", &k.sk[i]);
-		q[i].ctx.has = TSEC_CTX_SIZE;
-		q[i].ctx.size = len[i];
-		if (i == 0 && len[0]) {
-			q[0].ctx.has |= TSEC_CTX_CERT_PEM;
-			q[0].ctx.cert_pem.ptr = data[0];
-			q[0].ctx.cert_pem.len = len[0];
-		}
-	}
-	if ((rc = tsec__store_check(r->coord, who, q, TSEC__RK, err)) ||
+	if ((rc = refkeys_of(issuer, domain, &k, err)) ||
+	    (rc = publish_allowed(r, who, &k, domain, data, len, err)) ||
 	    (rc = tsec__remote_claim(r, err)))
 		return rc;
 	for (int i = 0; i < TSEC__RK; i++)
@@ -457,20 +548,8 @@ int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 		if ((rc = tsec__rblob_encode(r, i, &k.bind, names[i], data[i], len[i], &enc[i],
 					     &enclen[i], err)))
 			goto out;
-	if ((rc = read_state(r, &k, &st, err)))
+	if ((rc = read_now(r, &k, &st, err)))
 		goto out;
-	/*
-	 * What is there now.  References that do not verify (forged, format
-	 * 1, an older set put back) are written over; a record that does
-	 * not verify, or that went back, is not: that needs an operator.
-	 */
-	if ((rc = verify_record(r, &k, &st, err)))
-		goto out;
-	{
-		struct tsec_error e2;
-		if (verify_refs(r, &k, &st, &present, &e2))
-			st.live = 0;
-	}
 	if (same_blobs(&st, names)) {
 		/* Current.  Every blob is made whole again: one lost from the
 		 * object store, or altered there, is written anew. */
@@ -489,38 +568,7 @@ int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 			goto undo;
 	if (tsec__remote_after_blobs_hook)
 		tsec__remote_after_blobs_hook();
-	/* The switch: three references and the record, in one coordinator
-	 * transaction, only over the record this publish read. */
-	next = (struct tsec__rrec){ .seq = (st.t[TSEC__RK] ? st.rec.seq : 0) + 1,
-				    .parts = TSEC__PARTS_ALL };
-	next.gen = next.seq;
-	randombytes_buf(rnd, sizeof(rnd));
-	sodium_bin2hex(next.id, sizeof(next.id), rnd, sizeof(rnd));
-	{
-		struct tsec_put puts[TSEC__RK];
-		struct tsec__guarded rec;
-		for (int i = 0; i < TSEC__RK; i++) {
-			struct tsec__ref ref = { .gen = next.gen, .size = len[i] };
-			memcpy(ref.id, next.id, sizeof(ref.id));
-			memcpy(ref.blob, names[i], sizeof(ref.blob));
-			snprintf(ref.by, sizeof(ref.by), "%.*s",
-				 who && who->id.ptr ? (int)who->id.len : 0,
-				 who && who->id.ptr ? who->id.ptr : "");
-			if (!(refs[i] = tsec__ref_text(r, k.text[i], &ref))) {
-				rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
-				goto undo;
-			}
-			puts[i] = (struct tsec_put){ k.text[i], refs[i], strlen(refs[i]) };
-		}
-		if (!(rectext = tsec__rrec_text(r, k.rec, &next))) {
-			rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
-			goto undo;
-		}
-		rec = (struct tsec__guarded){ k.rec, rectext, strlen(rectext), st.t[TSEC__RK],
-					      st.n[TSEC__RK] };
-		/* The policy was asked above, about the certificate. */
-		rc = tsec__store_put_checked(r->coord, lk, puts, TSEC__RK, &rec, err);
-	}
+	rc = publish_switch(r, who, lk, &k, &st, names, len, &next, refs, &rectext, err);
 	if (rc == TSEC_ECHANGED) {
 		/* Another publish switched first.  The same content is no
 		 * conflict; other content is, and this caller must see it. */
@@ -551,22 +599,7 @@ int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 	rc = 0;
 	goto out;
 undo:
-	/* Compensation: the blobs this publish made go again, and any that a
-	 * concurrent publish of the same content relies on comes back. */
-	{
-		char gone[TSEC__RK][TSEC__BLOB_NAME_MAX + 1];
-		uint8_t *gb[TSEC__RK];
-		size_t gl[TSEC__RK], ng = 0;
-		struct tsec_error e2;
-		for (int i = 0; i < TSEC__RK; i++)
-			if (made[i] && r->blobs->ops->del(r->blobs, names[i], &e2) == 0) {
-				memcpy(gone[ng], names[i], sizeof(gone[ng]));
-				gb[ng] = enc[i];
-				gl[ng++] = enclen[i];
-			}
-		if (ng)
-			tsec__rsweep_restore(r, gone, gb, gl, ng);
-	}
+	publish_undo(r, names, made, enc, enclen);
 out:
 	state_free(&st);
 	for (int i = 0; i < TSEC__RK; i++) {

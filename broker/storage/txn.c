@@ -79,6 +79,35 @@ int tsec_store_move_fenced(struct tsec_store *s, const struct tsec_principal *wh
 }
 
 /*
+ * The group's i-th write, parsed into sk[i] and checked against the
+ * value limit and the writes before it: no key twice, no key a folder
+ * of another (checked here, once, for every backend).
+ */
+static int put_item(const struct tsec_store *s, const struct tsec_put *p, struct tsec__skey *sk,
+		    size_t i, struct tsec_error *err)
+{
+	int rc;
+
+	if ((rc = tsec__skey_parse(p->key, false, &sk[i], err)))
+		return rc;
+	if (p->len > s->value_max)
+		return tsec__seterr(err, TSEC_ETOOBIG, sk[i].text, "value larger than %zu bytes",
+				    s->value_max);
+	if (!p->value && p->len)
+		return tsec__seterr(err, TSEC_EINVAL, sk[i].text, "NULL value");
+	for (size_t j = 0; j < i; j++) {
+		if (sk[j].tlen == sk[i].tlen && !memcmp(sk[j].text, sk[i].text, sk[i].tlen))
+			return tsec__seterr(err, TSEC_EINVAL, sk[i].text,
+					    "key written twice in one transaction");
+		if (tsec__skey_below(&sk[j], &sk[i]) || tsec__skey_below(&sk[i], &sk[j]))
+			return tsec__seterr(err, TSEC_EEXIST, sk[i].text, "'%s' and '%s' would be "
+					    "a value and a folder of each other", sk[j].text,
+					    sk[i].text);
+	}
+	return 0;
+}
+
+/*
  * Validates, checks and writes a group; f: only while that lease holds;
  * rec: with a record of the store's own, guarded by its old value.
  */
@@ -119,31 +148,8 @@ static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
-		if ((rc = tsec__skey_parse(puts[i].key, false, &sk[i], err)))
+		if ((rc = put_item(s, &puts[i], sk, i, err)))
 			goto out;
-		if (puts[i].len > s->value_max) {
-			rc = tsec__seterr(err, TSEC_ETOOBIG, sk[i].text,
-					  "value larger than %zu bytes", s->value_max);
-			goto out;
-		}
-		if (!puts[i].value && puts[i].len) {
-			rc = tsec__seterr(err, TSEC_EINVAL, sk[i].text, "NULL value");
-			goto out;
-		}
-		for (size_t j = 0; j < i; j++) {
-			if (sk[j].tlen == sk[i].tlen && !memcmp(sk[j].text, sk[i].text, sk[i].tlen)) {
-				rc = tsec__seterr(err, TSEC_EINVAL, sk[i].text,
-						  "key written twice in one transaction");
-				goto out;
-			}
-			/* Checked here, once, for every backend. */
-			if (tsec__skey_below(&sk[j], &sk[i]) || tsec__skey_below(&sk[i], &sk[j])) {
-				rc = tsec__seterr(err, TSEC_EEXIST, sk[i].text,
-						  "'%s' and '%s' would be a value and a folder "
-						  "of each other", sk[j].text, sk[i].text);
-				goto out;
-			}
-		}
 		tsec__req_for(&r[i], "storage.store", &sk[i]);
 		r[i].ctx.has = TSEC_CTX_SIZE;
 		r[i].ctx.size = puts[i].len;

@@ -301,6 +301,52 @@ static int et_stat(struct tsec__backend *b, const struct tsec__skey *sk,
  * folder once and jumps past everything below it (the next range starts
  * at "folder0"), so a folder of a million keys costs one step.
  */
+/*
+ * One key k[0..kl) of a listing's page below base[0..bl): added to out
+ * as the store names it, "<key>/<child>" (a value, or with !recursive
+ * the folder it lies in, once: *folder set, so the range restarts past
+ * everything below it), or skipped when the store could not have written
+ * it.  from[0..*fl) is where the next range starts.  0 or TSEC_ENOMEM.
+ */
+static int list_key(struct etcd *e, const char *base, size_t bl, int recursive, bool reserved,
+		    const uint8_t *k, size_t kl, struct tsec_strlist *out, size_t *cap,
+		    char *from, size_t *fl, bool *folder)
+{
+	const char *name = (const char *)k + e->plen + 3, *slash;
+	size_t cn;
+
+	*folder = false;
+	if (kl <= bl || kl > TSEC__BK_MAX || memcmp(k, base, bl)) {
+		/* Not a key we could have written: skip it, and continue
+		 * after it (an overlong one: after every key sharing its first
+		 * TSEC__BK_MAX bytes, all as long). */
+		*fl = kl > TSEC__BK_MAX ? TSEC__BK_MAX : kl;
+		memcpy(from, k, *fl);
+		from[(*fl)++] = kl > TSEC__BK_MAX ? (char)0xff : '\0';
+		return 0;
+	}
+	if (!tsec__remote_name_ok(name, kl - e->plen - 3, reserved)) {
+		memcpy(from, k, kl);     /* planted: skip it */
+		from[kl] = '\0';
+		*fl = kl + 1;
+		return 0;
+	}
+	slash = recursive ? NULL : memchr(k + bl, '/', kl - bl);
+	if (!slash) {
+		memcpy(from, k, kl);
+		from[kl] = '\0';
+		*fl = kl + 1;
+		return tsec__strlist_add(out, cap, name, kl - e->plen - 3, "");
+	}
+	/* Next: past everything below this child. */
+	cn = (size_t)(slash - (const char *)k);
+	memcpy(from, k, cn);
+	from[cn] = '/' + 1;
+	*fl = cn + 1;
+	*folder = true;
+	return tsec__strlist_add(out, cap, name, cn - e->plen - 3, "/");
+}
+
 static int et_list(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
 		   struct tsec_strlist *out, struct tsec_error *err)
 {
@@ -321,7 +367,7 @@ static int et_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 		json_t *req = json_object(), *r;
 		const json_t *kvs;
 		size_t i, n;
-		bool more;
+		bool more, folder = false;
 
 		json_object_set_new(req, "key", tsec__b64(from, fl));
 		json_object_set_new(req, "range_end", tsec__b64(end, bl));
@@ -335,54 +381,20 @@ static int et_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 		for (i = 0; i < n && !rc; i++) {
 			uint8_t *k;
 			size_t kl;
-			const char *rest, *slash;
 
 			if (tsec__unb64(json_array_get(kvs, i), "key", &k, &kl)) {
 				rc = tsec__seterr(err, TSEC_EIO, sk->text, "etcd sent a key that is "
 						  "not base64");
 				break;
 			}
-			if (kl <= bl || kl > TSEC__BK_MAX || memcmp(k, base, bl)) {
-				/* Not a key we could have written: skip it, and
-				 * continue after it (an overlong one: after every key
-				 * sharing its first TSEC__BK_MAX bytes, all as long). */
-				fl = kl > TSEC__BK_MAX ? TSEC__BK_MAX : kl;
-				memcpy(from, k, fl);
-				from[fl++] = kl > TSEC__BK_MAX ? (char)0xff : '\0';
-				free(k);
-				continue;
-			}
-			rest = (const char *)k + bl;
-			if (!tsec__remote_name_ok((const char *)k + e->plen + 3, kl - e->plen - 3,
-						  tsec__key_reserved(sk->text))) {
-				memcpy(from, k, kl);     /* planted: skip it */
-				from[kl] = '\0';
-				fl = kl + 1;
-				free(k);
-				continue;
-			}
-			slash = recursive ? NULL : memchr(rest, '/', kl - bl);
-			/* Names as the store gives them: "<key>/<child>". */
-			if (slash) {
-				size_t cn = (size_t)(slash - (const char *)k);
-
-				rc = tsec__strlist_add(out, &cap, (const char *)k + e->plen + 3, cn - e->plen - 3, "/");
-				/* Next: past everything below this child. */
-				memcpy(from, k, cn);
-				from[cn] = '/' + 1;
-				fl = cn + 1;
-			} else {
-				rc = tsec__strlist_add(out, &cap, (const char *)k + e->plen + 3, kl - e->plen - 3, "");
-				memcpy(from, k, kl);
-				from[kl] = '\0';
-				fl = kl + 1;
-			}
+			rc = list_key(e, base, bl, recursive, tsec__key_reserved(sk->text), k, kl,
+				      out, &cap, from, &fl, &folder);
 			free(k);
-			if (slash)
+			if (folder)
 				break;           /* restart the range past the folder */
 		}
 		json_decref(r);
-		if (rc == -1)
+		if (rc == TSEC_ENOMEM)
 			rc = tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
 		if (rc)
 			break;

@@ -254,6 +254,36 @@ static enum outcome gw_error(const json_t *j, long status, int *code, struct tse
 static int authenticate(struct tsec__etcd_conn *c, CURL *h, const char *base, long tmo,
 			unsigned seen_gen, struct tsec_error *err);
 
+/*
+ * What a transfer that failed (cc, libcurl's words in why) came to at
+ * endpoint ep: whether the request may have been applied.  short_body:
+ * not all of the body was sent.
+ */
+static enum outcome transfer_failed(const char *ep, CURLcode cc, const char *why,
+				    bool short_body, size_t max, int *code,
+				    struct tsec_error *err)
+{
+	tsec__seterr(err, TSEC_EIO, ep, "etcd at %s: %s", ep, why[0] ? why : curl_easy_strerror(cc));
+	/* The server's TLS refused our certificate (TLS 1.3 says so only at
+	 * the first read): it handed nothing on. */
+	if ((cc == CURLE_RECV_ERROR || cc == CURLE_SEND_ERROR) && strstr(why, "alert") &&
+	    strstr(why, "certificate")) {
+		*code = TSEC_EIO;
+		return FAILED;
+	}
+	/* Not connected, or the body not all written: the gateway acts on a
+	 * whole body only, so nothing was applied. */
+	if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
+	    cc == CURLE_COULDNT_RESOLVE_PROXY || cc == CURLE_SSL_CONNECT_ERROR || short_body)
+		return NOT_SENT;
+	if (cc == CURLE_WRITE_ERROR) {
+		*code = tsec__seterr(err, TSEC_ETOOBIG, ep, "etcd's answer is larger than %zu bytes",
+				     max);
+		return FAILED;
+	}
+	return UNKNOWN;
+}
+
 /* One request to one endpoint. */
 static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const char *path,
 			    const char *body, long tmo, bool once, json_t **resp, int *code,
@@ -318,27 +348,8 @@ static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const
 	curl_slist_free_all(hdr);
 	if (cc != CURLE_OK) {
 		free(b.p);
-		tsec__seterr(err, TSEC_EIO, c->ep[ep], "etcd at %s: %s", c->ep[ep],
-			     why[0] ? why : curl_easy_strerror(cc));
-		/* The server's TLS refused our certificate (TLS 1.3 says so
-		 * only at the first read): it handed nothing on. */
-		if ((cc == CURLE_RECV_ERROR || cc == CURLE_SEND_ERROR) && strstr(why, "alert") &&
-		    strstr(why, "certificate")) {
-			*code = TSEC_EIO;
-			return FAILED;
-		}
-		/* Not connected, or the body not all written: the gateway
-		 * acts on a whole body only, so nothing was applied. */
-		if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
-		    cc == CURLE_COULDNT_RESOLVE_PROXY || cc == CURLE_SSL_CONNECT_ERROR ||
-		    up < (curl_off_t)strlen(body))
-			return NOT_SENT;
-		if (cc == CURLE_WRITE_ERROR) {
-			*code = tsec__seterr(err, TSEC_ETOOBIG, c->ep[ep],
-					     "etcd's answer is larger than %zu bytes", b.max);
-			return FAILED;
-		}
-		return UNKNOWN;
+		return transfer_failed(c->ep[ep], cc, why, up < (curl_off_t)strlen(body), b.max,
+				       code, err);
 	}
 	j = b.p ? json_loadb(b.p, b.n, 0, &je) : NULL;
 	free(b.p);

@@ -29,12 +29,7 @@
 
 #define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 
-static struct tsec__filebe *fb_of(struct tsec__backend *b)
-{
-	return (struct tsec__filebe *)b;
-}
-
-static int io_err(struct tsec_error *err, const char *where, const char *what)
+int tsec__fb_io_err(struct tsec_error *err, const char *where, const char *what)
 {
 	int e = errno;
 
@@ -60,12 +55,12 @@ int tsec__fb_open_dirs(struct tsec__filebe *fb, const struct tsec__skey *sk,
 
 	*dirfd = -1;
 	if (fd < 0)
-		return io_err(err, "", "cannot open the store root");
+		return tsec__fb_io_err(err, "", "cannot open the store root");
 	for (unsigned i = 0; i < upto; i++) {
 		int next = openat(fd, sk->seg[i], DIR_FLAGS);
 		if (next < 0 && errno == ENOENT && create) {
 			if (mkdirat(fd, sk->seg[i], 0700) < 0 && errno != EEXIST) {
-				int rc = io_err(err, sk->text, "cannot create folder");
+				int rc = tsec__fb_io_err(err, sk->text, "cannot create folder");
 				close(fd);
 				return rc;
 			}
@@ -90,7 +85,7 @@ int tsec__fb_open_dirs(struct tsec__filebe *fb, const struct tsec__skey *sk,
 						  "'%s' is a symbolic link; the store follows none",
 						  sk->seg[i]);
 			else
-				rc = io_err(err, sk->text, "cannot open folder");
+				rc = tsec__fb_io_err(err, sk->text, "cannot open folder");
 			close(fd);
 			errno = e; /* the cause, for callers that answer by errno */
 			return rc;
@@ -128,15 +123,15 @@ int tsec__fb_write_temp(const char *owner, int dirfd, const void *data, size_t l
 	tsec__fb_temp_name(owner, tmp, tmpn);
 	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
-		return io_err(err, where, "cannot create temporary file");
+		return tsec__fb_io_err(err, where, "cannot create temporary file");
 	if (write_all(fd, data, len) < 0 || (durable && fsync(fd) < 0)) {
-		rc = io_err(err, where, "cannot write");
+		rc = tsec__fb_io_err(err, where, "cannot write");
 		close(fd);
 		unlinkat(dirfd, tmp, 0);
 		return rc;
 	}
 	if (close(fd) < 0) {
-		rc = io_err(err, where, "cannot write");
+		rc = tsec__fb_io_err(err, where, "cannot write");
 		unlinkat(dirfd, tmp, 0);
 		return rc;
 	}
@@ -146,14 +141,14 @@ int tsec__fb_write_temp(const char *owner, int dirfd, const void *data, size_t l
 /* The error of a read or a change that could not have the store's
  * commit flock (tsec__fb_commit_read, tsec__fb_settle): nothing was
  * read or changed. */
-static int commit_lock_err(struct tsec_error *err, const char *where)
+int tsec__fb_commit_lock_err(struct tsec_error *err, const char *where)
 {
 	return errno == EWOULDBLOCK
 		? tsec__seterr(err, TSEC_EBUSY, where,
 			       "a group write has been applying for %d s (a paused or stuck "
 			       "process holds the store's commit lock); nothing was changed; "
 			       "try again", TSEC__FB_READ_WAIT_MS / 1000)
-		: io_err(err, where, "cannot take the store's commit lock");
+		: tsec__fb_io_err(err, where, "cannot take the store's commit lock");
 }
 
 int tsec__fb_write_atomic(struct tsec__filebe *fb, int dirfd, const char *leaf,
@@ -170,21 +165,21 @@ int tsec__fb_write_atomic(struct tsec__filebe *fb, int dirfd, const char *leaf,
 				      leaf, err)))
 		return rc;
 	if (tsec__fb_settle(fb, TSEC__FB_READ_WAIT_MS, &cfd) < 0) {
-		rc = commit_lock_err(err, leaf);
+		rc = tsec__fb_commit_lock_err(err, leaf);
 		unlinkat(dirfd, tmp, 0);
 		return rc;
 	}
 	if (renameat(dirfd, tmp, dirfd, leaf) < 0) {
 		rc = errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST
 			? tsec__seterr(err, TSEC_EEXIST, leaf, "'%s' is a folder", leaf)
-			: io_err(err, leaf, "cannot rename into place");
+			: tsec__fb_io_err(err, leaf, "cannot rename into place");
 		unlinkat(dirfd, tmp, 0);
 		tsec__fb_commit_end(fb, cfd);
 		return rc;
 	}
 	tsec__fb_commit_end(fb, cfd);
 	if (durable && fsync(dirfd) < 0)
-		return io_err(err, leaf, "cannot sync folder");
+		return tsec__fb_io_err(err, leaf, "cannot sync folder");
 	return 0;
 }
 
@@ -224,7 +219,7 @@ static bool absent(int e)
 	return e == ENOENT || e == ENOTDIR || e == ELOOP || e == EXDEV;
 }
 
-static int open_err(const struct tsec__skey *sk, struct tsec_error *err)
+int tsec__fb_open_err(const struct tsec__skey *sk, struct tsec_error *err)
 {
 	if (errno == ENOENT || errno == ENOTDIR)
 		return tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
@@ -232,7 +227,7 @@ static int open_err(const struct tsec__skey *sk, struct tsec_error *err)
 		return tsec__seterr(err, TSEC_ENOENT, sk->text,
 				    "%s: reached through a symbolic link; the store follows none",
 				    sk->text);
-	return io_err(err, sk->text, "cannot open");
+	return tsec__fb_io_err(err, sk->text, "cannot open");
 }
 
 /*
@@ -252,7 +247,7 @@ static bool owned(const struct stat *sb)
  * was the value at that moment, and reads as such.  More than one is a
  * hard link planted in the store.
  */
-static bool plain_file(const struct stat *sb)
+bool tsec__fb_plain_file(const struct stat *sb)
 {
 	return S_ISREG(sb->st_mode) && sb->st_nlink <= 1 && owned(sb);
 }
@@ -260,7 +255,7 @@ static bool plain_file(const struct stat *sb)
 /* Refuses anything but a value (plain_file), or a folder when
  * folder_ok. */
 
-static int plain(const struct stat *sb, const struct tsec__skey *sk, bool folder_ok,
+int tsec__fb_plain(const struct stat *sb, const struct tsec__skey *sk, bool folder_ok,
 		 struct tsec_error *err)
 {
 	if (S_ISDIR(sb->st_mode))
@@ -270,7 +265,7 @@ static int plain(const struct stat *sb, const struct tsec__skey *sk, bool folder
 		return tsec__seterr(err, TSEC_EIO, sk->text,
 				    "'%s' belongs to uid %ld, not this store's user: planted in "
 				    "the store; refused", sk->text, (long)sb->st_uid);
-	if (!plain_file(sb))
+	if (!tsec__fb_plain_file(sb))
 		return tsec__seterr(err, TSEC_EIO, sk->text,
 				    "'%s' is not a regular file with one link (a FIFO, "
 				    "socket, device or hard link planted in the store); refused",
@@ -290,12 +285,12 @@ static int read_value(int fd, const struct tsec__skey *sk, size_t max, bool fold
 	int rc = 0;
 
 	if (fstat(fd, &sb) < 0) {
-		rc = io_err(err, sk->text, "cannot stat");
+		rc = tsec__fb_io_err(err, sk->text, "cannot stat");
 		goto out;
 	}
 	if (folder_none && S_ISDIR(sb.st_mode))
 		goto out; /* rc 0, no value */
-	if ((rc = plain(&sb, sk, false, err)))
+	if ((rc = tsec__fb_plain(&sb, sk, false, err)))
 		goto out;
 	if ((uint64_t)sb.st_size > max) {
 		rc = tsec__seterr(err, TSEC_ETOOBIG, sk->text, "value larger than %zu bytes", max);
@@ -332,14 +327,14 @@ static int fb_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t m
 
 	*out = NULL;
 	*len = 0;
-	fd = open_beneath(fb_of(b), sk, VALUE_FLAGS);
+	fd = open_beneath(tsec__fb_of(b), sk, VALUE_FLAGS);
 	if (fd < 0)
-		return open_err(sk, err);
+		return tsec__fb_open_err(sk, err);
 	return read_value(fd, sk, max, false, out, len, err);
 }
 
 /*
- * A group's renames run under the store's commit flock (file_journal.c);
+ * A group's renames run under the store's commit flock (file_commit.c);
  * the values are opened under it, shared, so none of them is renamed
  * over between two opens.  An open file keeps what it held when it was
  * opened (a value is replaced by a rename, never written in place), so
@@ -348,7 +343,7 @@ static int fb_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t m
 static int fb_get_many(struct tsec__backend *b, const struct tsec__skey *k, size_t n,
 		       size_t max, char **out, size_t *len, struct tsec_error *err)
 {
-	struct tsec__filebe *fb = fb_of(b);
+	struct tsec__filebe *fb = tsec__fb_of(b);
 	int fd[TSEC__GET_MANY_MAX], cfd, rc;
 	size_t i;
 
@@ -357,10 +352,10 @@ static int fb_get_many(struct tsec__backend *b, const struct tsec__skey *k, size
 	for (i = 0; i < n; i++)
 		fd[i] = -1;
 	if ((cfd = tsec__fb_commit_read(fb, TSEC__FB_READ_WAIT_MS)) < 0)
-		return commit_lock_err(err, k[0].text);
+		return tsec__fb_commit_lock_err(err, k[0].text);
 	for (i = 0; i < n && !rc; i++)
 		if ((fd[i] = open_beneath(fb, &k[i], VALUE_FLAGS)) < 0 && !absent(errno))
-			rc = open_err(&k[i], err);
+			rc = tsec__fb_open_err(&k[i], err);
 	tsec__fb_commit_end(fb, cfd);
 	for (i = 0; i < n; i++) {
 		if (fd[i] < 0)
@@ -381,23 +376,23 @@ static int stat_key(struct tsec__filebe *fb, const struct tsec__skey *sk, struct
 	return tsec__fb_stat_key(fb, sk, sb);
 }
 
-static int fb_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
+int tsec__fb_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
 		   struct tsec_error *err)
 {
 	struct stat sb;
 
 	*kind = 0;
-	if (stat_key(fb_of(b), sk, &sb) < 0) {
+	if (stat_key(tsec__fb_of(b), sk, &sb) < 0) {
 		/* Not there, or not the store's: none.  Anything else is an
 		 * error, never read as "absent" (a caller that believed it
 		 * could write over what is there). */
 		if (absent(errno))
 			return 0;
-		return open_err(sk, err);
+		return tsec__fb_open_err(sk, err);
 	}
 	if (S_ISDIR(sb.st_mode))
 		*kind = 2;
-	else if (plain_file(&sb))
+	else if (tsec__fb_plain_file(&sb))
 		*kind = 1;
 	return 0;
 }
@@ -408,314 +403,14 @@ static int fb_stat(struct tsec__backend *b, const struct tsec__skey *sk,
 	struct stat sb;
 	int rc;
 
-	if (stat_key(fb_of(b), sk, &sb) < 0)
-		return open_err(sk, err);
-	if ((rc = plain(&sb, sk, true, err)))
+	if (stat_key(tsec__fb_of(b), sk, &sb) < 0)
+		return tsec__fb_open_err(sk, err);
+	if ((rc = tsec__fb_plain(&sb, sk, true, err)))
 		return rc;
 	st->size = S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size : 0;
 	st->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
 	st->is_file = S_ISREG(sb.st_mode);
 	return 0;
-}
-
-struct listing {
-	struct tsec_strlist *out;
-	size_t cap;
-	int failed;
-};
-
-static void list_add(struct listing *l, const char *prefix, const char *name,
-		     const char *suffix)
-{
-	char *k;
-	int n;
-
-	if (l->failed)
-		return;
-	if (l->out->n == l->cap) {
-		size_t nc = l->cap ? l->cap * 2 : 32;
-		char **nv = realloc(l->out->v, nc * sizeof(*nv));
-		if (!nv) {
-			l->failed = 1;
-			return;
-		}
-		l->out->v = nv;
-		l->cap = nc;
-	}
-	n = *prefix ? asprintf(&k, "%s/%s%s", prefix, name, suffix)
-		    : asprintf(&k, "%s%s", name, suffix);
-	if (n < 0) {
-		l->failed = 1;
-		return;
-	}
-	l->out->v[l->out->n++] = k;
-}
-
-/* Lists folder fd (whose key is prefix); consumes fd. */
-static void list_dir(struct listing *l, int fd, const char *prefix, int recursive,
-		     unsigned depth)
-{
-	struct dirent *e;
-	DIR *d = fdopendir(fd);
-
-	if (!d) {
-		close(fd);
-		l->failed = 1;
-		return;
-	}
-	while ((e = readdir(d))) {
-		struct stat sb;
-		const char *nm = e->d_name;
-		if (!strcmp(nm, ".") || !strcmp(nm, "..") ||
-		    !strncmp(nm, TSEC__RESERVED, TSEC__RESERVED_LEN))
-			continue;
-		if (fstatat(fd, nm, &sb, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		if (plain_file(&sb)) {
-			list_add(l, prefix, nm, "");
-		} else if (S_ISDIR(sb.st_mode)) {
-			if (!recursive) {
-				list_add(l, prefix, nm, "/");
-			} else if (depth < TSEC_KEY_SEGMENTS) {
-				char sub[TSEC_KEY_MAX * 2];
-				int cfd = openat(fd, nm, DIR_FLAGS);
-				if (cfd < 0)
-					continue;
-				snprintf(sub, sizeof(sub), "%s%s%s", prefix, *prefix ? "/" : "", nm);
-				list_dir(l, cfd, sub, recursive, depth + 1);
-			}
-		}
-	}
-	closedir(d);
-}
-
-static int fb_list(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
-		   struct tsec_strlist *out, struct tsec_error *err)
-{
-	struct listing l = { out, 0, 0 };
-	int fd, rc, kind;
-
-	if ((rc = tsec__fb_open_dirs(fb_of(b), sk, sk->n, false, &fd, err))) {
-		if (rc == TSEC_ENOENT && fb_kind(b, sk, &kind, err) == 0 && kind == 1)
-			return tsec__seterr(err, TSEC_EINVAL, sk->text,
-					    "'%s' is a file, not a folder", sk->text);
-		return rc;
-	}
-	list_dir(&l, fd, sk->text, recursive, sk->n);
-	if (l.failed) {
-		tsec_strlist_free(out);
-		return tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
-	}
-	return 0;
-}
-
-/* Removes the folder `name` in dirfd and everything below it. */
-static int rm_tree(int dirfd, const char *name)
-{
-	struct dirent *e;
-	DIR *d;
-	int fd, rc = 0;
-
-	fd = openat(dirfd, name, DIR_FLAGS);
-	if (fd < 0)
-		return -1;
-	if (!(d = fdopendir(fd))) {
-		close(fd);
-		return -1;
-	}
-	while ((e = readdir(d))) {
-		struct stat sb;
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
-			rc = -1;
-			continue;
-		}
-		if (S_ISDIR(sb.st_mode))
-			rc |= rm_tree(fd, e->d_name);
-		else if (unlinkat(fd, e->d_name, 0) < 0)
-			rc = -1;
-	}
-	closedir(d);
-	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0)
-		rc = -1;
-	return rc;
-}
-
-/*
- * Removes the folders of sk that are empty now, deepest first, as far up
- * as they are empty: a folder exists only while a value is below it, as
- * on every other backend.  rmdir refuses a folder that is not empty, so
- * a value written meanwhile keeps its folder; a writer that resolved a
- * folder this removed finds it gone when it creates its file (ENOENT in
- * a removed folder) and resolves again (fb_put_many, fb_move).
- */
-static void prune(struct tsec__filebe *fb, const struct tsec__skey *sk, unsigned folders)
-{
-	bool removed = false;
-
-	for (unsigned i = folders; i > 0; i--) {
-		struct tsec_error ignore;
-		int parent, gone;
-		if (tsec__fb_open_dirs(fb, sk, i - 1, false, &parent, &ignore))
-			break;
-		gone = unlinkat(parent, sk->seg[i - 1], AT_REMOVEDIR) == 0;
-		if (gone)
-			fsync(parent);
-		close(parent);
-		if (!gone)
-			break;
-		removed = true;
-	}
-	/* Folders went: none kept open may answer for their paths. */
-	if (removed)
-		tsec__folders_forget(&fb->folders);
-}
-
-static int del_plain(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
-		     struct tsec_error *err)
-{
-	struct stat sb;
-	int dirfd, rc, cfd;
-
-	if ((rc = tsec__fb_open_dirs(fb_of(b), sk, sk->n - 1, false, &dirfd, err)))
-		return rc;
-	/* Settled: a dead writer's group on these keys lands first. */
-	if (tsec__fb_settle(fb_of(b), TSEC__FB_READ_WAIT_MS, &cfd) < 0) {
-		rc = commit_lock_err(err, sk->text);
-		close(dirfd);
-		return rc;
-	}
-	if (fstatat(dirfd, sk->seg[sk->n - 1], &sb, AT_SYMLINK_NOFOLLOW) < 0) {
-		rc = io_err(err, sk->text, "cannot delete");
-	} else if (S_ISDIR(sb.st_mode)) {
-		if (!recursive)
-			rc = tsec__seterr(err, TSEC_EINVAL, sk->text,
-					  "'%s' is a folder; delete it recursively", sk->text);
-		else if (rm_tree(dirfd, sk->seg[sk->n - 1]) < 0)
-			rc = io_err(err, sk->text, "cannot delete all of the folder");
-		/* Folders went: none kept open may answer for their paths. */
-		tsec__folders_forget(&fb_of(b)->folders);
-	} else if (unlinkat(dirfd, sk->seg[sk->n - 1], 0) < 0) {
-		rc = io_err(err, sk->text, "cannot delete");
-	}
-	tsec__fb_commit_end(fb_of(b), cfd);
-	if (rc == 0)
-		fsync(dirfd);
-	close(dirfd);
-	if (rc == 0)
-		prune(fb_of(b), sk, sk->n - 1);
-	return rc;
-}
-
-/*
- * A move is one rename that never replaces (renameat2 RENAME_NOREPLACE):
- * the value is under exactly one name at every moment, a crash included.
- */
-static int move_once(struct tsec__filebe *fb, const struct tsec__skey *src,
-		     const struct tsec__skey *dst, struct tsec_error *err)
-{
-	int srcdir = -1, dstdir = -1, rc, cfd;
-	struct stat sb;
-
-	if ((rc = tsec__fb_open_dirs(fb, src, src->n - 1, false, &srcdir, err)))
-		return rc;
-	/* Settled: a dead writer's group on these keys lands first. */
-	if (tsec__fb_settle(fb, TSEC__FB_READ_WAIT_MS, &cfd) < 0) {
-		rc = commit_lock_err(err, src->text);
-		close(srcdir);
-		return rc;
-	}
-	if (fstatat(srcdir, src->seg[src->n - 1], &sb, AT_SYMLINK_NOFOLLOW) < 0) {
-		rc = open_err(src, err);
-		goto out;
-	}
-	if (S_ISDIR(sb.st_mode)) {
-		rc = tsec__seterr(err, TSEC_EINVAL, src->text,
-				  "'%s' is a folder; only values move", src->text);
-		goto out;
-	}
-	if ((rc = plain(&sb, src, false, err)))
-		goto out;
-	if ((rc = tsec__fb_open_dirs(fb, dst, dst->n - 1, true, &dstdir, err)))
-		goto out;
-	if (renameat2(srcdir, src->seg[src->n - 1], dstdir, dst->seg[dst->n - 1],
-		      RENAME_NOREPLACE) < 0) {
-		rc = errno == EEXIST
-			? tsec__seterr(err, TSEC_EEXIST, dst->text,
-				       "'%s' exists; move never replaces", dst->text)
-			: errno == EINVAL
-			? tsec__seterr(err, TSEC_EIO, dst->text,
-				       "this file system cannot rename without replacing")
-			: io_err(err, dst->text, "cannot move");
-		goto out;
-	}
-	fsync(dstdir);
-	fsync(srcdir);
-	rc = 0;
-out:
-	tsec__fb_commit_end(fb, cfd);
-	if (srcdir >= 0)
-		close(srcdir);
-	if (dstdir >= 0)
-		close(dstdir);
-	return rc;
-}
-
-/* A folder pruned under a writer: resolve again, a few times at most. */
-#define PRUNED_RETRIES 8
-
-static int move_plain(struct tsec__backend *b, const struct tsec__skey *src,
-		      const struct tsec__skey *dst, struct tsec_error *err)
-{
-	struct tsec__filebe *fb = fb_of(b);
-	int rc, tries = 0;
-
-	while ((rc = move_once(fb, src, dst, err)) == TSEC_ENOENT && ++tries < PRUNED_RETRIES)
-		;
-	if (rc == 0)
-		prune(fb, src, src->n - 1);
-	return rc;
-}
-
-/* A delete or a move, run under its lock's write lock (tsec__fb_fenced). */
-struct fenced_op {
-	struct tsec__backend *b;
-	const struct tsec__skey *a, *b2;
-	int recursive;
-};
-
-static int del_op(void *ctx, struct tsec_error *err)
-{
-	struct fenced_op *o = ctx;
-
-	return del_plain(o->b, o->a, o->recursive, err);
-}
-
-static int move_op(void *ctx, struct tsec_error *err)
-{
-	struct fenced_op *o = ctx;
-
-	return move_plain(o->b, o->a, o->b2, err);
-}
-
-static int fb_del(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
-		  const struct tsec__fence *f, struct tsec_error *err)
-{
-	struct fenced_op o = { b, sk, NULL, recursive };
-
-	return f ? tsec__fb_fenced(fb_of(b), f, del_op, &o, err)
-		 : del_plain(b, sk, recursive, err);
-}
-
-static int fb_move(struct tsec__backend *b, const struct tsec__skey *src,
-		   const struct tsec__skey *dst, const struct tsec__fence *f,
-		   struct tsec_error *err)
-{
-	struct fenced_op o = { b, src, dst, 0 };
-
-	return f ? tsec__fb_fenced(fb_of(b), f, move_op, &o, err)
-		 : move_plain(b, src, dst, err);
 }
 
 /* A group, or one value, fenced or not (a lock's write lock around it). */
@@ -745,7 +440,7 @@ static int fb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 		       const struct tsec__fence *f, const struct tsec__guard *g,
 		       struct tsec_error *err)
 {
-	struct put_args a = { fb_of(b), p, n };
+	struct put_args a = { tsec__fb_of(b), p, n };
 	int rc, tries = 0;
 
 	/*
@@ -759,17 +454,17 @@ static int fb_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 		rc = f || g ? tsec__fb_put_group(a.fb, p, n, f, g, err) : put_plain(&a, err);
 		/* (Not when it is the lock that is gone.) */
 	} while (rc == TSEC_ENOENT && !(f && err && !strcmp(err->where, f->name)) &&
-		 ++tries < PRUNED_RETRIES);
+		 ++tries < TSEC__FB_PRUNED_RETRIES);
 	/* Failed: the folders it made for its values go again (only the
 	 * empty ones: a folder exists only while a value is below it). */
 	for (size_t i = 0; rc && i < n; i++)
-		prune(a.fb, p[i].sk, p[i].sk->n - 1);
+		tsec__fb_prune(a.fb, p[i].sk, p[i].sk->n - 1);
 	return rc;
 }
 
 static void fb_close(struct tsec__backend *b)
 {
-	struct tsec__filebe *fb = fb_of(b);
+	struct tsec__filebe *fb = tsec__fb_of(b);
 
 	if (!fb)
 		return;
@@ -789,11 +484,11 @@ static const struct tsec__backend_ops file_ops = {
 	.close = fb_close,
 	.get = fb_get,
 	.get_many = fb_get_many,
-	.kind = fb_kind,
+	.kind = tsec__fb_kind,
 	.stat = fb_stat,
-	.list = fb_list,
-	.del = fb_del,
-	.move = fb_move,
+	.list = tsec__fb_list,
+	.del = tsec__fb_del,
+	.move = tsec__fb_move,
 	.put_many = fb_put_many,
 	.lock_try = tsec__fb_lock_try,
 	.lock_renew = tsec__fb_lock_renew,
@@ -804,7 +499,7 @@ int tsec__file_feed(struct tsec__backend *b, const struct tsec__feed_sink *sink,
 		    struct tsec_error *err)
 {
 	(void)err;
-	fb_of(b)->feed = *sink;
+	tsec__fb_of(b)->feed = *sink;
 	return 0;
 }
 
@@ -822,9 +517,9 @@ static int root_safe(const char *root, struct tsec_error *err)
 	struct stat sb;
 
 	if (!realpath(root, path))
-		return io_err(err, root, "cannot resolve store root");
+		return tsec__fb_io_err(err, root, "cannot resolve store root");
 	if (stat(path, &sb) < 0)
-		return io_err(err, root, "cannot stat store root");
+		return tsec__fb_io_err(err, root, "cannot stat store root");
 	if (!owned(&sb))
 		return tsec__seterr(err, TSEC_EIO, root, "the store's root %s belongs to uid %ld, "
 				    "not this user (%ld): refused", path, (long)sb.st_uid,
@@ -836,7 +531,7 @@ static int root_safe(const char *root, struct tsec_error *err)
 	while ((slash = strrchr(path, '/'))) {
 		slash[slash == path ? 1 : 0] = '\0';
 		if (stat(path, &sb) < 0)
-			return io_err(err, path, "cannot stat a folder above the store's root");
+			return tsec__fb_io_err(err, path, "cannot stat a folder above the store's root");
 		if (!owned(&sb))
 			return tsec__seterr(err, TSEC_EIO, root, "%s, above the store's root, belongs "
 					    "to uid %ld: it could swap the store's folders; refused",
@@ -858,7 +553,7 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 
 	*out = NULL;
 	if (mkdir(root, 0700) < 0 && errno != EEXIST)
-		return io_err(err, root, "cannot create store root");
+		return tsec__fb_io_err(err, root, "cannot create store root");
 	if ((rc = root_safe(root, err)))
 		return rc;
 	if (!(fb = calloc(1, sizeof(*fb))))
@@ -880,26 +575,26 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 	}
 	fb->rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fb->rootfd < 0) {
-		rc = io_err(err, root, "cannot open store root");
+		rc = tsec__fb_io_err(err, root, "cannot open store root");
 		free(fb);
 		return rc;
 	}
 	if (mkdirat(fb->rootfd, TSEC__JOURNAL, 0700) < 0 && errno != EEXIST) {
-		rc = io_err(err, root, "cannot create the journal folder");
+		rc = tsec__fb_io_err(err, root, "cannot create the journal folder");
 		goto fail;
 	}
 	fb->journalfd = openat(fb->rootfd, TSEC__JOURNAL, DIR_FLAGS);
 	if (fb->journalfd < 0) {
-		rc = io_err(err, root, "cannot open the journal folder");
+		rc = tsec__fb_io_err(err, root, "cannot open the journal folder");
 		goto fail;
 	}
 	if (mkdirat(fb->rootfd, TSEC__LOCKS, 0700) < 0 && errno != EEXIST) {
-		rc = io_err(err, root, "cannot create the locks folder");
+		rc = tsec__fb_io_err(err, root, "cannot create the locks folder");
 		goto fail;
 	}
 	fb->locksfd = openat(fb->rootfd, TSEC__LOCKS, DIR_FLAGS);
 	if (fb->locksfd < 0) {
-		rc = io_err(err, root, "cannot open the locks folder");
+		rc = tsec__fb_io_err(err, root, "cannot open the locks folder");
 		goto fail;
 	}
 	if ((rc = tsec__fb_owner_begin(fb, err)) || (rc = tsec__fb_recover(fb, err)))

@@ -1,5 +1,6 @@
 /*
- * Internal to the file backend (file.c, file_journal.c, file_lock.c).
+ * Internal to the file backend (file.c, file_tree.c, file_folders.c,
+ * file_journal.c, file_commit.c, file_recover.c, file_lock.c).
  *
  * Layout under the root: values as files (0600) in folders (0700); names
  * starting with ".tsec-" belong to the backend:
@@ -109,11 +110,48 @@ int tsec__fb_open_dirs(struct tsec__filebe *fb, const struct tsec__skey *sk,
 		       unsigned upto, bool create, int *dirfd,
 		       struct tsec_error *err);
 
+static inline struct tsec__filebe *tsec__fb_of(struct tsec__backend *b)
+{
+	return (struct tsec__filebe *)b;
+}
+
+/* file.c: errors and checks the operations share.  errno as a store
+ * error (ENOENT: TSEC_ENOENT, else TSEC_EIO), "what: strerror". */
+int tsec__fb_io_err(struct tsec_error *err, const char *where, const char *what);
+/* A failed open of sk's value or folder (errno): not found, reached
+ * through a symbolic link, or I/O. */
+int tsec__fb_open_err(const struct tsec__skey *sk, struct tsec_error *err);
+/* A read or change that could not have the commit flock: TSEC_EBUSY
+ * after the wait (EWOULDBLOCK), else I/O.  Nothing read or changed. */
+int tsec__fb_commit_lock_err(struct tsec_error *err, const char *where);
+/* A value: a regular file of this user (or root) with at most one link. */
+bool tsec__fb_plain_file(const struct stat *sb);
+/* Refuses anything but a value, or a folder when folder_ok, with the
+ * error naming what was planted. */
+int tsec__fb_plain(const struct stat *sb, const struct tsec__skey *sk, bool folder_ok,
+		   struct tsec_error *err);
+int tsec__fb_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
+		  struct tsec_error *err);
+
+/* A folder pruned under a writer: resolve again, a few times at most. */
+#define TSEC__FB_PRUNED_RETRIES 8
+
+/* file_tree.c: the backend's list, del and move, and the pruning of the
+ * empty folders above sk's first `folders` segments. */
+int tsec__fb_list(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
+		  struct tsec_strlist *out, struct tsec_error *err);
+int tsec__fb_del(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
+		 const struct tsec__fence *f, struct tsec_error *err);
+int tsec__fb_move(struct tsec__backend *b, const struct tsec__skey *src,
+		  const struct tsec__skey *dst, const struct tsec__fence *f,
+		  struct tsec_error *err);
+void tsec__fb_prune(struct tsec__filebe *fb, const struct tsec__skey *sk, unsigned folders);
+
 /* Fills buf with ".tsec-tmp-<owner>-<16 hex digits>". */
 void tsec__fb_temp_name(const char *owner, char *buf, size_t n);
 
 /*
- * The store-wide commit flock (file_journal.c), held exclusive by a
+ * The store-wide commit flock (file_commit.c), held exclusive by a
  * group between its commit point and its last rename, shared by a read
  * of several values (get_many) while it opens them; its descriptor
  * (close() lets it go), or -1 and errno.  A group waits as long as it
@@ -125,6 +163,24 @@ int tsec__fb_commit_read(struct tsec__filebe *fb, int64_t wait_ms);
 /* Lets go of what tsec__fb_commit_write, tsec__fb_commit_read or
  * tsec__fb_settle took (cfd; nothing when it is -1). */
 void tsec__fb_commit_end(struct tsec__filebe *fb, int cfd);
+/* The commit flock exclusive, waiting at most wait_ms (< 0: as long as
+ * it takes): its descriptor, or -1 and errno (file_commit.c). */
+int tsec__fb_commit_write_within(struct tsec__filebe *fb, int64_t wait_ms);
+
+/* The journal's records (file_journal.c writes them, file_recover.c
+ * reads back those of dead writers). */
+#define TSEC__FB_RECORD_MAX (64u << 10)
+#define TSEC__FB_OWNING ".tsec-owning-"   /* an owner file being made */
+/* The lines of a whole record text[0..n) (its header checked), or NULL
+ * for a torn or foreign one. */
+char *tsec__fb_record_body(char *text, size_t n);
+/* Whether name is one of this store's own record slots. */
+bool tsec__fb_slot_mine(struct tsec__filebe *fb, const char *name);
+/* Recovers every dead writer's record (the commit flock held
+ * exclusive). */
+void tsec__fb_recover_dead(struct tsec__filebe *fb);
+/* Whether the journal holds any record but `mine` (NULL: any). */
+bool tsec__fb_any_record(struct tsec__filebe *fb, const char *mine);
 /* Removes the store's idle record slots (at close, before its owner file). */
 void tsec__fb_slots_end(struct tsec__filebe *fb);
 

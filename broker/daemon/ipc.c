@@ -1,0 +1,168 @@
+/*
+ * tsec-broker's ipc endpoints: one broker per socket path (a live
+ * listener found, a stale socket file removed), the folder the socket
+ * goes in checked as the store's root is, and the bind.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <zmq.h>
+
+#include "broker/daemon/daemon.h"
+
+/*
+ * One broker per endpoint: whether a live listener answers at path (the
+ * socket file of another broker).  1 live, 0 free or stale (a stale file
+ * is removed), -1 something else stands there (with errno-style message
+ * said).
+ */
+int tsec__ipc_in_use(const char *path)
+{
+	struct sockaddr_un sa;
+	struct stat sb;
+	int fd, rc;
+
+	if (lstat(path, &sb) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISSOCK(sb.st_mode)) {
+		tsec__say("%s exists and is not a socket; refusing to replace it", path);
+		return -1;
+	}
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, path, strlen(path));
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -1;
+	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	if (rc == 0)
+		return 1;
+	if (errno == ECONNREFUSED) {
+		/* Nobody listens: a dead broker's file; it may go. */
+		unlink(path);
+		return 0;
+	}
+	return -1;
+}
+
+/*
+ * Whether an existing folder may hold the broker's socket: the broker's
+ * own (or root's) and writable by nobody else.  In a folder others may
+ * write (a shared 1777 one), another user could take the socket's name
+ * first, or plant a socket of their own there for callers to reach.
+ * 0, or -1 with why said.
+ */
+static int socket_folder_ok(const char *folder)
+{
+	struct stat sb;
+
+	if (stat(folder, &sb) < 0) {
+		tsec__say("the socket's folder %s: %s", folder, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		tsec__say("the socket's folder %s is not a folder", folder);
+		return -1;
+	}
+	if (sb.st_uid != geteuid() && sb.st_uid != 0) {
+		tsec__say("the socket's folder %s is owned by uid %ld, not this broker's (%ld) "
+			  "nor root: refusing to put its socket there; give it a folder of its "
+			  "own (e.g. /run/tinysecurity)", folder, (long)sb.st_uid, (long)geteuid());
+		return -1;
+	}
+	if (sb.st_mode & 022) {
+		tsec__say("the socket's folder %s is mode %04o: others can write it (and take "
+			  "the socket's name, or plant a socket callers would reach): refusing; "
+			  "give the broker a folder of its own (e.g. /run/tinysecurity)", folder,
+			  (unsigned)(sb.st_mode & 07777));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Binds an ipc endpoint with its socket file 0600, refusing one where a
+ * live broker answers.  A folder it makes is 0700; an existing one is
+ * never changed (a shared folder would lose its mode for good), only
+ * checked (socket_folder_ok).
+ */
+int tsec__bind_ipc(void *s, const char *ep, int *claim)
+{
+	char path[1024], lockp[1030], *slash;
+	mode_t old;
+	int rc, lfd;
+
+	snprintf(path, sizeof(path), "%s", ep + 6);
+	slash = strrchr(path, '/');
+	if (slash)
+		*slash = '\0';
+	{
+		const char *folder = !slash ? "." : *path ? path : "/";
+		bool made = false;
+
+		if (slash && *path) {
+			if (mkdir(path, 0700) == 0)
+				made = true;
+			else if (errno != EEXIST) {
+				tsec__say("cannot make the socket's folder %s: %s", path,
+					  strerror(errno));
+				return -1;
+			}
+		}
+		if (made) {
+			/* Ours: 0700 whatever the umask left. */
+			chmod(path, 0700);
+		} else if (socket_folder_ok(folder)) {
+			errno = EACCES;
+			return -1;
+		}
+	}
+	if (slash)
+		*slash = '/';
+	/*
+	 * Claimed first, for the broker's life: a flock on "<socket>.lock".
+	 * Looking for a listener, then binding, is not enough alone: two
+	 * brokers starting at once both find the path free, and ZeroMQ's
+	 * bind removes the socket file it finds, so the second took the
+	 * first's clients.  Held until the loop ends (*claim); the kernel
+	 * lets it go however the broker ends.
+	 */
+	snprintf(lockp, sizeof(lockp), "%s.lock", path);  /* fits: path is under 1024 */
+	if ((lfd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
+		return -1;
+	if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno == EWOULDBLOCK)
+			tsec__say("another broker holds %s; refusing to take its socket", lockp);
+		close(lfd);
+		errno = EADDRINUSE;
+		return -1;
+	}
+	if ((rc = tsec__ipc_in_use(path)) != 0) {
+		if (rc > 0)
+			tsec__say("another broker is listening at %s; refusing to take its socket", ep);
+		close(lfd);
+		errno = EADDRINUSE;
+		return -1;
+	}
+	old = umask(077);
+	rc = zmq_bind(s, ep);
+	umask(old);
+	if (rc == 0) {
+		chmod(path, 0600);
+		*claim = lfd;
+	} else {
+		close(lfd);
+	}
+	return rc;
+}
