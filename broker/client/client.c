@@ -432,6 +432,10 @@ static int recv_reply(struct tsec_client *c, int64_t deadline, char **out, struc
 					memcpy(b, zmq_msg_data(&m), n);
 					fr->out[fr->nout++] = (struct tsec_client_frame){ b, n };
 				}
+				/* A value may be a private key: only the
+				 * caller's copy is left. */
+				if (n)
+					sodium_memzero(zmq_msg_data(&m), n);
 				bad |= !b;
 			}
 			/* Else frames this call did not ask for: a late reply

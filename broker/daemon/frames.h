@@ -7,9 +7,22 @@
 
 #include <stddef.h>
 
+#include <sodium.h>
 #include <zmq.h>
 
 #include "broker/daemon/daemon.h"
+
+/*
+ * Closes a received frame that may hold a private key (a call's binary
+ * frames), its bytes zeroed first.  Only ZeroMQ's own receive buffers
+ * (and the kernel's) may still have held them.
+ */
+static inline void tsec__msg_close_wiped(zmq_msg_t *m)
+{
+	if (zmq_msg_size(m))
+		sodium_memzero(zmq_msg_data(m), zmq_msg_size(m));
+	zmq_msg_close(m);
+}
 
 /* A short reply (text[0..n), copied) to the client ident. */
 void tsec__send_client(void *router, zmq_msg_t *ident, const char *text, size_t n);

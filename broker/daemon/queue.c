@@ -4,6 +4,7 @@
  */
 #include <stdlib.h>
 
+#include "broker/daemon/frames.h"
 #include "broker/daemon/queue.h"
 
 struct tsec__fifo {
@@ -58,7 +59,7 @@ void tsec__job_free(struct tsec__job *j)
 	zmq_msg_close(&j->ident);
 	zmq_msg_close(&j->payload);
 	for (unsigned i = 0; i < j->ndata; i++)
-		zmq_msg_close(&j->data[i]);
+		tsec__msg_close_wiped(&j->data[i]);   /* not sent: may be a key */
 	free(j);
 }
 

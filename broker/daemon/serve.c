@@ -183,7 +183,10 @@ static void *worker_main(void *arg)
 			}
 			free(reply);
 			for (int i = 0; i < n; i++)
-				zmq_msg_close(&f[i]);
+				if (i < FIXED)
+					zmq_msg_close(&f[i]);
+				else
+					tsec__msg_close_wiped(&f[i]);
 		} else {
 			/* Not what the loop sends: dropped whole. */
 			while (more) {
@@ -380,7 +383,7 @@ static int from_client(struct loop *l, int r)
 	zmq_msg_close(&payload);
 	zmq_msg_close(&ident);
 	for (unsigned i = 0; i < ndata; i++)
-		zmq_msg_close(&data[i]);   /* moved into a job, or not wanted */
+		tsec__msg_close_wiped(&data[i]);   /* moved into a job, or not wanted */
 	return 1;
 }
 
