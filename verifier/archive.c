@@ -20,42 +20,13 @@
 
 #include "tinysecurity/bus.h"
 #include "common/clock.h"
+#include "common/http.h"
 #include "verifier/verify.h"
 
 #define ARCHIVE_MAX (256u << 20)
 #define MODULE_FILE "libtinysecurity_module.so"
 
-struct buf {
-	unsigned char *p;
-	size_t n, cap;
-	int too_big;
-};
-
-static size_t on_data(char *d, size_t size, size_t n, void *arg)
-{
-	struct buf *b = arg;
-	size_t len = size * n;
-
-	if (b->n + len > ARCHIVE_MAX) {
-		b->too_big = 1;
-		return 0;
-	}
-	if (b->n + len > b->cap) {
-		size_t cap = b->cap ? b->cap : 1 << 20;
-		unsigned char *p;
-		while (cap < b->n + len)
-			cap *= 2;
-		if (!(p = realloc(b->p, cap)))
-			return 0;
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, d, len);
-	b->n += len;
-	return len;
-}
-
-static int fetch(const char *url, struct buf *b, FILE *errf)
+static int fetch(const char *url, struct tsec__http_body *b, FILE *errf)
 {
 	char ebuf[CURL_ERROR_SIZE] = "";
 	CURL *c = curl_easy_init();
@@ -71,12 +42,12 @@ static int fetch(const char *url, struct buf *b, FILE *errf)
 	curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, tsec__http_on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ebuf);
 	rc = curl_easy_perform(c);
 	curl_easy_cleanup(c);
-	if (b->too_big) {
+	if (b->over) {
 		fprintf(errf, "verify_module: %s: larger than %u MiB\n", url, ARCHIVE_MAX >> 20);
 		return -1;
 	}
@@ -88,7 +59,7 @@ static int fetch(const char *url, struct buf *b, FILE *errf)
 	return 0;
 }
 
-static int check_digest(const struct buf *b, const char *want, FILE *errf)
+static int check_digest(const struct tsec__http_body *b, const char *want, FILE *errf)
 {
 	unsigned char md[32];
 	unsigned int len = 0;
@@ -98,7 +69,7 @@ static int check_digest(const struct buf *b, const char *want, FILE *errf)
 		fprintf(errf, "verify_module: the digest must be 64 hex digits of SHA-256\n");
 		return -1;
 	}
-	if (!EVP_Digest(b->p, b->n, md, &len, EVP_sha256(), NULL) || len != 32)
+	if (!EVP_Digest((const unsigned char *)b->p, b->n, md, &len, EVP_sha256(), NULL) || len != 32)
 		return -1;
 	for (int i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
@@ -261,7 +232,7 @@ static int copy_data(struct archive *a, struct archive *w, const char *p, uint64
  * max_entry bytes in one and max_unpacked in all, whatever the headers
  * claim (a decompression bomb is stopped at the bound, not after).
  */
-static int unpack(const struct tsec_verify_opts *o, const struct buf *b, const char *dir,
+static int unpack(const struct tsec_verify_opts *o, const struct tsec__http_body *b, const char *dir,
 		  char *module, size_t modlen, char *policy, size_t pollen, FILE *errf)
 {
 	struct archive *a = archive_read_new();
@@ -404,7 +375,7 @@ int tsec_verify_archive(const struct tsec_verify_opts *o, const char *url,
 	char full[4096], dir[] = "/tmp/tsec-archive-XXXXXX";
 	char module[8192] = "", policy[8192] = "";
 	struct tsec_verify_opts run = *o;
-	struct buf b = { 0 };
+	struct tsec__http_body b = { .max = ARCHIVE_MAX };
 	uint64_t t[6];
 	char *archive_json = NULL;
 	int rc = TSEC_VERIFY_EXIT_REFUSED, made = 0;
@@ -427,7 +398,14 @@ int tsec_verify_archive(const struct tsec_verify_opts *o, const char *url,
 	}
 	snprintf(full, sizeof(full), "%s%s%s", url,
 		 url[strlen(url) - 1] == '/' ? "" : "/", name);
-	curl_global_init(CURL_GLOBAL_DEFAULT);
+	{
+		struct tsec_error err;
+
+		if (tsec__http_global(&err)) {
+			fprintf(errf, "verify_module: %s\n", err.msg);
+			return rc;
+		}
+	}
 	t[0] = tsec__mono_ns();
 	if (fetch(full, &b, errf))
 		goto out;
@@ -478,6 +456,5 @@ out:
 	free(archive_json);
 	if (made)
 		rm_rf(dir);
-	curl_global_cleanup();
 	return rc;
 }
