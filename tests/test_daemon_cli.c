@@ -5,6 +5,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -351,6 +352,89 @@ static void test_daemon_ipc_curve(void **state)
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+/*
+ * ipc_group: the group's members reach the ipc socket (0660 in a 0710
+ * folder, both the group's) as the uids they are, and a uid outside it
+ * still cannot.  Before it the socket was 0600: a broker run as its own
+ * user (the packaged User=tsec) was reachable over ipc by nobody else.
+ * As root, with setpriv, for uid 65534 in group 65534; skipped where
+ * either is missing.
+ */
+static void test_daemon_ipc_group(void **state)
+{
+	const char *tsec = TSEC_BUILD_DIR "/tsec";
+	char top[200], cfg[2048], path[300], ipc[300], err_path[300];
+	struct tsec_client_opts o = { .timeout_ms = 50 };
+	struct group *g = getgrgid(65534);
+	struct tsec_client *c = NULL;
+	struct tsec_error err;
+	struct stat sb;
+	pid_t pid;
+	int rc = -1, st;
+	(void)state;
+
+	if (getuid() != 0 || !g || sh("command -v setpriv > /dev/null") != 0)
+		skip();
+	/* The socket's folder in the suite's own (searchable by others for
+	 * this test; removed with it whatever happens). */
+	snprintf(top, sizeof(top), "%s/ipcg", D.dir);
+	assert_int_equal(mkdir(top, 0711), 0);
+	assert_int_equal(chmod(top, 0711), 0);
+	assert_int_equal(chmod(D.dir, 0711), 0);
+	snprintf(ipc, sizeof(ipc), "ipc://%s/run/tsec.sock", top);
+	snprintf(path, sizeof(path), "%s/broker3.json", D.dir);
+	snprintf(err_path, sizeof(err_path), "%s/broker3.err", D.dir);
+	snprintf(cfg, sizeof(cfg),
+		 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"examples/policy.json\","
+		 " \"storage\": \"%s/store3\", \"endpoints\": [\"%s\"], \"ipc_group\": \"%s\","
+		 " \"allow_unsigned_policy\": true,"
+		 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:acme-issuer\", \"admin\": true},"
+		 " {\"uid\": 65534, \"principal\": \"svc:web-9\", \"roles\": [\"web\"]}]}",
+		 TSEC_BUILD_DIR, D.dir, ipc, g->gr_name, (int)getuid());
+	write_file(path, cfg);
+	/* --check takes uid 65534: a member of ipc_group reaches the socket. */
+	assert_int_equal(sh("%s/tsec-broker --check --config %s > /dev/null 2>&1", TSEC_BUILD_DIR,
+			    path), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		FILE *e = freopen(err_path, "w", stderr);
+		(void)e;
+		execl(TSEC_BUILD_DIR "/tsec-broker", "tsec-broker", "--config", path, (char *)NULL);
+		_exit(127);
+	}
+	o.endpoint = ipc;
+	for (int i = 0; i < 200 && rc != 0; i++) {
+		assert_int_equal(tsec_client_open(&c, &o, &err), 0);
+		rc = tsec_client_call(c, "health", NULL, NULL, &err);
+		tsec_client_close(&c);
+	}
+	assert_int_equal(rc, 0);
+	/* The folder the broker made and its socket are the group's. */
+	snprintf(path, sizeof(path), "%s/run", top);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0710);
+	assert_int_equal(sb.st_gid, 65534);
+	snprintf(path, sizeof(path), "%s/run/tsec.sock", top);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0660);
+	assert_int_equal(sb.st_gid, 65534);
+	/* A member connects as its uid: svc:web-9, role web, may load. */
+	assert_int_equal(sh("setpriv --reuid=65534 --regid=65534 --clear-groups %s check "
+			    "--endpoint %s --action storage.load --resource "
+			    "certificates/acme/example.com/example.com.crt > %s/ipcg.out 2>&1",
+			    tsec, ipc, D.dir), 0);
+	assert_int_equal(sh("grep -q web-reads-certs %s/ipcg.out", D.dir), 0);
+	/* Another uid, in no such group: still refused at the socket. */
+	assert_int_equal(sh("setpriv --reuid=65533 --regid=65533 --clear-groups %s health "
+			    "--endpoint %s > %s/ipcg.out 2>&1", tsec, ipc, D.dir), 3);
+	assert_int_equal(sh("grep -q 'not yours to open' %s/ipcg.out", D.dir), 0);
+	kill(pid, SIGTERM);
+	assert_int_equal(tu_waitpid(pid, &st), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(chmod(D.dir, 0700), 0);
+}
+
 struct burst {
 	atomic_int timeouts, answered, stopped;
 };
@@ -590,6 +674,7 @@ int main(void)
 		cmocka_unit_test(test_daemon_cli),
 		cmocka_unit_test(test_exit_codes),
 		cmocka_unit_test(test_daemon_ipc_curve),
+		cmocka_unit_test(test_daemon_ipc_group),
 		cmocka_unit_test(test_daemon_sigterm_burst),
 	};
 	return cmocka_run_group_tests_name("daemon: cli, fenced writes, SIGTERM", tests, setup, teardown);

@@ -50,6 +50,7 @@
 	X("", "endpoints", OWN, endpoints, 0, 0) \
 	X("", "server_secret_key", OWN, server_secret, 0, 0) \
 	X("", "ipc_curve", B, ipc_curve, 0, 0) \
+	X("", "ipc_group", OWN, ipc_gid, 0, 0) \
 	X("", "clients", OWN, callers, 0, 0) \
 	X("", "ipc_uids", OWN, callers, 0, 0) \
 	X("", "max_message", I, max_message, 256, 64 << 20) \
@@ -403,23 +404,24 @@ static int cfg_trust(json_t *root, struct tsec__config *c)
 	return 0;
 }
 
-static int cfg_log_group(json_t *root, struct tsec__config *c)
+/* A group's name in setting `key`, as its gid into *gid (-1: none). */
+static int cfg_group(json_t *root, const char *key, long *gid)
 {
 	char *name = NULL;
 	struct group *g;
 
-	c->log_gid = -1;
-	if (cfg_string(root, "decision_log_group", &name, 0))
+	*gid = -1;
+	if (cfg_string(root, key, &name, 0))
 		return -1;
 	if (!name)
 		return 0;
 	g = getgrnam(name);
 	if (!g) {
-		tsec__say("config /decision_log_group: no group \"%s\"", name);
+		tsec__say("config /%s: no group \"%s\"", key, name);
 		free(name);
 		return -1;
 	}
-	c->log_gid = (long)g->gr_gid;
+	*gid = (long)g->gr_gid;
 	free(name);
 	return 0;
 }
@@ -608,7 +610,7 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 	int rc = -1, fd;
 
 	memset(c, 0, sizeof(*c));
-	c->log_gid = -1;
+	c->log_gid = c->ipc_gid = -1;
 	/* Read from the descriptor whose mode is checked below. */
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &sb) < 0) {
 		tsec__say("config %s: %s", path, strerror(errno));
@@ -637,7 +639,8 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 		goto out;
 	}
 	if (cfg_storage(root, c) || cfg_remote(root, c) || cfg_metrics(c) ||
-	    cfg_log_group(root, c) || cfg_endpoints(root, c) || cfg_trust(root, c))
+	    cfg_group(root, "decision_log_group", &c->log_gid) ||
+	    cfg_group(root, "ipc_group", &c->ipc_gid) || cfg_endpoints(root, c) || cfg_trust(root, c))
 		goto out;
 	if ((v = json_object_get(root, "server_secret_key"))) {
 		if (!json_is_string(v) || json_string_length(v) != 40) {
@@ -761,6 +764,7 @@ void tsec__config_reread(const char *path, const struct tsec__config *running)
 	CHANGED(str_differs(c->st.endpoints, running->st.endpoints), "storage/endpoints");
 	CHANGED(c->remote.on != running->remote.on, "remote");
 	CHANGED(c->log_gid != running->log_gid, "decision_log_group");
+	CHANGED(c->ipc_gid != running->ipc_gid, "ipc_group");
 	CHANGED(ep, "endpoints");
 	CHANGED(c->have_secret != running->have_secret ||
 		memcmp(c->server_secret, running->server_secret, sizeof(c->server_secret)),

@@ -98,6 +98,7 @@ struct tsec__config {
 	char *state_dir;             /* the last accepted policy revision */
 	char *fleet_id;              /* a signed policy must name this "fleet" */
 	long log_gid;                /* decision log group, or -1 */
+	long ipc_gid;                /* ipc sockets' group, or -1 (0600 then) */
 	int allow_unsigned;          /* run on a policy nobody signed */
 	int allow_caller_clock;      /* admin callers may send context.now */
 	char *endpoints[TSEC_D_MAX_ENDPOINTS];
@@ -544,8 +545,9 @@ int tsec__ipc_in_use(const char *path);
  * folder made 0700 or checked (nobody else may change it), the path
  * claimed by a flock on "path.lock" (*claim, held for the broker's
  * life), refused where a live broker answers; the socket file 0600.
- * 0, or -1 and errno. */
-int tsec__bind_ipc(void *s, const char *ep, int *claim);
+ * With gid >= 0 (ipc_group) a folder it makes is 0710 and the socket
+ * 0660, both that group's.  0, or -1 and errno. */
+int tsec__bind_ipc(void *s, const char *ep, long gid, int *claim);
 
 /* serve.c: binds, serves until SIGTERM, stops the workers.  0 or -1. */
 int tsec__serve(struct tsec__daemon *d);

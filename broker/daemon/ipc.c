@@ -92,12 +92,31 @@ static int socket_folder_ok(const char *folder)
 }
 
 /*
- * Binds an ipc endpoint with its socket file 0600, refusing one where a
- * live broker answers.  A folder it makes is 0700; an existing one is
- * never changed (a shared folder would lose its mode for good), only
- * checked (socket_folder_ok).
+ * With ipc_group, whether the group can reach the socket in folder:
+ * members must be able to search it.  Said, not refused: an operator
+ * may mean to widen the folder later; until then they cannot connect.
  */
-int tsec__bind_ipc(void *s, const char *ep, int *claim)
+static void group_reaches(const char *folder, long gid)
+{
+	struct stat sb;
+
+	if (gid < 0 || stat(folder, &sb) < 0)
+		return;
+	if (!(sb.st_mode & 001) && !((sb.st_mode & 010) && (long)sb.st_gid == gid))
+		tsec__say("ipc_group: the socket's folder %s (mode %04o, group %ld) cannot be "
+			  "searched by group %ld: its members cannot connect until it can "
+			  "(e.g. RuntimeDirectoryMode=0710 with that group)", folder,
+			  (unsigned)(sb.st_mode & 07777), (long)sb.st_gid, gid);
+}
+
+/*
+ * Binds an ipc endpoint with its socket file 0600 (0660 and owned by
+ * group gid when gid >= 0: ipc_group), refusing one where a live broker
+ * answers.  A folder it makes is 0700 (0710 and owned by gid); an
+ * existing one is never changed (a shared folder would lose its mode for
+ * good), only checked (socket_folder_ok).
+ */
+int tsec__bind_ipc(void *s, const char *ep, long gid, int *claim)
 {
 	char path[1024], lockp[1030], *slash;
 	mode_t old;
@@ -121,12 +140,19 @@ int tsec__bind_ipc(void *s, const char *ep, int *claim)
 			}
 		}
 		if (made) {
-			/* Ours: 0700 whatever the umask left. */
-			chmod(path, 0700);
+			/* Ours: 0700 whatever the umask left; searchable by
+			 * the group with ipc_group. */
+			if (gid >= 0 && chown(path, (uid_t)-1, (gid_t)gid) < 0) {
+				tsec__say("ipc_group: cannot give %s to group %ld: %s", path, gid,
+					  strerror(errno));
+				return -1;
+			}
+			chmod(path, gid >= 0 ? 0710 : 0700);
 		} else if (socket_folder_ok(folder)) {
 			errno = EACCES;
 			return -1;
 		}
+		group_reaches(folder, gid);
 	}
 	if (slash)
 		*slash = '/';
@@ -158,8 +184,14 @@ int tsec__bind_ipc(void *s, const char *ep, int *claim)
 	old = umask(077);
 	rc = zmq_bind(s, ep);
 	umask(old);
+	if (rc == 0 && gid >= 0 && chown(path, (uid_t)-1, (gid_t)gid) < 0) {
+		tsec__say("ipc_group: cannot give %s to group %ld: %s", path, gid, strerror(errno));
+		zmq_unbind(s, ep);
+		rc = -1;
+	}
 	if (rc == 0) {
-		chmod(path, 0600);
+		/* The group's only once it owns the file. */
+		chmod(path, gid >= 0 ? 0660 : 0600);
 		*claim = lfd;
 	} else {
 		close(lfd);

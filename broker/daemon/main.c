@@ -4,6 +4,8 @@
  * start (configuration, policy, store, log), serve, stop.  daemon.h maps
  * the other files.
  */
+#include <grp.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +165,26 @@ static int tcp_ok(const char *ep)
  * already (configuration, module, policy and its signature and revision,
  * storage, log); this adds the endpoints and the callers.
  */
+/* Whether the user of uid is a member of group gid (its primary group
+ * or a supplementary one, as the system's group database says). */
+static bool in_group(long uid, long gid)
+{
+	struct passwd *pw = getpwuid((uid_t)uid);
+	gid_t groups[256];
+	int n = (int)(sizeof(groups) / sizeof(groups[0]));
+
+	if (!pw)
+		return false;
+	if ((long)pw->pw_gid == gid)
+		return true;
+	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
+		return false;            /* more than 256 groups: not judged */
+	for (int i = 0; i < n; i++)
+		if ((long)groups[i] == gid)
+			return true;
+	return false;
+}
+
 static int check_report(struct tsec__daemon *d, const char *config)
 {
 	const struct tsec__config *c = &d->cfg;
@@ -223,8 +245,9 @@ static int check_report(struct tsec__daemon *d, const char *config)
 	}
 	/*
 	 * An ipc caller by uid must be able to connect: the broker makes its
-	 * socket 0600 (serve.c), so only its own uid and root can.  Another
-	 * uid listed would be refused at every connect, silently: said here.
+	 * socket 0600 (ipc.c), so only its own uid and root can, and with
+	 * ipc_group 0660, so the group's members too.  Another uid listed
+	 * would be refused at every connect, silently: said here.
 	 */
 	for (int e = 0; e < c->nendpoints && !c->ipc_curve; e++) {
 		if (strncmp(c->endpoints[e], "ipc://", 6))
@@ -232,11 +255,19 @@ static int check_report(struct tsec__daemon *d, const char *config)
 		for (int i = 0; i < c->ncallers; i++) {
 			long uid = c->callers[i].uid;
 
-			if (uid < 0 || uid == 0 || uid == (long)geteuid())
+			if (uid < 0 || uid == 0 || uid == (long)geteuid() ||
+			    (c->ipc_gid >= 0 && in_group(uid, c->ipc_gid)))
 				continue;
-			tsec__say("ipc_uids: uid %ld (%s) cannot reach %s: the broker makes its "
-				  "socket 0600, so only its own uid (%ld) and root may connect",
-				  uid, c->callers[i].principal, c->endpoints[e], (long)geteuid());
+			if (c->ipc_gid >= 0)
+				tsec__say("ipc_uids: uid %ld (%s) cannot reach %s: the socket is "
+					  "0660 for group %ld (ipc_group), and uid %ld is not a "
+					  "member", uid, c->callers[i].principal, c->endpoints[e],
+					  c->ipc_gid, uid);
+			else
+				tsec__say("ipc_uids: uid %ld (%s) cannot reach %s: the broker makes "
+					  "its socket 0600, so only its own uid (%ld) and root may "
+					  "connect (or members of an ipc_group)", uid,
+					  c->callers[i].principal, c->endpoints[e], (long)geteuid());
 			bad = 1;
 		}
 	}

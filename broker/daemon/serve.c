@@ -572,7 +572,7 @@ static int bind_all(struct loop *l)
 		void **r = &l->routers[curve ? 0 : 1];
 		if (!*r)
 			*r = make_router(l->d, curve);
-		if ((tcp ? zmq_bind(*r, ep) : tsec__bind_ipc(*r, ep, &l->claims[l->nclaims])) != 0) {
+		if ((tcp ? zmq_bind(*r, ep) : tsec__bind_ipc(*r, ep, l->d->cfg.ipc_gid, &l->claims[l->nclaims])) != 0) {
 			tsec__say("cannot bind %s: %s", ep, zmq_strerror(errno));
 			return -1;
 		}
