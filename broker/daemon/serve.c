@@ -103,6 +103,23 @@ struct worker_arg {
 	int index;
 };
 
+/* Reads and drops the rest of a message whose parts go on (more). */
+static void drop_rest(void *s, int more)
+{
+	size_t msz = sizeof(more);
+
+	while (more) {
+		zmq_msg_t x;
+
+		zmq_msg_init(&x);
+		if (zmq_msg_recv(&x, s, 0) < 0 && errno != EINTR)
+			more = 0;
+		else
+			zmq_getsockopt(s, ZMQ_RCVMORE, &more, &msz);
+		tsec__msg_close_wiped(&x);
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct tsec__daemon *d = ((struct worker_arg *)arg)->d;
@@ -182,25 +199,13 @@ static void *worker_main(void *arg)
 				reply = NULL;
 			}
 			free(reply);
-			for (int i = 0; i < n; i++)
-				if (i < FIXED)
-					zmq_msg_close(&f[i]);
-				else
-					tsec__msg_close_wiped(&f[i]);
 		} else {
 			/* Not what the loop sends: dropped whole. */
-			while (more) {
-				zmq_msg_t x;
-				zmq_msg_init(&x);
-				if (zmq_msg_recv(&x, in, 0) < 0 && errno != EINTR)
-					more = 0;
-				else
-					zmq_getsockopt(in, ZMQ_RCVMORE, &more, &msz);
-				zmq_msg_close(&x);
-			}
-			for (int i = 0; i < n; i++)
-				zmq_msg_close(&f[i]);
+			drop_rest(in, more);
 		}
+		/* The call's own frames may hold a key: wiped. */
+		for (int i = 0; i < n; i++)
+			tsec__msg_close_wiped(&f[i]);
 	}
 out:
 	zmq_close(in);
