@@ -288,6 +288,39 @@ static void test_exit_codes(void **state)
 	}
 }
 
+/* Whether the broker at o answers health now. */
+static bool answers(const struct tsec_client_opts *o)
+{
+	struct tsec_client *c = NULL;
+	struct tsec_error err;
+	int rc;
+
+	assert_int_equal(tsec_client_open(&c, o, &err), 0);
+	rc = tsec_client_call(c, "health", NULL, NULL, &err);
+	tsec_client_close(&c);
+	return rc == 0;
+}
+
+/* A broker of its own on configuration cfg (stderr to err_path), waited
+ * for until it answers o's caller; its pid. */
+static pid_t broker_up(const char *cfg, const char *err_path, const struct tsec_client_opts *o)
+{
+	struct tsec_client_opts quick = *o;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		FILE *e = freopen(err_path, "w", stderr);
+		(void)e;
+		execl(TSEC_BUILD_DIR "/tsec-broker", "tsec-broker", "--config", cfg, (char *)NULL);
+		_exit(127);
+	}
+	quick.timeout_ms = 50;
+	TU_WAIT(answers(&quick));
+	assert_true(answers(&quick));
+	return pid;
+}
+
 static void test_daemon_ipc_curve(void **state)
 {
 	char cfg[2048], path[160], ipc[200], err_path[160];
@@ -296,7 +329,6 @@ static void test_daemon_ipc_curve(void **state)
 	struct tsec_client *c = NULL;
 	struct tsec_error err;
 	pid_t pid;
-	int rc = -1;
 	(void)state;
 
 	snprintf(ipc, sizeof(ipc), "ipc://%s/run2/tsec.sock", D.dir);
@@ -311,22 +343,8 @@ static void test_daemon_ipc_curve(void **state)
 		 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:acme-issuer\"}]}",
 		 TSEC_BUILD_DIR, D.dir, ipc, D.srv_sec, D.good_pub, (int)getuid());
 	write_file(path, cfg);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		FILE *e = freopen(err_path, "w", stderr);
-		(void)e;
-		execl(TSEC_BUILD_DIR "/tsec-broker", "tsec-broker", "--config", path, (char *)NULL);
-		_exit(127);
-	}
 	o.endpoint = ipc;
-	for (int i = 0; i < 200 && rc != 0; i++) {
-		o.timeout_ms = 50;
-		assert_int_equal(tsec_client_open(&c, &o, &err), 0);
-		rc = tsec_client_call(c, "health", NULL, NULL, &err);
-		tsec_client_close(&c);
-	}
-	assert_int_equal(rc, 0);
+	pid = broker_up(path, err_path, &o);
 	/* The key's principal decides, not the uid's. */
 	o.timeout_ms = 3000;
 	assert_int_equal(tsec_client_open(&c, &o, &err), 0);
@@ -366,11 +384,9 @@ static void test_daemon_ipc_group(void **state)
 	char top[200], cfg[2048], path[300], ipc[300], err_path[300];
 	struct tsec_client_opts o = { .timeout_ms = 50 };
 	struct group *g = getgrgid(65534);
-	struct tsec_client *c = NULL;
-	struct tsec_error err;
 	struct stat sb;
 	pid_t pid;
-	int rc = -1, st;
+	int st;
 	(void)state;
 
 	if (getuid() != 0 || !g || sh("command -v setpriv > /dev/null") != 0)
@@ -395,21 +411,8 @@ static void test_daemon_ipc_group(void **state)
 	/* --check takes uid 65534: a member of ipc_group reaches the socket. */
 	assert_int_equal(sh("%s/tsec-broker --check --config %s > /dev/null 2>&1", TSEC_BUILD_DIR,
 			    path), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		FILE *e = freopen(err_path, "w", stderr);
-		(void)e;
-		execl(TSEC_BUILD_DIR "/tsec-broker", "tsec-broker", "--config", path, (char *)NULL);
-		_exit(127);
-	}
 	o.endpoint = ipc;
-	for (int i = 0; i < 200 && rc != 0; i++) {
-		assert_int_equal(tsec_client_open(&c, &o, &err), 0);
-		rc = tsec_client_call(c, "health", NULL, NULL, &err);
-		tsec_client_close(&c);
-	}
-	assert_int_equal(rc, 0);
+	pid = broker_up(path, err_path, &o);
 	/* The folder the broker made and its socket are the group's. */
 	snprintf(path, sizeof(path), "%s/run", top);
 	assert_int_equal(stat(path, &sb), 0);

@@ -170,19 +170,24 @@ static int tcp_ok(const char *ep)
 static bool in_group(long uid, long gid)
 {
 	struct passwd *pw = getpwuid((uid_t)uid);
-	gid_t groups[256];
-	int n = (int)(sizeof(groups) / sizeof(groups[0]));
+	gid_t small[64], *groups = small;
+	int n = 64;
+	bool in = false;
 
 	if (!pw)
 		return false;
 	if ((long)pw->pw_gid == gid)
 		return true;
-	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
-		return false;            /* more than 256 groups: not judged */
-	for (int i = 0; i < n; i++)
-		if ((long)groups[i] == gid)
-			return true;
-	return false;
+	/* Too many for small: n says how many there are; asked again. */
+	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0 &&
+	    (!(groups = malloc((size_t)n * sizeof(*groups))) ||
+	     getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0))
+		n = 0;
+	for (int i = 0; i < n && !in; i++)
+		in = (long)groups[i] == gid;
+	if (groups != small)
+		free(groups);
+	return in;
 }
 
 static int check_report(struct tsec__daemon *d, const char *config)

@@ -113,55 +113,55 @@ void tsec__fb_commit_end(struct tsec__filebe *fb, int cfd)
 	pthread_rwlock_unlock(&fb->commit_rw);
 }
 
-/* The commit flock exclusive, through the turnstile, waiting at most
- * wait_ms (< 0: as long as it takes). */
-int tsec__fb_commit_write_within(struct tsec__filebe *fb, int64_t wait_ms)
+/* What is left of a wait of wait_ms until `until` (< 0: no bound). */
+static int64_t left_of(int64_t until, int64_t wait_ms)
 {
-	int64_t until = tsec__mono_ms() + wait_ms, left;
-	int tfd, fd, e;
+	int64_t left = until - tsec__mono_ms();
 
-	if (rw_take(fb, true, wait_ms) < 0)
+	return wait_ms < 0 ? -1 : left > 0 ? left : 0;
+}
+
+/*
+ * The commit flock, through the turnstile, waiting at most wait_ms
+ * (< 0: as long as it takes): exclusive for a group, which holds the
+ * turnstile while it waits, so that reads coming after it wait too;
+ * shared for a read, which only passes through it.
+ */
+static int commit_take(struct tsec__filebe *fb, bool write, int64_t wait_ms)
+{
+	int64_t until = tsec__mono_ms() + wait_ms;
+	int tfd, fd = -1, e;
+
+	if (rw_take(fb, write, wait_ms) < 0)
 		return -1;
-	left = until - tsec__mono_ms();
-	tfd = take(fb, TURNSTILE, LOCK_EX, wait_ms < 0 ? -1 : left > 0 ? left : 0);
-	if (tfd < 0)
-		goto no;
-	left = until - tsec__mono_ms();
-	fd = take(fb, COMMIT_LOCK, LOCK_EX, wait_ms < 0 ? -1 : left > 0 ? left : 0);
-	e = errno;
-	close(tfd);
-	errno = e;
+	if ((tfd = take(fb, TURNSTILE, LOCK_EX, left_of(until, wait_ms))) >= 0) {
+		if (!write)
+			close(tfd);
+		fd = take(fb, COMMIT_LOCK, write ? LOCK_EX : LOCK_SH, left_of(until, wait_ms));
+		e = errno;
+		if (write)
+			close(tfd);
+		errno = e;
+	}
 	if (fd >= 0)
 		return fd;
-no:
 	e = errno;
 	pthread_rwlock_unlock(&fb->commit_rw);
 	errno = e;
 	return -1;
+}
+
+int tsec__fb_commit_write_within(struct tsec__filebe *fb, int64_t wait_ms)
+{
+	return commit_take(fb, true, wait_ms);
 }
 
 int tsec__fb_commit_write(struct tsec__filebe *fb)
 {
-	return tsec__fb_commit_write_within(fb, -1);
+	return commit_take(fb, true, -1);
 }
 
 int tsec__fb_commit_read(struct tsec__filebe *fb, int64_t wait_ms)
 {
-	int64_t until = tsec__mono_ms() + wait_ms, left;
-	int tfd, fd, e;
-
-	if (rw_take(fb, false, wait_ms) < 0)
-		return -1;
-	left = until - tsec__mono_ms();
-	if ((tfd = take(fb, TURNSTILE, LOCK_EX, left > 0 ? left : 0)) < 0)
-		goto no;
-	close(tfd);
-	left = until - tsec__mono_ms();
-	if ((fd = take(fb, COMMIT_LOCK, LOCK_SH, left > 0 ? left : 0)) >= 0)
-		return fd;
-no:
-	e = errno;
-	pthread_rwlock_unlock(&fb->commit_rw);
-	errno = e;
-	return -1;
+	return commit_take(fb, false, wait_ms);
 }
