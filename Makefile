@@ -89,7 +89,7 @@ STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c records.c t
 	file/file.c file/file_tree.c file/file_folders.c file/file_journal.c file/file_commit.c \
 	file/file_recover.c file/file_lock.c \
 	memory/memory.c \
-	etcd/etcd_http.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_feed.c \
+	etcd/etcd_http.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_session.c etcd/etcd_feed.c \
 	redis/redis.c redis/redis_kv.c redis/redis_lock.c redis/redis_tls.c) \
 	broker/certcache/certcache.c broker/certcache/certcache_pem.c
 REMOTE_SRC := $(addprefix broker/remote/,remote.c remote_blob.c remote_ref.c remote_cert.c \
@@ -259,13 +259,14 @@ clean:
 #
 #   make tsan       ThreadSanitizer over the concurrent suites: reload under
 #                   load, the certificate cache, locks, the conformance
-#                   suite (gates, cache, leases) and the crash suite.  The
+#                   suite (gates, cache, leases), the crash suite and the
+#                   fleet suite (etcd's lease keeper and reaper).  The
 #                   daemon's suite is left out: libzmq is not built with
 #                   ThreadSanitizer, so its own synchronisation shows as
 #                   races inside it.
 #   make memcheck   valgrind's memcheck over the in-process suites.
 
-TSAN_TESTS := reload certcache lock conformance crash remote
+TSAN_TESTS := reload certcache lock conformance crash remote fleet
 # test_certcache and test_reload are left out: their threads spin while
 # another works (readers while a writer frees, a reloader while callers
 # call), which under valgrind's one-thread-at-a-time scheduling takes many

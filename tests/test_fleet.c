@@ -733,7 +733,8 @@ static void test_etcd_takeover_not_by_clock(void **state)
 	assert_int_equal(rc, TSEC_EBUSY);
 	assert_int_equal(tsec_lock_renew(t.store, &app, &lk, 60000, &err), 0);
 	assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
-	/* A holder that dies: the lock is free once etcd ends its lease. */
+	/* A holder that dies: the lock is free once its deadline passes by
+	 * the clock of the broker that wrote it (its keeper deletes it). */
 	assert_int_equal(tsec_lock_acquire(t.store, &app, "clk", 1000, 0, &lk, &err), 0);
 	TU_WAIT((rc = tsec_lock_try_acquire(skewed.store, &app, "clk", 60000, &other, &err)) !=
 		TSEC_EBUSY);
@@ -861,11 +862,12 @@ static uint64_t etcd_requests(const struct tu_store *t)
 }
 
 /*
- * Round trips of a lock on etcd (issue 36): acquire is a lease grant and
- * one create txn (was a read, a grant and a txn), release one txn (was a
- * txn and a revoke), renew a txn and a keepalive.  A try that finds the
- * lock held revokes the lease it granted; a name found held within the
- * last second is read first, one request per poll.
+ * Round trips of a lock on etcd (issue 36): acquire is one create txn on
+ * the broker's lease (was a lease grant and a txn; the lease is granted
+ * once, at the broker's first lock of that length), renew one txn (was a
+ * txn and a keepalive), release one txn.  A try that finds the lock held
+ * costs that one txn (was a grant, a txn and a revoke); a name found held
+ * within the last second is read first, one request per poll.
  */
 static void test_etcd_lock_round_trips(void **state)
 {
@@ -881,27 +883,31 @@ static void test_etcd_lock_round_trips(void **state)
 	tu_store_open_with(&t, &o);
 	tu_store_open_with(&peer, &o);
 	n = etcd_requests(&t);
+	assert_int_equal(tsec_lock_try_acquire(t.store, &app, "first", 60000, &lk, &err), 0);
+	assert_int_equal(etcd_requests(&t) - n, 2);      /* the lease, once */
+	assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
+	n = etcd_requests(&t);
 	assert_int_equal(tsec_lock_try_acquire(t.store, &app, "trips", 60000, &lk, &err), 0);
-	assert_int_equal(etcd_requests(&t) - n, 2);
+	assert_int_equal(etcd_requests(&t) - n, 1);
 	n = etcd_requests(&t);
 	assert_int_equal(tsec_lock_renew(t.store, &app, &lk, 60000, &err), 0);
-	assert_int_equal(etcd_requests(&t) - n, 2);
+	assert_int_equal(etcd_requests(&t) - n, 1);
 	n = etcd_requests(&t);
 	assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
 	assert_int_equal(etcd_requests(&t) - n, 1);
-	/* Held by a peer: grant, txn, revoke; then one read per poll. */
+	/* Held by a peer: the one txn; then one read per poll. */
 	assert_int_equal(tsec_lock_try_acquire(peer.store, &app, "trips", 60000, &other, &err), 0);
 	n = etcd_requests(&t);
 	assert_int_equal(tsec_lock_try_acquire(t.store, &app, "trips", 60000, &lk, &err),
 			 TSEC_EBUSY);
-	assert_int_equal(etcd_requests(&t) - n, 3);
+	assert_int_equal(etcd_requests(&t) - n, 1);
 	t0 = tsec__mono_ms();
 	n = etcd_requests(&t);
 	assert_int_equal(tsec_lock_try_acquire(t.store, &app, "trips", 60000, &lk, &err),
 			 TSEC_EBUSY);
 	if (tsec__mono_ms() - t0 < TSEC__ETCD_BUSY_MS)   /* else it may look again */
 		assert_int_equal(etcd_requests(&t) - n, 1);
-	/* Freed: read, grant, txn; the lock is taken. */
+	/* Freed: read, txn; the lock is taken. */
 	assert_int_equal(tsec_lock_release(peer.store, &app, &other, &err), 0);
 	assert_int_equal(tsec_lock_try_acquire(t.store, &app, "trips", 60000, &lk, &err), 0);
 	assert_true(lk.fence > other.fence);
@@ -910,11 +916,113 @@ static void test_etcd_lock_round_trips(void **state)
 	tu_store_close(&t);
 }
 
+/* The etcd lease l of lock name is on (0: not held), read through t. */
+static int64_t lock_lease(const struct tu_store *t, const char *name)
+{
+	struct etcd *e = tsec__etcd_of(t->store->be);
+	char k[TSEC__BK_MAX];
+	size_t kn = tsec__etcd_bk(e, 'l', name, k);
+	json_t *ops = json_array(), *r;
+	struct tsec_error err;
+	int64_t lease;
+	bool ok;
+
+	json_array_append_new(ops, tsec__etcd_range(k, kn, false, false));
+	assert_int_equal(tsec__etcd_txn(e, NULL, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &ok, &err),
+			 0);
+	lease = tsec__jint(tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range")), "lease", 0);
+	json_decref(r);
+	return lease;
+}
+
+/* How many deadlines t's keeper has yet to look at. */
+static size_t held_count(const struct tu_store *t)
+{
+	struct etcd *e = tsec__etcd_of(t->store->be);
+	size_t n;
+
+	pthread_mutex_lock(&e->sess_mu);
+	n = e->nheld;
+	pthread_mutex_unlock(&e->sess_mu);
+	return n;
+}
+
+/* Ends an etcd lease now, as etcd does when its broker stops keeping it. */
+static void lease_end(const struct tu_store *t, int64_t lease)
+{
+	struct etcd *e = tsec__etcd_of(t->store->be);
+	json_t *req = json_pack("{so}", "ID", tsec__jnum(lease)), *r;
+	struct tsec_error err;
+
+	assert_int_equal(tsec__etcd_post(e->c, "/v3/lease/revoke", req, TSEC__ETCD_IDEMPOTENT,
+					 &r, &err), 0);
+	json_decref(r);
+}
+
+/*
+ * A lock on a broker's shared lease (issue 36) keeps every promise a lock
+ * on a lease of its own kept:
+ * - a broker that stops (or dies) does not end its holders' locks before
+ *   their deadline, and they end once etcd ends its lease;
+ * - a renew through another broker moves the lock onto that broker's
+ *   lease, so the first broker's lease ending does not end it;
+ * - a broker whose lease etcd ended (it was paused past it) takes locks
+ *   again on a fresh lease, and its locks on the old one are gone.
+ */
+static void test_etcd_lock_on_broker_lease(void **state)
+{
+	char prefix[64];
+	struct tsec_store_opts o = opts_for("etcd", prefix, sizeof(prefix));
+	struct tsec_lock lk, other;
+	struct tsec_error err;
+	struct tu_store t, peer;
+	int64_t t0, lease;
+	int rc;
+
+	(void)state;
+	o.clock_skew_ms = 0;
+	tu_store_open_with(&t, &o);
+	tu_store_open_with(&peer, &o);
+	t0 = tsec__mono_ms();
+	assert_int_equal(tsec_lock_acquire(t.store, &app, "orphan", 2000, 0, &lk, &err), 0);
+	tu_store_close(&t);              /* its keeper stops: nobody renews */
+	TU_WAIT((rc = tsec_lock_try_acquire(peer.store, &app, "orphan", 60000, &other, &err)) !=
+		TSEC_EBUSY);
+	assert_int_equal(rc, 0);
+	assert_true(tsec__mono_ms() - t0 >= 2000);   /* never before its deadline */
+	assert_int_equal(tsec_lock_release(peer.store, &app, &other, &err), 0);
+
+	/* Renewed through the peer: on the peer's lease from then on. */
+	tu_store_open_with(&t, &o);
+	assert_int_equal(tsec_lock_acquire(t.store, &app, "moved", 1000, 0, &lk, &err), 0);
+	lease = lock_lease(&t, "moved");
+	assert_true(lease != 0);
+	assert_int_equal(tsec_lock_renew(peer.store, &app, &lk, 60000, &err), 0);
+	assert_true(lock_lease(&peer, "moved") != lease);
+	/* t's keeper, at the deadline it wrote, leaves the lock alone. */
+	TU_WAIT(held_count(&t) == 0);
+	assert_int_equal(tsec_lock_renew(peer.store, &app, &lk, 60000, &err), 0);
+	lease_end(&peer, lease);
+	assert_int_equal(tsec_lock_renew(peer.store, &app, &lk, 60000, &err), 0);
+	assert_int_equal(tsec_lock_release(peer.store, &app, &lk, &err), 0);
+
+	/* t's lease ends under it: its lock is gone, and it locks again. */
+	assert_int_equal(tsec_lock_acquire(t.store, &app, "paused", 60000, 0, &lk, &err), 0);
+	lease_end(&t, lock_lease(&t, "paused"));
+	assert_int_equal(tsec_lock_renew(t.store, &app, &lk, 60000, &err), TSEC_ENOTOWNER);
+	assert_int_equal(tsec_lock_acquire(t.store, &app, "paused", 60000, 0, &other, &err), 0);
+	assert_true(other.fence > lk.fence);
+	assert_int_equal(tsec_lock_release(t.store, &app, &other, &err), 0);
+	tu_store_close(&peer);
+	tu_store_close(&t);
+}
+
 /*
  * A whole renewal turn on etcd, as bench_turn makes it (lock, the three
  * files' existence in one read, load, save as one transaction, release):
- * at most 6 requests (issue 36; it was 8 in process and 10 through the
- * broker, whose store.exists now takes the three keys at once).
+ * 5 requests, and one more for the broker's first lock of its length,
+ * which grants the lease (issue 36; it was 8 in process and 10 through
+ * the broker, whose store.exists now takes the three keys at once).
  */
 static void test_etcd_turn_round_trips(void **state)
 {
@@ -937,19 +1045,26 @@ static void test_etcd_turn_round_trips(void **state)
 	f.meta_len = strlen(f.meta);
 	tu_store_open_with(&t, &o);
 	assert_int_equal(tsec_store_save_cert(t.store, &app, "acme", "turn.example", &f, &err), 0);
-	n = etcd_requests(&t);
-	assert_int_equal(tsec_lock_acquire(t.store, &app, "turn.example", 60000, 10000, &lk, &err),
-			 0);
-	assert_int_equal(tsec_store_exists_many(t.store, &app,
-						(const char *[]){ crt, key, meta }, 3, ex, &err), 0);
-	assert_true(ex[0] && ex[1] && ex[2]);
-	assert_int_equal(tsec_store_load_cert(t.store, &app, "acme", "turn.example", &got, &err), 0);
-	tsec_cert_files_free(&got);
-	assert_int_equal(tsec_store_save_cert(t.store, &app, "acme", "turn.example", &f, &err), 0);
-	assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
-	fprintf(stderr, "etcd renewal turn: %llu requests\n",
-		(unsigned long long)(etcd_requests(&t) - n));
-	assert_true(etcd_requests(&t) - n <= 6);
+	for (int turn = 0; turn < 2; turn++) {
+		n = etcd_requests(&t);
+		assert_int_equal(tsec_lock_acquire(t.store, &app, "turn.example", 60000, 10000,
+						   &lk, &err), 0);
+		assert_int_equal(tsec_store_exists_many(t.store, &app,
+							(const char *[]){ crt, key, meta }, 3,
+							ex, &err), 0);
+		assert_true(ex[0] && ex[1] && ex[2]);
+		assert_int_equal(tsec_store_load_cert(t.store, &app, "acme", "turn.example", &got,
+						      &err), 0);
+		tsec_cert_files_free(&got);
+		assert_int_equal(tsec_store_save_cert(t.store, &app, "acme", "turn.example", &f,
+						      &err), 0);
+		assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
+		n = etcd_requests(&t) - n;
+		fprintf(stderr, "etcd renewal turn %s: %llu requests\n",
+			turn ? "after" : "first (grants the broker's lease)",
+			(unsigned long long)n);
+		assert_true(n <= (turn ? 5u : 6u));
+	}
 	tsec_cert_files_free(&f);
 	tu_store_close(&t);
 }
@@ -974,6 +1089,7 @@ int main(void)
 		cmocka_unit_test(test_etcd_renew_shorter),
 		cmocka_unit_test(test_redis_renew_shorter),
 		cmocka_unit_test(test_redis_lease_margin),
+		cmocka_unit_test(test_etcd_lock_on_broker_lease),
 		cmocka_unit_test(test_etcd_lock_round_trips),
 		cmocka_unit_test(test_etcd_turn_round_trips),
 	};

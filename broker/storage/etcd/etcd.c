@@ -701,6 +701,7 @@ static void et_close(struct tsec__backend *b)
 	if (!e)
 		return;
 	tsec__etcd_feed_stop(e);
+	tsec__etcd_session_stop(e);
 	tsec__etcd_conn_close(e->c);
 	sodium_memzero(&e->seal, sizeof(e->seal));
 	free(e);
@@ -746,6 +747,7 @@ int tsec__etcd_open(struct tsec__backend **out, const struct tsec_store_opts *o,
 		return rc;
 	}
 	e->plen = strlen(e->prefix);
+	tsec__etcd_session_init(e);
 	*out = &e->base;
 	return 0;
 }

@@ -3,32 +3,34 @@
  * and P/d/<name> (its deadline, unix ms as at least 16 digits, so that
  * etcd compares deadlines as bytes: a deadline past 1e16 has 17 to 19
  * digits and a first digit above the '0' that starts every 16-digit
- * "now", so it still compares greater), both attached to an etcd lease,
- * and
+ * "now", so it still compares greater), both on a lease of the broker
+ * that last took or renewed the lock (etcd_session.c), and
  * P/h/<name> (the last holder's token, no lease: it tells "released"
  * from "your lease ended").
  *
- * - Acquire: grant a lease, then one txn "create_revision of l is 0 ->
- *   put l, d, h with the lease", whose failure branch reads l and d.  The
- *   fence is l's create_revision, which etcd makes strictly increasing.
- *   A name found held within the last second is read first instead, so a
- *   waiter polls with one read and grants no lease it would revoke.  A
- *   held lock is taken over only when etcd ends its lease (as etcd's own
- *   Mutex does): no broker's clock decides that another broker's holder
- *   is gone.  Only where a fleet sets clock_skew_ms (its clocks are known
- *   to agree that well) is a lock whose deadline passed more than
- *   clock_skew_ms ago by the taker's clock deleted by a txn guarded by
- *   what was read, then taken the same way.
- * - Renew: one txn "l is my token and d is still ahead -> move d", then
- *   a lease keepalive (no TTL back: the lease is gone, not the owner).
- * - Release: one txn with the same guard deletes l, d and h; the lease,
- *   holding nothing, ends at its TTL.
+ * - Acquire: one txn "create_revision of l is 0 -> put l, d, h on the
+ *   broker's lease", whose failure branch reads l and d.  The fence is
+ *   l's create_revision, which etcd makes strictly increasing.  A name
+ *   found held within the last second is read first instead, so a
+ *   waiter polls with a read, not a write etcd must agree on.  A held
+ *   lock is taken over only when it ends: at its deadline by the clock
+ *   of the broker that wrote the deadline (its keeper deletes it), or
+ *   when etcd ends that broker's lease because the broker is gone.  No
+ *   other broker's clock decides that a holder is gone.  Only where a
+ *   fleet sets clock_skew_ms (its clocks are known to agree that well)
+ *   is a lock whose deadline passed more than clock_skew_ms ago by the
+ *   taker's clock deleted by a txn guarded by what was read, then taken
+ *   the same way.
+ * - Renew: one txn "l is my token and d is still ahead -> put l and d,
+ *   with the new deadline, on this broker's lease".
+ * - Release: one txn with the same guard deletes l, d and h.
  * - A fenced write's txn compares l's create_revision and token and d,
  *   so a stale holder's write fails in the same step as the write.
  *
- * etcd's lease (whole seconds, at least the lease asked for) ends the
- * lock of a holder that died, whatever the brokers' clocks say; the
- * deadline in d gives leases their exact length.
+ * A lease carries a lock only while etcd surely keeps it past the
+ * lock's deadline, so a lock outlives the broker that handed it out
+ * until its deadline (its holder may renew it through another broker),
+ * and ends within the lease's length after that broker is gone.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -101,45 +103,6 @@ static int64_t deadline_of(const json_t *kv)
 		d = INT64_MAX;
 	free(v);
 	return d;
-}
-
-static int lease_call(struct etcd *e, const char *path, int64_t id, int64_t ttl_s,
-		      int64_t *got_id, int64_t *got_ttl, struct tsec_error *err)
-{
-	json_t *req = json_object(), *r, *res;
-	int rc;
-
-	if (id)
-		json_object_set_new(req, "ID", tsec__jnum(id));
-	if (ttl_s)
-		json_object_set_new(req, "TTL", tsec__jnum(ttl_s));
-	if ((rc = tsec__etcd_post(e->c, path, req, TSEC__ETCD_IDEMPOTENT, &r, err)))
-		return rc;
-	res = json_object_get(r, "result") ? json_object_get(r, "result") : r;
-	if (got_id)
-		*got_id = tsec__jint(res, "ID", 0);
-	if (got_ttl)
-		*got_ttl = tsec__jint(res, "TTL", 0);
-	if (ttl_s && !id && tsec__jint(res, "TTL", 0) > ttl_s &&
-	    tsec__jint(res, "TTL", 0) > atomic_load(&e->lease_floor_s))
-		atomic_store(&e->lease_floor_s, tsec__jint(res, "TTL", 0));
-	json_decref(r);
-	return 0;
-}
-
-static void revoke(struct etcd *e, int64_t lease)
-{
-	struct tsec_error ignored;
-
-	if (lease)
-		lease_call(e, "/v3/lease/revoke", lease, 0, NULL, NULL, &ignored);
-}
-
-static int64_t ttl_seconds(uint64_t ttl_ms)
-{
-	uint64_t s = ttl_ms / 1000 + (ttl_ms % 1000 != 0);
-
-	return s > INT32_MAX ? INT32_MAX : (int64_t)s;
 }
 
 /* Why a guarded lock txn failed, from its failure reads [l, h]. */
@@ -254,7 +217,6 @@ static bool take_over(struct etcd *e, const struct keys *k, const json_t *l, con
 {
 	struct tsec_error ignored;
 	json_t *cmp, *ops, *r;
-	int64_t lease = tsec__jint(l, "lease", 0);
 	bool succ = false;
 
 	if (!e->skew_ms || deadline_of(d) > tsec__wall_ms() - (int64_t)e->skew_ms)
@@ -272,17 +234,38 @@ static bool take_over(struct etcd *e, const struct keys *k, const json_t *l, con
 	if (tsec__etcd_txn(e, cmp, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ, &ignored))
 		return false;
 	json_decref(r);
-	if (succ)
-		revoke(e, lease);        /* only once it is ours to end */
-	return succ;
+	return succ;            /* (its lease is its broker's, carrying others) */
+}
+
+/* Whether rc, err are etcd's "requested lease not found". */
+static bool lease_lost(int rc, const struct tsec_error *err)
+{
+	return rc == TSEC_ENOENT && strstr(err->msg, "lease not found");
 }
 
 /*
- * Two requests when the lock is free: grant a lease, then one create txn
- * whose failure branch reads the holder.  A name found held in the last
- * BUSY_MS is looked at first instead (one read per poll, no lease granted
- * and revoked while waiting); a lease granted for a lock found held is
- * revoked.
+ * Notes a deadline written (or perhaps written: rc an error) for the
+ * keeper.  A lock that cannot be noted is not handed out.
+ */
+static int noted(struct etcd *e, const char *name, const uint8_t token[16], int64_t lease,
+		 const char *ds, int64_t until, int rc, struct tsec_error *err)
+{
+	struct tsec_error ignored;
+
+	if (rc) {
+		tsec__etcd_held_add(e, name, token, lease, ds, until, &ignored);
+		return rc;
+	}
+	if ((rc = tsec__etcd_held_add(e, name, token, lease, ds, until, err)))
+		tsec__etcd_lock_release(&e->base, name, token, &ignored);
+	return rc;
+}
+
+/*
+ * One request when the lock is free: a create txn on this broker's lease
+ * (etcd_session.c), whose failure branch reads the holder.  A name found
+ * held in the last BUSY_MS is looked at first instead (a read, which
+ * etcd answers without a raft round, one per poll).
  */
 int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
 			const uint8_t *waiter, struct tsec__lease *out, struct tsec_error *err)
@@ -292,10 +275,9 @@ int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_
 	struct keys k;
 	json_t *r, *ops;
 	const json_t *l, *d;
-	int64_t now, lease = 0, granted = 0;
+	int64_t now, mono, lease = 0;
 	uint8_t token[16];
 	char ds[24];
-	size_t dl;
 	bool succ;
 	int rc;
 
@@ -318,20 +300,24 @@ int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_
 		}
 		json_decref(r);
 	}
-	/* The deadline counts from before the lease exists, so that etcd
-	 * never ends the lease before the deadline. */
+	/* The deadline counts from before the request: the lease is one
+	 * etcd keeps past it (etcd_session.c), so etcd never ends the lock
+	 * before its deadline, nor does our keeper. */
 	now = tsec__wall_ms();
-	if ((rc = lease_call(e, "/v3/lease/grant", 0, ttl_seconds(ttl_ms), &lease, &granted, err)))
-		return rc;
-	if (!lease || granted <= 0)
-		return tsec__seterr(err, TSEC_EIO, name, "etcd granted no lease");
+	mono = tsec__mono_ms();
 	randombytes_buf(token, sizeof(token));
-	dl = deadline_str(tsec__deadline_after(now, ttl_ms), ds);
+	deadline_str(tsec__deadline_after(now, ttl_ms), ds);
 	for (int tries = 0;; tries++) {
-		if ((rc = create(e, &k, token, lease, ds, dl, &r, &succ, err))) {
-			revoke(e, lease);
+		if ((rc = tsec__etcd_session_lease(e, ttl_ms, &lease, err)))
 			return rc;
+		rc = create(e, &k, token, lease, ds, strlen(ds), &r, &succ, err);
+		if (lease_lost(rc, err) && tries < 2) {
+			tsec__etcd_session_dead(e, lease);   /* ended while we paused */
+			continue;
 		}
+		if (rc)
+			return noted(e, name, token, lease, ds, tsec__deadline_after(mono, ttl_ms),
+				     rc, err);
 		l = succ ? NULL : tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"));
 		d = succ ? NULL : tsec__etcd_kv0(tsec__etcd_resp(r, 1, "response_range"));
 		if (succ) {
@@ -344,106 +330,60 @@ int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_
 			continue;        /* ended by its deadline: once more */
 		} else {
 			json_decref(r);
-			revoke(e, lease);
 			atomic_store(busy, tsec__mono_ms());
 			return tsec__seterr(err, TSEC_EBUSY, name, "lock '%s' is held", name);
 		}
 		break;
 	}
 	json_decref(r);
+	if ((rc = noted(e, name, token, lease, ds, tsec__deadline_after(mono, ttl_ms), 0, err)))
+		return rc;
 	memcpy(out->token, token, sizeof(token));
 	out->expires_ms = tsec__deadline_after(now, ttl_ms);
 	return 0;
 }
 
 /*
- * Of two leases, the one the lock no longer uses (0: unknown, or the lock
- * is no longer ours on either).
+ * One txn: "l is my token and d is still ahead" -> put l and d, with the
+ * new deadline, on this broker's lease (a put keeps l's create_revision:
+ * the fence stays).  So the lock lives on the lease of the broker that
+ * last renewed it, which deletes it at its deadline if nobody renews.
  */
-static int64_t on_lease(struct etcd *e, const struct keys *k, const uint8_t token[16],
-			int64_t old, int64_t fresh)
-{
-	struct tsec_error ignored;
-	json_t *ops = json_array(), *r;
-	const json_t *l;
-	int64_t now_on, unused = 0;
-	bool succ;
-
-	json_array_append_new(ops, tsec__etcd_range(k->l, k->ln, false, false));
-	if (tsec__etcd_txn(e, NULL, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ, &ignored))
-		return 0;
-	l = tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"));
-	if (l && holds(l, token)) {
-		now_on = tsec__jint(l, "lease", 0);
-		unused = now_on == fresh ? old : now_on == old ? fresh : 0;
-	} else {
-		unused = fresh;          /* not ours: the fresh lease holds nothing of ours */
-	}
-	json_decref(r);
-	return unused;
-}
-
 int tsec__etcd_lock_renew(struct tsec__backend *b, const char *name, const uint8_t token[16],
 			  uint64_t ttl_ms, int64_t *expires_ms, struct tsec_error *err)
 {
 	struct etcd *e = tsec__etcd_of(b);
-	int64_t now = tsec__wall_ms(), lease, ttl = 0, until;
+	int64_t now = tsec__wall_ms(), mono = tsec__mono_ms(), lease = 0, on, until;
 	struct keys k;
-	json_t *r, *ops;
+	json_t *ops;
 	char ds[24];
 	size_t dl;
-	bool succ;
 	int rc;
 
 	keys_of(e, name, &k);
 	until = tsec__deadline_after(now, ttl_ms);
 	dl = deadline_str(until, ds);
-	ops = json_array();
-	json_array_append_new(ops, put_op(k.d, k.dn, ds, dl, 0, true));
-	if ((rc = guarded(e, &k, name, token, now, ops, TSEC__ETCD_IDEMPOTENT, &lease, err)))
-		return rc;
-	if ((rc = lease_call(e, "/v3/lease/keepalive", lease, 0, NULL, &ttl, err)))
-		return rc;
-	if (ttl <= 0)
-		return tsec__seterr(err, TSEC_ENOTOWNER, name, "lock '%s': its etcd lease is gone",
-				    name);
-	if ((uint64_t)ttl * 1000 < ttl_ms ||
-	    (ttl > ttl_seconds(ttl_ms) && ttl > atomic_load(&e->lease_floor_s))) {
-		/*
-		 * A longer lease than etcd's, or a shorter one: move the lock to
-		 * a fresh etcd lease of the length asked for, so that the lock
-		 * ends for everyone when its holder was told (a put keeps the
-		 * key's create_revision: the fence stays).
-		 */
-		int64_t fresh = 0, got = 0;
-		json_t *cmp = json_array();
-
-		if ((rc = lease_call(e, "/v3/lease/grant", 0, ttl_seconds(ttl_ms), &fresh, &got, err)))
+	for (int tries = 0;; tries++) {
+		if ((rc = tsec__etcd_session_lease(e, ttl_ms, &lease, err)))
 			return rc;
-		json_array_append_new(cmp, tsec__etcd_cmp(k.l, k.ln, false, "VALUE", "EQUAL",
-							  tsec__b64(token, 16)));
 		ops = json_array();
-		json_array_append_new(ops, put_op(k.l, k.ln, token, 16, fresh, false));
-		json_array_append_new(ops, put_op(k.d, k.dn, ds, dl, fresh, false));
-		if ((rc = tsec__etcd_txn(e, cmp, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ, err))) {
-			/* Unknown outcome: the lock may be on the fresh lease
-			 * already, and revoking it would end our own lock.  Look
-			 * before ending either lease; if we cannot look, end
-			 * neither (etcd ends the unused one at its TTL). */
-			int64_t unused = on_lease(e, &k, token, lease, fresh);
-
-			revoke(e, unused);
-			if (!unused || unused != lease)
-				return rc;
-			succ = true;     /* it was applied: the lock is on fresh */
-		} else {
-			json_decref(r);
-			revoke(e, succ ? lease : fresh);
+		json_array_append_new(ops, put_op(k.l, k.ln, token, 16, lease, false));
+		json_array_append_new(ops, put_op(k.d, k.dn, ds, dl, lease, false));
+		rc = guarded(e, &k, name, token, now, ops, TSEC__ETCD_IDEMPOTENT, &on, err);
+		if (lease_lost(rc, err) && tries < 2) {
+			tsec__etcd_session_dead(e, lease);
+			continue;
 		}
-		if (!succ)
-			return tsec__seterr(err, TSEC_ENOTOWNER, name, "lock '%s': lost while renewing",
-					    name);
+		break;
 	}
+	if (rc == TSEC_ENOTOWNER || rc == TSEC_ENOENT)
+		return rc;               /* the guard failed: nothing written */
+	if (!rc)
+		tsec__etcd_held_drop(e, name, token);   /* its old deadlines */
+	/* On an error, perhaps applied: the keeper deletes it at the new
+	 * deadline too, if that is what d holds then. */
+	if ((rc = noted(e, name, token, lease, ds, tsec__deadline_after(mono, ttl_ms), rc, err)))
+		return rc;
 	*expires_ms = until;
 	return 0;
 }
@@ -455,16 +395,18 @@ int tsec__etcd_lock_release(struct tsec__backend *b, const char *name,
 	struct keys k;
 	json_t *ops;
 	int64_t lease;
+	int rc;
 
 	keys_of(e, name, &k);
 	ops = json_array();
 	json_array_append_new(ops, del_op(k.l, k.ln));
 	json_array_append_new(ops, del_op(k.d, k.dn));
 	json_array_append_new(ops, del_op(k.h, k.hn));
-	/* One request.  The lock's lease, holding nothing now, is left for
-	 * etcd to end at its TTL rather than revoked on the caller's time
-	 * (as etcd's own Mutex leaves its session's lease). */
-	return guarded(e, &k, name, token, tsec__wall_ms(), ops, TSEC__ETCD_ONCE, &lease, err);
+	/* One request; the lease is this broker's, carrying other locks. */
+	if (!(rc = guarded(e, &k, name, token, tsec__wall_ms(), ops, TSEC__ETCD_ONCE, &lease,
+			   err)) || rc == TSEC_ENOENT || rc == TSEC_ENOTOWNER)
+		tsec__etcd_held_drop(e, name, token);
+	return rc;
 }
 
 void tsec__etcd_fence_cmp(struct etcd *e, const struct tsec__fence *f, json_t *cmp, json_t *ko)

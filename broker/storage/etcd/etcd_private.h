@@ -13,6 +13,15 @@
 
 #define TSEC__ETCD_BUSY_SLOTS 64
 #define TSEC__ETCD_BUSY_MS 1000
+#define TSEC__ETCD_CLASSES 32           /* lease lengths: 2^0 .. 2^31 s */
+
+/* A lease locks are put on (etcd_session.c); id 0: none. */
+struct tsec__etcd_session {
+	int64_t id, granted_s;
+	int64_t valid_until;    /* etcd keeps it at least until (monotonic ms) */
+	int64_t used_at;        /* the last acquire or renew that wanted it */
+};
+struct tsec__etcd_held;
 
 struct etcd {
 	struct tsec__backend base;
@@ -21,10 +30,6 @@ struct etcd {
 	size_t plen;
 	struct tsec__seal seal;
 	uint32_t skew_ms;
-	/* the shortest lease etcd grants (seconds; it raises shorter ones to
-	 * its minimum), learnt from its grants: no renew moves a lock to a
-	 * fresh lease that etcd would make no shorter */
-	_Atomic int64_t lease_floor_s;
 	size_t max_ops;
 	/* when a lock hashing to each slot was last found held (monotonic
 	 * ms): such a name is looked at before a lease is granted for it */
@@ -44,6 +49,15 @@ struct etcd {
 	uint64_t beat_seq;
 	struct { uint64_t seq; int64_t at; } ring[TSEC__BEATS];
 	_Atomic int64_t proven, watch_since;
+	/* the leases locks live on, the locks this broker wrote and their
+	 * keeper (etcd_session.c), all under sess_mu */
+	pthread_mutex_t sess_mu;
+	pthread_cond_t sess_cv;
+	pthread_t sess;
+	bool sess_on, sess_stopped;
+	struct tsec__etcd_session sessions[TSEC__ETCD_CLASSES];
+	struct tsec__etcd_held *held;
+	size_t nheld, capheld;
 };
 
 struct etcd *tsec__etcd_of(struct tsec__backend *b);
@@ -79,6 +93,24 @@ void tsec__etcd_fence_cmp(struct etcd *e, const struct tsec__fence *f, json_t *c
  * the cause, else 0. */
 int tsec__etcd_fence_why(struct etcd *e, const struct tsec__fence *f, const json_t *resp,
 			 struct tsec_error *err);
+
+/* etcd_session.c */
+/* Mutex and condition of the keeper (the thread starts at first use). */
+void tsec__etcd_session_init(struct etcd *e);
+/* A lease etcd keeps, while this broker lives, for at least ttl_ms from
+ * now (granted or kept alive first when needed). */
+int tsec__etcd_session_lease(struct etcd *e, uint64_t ttl_ms, int64_t *lease,
+			     struct tsec_error *err);
+/* etcd said lease is not found: forget it, and the locks on it. */
+void tsec__etcd_session_dead(struct etcd *e, int64_t lease);
+/* This broker wrote deadline ds (until: monotonic ms) for name's token
+ * on lease: the keeper deletes the lock then if d is still ds. */
+int tsec__etcd_held_add(struct etcd *e, const char *name, const uint8_t token[16],
+			int64_t lease, const char *ds, int64_t until, struct tsec_error *err);
+/* Forgets every deadline written for name's token (released, renewed). */
+void tsec__etcd_held_drop(struct etcd *e, const char *name, const uint8_t token[16]);
+/* Stops the keeper, leaving the leases to etcd. */
+void tsec__etcd_session_stop(struct etcd *e);
 
 /* etcd_feed.c */
 void tsec__etcd_feed_stop(struct etcd *e);
