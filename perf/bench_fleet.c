@@ -79,6 +79,7 @@ static void one_backend(const char *label, struct tsec_bus *bus, struct tsec_sto
 		}                                                                     \
 		first = t[0];                                                         \
 		snprintf(name, sizeof(name), "%s_%s", label, what);                   \
+		printf("latency,");                                                   \
 		bench_print_latency(name, first, t, (size_t)N);                       \
 	} while (0)
 	CASE("load", {
@@ -207,7 +208,7 @@ int main(int argc, char **argv)
 		die("bus", &err);
 	printf("# bench_fleet: %s build, %d operations per case; etcd and redis on loopback\n",
 	       tsec_build_name(TSEC_BUILD_THIS), N);
-	printf("case,samples,first_ns,p50_ns,p90_ns,p99_ns,p999_ns,max_ns\n");
+	printf("# latency,case,samples,first_ns,p50_ns,p90_ns,p99_ns,p999_ns,max_ns\n");
 	/* BENCH_ONLY=LABEL (file, etcd, redis, file_cache, ...): that case
 	 * alone and no brokers (perf/redis_instructions.sh counts one
 	 * backend's calls under callgrind). */
