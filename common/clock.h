@@ -54,6 +54,22 @@ void tsec__nap_ns(uint64_t ns);
 void tsec__nap_ms(int64_t ms);
 void tsec__sleep_ns(uint64_t ns);
 
+/* The time ms milliseconds from now on clock clk, as the absolute
+ * timespec pthread's timed waits take. */
+static inline struct timespec tsec__abstime(clockid_t clk, int64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return ts;
+}
+
 /* Monotonic time in nanoseconds (durations, deadlines). */
 static inline uint64_t tsec__mono_ns(void)
 {

@@ -709,8 +709,9 @@ static void test_redis_restart_without_persistence(void **state)
 
 /*
  * A broker whose wall clock reads an hour ahead does not take over a lock
- * whose holder is alive: on etcd a lock ends when etcd's lease ends, not
- * when another broker's clock says so (issue 17, defect 7).  A fleet that
+ * whose holder is alive: on etcd a lock ends at the deadline its own
+ * broker wrote, by that broker's clock, or when etcd ends that broker's
+ * lease, never when another broker's clock says so (issue 17, defect 7).  A fleet that
  * opts in with clock_skew_ms is taken over by the clock, as it asked.
  */
 static void test_etcd_takeover_not_by_clock(void **state)

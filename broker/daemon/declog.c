@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "broker/daemon/declog.h"
+#include "common/clock.h"
 #include "common/error.h"
 
 #define SLOT (TSEC_DECLOG_LINE_MAX + 1) /* a line and its newline */
@@ -131,13 +132,7 @@ static void *writer_main(void *arg)
 		if (!l->count && l->stop)
 			break;
 		if (!l->stop && l->count < 64) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += BATCH_WAIT_MS * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			struct timespec ts = tsec__abstime(CLOCK_REALTIME, BATCH_WAIT_MS);
 			pthread_cond_timedwait(&l->wake, &l->lock, &ts);
 		}
 		/*

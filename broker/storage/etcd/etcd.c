@@ -35,6 +35,11 @@ size_t tsec__etcd_bk(const struct etcd *e, char ns, const char *key, char *out)
 	return e->plen + 3 + kl;
 }
 
+json_t *tsec__etcd_del_op(const char *k, size_t kn)
+{
+	return json_pack("{s{so}}", "request_delete_range", "key", tsec__b64(k, kn));
+}
+
 json_t *tsec__etcd_range(const char *k, size_t n, bool below, bool count_only)
 {
 	json_t *r = json_object();
@@ -440,8 +445,7 @@ static int et_del(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 		at = json_array_size(ko);
 	}
 
-	json_array_append_new(ok, json_pack("{s{so}}", "request_delete_range", "key",
-					    tsec__b64(bk, n)));
+	json_array_append_new(ok, tsec__etcd_del_op(bk, n));
 	if (recursive) {
 		memcpy(kk, bk, n);
 		kk[n] = '/';
@@ -674,8 +678,7 @@ static int et_move(struct tsec__backend *b, const struct tsec__skey *src,
 			return rc;
 		}
 		json_array_append_new(ok, op);
-		json_array_append_new(ok, json_pack("{s{so}}", "request_delete_range", "key",
-						    tsec__b64(bs, sn)));
+		json_array_append_new(ok, tsec__etcd_del_op(bs, sn));
 		if ((rc = tsec__etcd_txn(e, cmp, ok, ko, TSEC__ETCD_ONCE, &r, &succ, err)))
 			return rc;
 		if (!succ && f && (rc = tsec__etcd_fence_why(e, f, r, err))) {

@@ -117,15 +117,8 @@ static void *feed(void *arg)
 /* Waits ms, or until the feed stops; false when it stopped. */
 static bool beat_wait(struct etcd *e, int64_t ms)
 {
-	struct timespec ts;
+	struct timespec ts = tsec__abstime(CLOCK_MONOTONIC, ms);
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
 	pthread_mutex_lock(&e->beat_mu);
 	while (atomic_load(&e->feed_on) &&
 	       pthread_cond_timedwait(&e->beat_cv, &e->beat_mu, &ts) != ETIMEDOUT)

@@ -59,11 +59,6 @@ static json_t *put_op(const char *k, size_t kn, const void *v, size_t vn, int64_
 	return json_pack("{so}", "request_put", p);
 }
 
-static json_t *del_op(const char *k, size_t kn)
-{
-	return json_pack("{s{so}}", "request_delete_range", "key", tsec__b64(k, kn));
-}
-
 /* Whether kv's value is token. */
 static bool holds(const json_t *kv, const uint8_t token[16])
 {
@@ -229,8 +224,8 @@ static bool take_over(struct etcd *e, const struct keys *k, const json_t *l, con
 				     : tsec__etcd_cmp(k->d, k->dn, false, "VERSION", "EQUAL",
 						      tsec__jnum(0)));
 	ops = json_array();
-	json_array_append_new(ops, del_op(k->l, k->ln));
-	json_array_append_new(ops, del_op(k->d, k->dn));
+	json_array_append_new(ops, tsec__etcd_del_op(k->l, k->ln));
+	json_array_append_new(ops, tsec__etcd_del_op(k->d, k->dn));
 	if (tsec__etcd_txn(e, cmp, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ, &ignored))
 		return false;
 	json_decref(r);
@@ -399,9 +394,9 @@ int tsec__etcd_lock_release(struct tsec__backend *b, const char *name,
 
 	keys_of(e, name, &k);
 	ops = json_array();
-	json_array_append_new(ops, del_op(k.l, k.ln));
-	json_array_append_new(ops, del_op(k.d, k.dn));
-	json_array_append_new(ops, del_op(k.h, k.hn));
+	json_array_append_new(ops, tsec__etcd_del_op(k.l, k.ln));
+	json_array_append_new(ops, tsec__etcd_del_op(k.d, k.dn));
+	json_array_append_new(ops, tsec__etcd_del_op(k.h, k.hn));
 	/* One request; the lease is this broker's, carrying other locks. */
 	if (!(rc = guarded(e, &k, name, token, tsec__wall_ms(), ops, TSEC__ETCD_ONCE, &lease,
 			   err)) || rc == TSEC_ENOENT || rc == TSEC_ENOTOWNER)

@@ -72,6 +72,8 @@ json_t *tsec__etcd_range(const char *k, size_t n, bool below, bool count_only);
  * EQUAL/GREATER/LESS/NOT_EQUAL, val consumed. */
 json_t *tsec__etcd_cmp(const char *k, size_t n, bool below, const char *target,
 		       const char *result, json_t *val);
+/* A request_delete_range op on k. */
+json_t *tsec__etcd_del_op(const char *k, size_t n);
 /* The i-th answer of a txn, of kind "response_range" etc. */
 json_t *tsec__etcd_resp(const json_t *txn, size_t i, const char *kind);
 /* The first kv of a range answer, or NULL. */

@@ -260,10 +260,8 @@ static bool reap(struct etcd *e, const struct tsec__etcd_held *h)
 						  tsec__b64(h->token, 16)));
 	json_array_append_new(cmp, tsec__etcd_cmp(d, dn, false, "VALUE", "EQUAL",
 						  tsec__b64(h->ds, strlen(h->ds))));
-	json_array_append_new(ops, json_pack("{s{so}}", "request_delete_range", "key",
-					     tsec__b64(l, ln)));
-	json_array_append_new(ops, json_pack("{s{so}}", "request_delete_range", "key",
-					     tsec__b64(d, dn)));
+	json_array_append_new(ops, tsec__etcd_del_op(l, ln));
+	json_array_append_new(ops, tsec__etcd_del_op(d, dn));
 	if (tsec__etcd_txn(e, cmp, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ, &ignored))
 		return false;
 	json_decref(r);
@@ -287,15 +285,7 @@ static void wait_until(struct etcd *e, int64_t at)
 
 	if (ms <= 0)
 		return;
-	if (ms > 3600 * 1000)
-		ms = 3600 * 1000;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	ts = tsec__abstime(CLOCK_MONOTONIC, ms > 3600 * 1000 ? 3600 * 1000 : ms);
 	pthread_cond_timedwait(&e->sess_cv, &e->sess_mu, &ts);
 }
 

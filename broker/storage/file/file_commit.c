@@ -88,13 +88,7 @@ static int rw_take(struct tsec__filebe *fb, bool write, int64_t wait_ms)
 		rc = write ? pthread_rwlock_wrlock(&fb->commit_rw)
 			   : pthread_rwlock_rdlock(&fb->commit_rw);
 	} else {
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += wait_ms / 1000;
-		until.tv_nsec += (wait_ms % 1000) * 1000000;
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
-		}
+		until = tsec__abstime(CLOCK_MONOTONIC, wait_ms);
 		rc = write ? pthread_rwlock_clockwrlock(&fb->commit_rw, CLOCK_MONOTONIC, &until)
 			   : pthread_rwlock_clockrdlock(&fb->commit_rw, CLOCK_MONOTONIC, &until);
 	}
