@@ -89,7 +89,8 @@ STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c records.c t
 	file/file.c file/file_tree.c file/file_folders.c file/file_journal.c file/file_commit.c \
 	file/file_recover.c file/file_lock.c \
 	memory/memory.c \
-	etcd/etcd_http.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_session.c etcd/etcd_feed.c \
+	etcd/etcd_http.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_session.c etcd/etcd_queue.c \
+	etcd/etcd_feed.c \
 	redis/redis.c redis/redis_kv.c redis/redis_lock.c redis/redis_tls.c) \
 	broker/certcache/certcache.c broker/certcache/certcache_pem.c
 REMOTE_SRC := $(addprefix broker/remote/,remote.c remote_blob.c remote_ref.c remote_cert.c \

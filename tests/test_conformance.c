@@ -17,6 +17,8 @@
 
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "broker/storage/backend.h"
 #include "broker/storage/store_private.h"
 #include "common/clock.h"
@@ -929,6 +931,126 @@ static void test_conf_feed_any_subscriber(void **state)
 	other->ops->close(other);
 }
 
+/* How long a queued waiter stays first without asking again: lease.c's
+ * 250 ms (file, memory), redis's 1,000 ms, etcd's lease of 2 s. */
+static int64_t waiter_fresh_ms(void)
+{
+	return cur->backend[0] == 'e' ? 2000 : cur->backend[0] == 'r' ? 1000 : 250;
+}
+
+static int64_t real_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One try on the backend as waiter w (NULL: a try that does not wait);
+ * a lock it got is given back at once when `keep` is false. */
+static int try_as(struct tsec__backend *be, const char *name, const uint8_t *w, bool keep,
+		  struct tsec__lease *got)
+{
+	struct tsec_error err;
+	int rc = be->ops->lock_try(be, name, 60000, w, got, &err);
+
+	if (rc == 0 && !keep)
+		assert_int_equal(be->ops->lock_release(be, name, got->token, &err), 0);
+	return rc;
+}
+
+/*
+ * Waiters are served in the order they came (backend.h), on every
+ * backend: with w1 then w2 queued on a held lock, once it is released
+ * neither a try that does not wait nor w2 takes it before w1, and after
+ * w1 it is w2's: on etcd and redis, a queue, without w2 asking again; on
+ * file and memory, one queue slot, which w2 takes when it asks while w1
+ * holds the lock (lease.c).  A round decides only when it ran within the time a
+ * queued waiter stays first without asking; a slower one proves nothing
+ * and runs again on a name of its own, so no speed decides the test.
+ */
+static void test_conf_waiters_in_turn(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec__backend *be = t->store->be;
+	struct tsec__lease a, b;
+	struct tsec_error err;
+	uint8_t w1[16], w2[16];
+	int rn = -1, r2 = -1, r1 = -1, rn2 = -1, r2b = -1, rounds = 0;
+	bool decided = false, fifo = cur->backend[0] == 'e' || cur->backend[0] == 'r';
+	char name[32];
+
+	TU_WAIT(decided) {
+		int64_t t0;
+
+		snprintf(name, sizeof(name), "turn-%d", ++rounds);
+		randombytes_buf(w1, sizeof(w1));
+		randombytes_buf(w2, sizeof(w2));
+		assert_int_equal(try_as(be, name, NULL, true, &a), 0);
+		t0 = real_ms();
+		assert_int_equal(try_as(be, name, w1, true, &b), TSEC_EBUSY);
+		assert_int_equal(try_as(be, name, w2, true, &b), TSEC_EBUSY);
+		assert_int_equal(be->ops->lock_release(be, name, a.token, &err), 0);
+		rn = try_as(be, name, NULL, false, &b);
+		r2 = try_as(be, name, w2, false, &b);
+		r1 = try_as(be, name, w1, true, &a);
+		if (real_ms() - t0 >= waiter_fresh_ms() / 2) {
+			if (r1 == 0)
+				be->ops->lock_release(be, name, a.token, &err);
+			continue;                /* too slow to say: again */
+		}
+		/* One queue slot (lease.c): w2 takes it once w1 left it. */
+		if (!fifo)
+			assert_int_equal(try_as(be, name, w2, true, &b), TSEC_EBUSY);
+		t0 = real_ms();                  /* (w2 asked just before) */
+		assert_int_equal(be->ops->lock_release(be, name, a.token, &err), 0);
+		rn2 = try_as(be, name, NULL, false, &b);
+		r2b = try_as(be, name, w2, false, &b);
+		decided = real_ms() - t0 < waiter_fresh_ms() / 2;
+	}
+	assert_true(decided);
+	print_message("%s: decided in round %d\n", cur->name, rounds);
+	assert_int_equal(rn, TSEC_EBUSY);        /* w1 and w2 wait: a try waits its turn */
+	assert_int_equal(r2, TSEC_EBUSY);        /* w1 came first */
+	assert_int_equal(r1, 0);
+	assert_int_equal(rn2, TSEC_EBUSY);       /* w2 waits still */
+	assert_int_equal(r2b, 0);
+}
+
+/*
+ * A waiter that stops asking does not keep a lock from others: one whose
+ * wait ended unserved leaves the queue at once where the backend can be
+ * told (etcd, redis), and any waiter is dropped once it has not asked for
+ * its time (lease.c's by the injected clock; redis and etcd by the
+ * server's, bounded below by it).
+ */
+static void test_conf_waiter_that_stops(void **state)
+{
+	struct tu_store *t = *state;
+	struct tsec__backend *be = t->store->be;
+	struct tsec__lease a, b;
+	struct tsec_error err;
+	uint8_t w[16];
+	int rc = -1;
+
+	randombytes_buf(w, sizeof(w));
+	assert_int_equal(try_as(be, "stops", NULL, true, &a), 0);
+	assert_int_equal(try_as(be, "stops", w, true, &b), TSEC_EBUSY);
+	assert_int_equal(be->ops->lock_release(be, "stops", a.token, &err), 0);
+	if (be->ops->lock_unwait) {
+		be->ops->lock_unwait(be, "stops", w);
+		assert_int_equal(try_as(be, "stops", NULL, false, &b), 0);
+		/* Again, the waiter now just gone quiet. */
+		randombytes_buf(w, sizeof(w));
+		assert_int_equal(try_as(be, "stops", NULL, true, &a), 0);
+		assert_int_equal(try_as(be, "stops", w, true, &b), TSEC_EBUSY);
+		assert_int_equal(be->ops->lock_release(be, "stops", a.token, &err), 0);
+	}
+	tsec__clock_advance(waiter_fresh_ms() + 1);
+	TU_WAIT((rc = try_as(be, "stops", NULL, false, &b)) == 0);
+	assert_int_equal(rc, 0);
+}
+
 #define CONF_TESTS(name) \
 	const struct CMUnitTest name[] = { \
 		cmocka_unit_test_setup_teardown(test_conf_values_and_folders, setup, teardown), \
@@ -943,6 +1065,8 @@ static void test_conf_feed_any_subscriber(void **state)
 		cmocka_unit_test_setup_teardown(test_conf_fenced_delete_move, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_deadline, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_contention, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_waiters_in_turn, setup, teardown), \
+		cmocka_unit_test_setup_teardown(test_conf_waiter_that_stops, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_prefix_delete_barrier, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_group_shapes, setup, teardown), \
 		cmocka_unit_test_setup_teardown(test_conf_delete_leaves_no_folder, setup, teardown), \

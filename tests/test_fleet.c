@@ -1019,6 +1019,53 @@ static void test_etcd_lock_on_broker_lease(void **state)
 }
 
 /*
+ * Waits are served in turn across brokers (etcd_queue.c): a wait queued
+ * through one broker is overtaken neither by a try through another nor
+ * by the holder asking again.  A round decides only when it ran within
+ * half the shortest time etcd keeps a waiter's entry (2 s); a slower one
+ * runs again on a name of its own.
+ */
+static void test_etcd_queue_across_brokers(void **state)
+{
+	char prefix[64], name[32];
+	struct tsec_store_opts o = opts_for("etcd", prefix, sizeof(prefix));
+	struct tsec_lock held, lk, other;
+	struct tsec_lock_wait w;
+	struct tsec_error err;
+	struct tu_store t, peer;
+	int rounds = 0, rn = -1, rh = -1, rw = -1;
+	bool decided = false;
+
+	(void)state;
+	tu_store_open_with(&t, &o);
+	tu_store_open_with(&peer, &o);
+	TU_WAIT(decided) {
+		struct timespec a, b;
+
+		snprintf(name, sizeof(name), "queue-%d", ++rounds);
+		assert_int_equal(tsec_lock_acquire(peer.store, &app, name, 60000, 0, &held, &err), 0);
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		assert_int_equal(tsec_lock_wait_begin(t.store, &app, name, 60000, 60000, &w, &lk,
+						      &err), TSEC_EBUSY);
+		assert_int_equal(tsec_lock_release(peer.store, &app, &held, &err), 0);
+		if (!(rn = tsec_lock_try_acquire(peer.store, &app, name, 60000, &other, &err)))
+			tsec_lock_release(peer.store, &app, &other, &err);
+		if (!(rh = tsec_lock_try_acquire(t.store, &app, name, 60000, &other, &err)))
+			tsec_lock_release(t.store, &app, &other, &err);
+		rw = tsec_lock_wait_step(t.store, &app, &w, &lk, &err);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		if (!rw)
+			assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
+		decided = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < 1000;
+	}
+	assert_int_equal(rn, TSEC_EBUSY);
+	assert_int_equal(rh, TSEC_EBUSY);
+	assert_int_equal(rw, 0);
+	tu_store_close(&peer);
+	tu_store_close(&t);
+}
+
+/*
  * A whole renewal turn on etcd, as bench_turn makes it (lock, the three
  * files' existence in one read, load, save as one transaction, release):
  * 5 requests, and one more for the broker's first lock of its length,
@@ -1091,6 +1138,7 @@ int main(void)
 		cmocka_unit_test(test_redis_renew_shorter),
 		cmocka_unit_test(test_redis_lease_margin),
 		cmocka_unit_test(test_etcd_lock_on_broker_lease),
+		cmocka_unit_test(test_etcd_queue_across_brokers),
 		cmocka_unit_test(test_etcd_lock_round_trips),
 		cmocka_unit_test(test_etcd_turn_round_trips),
 	};

@@ -124,6 +124,11 @@ struct tsec__backend_ops {
 	int (*lock_try)(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
 			const uint8_t *waiter, struct tsec__lease *out,
 			struct tsec_error *err);
+	/*
+	 * Optional (NULL: the backend forgets a waiter that stops trying on
+	 * its own): a wait that ended unserved leaves name's queue now.
+	 */
+	void (*lock_unwait)(struct tsec__backend *b, const char *name, const uint8_t waiter[16]);
 	/* TSEC_ENOTOWNER when the token differs or the lease has ended. */
 	int (*lock_renew)(struct tsec__backend *b, const char *name,
 			  const uint8_t token[16], uint64_t ttl_ms, int64_t *expires_ms,

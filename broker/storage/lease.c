@@ -73,6 +73,14 @@ int tsec__lease_try(struct tsec__lease_state *st, const uint8_t *waiter,
 	return 0;
 }
 
+bool tsec__lease_unwait(struct tsec__lease_state *st, const uint8_t waiter[16])
+{
+	if (zero16(st->waiter) || sodium_memcmp(st->waiter, waiter, 16))
+		return false;
+	memset(st->waiter, 0, sizeof(st->waiter));
+	return true;
+}
+
 int tsec__lease_owned(const struct tsec__lease_state *st, const uint8_t token[16],
 		      int64_t now_ms, const char *name, struct tsec_error *err)
 {

@@ -32,6 +32,9 @@ struct tsec__lease_state {
 int tsec__lease_try(struct tsec__lease_state *st, const uint8_t *waiter,
 		    uint64_t ttl_ms, int64_t now_ms, struct tsec__lease *out,
 		    bool *dirty);
+/* A wait that ended unserved: waiter leaves the queue slot if it holds
+ * it.  Whether st changed (and must be written back). */
+bool tsec__lease_unwait(struct tsec__lease_state *st, const uint8_t waiter[16]);
 
 /* 0 when token holds a live lease in st; TSEC_ENOENT when nobody holds
  * it, else TSEC_ENOTOWNER (another token, or the lease ended). */

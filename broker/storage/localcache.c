@@ -479,6 +479,14 @@ static int lc_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_m
 	return c->inner->ops->lock_try(c->inner, name, ttl_ms, waiter, out, err);
 }
 
+static void lc_lock_unwait(struct tsec__backend *b, const char *name, const uint8_t waiter[16])
+{
+	struct cache *c = c_of(b);
+
+	if (c->inner->ops->lock_unwait)
+		c->inner->ops->lock_unwait(c->inner, name, waiter);
+}
+
 static int lc_lock_renew(struct tsec__backend *b, const char *name, const uint8_t token[16],
 			 uint64_t ttl_ms, int64_t *expires_ms, struct tsec_error *err)
 {
@@ -637,6 +645,7 @@ static const struct tsec__backend_ops cache_ops = {
 	.move = lc_move,
 	.put_many = lc_put_many,
 	.lock_try = lc_lock_try,
+	.lock_unwait = lc_lock_unwait,
 	.lock_renew = lc_lock_renew,
 	.lock_release = lc_lock_release,
 };

@@ -78,6 +78,16 @@ static int64_t left_of(const struct tsec_lock_wait *w)
 	return left <= 0 ? 0 : left / 1000000 + (left % 1000000 != 0);
 }
 
+/* A wait whose deadline passed unserved: it leaves the lock's queue. */
+static int timed_out(struct tsec_store *s, const struct tsec_lock_wait *w,
+		     struct tsec_error *err)
+{
+	if (s->be->ops->lock_unwait)
+		s->be->ops->lock_unwait(s->be, w->name, w->waiter);
+	return tsec__seterr(err, TSEC_ETIMEDOUT, w->name,
+			    "lock still held when the deadline passed");
+}
+
 /*
  * One attempt as w's waiter.  TSEC_EBUSY with w->pause_ms set (jittered
  * backoff, never past the deadline) while the lock is held and time is
@@ -92,15 +102,13 @@ static int attempt(struct tsec_store *s, struct tsec_lock_wait *w, bool first,
 	int rc;
 
 	if (!first && left_of(w) <= 0)
-		return tsec__seterr(err, TSEC_ETIMEDOUT, w->name,
-				    "lock still held when the deadline passed");
+		return timed_out(s, w, err);
 	if ((rc = s->be->ops->lock_try(s->be, w->name, w->ttl_ms, w->waiter, lease, err)) !=
 	    TSEC_EBUSY)
 		return rc;
 	left = left_of(w);
 	if (left <= 0)
-		return tsec__seterr(err, TSEC_ETIMEDOUT, w->name,
-				    "lock still held when the deadline passed");
+		return timed_out(s, w, err);
 	/* Jitter spreads waiters that started together. */
 	nap = w->backoff_ms / 2 + (int64_t)randombytes_uniform(w->backoff_ms / 2 + 1);
 	w->pause_ms = (uint32_t)(nap < left ? nap : left);

@@ -723,6 +723,7 @@ static const struct tsec__backend_ops etcd_ops = {
 	.move = et_move,
 	.put_many = et_put_many,
 	.lock_try = tsec__etcd_lock_try,
+	.lock_unwait = tsec__etcd_lock_unwait,
 	.lock_renew = tsec__etcd_lock_renew,
 	.lock_release = tsec__etcd_lock_release,
 };

@@ -8,8 +8,10 @@
  * P/h/<name> (the last holder's token, no lease: it tells "released"
  * from "your lease ended").
  *
- * - Acquire: one txn "create_revision of l is 0 -> put l, d, h on the
- *   broker's lease", whose failure branch reads l and d.  The fence is
+ * - Acquire: one txn "create_revision of l is 0, and nobody waits
+ *   first -> put l, d, h on the broker's lease", whose failure branch
+ *   reads l and d; waiters are served in the order they came
+ *   (etcd_queue.c).  The fence is
  *   l's create_revision, which etcd makes strictly increasing.  A name
  *   found held within the last second is read first instead, so a
  *   waiter polls with a read, not a write etcd must agree on.  A held
@@ -115,8 +117,8 @@ static int why(const json_t *r, const char *name, const uint8_t token[16],
 }
 
 struct keys {
-	char l[TSEC__BK_MAX], d[TSEC__BK_MAX], h[TSEC__BK_MAX];
-	size_t ln, dn, hn;
+	char l[TSEC__BK_MAX], d[TSEC__BK_MAX], h[TSEC__BK_MAX], q[TSEC__BK_MAX];
+	size_t ln, dn, hn, qn;
 };
 
 static void keys_of(struct etcd *e, const char *name, struct keys *k)
@@ -124,6 +126,7 @@ static void keys_of(struct etcd *e, const char *name, struct keys *k)
 	k->ln = tsec__etcd_bk(e, 'l', name, k->l);
 	k->dn = tsec__etcd_bk(e, 'd', name, k->d);
 	k->hn = tsec__etcd_bk(e, 'h', name, k->h);
+	k->qn = tsec__etcd_bk(e, 'q', name, k->q);      /* the queue: [q/, q0) */
 }
 
 /* The guard of renew and release: l is token and d is still ahead. */
@@ -184,23 +187,56 @@ static size_t busy_slot(const char *name)
 }
 
 /*
- * The create txn: "l was never created" -> put l, d, h on lease; its
- * failure reads l and d (who holds it, until when).  *succ and the
- * response (the caller frees it) as tsec__etcd_txn.
+ * The create txn: "l was never created, and nobody waits (or `me`, the
+ * caller's queue entry of create_revision `rev`, waits longest)" -> put
+ * l, d, h on lease (and delete me); its failure reads l, d (who holds
+ * it, until when) and me (still queued?).  *succ and the response (the
+ * caller frees it) as tsec__etcd_txn.
  */
 static int create(struct etcd *e, const struct keys *k, const uint8_t token[16], int64_t lease,
-		  const char *ds, size_t dl, json_t **r, bool *succ, struct tsec_error *err)
+		  const char *ds, size_t dl, const char *me, size_t men, int64_t rev,
+		  json_t **r, bool *succ, struct tsec_error *err)
 {
 	json_t *cmp = json_array(), *ops = json_array(), *ko = json_array();
 
 	json_array_append_new(cmp, tsec__etcd_cmp(k->l, k->ln, false, "CREATE", "EQUAL",
 						  tsec__jnum(0)));
+	json_array_append_new(cmp, rev ? tsec__etcd_cmp(k->q, k->qn, true, "CREATE", "GREATER",
+							tsec__jnum(rev - 1))
+				       : tsec__etcd_cmp(k->q, k->qn, true, "CREATE", "EQUAL",
+							tsec__jnum(0)));
 	json_array_append_new(ops, put_op(k->l, k->ln, token, 16, lease, false));
 	json_array_append_new(ops, put_op(k->d, k->dn, ds, dl, lease, false));
 	json_array_append_new(ops, put_op(k->h, k->hn, token, 16, 0, false));
+	if (rev)
+		json_array_append_new(ops, tsec__etcd_del_op(me, men));
 	json_array_append_new(ko, tsec__etcd_range(k->l, k->ln, false, false));
 	json_array_append_new(ko, tsec__etcd_range(k->d, k->dn, false, false));
+	if (rev)
+		json_array_append_new(ko, tsec__etcd_range(me, men, false, true));
 	return tsec__etcd_txn(e, cmp, ops, ko, TSEC__ETCD_IDEMPOTENT, r, succ, err);
+}
+
+/* A read of the queue's head: its oldest entry, keys only. */
+static json_t *head_op(const struct keys *k)
+{
+	json_t *op = tsec__etcd_range(k->q, k->qn, true, true);
+	json_t *rr = json_object_get(op, "request_range");
+
+	json_object_set_new(rr, "sort_order", json_string("ASCEND"));
+	json_object_set_new(rr, "sort_target", json_string("CREATE"));
+	return op;
+}
+
+/* A try that found the lock held, or waited for by an earlier waiter:
+ * the waiter queues (or keeps its place), and polls with reads. */
+static int busy(struct etcd *e, const char *name, const uint8_t *waiter, bool held,
+		struct tsec_error *err)
+{
+	atomic_store(&e->busy_at[busy_slot(name)], tsec__mono_ms());
+	tsec__etcd_queue_wait(e, name, waiter);
+	return tsec__seterr(err, TSEC_EBUSY, name, held ? "lock '%s' is held"
+				: "lock '%s' is free but others wait for it first", name);
 }
 
 /*
@@ -257,41 +293,44 @@ static int noted(struct etcd *e, const char *name, const uint8_t token[16], int6
 }
 
 /*
- * One request when the lock is free: a create txn on this broker's lease
- * (etcd_session.c), whose failure branch reads the holder.  A name found
- * held in the last BUSY_MS is looked at first instead (a read, which
- * etcd answers without a raft round, one per poll).
+ * One request when the lock is free and nobody waits: a create txn on
+ * this broker's lease (etcd_session.c), whose failure branch reads the
+ * holder.  A name found held in the last BUSY_MS is looked at first
+ * instead (a read, which etcd answers without a raft round, one per
+ * poll), with the head of its queue (etcd_queue.c).
  */
 int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
 			const uint8_t *waiter, struct tsec__lease *out, struct tsec_error *err)
 {
 	struct etcd *e = tsec__etcd_of(b);
-	_Atomic int64_t *busy = &e->busy_at[busy_slot(name)];
 	struct keys k;
 	json_t *r, *ops;
-	const json_t *l, *d;
-	int64_t now, mono, lease = 0;
+	const json_t *l, *d, *q;
+	int64_t now, mono, lease = 0, rev = tsec__etcd_queued(e, waiter);
 	uint8_t token[16];
-	char ds[24];
+	char ds[24], me[TSEC__BK_MAX];
+	size_t men = waiter ? tsec__etcd_qkey(e, name, waiter, me) : 0;
 	bool succ;
 	int rc;
 
-	(void)waiter;                    /* waiting is capped backoff (lock.c) */
 	keys_of(e, name, &k);
-	if (tsec__mono_ms() - atomic_load(busy) < TSEC__ETCD_BUSY_MS) {
-		/* Held a moment ago: is it still, and is its deadline past? */
+	if (tsec__mono_ms() - atomic_load(&e->busy_at[busy_slot(name)]) < TSEC__ETCD_BUSY_MS) {
+		/* Held a moment ago: is it still, is its deadline past, and
+		 * who waits longest? */
 		ops = json_array();
 		json_array_append_new(ops, tsec__etcd_range(k.l, k.ln, false, false));
 		json_array_append_new(ops, tsec__etcd_range(k.d, k.dn, false, false));
+		json_array_append_new(ops, head_op(&k));
 		if ((rc = tsec__etcd_txn(e, NULL, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ,
 					 err)))
 			return rc;
 		l = tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"));
 		d = tsec__etcd_kv0(tsec__etcd_resp(r, 1, "response_range"));
-		if (l && !take_over(e, &k, l, d)) {
+		q = tsec__etcd_kv0(tsec__etcd_resp(r, 2, "response_range"));
+		if ((l && !take_over(e, &k, l, d)) ||
+		    (q && tsec__jint(q, "create_revision", 0) != rev)) {
 			json_decref(r);
-			atomic_store(busy, tsec__mono_ms());
-			return tsec__seterr(err, TSEC_EBUSY, name, "lock '%s' is held", name);
+			return busy(e, name, waiter, l != NULL, err);
 		}
 		json_decref(r);
 	}
@@ -305,7 +344,7 @@ int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_
 	for (int tries = 0;; tries++) {
 		if ((rc = tsec__etcd_session_lease(e, ttl_ms, &lease, err)))
 			return rc;
-		rc = create(e, &k, token, lease, ds, strlen(ds), &r, &succ, err);
+		rc = create(e, &k, token, lease, ds, strlen(ds), me, men, rev, &r, &succ, err);
 		if (lease_lost(rc, err) && tries < 2) {
 			tsec__etcd_session_dead(e, lease);   /* ended while we paused */
 			continue;
@@ -324,13 +363,19 @@ int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_
 			json_decref(r);
 			continue;        /* ended by its deadline: once more */
 		} else {
+			/* Held, or free with an older waiter first.  A queued
+			 * waiter whose entry is gone (its lease ended while it
+			 * paused) joins again, at the back. */
+			if (rev && !tsec__etcd_kv0(tsec__etcd_resp(r, 2, "response_range")))
+				tsec__etcd_queue_forget(e, waiter);
 			json_decref(r);
-			atomic_store(busy, tsec__mono_ms());
-			return tsec__seterr(err, TSEC_EBUSY, name, "lock '%s' is held", name);
+			return busy(e, name, waiter, l != NULL, err);
 		}
 		break;
 	}
 	json_decref(r);
+	if (rev)
+		tsec__etcd_queue_forget(e, waiter);      /* served: its entry went in the txn */
 	if ((rc = noted(e, name, token, lease, ds, tsec__deadline_after(mono, ttl_ms), 0, err)))
 		return rc;
 	memcpy(out->token, token, sizeof(token));

@@ -14,6 +14,7 @@
 #define TSEC__ETCD_BUSY_SLOTS 64
 #define TSEC__ETCD_BUSY_MS 1000
 #define TSEC__ETCD_CLASSES 32           /* lease lengths: 2^0 .. 2^31 s */
+#define TSEC__ETCD_WAITERS 64           /* waits queued at once (etcd_queue.c) */
 
 /* A lease locks are put on (etcd_session.c); id 0: none. */
 struct tsec__etcd_session {
@@ -22,6 +23,14 @@ struct tsec__etcd_session {
 	int64_t used_at;        /* the last acquire or renew that wanted it */
 };
 struct tsec__etcd_held;
+
+/* A wait queued on a lock (etcd_queue.c); lease 0: a free place. */
+struct tsec__etcd_waiter {
+	uint8_t id[16];
+	int64_t lease, rev;     /* its entry's lease and create_revision */
+	int64_t kept_at;        /* when its lease was last granted or kept alive (monotonic ms) */
+	int64_t ttl_ms;         /* the TTL etcd answered then */
+};
 
 struct etcd {
 	struct tsec__backend base;
@@ -58,6 +67,8 @@ struct etcd {
 	struct tsec__etcd_session sessions[TSEC__ETCD_CLASSES];
 	struct tsec__etcd_held *held;
 	size_t nheld, capheld;
+	/* the waits queued on locks (etcd_queue.c), under sess_mu too */
+	struct tsec__etcd_waiter waiters[TSEC__ETCD_WAITERS];
 };
 
 struct etcd *tsec__etcd_of(struct tsec__backend *b);
@@ -111,8 +122,26 @@ int tsec__etcd_held_add(struct etcd *e, const char *name, const uint8_t token[16
 			int64_t lease, const char *ds, int64_t until, struct tsec_error *err);
 /* Forgets every deadline written for name's token (released, renewed). */
 void tsec__etcd_held_drop(struct etcd *e, const char *name, const uint8_t token[16]);
+/* POSTs a lease grant (id 0, ttl_s) or keepalive (id) to path: etcd's
+ * answer's ID and TTL (0 when it no longer has the lease). */
+int tsec__etcd_lease_post(struct etcd *e, const char *path, int64_t id, int64_t ttl_s,
+			  int64_t *got_id, int64_t *got_ttl, struct tsec_error *err);
 /* Stops the keeper, leaving the leases to etcd. */
 void tsec__etcd_session_stop(struct etcd *e);
+
+/* etcd_queue.c: the order waiters are served in */
+/* Waiter's entry in name's queue: P/q/<name>/<waiter in hex>. */
+size_t tsec__etcd_qkey(const struct etcd *e, const char *name, const uint8_t waiter[16],
+		       char *out);
+/* The create_revision of waiter's entry, when it is queued; else 0. */
+int64_t tsec__etcd_queued(struct etcd *e, const uint8_t *waiter);
+/* After a try found the lock held or waited for: waiter joins name's
+ * queue, or keeps its place (its lease kept alive when due). */
+void tsec__etcd_queue_wait(struct etcd *e, const char *name, const uint8_t *waiter);
+/* Waiter is no longer queued (served, or its entry found gone). */
+void tsec__etcd_queue_forget(struct etcd *e, const uint8_t *waiter);
+/* A wait ended unserved: its entry is deleted now, not at its lease's end. */
+void tsec__etcd_lock_unwait(struct tsec__backend *b, const char *name, const uint8_t waiter[16]);
 
 /* etcd_feed.c */
 void tsec__etcd_feed_stop(struct etcd *e);

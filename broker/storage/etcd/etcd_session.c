@@ -66,8 +66,8 @@ static int64_t needed_ms(const struct tsec__etcd_session *s, uint64_t ttl_ms)
 	return ttl_ms < (uint64_t)most ? (int64_t)ttl_ms : most;
 }
 
-static int lease_post(struct etcd *e, const char *path, int64_t id, int64_t ttl_s,
-		      int64_t *got_id, int64_t *got_ttl, struct tsec_error *err)
+int tsec__etcd_lease_post(struct etcd *e, const char *path, int64_t id, int64_t ttl_s,
+			  int64_t *got_id, int64_t *got_ttl, struct tsec_error *err)
 {
 	json_t *req = json_object(), *r;
 	const json_t *res;
@@ -115,8 +115,8 @@ static int refresh(struct etcd *e, unsigned b, struct tsec_error *err)
 	pthread_mutex_lock(&e->sess_mu);
 	id = e->sessions[b].id;
 	pthread_mutex_unlock(&e->sess_mu);
-	rc = id ? lease_post(e, "/v3/lease/keepalive", id, 0, &got_id, &got_ttl, err)
-		: lease_post(e, "/v3/lease/grant", 0, ask, &got_id, &got_ttl, err);
+	rc = id ? tsec__etcd_lease_post(e, "/v3/lease/keepalive", id, 0, &got_id, &got_ttl, err)
+		: tsec__etcd_lease_post(e, "/v3/lease/grant", 0, ask, &got_id, &got_ttl, err);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&e->sess_mu);

@@ -491,6 +491,7 @@ static const struct tsec__backend_ops file_ops = {
 	.move = tsec__fb_move,
 	.put_many = fb_put_many,
 	.lock_try = tsec__fb_lock_try,
+	.lock_unwait = tsec__fb_lock_unwait,
 	.lock_renew = tsec__fb_lock_renew,
 	.lock_release = tsec__fb_lock_release,
 };

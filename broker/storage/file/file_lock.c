@@ -284,6 +284,22 @@ out:
 	return rc;
 }
 
+void tsec__fb_lock_unwait(struct tsec__backend *b, const char *name, const uint8_t waiter[16])
+{
+	struct tsec__filebe *fb = (struct tsec__filebe *)b;
+	struct tsec__lease_state st;
+	struct tsec_error ignored;
+	struct lockfile l;
+
+	/* (Unwritten, the waiter is passed over once it stops asking.) */
+	if (!names(name, &l, &ignored) && !take(fb, &l, false, true, STATE, &ignored)) {
+		state_read(&l, &st);
+		if (tsec__lease_unwait(&st, waiter))
+			state_write(&l, &st, &ignored);
+	}
+	done(&l, false);
+}
+
 /* Renew (ttl_ms > 0) or release (0) a lock the caller holds. */
 static int owned_op(struct tsec__filebe *fb, const char *name, const uint8_t token[16],
 		    uint64_t ttl_ms, int64_t *expires, struct tsec_error *err)

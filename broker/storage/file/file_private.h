@@ -244,6 +244,7 @@ void tsec__fb_owner_end(struct tsec__filebe *fb);
 int tsec__fb_recover(struct tsec__filebe *fb, struct tsec_error *err);
 
 /* file_lock.c */
+void tsec__fb_lock_unwait(struct tsec__backend *b, const char *name, const uint8_t waiter[16]);
 int tsec__fb_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
 		      const uint8_t *waiter, struct tsec__lease *out,
 		      struct tsec_error *err);

@@ -684,6 +684,17 @@ static int mb_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_m
 	return rc;
 }
 
+static void mb_lock_unwait(struct tsec__backend *b, const char *name, const uint8_t waiter[16])
+{
+	struct membe *m = mb_of(b);
+	struct lease *l;
+
+	pthread_rwlock_wrlock(&m->rw);
+	if ((l = lease_find(m, name, false)))
+		tsec__lease_unwait(&l->st, waiter);
+	pthread_rwlock_unlock(&m->rw);
+}
+
 static int owned(struct membe *m, const char *name, const uint8_t token[16], uint64_t ttl_ms,
 		 int64_t *expires, struct tsec_error *err)
 {
@@ -761,6 +772,7 @@ static const struct tsec__backend_ops memory_ops = {
 	.move = mb_move,
 	.put_many = mb_put_many,
 	.lock_try = mb_lock_try,
+	.lock_unwait = mb_lock_unwait,
 	.lock_renew = mb_lock_renew,
 	.lock_release = mb_lock_release,
 };

@@ -25,7 +25,7 @@
 
 static const char *const scripts[S_COUNT] = {
 	tsec__lua_put, tsec__lua_del, tsec__lua_move,
-	tsec__lua_acquire, tsec__lua_renew, tsec__lua_release,
+	tsec__lua_acquire, tsec__lua_renew, tsec__lua_release, tsec__lua_unwait,
 };
 
 struct redisbe *tsec__rd_rb_of(struct tsec__backend *b)
@@ -640,6 +640,7 @@ static const struct tsec__backend_ops redis_ops = {
 	.move = tsec__rd_move,
 	.put_many = tsec__rd_put_many,
 	.lock_try = tsec__rd_lock_try,
+	.lock_unwait = tsec__rd_lock_unwait,
 	.lock_renew = tsec__rd_lock_renew,
 	.lock_release = tsec__rd_lock_release,
 };

@@ -41,26 +41,41 @@ int tsec__rd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms
 	struct redisbe *r = tsec__rd_rb_of(b);
 	char ttl[24];
 	uint8_t token[16];
-	const char *args[3] = { name, (const char *)token, ttl };
-	size_t lens[3] = { strlen(name), 16, 0 };
+	const char *args[4] = { name, (const char *)token, ttl, (const char *)waiter };
+	size_t lens[4] = { strlen(name), 16, 0, waiter ? 16 : 0 };
 	int64_t now = tsec__wall_ms();
 	redisReply *rep;
 
-	(void)waiter;                    /* waiting is capped backoff (lock.c) */
+	if (!waiter)
+		args[3] = "";            /* a try: served only when nobody waits */
 	randombytes_buf(token, sizeof(token));
 	server_ttl(ttl_ms, ttl, &lens[2]);
-	/* Safe to resend: the script knows its own grant by the token. */
-	if (!(rep = tsec__rd_script(r, S_ACQUIRE, 3, args, lens, true, err)))
+	/* Safe to resend: the script knows its own grant by the token (and
+	 * a waiter asking twice keeps its place). */
+	if (!(rep = tsec__rd_script(r, S_ACQUIRE, 4, args, lens, true, err)))
 		return TSEC_EIO;
 	if (rep->type != REDIS_REPLY_INTEGER) {
 		freeReplyObject(rep);
-		return tsec__seterr(err, TSEC_EBUSY, name, "lock '%s' is held", name);
+		return tsec__seterr(err, TSEC_EBUSY, name, "lock '%s' is held or waited for",
+				    name);
 	}
 	out->fence = (uint64_t)rep->integer;
 	memcpy(out->token, token, sizeof(token));
 	out->expires_ms = tsec__deadline_after(now, ttl_ms);
 	freeReplyObject(rep);
 	return 0;
+}
+
+void tsec__rd_lock_unwait(struct tsec__backend *b, const char *name, const uint8_t waiter[16])
+{
+	const char *args[2] = { name, (const char *)waiter };
+	size_t lens[2] = { strlen(name), 16 };
+	struct tsec_error ignored;
+	redisReply *rep;
+
+	/* (Unanswered, the waiter is dropped once it stops asking.) */
+	if ((rep = tsec__rd_script(tsec__rd_rb_of(b), S_UNWAIT, 2, args, lens, true, &ignored)))
+		freeReplyObject(rep);
 }
 
 int tsec__rd_lock_renew(struct tsec__backend *b, const char *name, const uint8_t token[16],

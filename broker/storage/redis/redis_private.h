@@ -37,7 +37,7 @@
 #define TSEC__RD_BULK_MAX ((size_t)(32u << 20) + (64u << 10))
 #define BK_MAX (2 * TSEC_KEY_MAX + 8)
 
-enum { S_PUT, S_DEL, S_MOVE, S_ACQUIRE, S_RENEW, S_RELEASE, S_COUNT };
+enum { S_PUT, S_DEL, S_MOVE, S_ACQUIRE, S_RENEW, S_RELEASE, S_UNWAIT, S_COUNT };
 
 
 struct redisbe {
@@ -162,6 +162,7 @@ int tsec__rd_move(struct tsec__backend *b, const struct tsec__skey *src,
 		   const struct tsec__skey *dst, const struct tsec__fence *f,
 		   struct tsec_error *err);
 
+void tsec__rd_lock_unwait(struct tsec__backend *b, const char *name, const uint8_t waiter[16]);
 int tsec__rd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
 		       const uint8_t *waiter, struct tsec__lease *out, struct tsec_error *err);
 

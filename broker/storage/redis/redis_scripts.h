@@ -123,7 +123,8 @@ static const char tsec__lua_move[] =
 	"return 'OK'\n";
 
 /*
- * acquire: ARGV P, name, token, ttl_ms.  The fence, or false if held.
+ * acquire: ARGV P, name, token, ttl_ms, waiter (16 bytes, or empty: a
+ * try that does not wait).  The fence, or false if held or waited for.
  * The caller chooses the token, so a resent acquire whose first answer
  * was lost finds its own grant and gets the same fence back.
  * The fence is max(last + 1, the server's clock in microseconds), so it
@@ -131,20 +132,58 @@ static const char tsec__lua_move[] =
  * persistence, an eviction) while the server's clock does not.  Lua's
  * numbers are doubles, exact for integers below 2^53 (year 2255 in
  * microseconds); '%.0f' writes them without an exponent.
+ *
+ * Waiters are served in the order they came: P/q/<name> ranks them (by
+ * a counter in the fence's hash), P/qs/<name> says when each last asked
+ * (the server's clock).  A free lock goes only to the head of the queue,
+ * or to anyone when nobody waits; a waiter that has not asked for
+ * TSEC__RD_WAITER_STALE_MS (its wait ended, its broker died or paused)
+ * is dropped from the head.  Both keys end on their own once nobody asks.
  */
+#define TSEC__RD_WAITER_STALE_MS "1000"
 static const char tsec__lua_acquire[] =
-	"local P, name, token = ARGV[1], ARGV[2], ARGV[3]\n"
+	"local P, name, token, waiter = ARGV[1], ARGV[2], ARGV[3], ARGV[5]\n"
+	"local q, qs = P..'/q/'..name, P..'/qs/'..name\n"
 	"local cur = redis.call('GET', P..'/l/'..name)\n"
 	"if cur == token then return tonumber(redis.call('HGET', P..'/f/'..name, 'fence')) end\n"
-	"if cur then return false end\n"
-	"redis.call('SET', P..'/l/'..name, token, 'PX', ARGV[4])\n"
 	"local t = redis.call('TIME')\n"
+	"local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"local head\n"
+	"while true do\n"
+	"  head = redis.call('ZRANGE', q, 0, 0)[1]\n"
+	"  if not head then break end\n"
+	"  if ms - tonumber(redis.call('HGET', qs, head) or '0') <= " TSEC__RD_WAITER_STALE_MS " then break end\n"
+	"  redis.call('ZREM', q, head)\n"
+	"  redis.call('HDEL', qs, head)\n"
+	"end\n"
+	"if cur or (head and head ~= waiter) then\n"
+	"  if waiter ~= '' then\n"
+	"    if not redis.call('ZSCORE', q, waiter) then\n"
+	"      redis.call('ZADD', q, redis.call('HINCRBY', P..'/f/'..name, 'queued', 1), waiter)\n"
+	"    end\n"
+	"    redis.call('HSET', qs, waiter, ms)\n"
+	"    redis.call('PEXPIRE', q, 4 * " TSEC__RD_WAITER_STALE_MS ")\n"
+	"    redis.call('PEXPIRE', qs, 4 * " TSEC__RD_WAITER_STALE_MS ")\n"
+	"  end\n"
+	"  return false\n"
+	"end\n"
+	"if head then\n"
+	"  redis.call('ZREM', q, head)\n"
+	"  redis.call('HDEL', qs, head)\n"
+	"end\n"
+	"redis.call('SET', P..'/l/'..name, token, 'PX', ARGV[4])\n"
 	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
 	"local last = redis.call('HGET', P..'/f/'..name, 'fence')\n"
 	"local f = (last and tonumber(last) or 0) + 1\n"
 	"if f < now then f = now end\n"
 	"redis.call('HSET', P..'/f/'..name, 'fence', string.format('%.0f', f), 'holder', token)\n"
 	"return f\n";
+
+/* unwait: ARGV P, name, waiter: a wait that ended unserved leaves the queue. */
+static const char tsec__lua_unwait[] =
+	"redis.call('ZREM', ARGV[1]..'/q/'..ARGV[2], ARGV[3])\n"
+	"redis.call('HDEL', ARGV[1]..'/qs/'..ARGV[2], ARGV[3])\n"
+	"return 'OK'\n";
 
 /* renew: ARGV P, name, token, ttl_ms. */
 static const char tsec__lua_renew[] =
