@@ -515,6 +515,41 @@ static void test_store_slot_records(void **state)
 }
 
 /*
+ * A group wider than the window of temporaries synced together (16,
+ * file_journal.c): every value lands; and one whose last window fails
+ * (a key there is a folder) changes nothing and leaves no temporary of
+ * any window behind.
+ */
+static void test_store_wide_group(void **state)
+{
+	struct tu_store *t = *state;
+	static char keys[40][32], vals[40][32];
+	struct tsec_put p[40];
+	struct tsec_error err;
+
+	for (int i = 0; i < 40; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "wide/f%d/v%d", i % 7, i);
+		snprintf(vals[i], sizeof(vals[i]), "value %d", i);
+		p[i] = (struct tsec_put){ keys[i], vals[i], strlen(vals[i]) };
+	}
+	assert_int_equal(tsec_store_put_many(t->store, &app, p, 40, &err), 0);
+	for (int i = 0; i < 40; i++)
+		check_value(t->store, keys[i], vals[i]);
+	put(t->store, "wide/dir/inner", "x");
+	for (int i = 0; i < 40; i++)
+		snprintf(vals[i], sizeof(vals[i]), "second %d", i);
+	p[37] = (struct tsec_put){ "wide/dir", "no", 2 };
+	assert_int_equal(tsec_store_put_many(t->store, &app, p, 40, &err), TSEC_EEXIST);
+	for (int i = 0; i < 40; i++)
+		if (i != 37) {
+			char old[32];
+			snprintf(old, sizeof(old), "value %d", i);
+			check_value(t->store, keys[i], old);
+		}
+	assert_int_equal(tu_count_litter(t->root), 0);
+}
+
+/*
  * A group whose writer died after its commit point and before its
  * renames (a record with its "commit" line, no flock on it, its
  * temporaries in place) is applied before any later write, never after
@@ -1413,6 +1448,7 @@ int main(void)
 		cmocka_unit_test(test_store_sweep_other_pid_namespace),
 		cmocka_unit_test(test_store_temporary_taken),
 		cmocka_unit_test(test_store_slot_records),
+		cmocka_unit_test(test_store_wide_group),
 		cmocka_unit_test(test_store_dead_group_before_write),
 		cmocka_unit_test(test_store_dead_group_cache),
 		cmocka_unit_test(test_store_bad_input),

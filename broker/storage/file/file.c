@@ -138,6 +138,30 @@ int tsec__fb_write_temp(const char *owner, int dirfd, const void *data, size_t l
 	return 0;
 }
 
+int tsec__fb_write_temp_started(const char *owner, int dirfd, const void *data, size_t len,
+				char *tmp, size_t tmpn, const char *where, int *fd,
+				struct tsec_error *err)
+{
+	int rc;
+
+	if (!tmp[0])
+		tsec__fb_temp_name(owner, tmp, tmpn);
+	*fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (*fd < 0)
+		return tsec__fb_io_err(err, where, "cannot create temporary file");
+	if (write_all(*fd, data, len) < 0) {
+		rc = tsec__fb_io_err(err, where, "cannot write");
+		close(*fd);
+		*fd = -1;
+		unlinkat(dirfd, tmp, 0);
+		return rc;
+	}
+	/* Only a hint (the fdatasync after is what is relied on): a
+	 * filesystem without it writes back at the fdatasync. */
+	(void)sync_file_range(*fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	return 0;
+}
+
 /* The error of a read or a change that could not have the store's
  * commit flock (tsec__fb_commit_read, tsec__fb_settle): nothing was
  * read or changed. */

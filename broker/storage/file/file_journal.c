@@ -10,9 +10,12 @@
  *    durable before it ever holds a record); or, with every slot busy, a
  *    record file of its own, created and flocked.  The flock says "its
  *    writer is alive" to anyone recovering.
- * 2. Each new value is written to a temporary file beside its target
- *    and fsynced.  A failure here removes the temporaries: nothing
- *    changed.
+ * 2. Each new value is written to a temporary file beside its target,
+ *    its writeback started at once (sync_file_range); then each is
+ *    fdatasynced.  Started together, the temporaries reach the disk in
+ *    one journal commit on ext4 and XFS, which the first fdatasync waits
+ *    for and the others mostly find done: three syncs cost about one.
+ *    A failure here removes the temporaries: nothing changed.
  * 3. The record gets one line per write (temporary, key) and a final
  *    "commit" line, in one write, and is synced: a slot's with
  *    fdatasync alone (its name is durable already; its header's hash
@@ -83,6 +86,7 @@
 
 struct item {
 	int dirfd;
+	int fd;                      /* the temporary's, until it is synced */
 	char tmp[64];
 };
 
@@ -477,6 +481,21 @@ out:
 	return rc;
 }
 
+#define SYNC_WINDOW 16
+
+/* Step 2's syncs of items [from, to), each closed once synced. */
+static int sync_temps(const struct tsec__bput *p, struct item *it, size_t from, size_t to,
+		      struct tsec_error *err)
+{
+	for (size_t i = from; i < to; i++) {
+		if (fdatasync(it[i].fd) < 0)
+			return tsec__fb_io_err(err, p[i].sk->text, "cannot write");
+		close(it[i].fd);
+		it[i].fd = -1;
+	}
+	return 0;
+}
+
 int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p, size_t n,
 		       const struct tsec__fence *f, const struct tsec__guard *gd,
 		       struct tsec_error *err)
@@ -490,7 +509,7 @@ int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p, size
 	if (!it)
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	for (i = 0; i < n; i++)
-		it[i].dirfd = -1;
+		it[i].dirfd = it[i].fd = -1;
 	/* A slot of the store's if one is free or can be made; else a
 	 * record file of its own. */
 	if ((g.slot = slot_take(fb)) >= 0) {
@@ -520,9 +539,18 @@ int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p, size
 					  sk->text);
 			goto out;
 		}
-		if ((rc = tsec__fb_write_temp(fb->owner, it[i].dirfd, p[i].value, p[i].len, true,
-					      it[i].tmp, sizeof(it[i].tmp), sk->text, err)))
+		if ((rc = tsec__fb_write_temp_started(fb->owner, it[i].dirfd, p[i].value, p[i].len,
+						      it[i].tmp, sizeof(it[i].tmp), sk->text,
+						      &it[i].fd, err)))
 			goto out;
+		/* Their syncs, once a window of them is written and on its
+		 * way: the first waits for the journal commit that carries
+		 * them all, the others mostly find their part done.  (A
+		 * window, not the whole group: a group of thousands would
+		 * hold a descriptor for each.) */
+		if ((i + 1) % SYNC_WINDOW == 0 || i + 1 == n)
+			if ((rc = sync_temps(p, it, i - i % SYNC_WINDOW, i + 1, err)))
+				goto out;
 	}
 	/* 3-5, fenced: under the lock's write lock, checked then committed and
 	 * applied, so no holder after it can be overwritten by it. */
@@ -531,6 +559,8 @@ int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p, size
 	rc = f ? tsec__fb_fenced(fb, f, commit_apply, &g, err) : commit_apply(&g, err);
 out:
 	for (i = 0; i < n; i++) {
+		if (it[i].fd >= 0)
+			close(it[i].fd);
 		if (!g.committed && it[i].dirfd >= 0 && it[i].tmp[0])
 			unlinkat(it[i].dirfd, it[i].tmp, 0);
 		if (it[i].dirfd >= 0)

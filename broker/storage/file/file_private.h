@@ -209,6 +209,16 @@ int tsec__fb_settle(struct tsec__filebe *fb, int64_t wait_ms, int *cfd);
 int tsec__fb_write_temp(const char *owner, int dirfd, const void *data, size_t len,
 			bool durable, char *tmp, size_t tmpn, const char *where,
 			struct tsec_error *err);
+/*
+ * The same, not synced: its writeback started (sync_file_range), and its
+ * descriptor left open in *fd for the caller to fdatasync (a group's
+ * temporaries then reach the disk together, their fdatasyncs waiting on
+ * one journal commit instead of one each) and close.  Named *tmp when
+ * the caller filled it in, else as above.
+ */
+int tsec__fb_write_temp_started(const char *owner, int dirfd, const void *data, size_t len,
+				char *tmp, size_t tmpn, const char *where, int *fd,
+				struct tsec_error *err);
 
 /*
  * Writes data atomically as `leaf` in dirfd (a temporary file renamed
