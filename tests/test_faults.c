@@ -23,6 +23,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "broker/storage/etcd/etcd_http.h"
 #include "broker/storage/store_private.h"
 #include "common/clock.h"
 #include "tests/faults.h"
@@ -161,6 +162,46 @@ static void test_redis_lost_answer(void **state)
 	lost_answer(mine.store, peer.store, px);
 	tu_store_close(&peer);
 	tu_store_close(&mine);
+	tu_proxy_stop(px);
+}
+
+/*
+ * Writes that must run once keep their connection: twenty puts and
+ * twenty deletes through the proxy open at most two more (one for the
+ * store's own thread).  Before, each opened one of its own (a TCP and,
+ * on https, a TLS handshake: two a renewal turn, issue 36); what made
+ * that safe is now the body that cannot be sent twice
+ * (test_etcd_lost_answer).
+ */
+static void test_etcd_writes_keep_connection(void **state)
+{
+	char prefix[64], ep[64];
+	int port;
+	struct tu_proxy *px = tu_proxy_start(tu_port_of(etcd.url[0]), &port);
+	struct tsec_store_opts o = { .backend = "etcd", .prefix = prefix, .timeout_ms = 30000 };
+	struct tsec_put p = { "keep/k", "v", 1 };
+	struct tsec_error err;
+	struct tu_store s;
+	long idle = tsec__etcd_once_idle_s;
+	size_t before;
+
+	(void)state;
+	assert_non_null(px);
+	tsec__etcd_once_idle_s = 3600;   /* no pause of the machine decides */
+	prefix_for(prefix, sizeof(prefix));
+	snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", port);
+	o.endpoints = ep;
+	tu_store_open_with(&s, &o);
+	assert_int_equal(tsec_store_put_many(s.store, &app, &p, 1, &err), 0);
+	before = tu_proxy_accepted(px);
+	for (int i = 0; i < 20; i++) {
+		assert_int_equal(tsec_store_put_many(s.store, &app, &p, 1, &err), 0);
+		assert_int_equal(tsec_store_delete(s.store, &app, "keep/k", 0, &err), 0);
+	}
+	if (tu_proxy_accepted(px) - before > 2)
+		fail_msg("40 writes opened %zu connections", tu_proxy_accepted(px) - before);
+	tsec__etcd_once_idle_s = idle;
+	tu_store_close(&s);
 	tu_proxy_stop(px);
 }
 
@@ -859,6 +900,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_etcd_lost_answer),
+		cmocka_unit_test(test_etcd_writes_keep_connection),
 		cmocka_unit_test(test_redis_lost_answer),
 		cmocka_unit_test(test_etcd_hung_member_first),
 		cmocka_unit_test(test_redis_timeout_once),

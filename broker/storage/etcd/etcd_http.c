@@ -197,13 +197,68 @@ fail:
 	return rc;
 }
 
-/* h (a reset handle) set for one POST of body to url, its answer into b. */
+/*
+ * The body of a request that must run once, handed to libcurl by a read
+ * function that cannot go back.  libcurl sends a request again, by
+ * itself, when a connection it reused dies before any answer: right for
+ * a read, a ghost write for a request that must run once (a peer's
+ * write in between would be undone; test_etcd_lost_answer).  With no
+ * way back to the body's start, that second send fails instead
+ * (CURLE_SEND_FAIL_REWIND), and `off` says the whole body was handed
+ * on: its outcome is unknown.  So such a request may use a kept
+ * connection too: before, each took a new one (a TCP and, on https, a
+ * TLS handshake; two a renewal turn, issue 36).
+ */
+long tsec__etcd_once_idle_s = 1;
+
+struct once_body {
+	const char *p;
+	size_t len, off;
+};
+
+static size_t once_read(char *buf, size_t size, size_t nitems, void *arg)
+{
+	struct once_body *ob = arg;
+	size_t k = ob->len - ob->off;
+
+	if (k > size * nitems)
+		k = size * nitems;
+	memcpy(buf, ob->p + ob->off, k);
+	ob->off += k;
+	return k;
+}
+
+static int once_seek(void *arg, curl_off_t offset, int origin)
+{
+	const struct once_body *ob = arg;
+
+	return origin == SEEK_SET && offset == 0 && ob->off == 0 ? CURL_SEEKFUNC_OK
+								  : CURL_SEEKFUNC_FAIL;
+}
+
+/* h (a reset handle) set for one POST of body to url (through ob when it
+ * must run once), its answer into b. */
 static void setup(struct tsec__etcd_conn *c, CURL *h, const char *url, const char *body,
-		  struct curl_slist *hdr, struct tsec__http_body *b, long timeout_ms)
+		  struct once_body *ob, struct curl_slist *hdr, struct tsec__http_body *b,
+		  long timeout_ms)
 {
 	curl_easy_reset(h);              /* after authenticate() on the same handle */
 	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	if (ob) {
+		curl_easy_setopt(h, CURLOPT_POST, 1L);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)ob->len);
+		curl_easy_setopt(h, CURLOPT_READFUNCTION, once_read);
+		curl_easy_setopt(h, CURLOPT_READDATA, ob);
+		curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, once_seek);
+		curl_easy_setopt(h, CURLOPT_SEEKDATA, ob);
+		/* A connection idle for a second or more is not reused for
+		 * it: a server or a proxy between may be closing it as we
+		 * send, which would make a write that never arrived an
+		 * unknown outcome. */
+		curl_easy_setopt(h, CURLOPT_MAXAGE_CONN, tsec__etcd_once_idle_s);
+	} else {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	}
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, tsec__http_on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
@@ -297,6 +352,7 @@ static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const
 	json_error_t je;
 	unsigned gen = 0;
 	curl_off_t up = 0;
+	struct once_body ob = { body, strlen(body), 0 };
 	char why[CURL_ERROR_SIZE];
 	CURLcode cc;
 	json_t *j;
@@ -332,12 +388,7 @@ static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const
 		*code = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 		return FAILED;
 	}
-	setup(c, h, url, body, hdr, &b, tmo);
-	/* libcurl sends a request again, by itself, when a connection it
-	 * reused closes before any answer: right for a read, a ghost write
-	 * for a request that must run once (a peer's write in between would
-	 * be undone).  Those go on a connection of their own. */
-	curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, once ? 1L : 0L);
+	setup(c, h, url, body, once ? &ob : NULL, hdr, &b, tmo);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, why);
 	why[0] = '\0';
 	atomic_fetch_add(&c->requests, 1);
@@ -348,7 +399,10 @@ static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const
 	curl_slist_free_all(hdr);
 	if (cc != CURLE_OK) {
 		free(b.p);
-		return transfer_failed(c->ep[ep], cc, why, up < (curl_off_t)strlen(body), b.max,
+		if (cc == CURLE_SEND_FAIL_REWIND)  /* libcurl wanted to send it again */
+			snprintf(why, sizeof(why), "the connection closed before any answer");
+		return transfer_failed(c->ep[ep], cc, why,
+				       once ? ob.off < ob.len : up < (curl_off_t)ob.len, b.max,
 				       code, err);
 	}
 	j = b.p ? json_loadb(b.p, b.n, 0, &je) : NULL;
@@ -410,7 +464,7 @@ static int authenticate(struct tsec__etcd_conn *c, CURL *h, const char *base, lo
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	}
 	snprintf(url, sizeof(url), "%s/v3/auth/authenticate", base);
-	setup(c, h, url, body, hdr, &b, tmo);
+	setup(c, h, url, body, NULL, hdr, &b, tmo);
 	cc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	curl_slist_free_all(hdr);
@@ -635,7 +689,7 @@ int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
 		sodium_memzero(auth, sizeof(auth));
 	}
 	snprintf(url, sizeof(url), "%s/v3/watch", c->ep[ep]);
-	setup(c, h, url, body, hdr, &w.b, 0);
+	setup(c, h, url, body, NULL, hdr, &w.b, 0);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->timeout_ms);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &w);

@@ -17,6 +17,11 @@ int tsec__etcd_conn_open(struct tsec__etcd_conn **out, const struct tsec_store_o
 			 struct tsec_error *err);
 void tsec__etcd_conn_close(struct tsec__etcd_conn *c);
 
+/* Seconds a kept connection may have been idle and still carry a
+ * request that must run once (1; tests make it longer, so that no pause
+ * of the machine decides what they count). */
+extern long tsec__etcd_once_idle_s;
+
 /* How a request may be retried on another endpoint when its outcome is
  * unknown (sent, then the connection failed or etcd timed out). */
 enum { TSEC__ETCD_ONCE = 0, TSEC__ETCD_IDEMPOTENT = 1 };
