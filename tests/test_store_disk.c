@@ -536,8 +536,10 @@ static void test_store_wide_group(void **state)
 	for (int i = 0; i < 40; i++)
 		check_value(t->store, keys[i], vals[i]);
 	put(t->store, "wide/dir/inner", "x");
-	for (int i = 0; i < 40; i++)
+	for (int i = 0; i < 40; i++) {
 		snprintf(vals[i], sizeof(vals[i]), "second %d", i);
+		p[i].len = strlen(vals[i]);
+	}
 	p[37] = (struct tsec_put){ "wide/dir", "no", 2 };
 	assert_int_equal(tsec_store_put_many(t->store, &app, p, 40, &err), TSEC_EEXIST);
 	for (int i = 0; i < 40; i++)

@@ -114,23 +114,40 @@ static int write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
+/* A new temporary in dirfd, named into tmp, holding data: its descriptor
+ * in *fd; on failure none, and no file. */
+static int temp_written(const char *owner, int dirfd, const void *data, size_t len, char *tmp,
+			size_t tmpn, const char *where, int *fd, struct tsec_error *err)
+{
+	int rc;
+
+	tsec__fb_temp_name(owner, tmp, tmpn);
+	*fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (*fd < 0)
+		return tsec__fb_io_err(err, where, "cannot create temporary file");
+	if (write_all(*fd, data, len) < 0) {
+		rc = tsec__fb_io_err(err, where, "cannot write");
+		close(*fd);
+		*fd = -1;
+		unlinkat(dirfd, tmp, 0);
+		return rc;
+	}
+	return 0;
+}
+
 int tsec__fb_write_temp(const char *owner, int dirfd, const void *data, size_t len,
 			bool durable, char *tmp, size_t tmpn, const char *where,
 			struct tsec_error *err)
 {
+	bool bad;
 	int fd, rc;
 
-	tsec__fb_temp_name(owner, tmp, tmpn);
-	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return tsec__fb_io_err(err, where, "cannot create temporary file");
-	if (write_all(fd, data, len) < 0 || (durable && fsync(fd) < 0)) {
-		rc = tsec__fb_io_err(err, where, "cannot write");
-		close(fd);
-		unlinkat(dirfd, tmp, 0);
+	if ((rc = temp_written(owner, dirfd, data, len, tmp, tmpn, where, &fd, err)))
 		return rc;
-	}
-	if (close(fd) < 0) {
+	bad = durable && fsync(fd) < 0;
+	if (close(fd) < 0)
+		bad = true;
+	if (bad) {
 		rc = tsec__fb_io_err(err, where, "cannot write");
 		unlinkat(dirfd, tmp, 0);
 		return rc;
@@ -142,24 +159,13 @@ int tsec__fb_write_temp_started(const char *owner, int dirfd, const void *data, 
 				char *tmp, size_t tmpn, const char *where, int *fd,
 				struct tsec_error *err)
 {
-	int rc;
+	int rc = temp_written(owner, dirfd, data, len, tmp, tmpn, where, fd, err);
 
-	if (!tmp[0])
-		tsec__fb_temp_name(owner, tmp, tmpn);
-	*fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (*fd < 0)
-		return tsec__fb_io_err(err, where, "cannot create temporary file");
-	if (write_all(*fd, data, len) < 0) {
-		rc = tsec__fb_io_err(err, where, "cannot write");
-		close(*fd);
-		*fd = -1;
-		unlinkat(dirfd, tmp, 0);
-		return rc;
-	}
 	/* Only a hint (the fdatasync after is what is relied on): a
 	 * filesystem without it writes back at the fdatasync. */
-	(void)sync_file_range(*fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-	return 0;
+	if (!rc)
+		(void)sync_file_range(*fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	return rc;
 }
 
 /* The error of a read or a change that could not have the store's

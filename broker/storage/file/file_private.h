@@ -213,8 +213,7 @@ int tsec__fb_write_temp(const char *owner, int dirfd, const void *data, size_t l
  * The same, not synced: its writeback started (sync_file_range), and its
  * descriptor left open in *fd for the caller to fdatasync (a group's
  * temporaries then reach the disk together, their fdatasyncs waiting on
- * one journal commit instead of one each) and close.  Named *tmp when
- * the caller filled it in, else as above.
+ * one journal commit instead of one each) and close.
  */
 int tsec__fb_write_temp_started(const char *owner, int dirfd, const void *data, size_t len,
 				char *tmp, size_t tmpn, const char *where, int *fd,
