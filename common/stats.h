@@ -24,7 +24,12 @@
 	X(metrics_evicted, "tsec_metrics_idle_closed_total", \
 	  "Idle connections to metrics_listen closed to admit a new one.") \
 	X(cache_answered, "tsec_loop_cache_answers_total", \
-	  "store.get and store.exists calls answered from the LocalCache on the loop, with no worker.")
+	  "store.get and store.exists calls answered from the LocalCache on the loop, with no worker.") \
+	X(cancels, "tsec_cancels_total", "Cancel calls received.") \
+	X(waits_dropped, "tsec_lock_waits_dropped_total", \
+	  "Lock waits ended because their caller went away or cancelled them.") \
+	X(grants_undone, "tsec_lock_grants_undone_total", \
+	  "Locks granted to a caller that had gone or cancelled, let go at once.")
 
 /* X(key, Prometheus name, type, help): read from the parts that hold them. */
 #define TSEC_STAT_READ(X) \

@@ -204,6 +204,7 @@ int setup(void **state)
 			 " \"decision_log\": \"%s\", \"metrics_listen\": \"%s\","
 			 " \"endpoints\": [\"%s\", \"%s\"],"
 			 " \"server_secret_key\": \"%s\", \"max_message\": 4096, \"workers\": 3,"
+			 " \"max_locks_per_caller\": 64,"
 			 " \"clients\": [{\"public_key\": \"%s\", \"principal\": \"svc:good\", \"admin\": true},"
 			 "               {\"public_key\": \"%s\", \"principal\": \"svc:bad\"}],"
 			 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:local\", \"roles\": [\"local\"]}]}",

@@ -204,11 +204,11 @@ static void test_daemon_metrics(void **state)
 
 /*
  * One caller cannot fill the broker's table of held locks (issue 17,
- * defect 14): past its quota (max_locks_per_caller, 256 by default) its
+ * defect 14): past its quota (max_locks_per_caller, 64 in the harness) its
  * acquires are refused, with no lock taken, while another caller still
  * gets its lock; a release makes room again.
  */
-#define TSEC_D_QUOTA 256 /* max_locks_per_caller's default */
+#define TSEC_D_QUOTA 64 /* max_locks_per_caller as tests/daemon_harness.c sets it */
 
 /*
  * lock.acquire of `name` (a lease of a minute; waiting wait_ms when > 0)
@@ -1469,7 +1469,7 @@ static void test_daemon_callers_in_turn(void **state)
  * (the store asks the policy again when one was reloaded since).
  * Before, the answer at the wait's start held until its deadline, and
  * the waiter got the lock once it was freed.  Also: one caller parks at
- * most max_locks_per_caller waits (256), the next is answered busy.
+ * most max_locks_per_caller waits (64 here), the next is answered busy.
  */
 static void test_daemon_parked_wait_reload(void **state)
 {

@@ -23,12 +23,16 @@
  *      missing or not ours to open, key or user refused, no answer)
  *   4  the broker answered with an error (not found, conflict, lock held,
  *      deadline passed, I/O), or tsec could not write its output
+ *   130 interrupted (^C, SIGTERM) while it waited for the broker: the
+ *      call was cancelled there (a lock wait dropped, a lock taken for
+ *      it let go)
  */
 #define EXIT_ALLOW 0
 #define EXIT_DENY 1
 #define EXIT_ERROR 2
 #define EXIT_UNREACHABLE 3
 #define EXIT_FAILED 4
+#define EXIT_INTERRUPTED 130     /* ^C: a call the broker took was cancelled there */
 
 /* The exit status for a TSEC_E* code a call returned. */
 int cli_exit_of(int rc);

@@ -4,6 +4,7 @@
  * answers are printed.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,16 +181,42 @@ int cli_fail(const char *cmd, int rc, const struct tsec_error *err, int json)
 }
 
 /* Calls and prints; returns the exit status. */
+/* The client a call is waiting on, for ^C (issue 48): the handler
+ * interrupts it, and the library cancels the call at the broker (a lock
+ * wait is dropped, a lock taken for it let go) before the call returns. */
+static struct tsec_client *volatile calling;
+
+static void on_interrupt(int sig)
+{
+	(void)sig;
+	tsec_client_interrupt(calling);
+}
+
 static int call_print(const char *cmd, struct opts *o, const char *method,
 		      json_t *params, int (*human)(json_t *result))
 {
 	struct tsec_client *c = connect_or_die(cmd, o);
 	struct tsec_error err;
 	char *p = params ? json_dumps(params, JSON_COMPACT) : NULL, *res = NULL;
-	int rc = tsec_client_call(c, method, p, &res, &err);
+	struct sigaction sa, old_int, old_term;
+	int rc;
 
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_interrupt;
+	calling = c;
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	rc = tsec_client_call(c, method, p, &res, &err);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	calling = NULL;
 	free(p);
 	tsec_client_close(&c);
+	if (rc == TSEC_ECANCELED) {
+		/* As a shell reports ^C; the broker holds nothing for us. */
+		fprintf(stderr, "tsec %s: %s\n", cmd, err.msg);
+		return EXIT_INTERRUPTED;
+	}
 	if (rc)
 		return cli_fail(cmd, rc, &err, o->json);
 	if (o->json || !human) {

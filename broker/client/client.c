@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,23 +24,7 @@
 #include "common/error.h"
 #include "common/jsonw.h"
 #include "common/wire_fast.h"
-
-#define ENDPOINTS_MAX 16
-
-struct tsec_client {
-	void *ctx;
-	void *sock;
-	void *mon;                   /* the socket monitor's events */
-	unsigned seen;               /* ZMQ_EVENT_* seen on this connection */
-	int timeout_ms, attempt_ms;
-	long next_id;
-	struct tsec_client_endpoint ep[ENDPOINTS_MAX];
-	char *owned[2 * ENDPOINTS_MAX];
-	size_t nep, cur;
-	char pub[41], sec[41];
-	bool curve;
-	char *last_error;            /* the last call's error object, JSON */
-};
+#include "broker/client/client_private.h"
 
 /*
  * ZeroMQ's calls on a socket first run its pending commands, and a
@@ -165,6 +150,11 @@ int tsec_client_open(struct tsec_client **out,
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	/* What tsec_client_interrupt writes, and every wait polls. */
+	if ((c->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+		free(c);
+		return tsec__seterr(err, TSEC_EIO, "", "eventfd: %s", strerror(errno));
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (!eps[i].endpoint ||
 		    (!strncmp(eps[i].endpoint, "tcp://", 6) &&
@@ -223,6 +213,7 @@ void tsec_client_close(struct tsec_client **pc)
 		;
 	for (size_t i = 0; i < 2 * ENDPOINTS_MAX; i++)
 		free(c->owned[i]);
+	close(c->wake);
 	memset(c->sec, 0, sizeof(c->sec));
 	free(c->last_error);
 	free(c);
@@ -264,14 +255,6 @@ static int send_part(void *sock, const void *buf, size_t len, int flags)
 	return rc;
 }
 
-/* A call's binary frames, each way. */
-struct frames {
-	const struct tsec_client_frame *in;
-	size_t nin;
-	struct tsec_client_frame *out;  /* NULL: none wanted */
-	size_t nout;
-};
-
 static void frames_drop(struct frames *fr)
 {
 	if (fr && fr->out) {
@@ -292,19 +275,21 @@ void tsec_client_frames_free(struct tsec_client_frame *f, size_t n)
 	}
 }
 
-/* Sends one request (its frame, then fr's), failing over until one
- * broker takes it. */
-static int send_frame(struct tsec_client *c, const void *frame, size_t len,
-		      const struct frames *fr, int64_t deadline, struct tsec_error *err)
+int tsec__client_send(struct tsec_client *c, const void *frame, size_t len,
+		      const struct frames *fr, int64_t deadline, bool wakeable,
+		      struct tsec_error *err)
 {
 	size_t nin = fr ? fr->nin : 0;
 
 	for (size_t tries = 0;; tries++) {
-		zmq_pollitem_t it = { c->sock, 0, ZMQ_POLLOUT, 0 };
+		zmq_pollitem_t it[2] = { { c->sock, 0, ZMQ_POLLOUT, 0 },
+					 { NULL, c->wake, ZMQ_POLLIN, 0 } };
 		int64_t left = deadline - tsec__mono_ms();
 		long wait = (long)(left < c->attempt_ms ? left : c->attempt_ms);
 		int ready;
 
+		if (wakeable && tsec__client_interrupted(c))
+			return tsec__seterr(err, TSEC_ECANCELED, "", "interrupted before it was sent");
 		if (left <= 0)
 			return no_reply(c, err);
 		/*
@@ -314,9 +299,11 @@ static int send_frame(struct tsec_client *c, const void *frame, size_t len,
 		 * on until it reconnects, and a blocking send waited for ever
 		 * there (seen once in about 90 runs of test_daemon_cli).
 		 */
-		ready = zmq_poll(&it, 1, wait);
+		ready = zmq_poll(it, wakeable ? 2 : 1, wait);
 		if (ready < 0 && errno == EINTR)
 			continue;    /* a signal, not a broker that is away */
+		if (ready > 0 && !(it[0].revents & ZMQ_POLLOUT))
+			continue;    /* the interrupt: seen at the top */
 		if (ready > 0) {
 			if (send_part(c->sock, "", 0, ZMQ_SNDMORE) >= 0 &&
 			    send_part(c->sock, frame, len, nin ? ZMQ_SNDMORE : 0) >= 0) {
@@ -393,13 +380,12 @@ static int no_reply(struct tsec_client *c, struct tsec_error *err)
 			    "not answer in %d ms", ep, c->timeout_ms);
 }
 
-/* Waits for one reply until deadline: its text (the frame after the
- * delimiter) into *out and, when fr wants them, its binary frames. */
-static int recv_reply(struct tsec_client *c, int64_t deadline, char **out, struct frames *fr,
-		      struct tsec_error *err)
+int tsec__client_recv(struct tsec_client *c, int64_t deadline, bool wakeable, char **out,
+		      struct frames *fr, struct tsec_error *err)
 {
 	for (;;) {
-		zmq_pollitem_t it = { c->sock, 0, ZMQ_POLLIN, 0 };
+		zmq_pollitem_t it[2] = { { c->sock, 0, ZMQ_POLLIN, 0 },
+					 { NULL, c->wake, ZMQ_POLLIN, 0 } };
 		int64_t left = deadline - tsec__mono_ms();
 		zmq_msg_t m;
 		int more = 1, part = 0;
@@ -407,9 +393,11 @@ static int recv_reply(struct tsec_client *c, int64_t deadline, char **out, struc
 		char *text = NULL;
 		bool bad = false;
 
+		if (wakeable && tsec__client_interrupted(c))
+			return tsec__seterr(err, TSEC_ECANCELED, "", "interrupted");
 		if (left <= 0)
 			return no_reply(c, err);
-		if (zmq_poll(&it, 1, (long)left) <= 0)
+		if (zmq_poll(it, wakeable ? 2 : 1, (long)left) <= 0 || !(it[0].revents & ZMQ_POLLIN))
 			continue;
 		frames_drop(fr);
 		while (more) {
@@ -494,10 +482,11 @@ static int unknown(struct tsec_client *c, bool closed, struct tsec_error *err)
  * connection closes, and is reported as of unknown outcome.
  */
 static int exchange(struct tsec_client *c, const char *frame, size_t len, struct frames *fr,
-		    long id, bool resend, char **reply, struct tsec_error *err)
+		    long id, bool resend, bool *sent, char **reply, struct tsec_error *err)
 {
 	int64_t deadline = tsec__mono_ms() + c->timeout_ms;
 
+	*sent = false;
 	for (;;) {
 		int64_t until;
 		int rc;
@@ -505,8 +494,9 @@ static int exchange(struct tsec_client *c, const char *frame, size_t len, struct
 		/* A close seen from now on is this call's. */
 		drain_events(c);
 		c->seen &= ~(unsigned)ZMQ_EVENT_DISCONNECTED;
-		if ((rc = send_frame(c, frame, len, fr, deadline, err)))
+		if ((rc = tsec__client_send(c, frame, len, fr, deadline, true, err)))
 			return rc;
+		*sent = true;
 		/* The attempt starts when a broker took the frame. */
 		until = tsec__mono_ms() + c->attempt_ms;
 		if (until > deadline)
@@ -514,7 +504,9 @@ static int exchange(struct tsec_client *c, const char *frame, size_t len, struct
 		for (;;) {
 			json_t *rep, *rid;
 
-			if ((rc = recv_reply(c, until, reply, fr, err))) {
+			if ((rc = tsec__client_recv(c, until, true, reply, fr, err))) {
+				if (rc == TSEC_ECANCELED)
+					return rc;
 				if (resend || c->nep == 1)
 					break;
 				drain_events(c);
@@ -565,10 +557,12 @@ static int exchange(struct tsec_client *c, const char *frame, size_t len, struct
 int tsec_client_raw(struct tsec_client *c, const void *frame, size_t len,
 		    char **reply, struct tsec_error *err)
 {
+	bool sent;
+
 	*reply = NULL;
 	if (!c || (!frame && len))
 		return tsec__seterr(err, TSEC_EINVAL, "", "no client or no frame");
-	return exchange(c, frame, len, NULL, 0, false, reply, err);
+	return exchange(c, frame, len, NULL, 0, false, &sent, reply, err);
 }
 
 static int call(struct tsec_client *c, const char *method, const char *params,
@@ -605,30 +599,18 @@ int tsec_client_call_frames(struct tsec_client *c, const char *method, const cha
 	return rc;
 }
 
-static int call(struct tsec_client *c, const char *method, const char *params,
-		struct frames *fr, char **result, struct tsec_error *err)
+int tsec__client_message(struct tsec_client *c, const char *method, const char *params, long id,
+			 bool frames_out, char **text, struct tsec_error *err)
 {
-	json_t *msg = NULL, *p = NULL, *rep = NULL, *e;
+	json_t *msg = NULL, *p = NULL;
 	json_error_t je;
-	char *text = NULL, *r = NULL, pre[48];
-	size_t rlen;
-	long id;
-	int rc;
 
-	if (result)
-		*result = NULL;
-	if (c) {
-		free(c->last_error);
-		c->last_error = NULL;
-	}
-	if (!c || !method)
-		return tsec__seterr(err, TSEC_EINVAL, "", "no client or method");
+	*text = NULL;
 	/* Plain JSON read without jansson's reader (common/wire_fast.h),
 	 * the rest with it: each says whether params are one JSON value. */
 	if (params && !(p = tsec__fast_tree(params, strlen(params))) &&
 	    !(p = json_loads(params, 0, &je)))
 		return tsec__seterr(err, TSEC_EINVAL, "params", "params: %s", je.text);
-	id = ++c->next_id;
 	if (!p)
 		p = json_object();
 	if (!strcmp(method, "lock.acquire") || !params) {
@@ -638,9 +620,9 @@ static int call(struct tsec_client *c, const char *method, const char *params,
 		if (json_is_object(p) && !json_object_get(p, "deadline_ms"))
 			json_object_set_new(p, "deadline_ms", json_integer(c->timeout_ms));
 		msg = json_pack("{s:I,s:s,s:O}", "id", (json_int_t)id, "method", method, "params", p);
-		if (msg && fr && fr->out)
+		if (msg && frames_out)
 			json_object_set_new(msg, "frames", json_true());
-		text = json_dumps(msg, JSON_COMPACT);
+		*text = json_dumps(msg, JSON_COMPACT);
 		json_decref(msg);
 	} else {
 		/* The params as the caller wrote them (one JSON value, read
@@ -652,21 +634,26 @@ static int call(struct tsec_client *c, const char *method, const char *params,
 		tsec__jw_int(&w, id);
 		TSEC__JW_LIT(&w, ",\"method\":");
 		tsec__jw_str(&w, method, strlen(method));
-		if (fr && fr->out)
+		if (frames_out)
 			TSEC__JW_LIT(&w, ",\"frames\":true");
 		TSEC__JW_LIT(&w, ",\"params\":");
 		tsec__jw_raw(&w, params, strlen(params));
 		TSEC__JW_LIT(&w, "}");
-		text = tsec__jw_take(&w, NULL);
+		*text = tsec__jw_take(&w, NULL);
 	}
 	json_decref(p);
-	if (!text)
-		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
-	rc = exchange(c, text, strlen(text), fr, id, resendable(method), &r, err);
-	free(text);
-	if (rc)
-		return rc;
-	rlen = strlen(r);
+	return *text ? 0 : tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+}
+
+int tsec__client_finish(struct tsec_client *c, long id, char *r, char **result,
+			struct tsec_error *err)
+{
+	json_t *rep, *e;
+	json_error_t je;
+	char pre[48];
+	size_t rlen = strlen(r);
+	int rc;
+
 	if (!(rep = tsec__fast_tree(r, rlen)))
 		rep = json_loads(r, 0, &je);
 	if (!rep || !json_is_object(rep)) {
@@ -700,6 +687,44 @@ static int call(struct tsec_client *c, const char *method, const char *params,
 	json_decref(rep);
 	free(r);
 	return rc;
+}
+
+static int call(struct tsec_client *c, const char *method, const char *params,
+		struct frames *fr, char **result, struct tsec_error *err)
+{
+	char *text = NULL, *r = NULL;
+	bool sent;
+	long id;
+	int rc;
+
+	if (result)
+		*result = NULL;
+	if (c) {
+		free(c->last_error);
+		c->last_error = NULL;
+	}
+	if (!c || !method)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no client or method");
+	id = ++c->next_id;
+	if ((rc = tsec__client_message(c, method, params, id, fr && fr->out, &text, err)))
+		return rc;
+	rc = exchange(c, text, strlen(text), fr, id, resendable(method), &sent, &r, err);
+	free(text);
+	/*
+	 * Taken by a broker, and its answer no longer wanted: interrupted,
+	 * or a lock wait given up at its deadline (issue 48: a paused broker
+	 * that resumed took the lock for a caller that had left).  The
+	 * broker drops the call, or lets go the lock it took for it.
+	 */
+	if (sent && (rc == TSEC_ECANCELED ||
+		     (!strcmp(method, "lock.acquire") &&
+		      (rc == TSEC_EUNREACHABLE || rc == TSEC_EUNKNOWN))))
+		tsec__client_cancel(c, id, TSEC__CANCEL_WAIT_MS);
+	if (rc == TSEC_ECANCELED)
+		return tsec__seterr(err, rc, "", "interrupted: %s", sent
+				    ? "the broker was told to drop the call (a lock it took for "
+				      "it is let go)" : "not sent");
+	return rc ? rc : tsec__client_finish(c, id, r, result, err);
 }
 
 int tsec_client_check(struct tsec_client *c, const struct tsec_request *reqs,

@@ -39,10 +39,10 @@
 #define TSEC_D_MAX_WORKERS 32
 #define TSEC_D_MAX_ROLES 16
 #define TSEC_D_MAX_BATCH 256
-#define TSEC_D_MAX_HELD 4096
-#define TSEC_D_LOCKS_PER_CALLER 256      /* default share of the table, per caller */
+#define TSEC_D_MAX_HELD 65536            /* live locks the broker tracks, in all */
+#define TSEC_D_LOCKS_PER_CALLER 4096     /* default share of the table, per caller */
 #define TSEC_D_LOCK_WAIT_MAX_MS 30000
-#define TSEC_D_MAX_PARKED 4096           /* lock waits the loop keeps, in all */
+#define TSEC_D_MAX_PARKED 16384          /* lock waits the loop keeps, in all */
 #define TSEC_D_MAX_QUEUED 4096           /* calls the loop holds for its workers */
 #define TSEC_D_QUEUED_PER_CALLER 1024    /* of which one caller's */
 #define TSEC_D_DRAIN_LINGER_MS 300
@@ -146,6 +146,12 @@ extern const struct tsec__method *const tsec__method_check;   /* "check" */
 
 /* Returns the method named name[0..len), or NULL. */
 const struct tsec__method *tsec__method_find(const char *name, size_t len);
+/* The method a message names, from a quick look at it (NULL if none is
+ * seen; the call is read properly when it runs). */
+const struct tsec__method *tsec__method_of(const char *payload, size_t len);
+/* "cancel": answered by the loop (callers.c), which holds the calls it
+ * names; this handler only refuses it where the loop is not asked. */
+json_t *tsec__m_cancel(struct tsec__daemon *d, struct tsec__call *c, json_t **result);
 
 /* ---- counters ---- */
 
@@ -165,16 +171,52 @@ struct tsec__stats {
 
 /* ---- held locks ---- */
 
+/* Which call a grant answered: its connection (hashed) and its id as
+ * JSON text, so that a cancel of that call finds it. */
+struct tsec__grant_of {
+	uint64_t conn;
+	uint8_t idlen;               /* 0: none */
+	char id[40];                 /* TSEC__CALL_ID_MAX */
+};
+
 struct tsec__held {
 	struct tsec_lock lk;
 	int64_t until;               /* lease end on tsec__mono_ms: no wall step moves it */
 	int caller;
+	uint64_t conn;
+	uint8_t idlen;
+	char id[40];
 };
 
 struct tsec__held_table {
 	pthread_mutex_t lock;
-	size_t n;                    /* the entries in use: slot[0..n) */
-	struct tsec__held slot[TSEC_D_MAX_HELD];
+	size_t n, cap;               /* the entries in use: slot[0..n) */
+	struct tsec__held *slot;     /* grown as needed, to TSEC_D_MAX_HELD */
+	size_t *of;                  /* live entries per caller (the last: -1 and new) */
+	size_t nslots;
+};
+
+/* The locks one call took (a lock.acquire, or a batch's acquires): the
+ * loop lets them go when the call's caller has gone or cancelled it. */
+#define TSEC__GRANTS_MAX 8               /* TSEC_D_MAX_BATCH_CALLS */
+struct tsec__grants {
+	unsigned n;
+	struct tsec_lock lk[TSEC__GRANTS_MAX];
+};
+
+/*
+ * What a worker knows of the call it runs beyond its message (NULL for a
+ * call the loop runs): when it arrived, which call and connection it is
+ * (a grant is recorded so), a parked lock wait's state each way, and the
+ * locks it took.
+ */
+struct tsec__run {
+	int64_t arrived_ns;          /* monotonic; 0: unknown (now) */
+	struct tsec__grant_of of;
+	const struct tsec_lock_wait *wait_in;    /* a parked wait's next attempt */
+	struct tsec_lock_wait *wait_out;         /* where a wait parks; NULL: it may not */
+	bool parked;
+	struct tsec__grants grants;
 };
 
 /* ---- the daemon ---- */
@@ -291,13 +333,10 @@ struct tsec__call {
 	bool batched;                /* one of a batch's calls (tsec__m_batch) */
 	bool frames_out;
 	struct tsec__frames *out;
-	/* lock.acquire's wait, parked in the loop between attempts (no
-	 * worker held while the lock is busy): the wait this call steps, if
-	 * it is a parked one's next attempt; where its wait goes when it
-	 * parks (NULL: it may not, it waits in the worker); whether it did. */
-	const struct tsec_lock_wait *wait_in;
-	struct tsec_lock_wait *wait_out;
-	bool parked;
+	/* A worker's call: its arrival, its lock wait parked in the loop
+	 * between attempts (no worker held while the lock is busy), and the
+	 * locks it takes; NULL on the loop. */
+	struct tsec__run *run;
 	/* On the loop, answered only if the LocalCache holds the value
 	 * (hit_only); when it does not, the method sets deferred and the
 	 * call goes to a worker untouched. */
@@ -446,25 +485,33 @@ json_t *tsec__m_store_move(struct tsec__daemon *, struct tsec__call *, json_t **
 json_t *tsec__m_lock_acquire(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_lock_renew(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_lock_release(struct tsec__daemon *, struct tsec__call *, json_t **);
+/* Lets go a lock granted to caller's call after the caller had gone or
+ * cancelled it (a worker's job: the backend is asked). */
+void tsec__let_go(struct tsec__daemon *d, int caller, const struct tsec_lock *lk);
 
-/* held.c: the locks taken through the broker. */
-void tsec__held_init(struct tsec__held_table *h);
+/* held.c: the locks taken through the broker (see there). */
+int tsec__held_init(struct tsec__held_table *h, int ncallers);
+void tsec__held_free(struct tsec__held_table *h);
 /*
  * Records a lock: TSEC__HELD_OK, TSEC__HELD_FULL when every slot holds
  * a live lease, TSEC__HELD_QUOTA when the caller already holds `quota`
- * live ones (not TSEC_E* codes: the caller words the refusal).
+ * live ones (not TSEC_E* codes: the caller words the refusal).  of: the
+ * call it answers, or NULL.
  */
 enum { TSEC__HELD_OK = 0, TSEC__HELD_FULL = 1, TSEC__HELD_QUOTA = 2 };
 int tsec__held_put(struct tsec__held_table *h, const struct tsec_lock *lk,
-		   int caller, int quota);
-/* Live locks recorded for one caller. */
-int tsec__held_of(struct tsec__held_table *h, int caller);
-/* A renewed lease's new end. */
-void tsec__held_touch(struct tsec__held_table *h, const struct tsec_lock *lk);
+		   int caller, int quota, const struct tsec__grant_of *of);
+/* Live locks recorded for one caller (pruned once it has `quota`). */
+int tsec__held_of(struct tsec__held_table *h, int caller, int quota);
+/* A renewed lease's new end; a lock not recorded (taken elsewhere, or
+ * before a restart) is recorded for caller. */
+void tsec__held_touch(struct tsec__held_table *h, const struct tsec_lock *lk, int caller);
 void tsec__held_drop(struct tsec__held_table *h, const struct tsec_lock *lk);
+/* Takes out caller's grant for the call `of` names: true with it in *out. */
+bool tsec__held_take(struct tsec__held_table *h, int caller, const struct tsec__grant_of *of,
+		     struct tsec_lock *out);
 /* Live locks recorded. */
 size_t tsec__held_count(struct tsec__held_table *h);
-void tsec__held_release_all(struct tsec__daemon *d);
 
 /* dispatch.c: runs one call; returns the reply text (new). */
 char *tsec__dispatch(struct tsec__daemon *d, int caller, const char *payload,
@@ -474,20 +521,19 @@ char *tsec__dispatch(struct tsec__daemon *d, int caller, const char *payload,
 char *tsec__dispatch_tree(struct tsec__daemon *d, int caller, const char *payload,
 			  size_t len);
 /*
- * A worker's dispatch: tsec__dispatch_tree, and a lock.acquire that finds
- * the lock held, with time left to wait, parks instead of waiting: NULL,
- * *parked set and its wait in *wait_out, for the loop to step again
- * after wait_out->pause_ms.  wait_in: the wait of a parked call's next
- * attempt (not counted as a new call), or NULL.
- */
-/*
- * in: the frames that came with the call (NULL or empty: none); out:
- * where the reply's frames go (emptied first; on NULL a call asking for
- * frames gets its values as JSON).
+ * A worker's dispatch: tsec__dispatch_tree, with what the loop says of
+ * the call (run, or NULL): a lock.acquire that finds the lock held, with
+ * time left to wait, parks instead of waiting when run->wait_out is set:
+ * NULL, run->parked set and its wait in *run->wait_out, for the loop to
+ * step again after its pause_ms.  run->wait_in: the wait of a parked
+ * call's next attempt (not counted as a new call).  in: the frames that
+ * came with the call (NULL or empty: none); out: where the reply's frames
+ * go (emptied first; on NULL a call asking for frames gets its values as
+ * JSON).
  */
 char *tsec__dispatch_step(struct tsec__daemon *d, int caller, const char *payload, size_t len,
-			  const struct tsec__frames *in, const struct tsec_lock_wait *wait_in,
-			  struct tsec_lock_wait *wait_out, bool *parked, struct tsec__frames *out);
+			  const struct tsec__frames *in, struct tsec__run *run,
+			  struct tsec__frames *out);
 /* json_dumps, with DEL escaped as the tree-less writer escapes it. */
 char *tsec__json_text(const json_t *j, size_t flags);
 /* A reply with a null id and an error (new text). */

@@ -36,8 +36,11 @@ void tsec__frames_free(struct tsec__frames *out)
 {
 	if (!out)
 		return;
-	for (unsigned i = 0; i < out->n; i++)
+	/* A value may be a private key: wiped before it is freed. */
+	for (unsigned i = 0; i < out->n; i++) {
+		sodium_memzero(out->ptr[i], out->len[i]);
 		free(out->ptr[i]);
+	}
 	out->n = 0;
 }
 
@@ -195,7 +198,7 @@ static bool has_cert_pem(const char *p, size_t n)
 
 /* The method the payload names, from a quick look (NULL if none is
  * seen); the call is read properly when it runs. */
-static const struct tsec__method *method_named(const char *p, size_t n)
+const struct tsec__method *tsec__method_of(const char *p, size_t n)
 {
 	const char *m = memmem(p, n, "\"method\"", 8), *end = p + n, *v;
 
@@ -214,7 +217,7 @@ static const struct tsec__method *method_named(const char *p, size_t n)
 
 int tsec__is_inline(const char *p, size_t n)
 {
-	const struct tsec__method *meth = method_named(p, n);
+	const struct tsec__method *meth = tsec__method_of(p, n);
 
 	/* A certificate to parse is a worker's job. */
 	return meth && (meth->flags & TSEC_M_INLINE) && !has_cert_pem(p, n);
@@ -401,7 +404,7 @@ char *tsec__dispatch(struct tsec__daemon *d, int caller, const char *payload, si
 
 char *tsec__dispatch_tree(struct tsec__daemon *d, int caller, const char *payload, size_t len)
 {
-	return tsec__dispatch_step(d, caller, payload, len, NULL, NULL, NULL, NULL, NULL);
+	return tsec__dispatch_step(d, caller, payload, len, NULL, NULL, NULL);
 }
 
 /* The reads the loop answers from the LocalCache when it can. */
@@ -419,8 +422,7 @@ enum ran { RAN, DEFERRED, PARKED };
  * wait goes back to the loop, with no reply yet.
  */
 static enum ran run_method(struct tsec__daemon *d, struct tsec__call *c,
-			   const struct tsec__method *meth, bool hit_only,
-			   const struct tsec_lock_wait *wait_in, struct tsec__frames *out,
+			   const struct tsec__method *meth, bool hit_only, struct tsec__frames *out,
 			   json_t **result, json_t **error)
 {
 	uint64_t t0;
@@ -433,7 +435,7 @@ static enum ran run_method(struct tsec__daemon *d, struct tsec__call *c,
 	}
 	t0 = tsec__mono_ns();
 	*error = meth->fn(d, c, result);
-	if (c->deferred || c->parked) {
+	if (c->deferred || (c->run && c->run->parked)) {
 		tsec__frames_free(out);
 		json_decref(*error);
 		json_decref(*result);
@@ -447,9 +449,9 @@ static enum ran run_method(struct tsec__daemon *d, struct tsec__call *c,
 	}
 	if (hit_only)
 		atomic_fetch_add(&d->st.cache_answered, 1);
-	if (c->parked) {
+	if (c->run && c->run->parked) {
 		/* No reply yet: the loop steps the wait again. */
-		if (!wait_in)
+		if (!c->run->wait_in)
 			atomic_fetch_add(&d->lock_waits, 1);
 		return PARKED;
 	}
@@ -497,18 +499,20 @@ static char *result_reply(struct tsec__call *c, json_t *result)
  * whole; a message that is no call at all is answered here.
  */
 static char *dispatch_call(struct tsec__daemon *d, int caller, const char *payload, size_t len,
-			   const struct tsec__frames *in, const struct tsec_lock_wait *wait_in,
-			   struct tsec_lock_wait *wait_out, bool *parked, bool hit_only,
+			   const struct tsec__frames *in, struct tsec__run *run, bool hit_only,
 			   bool *deferred, struct tsec__frames *out)
 {
+	const struct tsec_lock_wait *wait_in = run ? run->wait_in : NULL;
 	const struct tsec__method *meth = NULL;
 	json_t *msg = NULL, *result = NULL, *error = NULL, *reply;
 	struct tsec__call c;
 	json_error_t je;
 	char *text = NULL;
 
-	if (parked)
-		*parked = false;
+	if (run) {
+		run->parked = false;
+		run->grants.n = 0;
+	}
 	if (hit_only && (caller < 0 || caller >= d->cfg.ncallers)) {
 		*deferred = true;
 		return NULL;
@@ -524,8 +528,7 @@ static char *dispatch_call(struct tsec__daemon *d, int caller, const char *paylo
 	call_begin(d, &c, caller);
 	c.in = in && in->n ? in : NULL;
 	c.out = out;
-	c.wait_in = wait_in;
-	c.wait_out = wait_out;
+	c.run = run;
 	c.hit_only = hit_only;
 	/* Plain JSON without jansson's reader; the rest with it. */
 	if (!(msg = tsec__fast_tree(payload, len)))
@@ -546,13 +549,12 @@ static char *dispatch_call(struct tsec__daemon *d, int caller, const char *paylo
 	}
 	if (!wait_in)
 		atomic_fetch_add(&d->st.by_method[meth - tsec__methods], 1);
-	switch (run_method(d, &c, meth, hit_only, wait_in, out, &result, &error)) {
+	switch (run_method(d, &c, meth, hit_only, out, &result, &error)) {
 	case RAN:
 		break;
 	case DEFERRED:
 		goto defer;
 	case PARKED:
-		*parked = true;
 		goto out;
 	}
 reply:
@@ -581,7 +583,7 @@ out:
 		free(c.id_text);
 	free(c.result_text);
 	/* A parked wait's attempt that did not park again: the wait ended. */
-	if (wait_in && !(parked && *parked))
+	if (wait_in && !run->parked)
 		atomic_fetch_sub(&d->lock_waits, 1);
 	return text;
 defer:
@@ -594,13 +596,12 @@ defer:
 }
 
 char *tsec__dispatch_step(struct tsec__daemon *d, int caller, const char *payload, size_t len,
-			  const struct tsec__frames *in, const struct tsec_lock_wait *wait_in,
-			  struct tsec_lock_wait *wait_out, bool *parked, struct tsec__frames *out)
+			  const struct tsec__frames *in, struct tsec__run *run,
+			  struct tsec__frames *out)
 {
 	if (out)
 		out->n = 0;
-	return dispatch_call(d, caller, payload, len, in, wait_in, wait_out, parked, false, NULL,
-			     out);
+	return dispatch_call(d, caller, payload, len, in, run, false, NULL, out);
 }
 
 char *tsec__dispatch_hit(struct tsec__daemon *d, int caller, const char *payload, size_t len,
@@ -611,7 +612,7 @@ char *tsec__dispatch_hit(struct tsec__daemon *d, int caller, const char *payload
 
 	if (out)
 		out->n = 0;
-	text = dispatch_call(d, caller, payload, len, NULL, NULL, NULL, NULL, true, &deferred, out);
+	text = dispatch_call(d, caller, payload, len, NULL, NULL, true, &deferred, out);
 
 	if (deferred) {
 		free(text);
@@ -622,7 +623,7 @@ char *tsec__dispatch_hit(struct tsec__daemon *d, int caller, const char *payload
 
 int tsec__is_cache_read(const char *p, size_t n)
 {
-	return cache_read(method_named(p, n));
+	return cache_read(tsec__method_of(p, n));
 }
 
 /* ---- batch: several storage calls in one message ---- */
@@ -716,6 +717,7 @@ json_t *tsec__m_batch(struct tsec__daemon *d, struct tsec__call *c, json_t **res
 		sub.params = p ? p : (empty = json_object());
 		sub.in = c->in;
 		sub.batched = true;
+		sub.run = c->run;        /* its grants are the batch's */
 		sub.frames_out = c->frames_out;
 		sub.out = c->out;
 		atomic_fetch_add(&d->st.calls, 1);

@@ -15,11 +15,16 @@
 #include "broker/daemon/daemon.h"
 #include "broker/daemon/frames.h"
 
-void tsec__send_client(void *router, zmq_msg_t *ident, const char *text, size_t n)
+/* The routers are ZMQ_ROUTER_MANDATORY: a client that is not there (its
+ * connection closed, its queue full) fails the identity frame, and then
+ * nothing more of the message may be sent (it would start another). */
+int tsec__send_client(void *router, zmq_msg_t *ident, const char *text, size_t n)
 {
-	zmq_msg_send(ident, router, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	if (zmq_msg_send(ident, router, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+		return -1;
 	zmq_send(router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
 	zmq_send(router, text, n, ZMQ_DONTWAIT);
+	return 0;
 }
 
 static void free_reply(void *data, void *hint)
@@ -79,7 +84,12 @@ void tsec__send_reply_on(void *s, char *reply, struct tsec__frames *out, int fla
 void tsec__send_client_owned(void *router, zmq_msg_t *ident, char *reply,
 			      struct tsec__frames *out)
 {
-	zmq_msg_send(ident, router, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	if (zmq_msg_send(ident, router, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+		/* Not there: what would have gone is freed (wiped). */
+		free(reply);
+		tsec__frames_free(out);
+		return;
+	}
 	zmq_send(router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
 	tsec__send_reply_on(router, reply, out, ZMQ_DONTWAIT);
 }

@@ -24,8 +24,9 @@ static inline void tsec__msg_close_wiped(zmq_msg_t *m)
 	zmq_msg_close(m);
 }
 
-/* A short reply (text[0..n), copied) to the client ident. */
-void tsec__send_client(void *router, zmq_msg_t *ident, const char *text, size_t n);
+/* A short reply (text[0..n), copied) to the client ident: 0, or -1 when
+ * the client is not there to take it. */
+int tsec__send_client(void *router, zmq_msg_t *ident, const char *text, size_t n);
 /*
  * Sends a reply the caller gives away: its text (malloc'd; NULL: an empty
  * reply, as when there was no memory), then out's frames (each given

@@ -90,7 +90,8 @@ static int start(struct tsec__daemon *d, const char *config)
 	}
 	pthread_mutex_init(&d->reload_lock, NULL);
 	pthread_mutex_init(&d->policy_lock, NULL);
-	tsec__held_init(&d->held);
+	if (tsec__held_init(&d->held, d->cfg.ncallers))
+		return -1;
 	d->started_ms = tsec__wall_ms();
 	d->st.by_method = calloc(tsec__nmethods, sizeof(*d->st.by_method));
 	d->st.hist = calloc(tsec__nmethods, sizeof(*d->st.hist));
@@ -298,13 +299,14 @@ static void stop(struct tsec__daemon *d)
 	tsec__metrics_stop(d);
 	tsec__fleet_stop(d);
 	tsec__probe_stop(d);
-	/* On a shared backend another broker may be renewing a lock this one
-	 * handed out: leave each to its lease. */
-	if (tsec__fleet_shared(d))
-		tsec__say("shared storage: %zu lock(s) handed out here are left to their leases",
-			  tsec__held_count(&d->held));
-	else
-		tsec__held_release_all(d);
+	/* A lock belongs to its caller, not to this broker (issue 48: the
+	 * file store's were released at a stop, and a restart handed a held
+	 * lock to another caller): each is left to its holder, who renews
+	 * and releases it through this broker started again or another, or
+	 * to its lease. */
+	tsec__say("%zu lock(s) handed out here are left to their holders and leases",
+		  tsec__held_count(&d->held));
+	tsec__held_free(&d->held);
 	tsec__declog_close(&d->log);
 	while (d->policy_texts) {
 		struct tsec__policy_text *t = d->policy_texts;

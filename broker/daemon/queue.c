@@ -49,6 +49,8 @@ struct tsec__job *tsec__job_new(zmq_msg_t *ident, zmq_msg_t *payload, zmq_msg_t 
 	j->ndata = ndata;
 	j->ix = ix;
 	j->caller = caller;
+	j->h.caller = caller;
+	j->fd = -1;
 	return j;
 }
 
@@ -109,6 +111,50 @@ struct tsec__job *tsec__jobq_pop(struct tsec__jobq *q)
 	q->len--;
 	j->next = NULL;
 	return j;
+}
+
+/* Unlinks j (prev: the one before it, NULL for the head) from fifo s. */
+static void unlink_job(struct tsec__jobq *q, unsigned s, struct tsec__job *prev,
+		       struct tsec__job *j)
+{
+	struct tsec__fifo *f = &q->fifo[s];
+
+	if (prev)
+		prev->next = j->next;
+	else
+		f->head = j->next;
+	if (f->tail == j)
+		f->tail = prev;
+	j->next = NULL;
+	q->len--;
+	if (--f->n)
+		return;
+	/* Its caller has nothing queued now: out of the ring. */
+	for (unsigned i = 0; i < q->nready; i++) {
+		unsigned at = (q->head + i) % q->nslots;
+
+		if (q->ring[at] != s)
+			continue;
+		for (; i + 1 < q->nready; i++)
+			q->ring[(q->head + i) % q->nslots] = q->ring[(q->head + i + 1) % q->nslots];
+		q->nready--;
+		break;
+	}
+}
+
+struct tsec__job *tsec__jobq_take(struct tsec__jobq *q, int caller,
+				  bool (*match)(const struct tsec__job *j, const void *arg),
+				  const void *arg)
+{
+	unsigned s = slot_of(q, caller);
+	struct tsec__job *prev = NULL;
+
+	for (struct tsec__job *j = q->fifo[s].head; j; prev = j, j = j->next)
+		if (match(j, arg)) {
+			unlink_job(q, s, prev, j);
+			return j;
+		}
+	return NULL;
 }
 
 void tsec__jobq_free(struct tsec__jobq *q)

@@ -15,17 +15,51 @@
 
 #include "tinysecurity/store.h"
 
-/* One call for a worker: the client's frames, and for a lock wait that
- * found the lock held, the wait and when to try again. */
+/* What a job asks of a worker (struct tsec__job_head.kind). */
+enum tsec__job_kind {
+	TSEC__JOB_CALL,              /* a caller's call */
+	TSEC__JOB_STEP,              /* a parked lock wait's next attempt */
+	TSEC__JOB_RELEASE,           /* let go a lock granted to a caller that went */
+	TSEC__JOB_ABANDON,           /* a dropped wait leaves the lock's queue */
+};
+
+/*
+ * The frame the loop sends a worker before a call's payload: whose call
+ * it is, what to do, and when the call reached the broker (its budget
+ * counts from then, not from when a worker was free, issue 48).
+ */
+struct tsec__job_head {
+	int caller;                  /* its place in cfg.callers, or -1 */
+	uint8_t kind;                /* enum tsec__job_kind */
+	int64_t arrived_ns;          /* monotonic: when the loop read the call */
+	uint64_t conn;               /* its connection, hashed (late cancels) */
+	struct tsec_lock_wait w;     /* STEP, ABANDON */
+	struct tsec_lock lk;         /* RELEASE */
+};
+
+#define TSEC__CALL_ID_MAX 40         /* a call id kept for cancels, as JSON text */
+
+/*
+ * One call for a worker: the client's frames, the header for the worker,
+ * and for a lock wait that found the lock held, when to try again.  A
+ * lock.acquire also keeps what a cancel or its caller's going away needs:
+ * its call id and the connection it came on (fd and that fd's
+ * generation, tsec__conn_gone).
+ */
 struct tsec__job {
 	zmq_msg_t ident, payload;
 	zmq_msg_t data[3];           /* its binary frames (TSEC_D_MAX_FRAMES) */
 	unsigned ndata;
 	unsigned char ix;            /* its router */
 	int caller;                  /* its place in cfg.callers, or -1 */
-	bool has_wait;
-	struct tsec_lock_wait w;
+	struct tsec__job_head h;
 	int64_t wake_ms;             /* a parked wait's next attempt, monotonic */
+	bool acquire;                /* a lock.acquire: tracked for cancels */
+	bool cancelled;              /* a cancel came while a worker ran it */
+	int fd;                      /* its connection's fd, -1 unknown */
+	uint32_t fd_gen;
+	uint8_t idlen;
+	char id[TSEC__CALL_ID_MAX];
 	struct tsec__job *next;
 };
 
@@ -53,5 +87,10 @@ void tsec__job_free(struct tsec__job *j);
 int tsec__jobq_push(struct tsec__jobq *q, struct tsec__job *j, bool always);
 /* The next caller's oldest call (then that caller goes last), or NULL. */
 struct tsec__job *tsec__jobq_pop(struct tsec__jobq *q);
+/* Takes out the first of caller's queued calls for which match(j, arg)
+ * holds, or NULL: a cancelled call leaves the queue. */
+struct tsec__job *tsec__jobq_take(struct tsec__jobq *q, int caller,
+				  bool (*match)(const struct tsec__job *j, const void *arg),
+				  const void *arg);
 
 #endif

@@ -5,8 +5,10 @@
  * one for ipc endpoints authenticated by the peer's uid), runs inline
  * methods itself and hands the rest to a pool of workers over inproc
  * sockets, with the caller's identity as ZAP gave it (never anything from
- * the payload); it routes the workers' replies back.  Signals reach the
- * loop through a pipe.
+ * the payload); it routes the workers' replies back (worker.c).  It
+ * watches each connection (callers.c), so that a lock wait whose caller
+ * has gone, or cancelled it, is dropped and a lock granted to such a
+ * caller let go.  Signals reach the loop through a pipe.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +31,7 @@
 
 #include "broker/daemon/daemon.h"
 #include "broker/daemon/frames.h"
+#include "broker/daemon/loop.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/jsonw.h"
@@ -78,9 +81,7 @@ void tsec__block_signals(void)
 	pthread_sigmask(SIG_BLOCK, &s, NULL);
 }
 
-/* ---- workers ---- */
-
-/* The caller index a "User-Id" frame or property carries, or -1. */
+/* The caller index a "User-Id" property carries, or -1. */
 static int caller_of(const char *user, size_t n)
 {
 	int v = 0;
@@ -94,123 +95,6 @@ static int caller_of(const char *user, size_t n)
 		v = v * 10 + (user[i] - '0');
 	}
 	return v;
-}
-
-
-/* A worker: the daemon and its place among the workers. */
-struct worker_arg {
-	struct tsec__daemon *d;
-	int index;
-};
-
-/* Reads and drops the rest of a message whose parts go on (more). */
-static void drop_rest(void *s, int more)
-{
-	size_t msz = sizeof(more);
-
-	while (more) {
-		zmq_msg_t x;
-
-		zmq_msg_init(&x);
-		if (zmq_msg_recv(&x, s, 0) < 0 && errno != EINTR)
-			more = 0;
-		else
-			zmq_getsockopt(s, ZMQ_RCVMORE, &more, &msz);
-		tsec__msg_close_wiped(&x);
-	}
-}
-
-static void *worker_main(void *arg)
-{
-	struct tsec__daemon *d = ((struct worker_arg *)arg)->d;
-	void *in = zmq_socket(d->zmq, ZMQ_PULL), *out = zmq_socket(d->zmq, ZMQ_PUSH);
-	char ep[64];
-	int zero = 0;
-
-	pthread_setname_np(pthread_self(), "tsec-worker");
-	tsec__block_signals();
-	zmq_setsockopt(in, ZMQ_LINGER, &zero, sizeof(zero));
-	zmq_setsockopt(out, ZMQ_LINGER, &zero, sizeof(zero));
-	/* No high-water mark: the loop bounds the calls in flight. */
-	zmq_setsockopt(in, ZMQ_RCVHWM, &zero, sizeof(zero));
-	zmq_setsockopt(out, ZMQ_SNDHWM, &zero, sizeof(zero));
-	/* Its own socket: the loop hands a call only to a worker that is free. */
-	snprintf(ep, sizeof(ep), TSEC_D_WORK_ENDPOINT "-%d", ((struct worker_arg *)arg)->index);
-	if (zmq_connect(in, ep) || zmq_connect(out, TSEC_D_REPLY_ENDPOINT))
-		goto out;
-	for (;;) {
-		/* Frames: client identity, router and worker index, the
-		 * caller's index (an int), the wait of a parked lock wait's
-		 * next attempt (else empty), payload, and the call's binary
-		 * frames. */
-		enum { FIXED = 5, MAXF = FIXED + TSEC_D_MAX_FRAMES };
-		zmq_msg_t f[MAXF];
-		int n = 0, more = 1;
-		size_t msz = sizeof(more);
-		while (more && n < MAXF) {
-			zmq_msg_init(&f[n]);
-			if (zmq_msg_recv(&f[n], in, 0) < 0) {
-				if (errno == EINTR) { /* not ours to stop on: again */
-					zmq_msg_close(&f[n]);
-					continue;
-				}
-				for (int i = 0; i <= n; i++)
-					zmq_msg_close(&f[i]);
-				goto out; /* context terminated */
-			}
-			n++;
-			zmq_getsockopt(in, ZMQ_RCVMORE, &more, &msz);
-		}
-		if (!more && n >= FIXED && zmq_msg_size(&f[1]) == 2 &&
-		    zmq_msg_size(&f[2]) == sizeof(int) &&
-		    (zmq_msg_size(&f[3]) == 0 || zmq_msg_size(&f[3]) == sizeof(struct tsec_lock_wait))) {
-			struct tsec_lock_wait win, wout;
-			struct tsec__frames fin = { .n = (unsigned)(n - FIXED) }, fout;
-			bool parked, waits = zmq_msg_size(&f[3]) != 0;
-			unsigned char ix[3];
-			char *reply;
-			int caller;
-
-			memcpy(&caller, zmq_msg_data(&f[2]), sizeof(caller));
-			if (waits)
-				memcpy(&win, zmq_msg_data(&f[3]), sizeof(win));
-			for (unsigned i = 0; i < fin.n; i++) {
-				fin.ptr[i] = zmq_msg_data(&f[FIXED + i]);
-				fin.len[i] = zmq_msg_size(&f[FIXED + i]);
-			}
-			/* A call with frames never parks (lock calls take none):
-			 * it waits here, its frames kept with it. */
-			reply = tsec__dispatch_step(d, caller, zmq_msg_data(&f[4]), zmq_msg_size(&f[4]),
-						    &fin, waits ? &win : NULL, fin.n ? NULL : &wout,
-						    &parked, &fout);
-			/* Router and worker index, and whether the call parked. */
-			memcpy(ix, zmq_msg_data(&f[1]), 2);
-			ix[2] = parked;
-			zmq_msg_send(&f[0], out, ZMQ_SNDMORE);
-			zmq_send(out, ix, 3, ZMQ_SNDMORE);
-			if (parked) {
-				/* The call back to the loop, to step after the
-				 * pause: payload, caller's index, wait. */
-				zmq_msg_send(&f[4], out, ZMQ_SNDMORE);
-				zmq_msg_send(&f[2], out, ZMQ_SNDMORE);
-				zmq_send(out, &wout, sizeof(wout), 0);
-			} else {
-				tsec__send_reply_on(out, reply, &fout, 0);
-				reply = NULL;
-			}
-			free(reply);
-		} else {
-			/* Not what the loop sends: dropped whole. */
-			drop_rest(in, more);
-		}
-		/* The call's own frames may hold a key: wiped. */
-		for (int i = 0; i < n; i++)
-			tsec__msg_close_wiped(&f[i]);
-	}
-out:
-	zmq_close(in);
-	zmq_close(out);
-	return NULL;
 }
 
 /* ---- client sockets ---- */
@@ -231,6 +115,9 @@ static void *make_router(struct tsec__daemon *d, int curve)
 	 * must reach a client that reads, even while ZeroMQ's I/O thread
 	 * lags behind the loop. */
 	zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+	/* A send to a caller whose connection is gone fails rather than
+	 * vanishing: a lock granted to it is let go (callers.c). */
+	zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
 	if (curve) {
 		zmq_setsockopt(s, ZMQ_CURVE_SERVER, &one, sizeof(one));
 		zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, d->cfg.server_secret, 40);
@@ -241,43 +128,21 @@ static void *make_router(struct tsec__daemon *d, int curve)
 	return s;
 }
 
-struct loop {
-	struct tsec__daemon *d;
-	void *routers[2];            /* [0] CURVE, [1] ipc by uid */
-	int claims[TSEC_D_MAX_ENDPOINTS]; /* flocked "<socket>.lock" of each ipc endpoint */
-	int nclaims;
-	void *work[TSEC_D_MAX_WORKERS], *replies;
-	int nworkers;
-	unsigned char idle[TSEC_D_MAX_WORKERS]; /* the workers free now */
-	int nidle;
-	struct tsec__jobq q;         /* the calls waiting for one */
-	struct tsec__jw reply;       /* a fast Check's reply, its buffer reused */
-	int draining;
-	int64_t drain_until;
-	/* lock.acquire calls waiting for a held lock, until their next
-	 * attempt: no worker is held while they wait. */
-	struct tsec__job *park[TSEC_D_MAX_PARKED];
-	size_t npark;
-	size_t *parked_of;           /* per caller (the last: -1 and any new) */
-	int nslots;
-	int64_t park_due;            /* the earliest wake_ms, INT64_MAX: none */
-};
-
 /* A caller's place in parked_of (callers a reload added share the last). */
-static int park_slot(const struct loop *l, int caller)
+static int park_slot(const struct tsec__loop *l, int caller)
 {
 	return caller >= 0 && caller < l->nslots - 1 ? caller : l->nslots - 1;
 }
 
 /* The calls the workers hold now. */
-static int working(const struct loop *l)
+static int working(const struct tsec__loop *l)
 {
 	return l->nworkers - l->nidle;
 }
 
-/* Answers a call the loop holds with an error. */
-static void refuse(struct loop *l, int r, zmq_msg_t *ident, zmq_msg_t *payload, int code,
-		   const char *msg)
+/* Answers a message the loop holds (no job made) with an error. */
+static void refuse_msg(struct tsec__loop *l, int r, zmq_msg_t *ident, zmq_msg_t *payload,
+		       int code, const char *msg)
 {
 	char *reply = tsec__error_reply_to(zmq_msg_data(payload), zmq_msg_size(payload), code, msg);
 
@@ -286,31 +151,75 @@ static void refuse(struct loop *l, int r, zmq_msg_t *ident, zmq_msg_t *payload, 
 	free(reply);
 }
 
-/* Hands queued calls to the free workers, the callers in turn. */
-static void schedule(struct loop *l)
+/*
+ * Hands queued calls to the free workers, the callers in turn.  A lock
+ * wait whose caller has gone is not run for it.  The worker gets the
+ * call's header, its payload and its frames; the loop keeps the job (a
+ * lock.acquire's payload with it, to park it again) until the worker
+ * answers.
+ */
+void tsec__loop_schedule(struct tsec__loop *l)
 {
 	struct tsec__job *j;
 
 	while (l->nidle > 0 && (j = tsec__jobq_pop(&l->q))) {
-		unsigned char ix[2] = { j->ix, l->idle[--l->nidle] };
-		void *w = l->work[ix[1]];
+		int w;
+		zmq_msg_t pay;
 
-		zmq_msg_send(&j->ident, w, ZMQ_SNDMORE);
-		zmq_send(w, ix, 2, ZMQ_SNDMORE);
-		zmq_send(w, &j->caller, sizeof(j->caller), ZMQ_SNDMORE);
-		zmq_send(w, &j->w, j->has_wait ? sizeof(j->w) : 0, ZMQ_SNDMORE);
-		zmq_msg_send(&j->payload, w, j->ndata ? ZMQ_SNDMORE : 0);
+		if (j->acquire && tsec__loop_gone(l, j)) {
+			tsec__loop_end_wait(l, j, 0, NULL);
+			continue;
+		}
+		w = l->idle[--l->nidle];
+		zmq_send(l->work[w], &j->h, sizeof(j->h), ZMQ_SNDMORE);
+		/* A lock.acquire's payload stays with the job: a copy of its
+		 * bytes goes (not of the message, whose buffer the worker wipes
+		 * when done). */
+		if (j->acquire && !zmq_msg_init_size(&pay, zmq_msg_size(&j->payload)))
+			memcpy(zmq_msg_data(&pay), zmq_msg_data(&j->payload), zmq_msg_size(&pay));
+		else if (!j->acquire && !zmq_msg_init(&pay))
+			zmq_msg_move(&pay, &j->payload);
+		else
+			zmq_msg_init(&pay);
+		zmq_msg_send(&pay, l->work[w], j->ndata ? ZMQ_SNDMORE : 0);
+		zmq_msg_close(&pay);
 		for (unsigned i = 0; i < j->ndata; i++)
-			zmq_msg_send(&j->data[i], w, i + 1 < j->ndata ? ZMQ_SNDMORE : 0);
-		tsec__job_free(j);
+			zmq_msg_send(&j->data[i], l->work[w], i + 1 < j->ndata ? ZMQ_SNDMORE : 0);
+		j->ndata = 0;
+		l->running[w] = j;
 	}
 	/* Every push is followed by a schedule: the gauge is right here. */
 	atomic_store_explicit(&l->d->calls_queued, (long)l->q.len, memory_order_relaxed);
 }
 
+/* A call for a worker: queued behind the caller's own calls. */
+static void to_worker(struct tsec__loop *l, int r, int caller, zmq_msg_t *ident,
+		      zmq_msg_t *payload, zmq_msg_t *data, unsigned ndata)
+{
+	const struct tsec__method *m = ndata ? NULL : tsec__method_of(zmq_msg_data(payload),
+								       zmq_msg_size(payload));
+	struct tsec__job *j = tsec__job_new(ident, payload, data, ndata, (unsigned char)r, caller);
+
+	if (j) {
+		j->h.kind = TSEC__JOB_CALL;
+		j->h.arrived_ns = (int64_t)tsec__mono_ns();
+		if (m && m->fn == tsec__m_lock_acquire)
+			tsec__loop_track(l, j);
+	}
+	if (!j || tsec__jobq_push(&l->q, j, false)) {
+		/* Refused now rather than the loop holding more than it may. */
+		refuse_msg(l, r, j ? &j->ident : ident, j ? &j->payload : payload, TSEC_EBUSY,
+			   "the broker holds as many calls for its workers as it allows (for "
+			   "this caller or in all): try again");
+		atomic_fetch_add(&l->d->st.errors, 1);
+		tsec__job_free(j);
+	}
+	tsec__loop_schedule(l);
+}
+
 /* Reads one client message and runs it, inline or on a worker.  0 when
  * nothing was waiting. */
-static int from_client(struct loop *l, int r)
+static int from_client(struct tsec__loop *l, int r)
 {
 	void *router = l->routers[r];
 	zmq_msg_t ident, payload, data[TSEC_D_MAX_FRAMES];
@@ -356,6 +265,8 @@ static int from_client(struct loop *l, int r)
 			/* Copied by ZeroMQ (one allocation, as giving it away
 			 * would take); the buffer stays for the next. */
 			tsec__send_client(router, &ident, l->reply.len ? l->reply.buf : "", l->reply.len);
+		} else if (!ndata && tsec__loop_cancel(l, r, &ident, &payload, caller)) {
+			/* A cancel: the loop's own, answered. */
 		} else if (!ndata &&
 			   tsec__is_inline(zmq_msg_data(&payload), zmq_msg_size(&payload))) {
 			char *reply = tsec__dispatch(l->d, caller,
@@ -369,20 +280,7 @@ static int from_client(struct loop *l, int r)
 			/* A LocalCache hit, answered here: no worker. */
 			tsec__send_client_owned(router, &ident, hit, &out);
 		} else {
-			/* For a worker: queued behind the caller's own calls. */
-			struct tsec__job *j = tsec__job_new(&ident, &payload, data, ndata,
-							    (unsigned char)r, caller);
-
-			if (!j || tsec__jobq_push(&l->q, j, false)) {
-				/* Refused now rather than the loop holding more
-				 * than it may. */
-				refuse(l, r, j ? &j->ident : &ident, j ? &j->payload : &payload,
-				       TSEC_EBUSY, "the broker holds as many calls for its workers as it "
-				       "allows (for this caller or in all): try again");
-				atomic_fetch_add(&l->d->st.errors, 1);
-				tsec__job_free(j);
-			}
-			schedule(l);
+			to_worker(l, r, caller, &ident, &payload, data, ndata);
 		}
 	}
 	zmq_msg_close(&payload);
@@ -392,56 +290,53 @@ static int from_client(struct loop *l, int r)
 	return 1;
 }
 
-static void park_drop(struct loop *l, size_t i)
+void tsec__loop_park_drop(struct tsec__loop *l, size_t i)
 {
 	l->parked_of[park_slot(l, l->park[i]->caller)]--;
 	l->park[i] = l->park[--l->npark];
 }
 
 /*
- * Keeps a lock wait a worker gave back (the lock was held) until its next
- * attempt.  Bounded: TSEC_D_MAX_PARKED in all, and per caller as many as
- * it may hold locks; past that, or while stopping, the call is answered
- * busy instead (it holds nothing, so nothing is lost).
+ * Keeps a lock wait a worker gave back (the lock was held; aux its wait)
+ * until its next attempt.  Bounded: TSEC_D_MAX_PARKED in all, and per
+ * caller as many as it may hold locks; past that, or while stopping, the
+ * call is answered busy instead (it holds nothing, so nothing is lost).
+ * A wait whose caller has gone or cancelled it ends here.
  */
-static void park(struct loop *l, int r, zmq_msg_t *ident, zmq_msg_t *payload, int caller,
-		 zmq_msg_t *wait)
+static void park(struct tsec__loop *l, struct tsec__job *j, zmq_msg_t *aux)
 {
-	struct tsec__job *j = NULL;
-	const char *no = NULL;
-	int code = TSEC_EBUSY;
-	size_t mine = l->parked_of[park_slot(l, caller)];
+	size_t mine = l->parked_of[park_slot(l, j->caller)];
 
-	if (zmq_msg_size(wait) != sizeof(j->w) || r < 0 || r > 1) {
-		code = TSEC_EPROTO;
-		no = "a lock wait came back malformed";
-	} else if (l->draining) {
-		no = "shutting down";
-	} else if (l->npark >= TSEC_D_MAX_PARKED ||
-		   mine >= (size_t)l->d->cfg.max_locks_per_caller ||
-		   !(j = tsec__job_new(ident, payload, NULL, 0, (unsigned char)r, caller))) {
-		no = "the lock is held, and this broker holds as many waits for locks as it "
-		     "may (for this caller or in all): try again later";
-	}
-	if (no) {
-		/* The wait ends here (tsec__dispatch_step counted it). */
-		atomic_fetch_sub(&l->d->lock_waits, 1);
-		refuse(l, r, ident, payload, code, no);
+	j->h.kind = TSEC__JOB_STEP;    /* counted in lock_waits from here */
+	if (zmq_msg_size(aux) != sizeof(j->h.w)) {
+		tsec__loop_end_wait(l, j, TSEC_EPROTO, "a lock wait came back malformed");
 		return;
 	}
-	j->has_wait = true;
-	memcpy(&j->w, zmq_msg_data(wait), sizeof(j->w));
-	j->wake_ms = tsec__mono_ms() + j->w.pause_ms;
-	if (j->wake_ms < l->park_due)
-		l->park_due = j->wake_ms;
-	l->parked_of[park_slot(l, caller)]++;
-	l->park[l->npark++] = j;
+	memcpy(&j->h.w, zmq_msg_data(aux), sizeof(j->h.w));
+	if (j->cancelled) {
+		tsec__loop_end_wait(l, j, TSEC_ECANCELED, "cancelled by the caller");
+	} else if (tsec__loop_gone(l, j)) {
+		tsec__loop_end_wait(l, j, 0, NULL);
+	} else if (l->draining) {
+		tsec__loop_end_wait(l, j, TSEC_EBUSY, "shutting down");
+	} else if (l->npark >= TSEC_D_MAX_PARKED ||
+		   mine >= (size_t)l->d->cfg.max_locks_per_caller) {
+		tsec__loop_end_wait(l, j, TSEC_EBUSY, "the lock is held, and this broker holds as "
+				    "many waits for locks as it may (for this caller or in all): "
+				    "try again later");
+	} else {
+		j->wake_ms = tsec__mono_ms() + j->h.w.pause_ms;
+		if (j->wake_ms < l->park_due)
+			l->park_due = j->wake_ms;
+		l->parked_of[park_slot(l, j->caller)]++;
+		l->park[l->npark++] = j;
+	}
 }
 
 /* Queues each parked wait that is due for its next attempt (ahead of
  * the shares: the broker took it already); returns the milliseconds
  * until the next one is due (-1: none). */
-static int unpark(struct loop *l)
+static int unpark(struct tsec__loop *l)
 {
 	int64_t now = tsec__mono_ms(), next = -1;
 
@@ -458,38 +353,56 @@ static int unpark(struct loop *l)
 			i++;
 			continue;
 		}
-		park_drop(l, i); /* the last one moves to i */
+		tsec__loop_park_drop(l, i); /* the last one moves to i */
 		tsec__jobq_push(&l->q, j, true);
 	}
 	l->park_due = next < 0 ? INT64_MAX : now + next;
-	schedule(l);
+	tsec__loop_schedule(l);
 	return next < 0 ? -1 : next > INT32_MAX ? INT32_MAX : (int)next;
 }
 
-/* Stopping: every parked wait is answered at once. */
-static void unpark_all_busy(struct loop *l)
+/* Stopping: every parked wait is answered at once, and leaves its
+ * lock's queue. */
+static void unpark_all_busy(struct tsec__loop *l)
 {
 	while (l->npark) {
 		struct tsec__job *j = l->park[l->npark - 1];
 
-		refuse(l, j->ix, &j->ident, &j->payload, TSEC_EBUSY, "shutting down");
-		park_drop(l, l->npark - 1);
-		tsec__job_free(j);
-		atomic_fetch_sub(&l->d->lock_waits, 1);
+		tsec__loop_park_drop(l, l->npark - 1);
+		tsec__loop_end_wait(l, j, TSEC_EBUSY, "shutting down");
 	}
+	tsec__loop_schedule(l);
 }
 
-/* Replies from the workers back to their clients, each with the call's
- * binary frames; a lock wait that found the lock held comes back with
- * its payload, caller and wait instead, to park. */
-static void from_workers(struct loop *l)
+/* One worker's message, f[0..n): what it says, and the rest. */
+static void from_worker(struct tsec__loop *l, zmq_msg_t *f, int n)
+{
+	struct tsec__worker_says says;
+	struct tsec__job *j;
+
+	if (n < 3 || zmq_msg_size(&f[0]) != sizeof(says))
+		return;
+	memcpy(&says, zmq_msg_data(&f[0]), sizeof(says));
+	if (says.worker >= l->nworkers || !(j = l->running[says.worker]))
+		return;
+	l->running[says.worker] = NULL;
+	l->idle[l->nidle++] = says.worker;   /* that worker is free again */
+	if (says.flags & TSEC__W_INTERNAL)
+		tsec__job_free(j);
+	else if (says.flags & TSEC__W_PARKED)
+		park(l, j, &f[1]);
+	else
+		tsec__loop_answer(l, j, says.flags, &f[1], &f[2], n - 2);
+}
+
+/* The workers' messages: answers to send on, lock waits to park. */
+static void from_workers(struct tsec__loop *l)
 {
 	for (;;) {
-		enum { MAXF = 2 + 1 + TSEC_D_MAX_FRAMES };
+		enum { MAXF = 3 + TSEC_D_MAX_FRAMES };
 		zmq_msg_t f[MAXF];
-		int r = -1, n = 0, more = 1;
+		int n = 0, more = 1;
 		size_t msz = sizeof(more);
-		bool parked = false;
 
 		zmq_msg_init(&f[0]);
 		if (zmq_msg_recv(&f[0], l->replies, ZMQ_DONTWAIT) < 0) {
@@ -507,30 +420,6 @@ static void from_workers(struct loop *l)
 			n++;
 			zmq_getsockopt(l->replies, ZMQ_RCVMORE, &more, &msz);
 		}
-		if (n >= 2 && zmq_msg_size(&f[1]) == 3) {
-			/* That worker is free again. */
-			const unsigned char *ix = zmq_msg_data(&f[1]);
-
-			r = ix[0];
-			parked = ix[2];
-			if (ix[1] < l->nworkers)
-				l->idle[l->nidle++] = ix[1];
-		}
-		if (parked && n == 5 && !more) {
-			int caller = -1;
-
-			if (zmq_msg_size(&f[3]) == sizeof(caller))
-				memcpy(&caller, zmq_msg_data(&f[3]), sizeof(caller));
-			park(l, r, &f[0], &f[2], caller, &f[4]);
-		} else if (!parked && n >= 3 && !more && r >= 0 && r < 2 && l->routers[r]) {
-			/* Forwarded as they are: no copy. */
-			zmq_msg_send(&f[0], l->routers[r], ZMQ_SNDMORE | ZMQ_DONTWAIT);
-			zmq_send(l->routers[r], "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-			for (int i = 2; i < n; i++)
-				if (zmq_msg_send(&f[i], l->routers[r],
-						 ZMQ_DONTWAIT | (i + 1 < n ? ZMQ_SNDMORE : 0)) < 0)
-					break;
-		}
 		while (more) {
 			/* More than a worker sends: the rest dropped. */
 			zmq_msg_t x;
@@ -540,15 +429,16 @@ static void from_workers(struct loop *l)
 				more = 0;
 			else
 				zmq_getsockopt(l->replies, ZMQ_RCVMORE, &more, &msz);
-			zmq_msg_close(&x);
+			tsec__msg_close_wiped(&x);
 		}
+		from_worker(l, f, n);
 		for (int i = 0; i < n; i++)
-			zmq_msg_close(&f[i]);
+			tsec__msg_close_wiped(&f[i]);
 	}
-	schedule(l);
+	tsec__loop_schedule(l);
 }
 
-static void on_signals(struct loop *l)
+static void on_signals(struct tsec__loop *l)
 {
 	struct tsec_error err;
 	char c;
@@ -566,7 +456,7 @@ static void on_signals(struct loop *l)
 	}
 }
 
-static int bind_all(struct loop *l)
+static int bind_all(struct tsec__loop *l)
 {
 	const struct tsec__config *cfg = &l->d->cfg;
 
@@ -575,8 +465,10 @@ static int bind_all(struct loop *l)
 		int tcp = !strncmp(ep, "tcp://", 6);
 		int curve = tcp || cfg->ipc_curve;
 		void **r = &l->routers[curve ? 0 : 1];
-		if (!*r)
-			*r = make_router(l->d, curve);
+		if (!*r && (!(*r = make_router(l->d, curve)) || tsec__loop_watch(l, curve ? 0 : 1))) {
+			tsec__say("cannot watch the connections of %s: %s", ep, zmq_strerror(errno));
+			return -1;
+		}
 		if ((tcp ? zmq_bind(*r, ep) : tsec__bind_ipc(*r, ep, l->d->cfg.ipc_gid, &l->claims[l->nclaims])) != 0) {
 			tsec__say("cannot bind %s: %s", ep, zmq_strerror(errno));
 			return -1;
@@ -606,25 +498,30 @@ static bool waiting(void *s)
  * read on every socket since the last message (zmq_poll does the same
  * with two poll() calls a wake-up, one of them for nothing).
  */
-static void run_loop(struct loop *l)
+static void run_loop(struct tsec__loop *l)
 {
-	int fd[3] = { -1, -1, -1 };
+	int fd[3] = { -1, -1, -1 }, mfd[2] = { -1, -1 };
 	size_t sz;
 
 	for (int r = 0; r < 2; r++)
-		if (l->routers[r] && (sz = sizeof(fd[r]),
-				      zmq_getsockopt(l->routers[r], ZMQ_FD, &fd[r], &sz)))
+		if (l->routers[r] && ((sz = sizeof(fd[r]),
+				       zmq_getsockopt(l->routers[r], ZMQ_FD, &fd[r], &sz)) ||
+				      (sz = sizeof(mfd[r]),
+				       zmq_getsockopt(l->mon[r], ZMQ_FD, &mfd[r], &sz))))
 			return;
 	sz = sizeof(fd[2]);
 	if (zmq_getsockopt(l->replies, ZMQ_FD, &fd[2], &sz))
 		return;
 	for (;;) {
-		struct pollfd pf[4];
+		struct pollfd pf[6];
 		bool busy = false;
 		int n = 0, tmo;
 
 		if (atomic_exchange_explicit(&signal_pending, 0, memory_order_relaxed))
 			on_signals(l);
+		/* Connections closed: their callers' waits end at their next
+		 * look (callers.c). */
+		tsec__loop_events(l);
 		for (int r = 0; r < 2; r++) {
 			int k = 0;
 
@@ -649,8 +546,10 @@ static void run_loop(struct loop *l)
 		if (l->draining && (tmo < 0 || tmo > 50))
 			tmo = 50;
 		for (int r = 0; r < 2; r++)
-			if (l->routers[r])
+			if (l->routers[r]) {
 				pf[n++] = (struct pollfd){ fd[r], POLLIN, 0 };
+				pf[n++] = (struct pollfd){ mfd[r], POLLIN, 0 };
+			}
 		if (working(l) > 0)
 			pf[n++] = (struct pollfd){ fd[2], POLLIN, 0 };
 		pf[n++] = (struct pollfd){ l->d->sigpipe[0], POLLIN, 0 };
@@ -663,9 +562,9 @@ static void run_loop(struct loop *l)
 
 int tsec__serve(struct tsec__daemon *d)
 {
-	struct loop l = { .d = d, .park_due = INT64_MAX };
+	struct tsec__loop l = { .d = d, .park_due = INT64_MAX };
 	pthread_t workers[TSEC_D_MAX_WORKERS], zapt;
-	struct worker_arg wargs[TSEC_D_MAX_WORKERS];
+	struct tsec__worker_arg wargs[TSEC_D_MAX_WORKERS];
 	int nworkers = 0, zap = 0, rc = -1, zero = 0;
 
 	if (signals_start(d))
@@ -685,7 +584,8 @@ int tsec__serve(struct tsec__daemon *d)
 	l.nslots = (d->cfg.ncallers > 0 ? d->cfg.ncallers : 0) + 1;
 	if (zmq_bind(l.replies, TSEC_D_REPLY_ENDPOINT) ||
 	    tsec__jobq_init(&l.q, d->cfg.ncallers, TSEC_D_MAX_QUEUED, TSEC_D_QUEUED_PER_CALLER) ||
-	    !(l.parked_of = calloc((size_t)l.nslots, sizeof(*l.parked_of))))
+	    !(l.parked_of = calloc((size_t)l.nslots, sizeof(*l.parked_of))) ||
+	    !(l.park = calloc(TSEC_D_MAX_PARKED, sizeof(*l.park))))
 		goto stop;
 	for (; l.nworkers < d->cfg.workers; l.nworkers++) {
 		char ep[64];
@@ -702,8 +602,8 @@ int tsec__serve(struct tsec__daemon *d)
 		l.idle[l.nidle++] = (unsigned char)l.nworkers;
 	}
 	for (; nworkers < l.nworkers; nworkers++) {
-		wargs[nworkers] = (struct worker_arg){ d, nworkers };
-		if (pthread_create(&workers[nworkers], NULL, worker_main, &wargs[nworkers]))
+		wargs[nworkers] = (struct tsec__worker_arg){ d, nworkers };
+		if (pthread_create(&workers[nworkers], NULL, tsec__worker_main, &wargs[nworkers]))
 			goto stop;
 	}
 	if (bind_all(&l))
@@ -712,17 +612,22 @@ int tsec__serve(struct tsec__daemon *d)
 	run_loop(&l);
 	rc = 0;
 stop:
+	tsec__loop_unwatch(&l);
 	for (int r = 0; r < 2; r++)
 		if (l.routers[r])
 			zmq_close(l.routers[r]);
-	for (int i = 0; i < l.nworkers; i++)
+	for (int i = 0; i < l.nworkers; i++) {
 		zmq_close(l.work[i]);
+		tsec__job_free(l.running[i]);
+	}
 	while (l.npark) {
 		struct tsec__job *j = l.park[--l.npark];
 		tsec__job_free(j);
 	}
 	tsec__jobq_free(&l.q);
 	free(l.parked_of);
+	free(l.park);
+	free(l.fd_gen);
 	if (l.replies)
 		zmq_close(l.replies);
 	tsec__jw_free(&l.reply);

@@ -339,15 +339,69 @@ static int64_t left_of(const struct tsec_lock *lk)
 	return left < 0 ? 0 : left;
 }
 
+/*
+ * How long lock.acquire may wait, counted from when the call reached the
+ * broker (issue 48: from when a worker was free, a call that waited for
+ * one took a lock for a caller already gone): its timeout_ms (at most
+ * TSEC_D_LOCK_WAIT_MAX_MS; none in a batch, where a wait would hold a
+ * worker) within the caller's own budget, less what has passed since it
+ * arrived.  -1 when the budget ran out before anything was tried.
+ */
+static int64_t wait_left(const struct tsec__call *c, int64_t spent_ms)
+{
+	json_t *tmo = json_object_get(c->params, "timeout_ms");
+	int64_t budget = caller_budget_ms(c), wait = 0;
+
+	if (tmo)
+		wait = json_integer_value(tmo) > TSEC_D_LOCK_WAIT_MAX_MS ? TSEC_D_LOCK_WAIT_MAX_MS
+									 : json_integer_value(tmo);
+	if (c->batched)
+		wait = 0;
+	/* Never past the caller's own deadline: a lock taken for a caller
+	 * that has stopped listening is a lock nobody holds (issue 34). */
+	if (budget >= 0 && wait > budget)
+		wait = budget;
+	if (budget >= 0 && spent_ms >= budget)
+		return -1;
+	return wait > spent_ms ? wait - spent_ms : 0;
+}
+
+/* Takes the lock as the call says: a parked wait's next attempt, a wait
+ * that may park (rc TSEC_EBUSY, *parks set), a wait in this thread, or
+ * one try. */
+static int take(struct tsec__daemon *d, struct tsec__call *c, uint64_t ttl, int64_t wait,
+		struct tsec_lock_wait *w, struct tsec_lock *lk, bool *parks, struct tsec_error *err)
+{
+	const char *name = tsec__param_str(c, "name");
+	struct tsec__run *run = c->run;
+
+	*parks = run && run->wait_out && (run->wait_in || wait > 0);
+	if (run && run->wait_in) {
+		/* A parked wait's next attempt: the name was checked when it
+		 * began, the policy is asked again if it was reloaded since. */
+		*w = *run->wait_in;
+		return tsec_lock_wait_step(d->store, &c->p, w, lk, err);
+	}
+	if (*parks)
+		return tsec_lock_wait_begin(d->store, &c->p, name, ttl, (uint64_t)wait, w, lk, err);
+	if (wait > 0)
+		return tsec_lock_acquire(d->store, &c->p, name, ttl, (uint64_t)wait, lk, err);
+	return tsec_lock_try_acquire(d->store, &c->p, name, ttl, lk, err);
+}
+
 json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
 {
 	json_t *tmo = json_object_get(c->params, "timeout_ms"), *dl;
-	uint64_t ttl = ttl_of(c), wait = 0, t0 = tsec__mono_ns();
-	int64_t budget = caller_budget_ms(c);
+	struct tsec__run *run = c->run;
+	uint64_t ttl = ttl_of(c), now = tsec__mono_ns();
+	uint64_t t0 = run && run->arrived_ns > 0 && (uint64_t)run->arrived_ns < now
+		      ? (uint64_t)run->arrived_ns : now;
+	int64_t budget = caller_budget_ms(c), wait;
 	struct tsec_lock_wait w;
 	struct tsec_lock lk;
 	struct tsec_error err;
 	char hex[33];
+	bool parks;
 	int rc, held;
 
 	if (!ttl)
@@ -357,47 +411,24 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 	if ((dl = json_object_get(c->params, "deadline_ms")) &&
 	    (!json_is_integer(dl) || json_integer_value(dl) < 0))
 		return tsec__fail(TSEC_EPROTO, "params.deadline_ms", "need a non-negative integer");
-	if (tmo)
-		wait = (uint64_t)json_integer_value(tmo);
-	/* A call waits at most this long; longer waits retry. */
-	if (wait > TSEC_D_LOCK_WAIT_MAX_MS)
-		wait = TSEC_D_LOCK_WAIT_MAX_MS;
-	/* In a batch it only tries: a wait would hold a worker (a caller's
-	 * batches could take them all); a held lock answers busy and ends
-	 * the batch, and the caller waits with a lock.acquire of its own. */
-	if (c->batched)
-		wait = 0;
-	/* Never past the caller's own deadline: a lock taken for a caller
-	 * that has stopped listening is a lock nobody holds (issue 34). */
-	if (budget >= 0 && wait > (uint64_t)budget)
-		wait = (uint64_t)budget;
+	wait = wait_left(c, (int64_t)((now - t0) / 1000000));
+	if (wait < 0 && !(run && run->wait_in))
+		return tsec__fail(TSEC_ETIMEDOUT, "params.deadline_ms", "the caller's deadline "
+				  "passed while the call waited for a worker: nothing was tried");
 	/* Refused before the backend is asked: no lock taken, no fence spent. */
-	if (tsec__held_of(&d->held, c->index) >= d->cfg.max_locks_per_caller)
+	if (tsec__held_of(&d->held, c->index, d->cfg.max_locks_per_caller) >=
+	    d->cfg.max_locks_per_caller)
 		return tsec__fail(TSEC_EBUSY, "params.name",
 				  "this caller holds as many live locks through the broker as "
 				  "max_locks_per_caller allows");
 	memset(&lk, 0, sizeof(lk));
 	memset(&w, 0, sizeof(w));
-	if (c->wait_in) {
-		/* A parked wait's next attempt: the name was checked when it
-		 * began, the policy is asked again if it was reloaded since. */
-		w = *c->wait_in;
-		rc = tsec_lock_wait_step(d->store, &c->p, &w, &lk, &err);
-	} else if (wait && c->wait_out) {
-		rc = tsec_lock_wait_begin(d->store, &c->p, tsec__param_str(c, "name"), ttl, wait,
-					  &w, &lk, &err);
-	} else if (wait) {
-		rc = tsec_lock_acquire(d->store, &c->p, tsec__param_str(c, "name"), ttl, wait,
-				       &lk, &err);
-	} else {
-		rc = tsec_lock_try_acquire(d->store, &c->p, tsec__param_str(c, "name"), ttl,
-					   &lk, &err);
-	}
-	if (rc == TSEC_EBUSY && c->wait_out && (c->wait_in || wait)) {
+	rc = take(d, c, ttl, wait, &w, &lk, &parks, &err);
+	if (rc == TSEC_EBUSY && parks) {
 		/* Held: the loop keeps the call and steps it after the pause;
 		 * no worker waits. */
-		*c->wait_out = w;
-		c->parked = true;
+		*run->wait_out = w;
+		run->parked = true;
 		return NULL;
 	}
 	/*
@@ -405,8 +436,7 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 	 * slow to answer): the caller has stopped listening, so the lock is
 	 * let go at once rather than held by nobody for its whole lease.
 	 */
-	if (!rc && (((c->wait_in || (wait && c->wait_out)) &&
-		     (int64_t)tsec__mono_ns() > w.deadline_ns) ||
+	if (!rc && ((parks && (int64_t)tsec__mono_ns() > w.deadline_ns) ||
 		    (budget >= 0 && (int64_t)(tsec__mono_ns() - t0) / 1000000 > budget))) {
 		struct tsec_error e2;
 		tsec_lock_release(d->store, &c->p, &lk, &e2);
@@ -414,9 +444,17 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 				  "this call's deadline: released at once, not held for a caller "
 				  "that stopped waiting");
 	}
-	if (!rc && (held = tsec__held_put(&d->held, &lk, c->index,
-					   d->cfg.max_locks_per_caller)) != TSEC__HELD_OK) {
-		/* Never hold a lock the broker could not release at exit. */
+	if (!rc && run) {
+		/* Which call this grant answers, for a cancel that crosses it. */
+		size_t n;
+		const char *id = tsec__call_id(c, &n);
+
+		run->of.idlen = n <= sizeof(run->of.id) ? (uint8_t)n : 0;
+		memcpy(run->of.id, id, run->of.idlen);
+	}
+	if (!rc && (held = tsec__held_put(&d->held, &lk, c->index, d->cfg.max_locks_per_caller,
+					   run ? &run->of : NULL)) != TSEC__HELD_OK) {
+		/* Never hold a lock the broker could not count. */
 		tsec_lock_release(d->store, &c->p, &lk, &err);
 		return tsec__fail(TSEC_EBUSY, "params.name", held == TSEC__HELD_QUOTA
 				  ? "this caller holds as many live locks through the broker as "
@@ -424,6 +462,9 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 				  : "the broker holds as many live locks as it can track");
 	}
 	if (!rc) {
+		/* The loop lets it go if the caller is gone when it answers. */
+		if (run && run->grants.n < TSEC__GRANTS_MAX)
+			run->grants.lk[run->grants.n++] = lk;
 		sodium_bin2hex(hex, sizeof(hex), lk.token, 16);
 		*result = json_pack("{s:s,s:s,s:I,s:I,s:I}", "name", lk.name, "token", hex,
 				    "expires_ms", (json_int_t)lk.expires_ms,
@@ -462,7 +503,7 @@ json_t *tsec__m_lock_renew(struct tsec__daemon *d, struct tsec__call *c, json_t 
 		return e;
 	rc = tsec_lock_renew(d->store, &c->p, &lk, ttl, &err);
 	if (!rc) {
-		tsec__held_touch(&d->held, &lk);
+		tsec__held_touch(&d->held, &lk, c->index);
 		*result = json_pack("{s:I,s:I}", "expires_ms", (json_int_t)lk.expires_ms,
 				    "expires_in_ms", (json_int_t)left_of(&lk));
 	}
@@ -482,6 +523,41 @@ json_t *tsec__m_lock_release(struct tsec__daemon *d, struct tsec__call *c, json_
 	if (!rc)
 		tsec__held_drop(&d->held, &lk);
 	return done(rc, &err, result);
+}
+
+json_t *tsec__m_cancel(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	(void)d;
+	(void)c;
+	(void)result;
+	return tsec__fail(TSEC_EPROTO, "method", "cancel is answered by the broker's loop only, "
+			  "as a message of its own on the connection of the call it names");
+}
+
+void tsec__let_go(struct tsec__daemon *d, int caller, const struct tsec_lock *lk)
+{
+	struct tsec__call c;
+	struct tsec_error err;
+
+	if (caller < 0 || caller >= d->cfg.ncallers)
+		return;
+	/* As the caller, so the decision log has the release beside the
+	 * grant (its call id null: nobody asked). */
+	memset(&c, 0, sizeof(c));
+	c.who = &d->cfg.callers[caller];
+	c.index = caller;
+	c.p.id = tsec_str_c(c.who->principal);
+	c.p.roles = c.who->roles;
+	c.p.nroles = c.who->nroles;
+	c.p.call_ctx = &c;
+	tsec__held_drop(&d->held, lk);
+	atomic_fetch_add(&d->st.grants_undone, 1);
+	if (tsec_lock_release(d->store, &c.p, lk, &err) && err.code != TSEC_ENOTOWNER &&
+	    err.code != TSEC_ENOENT)
+		tsec__say("could not let go lock %s, granted to %s after it had gone: %s", lk->name,
+			  c.who->principal, err.msg);
+	if (c.id_text != c.id_small)
+		free(c.id_text);
 }
 
 /* {"issuer", "domain", "cert", "key", "meta"}, each file a string or a

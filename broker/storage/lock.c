@@ -212,6 +212,17 @@ int tsec_lock_wait_step(struct tsec_store *s, const struct tsec_principal *who,
 	return step(s, who, w, false, out, err);
 }
 
+void tsec_lock_wait_abandon(struct tsec_store *s, const struct tsec_lock_wait *w)
+{
+	size_t n;
+
+	if (!s || !w)
+		return;
+	n = strnlen(w->name, sizeof(w->name));
+	if (n && n < sizeof(w->name) && !memchr(w->name, '/', n) && s->be->ops->lock_unwait)
+		s->be->ops->lock_unwait(s->be, w->name, w->waiter);
+}
+
 static int step(struct tsec_store *s, const struct tsec_principal *who,
 		struct tsec_lock_wait *w, bool first, struct tsec_lock *out,
 		struct tsec_error *err)

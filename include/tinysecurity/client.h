@@ -5,7 +5,7 @@
  * change that.
  *
  * A client is one connection at a time (to one of its brokers); use it
- * from one thread at a time.
+ * from one thread at a time (but for tsec_client_interrupt).
  */
 #ifndef TINYSECURITY_CLIENT_H
 #define TINYSECURITY_CLIENT_H
@@ -67,7 +67,10 @@ TSEC_API void tsec_client_close(struct tsec_client **c);
  * (a server key that is not the broker's); TSEC_EUNREACHABLE when
  * nothing accepted the connection, or it took the call and did not
  * answer in time (with several brokers, a call that may not be sent
- * again returns TSEC_EUNKNOWN instead, as above).
+ * again returns TSEC_EUNKNOWN instead, as above).  A lock.acquire that
+ * got no answer in time is cancelled at the broker (tsec_client_cancel)
+ * before the call returns, so that a broker that was paused and resumes
+ * takes no lock for a caller that has stopped waiting.
  */
 TSEC_API int tsec_client_call(struct tsec_client *c, const char *method,
 		     const char *params, char **result,
@@ -129,6 +132,41 @@ TSEC_API int tsec_client_set_timeout(struct tsec_client *c, int timeout_ms);
  */
 TSEC_API int tsec_client_raw(struct tsec_client *c, const void *frame, size_t len,
 		    char **reply, struct tsec_error *err);
+
+/*
+ * Ends the wait of the call in progress on c, or of the next one if none
+ * is: it returns TSEC_ECANCELED.  A call the broker took is cancelled
+ * there first (see tsec_client_cancel), and the call waits up to half a
+ * second for the broker to say it heard, so that a process that exits
+ * at once (^C) takes no lock with it.  tsec_client_next returns
+ * TSEC_ECANCELED at once instead, having read nothing.  Safe from any
+ * thread and from a signal handler (a flag and a write to an eventfd);
+ * the only call on c that may run beside another.
+ */
+TSEC_API void tsec_client_interrupt(struct tsec_client *c);
+
+/*
+ * Calls answered later: many may be in flight on one connection, so a
+ * host that waits for many locks holds one connection for all of them.
+ * tsec_client_send sends a call as tsec_client_call would (a
+ * lock.acquire carries the client's timeout as its deadline_ms) and
+ * returns at once with its id in *id; it is never sent again to another
+ * broker.  tsec_client_next waits up to timeout_ms for the next answer
+ * to any call sent so: its call's id in *id (0 for an answer to no
+ * call), and its result (*result, new text) or its error code as
+ * tsec_client_call's; TSEC_ETIMEDOUT (*id 0) when none came in time,
+ * TSEC_ECANCELED (*id 0) when tsec_client_interrupt woke it.
+ * tsec_client_cancel tells the broker the answer to call id is not
+ * wanted: a call still queued or waiting for a lock is dropped (answered
+ * "cancelled"), and a lock taken for it, even one answered already, is
+ * let go.  It does not wait: the cancel's own answer comes through
+ * tsec_client_next with an id of its own.
+ */
+TSEC_API int tsec_client_send(struct tsec_client *c, const char *method, const char *params,
+			      long *id, struct tsec_error *err);
+TSEC_API int tsec_client_next(struct tsec_client *c, int timeout_ms, long *id, char **result,
+			      struct tsec_error *err);
+TSEC_API int tsec_client_cancel(struct tsec_client *c, long id, struct tsec_error *err);
 
 /*
  * Check through the broker: n requests (their principal and roles are

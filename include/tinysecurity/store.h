@@ -356,6 +356,13 @@ TSEC_API int tsec_lock_wait_begin(struct tsec_store *s, const struct tsec_princi
 TSEC_API int tsec_lock_wait_step(struct tsec_store *s, const struct tsec_principal *who,
 				 struct tsec_lock_wait *w,
 				 struct tsec_lock *out, struct tsec_error *err);
+/*
+ * Ends a wait without the lock (its caller went away, or cancelled it):
+ * it leaves the lock's queue now, so the waiter behind it is served next
+ * rather than after the queue forgets it.  No policy is asked (leaving
+ * takes nothing).  w is not stepped again.
+ */
+TSEC_API void tsec_lock_wait_abandon(struct tsec_store *s, const struct tsec_lock_wait *w);
 
 /*
  * Extends the lease of a lock this caller holds to now + ttl_ms.

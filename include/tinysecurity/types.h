@@ -60,7 +60,8 @@ extern "C" {
 	X(EUNREACHABLE, -26, "unreachable",       "no broker answered") \
 	X(EROLLBACK, -27,   "rollback",           "revision not above the accepted one") \
 	X(ECORRUPT,  -28,   "corrupt",            "stored data does not verify") \
-	X(ECHANGED,  -29,   "changed",            "changed meanwhile by another writer")
+	X(ECHANGED,  -29,   "changed",            "changed meanwhile by another writer") \
+	X(ECANCELED, -30,   "cancelled",          "cancelled by the caller")
 
 enum tsec_errno {
 #define TSEC__ERRNO_ENUM(name, value, wire, msg) TSEC_##name = value,

@@ -33,7 +33,7 @@ static void start(void)
 	d.cfg.allow_unsigned = 1;
 	pthread_mutex_init(&d.reload_lock, NULL);
 	pthread_mutex_init(&d.policy_lock, NULL);
-	tsec__held_init(&d.held);
+	tsec__held_init(&d.held, d.cfg.ncallers);
 	d.st.by_method = calloc(tsec__nmethods, sizeof(*d.st.by_method));
 	d.st.hist = calloc(tsec__nmethods, sizeof(*d.st.hist));
 	if (!d.st.by_method || !d.st.hist || tsec_bus_new(&d.bus) ||
@@ -61,7 +61,7 @@ static void with_frames(const uint8_t *data, size_t size, const uint8_t *nul)
 {
 	struct tsec__frames in = { 0 }, out;
 	const uint8_t *p = nul + 1, *end = data + size;
-	bool parked = false;
+	struct tsec__run run = { 0 };
 	char *reply;
 
 	/* "JSON\0" alone: no frames, its values asked back as frames. */
@@ -75,9 +75,9 @@ static void with_frames(const uint8_t *data, size_t size, const uint8_t *nul)
 		p = q + 1;
 	}
 	/* As a worker runs a call with frames: it never parks. */
-	reply = tsec__dispatch_step(&d, 0, (const char *)data, (size_t)(nul - data), &in, NULL,
-				    NULL, &parked, &out);
-	if (!reply || parked)
+	reply = tsec__dispatch_step(&d, 0, (const char *)data, (size_t)(nul - data), &in, &run,
+				    &out);
+	if (!reply || run.parked)
 		__builtin_trap();
 	if (out.n && (!reply || !strstr(reply, "_frame\":")))
 		__builtin_trap();
