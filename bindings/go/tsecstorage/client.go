@@ -125,6 +125,23 @@ type wireError struct {
 	Rules   []string `json:"rules"`
 }
 
+// errorOf is the error of a call that returned rc: the broker's error
+// reply (its message, and a refusal's reason and rules) when there was
+// one, else the client library's.
+func (c *conn) errorOf(rc C.int, cerr *C.struct_tsec_error) *Error {
+	e := &Error{Code: errName(int(rc)), Errno: int(rc), Message: C.GoString(&cerr.msg[0])}
+	if le := C.tsec_client_last_error(c.c); le != nil {
+		var w wireError
+		if json.Unmarshal([]byte(C.GoString(le)), &w) == nil {
+			e.Message, e.Reason, e.Rules = w.Message, w.Reason, w.Rules
+			if e.Rules == nil && w.Reason != "" {
+				e.Rules = []string{}
+			}
+		}
+	}
+	return e
+}
+
 // call sends one call and decodes its result into out (when not nil).
 // timeout is the whole call's; the caller's context may shorten it.
 // A call that got no reply leaves the connection unfit: noReply is then
@@ -198,15 +215,8 @@ func (c *conn) callFrames(ctx context.Context, timeout time.Duration, method str
 		C.tsec_client_frames_free(&cout[0], nout)
 	}
 	if rc != 0 {
-		e := &Error{Code: errName(int(rc)), Errno: int(rc), Message: C.GoString(&cerr.msg[0])}
-		if le := C.tsec_client_last_error(c.c); le != nil {
-			var w wireError
-			if json.Unmarshal([]byte(C.GoString(le)), &w) == nil {
-				e.Message, e.Reason, e.Rules = w.Message, w.Reason, w.Rules
-				if e.Rules == nil && w.Reason != "" {
-					e.Rules = []string{}
-				}
-			}
+		e := c.errorOf(rc, &cerr)
+		if C.tsec_client_last_error(c.c) != nil {
 			return false, nil, e
 		}
 		// No error reply: nothing answered, or the reply was not one.

@@ -19,7 +19,11 @@ type acquired struct {
 // the background every LockTTL/3, so it outlives a slow critical
 // section; a process that dies leaves it to expire after LockTTL.  Two
 // goroutines of one process taking the same name wait for each other
-// like any two holders.
+// like any two holders.  The wait runs at the broker on a connection
+// of its own (the Storage's other calls never wait behind it), and a
+// ctx that ends cancels it there at once: Lock returns ctx's error and
+// holds nothing, the broker letting go a lock it took for this call
+// meanwhile.
 func (s *Storage) Lock(ctx context.Context, name string) error {
 	ttl := s.opts.LockTTL.Milliseconds()
 	for {
@@ -32,10 +36,10 @@ func (s *Storage) Lock(ctx context.Context, name string) error {
 		if closed {
 			return ErrClosed
 		}
-		// One wait at the broker at a time, no longer than LockPoll,
-		// so that a cancelled context is noticed.
-		// Within the context's deadline, with room for the answer: the
-		// broker says "timed out" before this process stops listening.
+		// One wait at the broker at a time, no longer than LockPoll;
+		// within the context's deadline, with room for the answer, so
+		// that the broker says "timed out" before this process stops
+		// listening.
 		wait := s.opts.LockPoll
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl)*4/5 < wait {
 			wait = time.Until(dl) * 4 / 5
@@ -43,13 +47,19 @@ func (s *Storage) Lock(ctx context.Context, name string) error {
 		if wait < time.Millisecond {
 			return context.DeadlineExceeded
 		}
-		var r acquired
-		err := s.call(ctx, "Lock", name, wait, "lock.acquire", map[string]interface{}{
+		r, err := s.waiter.acquire(ctx.Done(), map[string]interface{}{
 			"name": name, "ttl_ms": ttl, "timeout_ms": wait.Milliseconds(),
-		}, &r)
+			"deadline_ms": (wait + s.opts.Timeout).Milliseconds(),
+		}, wait+s.opts.Timeout)
+		if err == errWaitEnded {
+			return ctx.Err()
+		}
 		var e *Error
-		if errors.As(err, &e) && e.Code == "timed_out" {
-			continue
+		if errors.As(err, &e) {
+			e.Op, e.Key = "Lock", name
+			if e.Code == "timed_out" {
+				continue
+			}
 		}
 		if err != nil {
 			return err

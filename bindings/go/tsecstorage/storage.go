@@ -17,7 +17,8 @@
 //
 // A Storage keeps a small pool of connections (the client library's
 // connection serves one call at a time) and may be used from any number
-// of goroutines.
+// of goroutines; every Lock waits at the broker on one connection more,
+// of its own, however many wait at once.
 package tsecstorage
 
 import (
@@ -64,8 +65,9 @@ type Options struct {
 	// LockTTL is a lock's lease (default 20 s). While held it is renewed
 	// every LockTTL/3; a process that dies leaves it to expire.
 	LockTTL time.Duration
-	// LockPoll bounds one wait for a lock at the broker (default 1 s):
-	// Lock notices a cancelled context within about this long.
+	// LockPoll bounds one wait for a lock at the broker (default 30 s,
+	// the broker's own bound); Lock then asks again.  A context that
+	// ends cancels the wait at the broker at once, whatever LockPoll.
 	LockPoll time.Duration
 	// MaxConns bounds the connections to the broker (default 8).
 	MaxConns int
@@ -131,6 +133,9 @@ type Storage struct {
 	mu     sync.Mutex
 	held   map[string]*held
 	closed bool
+
+	// Every Lock's wait at the broker, on a connection of its own.
+	waiter *waiter
 }
 
 // held is a lock this Storage holds, kept alive in the background.
@@ -171,7 +176,7 @@ func New(o Options) (*Storage, error) {
 		return nil, errors.New("tsecstorage: LockTTL below 300 ms")
 	}
 	if o.LockPoll <= 0 {
-		o.LockPoll = time.Second
+		o.LockPoll = 30 * time.Second
 	}
 	if o.MaxConns <= 0 {
 		o.MaxConns = 8
@@ -183,6 +188,7 @@ func New(o Options) (*Storage, error) {
 		held:  map[string]*held{},
 		name:  o.Endpoint,
 	}
+	s.waiter = newWaiter(s)
 	if s.name == "" {
 		s.name = o.Brokers[0].Endpoint
 	}
@@ -231,6 +237,7 @@ func (s *Storage) Close() error {
 	for _, n := range names {
 		s.unlock(ctx, n)
 	}
+	s.waiter.close()
 	for {
 		select {
 		case c := <-s.idle:
