@@ -89,7 +89,7 @@ STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c records.c t
 	file/file.c file/file_tree.c file/file_folders.c file/file_journal.c file/file_commit.c \
 	file/file_recover.c file/file_lock.c \
 	memory/memory.c \
-	etcd/etcd_http.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_session.c etcd/etcd_queue.c \
+	etcd/etcd_http.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_keeper.c etcd/etcd_queue.c \
 	etcd/etcd_feed.c \
 	redis/redis.c redis/redis_kv.c redis/redis_lock.c redis/redis_tls.c) \
 	broker/certcache/certcache.c broker/certcache/certcache_pem.c
@@ -128,7 +128,7 @@ DAEMON := $(B)/tsec-broker
 CLI := $(B)/tsec
 
 TESTS := key match compile cert decision loader reload exports verifier wire docs build_flags hacking \
-	callers \
+	callers sandbox \
 	remote s3 \
 	conformance fleet brokers cli acme crash hardening \
 	store store_disk lock certcache daemon daemon_cli archive faults chaos
@@ -495,6 +495,12 @@ $(B)/tests/test_hacking: tests/test_hacking.sh
 	@mkdir -p $(dir $@)
 	$(call msg,GEN,$@)
 	$(Q)cp $< $@ && chmod +x $@
+
+# The broker under its unit's sandboxing (a shell script; root only).
+$(B)/tests/test_sandbox: tests/test_sandbox.sh
+	@mkdir -p $(dir $@)
+	$(call msg,GEN,$@)
+	$(Q)sed 's|@B@|$(B)|' $< > $@ && chmod +x $@
 
 # Every command line the documentation shows (a shell script).
 $(B)/tests/test_docs: tests/test_docs.sh

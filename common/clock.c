@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 
@@ -10,36 +11,117 @@ int64_t tsec__wall_skew_ms;
 _Atomic int64_t tsec__clock_shift_ms;
 _Atomic bool tsec__clock_virtual;
 
-static char boot_id[40];
+/*
+ * Which boot this process runs in, and how its boot clock reads against
+ * the machine's: read once.  The file store's leases are judged on the
+ * boot clock with the boot's id, so a process that cannot tell either
+ * must not judge them (issue 48: under systemd's ProcSubset=pid the id
+ * read as "-", every boot looked the same, and a lock left by a boot
+ * that had run 30 days stayed held about 30 days after a reboot; a
+ * broker in a time namespace read another boot clock and took a live
+ * lock at once).
+ */
+static struct {
+	char id[40];                 /* "" when unknown */
+	int64_t offset_ms;           /* this time namespace's boot clock, ahead of the host's */
+	char why[200];               /* why either is unknown */
+} boot;
 static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
 
-static void boot_read(void)
+/* The boot id: 36 characters of lower-case hex and dashes. */
+static void boot_id_read(void)
 {
 	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
 	size_t n = 0;
 
-	if (f) {
-		n = fread(boot_id, 1, sizeof(boot_id) - 1, f);
-		fclose(f);
+	if (!f) {
+		snprintf(boot.why, sizeof(boot.why), "/proc/sys/kernel/random/boot_id: %s "
+			 "(a sandbox hiding /proc/sys, such as systemd's ProcSubset=pid?)",
+			 strerror(errno));
+		return;
 	}
-	while (n && (boot_id[n - 1] == '\n' || boot_id[n - 1] == ' '))
+	n = fread(boot.id, 1, sizeof(boot.id) - 1, f);
+	fclose(f);
+	while (n && (boot.id[n - 1] == '\n' || boot.id[n - 1] == ' '))
 		n--;
-	boot_id[n] = '\0';
+	boot.id[n] = '\0';
 	/* Only what a boot id is made of: it goes into lock files. */
 	for (size_t i = 0; i < n; i++)
-		if (!((boot_id[i] >= '0' && boot_id[i] <= '9') ||
-		      (boot_id[i] >= 'a' && boot_id[i] <= 'f') || boot_id[i] == '-'))
-			boot_id[0] = '\0';
-	/* No id: every boot reads the same, and a lease of an earlier one
-	 * lasts at most its own length on this boot's clock. */
-	if (!boot_id[0])
-		strcpy(boot_id, "-");
+		if (!((boot.id[i] >= '0' && boot.id[i] <= '9') ||
+		      (boot.id[i] >= 'a' && boot.id[i] <= 'f') || boot.id[i] == '-'))
+			n = 0;
+	if (n != 36) {
+		boot.id[0] = '\0';
+		snprintf(boot.why, sizeof(boot.why), "/proc/sys/kernel/random/boot_id does not "
+			 "hold a boot id");
+	}
+}
+
+/*
+ * The boot clock's offset in this process's time namespace (time
+ * namespaces, Linux 5.6: /proc/self/timens_offsets, "boottime SECS
+ * NSECS").  The file shows the namespace this process's children get; a
+ * process whose own namespace differs (it unshared one) cannot know its
+ * own offset from it.  No file (a kernel without time namespaces): 0.
+ */
+static void boot_offset_read(void)
+{
+	char own[64] = "", kids[64] = "", line[128];
+	ssize_t a = readlink("/proc/self/ns/time", own, sizeof(own) - 1);
+	ssize_t k = readlink("/proc/self/ns/time_for_children", kids, sizeof(kids) - 1);
+	long long secs, nsecs;
+	FILE *f;
+
+	if (a < 0 && errno == ENOENT)
+		return;
+	if (a < 0 || k < 0 || strcmp(own, kids)) {
+		snprintf(boot.why, sizeof(boot.why), "cannot tell this process's time namespace "
+			 "(/proc/self/ns/time%s)", a < 0 || k < 0 ? " unreadable" : " differs from "
+			 "its children's");
+		return;
+	}
+	if (!(f = fopen("/proc/self/timens_offsets", "re"))) {
+		snprintf(boot.why, sizeof(boot.why), "/proc/self/timens_offsets: %s",
+			 strerror(errno));
+		return;
+	}
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "boottime %lld %lld", &secs, &nsecs) == 2)
+			boot.offset_ms = secs * 1000 + nsecs / 1000000;
+	fclose(f);
+}
+
+static void boot_read(void)
+{
+	boot_id_read();
+	if (boot.id[0])
+		boot_offset_read();
+	if (boot.why[0])
+		boot.id[0] = '\0';
 }
 
 const char *tsec__boot_id(void)
 {
 	pthread_once(&boot_once, boot_read);
-	return boot_id;
+	return boot.id;
+}
+
+int tsec__boot_known(char *why, size_t n)
+{
+	pthread_once(&boot_once, boot_read);
+	if (!boot.id[0] && why)
+		snprintf(why, n, "%s", boot.why);
+	return boot.id[0] ? 0 : -1;
+}
+
+int64_t tsec__boot_ms(void)
+{
+	struct timespec ts;
+
+	pthread_once(&boot_once, boot_read);
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - boot.offset_ms +
+	       tsec__clock_shift();
 }
 
 void tsec__sleep_ns(uint64_t ns)

@@ -113,23 +113,23 @@ static inline uint64_t tsec__wall_us(void)
 }
 
 /*
- * Milliseconds since this machine booted (CLOCK_BOOTTIME): the clock
- * every process on the machine shares, that never jumps (an NTP step, a
- * wrong wall clock) and that counts a suspend.  The file store's leases
- * are judged on it (with the boot's id, tsec__boot_id: another boot's
- * value means nothing here).
+ * Milliseconds since this machine booted (CLOCK_BOOTTIME, less this
+ * process's time namespace's offset: the host's boot clock): the clock
+ * every process on the machine shares, whatever namespace it runs in,
+ * that never jumps (an NTP step, a wrong wall clock) and that counts a
+ * suspend.  The file store's leases are judged on it, with the boot's id
+ * (tsec__boot_id: another boot's value means nothing here).
  */
-static inline int64_t tsec__boot_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + tsec__clock_shift();
-}
+int64_t tsec__boot_ms(void);
 
 /* This boot's id (/proc/sys/kernel/random/boot_id, 36 characters), read
- * once; "-" when the kernel does not say. */
+ * once; "" when this process cannot tell which boot it runs in, or how
+ * its boot clock reads against the machine's. */
 const char *tsec__boot_id(void);
+
+/* 0 when both are known; else -1 and why (into why[0..n)).  A part that
+ * judges leases by the boot clock refuses to run without them. */
+int tsec__boot_known(char *why, size_t n);
 
 /* A time on the monotonic-style clock `now` reads, as unix milliseconds
  * on this process's wall clock (for callers): now_wall + (t - now). */

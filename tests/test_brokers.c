@@ -167,7 +167,7 @@ static void broker_cfg(int i, const char *etcd_eps, char *cfg, size_t cap)
 		 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"%s\","
 		 " \"policy_public_key\": \"%s\", \"state_dir\": \"%s/state%d\","
 		 " \"storage\": {\"backend\": \"etcd\", \"endpoints\": [\"%s\"],"
-		 "               \"prefix\": \"fleet\", \"clock_skew_ms\": 1, \"timeout_ms\": 2000},"
+		 "               \"prefix\": \"fleet\", \"timeout_ms\": 2000},"
 		 " \"endpoints\": [\"%s\"],"
 		 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:app\", \"admin\": true}]}",
 		 TSEC_BUILD_DIR, F.policy, pkhex, F.dir, i, etcd_eps, F.ipc[i], (int)getuid());
@@ -805,6 +805,82 @@ static void test_wall_clock_an_hour_fast(void **state)
 	stop_broker(3, SIGTERM);
 }
 
+/*
+ * Two brokers over etcd with default settings, the second's wall clock
+ * alone an hour ahead (issue 48, item 5): a lock taken through the first
+ * is renewed, written under (fenced) and released through the second,
+ * and the second sees it held.  Before, the guards compared the deadline
+ * the first broker wrote (its wall clock) with the second's wall clock:
+ * renew and fenced put were refused "your lease has ended" with a minute
+ * left.  No broker's clock decides anything about a lock on etcd now;
+ * etcd's lease of the lock does.
+ */
+static void test_etcd_wall_clock_an_hour_fast(void **state)
+{
+	json_t *lk, *r;
+	char *p, *w;
+	int rc;
+
+	(void)state;
+	if (access(FAKETIME_LIB, R_OK))
+		fail_msg("%s is missing: sh scripts/deps.sh servers installs libfaketime",
+			 FAKETIME_LIB);
+	for (int i = 2; i < 4; i++) {
+		char cfg[2048], mk[200];
+
+		snprintf(F.ipc[i], sizeof(F.ipc[i]), "ipc://%s/b%d.sock", F.dir, i);
+		snprintf(F.cfg[i], sizeof(F.cfg[i]), "%s/broker%d.json", F.dir, i);
+		snprintf(F.err[i], sizeof(F.err[i]), "%s/broker%d.err", F.dir, i);
+		snprintf(mk, sizeof(mk), "mkdir -p %s/clock-state%d", F.dir, i);
+		assert_int_equal(system(mk), 0);
+		snprintf(cfg, sizeof(cfg),
+			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"%s\","
+			 " \"policy_public_key\": \"%s\", \"state_dir\": \"%s/clock-state%d\","
+			 " \"storage\": {\"backend\": \"etcd\", \"endpoints\": [\"%s\"],"
+			 "               \"prefix\": \"clocks\"},"
+			 " \"endpoints\": [\"%s\"],"
+			 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:app\"}]}",
+			 TSEC_BUILD_DIR, F.policy, pkhex, F.dir, i, F.etcd.endpoints, F.ipc[i],
+			 (int)getuid());
+		write_file(F.cfg[i], cfg);
+		F.fast[i] = i == 3;
+		start_broker(i);
+	}
+	lk = call(2, "lock.acquire", "{\"name\": \"clk\", \"ttl_ms\": 60000}", &rc);
+	assert_int_equal(rc, 0);
+	/* The fast broker sees a live lock. */
+	r = call(3, "lock.acquire", "{\"name\": \"clk\", \"ttl_ms\": 60000}", &rc);
+	assert_int_equal(rc, TSEC_EBUSY);
+	json_decref(r);
+	assert_true(asprintf(&p, "{\"name\": \"clk\", \"token\": \"%s\", \"ttl_ms\": 60000}",
+			     json_string_value(json_object_get(lk, "token"))) > 0);
+	assert_true(asprintf(&w, "{\"key\": \"clocks/v\", \"value\": \"x\", \"lock\": "
+			     "{\"name\": \"clk\", \"token\": \"%s\", \"fence\": %lld}}",
+			     json_string_value(json_object_get(lk, "token")),
+			     (long long)json_integer_value(json_object_get(lk, "fence"))) > 0);
+	/* Its holder renews and writes through the fast broker. */
+	r = call(3, "store.put", w, &rc);
+	if (rc)
+		fail_msg("a fenced put through a broker an hour fast: %d", rc);
+	json_decref(r);
+	r = call(3, "lock.renew", p, &rc);
+	if (rc)
+		fail_msg("a renew through a broker an hour fast: %d", rc);
+	json_decref(r);
+	/* And through the first again, the fast broker having renewed. */
+	r = call(2, "store.put", w, &rc);
+	assert_int_equal(rc, 0);
+	json_decref(r);
+	r = call(3, "lock.release", p, &rc);
+	assert_int_equal(rc, 0);
+	json_decref(r);
+	free(p);
+	free(w);
+	json_decref(lk);
+	stop_broker(2, SIGTERM);
+	stop_broker(3, SIGTERM);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -817,6 +893,7 @@ int main(void)
 		cmocka_unit_test(test_sigterm_leaves_locks),
 		cmocka_unit_test_teardown(test_fleet_replay_and_freeze, stop_extra),
 		cmocka_unit_test_teardown(test_wall_clock_an_hour_fast, stop_extra),
+		cmocka_unit_test_teardown(test_etcd_wall_clock_an_hour_fast, stop_extra),
 	};
 
 	return cmocka_run_group_tests_name("brokers: two on one etcd", tests, setup, teardown);

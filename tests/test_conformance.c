@@ -51,7 +51,6 @@ static int setup(void **state)
 			.endpoints = cur->backend[0] == 'e' ? etcd.endpoints : redis.endpoints,
 			.prefix = prefix,
 			/* One machine, one clock: no allowance for skew. */
-			.clock_skew_ms = cur->backend[0] == 'e' ? 1 : 0,
 		};
 		snprintf(cur_prefix, sizeof(cur_prefix), "conf/%d-%d", (int)getpid(), ++serial);
 		tu_store_open_with(t, &o);
@@ -638,13 +637,10 @@ static void test_conf_huge_leases(void **state)
  * memory judge leases by the boot and monotonic clocks, redis and etcd
  * by the server's lease.  What the holder is told stays true on its own
  * clock: expires_ms on this process's wall clock, at most ttl ahead.
- * (etcd here opts in to clock_skew_ms = 1, so an hour's skew ahead is
- * outside what it was promised; test_fleet covers etcd's default.)
  */
 static void test_conf_wall_clock_steps(void **state)
 {
 	struct tu_store *t = *state;
-	bool etcd_skew = !strcmp(cur->backend, "etcd");
 	struct tsec_lock a, b;
 	struct tsec_error err;
 	int64_t before, left;
@@ -655,25 +651,18 @@ static void test_conf_wall_clock_steps(void **state)
 	assert_true(a.expires_ms >= before + 60000 - 1000 && a.expires_ms <= tsec__wall_ms() + 60000);
 	tsec__wall_skew_ms = 3600 * 1000;
 	rc = tsec_lock_try_acquire(t->store, &app, "clock", 60000, &b, &err);
-	if (!etcd_skew)
-		assert_int_equal(rc, TSEC_EBUSY);
-	if (rc == 0) {
-		assert_int_equal(tsec_lock_release(t->store, &app, &b, &err), 0);
-	} else {
-		assert_int_equal(tsec_lock_renew(t->store, &app, &a, 60000, &err), 0);
-		left = a.expires_ms - tsec__wall_ms();
-		assert_true(left > 0 && left <= 60000);
-	}
+	assert_int_equal(rc, TSEC_EBUSY);
+	assert_int_equal(tsec_lock_renew(t->store, &app, &a, 60000, &err), 0);
+	left = a.expires_ms - tsec__wall_ms();
+	assert_true(left > 0 && left <= 60000);
 	tsec__wall_skew_ms = 0;
-	if (rc != 0)
-		assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), 0);
+	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), 0);
 	/* Back an hour: a 30 ms lease still ends 30 ms on. */
 	assert_int_equal(tsec_lock_acquire(t->store, &app, "clock", 30, 0, &a, &err), 0);
 	tsec__wall_skew_ms = -3600 * 1000;
 	tsec__clock_advance(31);
 	TU_WAIT((rc = tsec_lock_try_acquire(t->store, &app, "clock", 60000, &b, &err)) != TSEC_EBUSY);
 	assert_int_equal(rc, 0);
-	/* (etcd's deadline is on the wall clock the lease was taken by) */
 	if (tsec_lock_release(t->store, &app, &b, &err))
 		fail_msg("release: %s", err.msg);
 	tsec__wall_skew_ms = 0;
@@ -910,7 +899,7 @@ static void test_conf_feed_any_subscriber(void **state)
 	struct tsec_store_opts o = {
 		.backend = cur->backend, .endpoints = cur->backend[0] == 'e' ? etcd.endpoints
 									     : redis.endpoints,
-		.prefix = cur_prefix, .clock_skew_ms = cur->backend[0] == 'e' ? 1 : 0,
+		.prefix = cur_prefix,
 	};
 	struct tsec__backend *other = NULL;
 	struct tsec_error err;

@@ -48,8 +48,6 @@ static struct tsec_store_opts opts_for(const char *backend, char *prefix, size_t
 
 	snprintf(prefix, cap, "fleet/%d-%d", (int)getpid(), ++serial);
 	o.endpoints = backend[0] == 'e' ? etcd.endpoints : redis.endpoints;
-	if (backend[0] == 'e')
-		o.clock_skew_ms = 1;
 	return o;
 }
 
@@ -403,7 +401,8 @@ static void test_bad_options(void **state)
 		{ { .backend = "etcd", .endpoints = etcd.endpoints, .tls_cert = "/x" }, "needs its key" },
 		{ { .backend = "redis", .endpoints = "127.0.0.1" }, "not host:port" },
 		{ { .backend = "redis", .endpoints = "a:1,b:2" }, "one endpoint" },
-		{ { .backend = "redis", .endpoints = redis.endpoints, .clock_skew_ms = 5 }, "takes" },
+		{ { .backend = "redis", .endpoints = redis.endpoints, .clock_skew_ms = 5 }, "retired" },
+		{ { .backend = "etcd", .endpoints = etcd.endpoints, .clock_skew_ms = 1 }, "retired" },
 		{ { .backend = "file", .root = "/tmp/x", .endpoints = "http://a" }, "takes no" },
 		{ { .backend = "etcdd" }, "unknown backend" },
 	};
@@ -603,7 +602,7 @@ static void test_etcd_cluster_leader_dies(void **state)
 {
 	struct tu_server c;
 	char prefix[64];
-	struct tsec_store_opts o = { .backend = "etcd", .prefix = prefix, .clock_skew_ms = 1 };
+	struct tsec_store_opts o = { .backend = "etcd", .prefix = prefix };
 	struct fleet_run f = { 0 };
 	struct writer w[4];
 	struct holding hd[2];
@@ -709,10 +708,11 @@ static void test_redis_restart_without_persistence(void **state)
 
 /*
  * A broker whose wall clock reads an hour ahead does not take over a lock
- * whose holder is alive: on etcd a lock ends at the deadline its own
- * broker wrote, by that broker's clock, or when etcd ends that broker's
- * lease, never when another broker's clock says so (issue 17, defect 7).  A fleet that
- * opts in with clock_skew_ms is taken over by the clock, as it asked.
+ * whose holder is alive, and renews it: on etcd a lock ends at the
+ * deadline its own broker wrote, by that broker's monotonic clock, or
+ * when etcd ends the lock's lease, never when a broker's wall clock says
+ * so (issue 17, defect 7; issue 48, item 5: the opt-in that let a
+ * taker's wall clock end it, clock_skew_ms, is retired).
  */
 static void test_etcd_takeover_not_by_clock(void **state)
 {
@@ -724,12 +724,15 @@ static void test_etcd_takeover_not_by_clock(void **state)
 	int rc;
 
 	(void)state;
-	o.clock_skew_ms = 0;             /* the default */
 	tu_store_open_with(&t, &o);
 	tu_store_open_with(&skewed, &o);
 	assert_int_equal(tsec_lock_acquire(t.store, &app, "clk", 60000, 0, &lk, &err), 0);
 	tsec__wall_skew_ms = 3600 * 1000;
 	rc = tsec_lock_try_acquire(skewed.store, &app, "clk", 60000, &other, &err);
+	/* Busy, and its holder renews through the skewed broker (a renew
+	 * refused there is rc 2: the clock's skew restored first). */
+	if (rc == TSEC_EBUSY && tsec_lock_renew(skewed.store, &app, &lk, 60000, &err))
+		rc = 2;
 	tsec__wall_skew_ms = 0;
 	assert_int_equal(rc, TSEC_EBUSY);
 	assert_int_equal(tsec_lock_renew(t.store, &app, &lk, 60000, &err), 0);
@@ -744,27 +747,14 @@ static void test_etcd_takeover_not_by_clock(void **state)
 	assert_int_equal(tsec_lock_release(skewed.store, &app, &other, &err), 0);
 	tu_store_close(&skewed);
 	tu_store_close(&t);
-	/* Opted in: clocks are trusted to agree within clock_skew_ms. */
-	o.clock_skew_ms = 1000;
-	tu_store_open_with(&t, &o);
-	tu_store_open_with(&skewed, &o);
-	assert_int_equal(tsec_lock_acquire(t.store, &app, "clk2", 60000, 0, &lk, &err), 0);
-	tsec__wall_skew_ms = 3600 * 1000;
-	rc = tsec_lock_try_acquire(skewed.store, &app, "clk2", 60000, &other, &err);
-	tsec__wall_skew_ms = 0;
-	assert_int_equal(rc, 0);
-	assert_int_equal(tsec_lock_renew(t.store, &app, &lk, 60000, &err), TSEC_ENOTOWNER);
-	assert_int_equal(tsec_lock_release(skewed.store, &app, &other, &err), 0);
-	tu_store_close(&skewed);
-	tu_store_close(&t);
 }
 
 /*
  * A renew to a shorter lease shortens it on the server too (issue 34,
  * item 4): a lock taken for ten minutes and renewed to one second is
  * free for others about a second later on etcd (whose lease was kept at
- * ten minutes, so others waited that long) as on redis.  clock_skew_ms is 0:
- * only the server ends the lease.  The fence does not change.
+ * ten minutes, so others waited that long) as on redis: only the server
+ * and the broker that wrote the deadline end the lease.  The fence does not change.
  */
 static void renew_shorter_on(const char *backend)
 {
@@ -777,7 +767,6 @@ static void renew_shorter_on(const char *backend)
 	uint64_t fence;
 	int rc;
 
-	o.clock_skew_ms = 0;
 	tu_store_open_with(&t, &o);
 	tu_store_open_with(&peer, &o);
 	assert_int_equal(tsec_lock_acquire(t.store, &app, "shorter", 600000, 0, &lk, &err), 0);
@@ -863,12 +852,13 @@ static uint64_t etcd_requests(const struct tu_store *t)
 }
 
 /*
- * Round trips of a lock on etcd (issue 36): acquire is one create txn on
- * the broker's lease (was a lease grant and a txn; the lease is granted
- * once, at the broker's first lock of that length), renew one txn (was a
- * txn and a keepalive), release one txn.  A try that finds the lock held
- * costs that one txn (was a grant, a txn and a revoke); a name found held
- * within the last second is read first, one request per poll.
+ * Round trips of a lock on etcd.  Issue 36 made an acquire one txn on the
+ * broker's shared lease; issue 48 put each lock on a lease of its own
+ * again (a dead broker's lock blocked others for up to 4.4 TTLs on the
+ * shared one, item 6), so: acquire is a lease and the create txn, renew a
+ * lease and one txn, release one txn.  A try that finds the lock held
+ * costs the lease and the txn; a name found held within the last second
+ * is read first, one request per poll, and no lease is granted for it.
  */
 static void test_etcd_lock_round_trips(void **state)
 {
@@ -884,31 +874,27 @@ static void test_etcd_lock_round_trips(void **state)
 	tu_store_open_with(&t, &o);
 	tu_store_open_with(&peer, &o);
 	n = etcd_requests(&t);
-	assert_int_equal(tsec_lock_try_acquire(t.store, &app, "first", 60000, &lk, &err), 0);
-	assert_int_equal(etcd_requests(&t) - n, 2);      /* the lease, once */
-	assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
-	n = etcd_requests(&t);
 	assert_int_equal(tsec_lock_try_acquire(t.store, &app, "trips", 60000, &lk, &err), 0);
-	assert_int_equal(etcd_requests(&t) - n, 1);
+	assert_int_equal(etcd_requests(&t) - n, 2);
 	n = etcd_requests(&t);
 	assert_int_equal(tsec_lock_renew(t.store, &app, &lk, 60000, &err), 0);
-	assert_int_equal(etcd_requests(&t) - n, 1);
+	assert_int_equal(etcd_requests(&t) - n, 2);
 	n = etcd_requests(&t);
 	assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
 	assert_int_equal(etcd_requests(&t) - n, 1);
-	/* Held by a peer: the one txn; then one read per poll. */
+	/* Held by a peer: the lease and the txn; then one read per poll. */
 	assert_int_equal(tsec_lock_try_acquire(peer.store, &app, "trips", 60000, &other, &err), 0);
 	n = etcd_requests(&t);
 	assert_int_equal(tsec_lock_try_acquire(t.store, &app, "trips", 60000, &lk, &err),
 			 TSEC_EBUSY);
-	assert_int_equal(etcd_requests(&t) - n, 1);
+	assert_int_equal(etcd_requests(&t) - n, 2);
 	t0 = tsec__mono_ms();
 	n = etcd_requests(&t);
 	assert_int_equal(tsec_lock_try_acquire(t.store, &app, "trips", 60000, &lk, &err),
 			 TSEC_EBUSY);
 	if (tsec__mono_ms() - t0 < TSEC__ETCD_BUSY_MS)   /* else it may look again */
 		assert_int_equal(etcd_requests(&t) - n, 1);
-	/* Freed: read, txn; the lock is taken. */
+	/* Freed: read, lease, txn; the lock is taken. */
 	assert_int_equal(tsec_lock_release(peer.store, &app, &other, &err), 0);
 	assert_int_equal(tsec_lock_try_acquire(t.store, &app, "trips", 60000, &lk, &err), 0);
 	assert_true(lk.fence > other.fence);
@@ -942,9 +928,9 @@ static size_t held_count(const struct tu_store *t)
 	struct etcd *e = tsec__etcd_of(t->store->be);
 	size_t n;
 
-	pthread_mutex_lock(&e->sess_mu);
+	pthread_mutex_lock(&e->keep_mu);
 	n = e->nheld;
-	pthread_mutex_unlock(&e->sess_mu);
+	pthread_mutex_unlock(&e->keep_mu);
 	return n;
 }
 
@@ -960,62 +946,112 @@ static void lease_end(const struct tu_store *t, int64_t lease)
 	json_decref(r);
 }
 
-/*
- * A lock on a broker's shared lease (issue 36) keeps every promise a lock
- * on a lease of its own kept:
- * - a broker that stops (or dies) does not end its holders' locks before
- *   their deadline, and they end once etcd ends its lease;
- * - a renew through another broker moves the lock onto that broker's
- *   lease, so the first broker's lease ending does not end it;
- * - a broker whose lease etcd ended (it was paused past it) takes locks
- *   again on a fresh lease, and its locks on the old one are gone.
- */
-static void test_etcd_lock_on_broker_lease(void **state)
+/* etcd's view of a lease: its granted TTL in seconds (0: gone), and how
+ * many keys it carries, each checked to be one of want[0..nwant). */
+static int64_t lease_granted(const struct tu_store *t, int64_t lease, const char *const *want,
+			     size_t nwant, size_t *nkeys)
 {
-	char prefix[64];
+	struct etcd *e = tsec__etcd_of(t->store->be);
+	json_t *req = json_pack("{sosb}", "ID", tsec__jnum(lease), "keys", 1), *r, *keys, *k;
+	struct tsec_error err;
+	int64_t granted;
+	size_t i;
+
+	assert_int_equal(tsec__etcd_post(e->c, "/v3/lease/timetolive", req, TSEC__ETCD_IDEMPOTENT,
+					 &r, &err), 0);
+	granted = tsec__jint(r, "grantedTTL", 0);
+	if (tsec__jint(r, "TTL", 0) < 0)
+		granted = 0;
+	keys = json_object_get(r, "keys");
+	*nkeys = json_array_size(keys);
+	json_array_foreach(keys, i, k) {
+		size_t j;
+
+		/* etcd gives the keys in base64, as it takes them. */
+		for (j = 0; j < nwant; j++) {
+			char b64[2 * TSEC__BK_MAX];
+
+			sodium_bin2base64(b64, sizeof(b64), (const unsigned char *)want[j],
+					  strlen(want[j]), sodium_base64_VARIANT_ORIGINAL);
+			if (!strcmp(b64, json_string_value(k)))
+				break;
+		}
+		if (j == nwant)
+			fail_msg("lease %lld carries a key not the lock's: %s", (long long)lease,
+				 json_string_value(k));
+	}
+	json_decref(r);
+	return granted;
+}
+
+/*
+ * A lock on etcd lives on a lease of its own (issue 48, item 6), granted
+ * for its TTL in whole seconds, carrying its two keys and nothing else,
+ * kept alive by nothing but its holder's renewals (each puts it on a
+ * fresh lease of the renewal's TTL).  So a lock whose broker is gone ends
+ * when etcd ends that lease, ceil(TTL) seconds after its last acquire or
+ * renewal by etcd's clock, and never before its deadline.  It lived on
+ * the broker's shared lease of a power of two seconds at least 1.5 TTLs,
+ * kept alive every quarter of it: a dead broker's lock blocked others
+ * for 1.6 to 4.4 TTLs.
+ */
+static void test_etcd_lock_lease_of_its_own(void **state)
+{
+	char prefix[64], l[TSEC__BK_MAX], d[TSEC__BK_MAX];
 	struct tsec_store_opts o = opts_for("etcd", prefix, sizeof(prefix));
-	struct tsec_lock lk, other;
+	const char *mine[2] = { l, d };
+	struct tsec_lock lk, other, keep;
 	struct tsec_error err;
 	struct tu_store t, peer;
-	int64_t t0, lease;
+	int64_t t0, lease, moved;
+	size_t nkeys;
 	int rc;
 
 	(void)state;
-	o.clock_skew_ms = 0;
 	tu_store_open_with(&t, &o);
 	tu_store_open_with(&peer, &o);
-	t0 = tsec__mono_ms();
+	tsec__etcd_bk(tsec__etcd_of(t.store->be), 'l', "own", l);
+	tsec__etcd_bk(tsec__etcd_of(t.store->be), 'd', "own", d);
+	/* Another lock held meanwhile: it must not share the lease. */
+	assert_int_equal(tsec_lock_acquire(t.store, &app, "bystander", 60000, 0, &keep, &err), 0);
+	assert_int_equal(tsec_lock_acquire(t.store, &app, "own", 3000, 0, &lk, &err), 0);
+	lease = lock_lease(&t, "own");
+	assert_true(lease != 0);
+	assert_int_equal(lease_granted(&t, lease, mine, 2, &nkeys), 3);
+	assert_int_equal(nkeys, 2);
+	/* Renewed through the peer: a fresh lease of the renewal's TTL. */
+	assert_int_equal(tsec_lock_renew(peer.store, &app, &lk, 5000, &err), 0);
+	moved = lock_lease(&peer, "own");
+	assert_true(moved != 0 && moved != lease);
+	assert_int_equal(lease_granted(&peer, moved, mine, 2, &nkeys), 5);
+	assert_int_equal(nkeys, 2);
+	lease_granted(&peer, lease, mine, 2, &nkeys);
+	assert_int_equal(nkeys, 0);      /* the old one carries nothing */
+	/* t's keeper, at the deadline it wrote, leaves the lock alone (and
+	 * keeps the bystander's deadline, a minute on). */
+	TU_WAIT(held_count(&t) == 1);
+	assert_int_equal(tsec_lock_renew(peer.store, &app, &lk, 5000, &err), 0);
+	/* etcd ends the lock's lease: the lock is gone with it. */
+	lease_end(&peer, lock_lease(&peer, "own"));
+	assert_int_equal(tsec_lock_renew(peer.store, &app, &lk, 5000, &err), TSEC_ENOTOWNER);
+	assert_int_equal(tsec_lock_acquire(peer.store, &app, "own", 5000, 0, &lk, &err), 0);
+	assert_int_equal(tsec_lock_release(peer.store, &app, &lk, &err), 0);
+	assert_int_equal(tsec_lock_release(t.store, &app, &keep, &err), 0);
+
+	/* Its broker gone (t's keeper stops with it): etcd ends the lock by
+	 * its lease, never before its deadline. */
 	assert_int_equal(tsec_lock_acquire(t.store, &app, "orphan", 2000, 0, &lk, &err), 0);
-	tu_store_close(&t);              /* its keeper stops: nobody renews */
+	t0 = tsec__mono_ms();
+	tu_store_close(&t);
 	TU_WAIT((rc = tsec_lock_try_acquire(peer.store, &app, "orphan", 60000, &other, &err)) !=
 		TSEC_EBUSY);
 	assert_int_equal(rc, 0);
-	assert_true(tsec__mono_ms() - t0 >= 2000);   /* never before its deadline */
-	assert_int_equal(tsec_lock_release(peer.store, &app, &other, &err), 0);
-
-	/* Renewed through the peer: on the peer's lease from then on. */
-	tu_store_open_with(&t, &o);
-	assert_int_equal(tsec_lock_acquire(t.store, &app, "moved", 1000, 0, &lk, &err), 0);
-	lease = lock_lease(&t, "moved");
-	assert_true(lease != 0);
-	assert_int_equal(tsec_lock_renew(peer.store, &app, &lk, 60000, &err), 0);
-	assert_true(lock_lease(&peer, "moved") != lease);
-	/* t's keeper, at the deadline it wrote, leaves the lock alone. */
-	TU_WAIT(held_count(&t) == 0);
-	assert_int_equal(tsec_lock_renew(peer.store, &app, &lk, 60000, &err), 0);
-	lease_end(&peer, lease);
-	assert_int_equal(tsec_lock_renew(peer.store, &app, &lk, 60000, &err), 0);
-	assert_int_equal(tsec_lock_release(peer.store, &app, &lk, &err), 0);
-
-	/* t's lease ends under it: its lock is gone, and it locks again. */
-	assert_int_equal(tsec_lock_acquire(t.store, &app, "paused", 60000, 0, &lk, &err), 0);
-	lease_end(&t, lock_lease(&t, "paused"));
-	assert_int_equal(tsec_lock_renew(t.store, &app, &lk, 60000, &err), TSEC_ENOTOWNER);
-	assert_int_equal(tsec_lock_acquire(t.store, &app, "paused", 60000, 0, &other, &err), 0);
+	fprintf(stderr, "etcd: a lock of 2000 ms whose broker went was free %lld ms after it "
+		"was taken\n", (long long)(tsec__mono_ms() - t0));
+	assert_true(tsec__mono_ms() - t0 >= 2000);
 	assert_true(other.fence > lk.fence);
-	assert_int_equal(tsec_lock_release(t.store, &app, &other, &err), 0);
+	assert_int_equal(tsec_lock_release(peer.store, &app, &other, &err), 0);
 	tu_store_close(&peer);
-	tu_store_close(&t);
 }
 
 /*
@@ -1068,9 +1104,9 @@ static void test_etcd_queue_across_brokers(void **state)
 /*
  * A whole renewal turn on etcd, as bench_turn makes it (lock, the three
  * files' existence in one read, load, save as one transaction, release):
- * 5 requests, and one more for the broker's first lock of its length,
- * which grants the lease (issue 36; it was 8 in process and 10 through
- * the broker, whose store.exists now takes the three keys at once).
+ * 6 requests, the lock's lease among them (issue 36 made it 5 on the
+ * broker's shared lease, and issue 48 gave each lock its own again; it
+ * was 8 in process and 10 through the broker before issue 36).
  */
 static void test_etcd_turn_round_trips(void **state)
 {
@@ -1108,10 +1144,9 @@ static void test_etcd_turn_round_trips(void **state)
 						      &err), 0);
 		assert_int_equal(tsec_lock_release(t.store, &app, &lk, &err), 0);
 		n = etcd_requests(&t) - n;
-		fprintf(stderr, "etcd renewal turn %s: %llu requests\n",
-			turn ? "after" : "first (grants the broker's lease)",
+		fprintf(stderr, "etcd renewal turn %d: %llu requests\n", turn,
 			(unsigned long long)n);
-		assert_true(n <= (turn ? 5u : 6u));
+		assert_true(n <= 6u);
 	}
 	tsec_cert_files_free(&f);
 	tu_store_close(&t);
@@ -1137,7 +1172,7 @@ int main(void)
 		cmocka_unit_test(test_etcd_renew_shorter),
 		cmocka_unit_test(test_redis_renew_shorter),
 		cmocka_unit_test(test_redis_lease_margin),
-		cmocka_unit_test(test_etcd_lock_on_broker_lease),
+		cmocka_unit_test(test_etcd_lock_lease_of_its_own),
 		cmocka_unit_test(test_etcd_queue_across_brokers),
 		cmocka_unit_test(test_etcd_lock_round_trips),
 		cmocka_unit_test(test_etcd_turn_round_trips),

@@ -86,7 +86,7 @@ static int setup(void **state)
 		struct tsec_store_opts o = {
 			.backend = cur->coord, .cache_bytes = cur->cache_bytes,
 			.endpoints = cur->coord[0] == 'e' ? etcd.endpoints : redis.endpoints,
-			.prefix = x->prefix, .clock_skew_ms = cur->coord[0] == 'e' ? 1 : 0,
+			.prefix = x->prefix,
 		};
 		tu_store_open_with(&x->t, &o);
 		x->so = o;
@@ -1813,7 +1813,7 @@ static int setup3(void **state)
 	tsec_store_close(&x->t.store);
 	{
 		struct tsec_store_opts o = { .backend = "etcd", .endpoints = etcd3.endpoints,
-					     .prefix = x->prefix, .clock_skew_ms = 1,
+					     .prefix = x->prefix,
 					     .timeout_ms = 20000 };
 		struct tsec_error err;
 		if (tsec_store_open_opts(&x->t.store, &o, x->t.bus, NULL, &err))
@@ -1885,7 +1885,6 @@ static int torn_child(const char *dir)
 		so.endpoints = NULL;
 	if (!*so.prefix)
 		so.prefix = NULL;
-	so.clock_skew_ms = !strcmp(so.backend, "etcd") ? 1 : 0;
 	snprintf(key, sizeof(key), "%s/remote.key", dir);
 	snprintf(secret, sizeof(secret), "%s/s3.secret", dir);
 	ro.key_file = key;

@@ -67,7 +67,6 @@
 	X("storage", "prefix", S, st.prefix, 0, 0) \
 	X("storage", "key_file", S, st.key_file, 0, 0) \
 	X("storage", "timeout_ms", I, st.timeout_ms, 1, 600000) \
-	X("storage", "clock_skew_ms", I, st.clock_skew_ms, 1, 600000) \
 	X("storage", "request_max", I, st.request_max, 1024, 1LL << 30) \
 	X("storage", "cache_bytes", I, st.cache_bytes, 0, 1LL << 40) \
 	X("storage", "cache_live_ms", I, st.cache_live_ms, 30, 600000) \
@@ -141,6 +140,14 @@ void tsec__config_settings(FILE *f)
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Settings that were once: refused, each saying why it went. */
+static const struct {
+	const char *section, *name, *why;
+} retired[] = {
+	{ "storage", "clock_skew_ms", "an etcd lock ends by etcd's lease of the lock itself, "
+	  "and no broker's clock decides (issue 48)" },
+};
+
 /* Refuses any member of o not a setting of section; place is o's JSON
  * pointer. */
 static int known_only(json_t *o, const char *place, const char *section)
@@ -157,6 +164,13 @@ static int known_only(json_t *o, const char *place, const char *section)
 			;
 		if (i < n)
 			continue;
+		for (i = 0; i < COUNT(retired); i++)
+			if (!strcmp(section, retired[i].section) && !strcmp(k, retired[i].name))
+				break;
+		if (i < COUNT(retired)) {
+			tsec__say("config %s/%s: retired: %s; remove it", place, k, retired[i].why);
+			return -1;
+		}
 		near = tsec__nearest(k, names, n);
 		tsec__say("config %s/%s: unknown setting%s%s%s", place, k,
 			  near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
@@ -559,7 +573,6 @@ void tsec__store_opts_of(const struct tsec__config *c, struct tsec_store_opts *o
 	o->prefix = st->prefix;
 	o->key_file = st->key_file;
 	o->timeout_ms = (uint32_t)st->timeout_ms;
-	o->clock_skew_ms = (uint32_t)st->clock_skew_ms;
 	o->request_max = (size_t)st->request_max;
 	o->cache_bytes = (size_t)st->cache_bytes;
 	o->cache_live_ms = (uint32_t)st->cache_live_ms;

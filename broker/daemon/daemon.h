@@ -76,7 +76,7 @@ struct tsec__caller {
 struct tsec__storage_cfg {
 	char *backend, *endpoints, *prefix, *key_file, *tls_ca, *tls_cert, *tls_key;
 	char *username, *password_file;
-	long long timeout_ms, clock_skew_ms, request_max, cache_bytes, cache_live_ms;
+	long long timeout_ms, request_max, cache_bytes, cache_live_ms;
 	int watch_policy;            /* reload when the fleet's policy changes */
 };
 

@@ -154,10 +154,14 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 		return tsec__seterr(err, TSEC_EINVAL, "backend", "unknown backend '%s' (%s)",
 				    kind, list);
 	}
+	if (o->clock_skew_ms)
+		return tsec__seterr(err, TSEC_EINVAL, "clock_skew_ms", "clock_skew_ms is retired: "
+				    "an etcd lock ends by etcd's lease of the lock itself, and no "
+				    "broker's clock decides (leave it 0)");
 	if (!(bk->caps & TSEC__CAP_REMOTE) &&
 	    (o->endpoints || o->prefix || o->key_file || o->tls_ca || o->tls_cert ||
 	     o->tls_key || o->username || o->password_file || o->request_max ||
-	     o->clock_skew_ms || o->timeout_ms))
+	     o->timeout_ms))
 		return tsec__seterr(err, TSEC_EINVAL, "backend", "the %s backend takes no "
 				    "endpoints, prefix, key_file, TLS or authentication", kind);
 	if ((rc = bk->open(&be, o, err)))

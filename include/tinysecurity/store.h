@@ -89,15 +89,10 @@ struct tsec_store_opts {
 					default key. */
 	uint32_t timeout_ms;         /* one call's deadline, failovers
 					included (default 5000) */
-	uint32_t clock_skew_ms;      /* etcd: 0 (default): a lock ends for
-					others only when etcd ends its lease
-					(no broker's clock decides).  Set:
-					the fleet's clocks are trusted to
-					agree within this, and a lock is
-					taken over this long after its
-					holder's deadline by the taker's
-					clock (sooner than etcd's whole-
-					second lease). */
+	uint32_t clock_skew_ms;      /* retired, kept for the layout: must be
+					0.  An etcd lock ends by etcd's lease
+					of the lock itself; no broker's clock
+					decides (issue 48). */
 	size_t request_max;          /* etcd: largest request (default 1.5 MiB,
 					etcd's --max-request-bytes); larger
 					is TSEC_ETOOBIG */

@@ -600,7 +600,8 @@ static int et_put_many(struct tsec__backend *b, const struct tsec__bput *p, size
 	if (!succ)
 		rc = f ? tsec__etcd_fence_why(e, f, r, err) : 0;
 	if (!succ && !rc && g) {
-		const json_t *kv = tsec__etcd_kv0(tsec__etcd_resp(r, f ? 3 : 0, "response_range"));
+		const json_t *kv = tsec__etcd_kv0(tsec__etcd_resp(r, f ? TSEC__ETCD_FENCE_READS : 0,
+								     "response_range"));
 		if ((kv ? tsec__jint(kv, "mod_revision", 0) : 0) != grev)
 			rc = tsec__seterr(err, TSEC_ECHANGED, g->sk->text, "%s changed meanwhile",
 					  g->sk->text);
@@ -704,7 +705,7 @@ static void et_close(struct tsec__backend *b)
 	if (!e)
 		return;
 	tsec__etcd_feed_stop(e);
-	tsec__etcd_session_stop(e);
+	tsec__etcd_keeper_stop(e);
 	tsec__etcd_conn_close(e->c);
 	sodium_memzero(&e->seal, sizeof(e->seal));
 	free(e);
@@ -742,7 +743,6 @@ int tsec__etcd_open(struct tsec__backend **out, const struct tsec_store_opts *o,
 	if (!(e = calloc(1, sizeof(*e))))
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	e->base.ops = &etcd_ops;
-	e->skew_ms = o->clock_skew_ms;  /* 0: only etcd's lease ends a lock */
 	e->max_ops = 128;
 	if ((rc = tsec__prefix_norm(o->prefix, e->prefix, sizeof(e->prefix), err)) ||
 	    (o->key_file && (rc = tsec__seal_load(&e->seal, o->key_file, err))) ||
@@ -751,7 +751,7 @@ int tsec__etcd_open(struct tsec__backend **out, const struct tsec_store_opts *o,
 		return rc;
 	}
 	e->plen = strlen(e->prefix);
-	tsec__etcd_session_init(e);
+	tsec__etcd_keeper_init(e);
 	*out = &e->base;
 	return 0;
 }

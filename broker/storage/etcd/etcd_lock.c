@@ -1,38 +1,41 @@
 /*
  * Locks on etcd.  A lock is three keys: P/l/<name> (the holder's token)
- * and P/d/<name> (its deadline, unix ms as at least 16 digits, so that
- * etcd compares deadlines as bytes: a deadline past 1e16 has 17 to 19
- * digits and a first digit above the '0' that starts every 16-digit
- * "now", so it still compares greater), both on a lease of the broker
- * that last took or renewed the lock (etcd_session.c), and
- * P/h/<name> (the last holder's token, no lease: it tells "released"
- * from "your lease ended").
+ * and P/d/<name> (the deadline its writer set: unix ms as at least 16
+ * digits, compared only for equality, as the version the keeper reaps),
+ * both on a lease of the lock's own, and P/h/<name> (the last holder's
+ * token, no lease: it tells "released" from "your lease has ended").
  *
- * - Acquire: one txn "create_revision of l is 0, and nobody waits
- *   first -> put l, d, h on the broker's lease", whose failure branch
- *   reads l and d; waiters are served in the order they came
- *   (etcd_queue.c).  The fence is
- *   l's create_revision, which etcd makes strictly increasing.  A name
- *   found held within the last second is read first instead, so a
- *   waiter polls with a read, not a write etcd must agree on.  A held
- *   lock is taken over only when it ends: at its deadline by the clock
- *   of the broker that wrote the deadline (its keeper deletes it), or
- *   when etcd ends that broker's lease because the broker is gone.  No
- *   other broker's clock decides that a holder is gone.  Only where a
- *   fleet sets clock_skew_ms (its clocks are known to agree that well)
- *   is a lock whose deadline passed more than clock_skew_ms ago by the
- *   taker's clock deleted by a txn guarded by what was read, then taken
- *   the same way.
- * - Renew: one txn "l is my token and d is still ahead -> put l and d,
- *   with the new deadline, on this broker's lease".
+ * No broker's clock decides anything about a lock another broker wrote
+ * (issue 48: the guards compared the deadline one broker wrote, by its
+ * wall clock, with another's wall clock, so a holder renewing through a
+ * broker whose clock was an hour fast was told its lease had ended with
+ * a minute left):
+ * - the lock ends when etcd ends its lease, granted for its TTL (whole
+ *   seconds) at each acquire and renewal and kept alive by nothing else
+ *   (etcd_keeper.c), so a lock whose broker is gone ends ceil(TTL) after
+ *   its holder's last acquire or renewal, by etcd's clock;
+ * - the broker that wrote its deadline deletes it then, by its own
+ *   monotonic clock, guarded by the token and that deadline, so that a
+ *   TTL of 1,001 ms ends after 1,001 ms, not after etcd's lease (2 s at
+ *   least);
+ * - renew and release are guarded by the token alone (the lock exists
+ *   only while its lease does), a fenced write by the token and the
+ *   fence.
+ *
+ * - Acquire: a lease for it, then one txn "create_revision of l is 0,
+ *   and nobody waits first -> put l, d on that lease and h", whose failure
+ *   branch reads l and d; waiters are served in the order they came
+ *   (etcd_queue.c).  The fence is l's create_revision, which etcd makes
+ *   strictly increasing.  A name found held within the last second is
+ *   read first instead, so a waiter polls with a read, not a write etcd
+ *   must agree on (and no lease is granted for a lock found held).
+ * - Renew: a lease for the new TTL, then one txn "l is my token -> put l
+ *   and d, with the new deadline, on it" (a put keeps l's
+ *   create_revision: the fence stays).  The old lease carries nothing
+ *   then, and etcd ends it at its TTL.
  * - Release: one txn with the same guard deletes l, d and h.
- * - A fenced write's txn compares l's create_revision and token and d,
- *   so a stale holder's write fails in the same step as the write.
- *
- * A lease carries a lock only while etcd surely keeps it past the
- * lock's deadline, so a lock outlives the broker that handed it out
- * until its deadline (its holder may renew it through another broker),
- * and ends within the lease's length after that broker is gone.
+ * - A fenced write's txn compares l's create_revision and token, so a
+ *   stale holder's write fails in the same step as the write.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -75,31 +78,21 @@ static bool holds(const json_t *kv, const uint8_t token[16])
 	return same;
 }
 
-/*
- * The deadline in kv, read as a number of up to 19 digits.
- * Anything else, a missing key included, is INT64_MAX: held until etcd's
- * own lease ends it, never taken over early by a planted or torn value.
- */
-static int64_t deadline_of(const json_t *kv)
+/* The deadline string in d's kv into out (24 bytes): "" when it is none
+ * this broker could have written (then it never reaps on its account). */
+static void ds_of(const json_t *kv, char out[24])
 {
 	uint8_t *v;
 	size_t n;
-	int64_t d = 0;
 
+	out[0] = '\0';
 	if (!kv || tsec__unb64(kv, "value", &v, &n))
-		return INT64_MAX;
-	for (size_t i = 0; i < n; i++) {
-		if (v[i] < '0' || v[i] > '9' || n > DEADLINE_DIGITS ||
-		    d > (INT64_MAX - (v[i] - '0')) / 10) {
-			d = INT64_MAX;
-			break;
-		}
-		d = d * 10 + (v[i] - '0');
+		return;
+	if (n >= 16 && n <= DEADLINE_DIGITS && strspn((const char *)v, "0123456789") >= n) {
+		memcpy(out, v, n);
+		out[n] = '\0';
 	}
-	if (n == 0)
-		d = INT64_MAX;
 	free(v);
-	return d;
 }
 
 /* Why a guarded lock txn failed, from its failure reads [l, h]. */
@@ -129,17 +122,14 @@ static void keys_of(struct etcd *e, const char *name, struct keys *k)
 	k->qn = tsec__etcd_bk(e, 'q', name, k->q);      /* the queue: [q/, q0) */
 }
 
-/* The guard of renew and release: l is token and d is still ahead. */
-static json_t *guard(const struct keys *k, const uint8_t token[16], int64_t now_ms)
+/* The guard of renew and release: l is the token (it exists only while
+ * its lease does: no clock is asked). */
+static json_t *guard(const struct keys *k, const uint8_t token[16])
 {
-	char ds[24];
-	size_t dl = deadline_str(now_ms, ds);
 	json_t *cmp = json_array();
 
 	json_array_append_new(cmp, tsec__etcd_cmp(k->l, k->ln, false, "VALUE", "EQUAL",
 						  tsec__b64(token, 16)));
-	json_array_append_new(cmp, tsec__etcd_cmp(k->d, k->dn, false, "VALUE", "GREATER",
-						  tsec__b64(ds, dl)));
 	return cmp;
 }
 
@@ -154,12 +144,10 @@ static json_t *why_reads(const struct keys *k)
 
 /*
  * Runs ops (consumed) after a read of l, in one txn guarded by "l is my
- * token and d is still ahead"; *lease is l's etcd lease.  ENOTOWNER or
- * ENOENT (why) when the guard fails.
+ * token".  ENOTOWNER or ENOENT (why) when the guard fails.
  */
 static int guarded(struct etcd *e, const struct keys *k, const char *name,
-		   const uint8_t token[16], int64_t now, json_t *ops, int retry, int64_t *lease,
-		   struct tsec_error *err)
+		   const uint8_t token[16], json_t *ops, int retry, struct tsec_error *err)
 {
 	json_t *all = json_array(), *r;
 	bool succ;
@@ -168,10 +156,9 @@ static int guarded(struct etcd *e, const struct keys *k, const char *name,
 	json_array_append_new(all, tsec__etcd_range(k->l, k->ln, false, false));
 	json_array_extend(all, ops);
 	json_decref(ops);
-	if ((rc = tsec__etcd_txn(e, guard(k, token, now), all, why_reads(k), retry, &r, &succ, err)))
+	if ((rc = tsec__etcd_txn(e, guard(k, token), all, why_reads(k), retry, &r, &succ, err)))
 		return rc;
 	rc = succ ? 0 : why(r, name, token, err);
-	*lease = tsec__jint(tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range")), "lease", 0);
 	json_decref(r);
 	return rc;
 }
@@ -189,7 +176,7 @@ static size_t busy_slot(const char *name)
 /*
  * The create txn: "l was never created, and nobody waits (or `me`, the
  * caller's queue entry of create_revision `rev`, waits longest)" -> put
- * l, d, h on lease (and delete me); its failure reads l, d (who holds
+ * l, d on lease and h (and delete me); its failure reads l, d (who holds
  * it, until when) and me (still queued?).  *succ and the response (the
  * caller frees it) as tsec__etcd_txn.
  */
@@ -240,32 +227,24 @@ static int busy(struct etcd *e, const char *name, const uint8_t *waiter, bool he
 }
 
 /*
- * Deletes a held lock whose deadline (d) passed more than clock_skew_ms
- * ago by this broker's clock, unless it changed since l and d were read:
- * only where the fleet set clock_skew_ms.  Whether it was deleted.
+ * A held lock (its l and d as read) whose deadline this broker wrote and
+ * which has passed by this broker's clock: deleted now (the keeper would
+ * at its next look).  Whether it was.
  */
-static bool take_over(struct etcd *e, const struct keys *k, const json_t *l, const json_t *d)
+static bool ended_here(struct etcd *e, const char *name, const json_t *l, const json_t *d)
 {
-	struct tsec_error ignored;
-	json_t *cmp, *ops, *r;
-	bool succ = false;
+	uint8_t *tok;
+	size_t n;
+	char ds[24];
+	bool due;
 
-	if (!e->skew_ms || deadline_of(d) > tsec__wall_ms() - (int64_t)e->skew_ms)
+	if (!l || tsec__unb64(l, "value", &tok, &n))
 		return false;
-	cmp = json_array();
-	json_array_append_new(cmp, tsec__etcd_cmp(k->l, k->ln, false, "CREATE", "EQUAL",
-						  tsec__jnum(tsec__jint(l, "create_revision", 0))));
-	json_array_append_new(cmp, d ? tsec__etcd_cmp(k->d, k->dn, false, "MOD", "EQUAL",
-						      tsec__jnum(tsec__jint(d, "mod_revision", 0)))
-				     : tsec__etcd_cmp(k->d, k->dn, false, "VERSION", "EQUAL",
-						      tsec__jnum(0)));
-	ops = json_array();
-	json_array_append_new(ops, tsec__etcd_del_op(k->l, k->ln));
-	json_array_append_new(ops, tsec__etcd_del_op(k->d, k->dn));
-	if (tsec__etcd_txn(e, cmp, ops, NULL, TSEC__ETCD_IDEMPOTENT, &r, &succ, &ignored))
-		return false;
-	json_decref(r);
-	return succ;            /* (its lease is its broker's, carrying others) */
+	ds_of(d, ds);
+	due = n == 16 && ds[0] && tsec__etcd_held_due(e, name, tok, ds) &&
+	      tsec__etcd_reap(e, name, tok, ds);
+	free(tok);
+	return due;
 }
 
 /* Whether rc, err are etcd's "requested lease not found". */
@@ -278,26 +257,26 @@ static bool lease_lost(int rc, const struct tsec_error *err)
  * Notes a deadline written (or perhaps written: rc an error) for the
  * keeper.  A lock that cannot be noted is not handed out.
  */
-static int noted(struct etcd *e, const char *name, const uint8_t token[16], int64_t lease,
-		 const char *ds, int64_t until, int rc, struct tsec_error *err)
+static int noted(struct etcd *e, const char *name, const uint8_t token[16], const char *ds,
+		 int64_t until, int rc, struct tsec_error *err)
 {
 	struct tsec_error ignored;
 
 	if (rc) {
-		tsec__etcd_held_add(e, name, token, lease, ds, until, &ignored);
+		tsec__etcd_held_add(e, name, token, ds, until, &ignored);
 		return rc;
 	}
-	if ((rc = tsec__etcd_held_add(e, name, token, lease, ds, until, err)))
+	if ((rc = tsec__etcd_held_add(e, name, token, ds, until, err)))
 		tsec__etcd_lock_release(&e->base, name, token, &ignored);
 	return rc;
 }
 
 /*
- * One request when the lock is free and nobody waits: a create txn on
- * this broker's lease (etcd_session.c), whose failure branch reads the
- * holder.  A name found held in the last BUSY_MS is looked at first
- * instead (a read, which etcd answers without a raft round, one per
- * poll), with the head of its queue (etcd_queue.c).
+ * A lease for the lock and one create txn on it when the lock is free and
+ * nobody waits; the txn's failure branch reads the holder.  A name found
+ * held in the last BUSY_MS is looked at first instead (a read, which
+ * etcd answers without a raft round, one per poll), with the head of its
+ * queue (etcd_queue.c).
  */
 int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_ms,
 			const uint8_t *waiter, struct tsec__lease *out, struct tsec_error *err)
@@ -315,8 +294,7 @@ int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_
 
 	keys_of(e, name, &k);
 	if (tsec__mono_ms() - atomic_load(&e->busy_at[busy_slot(name)]) < TSEC__ETCD_BUSY_MS) {
-		/* Held a moment ago: is it still, is its deadline past, and
-		 * who waits longest? */
+		/* Held a moment ago: is it still, and who waits longest? */
 		ops = json_array();
 		json_array_append_new(ops, tsec__etcd_range(k.l, k.ln, false, false));
 		json_array_append_new(ops, tsec__etcd_range(k.d, k.dn, false, false));
@@ -327,31 +305,27 @@ int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_
 		l = tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"));
 		d = tsec__etcd_kv0(tsec__etcd_resp(r, 1, "response_range"));
 		q = tsec__etcd_kv0(tsec__etcd_resp(r, 2, "response_range"));
-		if ((l && !take_over(e, &k, l, d)) ||
+		if ((l && !ended_here(e, name, l, d)) ||
 		    (q && tsec__jint(q, "create_revision", 0) != rev)) {
 			json_decref(r);
 			return busy(e, name, waiter, l != NULL, err);
 		}
 		json_decref(r);
 	}
-	/* The deadline counts from before the request: the lease is one
-	 * etcd keeps past it (etcd_session.c), so etcd never ends the lock
-	 * before its deadline, nor does our keeper. */
+	/* The deadline counts from before the lease was asked for: etcd
+	 * ends the lease no sooner than its TTL after it granted it. */
 	now = tsec__wall_ms();
 	mono = tsec__mono_ms();
 	randombytes_buf(token, sizeof(token));
 	deadline_str(tsec__deadline_after(now, ttl_ms), ds);
 	for (int tries = 0;; tries++) {
-		if ((rc = tsec__etcd_session_lease(e, ttl_ms, &lease, err)))
+		if ((rc = tsec__etcd_lock_lease(e, ttl_ms, &lease, err)))
 			return rc;
 		rc = create(e, &k, token, lease, ds, strlen(ds), me, men, rev, &r, &succ, err);
-		if (lease_lost(rc, err) && tries < 2) {
-			tsec__etcd_session_dead(e, lease);   /* ended while we paused */
-			continue;
-		}
+		if (lease_lost(rc, err) && tries < 2)
+			continue;        /* it ended before the txn (a pause): another */
 		if (rc)
-			return noted(e, name, token, lease, ds, tsec__deadline_after(mono, ttl_ms),
-				     rc, err);
+			return noted(e, name, token, ds, tsec__deadline_after(mono, ttl_ms), rc, err);
 		l = succ ? NULL : tsec__etcd_kv0(tsec__etcd_resp(r, 0, "response_range"));
 		d = succ ? NULL : tsec__etcd_kv0(tsec__etcd_resp(r, 1, "response_range"));
 		if (succ) {
@@ -359,11 +333,12 @@ int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_
 		} else if (holds(l, token)) {
 			/* Our own write, answered late and retried. */
 			out->fence = (uint64_t)tsec__jint(l, "create_revision", 0);
-		} else if (!tries && l && take_over(e, &k, l, d)) {
+		} else if (!tries && l && ended_here(e, name, l, d)) {
 			json_decref(r);
-			continue;        /* ended by its deadline: once more */
+			continue;        /* ended by its deadline, here: once more */
 		} else {
-			/* Held, or free with an older waiter first.  A queued
+			/* Held, or free with an older waiter first (the lease
+			 * granted for it ends unused at its TTL).  A queued
 			 * waiter whose entry is gone (its lease ended while it
 			 * paused) joins again, at the back. */
 			if (rev && !tsec__etcd_kv0(tsec__etcd_resp(r, 2, "response_range")))
@@ -376,7 +351,7 @@ int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_
 	json_decref(r);
 	if (rev)
 		tsec__etcd_queue_forget(e, waiter);      /* served: its entry went in the txn */
-	if ((rc = noted(e, name, token, lease, ds, tsec__deadline_after(mono, ttl_ms), 0, err)))
+	if ((rc = noted(e, name, token, ds, tsec__deadline_after(mono, ttl_ms), 0, err)))
 		return rc;
 	memcpy(out->token, token, sizeof(token));
 	out->expires_ms = tsec__deadline_after(now, ttl_ms);
@@ -384,16 +359,15 @@ int tsec__etcd_lock_try(struct tsec__backend *b, const char *name, uint64_t ttl_
 }
 
 /*
- * One txn: "l is my token and d is still ahead" -> put l and d, with the
- * new deadline, on this broker's lease (a put keeps l's create_revision:
- * the fence stays).  So the lock lives on the lease of the broker that
- * last renewed it, which deletes it at its deadline if nobody renews.
+ * A lease for the new TTL, and one txn: "l is my token" -> put l and d,
+ * with the new deadline, on it (a put keeps l's create_revision: the
+ * fence stays).  The old lease carries nothing then.
  */
 int tsec__etcd_lock_renew(struct tsec__backend *b, const char *name, const uint8_t token[16],
 			  uint64_t ttl_ms, int64_t *expires_ms, struct tsec_error *err)
 {
 	struct etcd *e = tsec__etcd_of(b);
-	int64_t now = tsec__wall_ms(), mono = tsec__mono_ms(), lease = 0, on, until;
+	int64_t now = tsec__wall_ms(), mono = tsec__mono_ms(), lease = 0, until;
 	struct keys k;
 	json_t *ops;
 	char ds[24];
@@ -404,17 +378,14 @@ int tsec__etcd_lock_renew(struct tsec__backend *b, const char *name, const uint8
 	until = tsec__deadline_after(now, ttl_ms);
 	dl = deadline_str(until, ds);
 	for (int tries = 0;; tries++) {
-		if ((rc = tsec__etcd_session_lease(e, ttl_ms, &lease, err)))
+		if ((rc = tsec__etcd_lock_lease(e, ttl_ms, &lease, err)))
 			return rc;
 		ops = json_array();
 		json_array_append_new(ops, put_op(k.l, k.ln, token, 16, lease, false));
 		json_array_append_new(ops, put_op(k.d, k.dn, ds, dl, lease, false));
-		rc = guarded(e, &k, name, token, now, ops, TSEC__ETCD_IDEMPOTENT, &on, err);
-		if (lease_lost(rc, err) && tries < 2) {
-			tsec__etcd_session_dead(e, lease);
-			continue;
-		}
-		break;
+		rc = guarded(e, &k, name, token, ops, TSEC__ETCD_IDEMPOTENT, err);
+		if (!lease_lost(rc, err) || tries >= 2)
+			break;
 	}
 	if (rc == TSEC_ENOTOWNER || rc == TSEC_ENOENT)
 		return rc;               /* the guard failed: nothing written */
@@ -422,7 +393,7 @@ int tsec__etcd_lock_renew(struct tsec__backend *b, const char *name, const uint8
 		tsec__etcd_held_drop(e, name, token);   /* its old deadlines */
 	/* On an error, perhaps applied: the keeper deletes it at the new
 	 * deadline too, if that is what d holds then. */
-	if ((rc = noted(e, name, token, lease, ds, tsec__deadline_after(mono, ttl_ms), rc, err)))
+	if ((rc = noted(e, name, token, ds, tsec__deadline_after(mono, ttl_ms), rc, err)))
 		return rc;
 	*expires_ms = until;
 	return 0;
@@ -434,7 +405,6 @@ int tsec__etcd_lock_release(struct tsec__backend *b, const char *name,
 	struct etcd *e = tsec__etcd_of(b);
 	struct keys k;
 	json_t *ops;
-	int64_t lease;
 	int rc;
 
 	keys_of(e, name, &k);
@@ -442,9 +412,9 @@ int tsec__etcd_lock_release(struct tsec__backend *b, const char *name,
 	json_array_append_new(ops, tsec__etcd_del_op(k.l, k.ln));
 	json_array_append_new(ops, tsec__etcd_del_op(k.d, k.dn));
 	json_array_append_new(ops, tsec__etcd_del_op(k.h, k.hn));
-	/* One request; the lease is this broker's, carrying other locks. */
-	if (!(rc = guarded(e, &k, name, token, tsec__wall_ms(), ops, TSEC__ETCD_ONCE, &lease,
-			   err)) || rc == TSEC_ENOENT || rc == TSEC_ENOTOWNER)
+	/* One request; the lease, carrying nothing now, ends at its TTL. */
+	if (!(rc = guarded(e, &k, name, token, ops, TSEC__ETCD_ONCE, err)) ||
+	    rc == TSEC_ENOENT || rc == TSEC_ENOTOWNER)
 		tsec__etcd_held_drop(e, name, token);
 	return rc;
 }
@@ -452,33 +422,26 @@ int tsec__etcd_lock_release(struct tsec__backend *b, const char *name,
 void tsec__etcd_fence_cmp(struct etcd *e, const struct tsec__fence *f, json_t *cmp, json_t *ko)
 {
 	struct keys k;
-	char ds[24];
-	size_t dl = deadline_str(tsec__wall_ms(), ds);
 
 	keys_of(e, f->name, &k);
 	json_array_append_new(cmp, tsec__etcd_cmp(k.l, k.ln, false, "CREATE", "EQUAL",
 						  tsec__jnum((int64_t)f->fence)));
 	json_array_append_new(cmp, tsec__etcd_cmp(k.l, k.ln, false, "VALUE", "EQUAL",
 						  tsec__b64(f->token, 16)));
-	json_array_append_new(cmp, tsec__etcd_cmp(k.d, k.dn, false, "VALUE", "GREATER",
-						  tsec__b64(ds, dl)));
 	json_array_append_new(ko, tsec__etcd_range(k.l, k.ln, false, false));
 	json_array_append_new(ko, tsec__etcd_range(k.h, k.hn, false, false));
-	json_array_append_new(ko, tsec__etcd_range(k.d, k.dn, false, false));
 }
 
 int tsec__etcd_fence_why(struct etcd *e, const struct tsec__fence *f, const json_t *resp,
 			 struct tsec_error *err)
 {
 	const json_t *l = tsec__etcd_kv0(tsec__etcd_resp(resp, 0, "response_range"));
-	const json_t *d = tsec__etcd_kv0(tsec__etcd_resp(resp, 2, "response_range"));
 
 	(void)e;
 	if (l && holds(l, f->token) &&
-	    (uint64_t)tsec__jint(l, "create_revision", 0) == f->fence &&
-	    deadline_of(d) > tsec__wall_ms())
+	    (uint64_t)tsec__jint(l, "create_revision", 0) == f->fence)
 		return 0;                /* the lock is fine: a folder was in the way */
-	if (l && holds(l, f->token) && (uint64_t)tsec__jint(l, "create_revision", 0) != f->fence)
+	if (l && holds(l, f->token))
 		return tsec__seterr(err, TSEC_ENOTOWNER, f->name, "lock '%s': another fence",
 				    f->name);
 	return why(resp, f->name, f->token, err);

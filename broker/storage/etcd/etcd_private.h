@@ -13,15 +13,8 @@
 
 #define TSEC__ETCD_BUSY_SLOTS 64
 #define TSEC__ETCD_BUSY_MS 1000
-#define TSEC__ETCD_CLASSES 32           /* lease lengths: 2^0 .. 2^31 s */
 #define TSEC__ETCD_WAITERS 64           /* waits queued at once (etcd_queue.c) */
 
-/* A lease locks are put on (etcd_session.c); id 0: none. */
-struct tsec__etcd_session {
-	int64_t id, granted_s;
-	int64_t valid_until;    /* etcd keeps it at least until (monotonic ms) */
-	int64_t used_at;        /* the last acquire or renew that wanted it */
-};
 struct tsec__etcd_held;
 
 /* A wait queued on a lock (etcd_queue.c); lease 0: a free place. */
@@ -38,7 +31,6 @@ struct etcd {
 	char prefix[TSEC_KEY_MAX + 1];
 	size_t plen;
 	struct tsec__seal seal;
-	uint32_t skew_ms;
 	size_t max_ops;
 	/* when a lock hashing to each slot was last found held (monotonic
 	 * ms): such a name is looked at before a lease is granted for it */
@@ -58,16 +50,15 @@ struct etcd {
 	uint64_t beat_seq;
 	struct { uint64_t seq; int64_t at; } ring[TSEC__BEATS];
 	_Atomic int64_t proven, watch_since;
-	/* the leases locks live on, the locks this broker wrote and their
-	 * keeper (etcd_session.c), all under sess_mu */
-	pthread_mutex_t sess_mu;
-	pthread_cond_t sess_cv;
-	pthread_t sess;
-	bool sess_on, sess_stopped;
-	struct tsec__etcd_session sessions[TSEC__ETCD_CLASSES];
+	/* the deadlines this broker wrote and their keeper (etcd_keeper.c),
+	 * under keep_mu */
+	pthread_mutex_t keep_mu;
+	pthread_cond_t keep_cv;
+	pthread_t keeper;
+	bool keep_on, keep_stopped;
 	struct tsec__etcd_held *held;
 	size_t nheld, capheld;
-	/* the waits queued on locks (etcd_queue.c), under sess_mu too */
+	/* the waits queued on locks (etcd_queue.c), under keep_mu too */
 	struct tsec__etcd_waiter waiters[TSEC__ETCD_WAITERS];
 };
 
@@ -100,34 +91,39 @@ int tsec__etcd_lock_renew(struct tsec__backend *b, const char *name, const uint8
 			  uint64_t ttl_ms, int64_t *expires_ms, struct tsec_error *err);
 int tsec__etcd_lock_release(struct tsec__backend *b, const char *name,
 			    const uint8_t token[16], struct tsec_error *err);
-/* Adds f's compares to cmp (and to ko the reads that say why they failed). */
+/* Adds f's compares to cmp (and to ko the TSEC__ETCD_FENCE_READS reads
+ * that say why they failed). */
+#define TSEC__ETCD_FENCE_READS 2
 void tsec__etcd_fence_cmp(struct etcd *e, const struct tsec__fence *f, json_t *cmp, json_t *ko);
 /* After a failed fenced txn: TSEC_ENOTOWNER / TSEC_ENOENT if the lock was
  * the cause, else 0. */
 int tsec__etcd_fence_why(struct etcd *e, const struct tsec__fence *f, const json_t *resp,
 			 struct tsec_error *err);
 
-/* etcd_session.c */
+/* etcd_keeper.c */
 /* Mutex and condition of the keeper (the thread starts at first use). */
-void tsec__etcd_session_init(struct etcd *e);
-/* A lease etcd keeps, while this broker lives, for at least ttl_ms from
- * now (granted or kept alive first when needed). */
-int tsec__etcd_session_lease(struct etcd *e, uint64_t ttl_ms, int64_t *lease,
-			     struct tsec_error *err);
-/* etcd said lease is not found: forget it, and the locks on it. */
-void tsec__etcd_session_dead(struct etcd *e, int64_t lease);
-/* This broker wrote deadline ds (until: monotonic ms) for name's token
- * on lease: the keeper deletes the lock then if d is still ds. */
+void tsec__etcd_keeper_init(struct etcd *e);
+/* A new lease for a lock of ttl_ms: whole seconds, rounded up. */
+int tsec__etcd_lock_lease(struct etcd *e, uint64_t ttl_ms, int64_t *lease,
+			  struct tsec_error *err);
+/* This broker wrote deadline ds (until: monotonic ms) for name's token:
+ * the keeper deletes the lock then if d is still ds. */
 int tsec__etcd_held_add(struct etcd *e, const char *name, const uint8_t token[16],
-			int64_t lease, const char *ds, int64_t until, struct tsec_error *err);
+			const char *ds, int64_t until, struct tsec_error *err);
 /* Forgets every deadline written for name's token (released, renewed). */
 void tsec__etcd_held_drop(struct etcd *e, const char *name, const uint8_t token[16]);
+/* Whether this broker wrote deadline ds for name's token and it passed. */
+bool tsec__etcd_held_due(struct etcd *e, const char *name, const uint8_t token[16],
+			 const char *ds);
+/* Deletes name's lock if it still holds token and ds; whether etcd
+ * answered. */
+bool tsec__etcd_reap(struct etcd *e, const char *name, const uint8_t token[16], const char *ds);
 /* POSTs a lease grant (id 0, ttl_s) or keepalive (id) to path: etcd's
  * answer's ID and TTL (0 when it no longer has the lease). */
 int tsec__etcd_lease_post(struct etcd *e, const char *path, int64_t id, int64_t ttl_s,
 			  int64_t *got_id, int64_t *got_ttl, struct tsec_error *err);
-/* Stops the keeper, leaving the leases to etcd. */
-void tsec__etcd_session_stop(struct etcd *e);
+/* Stops the keeper, leaving the locks to their holders and leases. */
+void tsec__etcd_keeper_stop(struct etcd *e);
 
 /* etcd_queue.c: the order waiters are served in */
 /* Waiter's entry in name's queue: P/q/<name>/<waiter in hex>. */

@@ -18,7 +18,7 @@
  * prefix) can delay a lock by its lease, as a planted lock could, and
  * cannot take it.
  *
- * The waits this broker has queued are kept in e->waiters under sess_mu.
+ * The waits this broker has queued are kept in e->waiters under keep_mu.
  * A wait that finds no free place (TSEC__ETCD_WAITERS queued at once)
  * polls unqueued: it is served after the queue empties.
  */
@@ -42,7 +42,7 @@ size_t tsec__etcd_qkey(const struct etcd *e, const char *name, const uint8_t wai
 	return n + 32;
 }
 
-/* waiter's place in e->waiters, or -1.  Under sess_mu. */
+/* waiter's place in e->waiters, or -1.  Under keep_mu. */
 static int find(struct etcd *e, const uint8_t *waiter)
 {
 	for (int i = 0; i < TSEC__ETCD_WAITERS; i++)
@@ -65,10 +65,10 @@ int64_t tsec__etcd_queued(struct etcd *e, const uint8_t *waiter)
 
 	if (!waiter)
 		return 0;
-	pthread_mutex_lock(&e->sess_mu);
+	pthread_mutex_lock(&e->keep_mu);
 	if ((i = find(e, waiter)) >= 0)
 		rev = e->waiters[i].rev;
-	pthread_mutex_unlock(&e->sess_mu);
+	pthread_mutex_unlock(&e->keep_mu);
 	return rev;
 }
 
@@ -76,10 +76,10 @@ void tsec__etcd_queue_forget(struct etcd *e, const uint8_t *waiter)
 {
 	int i;
 
-	pthread_mutex_lock(&e->sess_mu);
+	pthread_mutex_lock(&e->keep_mu);
 	if ((i = find(e, waiter)) >= 0)
 		memset(&e->waiters[i], 0, sizeof(e->waiters[i]));
-	pthread_mutex_unlock(&e->sess_mu);
+	pthread_mutex_unlock(&e->keep_mu);
 }
 
 /* Keeps w's lease alive when a quarter of it has passed. */
@@ -89,15 +89,15 @@ static void keep(struct etcd *e, const uint8_t *waiter)
 	int64_t now = tsec__mono_ms(), lease, id, ttl;
 	int i;
 
-	pthread_mutex_lock(&e->sess_mu);
+	pthread_mutex_lock(&e->keep_mu);
 	i = find(e, waiter);
 	lease = i >= 0 && now - e->waiters[i].kept_at >= e->waiters[i].ttl_ms / 4
 		? e->waiters[i].lease : 0;
-	pthread_mutex_unlock(&e->sess_mu);
+	pthread_mutex_unlock(&e->keep_mu);
 	if (!lease ||
 	    tsec__etcd_lease_post(e, "/v3/lease/keepalive", lease, 0, &id, &ttl, &ignored))
 		return;                  /* (a failed keepalive is tried at the next try) */
-	pthread_mutex_lock(&e->sess_mu);
+	pthread_mutex_lock(&e->keep_mu);
 	if ((i = find(e, waiter)) >= 0 && e->waiters[i].lease == lease) {
 		if (ttl <= 0) {
 			memset(&e->waiters[i], 0, sizeof(e->waiters[i]));   /* ended: join again */
@@ -106,7 +106,7 @@ static void keep(struct etcd *e, const uint8_t *waiter)
 			e->waiters[i].ttl_ms = ttl * 1000;
 		}
 	}
-	pthread_mutex_unlock(&e->sess_mu);
+	pthread_mutex_unlock(&e->keep_mu);
 }
 
 /* Joins name's queue: a place in e->waiters, a lease, the entry on it. */
@@ -119,7 +119,7 @@ static void join(struct etcd *e, const char *name, const uint8_t *waiter)
 	json_t *req, *r;
 	int at = -1;
 
-	pthread_mutex_lock(&e->sess_mu);
+	pthread_mutex_lock(&e->keep_mu);
 	for (int i = 0; i < TSEC__ETCD_WAITERS && at < 0; i++)
 		if (!e->waiters[i].lease || (e->waiters[i].lease > 0 && over(&e->waiters[i], sent)))
 			at = i;
@@ -128,7 +128,7 @@ static void join(struct etcd *e, const char *name, const uint8_t *waiter)
 		e->waiters[at].lease = -1;       /* taken while joining */
 		memcpy(e->waiters[at].id, waiter, 16);
 	}
-	pthread_mutex_unlock(&e->sess_mu);
+	pthread_mutex_unlock(&e->keep_mu);
 	if (at < 0)
 		return;                  /* every place taken: poll unqueued */
 	rev = 0;
@@ -144,7 +144,7 @@ static void join(struct etcd *e, const char *name, const uint8_t *waiter)
 			json_decref(r);
 		}
 	}
-	pthread_mutex_lock(&e->sess_mu);
+	pthread_mutex_lock(&e->keep_mu);
 	if (rev > 0) {
 		e->waiters[at].lease = lease;
 		e->waiters[at].rev = rev;
@@ -153,7 +153,7 @@ static void join(struct etcd *e, const char *name, const uint8_t *waiter)
 	} else {
 		memset(&e->waiters[at], 0, sizeof(e->waiters[at]));   /* polls unqueued */
 	}
-	pthread_mutex_unlock(&e->sess_mu);
+	pthread_mutex_unlock(&e->keep_mu);
 }
 
 void tsec__etcd_queue_wait(struct etcd *e, const char *name, const uint8_t *waiter)

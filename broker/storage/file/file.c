@@ -26,6 +26,7 @@
 #include <sodium.h>
 
 #include "broker/storage/file/file_private.h"
+#include "common/clock.h"
 
 #define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 
@@ -583,6 +584,16 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 	int rc;
 
 	*out = NULL;
+	{
+		char why[256];
+
+		/* Its locks are judged on the boot clock, with the boot's id:
+		 * a process that cannot tell which boot it runs in would take
+		 * a lock another boot left, or one that is live (issue 48). */
+		if (tsec__boot_known(why, sizeof(why)))
+			return tsec__seterr(err, TSEC_EINVAL, "storage", "the file store cannot "
+					    "judge its locks' leases: %s", why);
+	}
 	if (mkdir(root, 0700) < 0 && errno != EEXIST)
 		return tsec__fb_io_err(err, root, "cannot create store root");
 	if ((rc = root_safe(root, err)))

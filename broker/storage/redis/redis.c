@@ -654,7 +654,7 @@ int tsec__redis_open(struct tsec__backend **out, const struct tsec_store_opts *o
 	int rc;
 
 	*out = NULL;
-	if (o->root || o->delay_us || o->request_max || o->clock_skew_ms)
+	if (o->root || o->delay_us || o->request_max)
 		return tsec__seterr(err, TSEC_EINVAL, "backend", "redis takes endpoints, prefix, "
 				    "key_file, timeout_ms, username, password_file, tls_ca, tls_cert "
 				    "and tls_key only");
