@@ -142,7 +142,7 @@ BENCHES := bench_bus bench_policy_scale bench_certcache bench_store bench_zmq \
 BENCH_BINS := $(addprefix $(B)/,$(BENCHES))
 
 .PHONY: all build both test check run verify bench deps clean dist install fuzz \
-	tsan memcheck instructions chaos bench-smoke
+	tsan memcheck instructions chaos chaos-mutants bench-smoke
 .DEFAULT_GOAL := both
 .SECONDARY:
 
@@ -243,6 +243,15 @@ chaos: deps
 	$(Q)sh scripts/deps.sh servers
 	$(Q)$(MAKE) --no-print-directory MODE=debug build build/debug/tests/test_chaos
 	CHAOS_SECONDS=$(CHAOS_SECONDS) build/debug/tests/test_chaos
+
+# The chaos checker tested by mutation of the storage code it watches:
+# each fault class planted in a scratch copy must be named
+# (scripts/chaos-mutants.sh; CHAOS_MUTANT_SECONDS per mutant, default 8).
+CHAOS_MUTANT_SECONDS ?= 8
+chaos-mutants: deps
+	$(Q)sh scripts/deps.sh servers
+	$(Q)$(MAKE) --no-print-directory MODE=debug build build/debug/tests/test_chaos
+	sh scripts/chaos-mutants.sh $(CHAOS_MUTANT_SECONDS)
 
 # Instructions per Check of two and per Evaluate (callgrind; exact).
 instructions: deps
@@ -531,6 +540,8 @@ $(B)/tests/test_daemon $(B)/tests/test_daemon_cli: $(B)/tests/test_%: \
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) $(BROKER_LIBS)
 
+# (chaos_check.o: the chaos suite's history checker.)
+$(B)/tests/test_chaos: $(B)/tobj/tests/chaos_check.o
 $(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/testutil.o \
 		$(B)/tobj/tests/certgen.o $(B)/tobj/tests/servers.o $(B)/tobj/tests/sigv4.o \
 		$(B)/tobj/tests/httpfake.o $(B)/tobj/tests/faults.o $(BROKER_A)
