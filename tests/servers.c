@@ -667,3 +667,19 @@ int tu_s3_start(struct tu_server *s)
 	}
 	return -1;
 }
+
+void tu_redis_lease_end(const struct tu_server *s, const char *prefix, const char *name)
+{
+	struct timeval tv = { 5, 0 };
+	redisContext *c = redisConnectWithTimeout("127.0.0.1", s->client_port[0], tv);
+	redisReply *r = NULL;
+
+	if (c && !c->err)
+		r = redisCommand(c, "DEL %s/l/%s", prefix, name);
+	if (!r || r->type != REDIS_REPLY_INTEGER) {
+		fprintf(stderr, "tu_redis_lease_end: no answer from redis\n");
+		abort();
+	}
+	freeReplyObject(r);
+	redisFree(c);
+}

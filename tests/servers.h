@@ -87,6 +87,13 @@ int tu_etcd_put_raw(struct tu_server *s, const char *key, size_t klen, const cha
  */
 long tu_http(const char *url, const char *post, char *out, size_t cap, long timeout_ms);
 
+/*
+ * Ends lock `name`'s lease on the redis server s under prefix now, as
+ * redis does when the lease's time is up (its key goes): a test ends a
+ * lease without waiting its length out, however loaded the machine.
+ */
+void tu_redis_lease_end(const struct tu_server *s, const char *prefix, const char *name);
+
 /* Whether etcd and redis-server are installed. */
 bool tu_have(const char *program);
 

@@ -474,8 +474,26 @@ static int s_probe(struct tsec__blobs *b, struct tsec_error *err)
 
 #define CLAIM_OBJECT ".tsec-claim"
 
-/* The claim is the object <prefix>.tsec-claim, written only where
- * absent (If-None-Match), then read. */
+/* Whether body[0..n) is a store id like id: as long, and hex. */
+static bool an_id(const void *body, size_t n, const char *id)
+{
+	const char *p = body;
+
+	if (!p || n != strlen(id))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/*
+ * The claim is the object <prefix>.tsec-claim, written only where
+ * absent (If-None-Match), then read.  A read may find it empty or part
+ * written while a racing first writer finishes it (s3rver does, issue 48:
+ * taken for another coordinator's, "store id ;..."): read again, a few
+ * times over about two seconds, until it holds a store id.
+ */
 static int s_claim(struct tsec__blobs *b, const char *id, char *holder, size_t n,
 		   struct tsec_error *err)
 {
@@ -503,13 +521,26 @@ static int s_claim(struct tsec__blobs *b, const char *id, char *holder, size_t n
 	}
 	if (st < 0)
 		return (int)st;
-	st = request(s, M_GET, path, NULL, 0, NULL, 4096, &rb, err);
-	if (st < 0)
-		rc = (int)st;
-	else if (st != 200)
-		rc = http_error(st, CLAIM_OBJECT, &rb, err);
-	else
-		snprintf(holder, n, "%.*s", (int)rb.n, rb.p ? (const char *)rb.p : "");
+	for (int tries = 0;; tries++) {
+		st = request(s, M_GET, path, NULL, 0, NULL, 4096, &rb, err);
+		if (st < 0) {
+			rc = (int)st;
+		} else if (st != 200) {
+			rc = http_error(st, CLAIM_OBJECT, &rb, err);
+		} else if (an_id(rb.p, rb.n, id)) {
+			snprintf(holder, n, "%.*s", (int)rb.n, (const char *)rb.p);
+		} else if (tries < 10) {
+			free(rb.p);
+			memset(&rb, 0, sizeof(rb));
+			tsec__nap_ms(tries < 5 ? 10 << tries : 250);
+			continue;
+		} else {
+			rc = tsec__seterr(err, TSEC_ECORRUPT, CLAIM_OBJECT, "%s%s holds no store id "
+					  "(%zu bytes, read 11 times over 1.5 s): not this store's "
+					  "claim, nor one being written", s->prefix, CLAIM_OBJECT, rb.n);
+		}
+		break;
+	}
 	free(rb.p);
 	return rc;
 }

@@ -91,6 +91,7 @@ int tsec_remote_open(struct tsec_remote **out, struct tsec_store *coordinator,
 	snprintf(r->where, sizeof(r->where), "%s", o->blobs ? o->blobs : "");
 	pthread_mutex_init(&r->sweep_mu, NULL);
 	pthread_mutex_init(&r->hw_mu, NULL);
+	pthread_mutex_init(&r->claim_mu, NULL);
 	if ((rc = tsec__blobs_open(&r->blobs, o, err))) {
 		tsec_remote_close(&r);
 		return rc;
@@ -112,6 +113,7 @@ void tsec_remote_close(struct tsec_remote **pr)
 	free(r->hw);
 	pthread_mutex_destroy(&r->sweep_mu);
 	pthread_mutex_destroy(&r->hw_mu);
+	pthread_mutex_destroy(&r->claim_mu);
 	sodium_memzero(r, sizeof(*r));
 	free(r);
 	*pr = NULL;
@@ -173,16 +175,21 @@ int tsec__remote_claim(struct tsec_remote *r, struct tsec_error *err)
 
 	if (atomic_load(&r->claimed))
 		return 0;
-	if ((rc = store_id(r, id, err)) ||
-	    (rc = r->blobs->ops->claim(r->blobs, id, holder, sizeof(holder), err)))
-		return rc;
-	if (strcmp(holder, id))
-		return tsec__seterr(err, TSEC_EINVAL, "blobs", "the blob store %s belongs to another "
-				    "coordinator (store id %.32s; this coordinator's is %s): the "
-				    "sweeps of two coordinators would remove each other's live "
-				    "blobs; give each its own folder or prefix", r->where, holder, id);
-	atomic_store(&r->claimed, true);
-	return 0;
+	/* Once per store, not once per publisher racing to be first. */
+	pthread_mutex_lock(&r->claim_mu);
+	if (atomic_load(&r->claimed))
+		rc = 0;
+	else if (!(rc = store_id(r, id, err)) &&
+		 !(rc = r->blobs->ops->claim(r->blobs, id, holder, sizeof(holder), err)) &&
+		 strcmp(holder, id))
+		rc = tsec__seterr(err, TSEC_EINVAL, "blobs", "the blob store %s belongs to another "
+				  "coordinator (store id %.32s; this coordinator's is %s): the "
+				  "sweeps of two coordinators would remove each other's live "
+				  "blobs; give each its own folder or prefix", r->where, holder, id);
+	if (!rc)
+		atomic_store(&r->claimed, true);
+	pthread_mutex_unlock(&r->claim_mu);
+	return rc;
 }
 
 void tsec_remote_stats(struct tsec_remote *r, struct tsec_remote_stats *out)

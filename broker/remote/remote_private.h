@@ -98,6 +98,7 @@ struct tsec_remote {
 	atomic_ullong hw_epoch;      /* raised with every mark raised */
 	char where[256];             /* o->blobs, for messages */
 	atomic_bool claimed;         /* the blob store is known to be ours */
+	pthread_mutex_t claim_mu;    /* one claim at a time: the first publishes */
 	/* tsec_remote_stats. */
 	atomic_ullong n_refused, n_rollback, n_corrupt, n_repaired, n_conflict;
 };
