@@ -744,6 +744,35 @@ static void test_fleet_replay_and_freeze(void **state)
 }
 
 /*
+ * Brokers 2 and 3 over one storage (its JSON), each with a state_dir of
+ * its own, the second's wall clock alone an hour ahead (libfaketime).
+ */
+static void start_clock_pair(const char *storage)
+{
+	if (access(FAKETIME_LIB, R_OK))
+		fail_msg("%s is missing: sh scripts/deps.sh servers installs libfaketime",
+			 FAKETIME_LIB);
+	for (int i = 2; i < 4; i++) {
+		char cfg[2048], mk[200];
+
+		snprintf(F.ipc[i], sizeof(F.ipc[i]), "ipc://%s/b%d.sock", F.dir, i);
+		snprintf(F.cfg[i], sizeof(F.cfg[i]), "%s/broker%d.json", F.dir, i);
+		snprintf(F.err[i], sizeof(F.err[i]), "%s/broker%d.err", F.dir, i);
+		snprintf(mk, sizeof(mk), "mkdir -p %s/clock-state%d", F.dir, i);
+		assert_int_equal(system(mk), 0);
+		snprintf(cfg, sizeof(cfg),
+			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"%s\","
+			 " \"policy_public_key\": \"%s\", \"state_dir\": \"%s/clock-state%d\","
+			 " \"storage\": %s, \"endpoints\": [\"%s\"],"
+			 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:app\"}]}",
+			 TSEC_BUILD_DIR, F.policy, pkhex, F.dir, i, storage, F.ipc[i], (int)getuid());
+		write_file(F.cfg[i], cfg);
+		F.fast[i] = i == 3;
+		start_broker(i);
+	}
+}
+
+/*
  * Two brokers on one machine over one file store, the second's wall clock
  * an hour ahead (issue 34, item 3).  Before, the second took over the
  * first's live lock at once (two holders), and told its holder a lease
@@ -755,29 +784,12 @@ static void test_wall_clock_an_hour_fast(void **state)
 {
 	json_t *lk, *r;
 	int64_t left, ahead;
-	char *p;
+	char *p, storage[512];
 	int rc;
 
 	(void)state;
-	if (access(FAKETIME_LIB, R_OK))
-		fail_msg("%s is missing: sh scripts/deps.sh servers installs libfaketime",
-			 FAKETIME_LIB);
-	for (int i = 2; i < 4; i++) {
-		char cfg[2048];
-
-		snprintf(F.ipc[i], sizeof(F.ipc[i]), "ipc://%s/b%d.sock", F.dir, i);
-		snprintf(F.cfg[i], sizeof(F.cfg[i]), "%s/broker%d.json", F.dir, i);
-		snprintf(F.err[i], sizeof(F.err[i]), "%s/broker%d.err", F.dir, i);
-		snprintf(cfg, sizeof(cfg),
-			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"%s\","
-			 " \"policy_public_key\": \"%s\", \"storage\": \"%s/files\","
-			 " \"endpoints\": [\"%s\"],"
-			 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:app\"}]}",
-			 TSEC_BUILD_DIR, F.policy, pkhex, F.dir, F.ipc[i], (int)getuid());
-		write_file(F.cfg[i], cfg);
-		F.fast[i] = i == 3;
-		start_broker(i);
-	}
+	snprintf(storage, sizeof(storage), "\"%s/files\"", F.dir);
+	start_clock_pair(storage);
 	lk = call(2, "lock.acquire", "{\"name\": \"clk\", \"ttl_ms\": 60000}", &rc);
 	assert_int_equal(rc, 0);
 	left = json_integer_value(json_object_get(lk, "expires_in_ms"));
@@ -818,34 +830,13 @@ static void test_wall_clock_an_hour_fast(void **state)
 static void test_etcd_wall_clock_an_hour_fast(void **state)
 {
 	json_t *lk, *r;
-	char *p, *w;
+	char *p, *w, storage[512];
 	int rc;
 
 	(void)state;
-	if (access(FAKETIME_LIB, R_OK))
-		fail_msg("%s is missing: sh scripts/deps.sh servers installs libfaketime",
-			 FAKETIME_LIB);
-	for (int i = 2; i < 4; i++) {
-		char cfg[2048], mk[200];
-
-		snprintf(F.ipc[i], sizeof(F.ipc[i]), "ipc://%s/b%d.sock", F.dir, i);
-		snprintf(F.cfg[i], sizeof(F.cfg[i]), "%s/broker%d.json", F.dir, i);
-		snprintf(F.err[i], sizeof(F.err[i]), "%s/broker%d.err", F.dir, i);
-		snprintf(mk, sizeof(mk), "mkdir -p %s/clock-state%d", F.dir, i);
-		assert_int_equal(system(mk), 0);
-		snprintf(cfg, sizeof(cfg),
-			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"%s\","
-			 " \"policy_public_key\": \"%s\", \"state_dir\": \"%s/clock-state%d\","
-			 " \"storage\": {\"backend\": \"etcd\", \"endpoints\": [\"%s\"],"
-			 "               \"prefix\": \"clocks\"},"
-			 " \"endpoints\": [\"%s\"],"
-			 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:app\"}]}",
-			 TSEC_BUILD_DIR, F.policy, pkhex, F.dir, i, F.etcd.endpoints, F.ipc[i],
-			 (int)getuid());
-		write_file(F.cfg[i], cfg);
-		F.fast[i] = i == 3;
-		start_broker(i);
-	}
+	snprintf(storage, sizeof(storage), "{\"backend\": \"etcd\", \"endpoints\": [\"%s\"], "
+		 "\"prefix\": \"clocks\"}", F.etcd.endpoints);
+	start_clock_pair(storage);
 	lk = call(2, "lock.acquire", "{\"name\": \"clk\", \"ttl_ms\": 60000}", &rc);
 	assert_int_equal(rc, 0);
 	/* The fast broker sees a live lock. */

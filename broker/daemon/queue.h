@@ -37,6 +37,15 @@ struct tsec__job_head {
 	struct tsec_lock lk;         /* RELEASE */
 };
 
+/* The bytes of a header of kind k that are sent (the rest is zeros): a
+ * caller's call needs neither the wait nor the lock. */
+static inline size_t tsec__job_head_len(uint8_t k)
+{
+	return k == TSEC__JOB_CALL ? offsetof(struct tsec__job_head, w)
+	       : k == TSEC__JOB_RELEASE ? sizeof(struct tsec__job_head)
+	       : offsetof(struct tsec__job_head, lk);
+}
+
 #define TSEC__CALL_ID_MAX 40         /* a call id kept for cancels, as JSON text */
 
 /*

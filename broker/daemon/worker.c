@@ -8,6 +8,7 @@
  * lock's queue).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,8 @@ static int recv_job(void *in, zmq_msg_t *f)
 			tsec__msg_close_wiped(&x);
 		n++;
 	}
-	if (n > MAXF || n < DATA || zmq_msg_size(&f[HEAD]) != sizeof(struct tsec__job_head)) {
+	if (n > MAXF || n < DATA || zmq_msg_size(&f[HEAD]) < offsetof(struct tsec__job_head, w) ||
+	    zmq_msg_size(&f[HEAD]) > sizeof(struct tsec__job_head)) {
 		for (int i = 0; i < n && i < MAXF; i++)
 			tsec__msg_close_wiped(&f[i]);
 		return 0;
@@ -121,7 +123,8 @@ void *tsec__worker_main(void *arg)
 		if (n < 0)
 			break;
 		if (n > 0) {
-			memcpy(&h, zmq_msg_data(&f[HEAD]), sizeof(h));
+			memset(&h, 0, sizeof(h));
+			memcpy(&h, zmq_msg_data(&f[HEAD]), zmq_msg_size(&f[HEAD]));
 			if (h.kind == TSEC__JOB_CALL || h.kind == TSEC__JOB_STEP) {
 				says.flags = 0;
 				reply = run_call(d, &h, f, n, &run, &wout, &fout, &says.flags, &aux,
