@@ -582,6 +582,50 @@ static void test_budget_from_arrival(void **state)
 	zmq_ctx_term(ctx);
 }
 
+/*
+ * A wait on a held lock whose time passed while the call waited for the
+ * worker: answered "timed out" (the lock still held when its deadline
+ * passed), as it is on a quiet machine, not "busy" (one try's answer):
+ * the answer must not depend on how fast the machine was.
+ */
+static void test_wait_used_up_while_queued(void **state)
+{
+	struct tsec_client *h = client(5000);
+	void *ctx = zmq_ctx_new(), *x = raw_dealer(ctx);
+	struct tsec_error err;
+	struct held lk;
+	char path[256];
+	long long queued;
+	json_t *r;
+	int fd;
+
+	(void)state;
+	assert_int_equal(acquire(h, "used-up", 600000, 0, &lk, &err), 0);
+	snprintf(path, sizeof(path), "%s/store/.tsec-journal/.tsec-commit", B.dir);
+	assert_true((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0);
+	assert_int_equal(flock(fd, LOCK_EX), 0);
+	raw_send(x, "{\"id\": 1, \"method\": \"store.put_many\", \"params\": {\"puts\": ["
+		 "{\"key\": \"used/a\", \"value\": \"A\"}, {\"key\": \"used/b\", \"value\": "
+		 "\"B\"}]}}");
+	raw_send(x, "{\"id\": 2, \"method\": \"lock.acquire\", \"params\": {\"name\": "
+		 "\"used-up\", \"ttl_ms\": 600000, \"timeout_ms\": 300, \"deadline_ms\": 60000}}");
+	TU_WAIT(stat_of("calls_queued") == 1);
+	assert_int_equal(stat_of("calls_queued"), 1);
+	queued = mono_ms();
+	TU_WAIT(mono_ms() > queued + 500);
+	close(fd);
+	r = raw_reply(x, 1);
+	json_decref(r);
+	r = raw_reply(x, 2);
+	if (!code_of(r) || strcmp(code_of(r), "timed_out"))
+		fail_msg("a wait whose time passed in the queue: %s", json_dumps(r, 0));
+	json_decref(r);
+	assert_int_equal(lock_op(h, "lock.release", &lk, &err), 0);
+	zmq_close(x);
+	zmq_ctx_term(ctx);
+	tsec_client_close(&h);
+}
+
 /* ---- 3. a broker restart hands no lock over ---- */
 
 static void test_restart_keeps_locks(void **state)
@@ -618,6 +662,7 @@ int main(void)
 	const struct CMUnitTest file[] = {
 		CASES(file),
 		cmocka_unit_test(test_budget_from_arrival),
+		cmocka_unit_test(test_wait_used_up_while_queued),
 	};
 	const struct CMUnitTest shared[] = { CASES(shared) };
 	int failed = 0;

@@ -346,8 +346,11 @@ static int64_t left_of(const struct tsec_lock *lk)
  * TSEC_D_LOCK_WAIT_MAX_MS; none in a batch, where a wait would hold a
  * worker) within the caller's own budget, less what has passed since it
  * arrived.  -1 when the budget ran out before anything was tried.
+ * *asked: whether the caller asked to wait at all (then a lock still held
+ * when its time is up is "timed out", whatever the machine's speed made
+ * of the time left, never "busy").
  */
-static int64_t wait_left(const struct tsec__call *c, int64_t spent_ms)
+static int64_t wait_left(const struct tsec__call *c, int64_t spent_ms, bool *asked)
 {
 	json_t *tmo = json_object_get(c->params, "timeout_ms");
 	int64_t budget = caller_budget_ms(c), wait = 0;
@@ -357,6 +360,7 @@ static int64_t wait_left(const struct tsec__call *c, int64_t spent_ms)
 									 : json_integer_value(tmo);
 	if (c->batched)
 		wait = 0;
+	*asked = wait > 0;
 	/* Never past the caller's own deadline: a lock taken for a caller
 	 * that has stopped listening is a lock nobody holds (issue 34). */
 	if (budget >= 0 && wait > budget)
@@ -367,10 +371,11 @@ static int64_t wait_left(const struct tsec__call *c, int64_t spent_ms)
 }
 
 /* Takes the lock as the call says: a parked wait's next attempt, a wait
- * that may park (rc TSEC_EBUSY, *parks set), a wait in this thread, or
- * one try. */
+ * that may park (rc TSEC_EBUSY, *parks set), a wait in this thread (one
+ * attempt when its time is up: TSEC_ETIMEDOUT if held), or one try. */
 static int take(struct tsec__daemon *d, struct tsec__call *c, uint64_t ttl, int64_t wait,
-		struct tsec_lock_wait *w, struct tsec_lock *lk, bool *parks, struct tsec_error *err)
+		bool asked, struct tsec_lock_wait *w, struct tsec_lock *lk, bool *parks,
+		struct tsec_error *err)
 {
 	const char *name = tsec__param_str(c, "name");
 	struct tsec__run *run = c->run;
@@ -384,7 +389,7 @@ static int take(struct tsec__daemon *d, struct tsec__call *c, uint64_t ttl, int6
 	}
 	if (*parks)
 		return tsec_lock_wait_begin(d->store, &c->p, name, ttl, (uint64_t)wait, w, lk, err);
-	if (wait > 0)
+	if (wait > 0 || asked)
 		return tsec_lock_acquire(d->store, &c->p, name, ttl, (uint64_t)wait, lk, err);
 	return tsec_lock_try_acquire(d->store, &c->p, name, ttl, lk, err);
 }
@@ -401,7 +406,7 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 	struct tsec_lock lk;
 	struct tsec_error err;
 	char hex[33];
-	bool parks;
+	bool parks, asked;
 	int rc, held;
 
 	if (!ttl)
@@ -411,7 +416,7 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 	if ((dl = json_object_get(c->params, "deadline_ms")) &&
 	    (!json_is_integer(dl) || json_integer_value(dl) < 0))
 		return tsec__fail(TSEC_EPROTO, "params.deadline_ms", "need a non-negative integer");
-	wait = wait_left(c, (int64_t)((now - t0) / 1000000));
+	wait = wait_left(c, (int64_t)((now - t0) / 1000000), &asked);
 	if (wait < 0 && !(run && run->wait_in))
 		return tsec__fail(TSEC_ETIMEDOUT, "params.deadline_ms", "the caller's deadline "
 				  "passed while the call waited for a worker: nothing was tried");
@@ -423,7 +428,7 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 				  "max_locks_per_caller allows");
 	memset(&lk, 0, sizeof(lk));
 	memset(&w, 0, sizeof(w));
-	rc = take(d, c, ttl, wait, &w, &lk, &parks, &err);
+	rc = take(d, c, ttl, wait, asked, &w, &lk, &parks, &err);
 	if (rc == TSEC_EBUSY && parks) {
 		/* Held: the loop keeps the call and steps it after the pause;
 		 * no worker waits. */
