@@ -123,6 +123,26 @@ static void test_hardening_misspelt_settings(void **state)
 	assert_int_equal(broker_run(args, &out), 2);
 	assert_non_null(strstr(out, "did you mean \"workers\""));
 	free(out);
+	/* A retired setting: refused, saying why it went (issue 48: etcd's
+	 * clock_skew_ms let a taker's wall clock end a lock). */
+	{
+		char path[256], cfg[2048];
+
+		snprintf(path, sizeof(path), "%s/retired.json", dir);
+		snprintf(cfg, sizeof(cfg),
+			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": "
+			 "\"examples/policy.json\", \"allow_unsigned_policy\": true, "
+			 "\"state_dir\": \"%s\", \"storage\": {\"backend\": \"etcd\", "
+			 "\"endpoints\": [\"http://127.0.0.1:1\"], \"clock_skew_ms\": 1000}, "
+			 "\"endpoints\": [\"ipc://%s\"], \"ipc_uids\": [{\"uid\": %d, "
+			 "\"principal\": \"svc:me\"}]}", TSEC_BUILD_DIR, dir, sock, (int)getuid());
+		write_text(path, cfg);
+		snprintf(args, sizeof(args), "--check --config %s", path);
+		assert_int_equal(broker_run(args, &out), 2);
+		if (!strstr(out, "/storage/clock_skew_ms: retired: an etcd lock ends by etcd's lease"))
+			fail_msg("a retired setting: %s", out);
+		free(out);
+	}
 	/* An ipc uid that cannot reach the socket (0600, the broker's uid
 	 * and root only) is refused by --check (issue 37, 8: it passed and
 	 * every connect of that uid failed). */
