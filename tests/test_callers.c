@@ -539,6 +539,36 @@ static long long mono_ms(void)
 }
 
 /*
+ * Keeps the broker's one worker busy: takes the file store's commit
+ * flock, then asks x for a write (call id 1), which waits on it in the
+ * worker.  Returns the flock's descriptor for let_worker_go.
+ */
+static int keep_worker_busy(void *x)
+{
+	char path[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/store/.tsec-journal/.tsec-commit", B.dir);
+	assert_true((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0);
+	assert_int_equal(flock(fd, LOCK_EX), 0);
+	raw_send(x, "{\"id\": 1, \"method\": \"store.put_many\", \"params\": {\"puts\": ["
+		 "{\"key\": \"busy/a\", \"value\": \"A\"}, {\"key\": \"busy/b\", \"value\": "
+		 "\"B\"}]}}");
+	return fd;
+}
+
+/* Lets the worker go and takes the write's answer (made). */
+static void let_worker_go(void *x, int fd)
+{
+	json_t *r;
+
+	close(fd);
+	r = raw_reply(x, 1);
+	assert_null(json_object_get(r, "error"));
+	json_decref(r);
+}
+
+/*
  * The one worker kept busy (a write waits on the file store's commit
  * flock, which this test holds) while an acquire with a budget of 1 s
  * (deadline_ms) waits for it; the worker comes free after that budget:
@@ -549,18 +579,12 @@ static long long mono_ms(void)
 static void test_budget_from_arrival(void **state)
 {
 	void *ctx = zmq_ctx_new(), *x = raw_dealer(ctx);
-	char path[256];
 	long long queued;
 	json_t *r;
 	int fd;
 
 	(void)state;
-	snprintf(path, sizeof(path), "%s/store/.tsec-journal/.tsec-commit", B.dir);
-	assert_true((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0);
-	assert_int_equal(flock(fd, LOCK_EX), 0);
-	raw_send(x, "{\"id\": 1, \"method\": \"store.put_many\", \"params\": {\"puts\": ["
-		 "{\"key\": \"budget/a\", \"value\": \"A\"}, {\"key\": \"budget/b\", \"value\": "
-		 "\"B\"}]}}");
+	fd = keep_worker_busy(x);
 	raw_send(x, "{\"id\": 2, \"method\": \"lock.acquire\", \"params\": {\"name\": "
 		 "\"budget\", \"ttl_ms\": 600000, \"deadline_ms\": 1000}}");
 	TU_WAIT(stat_of("calls_queued") == 1);
@@ -569,10 +593,7 @@ static void test_budget_from_arrival(void **state)
 	 * counted from here, when the broker surely had it. */
 	queued = mono_ms();
 	TU_WAIT(mono_ms() > queued + 1200);
-	close(fd);
-	r = raw_reply(x, 1);
-	assert_null(json_object_get(r, "error"));
-	json_decref(r);
+	let_worker_go(x, fd);
 	r = raw_reply(x, 2);
 	if (!code_of(r) || strcmp(code_of(r), "timed_out"))
 		fail_msg("an acquire whose budget ran out while queued: %s", json_dumps(r, 0));
@@ -594,28 +615,20 @@ static void test_wait_used_up_while_queued(void **state)
 	void *ctx = zmq_ctx_new(), *x = raw_dealer(ctx);
 	struct tsec_error err;
 	struct held lk;
-	char path[256];
 	long long queued;
 	json_t *r;
 	int fd;
 
 	(void)state;
 	assert_int_equal(acquire(h, "used-up", 600000, 0, &lk, &err), 0);
-	snprintf(path, sizeof(path), "%s/store/.tsec-journal/.tsec-commit", B.dir);
-	assert_true((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0);
-	assert_int_equal(flock(fd, LOCK_EX), 0);
-	raw_send(x, "{\"id\": 1, \"method\": \"store.put_many\", \"params\": {\"puts\": ["
-		 "{\"key\": \"used/a\", \"value\": \"A\"}, {\"key\": \"used/b\", \"value\": "
-		 "\"B\"}]}}");
+	fd = keep_worker_busy(x);
 	raw_send(x, "{\"id\": 2, \"method\": \"lock.acquire\", \"params\": {\"name\": "
 		 "\"used-up\", \"ttl_ms\": 600000, \"timeout_ms\": 300, \"deadline_ms\": 60000}}");
 	TU_WAIT(stat_of("calls_queued") == 1);
 	assert_int_equal(stat_of("calls_queued"), 1);
 	queued = mono_ms();
 	TU_WAIT(mono_ms() > queued + 500);
-	close(fd);
-	r = raw_reply(x, 1);
-	json_decref(r);
+	let_worker_go(x, fd);
 	r = raw_reply(x, 2);
 	if (!code_of(r) || strcmp(code_of(r), "timed_out"))
 		fail_msg("a wait whose time passed in the queue: %s", json_dumps(r, 0));
