@@ -27,12 +27,28 @@ if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null; then
 fi
 W=$(mktemp -d /tmp/tsec-sandbox-XXXXXX)
 pids=
+# Every broker this test started is stopped, and the test fails if one
+# outlives it (a broker run through a shell function once did: $! named
+# the function's subshell, not the broker).
 cleanup() {
+	rc=$?
 	for p in $pids; do
 		kill "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
 	done
+	n=0
+	while [ $n -lt 100 ] && pgrep -f "tsec-broker --config $W/" >/dev/null; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+	if pgrep -f "tsec-broker --config $W/" >/dev/null; then
+		echo "FAIL: a broker outlived the test:"
+		pgrep -a -f "tsec-broker --config $W/"
+		pkill -KILL -f "tsec-broker --config $W/"
+		rc=1
+	fi
 	rm -rf "$W"
+	exit $rc
 }
 trap cleanup EXIT
 fails=0
@@ -72,7 +88,7 @@ opts=
 grep -q '^ProcSubset=pid' "$unit" && opts=subset=pid
 grep -q '^ProtectProc=invisible' "$unit" && opts=${opts:+$opts,}hidepid=invisible
 unit_proc() {
-	unshare -m --propagation private sh -c "mount -t proc -o '${opts:-defaults}' proc /proc &&
+	exec unshare -m --propagation private sh -c "mount -t proc -o '${opts:-defaults}' proc /proc &&
 		exec \"\$@\"" sh "$@"
 }
 
