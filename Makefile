@@ -79,7 +79,7 @@ endif
 # The parts, one folder each (docs/architecture.md).
 CORE_SRC := common/error.c common/key.c common/suggest.c common/clock.c
 SHARED_SRC := $(CORE_SRC) common/file.c common/wire.c common/jsonw.c common/sign.c common/prom.c \
-	common/certinfo.c common/wire_fast.c
+	common/certinfo.c common/wire_fast.c common/trust.c
 MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
 	module/tables.c module/eval.c module/explain.c \
 	module/cert.c module/entry.c
@@ -99,9 +99,9 @@ CLIENT_SRC := broker/client/client.c broker/client/client_async.c
 PTEST_SRC := broker/policytest/policytest.c
 HTTP_SRC := common/http.c
 BROKER_SRC := $(BUS_SRC) $(HTTP_SRC) $(STORAGE_SRC) $(REMOTE_SRC) $(CLIENT_SRC) $(PTEST_SRC)
-DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c policy.c auth.c callers.c worker.c \
+DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c config_callers.c config_paths.c policy.c auth.c callers.c worker.c \
 	methods.c decision.c storage.c held.c dispatch.c queue.c serve.c ipc.c frames.c declog.c fleet.c probe.c metrics.c)
-CLI_SRC := broker/cli/tsec.c broker/cli/tools.c broker/cli/schema.c broker/cli/replay.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c broker/cli/can.c
+CLI_SRC := broker/cli/tsec.c broker/cli/exits.c broker/cli/tools.c broker/cli/schema.c broker/cli/replay.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c broker/cli/can.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))

@@ -872,6 +872,75 @@ static void test_hardening_config_secret_mode(void **state)
 	free(out);
 }
 
+/*
+ * The paths a broker is given, checked as written (issue 49, items 1
+ * and 3), by --check as at start: a storage root p2/link where p2 is
+ * another user's (it served /etc once that user pointed link there), and
+ * a remote key file inside the storage root (a principal allowed
+ * storage.load on ** read it).  Both passed --check; both are refused,
+ * saying why; the same configuration with good paths is good.
+ */
+static void test_hardening_paths_as_written(void **state)
+{
+	char path[512], cfg[2048], args[600], root[300], p2[300], key[400], *out;
+	FILE *f;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	snprintf(root, sizeof(root), "%s/good-root", dir);
+	assert_int_equal(mkdir(root, 0700), 0);
+	snprintf(p2, sizeof(p2), "%s/p2", dir);
+	assert_int_equal(mkdir(p2, 0755), 0);
+	snprintf(path, sizeof(path), "%s/link", p2);
+	assert_int_equal(symlink("/etc", path), 0);
+	assert_int_equal(lchown(path, 65534, 65534), 0);
+	assert_int_equal(chown(p2, 65534, 65534), 0);
+	snprintf(path, sizeof(path), "%s/paths.json", dir);
+	snprintf(cfg, sizeof(cfg),
+		 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": "
+		 "\"examples/policy.json\", \"allow_unsigned_policy\": true,"
+		 " \"storage\": \"%s/link\", \"state_dir\": \"%s\", \"endpoints\": [\"ipc://%s\"],"
+		 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:acme-issuer\"}]}",
+		 TSEC_BUILD_DIR, p2, root, sock, (int)getuid());
+	write_text(path, cfg);
+	snprintf(args, sizeof(args), "--check --config %s", path);
+	assert_int_equal(broker_run(args, &out), 2);
+	assert_non_null(strstr(out, "belongs to uid 65534"));
+	free(out);
+	/* A remote key file inside the storage root. */
+	snprintf(key, sizeof(key), "%s/remote.key", root);
+	assert_non_null(f = fopen(key, "w"));
+	fputs("0000000000000000000000000000000000000000000000000000000000000001\n", f);
+	fclose(f);
+	assert_int_equal(chmod(key, 0600), 0);
+	snprintf(cfg, sizeof(cfg),
+		 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": "
+		 "\"examples/policy.json\", \"allow_unsigned_policy\": true,"
+		 " \"storage\": \"%s\", \"endpoints\": [\"ipc://%s\"],"
+		 " \"remote\": {\"blobs\": \"file:%s/blobs\", \"key_file\": \"%s\"},"
+		 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:acme-issuer\"}]}",
+		 TSEC_BUILD_DIR, root, sock, dir, key, (int)getuid());
+	write_text(path, cfg);
+	assert_int_equal(broker_run(args, &out), 2);
+	assert_non_null(strstr(out, "inside the store's root"));
+	free(out);
+	/* Moved out: good. */
+	snprintf(cfg, sizeof(cfg), "mv %s %s/remote.key", key, dir);
+	assert_int_equal(system(cfg), 0);
+	snprintf(cfg, sizeof(cfg),
+		 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": "
+		 "\"examples/policy.json\", \"allow_unsigned_policy\": true,"
+		 " \"storage\": \"%s\", \"endpoints\": [\"ipc://%s\"],"
+		 " \"remote\": {\"blobs\": \"file:%s/blobs\", \"key_file\": \"%s/remote.key\"},"
+		 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:acme-issuer\"}]}",
+		 TSEC_BUILD_DIR, root, sock, dir, dir, (int)getuid());
+	write_text(path, cfg);
+	if (broker_run(args, &out) != 0)
+		fail_msg("good paths: %s", out);
+	free(out);
+}
+
 /* The broker's health, as JSON (new; json_decref it). */
 static json_t *health_of(void)
 {
@@ -893,14 +962,28 @@ static json_t *health_of(void)
  * credentials are good says ok.  The blob store is s3rver behind the
  * tests' SigV4-checking proxy.
  */
+static struct tu_server s3_server;
+static pid_t s3_pid;
+
+/* Stops the blob store test's broker and s3rver, passed or failed. */
+static int stop_s3(void **state)
+{
+	(void)state;
+	if (s3_pid > 0)
+		stop(s3_pid);
+	s3_pid = 0;
+	tu_server_stop(&s3_server);
+	return 0;
+}
+
 static void test_hardening_blob_store_refuses(void **state)
 {
-	struct tu_server s3;
+	struct tu_server *s3p = &s3_server;
 	char extra[1024], path[256];
 	const char *secrets[2] = { "NOT-THE-SECRET", "S3RVER" };
 
 	(void)state;
-	assert_int_equal(tu_s3_start(&s3), 0);
+	assert_int_equal(tu_s3_start(s3p), 0);
 	snprintf(path, sizeof(path), "%s/remote.key", dir);
 	write_text(path, "0f0e0d0c0b0a09080706050403020100000102030405060708090a0b0c0d0e0f\n");
 	assert_int_equal(chmod(path, 0600), 0);
@@ -914,9 +997,9 @@ static void test_hardening_blob_store_refuses(void **state)
 		snprintf(extra, sizeof(extra), ", \"allow_unsigned_policy\": true, \"remote\": "
 			 "{\"blobs\": \"s3://tsec-test/hard%d\", \"key_file\": \"%s/remote.key\", "
 			 "\"s3_endpoint\": \"%s\", \"s3_access_key\": \"S3RVER\", "
-			 "\"s3_secret_file\": \"%s\"}", i, dir, s3.url[0], path);
+			 "\"s3_secret_file\": \"%s\"}", i, dir, s3p->url[0], path);
 		config("s3.json", extra);
-		pid = start("s3.json", "s3.err");
+		s3_pid = pid = start("s3.json", "s3.err");
 		wait_up();
 		/* The first look at the blob store comes soon after start. */
 		TU_WAIT((json_decref(h), h = health_of()) &&
@@ -935,14 +1018,36 @@ static void test_hardening_blob_store_refuses(void **state)
 				assert_non_null(strstr(why, "blob store"));
 				free(why);
 			}
+			{
+				/* A publish the blob store refuses: the broker
+				 * answered with an error, exit 4 (issue 49, item
+				 * 7: TSEC_EAUTH from S3 exited 3, as if this
+				 * client had been refused). */
+				char cmd[2048];
+
+				snprintf(cmd, sizeof(cmd), "D=%s && openssl req -x509 -newkey ec "
+					 "-pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "
+					 "/CN=s3.example -addext subjectAltName=DNS:s3.example -keyout $D/s3.key -out $D/s3.crt 2> /dev/null && "
+					 "echo '{}' > $D/s3.json && %s/tsec cert publish --endpoint ipc://%s "
+					 "acme-remote s3.example $D/s3.crt $D/s3.key $D/s3.json > $D/s3.out 2>&1",
+					 dir, TSEC_BUILD_DIR, sock);
+				int ex = system(cmd);
+				assert_true(WIFEXITED(ex));
+				if (WEXITSTATUS(ex) != 4) {
+					snprintf(cmd, sizeof(cmd), "cat %s/s3.out >&2", dir);
+					(void)!system(cmd);
+					fail_msg("cert publish refused by S3 exited %d, not 4",
+						 WEXITSTATUS(ex));
+				}
+			}
 		} else {
 			assert_string_equal(json_string_value(json_object_get(h, "status")), "ok");
 			assert_true(json_is_true(json_object_get(bs, "ok")));
 		}
 		json_decref(h);
 		stop(pid);
+		s3_pid = 0;
 	}
-	tu_server_stop(&s3);
 }
 
 int main(void)
@@ -955,9 +1060,10 @@ int main(void)
 		cmocka_unit_test(test_hardening_refused_client_deadline),
 		cmocka_unit_test(test_hardening_socket_claimed),
 		cmocka_unit_test(test_hardening_replace_other_writer),
-		cmocka_unit_test(test_hardening_blob_store_refuses),
+		cmocka_unit_test_teardown(test_hardening_blob_store_refuses, stop_s3),
 		cmocka_unit_test(test_hardening_socket_folder_kept),
 		cmocka_unit_test(test_hardening_config_secret_mode),
+		cmocka_unit_test(test_hardening_paths_as_written),
 	};
 	return cmocka_run_group_tests_name("hardening", tests, setup, teardown);
 }

@@ -1201,6 +1201,116 @@ static void test_store_root_trusted(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/*
+ * The root as written, not as realpath() resolves it (issue 49, item
+ * 1): the configured root p2/link, p2 another user's, link a symbolic
+ * link to a good root.  That user can point link anywhere (/etc) between
+ * the check and the open, so the path is refused as written; so is a
+ * link another user owns in a sticky folder on the way, and a link to a
+ * root others can write.  Our own link to a good root is followed.
+ * Before: every case but the last was accepted (the check looked only at
+ * realpath()'s folders).
+ */
+static void test_store_root_as_written(void **state)
+{
+	char base[] = "/tmp/tsec-root-XXXXXX", path[512], to[512], cmd[600];
+	struct tsec_error err;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	assert_non_null(mkdtemp(base));
+	snprintf(to, sizeof(to), "%s/good", base);
+	assert_int_equal(mkdir(to, 0700), 0);
+	/* Our own link to a good root: followed, accepted. */
+	snprintf(path, sizeof(path), "%s/ours", base);
+	assert_int_equal(symlink(to, path), 0);
+	if (open_root(path, &err))
+		fail_msg("our own link to a good root: %s", err.msg);
+	/* The link in a folder another user owns: refused, naming it. */
+	snprintf(path, sizeof(path), "%s/p2", base);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/p2/link", base);
+	assert_int_equal(symlink(to, path), 0);
+	snprintf(path, sizeof(path), "%s/p2", base);
+	assert_int_equal(lchown(path, 65534, 65534), 0);
+	snprintf(path, sizeof(path), "%s/p2/link", base);
+	assert_int_equal(open_root(path, &err), TSEC_EIO);
+	assert_non_null(strstr(err.msg, "belongs to uid 65534"));
+	/* ... and after that user points it at /etc. */
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(symlink("/etc", path), 0);
+	assert_int_equal(open_root(path, &err), TSEC_EIO);
+	/* A link another user owns, in a sticky folder others may write. */
+	snprintf(path, sizeof(path), "%s/sticky", base);
+	assert_int_equal(mkdir(path, 0700), 0);
+	assert_int_equal(chmod(path, 01777), 0);
+	snprintf(path, sizeof(path), "%s/sticky/link", base);
+	assert_int_equal(symlink(to, path), 0);
+	assert_int_equal(lchown(path, 65534, 65534), 0);
+	assert_int_equal(open_root(path, &err), TSEC_EIO);
+	assert_non_null(strstr(err.msg, "symbolic link uid 65534 owns"));
+	/* Our link to a root others can write: the root is judged. */
+	snprintf(path, sizeof(path), "%s/open", base);
+	assert_int_equal(mkdir(path, 0700), 0);
+	assert_int_equal(chmod(path, 0777), 0);
+	snprintf(path, sizeof(path), "%s/to-open", base);
+	assert_int_equal(symlink("open", path), 0);
+	assert_int_equal(open_root(path, &err), TSEC_EIO);
+	assert_non_null(strstr(err.msg, "others can write"));
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+	assert_int_equal(system(cmd), 0);
+}
+
+/*
+ * A folder inside the store that another user owns reads as planted, as
+ * a file does (issue 49, item 2): a root-owned value inside a folder
+ * owned by nobody was served (that user can swap what the folder holds).
+ * Not served, not listed, not there for exists.
+ */
+static void test_store_planted_folder(void **state)
+{
+	struct tu_store *t = *state;
+	char path[700];
+	struct tsec_strlist l = { 0 };
+	struct tsec_error err;
+	char *v = NULL;
+	size_t n;
+	int ex = -1;
+
+	if (geteuid() != 0)
+		skip();
+	/* Made by hand, as a value put before the folder changed hands (a
+	 * folder the store has just looked in is judged again within a
+	 * second: file_folders.c). */
+	put(t->store, "certificates/acme/z/z.crt", "ours");
+	plant(t->root, "certificates/acme/y/y.crt", "value");
+	snprintf(path, sizeof(path), "%s/certificates/acme/y", t->root);
+	assert_int_equal(chmod(path, 0700), 0);
+	assert_int_equal(chown(path, 65534, 65534), 0);
+	assert_int_equal(tsec_store_get(t->store, &app, "certificates/acme/y/y.crt", &v, &n, &err),
+			 TSEC_EIO);
+	assert_non_null(strstr(err.msg, "planted"));
+	assert_null(v);
+	assert_int_equal(tsec_store_exists(t->store, &app, "certificates/acme/y/y.crt", &ex, &err),
+			 0);
+	assert_false(ex);
+	assert_int_equal(tsec_store_list(t->store, &app, "certificates/acme", true, &l, &err), 0);
+	for (size_t i = 0; i < l.n; i++)
+		if (strstr(l.v[i], "acme/y"))
+			fail_msg("a planted folder listed: %s", l.v[i]);
+	tsec_strlist_free(&l);
+	/* Writable by others, though ours: planted too. */
+	assert_int_equal(chown(path, 0, 0), 0);
+	assert_int_equal(chmod(path, 0777), 0);
+	assert_int_equal(tsec_store_get(t->store, &app, "certificates/acme/y/y.crt", &v, &n, &err),
+			 TSEC_EIO);
+	assert_null(v);
+	assert_int_equal(chmod(path, 0700), 0);
+	check_value(t->store, "certificates/acme/y/y.crt", "value");
+	check_value(t->store, "certificates/acme/z/z.crt", "ours");
+}
+
 /* ---- The LocalCache's concurrency promises (issue 37, item 11) ---- */
 
 /*
@@ -1443,6 +1553,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_store_root_trusted),
+		cmocka_unit_test(test_store_root_as_written),
+		cmocka_unit_test(test_store_planted_folder),
 		cmocka_unit_test(test_store_planted_files),
 		cmocka_unit_test(test_store_kept_folders),
 		cmocka_unit_test(test_store_list_empty_and_again),

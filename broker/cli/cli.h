@@ -27,6 +27,8 @@
  *      call was cancelled there (a lock wait dropped, a lock taken for
  *      it let go)
  */
+#include <stdbool.h>
+
 #define EXIT_ALLOW 0
 #define EXIT_DENY 1
 #define EXIT_ERROR 2
@@ -40,6 +42,10 @@ int cli_exit_of(int rc);
  * stderr as "tsec CMD: MESSAGE"); returns cli_exit_of(rc). */
 struct tsec_error;
 int cli_fail(const char *cmd, int rc, const struct tsec_error *err, int json);
+/* The same for a call: when the broker answered it with an error
+ * (tsec_client_last_error), 1 for a deny, 2 for input it found bad, else
+ * 4, whatever the code. */
+int cli_fail_call(const char *cmd, int rc, const struct tsec_error *err, int json, bool answered);
 
 /* The installed service's socket (packaging/broker.json.in): absolute, so
  * tsec finds the broker from any folder.  `make run` prints the export

@@ -148,38 +148,6 @@ static struct tsec_client *connect_or_die(const char *cmd, struct opts *o)
 	return c;
 }
 
-int cli_exit_of(int rc)
-{
-	switch (rc) {
-	case TSEC_OK:
-		return EXIT_ALLOW;
-	case TSEC_EDENIED:
-		return EXIT_DENY;
-	case TSEC_EINVAL: case TSEC_EKEY: case TSEC_EPROTO: case TSEC_EPOLICY:
-	case TSEC_ETOOBIG: case TSEC_ECERT: case TSEC_ESIGNATURE: case TSEC_EROLLBACK:
-		return EXIT_ERROR;
-	case TSEC_EAUTH: case TSEC_EUNREACHABLE: case TSEC_EUNKNOWN:
-		return EXIT_UNREACHABLE;
-	default:
-		return EXIT_FAILED;
-	}
-}
-
-int cli_fail(const char *cmd, int rc, const struct tsec_error *err, int json)
-{
-	if (json) {
-		json_t *e = tsec__error_json(rc, err->where, err->msg);
-		json_dumpf(e, stdout, JSON_COMPACT);
-		putchar('\n');
-		json_decref(e);
-	} else {
-		/* The message says what happened; the code's own words would
-		 * only repeat it ("not found (not found)"). */
-		fprintf(stderr, "tsec %s: %s\n", cmd, err->msg[0] ? err->msg : tsec_strerror(rc));
-	}
-	return cli_exit_of(rc);
-}
-
 /* Calls and prints; returns the exit status. */
 /* The client a call is waiting on, for ^C (issue 48): the handler
  * interrupts it, and the library cancels the call at the broker (a lock
@@ -199,6 +167,7 @@ static int call_print(const char *cmd, struct opts *o, const char *method,
 	struct tsec_error err;
 	char *p = params ? json_dumps(params, JSON_COMPACT) : NULL, *res = NULL;
 	struct sigaction sa, old_int, old_term;
+	bool answered;
 	int rc;
 
 	memset(&sa, 0, sizeof(sa));
@@ -211,6 +180,7 @@ static int call_print(const char *cmd, struct opts *o, const char *method,
 	sigaction(SIGTERM, &old_term, NULL);
 	calling = NULL;
 	free(p);
+	answered = tsec_client_last_error(c) != NULL;
 	tsec_client_close(&c);
 	if (rc == TSEC_ECANCELED) {
 		/* As a shell reports ^C; the broker holds nothing for us. */
@@ -218,7 +188,7 @@ static int call_print(const char *cmd, struct opts *o, const char *method,
 		return EXIT_INTERRUPTED;
 	}
 	if (rc)
-		return cli_fail(cmd, rc, &err, o->json);
+		return cli_fail_call(cmd, rc, &err, o->json, answered);
 	if (o->json || !human) {
 		puts(res);
 	} else {
@@ -320,6 +290,7 @@ int cmd_check(struct opts *o)
 	json_t *params, *r;
 	struct tsec_client *c;
 	struct tsec_error err;
+	bool answered;
 	char *p, *res = NULL;
 	int rc;
 
@@ -334,9 +305,10 @@ int cmd_check(struct opts *o)
 	rc = tsec_client_call(c, "check", p, &res, &err);
 	free(p);
 	json_decref(params);
+	answered = tsec_client_last_error(c) != NULL;
 	tsec_client_close(&c);
 	if (rc)
-		return cli_fail("check", rc, &err, o->json);
+		return cli_fail_call("check", rc, &err, o->json, answered);
 	r = json_loads(res, 0, NULL);
 	free(res);
 	rc = cli_print_decision(json_array_get(json_object_get(r, "decisions"), 0), o->json);
@@ -393,6 +365,7 @@ int cmd_eval(struct opts *o)
 	json_t *params, *r;
 	struct tsec_client *c;
 	struct tsec_error err;
+	bool answered;
 	char *p, *res = NULL;
 	int rc;
 
@@ -407,9 +380,10 @@ int cmd_eval(struct opts *o)
 
 	free(p);
 	json_decref(params);
+	answered = tsec_client_last_error(c) != NULL;
 	tsec_client_close(&c);
 	if (rc)
-		return cli_fail("eval", rc, &err, o->json);
+		return cli_fail_call("eval", rc, &err, o->json, answered);
 	r = json_loads(res, 0, NULL);
 	free(res);
 	if (o->json) {
@@ -596,13 +570,15 @@ static int cmd_stats_prometheus(struct opts *o)
 {
 	struct tsec_client *c = connect_or_die("stats", o);
 	struct tsec_error err;
+	bool answered;
 	char *res = NULL, *text;
 	json_t *j;
 	int rc = tsec_client_call(c, "stats", NULL, &res, &err);
 
+	answered = tsec_client_last_error(c) != NULL;
 	tsec_client_close(&c);
 	if (rc)
-		return cli_fail("stats", rc, &err, 0);
+		return cli_fail_call("stats", rc, &err, 0, answered);
 	j = json_loads(res, 0, NULL);
 	free(res);
 	text = j ? tsec__prometheus(j) : NULL;
@@ -643,13 +619,15 @@ int cmd_health(struct opts *o)
 {
 	struct tsec_client *c = connect_or_die("health", o);
 	struct tsec_error err;
+	bool answered;
 	char *res = NULL;
 	json_t *r;
 	int rc = tsec_client_call(c, "health", NULL, &res, &err);
 
+	answered = tsec_client_last_error(c) != NULL;
 	tsec_client_close(&c);
 	if (rc)
-		return cli_fail("health", rc, &err, o->json);
+		return cli_fail_call("health", rc, &err, o->json, answered);
 	r = json_loads(res, 0, NULL);
 	if (o->json) {
 		puts(res);

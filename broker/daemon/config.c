@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include <zmq.h>
 
 #include "broker/daemon/daemon.h"
+#include "common/trust.h"
 #include "broker/storage/backend.h"
 #include "common/jsonw.h"
 #include "common/sign.h"
@@ -150,7 +152,7 @@ static const struct {
 
 /* Refuses any member of o not a setting of section; place is o's JSON
  * pointer. */
-static int known_only(json_t *o, const char *place, const char *section)
+int tsec__cfg_known_only(json_t *o, const char *place, const char *section)
 {
 	const char *names[NSETTINGS];
 	size_t n = names_of(section, names, NSETTINGS);
@@ -237,137 +239,6 @@ static int cfg_string(json_t *o, const char *k, char **out, int required)
 	}
 	*out = strdup(json_string_value(v));
 	return *out ? 0 : -1;
-}
-
-static int cfg_roles(json_t *roles, struct tsec__caller *c)
-{
-	size_t i, total = 0, o = 0;
-	json_t *v;
-
-	if (!roles)
-		return 0;
-	if (!json_is_array(roles) || json_array_size(roles) > TSEC_D_MAX_ROLES)
-		return -1;
-	json_array_foreach(roles, i, v) {
-		if (!json_is_string(v))
-			return -1;
-		total += json_string_length(v) + 1;
-	}
-	c->roles_buf = malloc(total + 1);
-	if (!c->roles_buf)
-		return -1;
-	json_array_foreach(roles, i, v) {
-		size_t n = json_string_length(v);
-		memcpy(c->roles_buf + o, json_string_value(v), n + 1);
-		c->roles[c->nroles].ptr = c->roles_buf + o;
-		c->roles[c->nroles].len = n;
-		c->nroles++;
-		o += n + 1;
-	}
-	return 0;
-}
-
-/* What clients and ipc_uids entries share: principal, roles, admin. */
-/*
- * The caller's members of a decision-log line, ","principal":...,
- * "roles":[...]", escaped once here rather than on every line.
- */
-static int log_who(struct tsec__caller *cl)
-{
-	struct tsec__jw w;
-
-	tsec__jw_init(&w);
-	TSEC__JW_LIT(&w, ",\"principal\":");
-	tsec__jw_cstr(&w, cl->principal);
-	TSEC__JW_LIT(&w, ",\"roles\":[");
-	for (uint32_t i = 0; i < cl->nroles; i++) {
-		if (i)
-			TSEC__JW_LIT(&w, ",");
-		tsec__jw_str(&w, cl->roles[i].ptr, cl->roles[i].len);
-	}
-	TSEC__JW_LIT(&w, "]");
-	cl->log_who = tsec__jw_take(&w, &cl->log_who_len);
-	return cl->log_who ? 0 : -1;
-}
-
-static int cfg_caller(json_t *x, struct tsec__caller *cl)
-{
-	const char *p = json_string_value(json_object_get(x, "principal"));
-	json_t *admin = json_object_get(x, "admin");
-
-	if (!p || !*p || strlen(p) >= sizeof(cl->principal) ||
-	    (admin && !json_is_boolean(admin)) || cfg_roles(json_object_get(x, "roles"), cl))
-		return -1;
-	snprintf(cl->principal, sizeof(cl->principal), "%s", p);
-	cl->admin = json_is_true(admin);
-	return log_who(cl);
-}
-
-static int cfg_callers(json_t *root, struct tsec__config *c)
-{
-	json_t *v, *x;
-	size_t i;
-	int first_uid;
-	char place[64];
-
-	v = json_object_get(root, "clients");
-	if (v && !json_is_array(v)) {
-		tsec__say("config /clients: must be an array");
-		return -1;
-	}
-	json_array_foreach(v, i, x) {
-		struct tsec__caller *cl = &c->callers[c->ncallers];
-		const char *key = json_string_value(json_object_get(x, "public_key"));
-		snprintf(place, sizeof(place), "/clients/%zu", i);
-		if (!json_is_object(x) || known_only(x, place, "clients"))
-			return -1;
-		if (c->ncallers == TSEC_D_MAX_CALLERS || !key || strlen(key) != 40 ||
-		    !zmq_z85_decode(cl->key, key) || cfg_caller(x, cl)) {
-			tsec__say("config %s: needs a 40-character Z85 \"public_key\", a \"principal\","
-				  " at most %d string \"roles\" and a boolean \"admin\"", place,
-				  TSEC_D_MAX_ROLES);
-			return -1;
-		}
-		cl->uid = -1;
-		for (int j = 0; j < c->ncallers; j++)
-			if (!memcmp(c->callers[j].key, cl->key, sizeof(cl->key))) {
-				tsec__say("config %s: the same \"public_key\" as /clients/%zu: a key "
-					  "names one caller (the first entry would win silently)",
-					  place, (size_t)j);
-				return -1;
-			}
-		c->ncallers++;
-	}
-	first_uid = c->ncallers;
-	v = json_object_get(root, "ipc_uids");
-	if (v && !json_is_array(v)) {
-		tsec__say("config /ipc_uids: must be an array");
-		return -1;
-	}
-	json_array_foreach(v, i, x) {
-		struct tsec__caller *cl = &c->callers[c->ncallers];
-		json_t *uid = json_object_get(x, "uid");
-		snprintf(place, sizeof(place), "/ipc_uids/%zu", i);
-		if (!json_is_object(x) || known_only(x, place, "ipc_uids"))
-			return -1;
-		if (c->ncallers == TSEC_D_MAX_CALLERS || !json_is_integer(uid) ||
-		    json_integer_value(uid) < 0 || cfg_caller(x, cl)) {
-			tsec__say("config %s: needs an integer \"uid\", a \"principal\","
-				  " at most %d string \"roles\" and a boolean \"admin\"", place,
-				  TSEC_D_MAX_ROLES);
-			return -1;
-		}
-		cl->uid = (long)json_integer_value(uid);
-		for (int j = first_uid; j < c->ncallers; j++)
-			if (c->callers[j].uid == cl->uid) {
-				tsec__say("config %s: uid %ld again (first at /ipc_uids/%zu): a uid "
-					  "names one caller (the first entry would win silently)",
-					  place, cl->uid, (size_t)(j - first_uid));
-				return -1;
-			}
-		c->ncallers++;
-	}
-	return 0;
 }
 
 static int cfg_endpoints(json_t *root, struct tsec__config *c)
@@ -458,7 +329,7 @@ static int cfg_storage(json_t *root, struct tsec__config *c)
 						   : "required (a folder, or {\"backend\": ...})");
 		return -1;
 	}
-	if (known_only(o, "/storage", "storage") || read_simple(o, "storage", "/storage", c))
+	if (tsec__cfg_known_only(o, "/storage", "storage") || read_simple(o, "storage", "/storage", c))
 		return -1;
 	if (!st->backend) {
 		tsec__say("config /storage/backend: required");
@@ -534,7 +405,7 @@ static int cfg_remote(json_t *root, struct tsec__config *c)
 		return -1;
 	}
 	r->on = 1;
-	if (known_only(o, "/remote", "remote") || read_simple(o, "remote", "/remote", c))
+	if (tsec__cfg_known_only(o, "/remote", "remote") || read_simple(o, "remote", "/remote", c))
 		return -1;
 	if (!r->blobs || !r->key_file) {
 		tsec__say("config /remote: needs \"blobs\" and \"key_file\"");
@@ -624,12 +495,23 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 
 	memset(c, 0, sizeof(*c));
 	c->log_gid = c->ipc_gid = -1;
-	/* Read from the descriptor whose mode is checked below. */
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &sb) < 0) {
-		tsec__say("config %s: %s", path, strerror(errno));
-		if (fd >= 0)
+	/* Read from the descriptor whose mode is checked below, reached as
+	 * written through folders nobody else may write (common/trust.c). */
+	{
+		struct tsec__trusted t;
+		struct tsec_error err;
+
+		if (tsec__trusted_open(path, TSEC__TRUST_FILE, false, "the configuration", &t,
+				       &err)) {
+			tsec__say("config %s: %s", path, err.msg);
+			return -1;
+		}
+		fd = t.fd;
+		if (fstat(fd, &sb) < 0) {
+			tsec__say("config %s: %s", path, strerror(errno));
 			close(fd);
-		return -1;
+			return -1;
+		}
 	}
 	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
 	close(fd);
@@ -645,7 +527,7 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 	c->workers = 4;
 	c->max_locks_per_caller = TSEC_D_LOCKS_PER_CALLER;
 	c->log_lines = 4096;
-	if (known_only(root, "", "") || read_simple(root, "", "", c))
+	if (tsec__cfg_known_only(root, "", "") || read_simple(root, "", "", c))
 		goto out;
 	if (!c->module || !c->policy) {
 		tsec__say("config /%s: required", c->module ? "policy" : "module");
@@ -671,7 +553,7 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 		memcpy(c->server_secret, json_string_value(v), 41);
 		c->have_secret = 1;
 	}
-	if (cfg_callers(root, c))
+	if (tsec__cfg_callers(root, c))
 		goto out;
 	for (int e = 0; e < c->nendpoints; e++)
 		if ((!strncmp(c->endpoints[e], "tcp://", 6) || c->ipc_curve) && !c->have_secret) {
@@ -684,6 +566,8 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 		goto out;
 	}
 	if (!c->state_dir && !(c->state_dir = strdup(c->storage)))
+		goto out;
+	if (tsec__cfg_paths(c))
 		goto out;
 	rc = 0;
 out:

@@ -404,6 +404,14 @@ int tsec__fleet_publish(struct tsec__daemon *d, const char *policy, size_t plen,
 
 /* The store options the configuration names (borrowing its strings). */
 void tsec__store_opts_of(const struct tsec__config *c, struct tsec_store_opts *o);
+/* config.c's parts: a member of o not a setting of section is refused
+ * (place is o's JSON pointer); the callers (config_callers.c); the files
+ * and folders named, checked as written (config_paths.c).  0, or -1
+ * with why said. */
+int tsec__cfg_known_only(json_t *o, const char *place, const char *section);
+int tsec__cfg_callers(json_t *root, struct tsec__config *c);
+int tsec__cfg_paths(const struct tsec__config *c);
+
 /* The remote store's options from "remote" (strings borrowed from c). */
 void tsec__remote_opts_of(const struct tsec__config *c, struct tsec_remote_opts *o);
 /*

@@ -79,6 +79,11 @@ int tsec__blobs_s3_open(struct tsec__blobs **out, const char *bucket_and_prefix,
  * (".tsec-tmp-<owner>-..."), into out. */
 void tsec__blobs_file_owner(struct tsec__blobs *b, char *out, size_t n);
 
+/* Tests only: an S3 provider's listings asked in pages of at most n
+ * keys (max-keys; 0: the server's own, 1,000 on S3), so that a test
+ * pages a listing without a thousand objects. */
+void tsec__blobs_s3_page_keys(struct tsec__blobs *b, int n);
+
 /* Opens the provider o->blobs names. */
 int tsec__blobs_open(struct tsec__blobs **out, const struct tsec_remote_opts *o,
 		     struct tsec_error *err);

@@ -32,6 +32,7 @@
 
 #include "broker/remote/blobs.h"
 #include "common/error.h"
+#include "common/trust.h"
 
 static const char *const kinds[] = { "crt", "key", "meta" };
 #define NKINDS 3
@@ -48,6 +49,9 @@ struct fblobs {
 	int ownerfd;                 /* our owner file, flocked */
 	char owner[OWNER_LEN + 1];
 	char path[512];
+	bool fenced;                 /* registered: no key file inside */
+	dev_t dev;
+	ino_t ino;
 };
 
 static int write_all(int fd, const void *p, size_t n)
@@ -156,8 +160,8 @@ static int f_has(struct tsec__blobs *b, const char *name, struct tsec_error *err
 		return errno == ENOENT
 			? tsec__seterr(err, TSEC_ENOENT, name, "no blob %s", name)
 			: tsec__seterr(err, TSEC_EIO, name, "blob %s: %s", name, strerror(errno));
-	return S_ISREG(st.st_mode) ? 0 : tsec__seterr(err, TSEC_EIO, name, "blob %s is not a "
-						       "regular file", name);
+	return S_ISREG(st.st_mode) ? 0 : tsec__seterr(err, TSEC_ECORRUPT, name, "blob %s is not "
+						       "a regular file (planted)", name);
 }
 
 static int f_get(struct tsec__blobs *b, const char *name, size_t max, uint8_t **out,
@@ -175,13 +179,20 @@ static int f_get(struct tsec__blobs *b, const char *name, size_t max, uint8_t **
 	if (dir < 0)
 		return bad_name(name, err);
 	fd = openat(dir, hex, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0 && errno == ENOENT)
+		return tsec__seterr(err, TSEC_ENOENT, name, "no blob %s", name);
+	/* A link, FIFO, socket or folder planted under a blob's name is
+	 * damage like altered bytes: TSEC_ECORRUPT, which a publish of the
+	 * content repairs (issue 49: a link made load and republish fail). */
+	if (fd < 0 && errno == ELOOP)
+		return tsec__seterr(err, TSEC_ECORRUPT, name, "blob %s is a symbolic link "
+				    "(planted): not read", name);
 	if (fd < 0)
-		return errno == ENOENT
-			? tsec__seterr(err, TSEC_ENOENT, name, "no blob %s", name)
-			: tsec__seterr(err, TSEC_EIO, name, "blob %s: %s", name, strerror(errno));
+		return tsec__seterr(err, TSEC_EIO, name, "blob %s: %s", name, strerror(errno));
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
-		return tsec__seterr(err, TSEC_EIO, name, "blob %s is not a regular file", name);
+		return tsec__seterr(err, TSEC_ECORRUPT, name, "blob %s is not a regular file "
+				    "(planted): not read", name);
 	}
 	if ((uint64_t)st.st_size > max) {
 		close(fd);
@@ -219,7 +230,9 @@ static int f_del(struct tsec__blobs *b, const char *name, struct tsec_error *err
 
 	if (dir < 0)
 		return bad_name(name, err);
-	if (unlinkat(dir, hex, 0) < 0 && errno != ENOENT)
+	/* (A folder planted under the name goes too, when empty.) */
+	if (unlinkat(dir, hex, 0) < 0 && errno != ENOENT &&
+	    (errno != EISDIR || unlinkat(dir, hex, AT_REMOVEDIR) < 0))
 		return tsec__seterr(err, TSEC_EIO, name, "blob %s: %s", name, strerror(errno));
 	return 0;
 }
@@ -285,6 +298,8 @@ static void f_close(struct tsec__blobs *b)
 		close(f->owners);
 	if (f->root >= 0)
 		close(f->root);
+	if (f->fenced)
+		tsec__trusted_fence_drop(f->dev, f->ino);
 	free(f);
 }
 
@@ -443,19 +458,29 @@ static int own(struct fblobs *f, struct tsec_error *err)
 	return 0;
 }
 
-/* A folder under dir (made 0700 when missing), never through a link. */
-static int open_folder(int dir, const char *path, struct tsec_error *err)
+/* A folder under dir (made 0700 when missing), never through a link;
+ * this user's or root's, and writable by nobody else. */
+static int open_folder(struct fblobs *f, int dir, const char *path, struct tsec_error *err)
 {
+	struct stat st;
 	int fd;
 
 	if (mkdirat(dir, path, 0700) < 0 && errno != EEXIST)
-		return tsec__seterr(err, TSEC_EIO, path, "cannot make %s: %s", path,
+		return tsec__seterr(err, TSEC_EIO, path, "cannot make %s/%s: %s", f->path, path,
 				    strerror(errno));
 	fd = openat(dir, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return tsec__seterr(err, TSEC_EIO, path, "%s: %s", path,
+		return tsec__seterr(err, TSEC_EIO, path, "%s/%s: %s", f->path, path,
 				    errno == ELOOP || errno == ENOTDIR ? "not a folder (a link?)"
 								       : strerror(errno));
+	if (fstat(fd, &st) < 0 || (st.st_uid != geteuid() && st.st_uid != 0) ||
+	    (st.st_mode & 022)) {
+		close(fd);
+		return tsec__seterr(err, TSEC_EIO, path, "the blob folder's %s/%s belongs to uid "
+				    "%ld, mode %04o: another user could plant or remove blobs; "
+				    "refused", f->path, path, (long)st.st_uid,
+				    (unsigned)(st.st_mode & 07777));
+	}
 	return fd;
 }
 
@@ -478,15 +503,29 @@ int tsec__blobs_file_open(struct tsec__blobs **out, const char *root,
 	for (int i = 0; i < NKINDS; i++)
 		f->kind[i] = -1;
 	snprintf(f->path, sizeof(f->path), "%s", root);
-	if ((rc = open_folder(AT_FDCWD, root, err)) < 0)
-		goto fail;
-	f->root = rc;
+	{
+		struct tsec__trusted t;
+
+		/* As written, every folder and link on the way checked (issue
+		 * 49: accepted at 0777 and when another user owned it). */
+		if ((rc = tsec__trusted_open(root, TSEC__TRUST_FOLDER, true, "the blob folder", &t,
+					     err)))
+			goto fail;
+		f->root = t.fd;
+		if (tsec__trusted_fence_add(t.dev, t.ino, "the blob folder", root)) {
+			rc = tsec__seterr(err, TSEC_ENOMEM, root, "too many blob folders open");
+			goto fail;
+		}
+		f->fenced = true;
+		f->dev = t.dev;
+		f->ino = t.ino;
+	}
 	for (int i = 0; i < NKINDS; i++) {
-		if ((rc = open_folder(f->root, kinds[i], err)) < 0)
+		if ((rc = open_folder(f, f->root, kinds[i], err)) < 0)
 			goto fail;
 		f->kind[i] = rc;
 	}
-	if ((rc = open_folder(f->root, OWNERS, err)) < 0)
+	if ((rc = open_folder(f, f->root, OWNERS, err)) < 0)
 		goto fail;
 	f->owners = rc;
 	if ((rc = own(f, err)))

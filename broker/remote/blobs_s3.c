@@ -37,8 +37,14 @@ struct s3blobs {
 	char secret[256];
 	char ca[512];
 	long timeout_ms;
+	int page_keys;               /* max-keys of a listing; 0: the server's */
 	struct tsec__http_pool pool;
 };
+
+void tsec__blobs_s3_page_keys(struct tsec__blobs *b, int n)
+{
+	((struct s3blobs *)b)->page_keys = n;
+}
 
 struct upload {
 	const uint8_t *p;
@@ -363,17 +369,103 @@ static int xml_take(const char **p, const char *end, const char *tag, char *out,
 	return 0;
 }
 
-/* A listing of more pages than this is taken for a server going round
- * in circles (a hundred million blobs at S3's thousand a page). */
+/*
+ * What one listing may hold (issue 49, item 6: a server alternating two
+ * continuation tokens was asked 3,810 pages in 60 s while the sweep's
+ * memory grew from 116 to 640 MB, bounded only at 100,000 pages, about
+ * 16 GB): at most this many pages, this many bytes of names handed on
+ * (about a million blobs: each name is also held by the sweep), and no
+ * continuation token twice.
+ */
 #define LIST_PAGES_MAX 100000
+#define LIST_BYTES_MAX (64u << 20)
+
+/* The tokens a listing was given, as keyed 64-bit hashes: an open-
+ * addressing set that doubles. */
+struct tokens {
+	uint64_t *v;
+	size_t cap, n;
+	unsigned char key[crypto_shorthash_KEYBYTES];
+};
+
+/* 1 when token was seen before in this listing, 0 when added, -1 when
+ * out of memory. */
+static int token_seen(struct tokens *t, const char *token)
+{
+	uint64_t h;
+	unsigned char out[crypto_shorthash_BYTES];
+
+	if (t->n * 2 >= t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 64;
+		uint64_t *nv = calloc(cap, sizeof(*nv));
+
+		if (!nv)
+			return -1;
+		for (size_t i = 0; i < t->cap; i++)
+			if (t->v[i])
+				for (size_t j = t->v[i] % cap;; j = (j + 1) % cap)
+					if (!nv[j]) {
+						nv[j] = t->v[i];
+						break;
+					}
+		free(t->v);
+		t->v = nv;
+		t->cap = cap;
+	}
+	crypto_shorthash(out, (const unsigned char *)token, strlen(token), t->key);
+	memcpy(&h, out, sizeof(h));
+	h |= 1;                      /* 0 marks a free slot */
+	for (size_t j = h % t->cap;; j = (j + 1) % t->cap) {
+		if (t->v[j] == h)
+			return 1;
+		if (!t->v[j]) {
+			t->v[j] = h;
+			t->n++;
+			return 0;
+		}
+	}
+}
+
+/* The names of one page (p..end) handed to fn; their bytes added to
+ * *bytes. */
+static int list_page(struct s3blobs *s, const char *p, const char *end, tsec__blob_list_fn fn,
+		     void *ctx, size_t *bytes)
+{
+	int rc = 0;
+
+	while (rc == 0) {
+		char key[512], lm[64], day[32];
+		const char *c = memmem(p, (size_t)(end - p), "<Contents>", 10);
+		int64_t secs;
+
+		if (!c)
+			break;
+		p = c + 10;
+		if (xml_take(&p, end, "Key", key, sizeof(key)) ||
+		    xml_take(&p, end, "LastModified", lm, sizeof(lm)))
+			break;
+		if (strncmp(key, s->prefix, strlen(s->prefix)) ||
+		    !tsec__blob_name_ok(key + strlen(s->prefix)))
+			continue;
+		*bytes += strlen(key);
+		/* "2026-12-02T03:26:12.000Z": seconds, fraction dropped. */
+		snprintf(day, sizeof(day), "%.19sZ", lm);
+		secs = tsec__utc_parse(day);
+		rc = fn(ctx, key + strlen(s->prefix), secs < 0 ? 0 : secs * 1000);
+	}
+	return rc;
+}
 
 static int s_list(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
 		  struct tsec_error *err)
 {
 	struct s3blobs *s = (struct s3blobs *)b;
-	char token[1024] = "", sent[1024] = "";
+	char token[1024] = "";
+	struct tokens seen = { 0 };
+	size_t bytes = 0;
 	int rc = 0, pages = 0;
 
+	randombytes_buf(seen.key, sizeof(seen.key));
 	do {
 		char path[2048], *esc_prefix, *esc_token = NULL;
 		struct tsec__http_body rb = { 0 };
@@ -384,21 +476,24 @@ static int s_list(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
 		esc_prefix = curl_easy_escape(NULL, s->prefix, 0);
 		if (*token)
 			esc_token = curl_easy_escape(NULL, token, 0);
-		snprintf(path, sizeof(path), "?list-type=2&prefix=%s%s%s",
-			 esc_prefix ? esc_prefix : "", esc_token ? "&continuation-token=" : "",
-			 esc_token ? esc_token : "");
+		/* The parameters in the order SigV4's canonical query sorts
+		 * them, whatever the signer does with an unsorted one. */
+		{
+			char keys[32] = "";
+
+			if (s->page_keys)
+				snprintf(keys, sizeof(keys), "&max-keys=%d", s->page_keys);
+			snprintf(path, sizeof(path), "?%s%s%slist-type=2%s&prefix=%s",
+				 esc_token ? "continuation-token=" : "", esc_token ? esc_token : "",
+				 esc_token ? "&" : "", keys, esc_prefix ? esc_prefix : "");
+		}
 		curl_free(esc_prefix);
 		curl_free(esc_token);
-		memcpy(sent, token, sizeof(sent));
 		st = request(s, M_GET, path, NULL, 0, NULL, LIST_BODY_MAX, &rb, err);
-		if (st < 0) {
+		if (st < 0 || st != 200) {
+			rc = st < 0 ? (int)st : http_error(st, "(list)", &rb, err);
 			free(rb.p);
-			return (int)st;
-		}
-		if (st != 200) {
-			rc = http_error(st, "(list)", &rb, err);
-			free(rb.p);
-			return rc;
+			break;
 		}
 		p = rb.p ? (const char *)rb.p : "";
 		end = p + rb.n;
@@ -411,34 +506,35 @@ static int s_list(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
 				xml_take(&q, end, "NextContinuationToken", token, sizeof(token));
 			}
 		}
-		while (rc == 0) {
-			char key[512], lm[64], day[32];
-			const char *c = memmem(p, (size_t)(end - p), "<Contents>", 10);
-			int64_t secs;
-
-			if (!c)
-				break;
-			p = c + 10;
-			if (xml_take(&p, end, "Key", key, sizeof(key)) ||
-			    xml_take(&p, end, "LastModified", lm, sizeof(lm)))
-				break;
-			if (strncmp(key, s->prefix, strlen(s->prefix)) ||
-			    !tsec__blob_name_ok(key + strlen(s->prefix)))
-				continue;
-			/* "2026-12-02T03:26:12.000Z": seconds, fraction dropped. */
-			snprintf(day, sizeof(day), "%.19sZ", lm);
-			secs = tsec__utc_parse(day);
-			rc = fn(ctx, key + strlen(s->prefix), secs < 0 ? 0 : secs * 1000);
-		}
+		rc = list_page(s, p, end, fn, ctx, &bytes);
 		free(rb.p);
-		/* A page that hands back the token it was asked with leads
-		 * nowhere: asking again would loop for ever. */
-		if (rc == 0 && *token && (!strcmp(token, sent) || ++pages >= LIST_PAGES_MAX))
+		if (rc || !*token)
+			break;
+		/* A token seen before leads where the listing has been: asking
+		 * again would go round for ever. */
+		switch (token_seen(&seen, token)) {
+		case 1:
 			rc = tsec__seterr(err, TSEC_EIO, "(list)", "object store: the listing's "
-					  "continuation token %s (after %d pages): the server "
-					  "goes round in circles", !strcmp(token, sent)
-					  ? "came back unchanged" : "never ended", pages);
-	} while (rc == 0 && *token);
+					  "continuation token came back after %d pages (seen "
+					  "before in this listing): the server goes round in "
+					  "circles; listing refused", pages + 1);
+			break;
+		case -1:
+			rc = tsec__seterr(err, TSEC_ENOMEM, "(list)", NULL);
+			break;
+		}
+		if (!rc && ++pages >= LIST_PAGES_MAX)
+			rc = tsec__seterr(err, TSEC_EIO, "(list)", "object store: the listing's "
+					  "continuation never ended (%d pages): listing refused",
+					  pages);
+		if (!rc && bytes > LIST_BYTES_MAX)
+			rc = tsec__seterr(err, TSEC_EIO, "(list)", "object store: the listing "
+					  "handed over more than %u MiB of names in %d pages: "
+					  "listing refused (a server that never ends, or a "
+					  "prefix holding more blobs than one broker sweeps)",
+					  LIST_BYTES_MAX >> 20, pages);
+	} while (rc == 0);
+	free(seen.v);
 	return rc;
 }
 

@@ -69,11 +69,17 @@ int tsec_remote_open(struct tsec_remote **out, struct tsec_store *coordinator,
 		return tsec__seterr(err, TSEC_EINVAL, "key_file", "a remote store needs key_file "
 				    "(without it a blob's address would be a plain hash of a "
 				    "private key, and references could not be authenticated)");
-	if ((rc = tsec__seal_load(&master, o->key_file, err)))
-		return rc;
-	if (!(r = calloc(1, sizeof(*r)))) {
-		sodium_memzero(&master, sizeof(master));
+	if (!(r = calloc(1, sizeof(*r))))
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	pthread_mutex_init(&r->sweep_mu, NULL);
+	pthread_mutex_init(&r->hw_mu, NULL);
+	pthread_mutex_init(&r->claim_mu, NULL);
+	/* The blob store first: its folder (file:) is fenced, so a key
+	 * file inside it is refused below (common/trust.c). */
+	if ((rc = tsec__blobs_open(&r->blobs, o, err)) ||
+	    (rc = tsec__seal_load(&master, o->key_file, err))) {
+		tsec_remote_close(&r);
+		return rc;
 	}
 	crypto_kdf_derive_from_key(r->k_addr, sizeof(r->k_addr), 1, "tsecblob", master.key);
 	crypto_kdf_derive_from_key(r->k_seal, sizeof(r->k_seal), 2, "tsecblob", master.key);
@@ -89,13 +95,6 @@ int tsec_remote_open(struct tsec_remote **out, struct tsec_store *coordinator,
 	r->blob_max = o->blob_max ? o->blob_max : TSEC_REMOTE_BLOB_MAX;
 	r->txn_max = o->txn_max ? o->txn_max : 4 * r->blob_max;
 	snprintf(r->where, sizeof(r->where), "%s", o->blobs ? o->blobs : "");
-	pthread_mutex_init(&r->sweep_mu, NULL);
-	pthread_mutex_init(&r->hw_mu, NULL);
-	pthread_mutex_init(&r->claim_mu, NULL);
-	if ((rc = tsec__blobs_open(&r->blobs, o, err))) {
-		tsec_remote_close(&r);
-		return rc;
-	}
 	*out = r;
 	return 0;
 }

@@ -233,7 +233,9 @@ int tsec__rblob_ensure(struct tsec_remote *r, const char *name, const uint8_t *e
 		rc = r->blobs->ops->get(r->blobs, name, raw_max(r), &there, &tn, err);
 		if (rc == TSEC_ENOENT)
 			continue;   /* swept meanwhile: written again */
-		if (rc && rc != TSEC_ETOOBIG)
+		/* (Too big, or not a blob at all, as a link planted under its
+		 * name: damage, replaced below.) */
+		if (rc && rc != TSEC_ETOOBIG && rc != TSEC_ECORRUPT)
 			return rc;
 		/* A plain compare: these are the bytes the object store holds,
 		 * a sealed key's ciphertext at most (a plain key, with

@@ -13,32 +13,28 @@
 #include <unistd.h>
 
 #include "broker/storage/fleet.h"
+#include "common/trust.h"
 
-/* Reads a small secret file that only its owner may read. */
-static int read_secret(const char *path, char *buf, size_t cap, size_t *len,
+/*
+ * Reads a small secret file: reached as written through folders nobody
+ * else may write, this user's or root's, readable by nobody else, one
+ * link, and not inside a store's root or a blob folder
+ * (common/trust.c; issue 49: a key file another user owned, one in a
+ * 0777 folder, and one inside the storage root were all accepted).
+ */
+static int read_secret(const char *path, const char *role, char *buf, size_t cap, size_t *len,
 		       struct tsec_error *err)
 {
-	struct stat st;
+	struct tsec__trusted t;
 	ssize_t n;
-	int fd;
+	int rc;
 
 	if (!path || !*path)
-		return tsec__seterr(err, TSEC_EINVAL, "", "no file named");
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0)
-		return tsec__seterr(err, TSEC_EIO, path, "cannot open %s: %s", path, strerror(errno));
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return tsec__seterr(err, TSEC_EINVAL, path, "%s is not a regular file", path);
-	}
-	if (st.st_mode & 077) {
-		close(fd);
-		return tsec__seterr(err, TSEC_EINVAL, path,
-				    "%s is readable by others (mode %03o); chmod 600 it",
-				    path, (unsigned)(st.st_mode & 0777));
-	}
-	n = read(fd, buf, cap);
-	close(fd);
+		return tsec__seterr(err, TSEC_EINVAL, "", "%s: no file named", role);
+	if ((rc = tsec__trusted_open(path, TSEC__TRUST_SECRET, false, role, &t, err)))
+		return rc;
+	n = read(t.fd, buf, cap);
+	close(t.fd);
 	if (n < 0)
 		return tsec__seterr(err, TSEC_EIO, path, "cannot read %s: %s", path, strerror(errno));
 	if ((size_t)n == cap)
@@ -54,7 +50,7 @@ int tsec__seal_load(struct tsec__seal *s, const char *path, struct tsec_error *e
 	int rc;
 
 	memset(s, 0, sizeof(*s));
-	if ((rc = read_secret(path, buf, sizeof(buf), &n, err)))
+	if ((rc = read_secret(path, "the key file", buf, sizeof(buf), &n, err)))
 		return rc;
 	if (n == sizeof(s->key)) {
 		memcpy(s->key, buf, n);
@@ -80,7 +76,7 @@ int tsec__password_load(const char *path, char *out, size_t outlen, struct tsec_
 	size_t n;
 	int rc;
 
-	if ((rc = read_secret(path, buf, sizeof(buf), &n, err)))
+	if ((rc = read_secret(path, "the secret file", buf, sizeof(buf), &n, err)))
 		return rc;
 	for (size_t i = 0; i < n; i++)
 		if (buf[i] == '\n' || buf[i] == '\r') {

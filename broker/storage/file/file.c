@@ -27,8 +27,19 @@
 
 #include "broker/storage/file/file_private.h"
 #include "common/clock.h"
+#include "common/trust.h"
 
 #define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+
+/*
+ * Whether this process's user (or root) owns it: every file and folder
+ * the store makes is, so one another user made was planted (a shared
+ * folder, or a root others can write, which open refuses anyway).
+ */
+static bool owned(const struct stat *sb)
+{
+	return sb->st_uid == geteuid() || sb->st_uid == 0;
+}
 
 int tsec__fb_io_err(struct tsec_error *err, const char *where, const char *what)
 {
@@ -52,7 +63,7 @@ int tsec__fb_open_dirs(struct tsec__filebe *fb, const struct tsec__skey *sk,
 		       unsigned upto, bool create, int *dirfd, struct tsec_error *err)
 {
 	/* A descriptor of our own: a dup would share the root's offset. */
-	int fd = openat(fb->rootfd, ".", DIR_FLAGS);
+	int fd = openat(fb->rootfd, ".", DIR_FLAGS), rc0;
 
 	*dirfd = -1;
 	if (fd < 0)
@@ -93,8 +104,36 @@ int tsec__fb_open_dirs(struct tsec__filebe *fb, const struct tsec__skey *sk,
 		}
 		close(fd);
 		fd = next;
+		if ((rc0 = tsec__fb_folder_ok(fd, sk->text, sk->seg[i], err))) {
+			close(fd);
+			errno = EPERM;
+			return rc0;
+		}
 	}
 	*dirfd = fd;
+	return 0;
+}
+
+/*
+ * A folder in the store: this user's (or root's), and writable by nobody
+ * else.  The store makes every folder so; one another user owns or may
+ * write was planted, and its owner could swap the values below it (issue
+ * 49, item 2).
+ */
+int tsec__fb_folder_ok(int fd, const char *where, const char *name, struct tsec_error *err)
+{
+	struct stat sb;
+
+	if (fstat(fd, &sb) < 0)
+		return tsec__fb_io_err(err, where, "cannot stat folder");
+	if (!owned(&sb))
+		return tsec__seterr(err, TSEC_EIO, where, "the folder '%s' belongs to uid %ld, not "
+				    "this store's user: planted in the store; refused", name,
+				    (long)sb.st_uid);
+	if (sb.st_mode & 022)
+		return tsec__seterr(err, TSEC_EIO, where, "the folder '%s' is mode %04o: others "
+				    "can write it (and plant or swap values): refused", name,
+				    (unsigned)(sb.st_mode & 07777));
 	return 0;
 }
 
@@ -214,34 +253,29 @@ int tsec__fb_write_atomic(struct tsec__filebe *fb, int dirfd, const char *leaf,
 	return 0;
 }
 
-/* Opens the key's path beneath the root, off every link; -1 and errno. */
-static int open_beneath(struct tsec__filebe *fb, const struct tsec__skey *sk, int flags)
+/*
+ * Opens the key's path beneath the root, off every link, through folders
+ * checked one by one (tsec__fb_open_dirs: openat2 would reach the value
+ * in one call, but past folders another user may own, issue 49).  The
+ * descriptor into *fd, or an error: TSEC_ENOENT for a key that is not
+ * there (errno says why: ENOENT, ENOTDIR, ELOOP), TSEC_EIO for a planted
+ * folder on the way (errno EPERM) or a failure.
+ */
+static int open_beneath(struct tsec__filebe *fb, const struct tsec__skey *sk, int flags, int *fd,
+			struct tsec_error *err)
 {
-#ifdef SYS_openat2
-	struct open_how how;
-	int fd;
+	int dirfd, e, rc;
 
-	memset(&how, 0, sizeof(how));
-	how.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW);
-	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-	fd = (int)syscall(SYS_openat2, fb->rootfd, sk->text, &how, sizeof(how));
-	if (fd >= 0 || errno != ENOSYS)
-		return fd;
-#endif
-	{
-		struct tsec_error ignore;
-		int dirfd, vfd, e;
-
-		/* No openat2: walk the folders one by one instead (errno says
-		 * why it stopped: a link on the way reads as ELOOP). */
-		if (tsec__fb_open_dirs(fb, sk, sk->n - 1, false, &dirfd, &ignore))
-			return -1;
-		vfd = openat(dirfd, sk->seg[sk->n - 1], flags | O_CLOEXEC | O_NOFOLLOW);
-		e = errno;
-		close(dirfd);
-		errno = e;
-		return vfd;
+	if ((rc = tsec__fb_open_dirs(fb, sk, sk->n - 1, false, &dirfd, err))) {
+		if (errno == EPERM)
+			return rc;
+		return tsec__fb_open_err(sk, err);
 	}
+	*fd = openat(dirfd, sk->seg[sk->n - 1], flags | O_CLOEXEC | O_NOFOLLOW);
+	e = errno;
+	close(dirfd);
+	errno = e;
+	return *fd < 0 ? tsec__fb_open_err(sk, err) : 0;
 }
 
 /* Whether a failed lookup means "no such key" (not an I/O error). */
@@ -262,22 +296,17 @@ int tsec__fb_open_err(const struct tsec__skey *sk, struct tsec_error *err)
 }
 
 /*
- * Whether this process's user (or root) owns it: every file and folder
- * the store makes is, so one another user made was planted (a shared
- * folder, or a root others can write, which open refuses anyway).
- */
-static bool owned(const struct stat *sb)
-{
-	return sb->st_uid == geteuid() || sb->st_uid == 0;
-}
-
-/*
  * A value: a regular file with at most one name.  None (0) is a file
  * replaced or removed since it was looked up (a rename over a value
  * drops the old file's count before the name moves to the new one): it
  * was the value at that moment, and reads as such.  More than one is a
  * hard link planted in the store.
  */
+bool tsec__fb_plain_folder(const struct stat *sb)
+{
+	return S_ISDIR(sb->st_mode) && owned(sb) && !(sb->st_mode & 022);
+}
+
 bool tsec__fb_plain_file(const struct stat *sb)
 {
 	return S_ISREG(sb->st_mode) && sb->st_nlink <= 1 && owned(sb);
@@ -354,13 +383,12 @@ out:
 static int fb_get(struct tsec__backend *b, const struct tsec__skey *sk, size_t max,
 		  char **out, size_t *len, struct tsec_error *err)
 {
-	int fd;
+	int fd, rc;
 
 	*out = NULL;
 	*len = 0;
-	fd = open_beneath(tsec__fb_of(b), sk, VALUE_FLAGS);
-	if (fd < 0)
-		return tsec__fb_open_err(sk, err);
+	if ((rc = open_beneath(tsec__fb_of(b), sk, VALUE_FLAGS, &fd, err)))
+		return rc;
 	return read_value(fd, sk, max, false, out, len, err);
 }
 
@@ -385,8 +413,9 @@ static int fb_get_many(struct tsec__backend *b, const struct tsec__skey *k, size
 	if ((cfd = tsec__fb_commit_read(fb, TSEC__FB_READ_WAIT_MS)) < 0)
 		return tsec__fb_commit_lock_err(err, k[0].text);
 	for (i = 0; i < n && !rc; i++)
-		if ((fd[i] = open_beneath(fb, &k[i], VALUE_FLAGS)) < 0 && !absent(errno))
-			rc = tsec__fb_open_err(&k[i], err);
+		if ((rc = open_beneath(fb, &k[i], VALUE_FLAGS, &fd[i], err)) && errno != EPERM &&
+		    absent(errno))
+			rc = 0; /* not there: no value */
 	tsec__fb_commit_end(fb, cfd);
 	for (i = 0; i < n; i++) {
 		if (fd[i] < 0)
@@ -417,7 +446,7 @@ int tsec__fb_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kin
 		/* Not there, or not the store's: none.  Anything else is an
 		 * error, never read as "absent" (a caller that believed it
 		 * could write over what is there). */
-		if (absent(errno))
+		if (absent(errno) || errno == EPERM)
 			return 0;
 		return tsec__fb_open_err(sk, err);
 	}
@@ -507,6 +536,8 @@ static void fb_close(struct tsec__backend *b)
 	close(fb->journalfd);
 	close(fb->locksfd);
 	close(fb->rootfd);
+	if (fb->fenced)
+		tsec__trusted_fence_drop(fb->root_dev, fb->root_ino);
 	free(fb);
 }
 
@@ -535,52 +566,10 @@ int tsec__file_feed(struct tsec__backend *b, const struct tsec__feed_sink *sink,
 	return 0;
 }
 
-/*
- * Whether the store's root can be trusted with private keys, as sshd's
- * StrictModes judges a home folder: the root is this user's (or root's)
- * and nobody else may write it; every folder above it is this user's or
- * root's, and writable by others only with the sticky bit (as /tmp),
- * where nobody else can rename or remove what is below.  Otherwise
- * another user could plant values, or swap a folder on the way.
- */
-static int root_safe(const char *root, struct tsec_error *err)
-{
-	char path[PATH_MAX], *slash;
-	struct stat sb;
-
-	if (!realpath(root, path))
-		return tsec__fb_io_err(err, root, "cannot resolve store root");
-	if (stat(path, &sb) < 0)
-		return tsec__fb_io_err(err, root, "cannot stat store root");
-	if (!owned(&sb))
-		return tsec__seterr(err, TSEC_EIO, root, "the store's root %s belongs to uid %ld, "
-				    "not this user (%ld): refused", path, (long)sb.st_uid,
-				    (long)geteuid());
-	if (sb.st_mode & 022)
-		return tsec__seterr(err, TSEC_EIO, root, "the store's root %s is mode %04o: others "
-				    "can write it (and plant values): refused; chmod 700 it", path,
-				    (unsigned)(sb.st_mode & 07777));
-	while ((slash = strrchr(path, '/'))) {
-		slash[slash == path ? 1 : 0] = '\0';
-		if (stat(path, &sb) < 0)
-			return tsec__fb_io_err(err, path, "cannot stat a folder above the store's root");
-		if (!owned(&sb))
-			return tsec__seterr(err, TSEC_EIO, root, "%s, above the store's root, belongs "
-					    "to uid %ld: it could swap the store's folders; refused",
-					    path, (long)sb.st_uid);
-		if ((sb.st_mode & 022) && !(sb.st_mode & S_ISVTX))
-			return tsec__seterr(err, TSEC_EIO, root, "%s, above the store's root, is mode "
-					    "%04o: others can write it (and swap the store's "
-					    "folders): refused", path, (unsigned)(sb.st_mode & 07777));
-		if (slash == path)
-			break;
-	}
-	return 0;
-}
-
 int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_error *err)
 {
 	struct tsec__filebe *fb;
+	struct tsec__trusted tr;
 	int rc;
 
 	*out = NULL;
@@ -594,12 +583,20 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 			return tsec__seterr(err, TSEC_EINVAL, "storage", "the file store cannot "
 					    "judge its locks' leases: %s", why);
 	}
-	if (mkdir(root, 0700) < 0 && errno != EEXIST)
-		return tsec__fb_io_err(err, root, "cannot create store root");
-	if ((rc = root_safe(root, err)))
+	/*
+	 * The root as written, every folder and link on its way checked and
+	 * the root opened beneath them (common/trust.c), as sshd's
+	 * StrictModes judges a home folder: otherwise another user could
+	 * plant values, or point the root elsewhere (/etc).  Everything
+	 * after is reached from the descriptor held here.
+	 */
+	if ((rc = tsec__trusted_open(root, TSEC__TRUST_FOLDER, true, "the store's root", &tr,
+				     err)))
 		return rc;
-	if (!(fb = calloc(1, sizeof(*fb))))
+	if (!(fb = calloc(1, sizeof(*fb)))) {
+		close(tr.fd);
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	}
 	fb->base.ops = &file_ops;
 	fb->journalfd = fb->locksfd = fb->ownerfd = -1;
 	tsec__folders_init(&fb->folders);
@@ -615,12 +612,17 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 		for (int i = 0; i < TSEC__SLOTS; i++)
 			fb->slot[i].fd = -1;
 	}
-	fb->rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fb->rootfd < 0) {
-		rc = tsec__fb_io_err(err, root, "cannot open store root");
+	fb->rootfd = tr.fd;
+	/* No key or secret file may be read from inside it (common/trust.c). */
+	if (tsec__trusted_fence_add(tr.dev, tr.ino, "the store's root", root)) {
+		rc = tsec__seterr(err, TSEC_ENOMEM, root, "too many stores open");
+		close(fb->rootfd);
 		free(fb);
 		return rc;
 	}
+	fb->fenced = true;
+	fb->root_dev = tr.dev;
+	fb->root_ino = tr.ino;
 	if (mkdirat(fb->rootfd, TSEC__JOURNAL, 0700) < 0 && errno != EEXIST) {
 		rc = tsec__fb_io_err(err, root, "cannot create the journal folder");
 		goto fail;
@@ -630,6 +632,8 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 		rc = tsec__fb_io_err(err, root, "cannot open the journal folder");
 		goto fail;
 	}
+	if ((rc = tsec__fb_folder_ok(fb->journalfd, root, TSEC__JOURNAL, err)))
+		goto fail;
 	if (mkdirat(fb->rootfd, TSEC__LOCKS, 0700) < 0 && errno != EEXIST) {
 		rc = tsec__fb_io_err(err, root, "cannot create the locks folder");
 		goto fail;
@@ -639,6 +643,8 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 		rc = tsec__fb_io_err(err, root, "cannot open the locks folder");
 		goto fail;
 	}
+	if ((rc = tsec__fb_folder_ok(fb->locksfd, root, TSEC__LOCKS, err)))
+		goto fail;
 	if ((rc = tsec__fb_owner_begin(fb, err)) || (rc = tsec__fb_recover(fb, err)))
 		goto fail;
 	*out = &fb->base;

@@ -12,9 +12,12 @@
  *   a lookup in it finds nothing, so a "not found" is confirmed with the
  *   folder's link count (0 when removed) and resolved afresh if stale.
  * - Anything that renames folders behind the store's back (only the
- *   store's own user or root can, the folders being 0700) is seen within
- *   a second: a descriptor older than that is replaced by a fresh
- *   resolution of its path before it answers.
+ *   store's own user or root can, the folders being 0700), or gives one
+ *   to another user or opens it to others (only root can, or the store's
+ *   user), is seen within a second: a descriptor older than that is
+ *   replaced by a fresh resolution of its path, every folder on it
+ *   checked, before it answers.  A value is read through folders
+ *   checked at that moment, never through a kept descriptor.
  * The cache is per process, 64 folders, direct-mapped; a read lock is
  * held while a descriptor is used, so it is never closed under a caller.
  */
@@ -23,10 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-
-#include <linux/openat2.h>
 
 #include "broker/storage/file/file_private.h"
 #include "common/clock.h"
@@ -74,34 +74,15 @@ static uint64_t path_hash(const char *p, size_t n)
 	return h;
 }
 
-/* Opens folder path[0..n) (segments seg[0..upto)) beneath the root, off
- * every link; -1 and errno. */
-static int open_folder(struct tsec__filebe *fb, const struct tsec__skey *sk, unsigned upto,
-		       const char *path, size_t n)
+/* Opens the key's folder (segments seg[0..upto)) beneath the root, off
+ * every link, each folder on the way checked as the store's own
+ * (tsec__fb_open_dirs); -1 and errno. */
+static int open_folder(struct tsec__filebe *fb, const struct tsec__skey *sk, unsigned upto)
 {
-	char p[TSEC_KEY_MAX + 1];
+	struct tsec_error err;
 	int fd;
 
-	memcpy(p, path, n);
-	p[n] = '\0';
-#ifdef SYS_openat2
-	{
-		struct open_how how;
-
-		memset(&how, 0, sizeof(how));
-		how.flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-		how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-		fd = (int)syscall(SYS_openat2, fb->rootfd, p, &how, sizeof(how));
-		if (fd >= 0 || errno != ENOSYS)
-			return fd;
-	}
-#endif
-	{
-		/* No openat2: the walk with O_NOFOLLOW at every folder. */
-		struct tsec_error err;
-
-		return tsec__fb_open_dirs(fb, sk, upto, false, &fd, &err) == 0 ? fd : -1;
-	}
+	return tsec__fb_open_dirs(fb, sk, upto, false, &fd, &err) == 0 ? fd : -1;
 }
 
 /* A link is not followed: it reads as "reached through a link". */
@@ -154,7 +135,7 @@ int tsec__fb_stat_key(struct tsec__filebe *fb, const struct tsec__skey *sk, stru
 	pthread_rwlock_unlock(&f->lock);
 
 	/* Resolve the folder afresh, answer, and keep it. */
-	if ((fd = open_folder(fb, sk, sk->n - 1, sk->text, n)) < 0)
+	if ((fd = open_folder(fb, sk, sk->n - 1)) < 0)
 		return -1;
 	rc = leaf_stat(fd, leaf, sb);
 	e = errno;

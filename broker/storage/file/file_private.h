@@ -55,6 +55,9 @@ struct tsec__folders {
 struct tsec__filebe {
 	struct tsec__backend base;
 	int rootfd;                  /* O_DIRECTORY, never closed early */
+	bool fenced;                 /* registered with tsec__trusted_fence_add */
+	dev_t root_dev;
+	ino_t root_ino;
 	int journalfd;               /* root/.tsec-journal */
 	int locksfd;                 /* root/.tsec-locks */
 	int ownerfd;                 /* .tsec-journal/.tsec-owner-<owner>, flocked */
@@ -126,6 +129,11 @@ int tsec__fb_open_err(const struct tsec__skey *sk, struct tsec_error *err);
 int tsec__fb_commit_lock_err(struct tsec_error *err, const char *where);
 /* A value: a regular file of this user (or root) with at most one link. */
 bool tsec__fb_plain_file(const struct stat *sb);
+/* Whether the folder open on fd may be trusted (this user's or root's,
+ * writable by nobody else); refused as planted otherwise. */
+int tsec__fb_folder_ok(int fd, const char *where, const char *name, struct tsec_error *err);
+/* The same, judged from a stat. */
+bool tsec__fb_plain_folder(const struct stat *sb);
 /* Refuses anything but a value, or a folder when folder_ok, with the
  * error naming what was planted. */
 int tsec__fb_plain(const struct stat *sb, const struct tsec__skey *sk, bool folder_ok,

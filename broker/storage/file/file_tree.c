@@ -71,7 +71,9 @@ static void list_dir(struct listing *l, int fd, const char *prefix, int recursiv
 			continue;
 		if (tsec__fb_plain_file(&sb)) {
 			list_add(l, prefix, nm, "");
-		} else if (S_ISDIR(sb.st_mode)) {
+		} else if (tsec__fb_plain_folder(&sb)) {
+			/* (A folder another user owns or may write was planted:
+			 * neither it nor what is below is the store's.) */
 			if (!recursive) {
 				list_add(l, prefix, nm, "/");
 			} else if (depth < TSEC_KEY_SEGMENTS) {
