@@ -658,6 +658,11 @@ static void plant_fixture(struct rt *x, const char *dir, struct tsec_cert_files 
 	tsec_remote_close(&x->r);
 	o.key_file = keyfile;
 	remote_open(x, &o, &x->r);
+	/* The blob store the fixture's blobs were in was claimed by the
+	 * coordinator that wrote them (a store with blobs and no claim is
+	 * refused: test_claim_removed). */
+	if (tsec__remote_claim(x->r, false, &err))
+		fail_msg("claim: %s", err.msg);
 	snprintf(path, sizeof(path), "%s/blobs.json", dir);
 	assert_non_null(names = json_load_file(path, 0, NULL));
 	ref_keys("fixture.example", keys);
@@ -1822,6 +1827,54 @@ static void test_sweep_litter(void **state)
 }
 
 /*
+ * A removed claim does not hand the blob store to another coordinator
+ * (issue 49, item 4: with .tsec-claim deleted, the other coordinator
+ * claimed the store on its next sweep and removed the first one's 3 live
+ * blobs).  The other's sweep and publish are refused, the first one's
+ * blobs all load, and the first one puts its claim back (its coordinator
+ * recorded the claim).
+ */
+static void test_claim_removed(void **state)
+{
+	struct rt *x = *state;
+	struct tu_store second;
+	struct tsec_remote *r2 = NULL;
+	struct tsec_remote_sweep sw;
+	struct tsec_error err;
+	struct cert a, b;
+	char path[1024];
+
+	if (strcmp(cur->blobs, "file"))
+		skip();
+	make_cert(&a, "kept.example", 0);
+	make_cert(&b, "taker.example", 1);
+	publish_ok(x, NULL, "kept.example", &a, TSEC_REMOTE_PUBLISHED);
+	snprintf(path, sizeof(path), "%s/.tsec-claim", x->blobs + 5);
+	assert_int_equal(unlink(path), 0);
+	tu_store_open_on(&second, "file", 0);
+	if (tsec_remote_open(&r2, second.store, &x->o, &err))
+		fail_msg("%s", err.msg);
+	assert_int_equal(tsec_remote_sweep(r2, 0, &sw, &err), TSEC_EINVAL);
+	assert_non_null(strstr(err.msg, "holds blobs but no claim"));
+	assert_int_equal(sw.removed, 0);
+	assert_int_equal(tsec_remote_publish(r2, &app, NULL, "acme", "taker.example", &b.f, NULL,
+					     &err), TSEC_EINVAL);
+	load_is(x, "kept.example", &a);
+	/* The first coordinator's sweep puts the claim back and removes
+	 * nothing live; the other is still refused. */
+	assert_int_equal(tsec_remote_sweep(x->r, 0, &sw, &err), 0);
+	assert_int_equal(sw.removed, 0);
+	assert_int_equal(access(path, F_OK), 0);
+	assert_int_equal(tsec_remote_sweep(r2, 0, &sw, &err), TSEC_EINVAL);
+	assert_non_null(strstr(err.msg, "another coordinator"));
+	load_is(x, "kept.example", &a);
+	tsec_remote_close(&r2);
+	tu_store_close(&second);
+	free_cert(&a);
+	free_cert(&b);
+}
+
+/*
  * 23. Two coordinators sharing one blob store (issue 33, item 4): the
  * second is refused, saying why, so neither's sweep removes the other's
  * live blobs; before, a sweep through one deleted the other's.
@@ -1930,6 +1983,7 @@ static const struct CMUnitTest contract[] = {
 	CONTRACT(test_sweep_failures_said),
 	CONTRACT(test_sweep_litter),
 	CONTRACT(test_shared_blob_store),
+	CONTRACT(test_claim_removed),
 };
 
 /* ---- a 3-member etcd coordinator losing its leader ---- */

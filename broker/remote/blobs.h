@@ -19,7 +19,8 @@
  *   claim     claims the store for the coordinator named id (hex), where
  *             no claim is; the claim there, ours or another's, into
  *             holder: a blob store is one coordinator's, or the sweeps
- *             of two would remove each other's live blobs.
+ *             of two would remove each other's live blobs.  With id
+ *             NULL only reads it: holder "" where none is.
  *   litter    removes what writers that are gone left (a folder's
  *             temporaries), counting it; NULL where nothing is left.
  *

@@ -399,16 +399,23 @@ static int f_claim(struct tsec__blobs *b, const char *id, char *holder, size_t n
 	ssize_t got;
 	int rc, fd;
 
-	if ((rc = write_temp(f, f->root, id, strlen(id), tmp, sizeof(tmp), CLAIM, err)))
-		return rc;
-	if (linkat(f->root, tmp, f->root, CLAIM, 0) < 0 && errno != EEXIST) {
-		rc = tsec__seterr(err, TSEC_EIO, CLAIM, "%s/" CLAIM ": %s", f->path,
-				  strerror(errno));
+	if (id) {
+		if ((rc = write_temp(f, f->root, id, strlen(id), tmp, sizeof(tmp), CLAIM, err)))
+			return rc;
+		if (linkat(f->root, tmp, f->root, CLAIM, 0) < 0 && errno != EEXIST) {
+			rc = tsec__seterr(err, TSEC_EIO, CLAIM, "%s/" CLAIM ": %s", f->path,
+					  strerror(errno));
+			unlinkat(f->root, tmp, 0);
+			return rc;
+		}
 		unlinkat(f->root, tmp, 0);
-		return rc;
 	}
-	unlinkat(f->root, tmp, 0);
-	if ((fd = openat(f->root, CLAIM, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)) < 0)
+	if ((fd = openat(f->root, CLAIM, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)) < 0 &&
+	    errno == ENOENT && !id) {
+		*holder = '\0';
+		return 0;
+	}
+	if (fd < 0)
 		return tsec__seterr(err, TSEC_EIO, CLAIM, "%s/" CLAIM ": %s", f->path,
 				    strerror(errno));
 	got = read(fd, buf, sizeof(buf) - 1);

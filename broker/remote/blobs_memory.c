@@ -193,7 +193,7 @@ static int m_claim(struct tsec__blobs *b, const char *id, char *holder, size_t n
 
 	(void)err;
 	pthread_mutex_lock(&m->mu);
-	if (!m->claim[0])
+	if (!m->claim[0] && id)
 		snprintf(m->claim, sizeof(m->claim), "%s", id);
 	snprintf(holder, n, "%s", m->claim);
 	pthread_mutex_unlock(&m->mu);

@@ -575,7 +575,7 @@ static bool an_id(const void *body, size_t n, const char *id)
 {
 	const char *p = body;
 
-	if (!p || n != strlen(id))
+	if (!p || n != TSEC__STORE_ID_HEX || (id && n != strlen(id)))
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
@@ -603,6 +603,10 @@ static int s_claim(struct tsec__blobs *b, const char *id, char *holder, size_t n
 	st = request(s, M_HEAD, path, NULL, 0, NULL, 65536, &rb, err);
 	free(rb.p);
 	memset(&rb, 0, sizeof(rb));
+	if (st == 404 && !id) {
+		*holder = '\0';
+		return 0;
+	}
 	if (st == 404) {
 		st = request(s, M_PUT, path, id, strlen(id), "If-None-Match: *", 65536, &rb, err);
 		if (st == 501) {

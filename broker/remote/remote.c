@@ -167,26 +167,115 @@ static int store_id(struct tsec_remote *r, char id[TSEC__STORE_ID_HEX + 1],
 	return tsec__seterr(err, TSEC_EBUSY, STORE_ID, "the coordinator's store id kept changing");
 }
 
-int tsec__remote_claim(struct tsec_remote *r, struct tsec_error *err)
+/*
+ * The coordinator's record that it claimed the blob store r->where:
+ * records/blob-claim-<32 hex of the place's hash>, made before the claim.
+ */
+static void claim_record_key(const struct tsec_remote *r, char *key, size_t n)
 {
-	char id[TSEC__STORE_ID_HEX + 1], holder[TSEC__STORE_ID_HEX + 2] = "";
+	uint8_t h[16];
+	char hex[33];
+
+	crypto_generichash(h, sizeof(h), (const uint8_t *)r->where, strlen(r->where), NULL, 0);
+	sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+	snprintf(key, n, TSEC__RECORDS "/blob-claim-%s", hex);
+}
+
+static int claim_recorded(struct tsec_remote *r, bool *yes, struct tsec_error *err)
+{
+	struct tsec__backend *be = r->coord->be;
+	struct tsec__skey sk;
+	char key[128], *v = NULL;
+	size_t n;
 	int rc;
 
-	if (atomic_load(&r->claimed))
+	claim_record_key(r, key, sizeof(key));
+	if ((rc = tsec__skey_parse_any(key, &sk, err)))
+		return rc;
+	rc = be->ops->get(be, &sk, 256, &v, &n, err);
+	free(v);
+	*yes = rc == 0;
+	return rc == TSEC_ENOENT ? 0 : rc;
+}
+
+static int claim_record(struct tsec_remote *r, const char *id, struct tsec_error *err)
+{
+	char key[128];
+	struct tsec__guarded rec = { key, id, TSEC__STORE_ID_HEX, NULL, 0 };
+	int rc;
+
+	claim_record_key(r, key, sizeof(key));
+	rc = tsec__store_put_checked(r->coord, NULL, NULL, 0, &rec, err);
+	return rc == TSEC_ECHANGED ? 0 : rc;   /* made meanwhile: as good */
+}
+
+static int one_is_enough(void *ctx, const char *name, int64_t mtime_ms)
+{
+	(void)name;
+	(void)mtime_ms;
+	*(bool *)ctx = true;
+	return 1;
+}
+
+/* The claim, under claim_mu. */
+static int claim_locked(struct tsec_remote *r, struct tsec_error *err)
+{
+	char id[TSEC__STORE_ID_HEX + 1], holder[TSEC__STORE_ID_HEX + 2] = "";
+	bool recorded = false, any = false;
+	int rc;
+
+	if ((rc = store_id(r, id, err)) ||
+	    (rc = r->blobs->ops->claim(r->blobs, NULL, holder, sizeof(holder), err)))
+		return rc;
+	if (!*holder) {
+		/* No claim.  Ours before (our coordinator says so): made
+		 * again.  Never ours: taken only where no blob is, for blobs
+		 * without a claim may be another coordinator's whose claim
+		 * was removed, and a sweep here would remove them. */
+		if ((rc = claim_recorded(r, &recorded, err)))
+			return rc;
+		if (!recorded) {
+			rc = r->blobs->ops->list(r->blobs, one_is_enough, &any, err);
+			if (rc < 0)
+				return rc;
+			if (any)
+				return tsec__seterr(err, TSEC_EINVAL, "blobs", "the blob store %s holds "
+						    "blobs but no claim, and this coordinator (store "
+						    "id %s) never claimed it: they may be another "
+						    "coordinator's whose claim was removed; refused "
+						    "(if they are this coordinator's, put the claim "
+						    "back: docs/remote.md)", r->where, id);
+			if ((rc = claim_record(r, id, err)))
+				return rc;
+		}
+		if ((rc = r->blobs->ops->claim(r->blobs, id, holder, sizeof(holder), err)))
+			return rc;
+	}
+	if (strcmp(holder, id))
+		return tsec__seterr(err, TSEC_EINVAL, "blobs", "the blob store %s belongs to another "
+				    "coordinator (store id %.32s; this coordinator's is %s): the "
+				    "sweeps of two coordinators would remove each other's live "
+				    "blobs; give each its own folder or prefix", r->where, holder, id);
+	/* Claimed by an older version, without a record: recorded now, so
+	 * a removed claim is put back, not refused. */
+	if (!recorded && (rc = claim_recorded(r, &recorded, err)) == 0 && !recorded)
+		rc = claim_record(r, id, err);
+	return rc;
+}
+
+int tsec__remote_claim(struct tsec_remote *r, bool again, struct tsec_error *err)
+{
+	int rc;
+
+	if (!again && atomic_load(&r->claimed))
 		return 0;
 	/* Once per store, not once per publisher racing to be first. */
 	pthread_mutex_lock(&r->claim_mu);
-	if (atomic_load(&r->claimed))
+	if (!again && atomic_load(&r->claimed))
 		rc = 0;
-	else if (!(rc = store_id(r, id, err)) &&
-		 !(rc = r->blobs->ops->claim(r->blobs, id, holder, sizeof(holder), err)) &&
-		 strcmp(holder, id))
-		rc = tsec__seterr(err, TSEC_EINVAL, "blobs", "the blob store %s belongs to another "
-				  "coordinator (store id %.32s; this coordinator's is %s): the "
-				  "sweeps of two coordinators would remove each other's live "
-				  "blobs; give each its own folder or prefix", r->where, holder, id);
-	if (!rc)
-		atomic_store(&r->claimed, true);
+	else
+		rc = claim_locked(r, err);
+	atomic_store(&r->claimed, rc == 0);
 	pthread_mutex_unlock(&r->claim_mu);
 	return rc;
 }

@@ -540,7 +540,7 @@ int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 	data[2] = f->meta, len[2] = f->meta_len;
 	if ((rc = refkeys_of(issuer, domain, &k, err)) ||
 	    (rc = publish_allowed(r, who, &k, domain, data, len, err)) ||
-	    (rc = tsec__remote_claim(r, err)))
+	    (rc = tsec__remote_claim(r, false, err)))
 		return rc;
 	for (int i = 0; i < TSEC__RK; i++)
 		tsec__rblob_address(r, i, &k.bind, data[i], len[i], names[i]);

@@ -108,10 +108,14 @@ struct tsec_remote {
 /*
  * Makes sure the blob store belongs to this coordinator: the
  * coordinator's id (made the first time) is claimed in the blob store,
- * or found there; once per process.  TSEC_EINVAL when another
- * coordinator's id is there.
+ * or found there.  TSEC_EINVAL when another coordinator's id is there,
+ * or when none is but the store holds blobs and this coordinator has no
+ * record of claiming it (issue 49, item 4: with the claim removed,
+ * another coordinator took the store and swept the first one's live
+ * blobs).  Once per process, or every time with `again` (a sweep, which
+ * removes blobs, looks each time).
  */
-int tsec__remote_claim(struct tsec_remote *r, struct tsec_error *err);
+int tsec__remote_claim(struct tsec_remote *r, bool again, struct tsec_error *err);
 
 /* ---- remote_blob.c ---- */
 

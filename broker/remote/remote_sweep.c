@@ -398,7 +398,7 @@ int tsec_remote_sweep(struct tsec_remote *r, uint64_t grace_ms, struct tsec_remo
 	/* Only this coordinator's blob store; the references first, then
 	 * the blobs: a blob written after the references were read is new
 	 * to this sweep, so it waits its grace. */
-	if ((rc = tsec__remote_claim(r, err)) || (rc = referenced(r, &refd, err)) ||
+	if ((rc = tsec__remote_claim(r, true, err)) || (rc = referenced(r, &refd, err)) ||
 	    (rc = cands_load(r, &c, err)))
 		goto out;
 	loaded = c.n;
