@@ -93,14 +93,14 @@ STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c records.c t
 	etcd/etcd_feed.c \
 	redis/redis.c redis/redis_kv.c redis/redis_lock.c redis/redis_tls.c) \
 	broker/certcache/certcache.c broker/certcache/certcache_pem.c
-REMOTE_SRC := $(addprefix broker/remote/,remote.c remote_blob.c remote_ref.c remote_cert.c \
+REMOTE_SRC := $(addprefix broker/remote/,remote.c remote_hw.c remote_blob.c remote_ref.c remote_cert.c \
 	remote_sweep.c blobs_file.c blobs_memory.c blobs_s3.c)
 CLIENT_SRC := broker/client/client.c broker/client/client_async.c
 PTEST_SRC := broker/policytest/policytest.c
 HTTP_SRC := common/http.c
 BROKER_SRC := $(BUS_SRC) $(HTTP_SRC) $(STORAGE_SRC) $(REMOTE_SRC) $(CLIENT_SRC) $(PTEST_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c config_callers.c config_paths.c policy.c auth.c callers.c worker.c \
-	methods.c decision.c storage.c held.c dispatch.c queue.c serve.c ipc.c frames.c declog.c fleet.c probe.c metrics.c)
+	methods.c decision.c storage.c remote_admin.c held.c dispatch.c queue.c serve.c ipc.c frames.c declog.c fleet.c probe.c metrics.c)
 CLI_SRC := broker/cli/tsec.c broker/cli/exits.c broker/cli/tools.c broker/cli/schema.c broker/cli/replay.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c broker/cli/can.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 

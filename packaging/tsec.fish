@@ -81,7 +81,7 @@ complete -c tsec -n '__tsec_sub store' -a "put get ls rm mv"
 complete -c tsec -n '__tsec_sub lock' -a "acquire renew release"
 complete -c tsec -n '__tsec_using lock' -l ttl-ms -r
 complete -c tsec -n '__tsec_using lock' -l wait-ms -r
-complete -c tsec -n '__tsec_sub cert' -a "save load publish fetch exists archive sweep"
+complete -c tsec -n '__tsec_sub cert' -a "save load publish fetch exists archive recover sweep"
 complete -c tsec -n '__tsec_sub policy' -a publish
 complete -c tsec -n '__tsec_using keygen' -l curve -r -F
 complete -c tsec -n '__tsec_using keygen' -l sign -r -F

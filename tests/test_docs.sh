@@ -156,6 +156,7 @@ cat > "$W/examples" <<EOF
 0 \$T cert exists acme-remote docs.example
 0 \$T cert fetch acme-remote docs.example
 0 \$T cert fetch acme-remote docs.example $W/fetched
+0 \$T cert recover acme-remote docs.example
 0 \$T cert archive acme-remote docs.example 2026-12
 0 \$T cert sweep 0
 0 \$T store rm certificates/acme/docs.example -r

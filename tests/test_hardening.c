@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1050,6 +1051,93 @@ static void test_hardening_blob_store_refuses(void **state)
 	}
 }
 
+/* Runs a shell command (made from fmt); its exit status, or -1. */
+static int shell(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int shell(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static pid_t recover_pid;
+
+static int stop_recover(void **state)
+{
+	(void)state;
+	if (recover_pid > 0)
+		stop(recover_pid);
+	recover_pid = 0;
+	return 0;
+}
+
+/*
+ * A coordinator restored from a backup, accepted by an operator, end to
+ * end through the broker (issue 49, item 5: a running broker refused
+ * the certificate "until it is published again", and refused that
+ * publish by the same check; only a restart helped).  Publish A, back
+ * the coordinator up, publish B, restore: fetch and publish refuse, exit
+ * 4 (item 7: fetch exited 2); `tsec cert recover` accepts the restore,
+ * said in the broker's log with who asked; A is served; B publishes
+ * again and is served.
+ */
+static void test_hardening_cert_recover(void **state)
+{
+	char extra[1024], path[256];
+	const char *T = TSEC_BUILD_DIR "/tsec";
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/recover.key", dir);
+	write_text(path, "0f0e0d0c0b0a09080706050403020100000102030405060708090a0b0c0d0e0f\n");
+	assert_int_equal(chmod(path, 0600), 0);
+	snprintf(extra, sizeof(extra), ", \"allow_unsigned_policy\": true, \"remote\": "
+		 "{\"blobs\": \"file:%s/rblobs\", \"key_file\": \"%s\"}", dir, path);
+	config("recover.json", extra);
+	recover_pid = start("recover.json", "recover.err");
+	wait_up();
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(shell("D=%s && openssl req -x509 -newkey ec -pkeyopt "
+				       "ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=r.example "
+				       "-addext subjectAltName=DNS:r.example -keyout $D/r%d.key "
+				       "-out $D/r%d.crt 2> /dev/null && echo '{}' > $D/r%d.json",
+				       dir, i, i, i), 0);
+#define PUBLISH(i) shell("D=%s && %s cert publish --endpoint ipc://%s acme-remote r.example " \
+			 "$D/r%d.crt $D/r%d.key $D/r%d.json > $D/out 2>&1", dir, T, sock, i, i, i)
+#define FETCHED_IS(i) shell("D=%s && rm -rf $D/got && mkdir $D/got && %s cert fetch " \
+			    "--endpoint ipc://%s acme-remote r.example $D/got > $D/out 2>&1 && " \
+			    "cmp -s $D/got/r.example.crt $D/r%d.crt", dir, T, sock, i)
+	assert_int_equal(PUBLISH(0), 0);
+	assert_int_equal(FETCHED_IS(0), 0);
+	assert_int_equal(shell("cd %s && cp -a store store.bak", dir), 0);
+	assert_int_equal(PUBLISH(1), 0);
+	assert_int_equal(FETCHED_IS(1), 0);
+	/* The restore: the certificate's references and record as they
+	 * were. */
+	assert_int_equal(shell("cd %s && cp -a store.bak/.tsec-remote store.bak/certificates "
+			       "store/", dir), 0);
+	assert_int_equal(FETCHED_IS(0), 4);
+	assert_int_equal(shell("grep -q 'went back' %s/out", dir), 0);
+	assert_int_equal(PUBLISH(1), 4);
+	/* Accepted by an admin: said in the log, and served. */
+	assert_int_equal(shell("%s cert recover --endpoint ipc://%s acme-remote r.example > "
+			       "%s/out 2>&1", T, sock, dir), 0);
+	assert_int_equal(shell("grep -q 'cert recover acme-remote/r.example by "
+			       "svc:acme-issuer' %s/recover.err", dir), 0);
+	assert_int_equal(FETCHED_IS(0), 0);
+	assert_int_equal(PUBLISH(1), 0);
+	assert_int_equal(FETCHED_IS(1), 0);
+#undef PUBLISH
+#undef FETCHED_IS
+	stop(recover_pid);
+	recover_pid = 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1064,6 +1152,7 @@ int main(void)
 		cmocka_unit_test(test_hardening_socket_folder_kept),
 		cmocka_unit_test(test_hardening_config_secret_mode),
 		cmocka_unit_test(test_hardening_paths_as_written),
+		cmocka_unit_test_teardown(test_hardening_cert_recover, stop_recover),
 	};
 	return cmocka_run_group_tests_name("hardening", tests, setup, teardown);
 }

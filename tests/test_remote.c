@@ -1875,6 +1875,72 @@ static void test_claim_removed(void **state)
 }
 
 /*
+ * Rollback recovery without a restart (issue 49, item 5): a record that
+ * went back is refused for load and publish until tsec_remote_recover
+ * accepts it, and then both work; a record removed by hand no longer
+ * restarts the sequence at 1 (one publish worked, then the certificate
+ * was stuck, refused as a rollback).
+ */
+static void test_recover_in_place(void **state)
+{
+	static const char *const ext[] = { "crt", "key", "json" };
+	struct rt *x = *state;
+	struct tsec_cert_files got;
+	struct tsec_error err;
+	struct cert a, b, c;
+	char *saved[4], key[128];
+	size_t n[4];
+	uint64_t was, now;
+
+	make_cert(&a, "back.example", 0);
+	make_cert(&b, "back.example", 1);
+	make_cert(&c, "back.example", 2);
+	publish_ok(x, NULL, "back.example", &a, TSEC_REMOTE_PUBLISHED);
+	/* The backup: A's references and record. */
+	for (int i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "certificates/acme/back.example/back.example.%s",
+			 i < 3 ? ext[i] : "");
+		assert_non_null(saved[i] = backend_get(x->t.store, i < 3 ? key :
+						       RECORD_OF("back.example"), &n[i]));
+	}
+	publish_ok(x, NULL, "back.example", &b, TSEC_REMOTE_PUBLISHED);
+	load_is(x, "back.example", &b);
+	/* The restore. */
+	for (int i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "certificates/acme/back.example/back.example.%s",
+			 i < 3 ? ext[i] : "");
+		backend_put(x->t.store, i < 3 ? key : RECORD_OF("back.example"), saved[i], n[i]);
+		free(saved[i]);
+	}
+	assert_int_equal(tsec_remote_load(x->r, &app, "acme", "back.example", &got, &err),
+			 TSEC_EROLLBACK);
+	assert_int_equal(tsec_remote_publish(x->r, &app, NULL, "acme", "back.example", &c.f, NULL,
+					     &err), TSEC_EROLLBACK);
+	/* Accepted: A served, then C published over it. */
+	if (tsec_remote_recover(x->r, "acme", "back.example", &was, &now, &err))
+		fail_msg("recover (%s): %s", cur->name, err.msg);
+	assert_int_equal(was, 1);
+	assert_true(now >= 2 + TSEC_REMOTE_RECOVER_GAP);
+	load_is(x, "back.example", &a);
+	publish_ok(x, NULL, "back.example", &c, TSEC_REMOTE_PUBLISHED);
+	load_is(x, "back.example", &c);
+	/* The record removed by hand: a publish continues past what was
+	 * seen, and the next one too. */
+	{
+		struct tsec__skey sk;
+		assert_int_equal(tsec__skey_parse_any(RECORD_OF("back.example"), &sk, &err), 0);
+		assert_int_equal(x->t.store->be->ops->del(x->t.store->be, &sk, 0, NULL, &err), 0);
+	}
+	publish_ok(x, NULL, "back.example", &b, TSEC_REMOTE_PUBLISHED);
+	load_is(x, "back.example", &b);
+	publish_ok(x, NULL, "back.example", &a, TSEC_REMOTE_PUBLISHED);
+	load_is(x, "back.example", &a);
+	free_cert(&a);
+	free_cert(&b);
+	free_cert(&c);
+}
+
+/*
  * 23. Two coordinators sharing one blob store (issue 33, item 4): the
  * second is refused, saying why, so neither's sweep removes the other's
  * live blobs; before, a sweep through one deleted the other's.
@@ -1984,6 +2050,7 @@ static const struct CMUnitTest contract[] = {
 	CONTRACT(test_sweep_litter),
 	CONTRACT(test_shared_blob_store),
 	CONTRACT(test_claim_removed),
+	CONTRACT(test_recover_in_place),
 };
 
 /* ---- a 3-member etcd coordinator losing its leader ---- */

@@ -721,6 +721,10 @@ int cmd_cert(struct opts *o)
 		params = json_pack("{s:s,s:s,s:s}", "issuer", o->args[1], "domain", o->args[2],
 				   "name", o->args[3]);
 		rc = call_print("cert archive", o, "remote.archive_key", params, human_ok);
+	} else if (!strcmp(sub, "recover") && o->nargs == 3) {
+		/* An operator accepts a restored coordinator (admin). */
+		params = json_pack("{s:s,s:s}", "issuer", o->args[1], "domain", o->args[2]);
+		rc = call_print("cert recover", o, "remote.recover", params, human_object);
 	} else if (!strcmp(sub, "sweep") && o->nargs == 2) {
 		char *end;
 		long long g = strtoll(o->args[1], &end, 10);
@@ -731,7 +735,8 @@ int cmd_cert(struct opts *o)
 	} else {
 		die_usage(cmd, "usage: tsec cert save|publish ISSUER DOMAIN CRT KEY META | "
 			  "cert load|fetch ISSUER DOMAIN [DIR] | cert exists ISSUER DOMAIN | "
-			  "cert archive ISSUER DOMAIN NAME | cert sweep GRACE_MS");
+			  "cert archive ISSUER DOMAIN NAME | cert recover ISSUER DOMAIN | "
+			  "cert sweep GRACE_MS");
 		return EXIT_ERROR;
 	}
 	json_decref(params);

@@ -419,13 +419,14 @@ static const struct command {
 	  "Takes, renews and releases a lock; acquire prints its token and fence.\n",
 	  HELP_CONN },
 	{ "cert", cmd_cert, 6, "save|publish ISSUER DOMAIN CRT KEY META, load|fetch ISSUER DOMAIN\n"
-	  "              [DIR], exists, archive, sweep: certificates, local or remote",
+	  "              [DIR], exists, archive, recover, sweep: certificates, local or remote",
 	  "cert save ISSUER DOMAIN CRT KEY META [connection]\n"
 	  "       tsec cert load ISSUER DOMAIN [DIR] [connection]\n"
 	  "       tsec cert publish ISSUER DOMAIN CRT KEY META [connection]\n"
 	  "       tsec cert fetch ISSUER DOMAIN [DIR] [connection]\n"
 	  "       tsec cert exists ISSUER DOMAIN [connection]\n"
 	  "       tsec cert archive ISSUER DOMAIN NAME [connection]\n"
+	  "       tsec cert recover ISSUER DOMAIN [connection]\n"
 	  "       tsec cert sweep GRACE_MS [connection]",
 	  "save stores a certificate, its private key and its metadata (files) as\n"
 	  "one all-or-nothing group, in certmagic's layout\n"
@@ -441,7 +442,11 @@ static const struct command {
 	  "and writes like load; exists exits 0 when the certificate is there, 1 when\n"
 	  "not; archive moves the key's reference to\n"
 	  "certificates/ISSUER/DOMAIN/archive/NAME.key (refused if taken); sweep\n"
-	  "(admin) removes blobs unreferenced for GRACE_MS.\n",
+	  "(admin) removes blobs unreferenced for GRACE_MS.  recover (admin) accepts\n"
+	  "a coordinator restored from a backup for one certificate: brokers refuse\n"
+	  "its older generation record (fetch and publish exit 4, \"rollback\")\n"
+	  "until then; it prints the record's sequence before and after, and the\n"
+	  "restored certificate is served until the next publish.\n",
 	  HELP_CONN },
 	{ "stats", cmd_stats, 0, "the broker's counters",
 	  "stats [--prometheus] [connection]",

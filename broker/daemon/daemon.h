@@ -485,6 +485,11 @@ json_t *tsec__m_remote_exists(struct tsec__daemon *, struct tsec__call *, json_t
 json_t *tsec__m_remote_archive_key(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_remote_load_archived(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_remote_sweep(struct tsec__daemon *, struct tsec__call *, json_t **);
+json_t *tsec__m_remote_recover(struct tsec__daemon *d, struct tsec__call *c, json_t **result);
+/* storage.c's answers: rc's error, or *result (an empty object when
+ * unset); and "no remote store" for the remote methods. */
+json_t *tsec__m_done(int rc, const struct tsec_error *err, json_t **result);
+json_t *tsec__m_no_remote(void);
 json_t *tsec__m_store_exists(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_delete(struct tsec__daemon *, struct tsec__call *, json_t **);
 json_t *tsec__m_store_list(struct tsec__daemon *, struct tsec__call *, json_t **);

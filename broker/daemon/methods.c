@@ -46,6 +46,7 @@ const struct tsec__method tsec__methods[] = {
 	{ "remote.archive_key", tsec__m_remote_archive_key, TSEC_M_STORAGE },
 	{ "remote.load_archived", tsec__m_remote_load_archived, TSEC_M_STORAGE },
 	{ "remote.sweep", tsec__m_remote_sweep, TSEC_M_ADMIN | TSEC_M_STORAGE },
+	{ "remote.recover", tsec__m_remote_recover, TSEC_M_ADMIN | TSEC_M_STORAGE },
 	{ "lock.acquire", tsec__m_lock_acquire, TSEC_M_STORAGE },
 	{ "lock.renew",   tsec__m_lock_renew,   TSEC_M_STORAGE },
 	{ "lock.release", tsec__m_lock_release, TSEC_M_STORAGE },

@@ -17,7 +17,7 @@
 
 /* The reply for a store call: its error, or *result (an empty object if
  * the handler set none). */
-static json_t *done(int rc, const struct tsec_error *err, json_t **result)
+json_t *tsec__m_done(int rc, const struct tsec_error *err, json_t **result)
 {
 	if (rc)
 		return tsec__err_json(err);
@@ -105,7 +105,7 @@ json_t *tsec__m_store_put(struct tsec__daemon *d, struct tsec__call *c, json_t *
 		rc = tsec_store_put(d->store, &c->p, key, v, n, &err);
 	}
 	free(buf);
-	return done(rc, &err, result);
+	return tsec__m_done(rc, &err, result);
 }
 
 /* {"puts": [{"key", "value" | "value_b64"}, ...], "lock"?}: all or nothing. */
@@ -148,7 +148,7 @@ json_t *tsec__m_store_put_many(struct tsec__daemon *d, struct tsec__call *c, jso
 		free(bufs[i]);
 	free(bufs);
 	free(p);
-	return e ? e : done(rc, &err, result);
+	return e ? e : tsec__m_done(rc, &err, result);
 }
 
 json_t *tsec__m_store_get(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
@@ -176,7 +176,7 @@ json_t *tsec__m_store_get(struct tsec__daemon *d, struct tsec__call *c, json_t *
 		}
 		free(v);
 	}
-	return done(rc, &err, result);
+	return tsec__m_done(rc, &err, result);
 }
 
 /*
@@ -201,12 +201,12 @@ static json_t *exists_many(struct tsec__daemon *d, struct tsec__call *c, const j
 		if (!(keys[i] = json_string_value(json_array_get(ks, i))))
 			return tsec__fail(TSEC_EINVAL, "keys", "keys: strings only");
 	if ((rc = tsec_store_exists_many(d->store, &c->p, keys, n, ex, &err)))
-		return done(rc, &err, result);
+		return tsec__m_done(rc, &err, result);
 	a = json_array();
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(a, json_boolean(ex[i]));
 	*result = json_pack("{s:o}", "exists", a);
-	return done(0, &err, result);
+	return tsec__m_done(0, &err, result);
 }
 
 json_t *tsec__m_store_exists(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
@@ -234,7 +234,7 @@ json_t *tsec__m_store_exists(struct tsec__daemon *d, struct tsec__call *c, json_
 
 	if (!rc)
 		*result = json_pack("{s:b}", "exists", ex);
-	return done(rc, &err, result);
+	return tsec__m_done(rc, &err, result);
 }
 
 json_t *tsec__m_store_delete(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
@@ -250,7 +250,7 @@ json_t *tsec__m_store_delete(struct tsec__daemon *d, struct tsec__call *c, json_
 		return e;
 	rc = fence ? tsec_store_delete_fenced(d->store, &c->p, fence, key, rec, &err)
 		   : tsec_store_delete(d->store, &c->p, key, rec, &err);
-	return done(rc, &err, result);
+	return tsec__m_done(rc, &err, result);
 }
 
 json_t *tsec__m_store_list(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
@@ -268,7 +268,7 @@ json_t *tsec__m_store_list(struct tsec__daemon *d, struct tsec__call *c, json_t 
 		tsec_strlist_free(&l);
 		*result = json_pack("{s:o}", "keys", a);
 	}
-	return done(rc, &err, result);
+	return tsec__m_done(rc, &err, result);
 }
 
 json_t *tsec__m_store_stat(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
@@ -280,7 +280,7 @@ json_t *tsec__m_store_stat(struct tsec__daemon *d, struct tsec__call *c, json_t 
 	if (!rc)
 		*result = json_pack("{s:I,s:I,s:b}", "size", (json_int_t)st.size,
 				    "mtime_ns", (json_int_t)st.mtime_ns, "is_file", st.is_file);
-	return done(rc, &err, result);
+	return tsec__m_done(rc, &err, result);
 }
 
 json_t *tsec__m_store_move(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
@@ -295,7 +295,7 @@ json_t *tsec__m_store_move(struct tsec__daemon *d, struct tsec__call *c, json_t 
 		return e;
 	rc = fence ? tsec_store_move_fenced(d->store, &c->p, fence, src, dst, &err)
 		   : tsec_store_move(d->store, &c->p, src, dst, &err);
-	return done(rc, &err, result);
+	return tsec__m_done(rc, &err, result);
 }
 
 /* params.ttl_ms, a positive integer; 0 when absent or bad. */
@@ -476,7 +476,7 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 				    "expires_in_ms", (json_int_t)left_of(&lk),
 				    "fence", (json_int_t)lk.fence);
 	}
-	return done(rc, &err, result);
+	return tsec__m_done(rc, &err, result);
 }
 
 /* The lock an object names: its "name" and "token". */
@@ -512,7 +512,7 @@ json_t *tsec__m_lock_renew(struct tsec__daemon *d, struct tsec__call *c, json_t 
 		*result = json_pack("{s:I,s:I}", "expires_ms", (json_int_t)lk.expires_ms,
 				    "expires_in_ms", (json_int_t)left_of(&lk));
 	}
-	return done(rc, &err, result);
+	return tsec__m_done(rc, &err, result);
 }
 
 json_t *tsec__m_lock_release(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
@@ -527,7 +527,7 @@ json_t *tsec__m_lock_release(struct tsec__daemon *d, struct tsec__call *c, json_
 	rc = tsec_lock_release(d->store, &c->p, &lk, &err);
 	if (!rc)
 		tsec__held_drop(&d->held, &lk);
-	return done(rc, &err, result);
+	return tsec__m_done(rc, &err, result);
 }
 
 json_t *tsec__m_cancel(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
@@ -638,7 +638,7 @@ json_t *tsec__m_store_save_cert(struct tsec__daemon *d, struct tsec__call *c, js
 		return e;
 	if ((e = cert_files_of(c, &issuer, &domain, &f)))
 		return e;
-	return done(tsec_store_save_cert_fenced(d->store, &c->p, fence, issuer, domain, &f, &err),
+	return tsec__m_done(tsec_store_save_cert_fenced(d->store, &c->p, fence, issuer, domain, &f, &err),
 		    &err, result);
 }
 
@@ -659,7 +659,7 @@ json_t *tsec__m_store_load_cert(struct tsec__daemon *d, struct tsec__call *c, js
 
 /* ---- remote.*: the remote certificate store ---- */
 
-static json_t *no_remote(void)
+json_t *tsec__m_no_remote(void)
 {
 	return tsec__fail(TSEC_EINVAL, "method", "this broker has no remote certificate store "
 			  "(\"remote\" in its configuration)");
@@ -678,7 +678,7 @@ json_t *tsec__m_remote_publish(struct tsec__daemon *d, struct tsec__call *c, jso
 	int rc;
 
 	if (!d->remote)
-		return no_remote();
+		return tsec__m_no_remote();
 	if ((e = fence_of(c, &lk, &fence)))
 		return e;
 	if ((e = cert_files_of(c, &issuer, &domain, &f)))
@@ -687,7 +687,7 @@ json_t *tsec__m_remote_publish(struct tsec__daemon *d, struct tsec__call *c, jso
 	if (!rc)
 		*result = json_pack("{s:s}", "outcome", oc == TSEC_REMOTE_UNCHANGED ? "unchanged"
 									 : "published");
-	return done(rc, &err, result);
+	return tsec__m_done(rc, &err, result);
 }
 
 /* {"issuer", "domain"}: the three files, each verified. */
@@ -699,7 +699,7 @@ json_t *tsec__m_remote_load(struct tsec__daemon *d, struct tsec__call *c, json_t
 	int rc;
 
 	if (!d->remote)
-		return no_remote();
+		return tsec__m_no_remote();
 	if (!issuer || !domain)
 		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\" and \"domain\"");
 	if ((rc = tsec_remote_load(d->remote, &c->p, issuer, domain, &f, &err)))
@@ -714,14 +714,14 @@ json_t *tsec__m_remote_exists(struct tsec__daemon *d, struct tsec__call *c, json
 	int ex = 0, rc;
 
 	if (!d->remote)
-		return no_remote();
+		return tsec__m_no_remote();
 	if (!tsec__param_str(c, "issuer") || !tsec__param_str(c, "domain"))
 		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\" and \"domain\"");
 	rc = tsec_remote_exists(d->remote, &c->p, tsec__param_str(c, "issuer"),
 				tsec__param_str(c, "domain"), &ex, &err);
 	if (!rc)
 		*result = json_pack("{s:b}", "exists", ex);
-	return done(rc, &err, result);
+	return tsec__m_done(rc, &err, result);
 }
 
 /* {"issuer", "domain", "name", "lock"?}: the key's reference archived. */
@@ -733,13 +733,13 @@ json_t *tsec__m_remote_archive_key(struct tsec__daemon *d, struct tsec__call *c,
 	json_t *e;
 
 	if (!d->remote)
-		return no_remote();
+		return tsec__m_no_remote();
 	if ((e = fence_of(c, &lk, &fence)))
 		return e;
 	if (!tsec__param_str(c, "issuer") || !tsec__param_str(c, "domain") ||
 	    !tsec__param_str(c, "name"))
 		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\", \"domain\" and \"name\"");
-	return done(tsec_remote_archive_key(d->remote, &c->p, fence, tsec__param_str(c, "issuer"),
+	return tsec__m_done(tsec_remote_archive_key(d->remote, &c->p, fence, tsec__param_str(c, "issuer"),
 					    tsec__param_str(c, "domain"),
 					    tsec__param_str(c, "name"), &err),
 		    &err, result);
@@ -755,7 +755,7 @@ json_t *tsec__m_remote_load_archived(struct tsec__daemon *d, struct tsec__call *
 	int rc;
 
 	if (!d->remote)
-		return no_remote();
+		return tsec__m_no_remote();
 	if (!tsec__param_str(c, "issuer") || !tsec__param_str(c, "domain") ||
 	    !tsec__param_str(c, "name"))
 		return tsec__fail(TSEC_EPROTO, "params", "need \"issuer\", \"domain\" and \"name\"");
@@ -770,24 +770,3 @@ json_t *tsec__m_remote_load_archived(struct tsec__daemon *d, struct tsec__call *
 	return *result ? NULL : tsec__fail(TSEC_EPROTO, "", "the key is not UTF-8 text");
 }
 
-/* {"grace_ms"}: one sweep of unreferenced blobs (admin). */
-json_t *tsec__m_remote_sweep(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
-{
-	json_t *g = json_object_get(c->params, "grace_ms");
-	struct tsec_remote_sweep sw;
-	struct tsec_error err;
-	int rc;
-
-	if (!d->remote)
-		return no_remote();
-	if (!json_is_integer(g) || json_integer_value(g) < 0)
-		return tsec__fail(TSEC_EPROTO, "params.grace_ms", "need an integer >= 0");
-	rc = tsec_remote_sweep(d->remote, (uint64_t)json_integer_value(g), &sw, &err);
-	if (!rc)
-		*result = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "blobs", (json_int_t)sw.blobs,
-				    "referenced", (json_int_t)sw.referenced, "waiting",
-				    (json_int_t)sw.waiting, "removed", (json_int_t)sw.removed,
-				    "failed", (json_int_t)sw.failed, "litter",
-				    (json_int_t)sw.litter);
-	return done(rc, &err, result);
-}

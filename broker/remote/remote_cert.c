@@ -23,94 +23,6 @@
 #include "common/error.h"
 
 #define LOAD_TRIES 5
-/* The most certificates whose records this process remembers. */
-#define HW_MAX (1u << 20)
-
-/* ---- what this process has seen ---- */
-
-static uint8_t hw_key[crypto_shorthash_KEYBYTES];
-static pthread_once_t hw_once = PTHREAD_ONCE_INIT;
-
-static void hw_key_init(void)
-{
-	randombytes_buf(hw_key, sizeof(hw_key));
-}
-
-/* Keyed with a secret of this process: a tenant cannot choose a name
- * whose slot is another certificate's. */
-static uint64_t hw_hash(const char *key)
-{
-	uint8_t h[crypto_shorthash_BYTES];
-	uint64_t v = 0;
-
-	pthread_once(&hw_once, hw_key_init);
-	crypto_shorthash(h, (const uint8_t *)key, strlen(key), hw_key);
-	for (int i = 0; i < 8; i++)
-		v |= (uint64_t)h[i] << (8 * i);
-	return v ? v : 1;
-}
-
-/* The slot of h in a table of cap (a power of two). */
-static struct tsec__hw *hw_slot(struct tsec__hw *t, size_t cap, uint64_t h)
-{
-	for (size_t i = h & (cap - 1);; i = (i + 1) & (cap - 1))
-		if (t[i].h == h || t[i].h == 0)
-			return &t[i];
-}
-
-/*
- * Whether seq, read by a read that began at epoch `since`, is below the
- * highest this process had seen for key when that read began (1: the
- * record went back).  A mark raised after the read began says nothing
- * about it: another thread's publish may have landed meanwhile.  With
- * `raise`, remembers seq when it is higher.
- */
-static int hw_seen(struct tsec_remote *r, const char *key, uint64_t seq, uint64_t since,
-		   bool raise)
-{
-	uint64_t h = hw_hash(key);
-	struct tsec__hw *e;
-	int back = 0;
-
-	pthread_mutex_lock(&r->hw_mu);
-	if (r->hw_n * 4 >= r->hw_cap * 3 && r->hw_cap < HW_MAX) {
-		size_t cap = r->hw_cap ? 2 * r->hw_cap : 256;
-		struct tsec__hw *t = calloc(cap, sizeof(*t));
-		if (t) {
-			for (size_t i = 0; i < r->hw_cap; i++)
-				if (r->hw[i].h)
-					*hw_slot(t, cap, r->hw[i].h) = r->hw[i];
-			free(r->hw);
-			r->hw = t;
-			r->hw_cap = cap;
-		}
-	}
-	if (r->hw_cap && (e = hw_slot(r->hw, r->hw_cap, h)) != NULL) {
-		if (e->h == h) {
-			back = seq < e->seq && e->epoch <= since;
-			if (raise && seq > e->seq) {
-				e->seq = seq;
-				e->epoch = atomic_fetch_add(&r->hw_epoch, 1) + 1;
-			}
-		} else if (raise && r->hw_n * 4 < r->hw_cap * 3) {
-			e->h = h;
-			e->seq = seq;
-			e->epoch = atomic_fetch_add(&r->hw_epoch, 1) + 1;
-			r->hw_n++;
-		}
-	}
-	pthread_mutex_unlock(&r->hw_mu);
-	return back;
-}
-
-void tsec__remote_forget_seen(struct tsec_remote *r)
-{
-	pthread_mutex_lock(&r->hw_mu);
-	if (r->hw)
-		memset(r->hw, 0, r->hw_cap * sizeof(*r->hw));
-	r->hw_n = 0;
-	pthread_mutex_unlock(&r->hw_mu);
-}
 
 /* ---- a certificate's keys and state ---- */
 
@@ -203,7 +115,7 @@ static int verify_record(struct tsec_remote *r, const struct refkeys *k, struct 
 		return 0;
 	if ((rc = tsec__rrec_read(r, st->t[TSEC__RK], st->n[TSEC__RK], k->rec, &st->rec, err)))
 		return rc;
-	if (hw_seen(r, k->rec, st->rec.seq, st->since, true)) {
+	if (tsec__hw_seen(r, k->rec, st->rec.seq, st->since, true)) {
 		atomic_fetch_add(&r->n_rollback, 1);
 		return tsec__seterr(err, TSEC_EROLLBACK, k->text[0], "the generation record of %s "
 				    "went back to sequence %llu, below one this broker has seen (a "
@@ -445,8 +357,12 @@ static int publish_switch(struct tsec_remote *r, const struct tsec_principal *wh
 	struct tsec_put puts[TSEC__RK];
 	struct tsec__guarded rec;
 	uint8_t rnd[TSEC__RID_HEX / 2];
+	/* Past the highest this process has seen, too: a record removed
+	 * by hand starts no second run of sequences that this process, and
+	 * any that saw the first, would refuse after one publish. */
+	uint64_t base = st->t[TSEC__RK] ? st->rec.seq : 0, seen = tsec__hw_get(r, k->rec);
 
-	*next = (struct tsec__rrec){ .seq = (st->t[TSEC__RK] ? st->rec.seq : 0) + 1,
+	*next = (struct tsec__rrec){ .seq = (base > seen ? base : seen) + 1,
 				     .parts = TSEC__PARTS_ALL };
 	next->gen = next->seq;
 	randombytes_buf(rnd, sizeof(rnd));
@@ -586,7 +502,7 @@ int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 	}
 	if (rc)
 		goto undo;
-	hw_seen(r, k.rec, next.seq, UINT64_MAX, true);
+	tsec__hw_seen(r, k.rec, next.seq, UINT64_MAX, true);
 	/* A sweeper that judged a blob unreferenced before the switch may
 	 * have removed it since: put back any that is gone. */
 	for (int i = 0; i < TSEC__RK; i++) {
@@ -695,7 +611,7 @@ int tsec_remote_archive_key(struct tsec_remote *r, const struct tsec_principal *
 		rc = tsec__seterr(err, TSEC_ECHANGED, k.text[1], "%s changed while its key was "
 				  "archived: nothing archived; look again", domain);
 	if (rc == 0)
-		hw_seen(r, k.rec, next.seq, UINT64_MAX, true);
+		tsec__hw_seen(r, k.rec, next.seq, UINT64_MAX, true);
 out:
 	state_free(&st);
 	free(reftext);
@@ -741,4 +657,53 @@ int tsec_remote_load_archived(struct tsec_remote *r, const struct tsec_principal
 		return tsec__seterr(err, TSEC_EDENIED, dst, "an archived key is only for the "
 				    "principal that published it");
 	return tsec__rblob_fetch(r, ref.blob, &k.bind, out, len, err);
+}
+
+/* ---- accepting a restore ---- */
+
+int tsec_remote_recover(struct tsec_remote *r, const char *issuer, const char *domain,
+			uint64_t *was, uint64_t *now, struct tsec_error *err)
+{
+	struct refkeys k;
+	struct state st;
+	struct tsec__rrec next;
+	struct tsec__guarded rec;
+	char *rectext = NULL;
+	uint64_t seen;
+	int rc, present;
+
+	*was = *now = 0;
+	if (!r)
+		return tsec__seterr(err, TSEC_EINVAL, "", "no remote store");
+	if ((rc = refkeys_of(issuer, domain, &k, err)) || (rc = read_state(r, &k, &st, err)))
+		return rc;
+	if (!st.t[TSEC__RK]) {
+		rc = tsec__seterr(err, TSEC_ENOENT, k.text[0], "%s has no generation record: "
+				  "nothing to recover (publish it)", k.bind.text);
+		goto out;
+	}
+	/* Authentic, and naming references that are there and match it:
+	 * the restored state is one this store wrote, only older.  What
+	 * this process has seen is not asked: that is what is accepted. */
+	if ((rc = tsec__rrec_read(r, st.t[TSEC__RK], st.n[TSEC__RK], k.rec, &st.rec, err)) ||
+	    (rc = verify_refs(r, &k, &st, &present, err)))
+		goto out;
+	seen = tsec__hw_get(r, k.rec);
+	next = st.rec;
+	next.seq = (st.rec.seq > seen ? st.rec.seq : seen) + TSEC_REMOTE_RECOVER_GAP;
+	if (!(rectext = tsec__rrec_text(r, k.rec, &next))) {
+		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+		goto out;
+	}
+	rec = (struct tsec__guarded){ k.rec, rectext, strlen(rectext), st.t[TSEC__RK],
+				      st.n[TSEC__RK] };
+	if ((rc = tsec__store_put_checked(r->coord, NULL, NULL, 0, &rec, err)))
+		goto out;
+	tsec__hw_seen(r, k.rec, next.seq, UINT64_MAX, true);
+	*was = st.rec.seq;
+	*now = next.seq;
+out:
+	free(rectext);
+	state_free(&st);
+	return rc;
 }

@@ -117,6 +117,19 @@ struct tsec_remote {
  */
 int tsec__remote_claim(struct tsec_remote *r, bool again, struct tsec_error *err);
 
+/* ---- remote_hw.c ---- */
+
+/*
+ * Whether seq, read by a read that began at hw_epoch `since`, is below
+ * the highest this process had seen for the record key when that read
+ * began (1: the record went back).  With `raise`, remembers seq when it
+ * is higher.
+ */
+int tsec__hw_seen(struct tsec_remote *r, const char *key, uint64_t seq, uint64_t since,
+		  bool raise);
+/* The highest sequence this process has seen for key (0: none). */
+uint64_t tsec__hw_get(struct tsec_remote *r, const char *key);
+
 /* ---- remote_blob.c ---- */
 
 /* The certificate a blob belongs to: "<issuer>/<domain>". */

@@ -194,6 +194,24 @@ TSEC_API int tsec_remote_sweep(struct tsec_remote *r, uint64_t grace_ms,
 			       struct tsec_remote_sweep *out, struct tsec_error *err);
 
 /*
+ * Accepts a coordinator restored from a backup (or a failover that lost
+ * writes) for one certificate: its generation record went back, so
+ * every broker that saw a later one refuses it (TSEC_EROLLBACK), loads
+ * and publishes alike.  The record there now is verified (its MAC, and
+ * the references it names) and written again with its sequence moved
+ * past the highest this process has seen by TSEC_REMOTE_RECOVER_GAP, so
+ * that every broker accepts it; the certificate served is the restored
+ * one until the next publish.  An operator's act: tsec-broker lets only
+ * admin callers ask (`tsec cert recover`), and logs it.  *was and *now:
+ * the sequence before and after.  TSEC_ENOENT without a record,
+ * TSEC_ECORRUPT or TSEC_EROLLBACK when the state is not one this store
+ * wrote, TSEC_ECHANGED when a publish landed meanwhile.
+ */
+#define TSEC_REMOTE_RECOVER_GAP (1ull << 20)
+TSEC_API int tsec_remote_recover(struct tsec_remote *r, const char *issuer, const char *domain,
+				 uint64_t *was, uint64_t *now, struct tsec_error *err);
+
+/*
  * Asks the blob store whether it answers and takes this store's
  * credentials (one small request): 0, or the error a publish would meet
  * (TSEC_EAUTH: it refuses them).  For health checks.
