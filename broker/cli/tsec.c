@@ -385,14 +385,17 @@ static const struct command {
 	  "replayed, changed and not replayed (-v says why each was not).  Exit 0\n"
 	  "when none changes, 1 when one does, 2 when a file cannot be read.\n",
 	  0 },
-	{ "diff", cmd_diff, 2, "OLD NEW: the requests two policies decide differently",
-	  "diff [--log LOG] [--module SO] OLD NEW",
-	  "Decides the same requests under OLD and NEW and prints each decided\n"
-	  "differently, with both decisions and their rules: a request made from\n"
-	  "each rule of either policy (its principals, its actions, its resource\n"
-	  "patterns made concrete, with the domains the policies name), and with\n"
-	  "--log every request of a decision log.  Exit 0 when none differs, 1 when\n"
-	  "one does.\n",
+	{ "diff", cmd_diff, 2, "OLD NEW: every request two policies decide differently",
+	  "diff [-v] [--log LOG] [--module SO] OLD NEW",
+	  "Compares OLD and NEW exactly: every class of keys their resource and\n"
+	  "domain patterns tell apart (found by walking one automaton of them all,\n"
+	  "shortest keys first), with every action, the principals and roles the\n"
+	  "rules name and one other, ttl and size at each bound, recursive or not,\n"
+	  "and moves between classes, decided by the module under both.  Prints\n"
+	  "each request decided differently (its class's shortest; the first 50,\n"
+	  "-v every one) with both decisions and their rules, and what it did not\n"
+	  "compare (requests carrying a certificate).  With --log, every logged\n"
+	  "request too.  Exit 0 when none differs, 1 when one does.\n",
 	  0 },
 	{ "keygen", NULL, 0, "--curve PREFIX (CURVE key pair) or --sign PREFIX (policy signing)",
 	  "keygen --curve PREFIX | --sign PREFIX [--force]",
