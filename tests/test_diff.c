@@ -169,6 +169,36 @@ static void test_diff_issue_cases(void **state)
 		assert_true(s.max_depth >= 6);
 		done(&s);
 	}
+	/* A move between two classes, each of which is the same under both
+	 * (out/) or differs only at one end (in/): the move from in/ to
+	 * out/ differs too, and is reported. */
+	{
+		static const char *const mv[2] = {
+			POLICY("", "{\"id\": \"m\", \"effect\": \"allow\", \"principal\": [\"svc:x\"], "
+			       "\"action\": [\"storage.move\"], \"resource\": [\"in/*\", \"out/*\"]}"),
+			POLICY("", "{\"id\": \"m\", \"effect\": \"allow\", \"principal\": [\"svc:x\"], "
+			       "\"action\": [\"storage.move\"], \"resource\": [\"out/*\"]}"),
+		};
+		s.all = json_array();
+		st = run(mv[0], mv[1], &s);
+		{
+			bool across = false;
+			size_t i;
+			json_t *rep;
+			json_array_foreach(s.all, i, rep) {
+				json_t *q = json_array_get(rep, 0);
+				const char *res = json_string_value(json_object_get(q, "resource"));
+				const char *dst = json_string_value(json_object_get(
+					json_object_get(q, "context"), "dest"));
+				across |= res && dst && !strncmp(res, "in/", 3) && !strncmp(dst, "out/", 4);
+			}
+			if (!across)
+				fail_msg("no move from in/ to out/ reported");
+		}
+		json_decref(s.all);
+		s.all = NULL;
+		done(&s);
+	}
 	st = run(glob[0], glob[0], &s);
 	assert_int_equal(st.differ, 0);
 	assert_true(st.asked > 0);

@@ -289,7 +289,7 @@ static void add(struct diff *d, struct batch *b, const char *key, const char *wh
 		r->ctx.recursive = 1;
 	if (has & TSEC_CTX_DEST)
 		r->ctx.dest = (struct tsec_str){ dest, strlen(dest) };
-	o = snprintf(b->combo[b->n], sizeof(b->combo[0]), "%s", who);
+	o = snprintf(b->combo[b->n], sizeof(b->combo[0]), "%u|%s", action, who);
 	for (int i = 0; i < nroles && o < (int)sizeof(b->combo[0]); i++)
 		o += snprintf(b->combo[b->n] + o, sizeof(b->combo[0]) - (size_t)o, "|%s", roles[i]);
 	b->n++;
@@ -402,33 +402,33 @@ static void decide_class(struct diff *d, struct batch *b, const char *key, const
 	json_decref(sizes);
 }
 
-/* Moves between keys of classes whose ends the two policies judge
- * differently (a move is allowed only when both ends are): each pair of
- * verdict pairs seen for one principal combination, both ways. */
+/* Moves (and archivals: every action with a destination) between keys
+ * of classes whose ends the two policies judge differently (one is
+ * allowed only when both ends are): each pair of verdict pairs seen for
+ * one action and principal combination, both ways. */
 static void decide_moves(struct diff *d, struct batch *b)
 {
 	const char *combo, *pa, *pb;
 	json_t *m, *ka, *kb;
-	unsigned mv = TSEC_ACTION__COUNT;
 
-	for (unsigned a = 0; a < TSEC_ACTION__COUNT; a++)
-		if (tsec_action_flags(a) & TSEC_AF_DEST)
-			mv = a;
-	if (mv == TSEC_ACTION__COUNT)
-		return;
 	json_object_foreach(d->moves, combo, m) {
-		char buf[160], *role[ROLES_ALL + 2], *save = NULL, *who;
+		char buf[160], *role[ROLES_ALL + 2], *save = NULL, *who, *act;
 		int nr = 0;
 
+		/* "<action>|<principal>|<role>...": the action's pairs only. */
 		snprintf(buf, sizeof(buf), "%s", combo);
-		who = strtok_r(buf, "|", &save);
+		act = strtok_r(buf, "|", &save);
+		who = strtok_r(NULL, "|", &save);
+		if (!act || !who)
+			continue;
 		while (nr < ROLES_ALL + 2 && (role[nr] = strtok_r(NULL, "|", &save)))
 			nr++;
 		json_object_foreach(m, pa, ka)
 			json_object_foreach(m, pb, kb)
 				if (strcmp(pa, pb))
 					add(d, b, json_string_value(ka), who, (const char *const *)role,
-					    nr, mv, TSEC_CTX_DEST, 0, json_string_value(kb));
+					    nr, (unsigned)atoi(act), TSEC_CTX_DEST, 0,
+					    json_string_value(kb));
 		flush(d, b);
 	}
 }
