@@ -62,6 +62,10 @@ static struct tsec_decision decide_json(struct tsec_bus *bus, json_t *j)
 		r.ctx.has |= TSEC_CTX_DEST;
 		r.ctx.dest = tsec_str_c(json_string_value(v));
 	}
+	if ((v = json_object_get(c, "cert_pem"))) {
+		r.ctx.has |= TSEC_CTX_CERT_PEM;
+		r.ctx.cert_pem = tsec_str_c(json_string_value(v));
+	}
 	assert_int_equal(tsec_bus_check(bus, "policy", &r, 1, &d, &err), 0);
 	return d;
 }
@@ -212,7 +216,33 @@ static void test_diff_issue_cases(void **state)
 		st = run(text, text, &s);
 		assert_int_equal(st.differ, 0);
 		assert_true(st.exact);
+		assert_true(st.cert_rules > 0);
 		done(&s);
+		/* A certificate condition changed (RSA keys of at least 3,072
+		 * bits): found, with a certificate the module decides so. */
+		{
+			json_t *p = json_loads(text, 0, NULL), *r;
+			size_t i;
+			char *t2;
+			json_array_foreach(json_object_get(p, "rules"), i, r) {
+				json_t *c = json_object_get(json_object_get(r, "when"), "cert");
+				if (c && json_object_get(c, "min_rsa_bits"))
+					json_object_set_new(c, "min_rsa_bits", json_integer(3072));
+			}
+			assert_non_null(t2 = json_dumps(p, 0));
+			s.all = json_array();
+			st = run(text, t2, &s);
+			if (!st.differ)
+				fail_msg("min_rsa_bits 2048 -> 3072: 0 differ");
+			json_array_foreach(s.all, i, r)
+				assert_non_null(json_object_get(json_object_get(json_array_get(r, 0),
+										"context"), "cert_pem"));
+			json_decref(s.all);
+			s.all = NULL;
+			done(&s);
+			free(t2);
+			json_decref(p);
+		}
 		free(text);
 	}
 }

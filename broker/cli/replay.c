@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -270,6 +271,16 @@ static void say_differ(json_t *req, const struct tsec_decision *da, const struct
 			putchar(')');
 	}
 	json_object_foreach(ctx, k, v) {
+		if (!strcmp(k, "cert_pem") && json_is_string(v)) {
+			struct tsec__certinfo ci;
+
+			if (tsec__certinfo_of(json_string_value(v), json_string_length(v), &ci))
+				fputs(" cert=(does not parse)", stdout);
+			else
+				printf(" cert=(%s, %s %u bits, %+lld s left)", ci.nnames ? ci.names[0] : "",
+				       ci.key, ci.bits, (long long)(ci.not_after - (int64_t)time(NULL)));
+			continue;
+		}
 		printf(" %s=", k);
 		if (json_is_string(v))
 			say_text(json_string_value(v));
@@ -365,10 +376,11 @@ int cmd_diff(struct opts *o)
 	printf("compared: every key the patterns tell apart (each class by its shortest key), "
 	       "every action, the principals and roles the rules on those keys name and one "
 	       "other, ttl and size at each bound, recursive or not, moves between classes\n");
-	if (st.uncovered_cert_rules)
-		printf("not compared: requests carrying a certificate (cert_pem); %zu rule(s) have "
-		       "a cert condition: try them with tsec check --cert-file\n",
-		       st.uncovered_cert_rules);
+	if (st.cert_rules)
+		printf("certificates (%zu rule(s) of the two have a cert condition): one that does "
+		       "not parse, and ones naming the key's domain or not, expiring either side of "
+		       "each min_remaining_s, of each key type, RSA either side of each "
+		       "min_rsa_bits\n", st.cert_rules);
 	if (!st.exact)
 		printf("not exact: more than 4,000,000 automaton states, or more than %d roles "
 		       "on one key class (each role alone and all together were tried)\n", 6);

@@ -393,9 +393,10 @@ static const struct command {
 	  "rules name and one other, ttl and size at each bound, recursive or not,\n"
 	  "and moves between classes, decided by the module under both.  Prints\n"
 	  "each request decided differently (its class's shortest; the first 50,\n"
-	  "-v every one) with both decisions and their rules, and what it did not\n"
-	  "compare (requests carrying a certificate).  With --log, every logged\n"
-	  "request too.  Exit 0 when none differs, 1 when one does.\n",
+	  "-v every one) with both decisions and their rules; where a rule has a\n"
+	  "cert condition, with a certificate of each class it tells apart.  With\n"
+	  "--log, every logged request too.  Exit 0 when none differs, 1 when one\n"
+	  "does.\n",
 	  0 },
 	{ "keygen", NULL, 0, "--curve PREFIX (CURVE key pair) or --sign PREFIX (policy signing)",
 	  "keygen --curve PREFIX | --sign PREFIX [--force]",

@@ -14,10 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "broker/policytest/diff.h"
 #include "broker/policytest/diff_private.h"
+#include "common/certinfo.h"
 #include "common/error.h"
+#include "common/key.h"
 #include "common/wire.h"
 
 /* ---- the walk ---- */
@@ -200,6 +203,8 @@ struct diff {
 	void *ctx;
 	struct tsec__diff_stats *st;
 	json_t *moves;               /* principal combination -> {pair: key} */
+	json_t *certs;               /* certificates made: what -> PEM */
+	int64_t now;
 	struct tsec_error *err;
 	int rc;
 };
@@ -262,9 +267,20 @@ static void flush(struct diff *d, struct batch *b)
 	b->n = 0;
 }
 
+static void add_cert(struct diff *d, struct batch *b, const char *key, const char *who,
+		     const char *const *roles, int nroles, unsigned action, unsigned has,
+		     uint64_t num, const char *dest, const char *pem);
+
 static void add(struct diff *d, struct batch *b, const char *key, const char *who,
 		const char *const *roles, int nroles, unsigned action, unsigned has, uint64_t num,
 		const char *dest)
+{
+	add_cert(d, b, key, who, roles, nroles, action, has, num, dest, NULL);
+}
+
+static void add_cert(struct diff *d, struct batch *b, const char *key, const char *who,
+		     const char *const *roles, int nroles, unsigned action, unsigned has,
+		     uint64_t num, const char *dest, const char *pem)
 {
 	struct tsec_request *r;
 	int o = 0;
@@ -289,6 +305,10 @@ static void add(struct diff *d, struct batch *b, const char *key, const char *wh
 		r->ctx.recursive = 1;
 	if (has & TSEC_CTX_DEST)
 		r->ctx.dest = (struct tsec_str){ dest, strlen(dest) };
+	if (pem) {
+		r->ctx.has |= TSEC_CTX_CERT_PEM;
+		r->ctx.cert_pem = (struct tsec_str){ pem, strlen(pem) };
+	}
 	o = snprintf(b->combo[b->n], sizeof(b->combo[0]), "%u|%s", action, who);
 	for (int i = 0; i < nroles && o < (int)sizeof(b->combo[0]); i++)
 		o += snprintf(b->combo[b->n] + o, sizeof(b->combo[0]) - (size_t)o, "|%s", roles[i]);
@@ -315,14 +335,55 @@ static void bounds(json_t *out, const struct diff *d, const uint8_t *bits, const
 	}
 }
 
+#define CERTS_MAX 256
+
+/* The certificates the cert conditions of the rules on a class tell
+ * apart (diff_cert.c), borrowed from d->certs; their count. */
+static size_t cert_classes(struct diff *d, const uint8_t *bits, const char *key,
+			   const char **out)
+{
+	json_t *conds = json_array();
+	size_t n;
+
+	for (size_t i = 0; i < d->nrules; i++) {
+		const struct rinfo *ri = &d->rules[i];
+		json_t *c = json_object_get(json_object_get(ri->r, "when"), "cert");
+		bool on = false;
+
+		for (int x = 0; x < ri->nlangs && !on; x++)
+			on = bits[ri->langs[x] / 8] >> (ri->langs[x] % 8) & 1;
+		if (on && c)
+			json_array_append(conds, c);
+	}
+	n = tsec__dn_certs(d->certs, d->now, key, conds, out, CERTS_MAX);
+	json_decref(conds);
+	return n;
+}
+
+/* Whether a rule with a cert condition applies to the class. */
+static bool cert_rules_on(const struct diff *d, const uint8_t *bits)
+{
+	for (size_t i = 0; i < d->nrules; i++) {
+		const struct rinfo *ri = &d->rules[i];
+
+		if (!json_object_get(json_object_get(ri->r, "when"), "cert"))
+			continue;
+		for (int x = 0; x < ri->nlangs; x++)
+			if (bits[ri->langs[x] / 8] >> (ri->langs[x] % 8) & 1)
+				return true;
+	}
+	return false;
+}
+
 /* Every request of one key class (bits: the languages its key is in). */
 static void decide_class(struct diff *d, struct batch *b, const char *key, const uint8_t *bits)
 {
 	json_t *ids = json_object(), *roles = json_object(), *ttls = json_array(),
 	       *sizes = json_array(), *v;
 	const char *role[ROLES_ALL + 2], *id, *all_roles[64];
+	const char **certs = calloc(CERTS_MAX, sizeof(char *));
+	size_t i, ncerts = 0;
 	int nall = 0;
-	size_t i;
 
 	for (i = 0; i < d->nrules; i++) {
 		const struct rinfo *ri = &d->rules[i];
@@ -351,6 +412,8 @@ static void decide_class(struct diff *d, struct batch *b, const char *key, const
 		d->st->exact = false;
 	bounds(ttls, d, bits, "ttl_ms_max", 1);
 	bounds(sizes, d, bits, "size_max", 0);
+	if (certs && cert_rules_on(d, bits))
+		ncerts = cert_classes(d, bits, key, certs);
 	json_object_foreach(ids, id, v) {
 		/* Every subset of the roles named (up to ROLES_ALL of them), or
 		 * none, each alone and all. */
@@ -387,6 +450,18 @@ static void decide_class(struct diff *d, struct batch *b, const char *key, const
 					json_array_foreach(sizes, k, t)
 						add(d, b, key, id, role, nr, a, TSEC_CTX_SIZE,
 						    (uint64_t)json_integer_value(t), NULL);
+				/* With a certificate of each class (sizes too:
+				 * a rule may bound both). */
+				if (f & TSEC_AF_CERT)
+					for (size_t c = 0; c < ncerts; c++) {
+						add_cert(d, b, key, id, role, nr, a, 0, 0, NULL,
+							 certs[c]);
+						json_array_foreach(sizes, k, t)
+							add_cert(d, b, key, id, role, nr, a,
+								 TSEC_CTX_SIZE,
+								 (uint64_t)json_integer_value(t),
+								 NULL, certs[c]);
+					}
 				if (f & TSEC_AF_RECURSIVE)
 					add(d, b, key, id, role, nr, a, TSEC_CTX_RECURSIVE, 0, NULL);
 			}
@@ -400,6 +475,7 @@ static void decide_class(struct diff *d, struct batch *b, const char *key, const
 	json_decref(roles);
 	json_decref(ttls);
 	json_decref(sizes);
+	free(certs);
 }
 
 /* Moves (and archivals: every action with a destination) between keys
@@ -482,7 +558,7 @@ static int build(struct diff *d, json_t *pols[2], struct nfa *a, json_t *langs, 
 						tsec__dn_syms_of(a, json_string_value(v), false);
 					}
 				if (json_object_get(json_object_get(r, "when"), "cert"))
-					d->st->uncovered_cert_rules++;
+					d->st->cert_rules++;
 				json_array_foreach(json_object_get(r, "domain"), j, v)
 					if (json_is_string(v)) {
 						lang_of(langs, "d:", json_string_value(v));
@@ -636,16 +712,21 @@ int tsec__policy_diff(struct tsec_bus *a, struct tsec_bus *b, json_t *pa, json_t
 		      size_t max_states, tsec__diff_fn fn, void *ctx,
 		      struct tsec__diff_stats *st, struct tsec_error *err)
 {
-	struct diff d = { { a, b }, NULL, 0, fn, ctx, st, json_object(), err, 0 };
+	struct diff d = { { a, b }, NULL, 0, fn, ctx, st, json_object(), json_object(),
+			  (int64_t)time(NULL), err, 0 };
 	json_t *pols[2] = { pa, pb };
 	int rc;
 
 	memset(st, 0, sizeof(*st));
 	st->exact = true;
-	if (!d.moves)
+	if (!d.moves || !d.certs) {
+		json_decref(d.moves);
+		json_decref(d.certs);
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	}
 	rc = diff_run(&d, pols, max_states ? max_states : 4000000);
 	free(d.rules);
 	json_decref(d.moves);
+	json_decref(d.certs);
 	return rc;
 }

@@ -16,10 +16,13 @@
  * none exists among these requests.  A move is decided at both ends, so
  * its classes are pairs of key classes.
  *
- * Not compared: requests that carry a certificate (cert_pem), counted
- * in uncovered_cert_rules when a rule of either policy has a `cert`
- * condition; and more than max_states subsets, or keys past the key
- * rules' bounds (said in exact = false).
+ * Where a rule with a `cert` condition applies, the certificate is one
+ * more field, with finitely many classes too: one that does not parse,
+ * and self-signed ones naming the key's domain or not, with notAfter
+ * either side of each min_remaining_s bound, with each key type the
+ * module knows and RSA either side of each min_rsa_bits bound (made by
+ * tsec__certinfo_pem).  Not exact (exact = false): more than max_states
+ * subsets, or more than 6 roles on one class.
  */
 #ifndef TSEC_BROKER_POLICYTEST_DIFF_H
 #define TSEC_BROKER_POLICYTEST_DIFF_H
@@ -37,7 +40,7 @@ struct tsec__diff_stats {
 	size_t key_classes;          /* classes of keys the patterns tell apart */
 	size_t asked;                /* requests decided under both */
 	size_t differ;               /* of which decided differently */
-	size_t uncovered_cert_rules; /* rules with a cert condition */
+	size_t cert_rules;           /* rules with a cert condition */
 	bool exact;                  /* false: bounds cut the walk short */
 };
 

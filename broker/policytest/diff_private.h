@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 enum { K_SYM, K_SEG, K_LABEL, K_EPS };
 
 #define SYMS_MAX 256
@@ -43,5 +45,13 @@ void tsec__dn_resource(struct nfa *a, int start, const char *pat, int lang);
 void tsec__dn_domain(struct nfa *a, int start, const char *d, int lang);
 void tsec__dn_wildform(struct nfa *a, int start, int lang);
 void tsec__dn_free(struct nfa *a);
+
+/*
+ * The certificates the cert conditions conds (their "cert" objects) tell
+ * apart for key, as PEM borrowed from cache (made once each per cache):
+ * at most max, into out; their count.
+ */
+size_t tsec__dn_certs(json_t *cache, int64_t now, const char *key, json_t *conds,
+		      const char **out, size_t max);
 
 #endif
