@@ -399,3 +399,19 @@ bool tsec__trusted_within(const struct tsec__trusted *t, dev_t dev, ino_t ino)
 			return true;
 	return false;
 }
+
+int tsec__trusted_outside(const char *path, enum tsec__trust_kind kind, const char *role,
+			  struct tsec_error *err)
+{
+	static __thread struct walk w2;
+	struct tsec__trusted t;
+	int rc;
+
+	if ((rc = tsec__trusted_open(path, kind, false, role, &t, err)))
+		return rc;
+	close(t.fd);
+	w2.path = path;
+	w2.role = role;
+	w2.err = err;
+	return fenced(&w2, &t);
+}

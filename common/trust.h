@@ -65,6 +65,15 @@ bool tsec__trusted_within(const struct tsec__trusted *t, dev_t dev, ino_t ino);
  * path; unregistered when closed.  At most 32 at once; beyond that a
  * registration fails (-1) and the opener refuses.
  */
+/*
+ * Refuses path (checked as tsec__trusted_open does with kind) when it is
+ * reached through a fenced folder: for secrets read before the stores
+ * that fence were open (the configuration holding the broker's own key,
+ * a TLS key).  0, or the error with why.
+ */
+int tsec__trusted_outside(const char *path, enum tsec__trust_kind kind, const char *role,
+			  struct tsec_error *err);
+
 int tsec__trusted_fence_add(dev_t dev, ino_t ino, const char *role, const char *path);
 void tsec__trusted_fence_drop(dev_t dev, ino_t ino);
 

@@ -940,6 +940,27 @@ static void test_hardening_paths_as_written(void **state)
 	if (broker_run(args, &out) != 0)
 		fail_msg("good paths: %s", out);
 	free(out);
+	/* A configuration holding the broker's secret key, inside the
+	 * storage root it names: refused once the root is open. */
+	{
+		char pub[41], sec[41], inside[512];
+
+		assert_int_equal(zmq_curve_keypair(pub, sec), 0);
+		snprintf(inside, sizeof(inside), "%s/inside.json", root);
+		snprintf(cfg, sizeof(cfg),
+			 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": "
+			 "\"examples/policy.json\", \"allow_unsigned_policy\": true,"
+			 " \"storage\": \"%s\", \"endpoints\": [\"ipc://%s\"],"
+			 " \"server_secret_key\": \"%s\","
+			 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:acme-issuer\"}]}",
+			 TSEC_BUILD_DIR, root, sock, sec, (int)getuid());
+		write_text(inside, cfg);
+		assert_int_equal(chmod(inside, 0600), 0);
+		snprintf(args, sizeof(args), "--check --config %s", inside);
+		assert_int_equal(broker_run(args, &out), 2);
+		assert_non_null(strstr(out, "inside the store's root"));
+		free(out);
+	}
 }
 
 /* The broker's health, as JSON (new; json_decref it). */

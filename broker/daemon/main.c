@@ -15,6 +15,7 @@
 #include <sodium.h>
 
 #include "broker/daemon/daemon.h"
+#include "common/trust.h"
 #include "broker/storage/store_private.h"
 #include "common/clock.h"
 #include "common/error.h"
@@ -111,6 +112,21 @@ static int start(struct tsec__daemon *d, const char *config)
 			return -1;
 		}
 		tsec__say("remote certificate store: blobs in %s", ro.blobs);
+	}
+	/*
+	 * Secrets read before the stores were open, now that their roots
+	 * are known: none may sit where a caller could read it back
+	 * (common/trust.c; the key and password files are checked so when
+	 * read).
+	 */
+	if ((d->cfg.have_secret &&
+	     tsec__trusted_outside(config, TSEC__TRUST_FILE, "the configuration (it holds "
+				   "server_secret_key)", &err)) ||
+	    (d->cfg.st.tls_key &&
+	     tsec__trusted_outside(d->cfg.st.tls_key, TSEC__TRUST_SECRET, "storage's tls_key",
+				   &err))) {
+		tsec__say("%s", err.msg);
+		return -1;
 	}
 	{
 		struct tsec_store_info in;
