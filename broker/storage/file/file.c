@@ -254,28 +254,25 @@ int tsec__fb_write_atomic(struct tsec__filebe *fb, int dirfd, const char *leaf,
 }
 
 /*
- * Opens the key's path beneath the root, off every link, through folders
- * checked one by one (tsec__fb_open_dirs: openat2 would reach the value
- * in one call, but past folders another user may own, issue 49).  The
- * descriptor into *fd, or an error: TSEC_ENOENT for a key that is not
- * there (errno says why: ENOENT, ENOTDIR, ELOOP), TSEC_EIO for a planted
- * folder on the way (errno EPERM) or a failure.
+ * Opens the key's value beneath the root, off every link, through its
+ * folder's kept descriptor (file_folders.c: every folder on the way
+ * checked as the store's own when it was resolved, within the last
+ * second; openat2 would reach the value in one call, but past folders
+ * another user may own, issue 49).  The descriptor into *fd, or an
+ * error: TSEC_ENOENT for a key that is not there (errno says why:
+ * ENOENT, ENOTDIR, ELOOP), TSEC_EIO for a planted folder on the way
+ * (errno EPERM) or a failure.
  */
 static int open_beneath(struct tsec__filebe *fb, const struct tsec__skey *sk, int flags, int *fd,
 			struct tsec_error *err)
 {
-	int dirfd, e, rc;
-
-	if ((rc = tsec__fb_open_dirs(fb, sk, sk->n - 1, false, &dirfd, err))) {
-		if (errno == EPERM)
-			return rc;
-		return tsec__fb_open_err(sk, err);
-	}
-	*fd = openat(dirfd, sk->seg[sk->n - 1], flags | O_CLOEXEC | O_NOFOLLOW);
-	e = errno;
-	close(dirfd);
-	errno = e;
-	return *fd < 0 ? tsec__fb_open_err(sk, err) : 0;
+	if ((*fd = tsec__fb_open_key(fb, sk, flags)) >= 0)
+		return 0;
+	if (errno == EPERM)
+		return tsec__seterr(err, TSEC_EIO, sk->text, "a folder on the way to '%s' belongs "
+				    "to another user or others can write it: planted in the store; "
+				    "refused", sk->text);
+	return tsec__fb_open_err(sk, err);
 }
 
 /* Whether a failed lookup means "no such key" (not an I/O error). */

@@ -16,8 +16,9 @@
  *   to another user or opens it to others (only root can, or the store's
  *   user), is seen within a second: a descriptor older than that is
  *   replaced by a fresh resolution of its path, every folder on it
- *   checked, before it answers.  A value is read through folders
- *   checked at that moment, never through a kept descriptor.
+ *   checked, before it answers.  Values are read through the same kept
+ *   descriptors (one openat of one name), so a folder given to another
+ *   user is refused as planted within a second too.
  * The cache is per process, 64 folders, direct-mapped; a read lock is
  * held while a descriptor is used, so it is never closed under a caller.
  */
@@ -97,21 +98,25 @@ static int leaf_stat(int dirfd, const char *leaf, struct stat *sb)
 	return 0;
 }
 
-int tsec__fb_stat_key(struct tsec__filebe *fb, const struct tsec__skey *sk, struct stat *sb)
+/*
+ * op(dirfd, leaf, ctx) on the key's last segment in its folder: the kept
+ * descriptor when it is fresh, else the folder resolved afresh (every
+ * folder on the way checked) and kept.  op's answer (0, or -1 and
+ * errno); -1 and errno when the folder cannot be had (EPERM: planted).
+ */
+static int at_folder(struct tsec__filebe *fb, const struct tsec__skey *sk,
+		     int (*op)(int dirfd, const char *leaf, void *ctx), void *ctx)
 {
 	struct tsec__folders *f = &fb->folders;
-	const char *leaf;
+	const char *leaf = sk->seg[sk->n - 1];
 	size_t n;
 	uint64_t h;
 	struct tsec__folder_slot *s;
 	int64_t now;
 	int fd, rc, e;
 
-	if (sk->n == 0) /* the root */
-		return fstat(fb->rootfd, sb);
-	leaf = sk->seg[sk->n - 1];
 	if (sk->n == 1)
-		return leaf_stat(fb->rootfd, leaf, sb);
+		return op(fb->rootfd, leaf, ctx);
 	/* The folder: the normalised key's text up to its last '/'. */
 	n = sk->k.off[sk->n - 1] - 1u;
 	h = path_hash(sk->text, n);
@@ -123,7 +128,7 @@ int tsec__fb_stat_key(struct tsec__filebe *fb, const struct tsec__skey *sk, stru
 	    now - s->checked_ms < RECHECK_MS) {
 		struct stat ds;
 
-		rc = leaf_stat(s->fd, leaf, sb);
+		rc = op(s->fd, leaf, ctx);
 		e = errno;
 		/* Found, or not there in a folder still linked: the answer. */
 		if (rc == 0 || e != ENOENT || (fstat(s->fd, &ds) == 0 && ds.st_nlink > 0)) {
@@ -137,7 +142,7 @@ int tsec__fb_stat_key(struct tsec__filebe *fb, const struct tsec__skey *sk, stru
 	/* Resolve the folder afresh, answer, and keep it. */
 	if ((fd = open_folder(fb, sk, sk->n - 1)) < 0)
 		return -1;
-	rc = leaf_stat(fd, leaf, sb);
+	rc = op(fd, leaf, ctx);
 	e = errno;
 	{
 		char *copy = malloc(n + 1);
@@ -160,4 +165,39 @@ int tsec__fb_stat_key(struct tsec__filebe *fb, const struct tsec__skey *sk, stru
 		close(fd);
 	errno = e;
 	return rc;
+}
+
+static int stat_op(int dirfd, const char *leaf, void *ctx)
+{
+	return leaf_stat(dirfd, leaf, ctx);
+}
+
+int tsec__fb_stat_key(struct tsec__filebe *fb, const struct tsec__skey *sk, struct stat *sb)
+{
+	if (sk->n == 0) /* the root */
+		return fstat(fb->rootfd, sb);
+	return at_folder(fb, sk, stat_op, sb);
+}
+
+struct open_ctx {
+	int flags, fd;
+};
+
+static int open_op(int dirfd, const char *leaf, void *ctx)
+{
+	struct open_ctx *o = ctx;
+
+	o->fd = openat(dirfd, leaf, o->flags | O_CLOEXEC | O_NOFOLLOW);
+	return o->fd < 0 ? -1 : 0;
+}
+
+int tsec__fb_open_key(struct tsec__filebe *fb, const struct tsec__skey *sk, int flags)
+{
+	struct open_ctx o = { flags, -1 };
+
+	if (sk->n == 0) {
+		errno = EISDIR;
+		return -1;
+	}
+	return at_folder(fb, sk, open_op, &o) ? -1 : o.fd;
 }

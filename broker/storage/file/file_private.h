@@ -101,6 +101,10 @@ void tsec__folders_free(struct tsec__folders *f);
  * ENOTDIR, ELOOP for a link on the way or at the end, ...).
  */
 int tsec__fb_stat_key(struct tsec__filebe *fb, const struct tsec__skey *sk, struct stat *sb);
+/* Opens the key's value (flags, with O_NOFOLLOW) through the same kept
+ * folder descriptors: the descriptor, or -1 and errno (EPERM: a planted
+ * folder on the way). */
+int tsec__fb_open_key(struct tsec__filebe *fb, const struct tsec__skey *sk, int flags);
 
 /*
  * Opens the folders seg[0..upto) below the root, never following a
