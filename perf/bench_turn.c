@@ -516,6 +516,22 @@ static void run_broker(const char *root, int turns, struct tsec_bus *bus)
 	free(lat);
 }
 
+/* The benchmark's folder, removed at any exit (after benchutil.c has
+ * stopped any broker still running in it). */
+static char turn_root[64];
+static pid_t turn_owner;
+
+static void remove_root(void)
+{
+	char cmd[96];
+
+	if (turn_root[0] && getpid() == turn_owner) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", turn_root);
+		if (system(cmd) != 0)
+			fprintf(stderr, "bench_turn: cannot remove %s\n", turn_root);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	int turns = argc > 1 && atoi(argv[1]) > 0 ? atoi(argv[1]) : 200;
@@ -533,6 +549,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_turn: cannot start\n");
 		return 2;
 	}
+	snprintf(turn_root, sizeof(turn_root), "%s", root);
+	turn_owner = getpid();
+	atexit(remove_root);
 	printf("# bench_turn: %s build, %d renewal turns per case\n",
 	       tsec_build_name(TSEC_BUILD_THIS), turns);
 	printf("case,sample,iterations,elapsed_ns,ns_per_op\n");

@@ -1,6 +1,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,6 +205,53 @@ static void show_tail(const char *log)
 	fprintf(stderr, "bench: the end of %s:\n%s\n", log, buf);
 }
 
+/*
+ * The brokers started and not yet stopped, with their logs: a benchmark
+ * that exits on an error (die, exit(2)) stops them at exit, and shows the
+ * end of each one's log (why a call went unanswered), so that no broker
+ * outlives its benchmark.
+ */
+#define BROKERS_MAX 8
+static struct {
+	pid_t pid;
+	char log[512];
+} brokers[BROKERS_MAX];
+static pid_t brokers_owner;          /* (a forked child's exit stops none) */
+
+static void brokers_at_exit(void)
+{
+	if (getpid() != brokers_owner)
+		return;
+	for (int i = 0; i < BROKERS_MAX; i++)
+		if (brokers[i].pid > 0) {
+			pid_t pid = brokers[i].pid;
+
+			brokers[i].pid = 0;
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			fprintf(stderr, "bench: tsec-broker (pid %d) still running at exit: stopped\n",
+				(int)pid);
+			if (brokers[i].log[0])
+				show_tail(brokers[i].log);
+		}
+}
+
+static void brokers_note(pid_t pid, const char *log)
+{
+	static bool registered;
+
+	if (!registered) {
+		brokers_owner = getpid();
+		registered = atexit(brokers_at_exit) == 0;
+	}
+	for (int i = 0; i < BROKERS_MAX; i++)
+		if (brokers[i].pid <= 0) {
+			brokers[i].pid = pid;
+			snprintf(brokers[i].log, sizeof(brokers[i].log), "%s", log ? log : "");
+			return;
+		}
+}
+
 pid_t bench_broker_start(const char *config, const char *endpoint, const char *log)
 {
 	uint64_t deadline = bench_now() + BENCH_BROKER_WAIT_S * 1000000000ull;
@@ -232,6 +280,7 @@ pid_t bench_broker_start(const char *config, const char *endpoint, const char *l
 		execl(bench_broker(), "tsec-broker", "--config", config, (char *)NULL);
 		_exit(127);
 	}
+	brokers_note(pid, log);
 	for (;;) {
 		/* Short calls: a broker that died after binding its ipc socket
 		 * leaves a file nobody answers, and a long call would wait out
@@ -272,6 +321,9 @@ int bench_broker_stop(pid_t pid)
 
 	if (pid <= 0)
 		return 0;
+	for (int i = 0; i < BROKERS_MAX; i++)
+		if (brokers[i].pid == pid)
+			brokers[i].pid = 0;
 	kill(pid, SIGTERM);
 	while (waitpid(pid, &status, WNOHANG) == 0) {
 		if (bench_now() >= deadline) {
