@@ -200,17 +200,18 @@ void tsec__trusted_fence_drop(dev_t dev, ino_t ino)
 }
 
 /* A secret reached through a fenced folder: refused, saying which. */
-static int fenced(struct walk *w, const struct tsec__trusted *t)
+static int fenced(const char *path, const char *role, const struct tsec__trusted *t,
+		  struct tsec_error *err)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&fences_mu);
 	for (unsigned i = 0; i < FENCES && !rc; i++)
 		if (fences[i].refs && tsec__trusted_within(t, fences[i].dev, fences[i].ino))
-			rc = tsec__seterr(w->err, TSEC_EINVAL, w->path, "%s %s is inside %s %s, "
+			rc = tsec__seterr(err, TSEC_EINVAL, path, "%s %s is inside %s %s, "
 					  "where callers may read it or the broker remove it: "
 					  "refused; keep it in a folder of its own",
-					  w->role, w->path, fences[i].role, fences[i].path);
+					  role, path, fences[i].role, fences[i].path);
 	pthread_mutex_unlock(&fences_mu);
 	return rc;
 }
@@ -285,7 +286,7 @@ static int open_file(struct walk *w, enum tsec__trust_kind kind, int top, const 
 		return rc;
 	}
 	fill(w, t, fd, &sb);
-	if (kind == TSEC__TRUST_SECRET && (rc = fenced(w, t))) {
+	if (kind == TSEC__TRUST_SECRET && (rc = fenced(w->path, w->role, t, w->err))) {
 		close(fd);
 		t->fd = -1;
 	}
@@ -403,15 +404,11 @@ bool tsec__trusted_within(const struct tsec__trusted *t, dev_t dev, ino_t ino)
 int tsec__trusted_outside(const char *path, enum tsec__trust_kind kind, const char *role,
 			  struct tsec_error *err)
 {
-	static __thread struct walk w2;
 	struct tsec__trusted t;
 	int rc;
 
 	if ((rc = tsec__trusted_open(path, kind, false, role, &t, err)))
 		return rc;
 	close(t.fd);
-	w2.path = path;
-	w2.role = role;
-	w2.err = err;
-	return fenced(&w2, &t);
+	return fenced(path, role, &t, err);
 }

@@ -316,7 +316,7 @@ static void add_cert(struct diff *d, struct batch *b, const char *key, const cha
 }
 
 /* The values a condition bound tells apart: each bound and one past it,
- * and lo. */
+ * and lo, each once. */
 static void bounds(json_t *out, const struct diff *d, const uint8_t *bits, const char *name,
 		   json_int_t lo)
 {
@@ -328,10 +328,14 @@ static void bounds(json_t *out, const struct diff *d, const uint8_t *bits, const
 
 		for (int k = 0; k < ri->nlangs && !on; k++)
 			on = bits[ri->langs[k] / 8] >> (ri->langs[k] % 8) & 1;
-		if (on && json_is_integer(v) && json_integer_value(v) >= 0) {
-			json_array_append_new(out, json_integer(json_integer_value(v)));
-			json_array_append_new(out, json_integer(json_integer_value(v) + 1));
-		}
+		if (on && json_is_integer(v) && json_integer_value(v) >= 0)
+			for (json_int_t x = json_integer_value(v); x <= json_integer_value(v) + 1; x++) {
+				bool have = false;
+				for (size_t k = 0; k < json_array_size(out) && !have; k++)
+					have = json_integer_value(json_array_get(out, k)) == x;
+				if (!have)
+					json_array_append_new(out, json_integer(x));
+			}
 	}
 }
 

@@ -174,6 +174,19 @@ static void edge(struct nfa *a, int from, int to, int kind, int sym)
 	a->head[from] = a->nedge++;
 }
 
+/* The state after reading a literal symbol (shared). */
+static int lit(struct nfa *a, int from, int sym)
+{
+	int y = memo_get(a, from, sym, M_LIT);
+
+	if (y < 0) {
+		y = tsec__dn_state_new(a);
+		edge(a, from, y, K_SYM, sym);
+		memo_put(a, from, sym, M_LIT, y);
+	}
+	return y;
+}
+
 /* Reads the characters of s[0..n) from `from` ('*': any run of
  * characters but '/', with star; letters either case with nocase); the
  * state reached. */
@@ -194,13 +207,7 @@ static int chars(struct nfa *a, int from, const char *s, size_t n, bool star, bo
 			}
 			cur = x;
 		} else if (!nocase) {
-			int c = tsec__dn_sym_find(a, s + i, l), y = memo_get(a, cur, c, M_LIT);
-			if (y < 0) {
-				y = tsec__dn_state_new(a);
-				edge(a, cur, y, K_SYM, c);
-				memo_put(a, cur, c, M_LIT, y);
-			}
-			cur = y;
+			cur = lit(a, cur, tsec__dn_sym_find(a, s + i, l));
 		} else {
 			int y = tsec__dn_state_new(a), c = tsec__dn_sym_find(a, s + i, l);
 			edge(a, cur, y, K_SYM, c);
@@ -227,19 +234,6 @@ static int some(struct nfa *a, int from, int kind)
 		memo_put(a, from, kind, M_SOME, x);
 	}
 	return x;
-}
-
-/* The state after reading a literal symbol (shared). */
-static int lit(struct nfa *a, int from, int sym)
-{
-	int y = memo_get(a, from, sym, M_LIT);
-
-	if (y < 0) {
-		y = tsec__dn_state_new(a);
-		edge(a, from, y, K_SYM, sym);
-		memo_put(a, from, sym, M_LIT, y);
-	}
-	return y;
 }
 
 /* One state reached from both x and y by epsilon (shared). */

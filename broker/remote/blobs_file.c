@@ -480,8 +480,13 @@ static int open_folder(struct fblobs *f, int dir, const char *path, struct tsec_
 		return tsec__seterr(err, TSEC_EIO, path, "%s/%s: %s", f->path, path,
 				    errno == ELOOP || errno == ENOTDIR ? "not a folder (a link?)"
 								       : strerror(errno));
-	if (fstat(fd, &st) < 0 || (st.st_uid != geteuid() && st.st_uid != 0) ||
-	    (st.st_mode & 022)) {
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+
+		close(fd);
+		return tsec__seterr(err, TSEC_EIO, path, "%s/%s: %s", f->path, path, strerror(e));
+	}
+	if ((st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & 022)) {
 		close(fd);
 		return tsec__seterr(err, TSEC_EIO, path, "the blob folder's %s/%s belongs to uid "
 				    "%ld, mode %04o: another user could plant or remove blobs; "

@@ -181,11 +181,35 @@ static void claim_record_key(const struct tsec_remote *r, char *key, size_t n)
 	snprintf(key, n, TSEC__RECORDS "/blob-claim-%s", hex);
 }
 
-static int claim_recorded(struct tsec_remote *r, bool *yes, struct tsec_error *err)
+/*
+ * What the record holds: a MAC (with the reference key, which callers
+ * never hold) over the place and this coordinator's store id, so that a
+ * record written by anything but this store (by hand into the
+ * coordinator, or copied from another store's) never lets a removed
+ * claim be made again over another coordinator's blobs.
+ */
+static void claim_record_text(const struct tsec_remote *r, const char *id, char out[65])
+{
+	static const uint8_t head[] = "tsec-blob-claim";
+	crypto_generichash_state st;
+	uint8_t h[32];
+
+	crypto_generichash_init(&st, r->k_ref, sizeof(r->k_ref), sizeof(h));
+	crypto_generichash_update(&st, head, sizeof(head));
+	crypto_generichash_update(&st, (const uint8_t *)r->where, strlen(r->where) + 1);
+	crypto_generichash_update(&st, (const uint8_t *)id, strlen(id));
+	crypto_generichash_final(&st, h, sizeof(h));
+	sodium_bin2hex(out, 65, h, sizeof(h));
+}
+
+/* Whether the coordinator holds this store's record of claiming it
+ * (one that does not verify is none). */
+static int claim_recorded(struct tsec_remote *r, const char *id, bool *yes,
+			  struct tsec_error *err)
 {
 	struct tsec__backend *be = r->coord->be;
 	struct tsec__skey sk;
-	char key[128], *v = NULL;
+	char key[128], want[65], *v = NULL;
 	size_t n;
 	int rc;
 
@@ -193,18 +217,20 @@ static int claim_recorded(struct tsec_remote *r, bool *yes, struct tsec_error *e
 	if ((rc = tsec__skey_parse_any(key, &sk, err)))
 		return rc;
 	rc = be->ops->get(be, &sk, 256, &v, &n, err);
+	claim_record_text(r, id, want);
+	*yes = rc == 0 && n == 64 && !sodium_memcmp(v, want, 64);
 	free(v);
-	*yes = rc == 0;
 	return rc == TSEC_ENOENT ? 0 : rc;
 }
 
 static int claim_record(struct tsec_remote *r, const char *id, struct tsec_error *err)
 {
-	char key[128];
-	struct tsec__guarded rec = { key, id, TSEC__STORE_ID_HEX, NULL, 0 };
+	char key[128], text[65];
+	struct tsec__guarded rec = { key, text, 64, NULL, 0 };
 	int rc;
 
 	claim_record_key(r, key, sizeof(key));
+	claim_record_text(r, id, text);
 	rc = tsec__store_put_checked(r->coord, NULL, NULL, 0, &rec, err);
 	return rc == TSEC_ECHANGED ? 0 : rc;   /* made meanwhile: as good */
 }
@@ -232,7 +258,7 @@ static int claim_locked(struct tsec_remote *r, struct tsec_error *err)
 		 * again.  Never ours: taken only where no blob is, for blobs
 		 * without a claim may be another coordinator's whose claim
 		 * was removed, and a sweep here would remove them. */
-		if ((rc = claim_recorded(r, &recorded, err)))
+		if ((rc = claim_recorded(r, id, &recorded, err)))
 			return rc;
 		if (!recorded) {
 			rc = r->blobs->ops->list(r->blobs, one_is_enough, &any, err);
@@ -258,7 +284,7 @@ static int claim_locked(struct tsec_remote *r, struct tsec_error *err)
 				    "blobs; give each its own folder or prefix", r->where, holder, id);
 	/* Claimed by an older version, without a record: recorded now, so
 	 * a removed claim is put back, not refused. */
-	if (!recorded && (rc = claim_recorded(r, &recorded, err)) == 0 && !recorded)
+	if (!recorded && (rc = claim_recorded(r, id, &recorded, err)) == 0 && !recorded)
 		rc = claim_record(r, id, err);
 	return rc;
 }

@@ -410,8 +410,7 @@ static int fb_get_many(struct tsec__backend *b, const struct tsec__skey *k, size
 	if ((cfd = tsec__fb_commit_read(fb, TSEC__FB_READ_WAIT_MS)) < 0)
 		return tsec__fb_commit_lock_err(err, k[0].text);
 	for (i = 0; i < n && !rc; i++)
-		if ((rc = open_beneath(fb, &k[i], VALUE_FLAGS, &fd[i], err)) && errno != EPERM &&
-		    absent(errno))
+		if ((rc = open_beneath(fb, &k[i], VALUE_FLAGS, &fd[i], err)) == TSEC_ENOENT)
 			rc = 0; /* not there: no value */
 	tsec__fb_commit_end(fb, cfd);
 	for (i = 0; i < n; i++) {
