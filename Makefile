@@ -65,8 +65,9 @@ SODIUM_LIBS := -lsodium
 BROKER_LIBS = $(JANSSON_LIBS) $(ZMQ_LIBS) $(SODIUM_LIBS) $(SSL_LIBS) $(CRYPTO_LIBS) -lcurl -lhiredis \
 	-ldl
 CMOCKA_LIBS := -lcmocka
-# tsec-broker's metrics listener only.
-MHD_LIBS := -lmicrohttpd
+# tsec-broker's HTTP listeners (metrics, ask) and the public suffix list
+# (cert.obtain's rate counts per registrable domain).
+MHD_LIBS := -lmicrohttpd -lpsl
 
 ifeq ($(V),1)
 Q :=
@@ -100,8 +101,9 @@ PTEST_SRC := broker/policytest/policytest.c broker/policytest/diff.c broker/poli
 HTTP_SRC := common/http.c
 BROKER_SRC := $(BUS_SRC) $(HTTP_SRC) $(STORAGE_SRC) $(REMOTE_SRC) $(CLIENT_SRC) $(PTEST_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c config_callers.c config_paths.c policy.c auth.c callers.c worker.c \
-	methods.c decision.c storage.c remote_admin.c held.c dispatch.c queue.c serve.c ipc.c frames.c declog.c fleet.c probe.c metrics.c)
-CLI_SRC := broker/cli/tsec.c broker/cli/exits.c broker/cli/tools.c broker/cli/schema.c broker/cli/replay.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c broker/cli/can.c
+	methods.c decision.c storage.c remote_admin.c held.c dispatch.c queue.c serve.c ipc.c frames.c declog.c fleet.c probe.c metrics.c \
+	obtain.c ask.c)
+CLI_SRC := broker/cli/tsec.c broker/cli/exits.c broker/cli/tools.c broker/cli/schema.c broker/cli/replay.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c broker/cli/can.c broker/cli/obtain.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
@@ -131,7 +133,7 @@ TESTS := key match compile cert decision loader reload exports verifier wire doc
 	callers sandbox diff \
 	remote s3 \
 	conformance fleet brokers cli acme crash hardening \
-	store store_disk lock certcache daemon daemon_cli archive faults chaos
+	store store_disk lock certcache daemon daemon_cli obtain archive faults chaos
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
 FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 	mod_serial mod_proxy mod_future mod_abi10 mod_bad_decision
@@ -532,7 +534,7 @@ $(B)/tests/test_verifier $(B)/tests/test_archive: $(B)/tests/test_%: \
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(CMOCKA_LIBS) $(ARCHIVE_LIBS) $(BROKER_LIBS) -lm
 
-$(B)/tests/test_daemon $(B)/tests/test_daemon_cli: $(B)/tests/test_%: \
+$(B)/tests/test_daemon $(B)/tests/test_daemon_cli $(B)/tests/test_obtain: $(B)/tests/test_%: \
 		$(B)/tobj/tests/test_%.o $(B)/tobj/tests/daemon_harness.o \
 		$(B)/tobj/tests/testutil.o $(B)/tobj/tests/certgen.o $(B)/tobj/tests/servers.o \
 		$(B)/tobj/tests/sigv4.o $(B)/tobj/tests/httpfake.o $(B)/tobj/tests/faults.o $(BROKER_A)

@@ -75,6 +75,10 @@ static void derive(struct tsec__key *k)
 	} else if (SEG_IS(k, 0, "locks")) {
 		if (k->nseg == 2)
 			k->kind = TSEC_KIND_LOCK;
+	} else if (SEG_IS(k, 0, "names")) {
+		/* cert.obtain's resource: the name asked for is its domain. */
+		if (k->nseg == 2)
+			k->domain_seg = 1;
 	}
 	if (k->domain_seg >= 0) {
 		const char *d = k->base + k->off[k->domain_seg];

@@ -292,8 +292,8 @@ static void walk(struct walk *w, uint32_t node, unsigned i)
 	 * Down a run of nodes whose only way on is one literal table or one
 	 * glob: a loop, not calls (the order of visits does not change).
 	 */
-	while (i < nseg && (n->bits & (TSEC__SHAPE_LITS | TSEC__SHAPE_GLOB1))) {
-		if (n->bits & TSEC__SHAPE_LITS) {
+	while (i < nseg && (n->shape & (TSEC__SHAPE_LITS | TSEC__SHAPE_GLOB1))) {
+		if (n->shape & TSEC__SHAPE_LITS) {
 			node = lit_child(w, node, i);
 		} else {
 			const struct tsec__glob *gl = &pol->globs[n->globs];
@@ -333,10 +333,10 @@ static void walk(struct walk *w, uint32_t node, unsigned i)
 		const struct tsec__node *d = &pol->nodes[n->dstar];
 		unsigned j = i;
 
-		if (d->bits & TSEC__SHAPE_LEAF) {
+		if (d->shape & TSEC__SHAPE_LEAF) {
 			/* Rules only: "**" reaches them at the key's end. */
 			HIT_NODE(w, d);
-		} else if (d->bits & TSEC__SHAPE_TAIL) {
+		} else if (d->shape & TSEC__SHAPE_TAIL) {
 			/* Leaves behind globs: the last segment, then the end. */
 			if (j < nseg) {
 				const char *s = k->base + k->off[nseg - 1];

@@ -116,6 +116,7 @@ int tsec__action_parse(const char *p, size_t n)
 		case 'l': a = TSEC_ACTION_CERT_LOAD; break;
 		case 'e': a = TSEC_ACTION_CERT_EXISTS; break;
 		case 'a': a = TSEC_ACTION_CERT_ARCHIVE; break;
+		case 'o': a = TSEC_ACTION_CERT_OBTAIN; break;
 		default: return -1;
 		}
 	} else {

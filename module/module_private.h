@@ -189,6 +189,9 @@ int tsec__key_type_parse(const char *s, size_t n);
 #define TSEC__WHEN_SIZE_MAX  (1u << 1)
 #define TSEC__WHEN_RECURSIVE (1u << 2)
 #define TSEC__WHEN_CERT      (1u << 3)
+/* A bound on new names (cert.obtain): counted by the broker, which reads
+ * it from the policy; the module only checks it is well formed. */
+#define TSEC__WHEN_RATE      (1u << 4)
 
 #define TSEC__CERT_SAN       (1u << 0)
 #define TSEC__CERT_REMAINING (1u << 1)
@@ -208,6 +211,8 @@ struct tsec__rule {
 	uint32_t key_types;          /* bit per enum tsec__key_type */
 	uint64_t min_remaining_s;
 	uint32_t min_rsa_bits;
+	uint32_t rate_max;           /* TSEC__WHEN_RATE: new names ... */
+	uint32_t rate_window_s;      /* ... per this many seconds */
 	uint32_t dom_first;          /* index into policy->doms */
 	uint32_t dom_count;          /* 0: no domain constraint */
 };
@@ -227,18 +232,17 @@ struct tsec__node {
 	uint32_t terms;              /* first terminal entry */
 	uint32_t jumps;              /* principal roots only: shared tries */
 	/*
-	 * Bit a: a rule at or below is for action a; bit 14 + a: a floor or
-	 * deny is (what Check still looks for once one applies); the top
-	 * four bits: the node's TSEC__SHAPE_*, set when compiled.  One word
-	 * keeps the node at 24 bytes (and holds 14 actions: no more).
+	 * Bit a: a rule at or below is for action a; bit 16 + a: a floor or
+	 * deny is (what Check still looks for once one applies).  One word
+	 * holds 16 actions, twice.
 	 */
 	uint32_t bits;
+	uint32_t shape;              /* TSEC__SHAPE_*, set when compiled */
 };
-#define TSEC__ACTS_FD_SHIFT 14
-#define TSEC__ACTS_ALL 0x0fffffffu
-_Static_assert(TSEC_ACTION__COUNT <= TSEC__ACTS_FD_SHIFT &&
-	       (((1u << TSEC_ACTION__COUNT) - 1) * 0x4001u) == TSEC__ACTS_ALL,
-	       "a node's action bits hold every action, twice, below its shape");
+#define TSEC__ACTS_FD_SHIFT 16
+#define TSEC__ACTS_ALL ((((uint32_t)1 << TSEC_ACTION__COUNT) - 1) * 0x10001u)
+_Static_assert(TSEC_ACTION__COUNT <= TSEC__ACTS_FD_SHIFT,
+	       "a node's action bits hold every action, twice");
 
 /*
  * What a walk can skip, decided once the trie is built: a LEAF has only
@@ -246,12 +250,12 @@ _Static_assert(TSEC_ACTION__COUNT <= TSEC__ACTS_FD_SHIFT &&
  * has no literal or "**" child and only leaves behind its globs, so only
  * the key's last segment and its end can meet a rule there.
  */
-#define TSEC__SHAPE_LEAF (1u << 28)
-#define TSEC__SHAPE_TAIL (1u << 29)
+#define TSEC__SHAPE_LEAF (1u << 0)
+#define TSEC__SHAPE_TAIL (1u << 1)
 /* The only way on is the literal table (LITS) or one glob to a non-leaf
  * (GLOB1): a walk goes down such nodes in a loop. */
-#define TSEC__SHAPE_LITS  (1u << 30)
-#define TSEC__SHAPE_GLOB1 (1u << 31)
+#define TSEC__SHAPE_LITS  (1u << 2)
+#define TSEC__SHAPE_GLOB1 (1u << 3)
 
 /*
  * A principal root's link to a trie it shares: a rule with several

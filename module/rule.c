@@ -285,9 +285,52 @@ static int parse_cert(struct tsec__cc *c, json_t *o, struct tsec__rule *r)
 	return first;
 }
 
+/*
+ * "rate": {"max_new": N, "window_s": W}: at most N names this rule has
+ * not allowed before, per principal and registrable suffix, in any W
+ * seconds.  Only an allow of cert.obtain can carry it (checked once the
+ * rule is read): the broker counts it on its shared storage.
+ */
+static int parse_rate(struct tsec__cc *c, json_t *o, struct tsec__rule *r)
+{
+	json_t *mx = json_object_get(o, "max_new"), *win = json_object_get(o, "window_s");
+	const char *k;
+	json_t *v;
+	int first = 0;
+
+	if (!json_is_object(o))
+		return tsec__cc_fail(c, "when/rate", -1, "must be an object: {\"max_new\": N, "
+				     "\"window_s\": SECONDS}");
+	json_object_foreach(o, k, v) {
+		static const char *const known[] = { "max_new", "window_s" };
+
+		if (strcmp(k, "max_new") && strcmp(k, "window_s")) {
+			char field[80];
+
+			snprintf(field, sizeof(field), "when/rate/%s", k);
+			ENTRY(first, unknown_name(c, field, "rate member", k, known, 2));
+		}
+	}
+	if (!json_is_integer(mx) || json_integer_value(mx) < 1 ||
+	    json_integer_value(mx) > TSEC_RATE_MAX_NEW)
+		ENTRY(first, tsec__cc_fail(c, "when/rate/max_new", -1,
+					   "must be an integer from 1 to %d", TSEC_RATE_MAX_NEW));
+	if (!json_is_integer(win) || json_integer_value(win) < 1 ||
+	    json_integer_value(win) > TSEC_RATE_MAX_WINDOW_S)
+		ENTRY(first, tsec__cc_fail(c, "when/rate/window_s", -1,
+					   "must be an integer from 1 to %d (a year)",
+					   TSEC_RATE_MAX_WINDOW_S));
+	if (!first) {
+		r->rate_max = (uint32_t)json_integer_value(mx);
+		r->rate_window_s = (uint32_t)json_integer_value(win);
+	}
+	return first;
+}
+
 static int parse_when(struct tsec__cc *c, json_t *w, struct tsec__rule *r)
 {
-	static const char *const known[] = { "ttl_ms_max", "size_max", "recursive", "cert" };
+	static const char *const known[] = { "ttl_ms_max", "size_max", "recursive", "cert",
+					     "rate" };
 	const char *k;
 	json_t *v;
 	int first = 0;
@@ -313,6 +356,9 @@ static int parse_when(struct tsec__cc *c, json_t *w, struct tsec__rule *r)
 		} else if (strcmp(k, "cert") == 0) {
 			if (!(rc = parse_cert(c, v, r)))
 				r->when |= TSEC__WHEN_CERT;
+		} else if (strcmp(k, "rate") == 0) {
+			if (!(rc = parse_rate(c, v, r)))
+				r->when |= TSEC__WHEN_RATE;
 		} else {
 			char field[64];
 
@@ -523,6 +569,10 @@ static int parse_rule(struct tsec__cc *c, json_t *obj, uint8_t effect,
 	FIELD(parse_domains(c, j->dom, r));
 	if (j->when)
 		FIELD(parse_when(c, j->when, r));
+	if ((r->when & TSEC__WHEN_RATE) &&
+	    (r->effect != TSEC_EFFECT_ALLOW || r->actions != 1u << TSEC_ACTION_CERT_OBTAIN))
+		FIELD(tsec__cc_fail(c, "when/rate", -1, "a rate bounds an allow of cert.obtain "
+				    "only: give this rule the action [\"cert.obtain\"] alone"));
 #undef FIELD
 	if (*bad)
 		return 0;

@@ -405,24 +405,24 @@ int tsec__terms_finish(struct tsec__policy *pol)
 	for (uint32_t nd = 0; nd < pol->nnodes; nd++) {
 		struct tsec__node *n = &pol->nodes[nd];
 		if (!n->lits && !n->globs && !n->dstar)
-			n->bits |= TSEC__SHAPE_LEAF;
+			n->shape |= TSEC__SHAPE_LEAF;
 	}
 	if (acts_below(pol))
 		return TSEC_ENOMEM;
 	for (uint32_t g = 1; g < pol->nglobs; g++)
-		pol->globs[g].leaf = (pol->nodes[pol->globs[g].child].bits & TSEC__SHAPE_LEAF) != 0;
+		pol->globs[g].leaf = (pol->nodes[pol->globs[g].child].shape & TSEC__SHAPE_LEAF) != 0;
 	for (uint32_t nd = 0; nd < pol->nnodes; nd++) {
 		struct tsec__node *n = &pol->nodes[nd];
 		bool tail = !n->lits && !n->dstar && n->globs;
 		for (uint32_t g = n->globs; g && tail; g = pol->globs[g].next)
 			tail = pol->globs[g].leaf;
 		if (tail)
-			n->bits |= TSEC__SHAPE_TAIL;
+			n->shape |= TSEC__SHAPE_TAIL;
 		if (n->lits && !n->globs && !n->dstar)
-			n->bits |= TSEC__SHAPE_LITS;
+			n->shape |= TSEC__SHAPE_LITS;
 		if (!n->lits && !n->dstar && n->globs && !pol->globs[n->globs].next &&
 		    !pol->globs[n->globs].leaf)
-			n->bits |= TSEC__SHAPE_GLOB1;
+			n->shape |= TSEC__SHAPE_GLOB1;
 	}
 	/* Last: the shapes above read the whole lists. */
 	return index_globs(pol);

@@ -13,7 +13,8 @@ set -eu
 #                                 (make test); libfaketime, to run a broker
 #                                 whose wall clock is wrong
 #   sh scripts/deps.sh go         and Go with certmagic (Debian's, 0.17.2):
-#                                 the Go binding and its tests
+#                                 the Go binding and its tests; and caddy
+#                                 (2.6.2): its on-demand TLS asks the broker
 #   sh scripts/deps.sh shells     and zsh and fish: test_cli runs their
 #                                 completions as it runs bash's (make test)
 PKGS="gcc make binutils pkg-config libjansson-dev libcmocka-dev libssl-dev libsodium-dev libzmq3-dev libcurl4-openssl-dev libarchive-dev libhiredis-dev libmicrohttpd-dev"
@@ -22,7 +23,7 @@ for extra in "$@"; do
 	clang) PKGS="$PKGS clang libclang-rt-14-dev" ;;
 	valgrind) PKGS="$PKGS valgrind" ;;
 	servers) PKGS="$PKGS etcd-server redis-server openssl pebble lego libfaketime" ;;
-	go) PKGS="$PKGS golang-go golang-github-caddyserver-certmagic-dev" ;;
+	go) PKGS="$PKGS golang-go golang-github-caddyserver-certmagic-dev caddy" ;;
 	shells) PKGS="$PKGS zsh fish" ;;
 	*) echo "deps: unknown group '$extra' (clang, valgrind, servers, go, shells)" >&2; exit 2 ;;
 	esac

@@ -153,6 +153,18 @@ static void test_conf_values_and_folders(void **state)
 	assert_int_equal(st.size, 3);
 	assert_true(st.is_file);
 	assert_true(st.mtime_ns > 0);
+	{
+		/* A folder's time is its newest value's, or later (issue 50:
+		 * etcd and redis said 1970-01-01). */
+		struct tsec_stat fst;
+		int64_t a_mtime = st.mtime_ns;
+
+		assert_int_equal(tsec_store_stat(t->store, &app, "v", &fst, &err), 0);
+		assert_false(fst.is_file);
+		if (fst.mtime_ns < a_mtime)
+			fail_msg("folder v: mtime %lld, before its value's %lld",
+				 (long long)fst.mtime_ns, (long long)a_mtime);
+	}
 	assert_int_equal(tsec_store_stat(t->store, &app, "v/none", &st, &err), TSEC_ENOENT);
 	/* A folder is not a value, is never replaced by one, and a value
 	 * cannot stand where a folder must. */

@@ -26,7 +26,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The broker, configured as scripts/run-broker.sh does, in $W.
+# The broker, configured as scripts/run-broker.sh does, in $W (without the
+# ask listener, whose fixed port two runs side by side would share).
 mkdir -p "$W/keys" "$W/run"
 (umask 077 && head -c 32 /dev/urandom > "$W/keys/remote.key")
 "$T" keygen --curve "$W/keys/server" >/dev/null &&
@@ -40,6 +41,7 @@ sed -e "s|@UID@|$(id -u)|" \
     -e "s|var/blobs|$W/blobs|; s|var/keys/remote.key|$W/keys/remote.key|" \
     -e "s|ipc://var/run/tsec.sock|ipc://$W/run/tsec.sock|" \
     -e "s|, \"tcp://127.0.0.1:5701\"||" \
+    -e '/"ask":/d' \
     examples/broker.json > "$W/broker.json"
 chmod 600 "$W/broker.json"      # it holds the broker's secret key
 "$B/tsec-broker" --config "$W/broker.json" > "$W/broker.log" 2>&1 &

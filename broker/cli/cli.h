@@ -85,6 +85,10 @@ struct opts {
 
 /* Prints a decision (JSON of the wire); returns 0 allow, 1 deny. */
 int cli_print_decision(json_t *d, int json);
+/* A connection to the broker o names, or exit 2 after saying why (online.c). */
+struct tsec_client *cli_connect_or_die(const char *cmd, struct opts *o);
+/* check of cert.obtain at a broker, dry (obtain.c). */
+int cli_check_obtain(struct opts *o);
 int cli_decision_exit(const json_t *d);
 /* Prints an Evaluate report as text. */
 void cli_human_report(json_t *r);

@@ -94,7 +94,7 @@ static const char *ipc_endpoint(const char *cmd, const char *ep)
 	return abs_ep;
 }
 
-static struct tsec_client *connect_or_die(const char *cmd, struct opts *o)
+struct tsec_client *cli_connect_or_die(const char *cmd, struct opts *o)
 {
 	struct tsec_client_opts co = { .timeout_ms = o->timeout_ms };
 	static struct tsec_client_endpoint eps[CLI_ENDPOINTS_MAX];
@@ -163,7 +163,7 @@ static void on_interrupt(int sig)
 static int call_print(const char *cmd, struct opts *o, const char *method,
 		      json_t *params, int (*human)(json_t *result))
 {
-	struct tsec_client *c = connect_or_die(cmd, o);
+	struct tsec_client *c = cli_connect_or_die(cmd, o);
 	struct tsec_error err;
 	char *p = params ? json_dumps(params, JSON_COMPACT) : NULL, *res = NULL;
 	struct sigaction sa, old_int, old_term;
@@ -216,7 +216,19 @@ static json_t *request_json(const char *cmd, struct opts *o)
 	if ((af & TSEC_AF_DEST) && !o->dest)
 		die_usage(cmd, "storage.move and cert.archive need --dest");
 	json_object_set_new(r, "action", json_string(o->action));
-	json_object_set_new(r, "resource", json_string(o->resource));
+	if (!strcmp(o->action, "cert.obtain") && !strchr(o->resource, '/')) {
+		/* A bare name: its resource, as the broker makes it (an IPv6
+		 * address with '-' for ':', as certmagic's keys write it). */
+		char res[300];
+		int n = snprintf(res, sizeof(res), "names/%s", o->resource);
+
+		for (int i = 6; i < n && i < (int)sizeof(res); i++)
+			if (res[i] == ':')
+				res[i] = '-';
+		json_object_set_new(r, "resource", json_string(res));
+	} else {
+		json_object_set_new(r, "resource", json_string(o->resource));
+	}
 	if (o->have_ttl)
 		json_object_set_new(c, "ttl_ms", json_integer(o->ttl_ms));
 	if (o->have_size)
@@ -299,8 +311,10 @@ int cmd_check(struct opts *o)
 	if (o->principal || o->nroles)
 		die_usage("check", "--principal and --role need --policy (a broker takes the "
 			  "principal from authentication)");
+	if (!strcmp(o->action ? o->action : "", "cert.obtain"))
+		return cli_check_obtain(o);
 	params = json_pack("{s:[o]}", "requests", request_json("check", o));
-	c = connect_or_die("check", o);
+	c = cli_connect_or_die("check", o);
 	p = json_dumps(params, JSON_COMPACT);
 	rc = tsec_client_call(c, "check", p, &res, &err);
 	free(p);
@@ -374,7 +388,7 @@ int cmd_eval(struct opts *o)
 	if (o->principal || o->nroles || o->input)
 		die_usage("eval", "--principal, --role and --input need --policy");
 	params = json_pack("{s:o}", "request", request_json("eval", o));
-	c = connect_or_die("eval", o);
+	c = cli_connect_or_die("eval", o);
 	p = json_dumps(params, JSON_COMPACT);
 	rc = tsec_client_call(c, "evaluate", p, &res, &err);
 
@@ -568,7 +582,7 @@ int cmd_lock(struct opts *o)
 
 static int cmd_stats_prometheus(struct opts *o)
 {
-	struct tsec_client *c = connect_or_die("stats", o);
+	struct tsec_client *c = cli_connect_or_die("stats", o);
 	struct tsec_error err;
 	bool answered;
 	char *res = NULL, *text;
@@ -617,7 +631,7 @@ static int human_health(json_t *result)
 
 int cmd_health(struct opts *o)
 {
-	struct tsec_client *c = connect_or_die("health", o);
+	struct tsec_client *c = cli_connect_or_die("health", o);
 	struct tsec_error err;
 	bool answered;
 	char *res = NULL;

@@ -52,8 +52,10 @@ static const char *const conn_help =
 
 static const char *const req_help =
 	"Request:\n"
-	"  --action A           storage.store|load|exists|delete|list|stat|move, lock.acquire|renew|release\n"
-	"  --resource KEY       the key or lock resource\n"
+	"  --action A           storage.store|load|exists|delete|list|stat|move, lock.acquire|renew|release,\n"
+	"                       cert.publish|load|exists|archive, cert.obtain\n"
+	"  --resource KEY       the key or lock resource; for cert.obtain a name (names/NAME):\n"
+	"                       at a broker, its rate as counted now (check counts nothing)\n"
 	"  --ttl-ms N --size N --recursive --dest KEY --cert-file PEM --now UNIX_SECONDS\n"
 	"Without a broker (decided here, through the module, as a broker would):\n"
 	"  --policy FILE        the policy to decide with\n"

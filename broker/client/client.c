@@ -708,6 +708,21 @@ static int call(struct tsec_client *c, const char *method, const char *params,
 	id = ++c->next_id;
 	if ((rc = tsec__client_message(c, method, params, id, fr && fr->out, &text, err)))
 		return rc;
+	{
+		/* Past what any broker takes, refused here at once: a broker
+		 * answers too_big up to TSEC_CLIENT_MESSAGE_MAX, and nothing
+		 * this library sends is larger (issue 50: a 10 MiB value
+		 * waited out its timeout and came back "unreachable"). */
+		size_t total = strlen(text);
+
+		for (size_t i = 0; fr && i < fr->nin; i++)
+			total += fr->in[i].len;
+		if (total > TSEC_CLIENT_MESSAGE_MAX) {
+			free(text);
+			return tsec__seterr(err, TSEC_ETOOBIG, "", "a message of %zu bytes: past the "
+					    "%u any broker takes", total, TSEC_CLIENT_MESSAGE_MAX);
+		}
+	}
 	rc = exchange(c, text, strlen(text), fr, id, resendable(method), &sent, &r, err);
 	free(text);
 	/*

@@ -63,6 +63,7 @@
 	X("", "max_locks_per_caller", I, max_locks_per_caller, 1, TSEC_D_MAX_HELD) \
 	X("", "fleet_id", S, fleet_id, 0, 0) \
 	X("", "remote", OWN, remote, 0, 0) \
+	X("", "ask", OWN, asks, 0, 0) \
 	X("storage", "backend", S, st.backend, 0, 0) \
 	X("storage", "root", S, storage, 0, 0) \
 	X("storage", "endpoints", OWN, st.endpoints, 0, 0) \
@@ -97,7 +98,10 @@
 	X("ipc_uids", "uid", OWN, callers, 0, 0) \
 	X("ipc_uids", "principal", OWN, callers, 0, 0) \
 	X("ipc_uids", "roles", OWN, callers, 0, 0) \
-	X("ipc_uids", "admin", OWN, callers, 0, 0)
+	X("ipc_uids", "admin", OWN, callers, 0, 0) \
+	X("ask", "listen", OWN, asks, 0, 0) \
+	X("ask", "principal", OWN, asks, 0, 0) \
+	X("ask", "roles", OWN, asks, 0, 0)
 
 enum kind { S, B, I, OWN };
 
@@ -457,13 +461,17 @@ void tsec__store_opts_of(const struct tsec__config *c, struct tsec_store_opts *o
 /* "metrics_listen": [IPv4 ADDRESS:]PORT, loopback when no address. */
 static int cfg_metrics(struct tsec__config *c)
 {
-	const char *l = c->metrics_listen, *colon, *p;
+	return c->metrics_listen ? tsec__cfg_listen(c->metrics_listen, &c->metrics_addr,
+						     "/metrics_listen") : 0;
+}
+
+int tsec__cfg_listen(const char *l, struct sockaddr_in *out, const char *place)
+{
+	const char *colon, *p;
 	char host[INET_ADDRSTRLEN] = "127.0.0.1";
 	char *end;
 	long port;
 
-	if (!l)
-		return 0;
 	colon = strrchr(l, ':');
 	if (colon) {
 		if ((size_t)(colon - l) >= sizeof(host))
@@ -475,14 +483,14 @@ static int cfg_metrics(struct tsec__config *c)
 	port = strtol(p, &end, 10);
 	if (!*p || *end || port < 1 || port > 65535)
 		goto bad;
-	memset(&c->metrics_addr, 0, sizeof(c->metrics_addr));
-	c->metrics_addr.sin_family = AF_INET;
-	c->metrics_addr.sin_port = htons((uint16_t)port);
-	if (inet_pton(AF_INET, host, &c->metrics_addr.sin_addr) != 1)
+	memset(out, 0, sizeof(*out));
+	out->sin_family = AF_INET;
+	out->sin_port = htons((uint16_t)port);
+	if (inet_pton(AF_INET, host, &out->sin_addr) != 1)
 		goto bad;
 	return 0;
 bad:
-	tsec__say("config /metrics_listen: \"%s\" is not [IPv4 ADDRESS:]PORT", l);
+	tsec__say("config %s: \"%s\" is not [IPv4 ADDRESS:]PORT", place, l);
 	return -1;
 }
 
@@ -523,7 +531,7 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 		tsec__say("config %s: must be a JSON object", path);
 		goto out;
 	}
-	c->max_message = 1 << 20;
+	c->max_message = TSEC_D_MAX_MESSAGE;
 	c->workers = 4;
 	c->max_locks_per_caller = TSEC_D_LOCKS_PER_CALLER;
 	c->log_lines = 4096;
@@ -553,7 +561,7 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 		memcpy(c->server_secret, json_string_value(v), 41);
 		c->have_secret = 1;
 	}
-	if (tsec__cfg_callers(root, c))
+	if (tsec__cfg_callers(root, c) || tsec__cfg_asks(root, c))
 		goto out;
 	for (int e = 0; e < c->nendpoints; e++)
 		if ((!strncmp(c->endpoints[e], "tcp://", 6) || c->ipc_curve) && !c->have_secret) {
@@ -595,6 +603,7 @@ void tsec__config_free(struct tsec__config *c)
 		free(c->callers[i].roles_buf);
 		free(c->callers[i].log_who);
 	}
+	tsec__asks_free(c);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -669,6 +678,7 @@ void tsec__config_reread(const char *path, const struct tsec__config *running)
 	CHANGED(c->have_pk != running->have_pk ||
 		memcmp(c->policy_pk, running->policy_pk, sizeof(c->policy_pk)), "policy_public_key");
 	CHANGED(callers_differ(c, running), "clients/ipc_uids");
+	CHANGED(tsec__asks_differ(c, running), "ask");
 #undef CHANGED
 	if (!changed)
 		tsec__say("config %s: unchanged", path);

@@ -64,7 +64,7 @@ static int log_who(struct tsec__caller *cl)
 	return cl->log_who ? 0 : -1;
 }
 
-static int cfg_caller(json_t *x, struct tsec__caller *cl)
+int tsec__cfg_caller(json_t *x, struct tsec__caller *cl)
 {
 	const char *p = json_string_value(json_object_get(x, "principal"));
 	json_t *admin = json_object_get(x, "admin");
@@ -96,7 +96,7 @@ int tsec__cfg_callers(json_t *root, struct tsec__config *c)
 		if (!json_is_object(x) || tsec__cfg_known_only(x, place, "clients"))
 			return -1;
 		if (c->ncallers == TSEC_D_MAX_CALLERS || !key || strlen(key) != 40 ||
-		    !zmq_z85_decode(cl->key, key) || cfg_caller(x, cl)) {
+		    !zmq_z85_decode(cl->key, key) || tsec__cfg_caller(x, cl)) {
 			tsec__say("config %s: needs a 40-character Z85 \"public_key\", a \"principal\","
 				  " at most %d string \"roles\" and a boolean \"admin\"", place,
 				  TSEC_D_MAX_ROLES);
@@ -125,7 +125,7 @@ int tsec__cfg_callers(json_t *root, struct tsec__config *c)
 		if (!json_is_object(x) || tsec__cfg_known_only(x, place, "ipc_uids"))
 			return -1;
 		if (c->ncallers == TSEC_D_MAX_CALLERS || !json_is_integer(uid) ||
-		    json_integer_value(uid) < 0 || cfg_caller(x, cl)) {
+		    json_integer_value(uid) < 0 || tsec__cfg_caller(x, cl)) {
 			tsec__say("config %s: needs an integer \"uid\", a \"principal\","
 				  " at most %d string \"roles\" and a boolean \"admin\"", place,
 				  TSEC_D_MAX_ROLES);

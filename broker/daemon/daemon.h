@@ -14,6 +14,8 @@
  *   dispatch.c   one call: parse, authenticate, look up, run, reply
  *   serve.c      sockets, workers and the event loop
  *   declog.c     the decision log writer
+ *   obtain.c     cert.obtain: the on-demand TLS decision and its rate
+ *   ask.c        Caddy's ask endpoint (HTTP) over obtain.c
  */
 #ifndef TSEC_DAEMON_H
 #define TSEC_DAEMON_H
@@ -38,6 +40,9 @@
 #define TSEC_D_MAX_CALLERS 1024
 #define TSEC_D_MAX_WORKERS 32
 #define TSEC_D_MAX_ROLES 16
+/* max_message's default: a 16 MiB value (TSEC_STORE_VALUE_MAX) and its call. */
+#define TSEC_D_MAX_MESSAGE ((16u << 20) + (64u << 10))
+#define TSEC_D_MAX_ASK 4                 /* "ask" listeners (ask.c) */
 #define TSEC_D_MAX_BATCH 256
 #define TSEC_D_MAX_HELD 65536            /* live locks the broker tracks, in all */
 #define TSEC_D_LOCKS_PER_CALLER 4096     /* default share of the table, per caller */
@@ -114,6 +119,14 @@ struct tsec__config {
 	size_t log_lines;
 	struct tsec__caller callers[TSEC_D_MAX_CALLERS];
 	int ncallers;
+	/* "ask": Caddy's on-demand TLS endpoint, each listener asking as
+	 * one caller (ask.c). */
+	struct tsec__ask_cfg {
+		char *listen;
+		struct sockaddr_in addr;
+		struct tsec__caller who;
+	} asks[TSEC_D_MAX_ASK];
+	int nasks;
 };
 
 /* ---- the method table ---- */
@@ -152,6 +165,8 @@ const struct tsec__method *tsec__method_of(const char *payload, size_t len);
 /* "cancel": answered by the loop (callers.c), which holds the calls it
  * names; this handler only refuses it where the loop is not asked. */
 json_t *tsec__m_cancel(struct tsec__daemon *d, struct tsec__call *c, json_t **result);
+/* "cert.obtain" (obtain.c). */
+json_t *tsec__m_cert_obtain(struct tsec__daemon *d, struct tsec__call *c, json_t **result);
 
 /* ---- counters ---- */
 
@@ -264,6 +279,10 @@ struct tsec__daemon {
 	int64_t probe_ms;            /* when last asked (wall ms), 0 never */
 	char probe_why[TSEC_ERR_MSG];
 	void *metrics;               /* the metrics listener (libmicrohttpd), or NULL */
+	void *ask[TSEC_D_MAX_ASK];   /* the ask listeners (ask.c) */
+	struct psl_ctx_st *psl;      /* the public suffix list (obtain.c) */
+	/* The running policy's cert.obtain rates (obtain.c; policy_lock). */
+	struct tsec__obtain_limits *obtain_limits;
 	struct tsec__mconn *mconns;  /* its open connections (its thread only) */
 	unsigned nmconns;
 	struct tsec_bus *bus;
@@ -370,6 +389,12 @@ void tsec__config_settings(FILE *f);
 /* metrics.c: the optional Prometheus listener */
 int tsec__metrics_start(struct tsec__daemon *d);
 void tsec__metrics_stop(struct tsec__daemon *d);
+/* ask.c: the "ask" listeners, Caddy's on-demand TLS question. */
+int tsec__ask_start(struct tsec__daemon *d);
+void tsec__ask_stop(struct tsec__daemon *d);
+int tsec__cfg_asks(json_t *root, struct tsec__config *c);
+void tsec__asks_free(struct tsec__config *c);
+int tsec__asks_differ(const struct tsec__config *a, const struct tsec__config *b);
 /* Check's work once its requests are read (methods.c): decide, log,
  * write the result as text into c; NULL or the error. */
 json_t *tsec__check_requests(struct tsec__daemon *d, struct tsec__call *c,
@@ -410,6 +435,11 @@ void tsec__store_opts_of(const struct tsec__config *c, struct tsec_store_opts *o
  * with why said. */
 int tsec__cfg_known_only(json_t *o, const char *place, const char *section);
 int tsec__cfg_callers(json_t *root, struct tsec__config *c);
+/* One caller's principal, roles and admin flag from x (0 or -1). */
+int tsec__cfg_caller(json_t *x, struct tsec__caller *cl);
+/* [IPv4 ADDRESS:]PORT (loopback when no address) into *out; -1 said,
+ * naming place. */
+int tsec__cfg_listen(const char *l, struct sockaddr_in *out, const char *place);
 int tsec__cfg_paths(const struct tsec__config *c);
 
 /* The remote store's options from "remote" (strings borrowed from c). */
@@ -435,7 +465,7 @@ int tsec__policy_bound(struct tsec__daemon *d, const char *text, size_t len,
 		       struct tsec_error *err);
 /* Records the policy as serving, and its revision across restarts. */
 int tsec__policy_commit(struct tsec__daemon *d, const struct tsec__policy_id *id,
-			struct tsec_error *err);
+			const char *text, size_t len, struct tsec_error *err);
 
 /* auth.c: binds the ZAP handler and starts its thread. */
 int tsec__auth_start(struct tsec__daemon *d, pthread_t *thread);

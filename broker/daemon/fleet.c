@@ -185,7 +185,7 @@ static int adopt(struct tsec__daemon *d, const char *text, size_t len,
 	if ((rc = tsec__policy_admit(d, text, len, id, err)) ||
 	    (rc = tsec_bus_reload(d->bus, "policy", text, len, err)))
 		return rc;
-	if (tsec__policy_commit(d, id, err))
+	if (tsec__policy_commit(d, id, text, len, err))
 		tsec__say("fleet policy loaded, but its revision was not kept (%s)", err->msg);
 	return 0;
 }

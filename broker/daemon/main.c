@@ -14,7 +14,10 @@
 
 #include <sodium.h>
 
+#include <libpsl.h>
+
 #include "broker/daemon/daemon.h"
+#include "broker/daemon/obtain.h"
 #include "common/trust.h"
 #include "broker/storage/store_private.h"
 #include "common/clock.h"
@@ -91,6 +94,11 @@ static int start(struct tsec__daemon *d, const char *config)
 	}
 	pthread_mutex_init(&d->reload_lock, NULL);
 	pthread_mutex_init(&d->policy_lock, NULL);
+	/* cert.obtain counts per registrable domain: the system's list
+	 * (Debian's publicsuffix), else the one libpsl was built with. */
+	if (!(d->psl = psl_latest(NULL)))
+		tsec__say("WARNING: no public suffix list: cert.obtain counts a name under its "
+			  "last two labels");
 	if (tsec__held_init(&d->held, d->cfg.ncallers))
 		return -1;
 	d->started_ms = tsec__wall_ms();
@@ -144,7 +152,7 @@ static int start(struct tsec__daemon *d, const char *config)
 	    (tsec__fleet_shared(d) && tsec__fleet_prefer(d, &text, &len)) ||
 	    tsec__policy_admit(d, text, len, &id, &err) ||
 	    tsec_bus_load(d->bus, "policy", d->cfg.module, text, len, &err) ||
-	    tsec__policy_commit(d, &id, &err)) {
+	    tsec__policy_commit(d, &id, text, len, &err)) {
 		tsec__say("cannot load: %s%s%s", err.where, err.where[0] ? ": " : "", err.msg);
 		free(text);
 		return -1;
@@ -312,6 +320,7 @@ static int check_report(struct tsec__daemon *d, const char *config)
 
 static void stop(struct tsec__daemon *d)
 {
+	tsec__ask_stop(d);
 	tsec__metrics_stop(d);
 	tsec__fleet_stop(d);
 	tsec__probe_stop(d);
@@ -333,6 +342,10 @@ static void stop(struct tsec__daemon *d)
 	tsec_remote_close(&d->remote);
 	tsec_store_close(&d->store);
 	tsec_bus_free(&d->bus);
+	tsec__obtain_limits_set(d, NULL);
+	if (d->psl)
+		psl_free(d->psl);
+	d->psl = NULL;
 	free((void *)d->st.by_method);
 	free(d->st.hist);
 	tsec__config_free(&d->cfg);
@@ -352,7 +365,8 @@ int main(int argc, char **argv)
 	}
 	if (a.check_only) {
 		rc = check_report(&d, a.config);
-	} else if (tsec__fleet_start(&d) || tsec__probe_start(&d) || tsec__metrics_start(&d)) {
+	} else if (tsec__fleet_start(&d) || tsec__probe_start(&d) || tsec__metrics_start(&d) ||
+		   tsec__ask_start(&d)) {
 		rc = 2;
 	} else {
 		rc = tsec__serve(&d) ? 2 : 0;

@@ -52,6 +52,7 @@ const struct tsec__method tsec__methods[] = {
 	{ "lock.release", tsec__m_lock_release, TSEC_M_STORAGE },
 	{ "batch",        tsec__m_batch,        TSEC_M_STORAGE | TSEC_M_FRAMES },
 	{ "cancel",       tsec__m_cancel,       TSEC_M_INLINE },
+	{ "cert.obtain",  tsec__m_cert_obtain,  TSEC_M_STORAGE },
 };
 const size_t tsec__nmethods = sizeof(tsec__methods) / sizeof(tsec__methods[0]);
 const struct tsec__method *const tsec__method_check = &tsec__methods[1];

@@ -28,6 +28,7 @@
 #include <sodium.h>
 
 #include "broker/daemon/daemon.h"
+#include "broker/daemon/obtain.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/file.h"
@@ -167,9 +168,20 @@ int tsec__policy_admit(struct tsec__daemon *d, const char *text, size_t len,
 }
 
 int tsec__policy_commit(struct tsec__daemon *d, const struct tsec__policy_id *id,
-			struct tsec_error *err)
+			const char *text, size_t len, struct tsec_error *err)
 {
 	struct tsec__policy_text *t = malloc(sizeof(*t) + 128);
+
+	/* Its cert.obtain rates: none readable is none counted, so a
+	 * policy whose rates cannot be read here is said loudly. */
+	{
+		struct tsec__obtain_limits *l = tsec__obtain_limits_of(text, len);
+
+		if (!l)
+			tsec__say("policy: out of memory reading its cert.obtain rates: "
+				  "cert.obtain is refused until the next reload");
+		tsec__obtain_limits_set(d, l);
+	}
 
 	pthread_mutex_lock(&d->policy_lock);
 	d->policy = *id;
@@ -199,7 +211,7 @@ int tsec__policy_reload(struct tsec__daemon *d, struct tsec_error *err)
 		rc = tsec__policy_admit(d, text, len, &id, err);
 	if (!rc)
 		rc = tsec_bus_reload(d->bus, "policy", text, len, err);
-	if (!rc && tsec__policy_commit(d, &id, err))
+	if (!rc && tsec__policy_commit(d, &id, text, len, err))
 		/* It serves already; say loudly that a restart could roll back. */
 		tsec__say("policy reloaded, but its revision was not kept (%s): until it is, a "
 			  "restart would accept an older signed policy", err->msg);

@@ -33,6 +33,7 @@
 #include "broker/daemon/frames.h"
 #include "broker/daemon/loop.h"
 #include "common/clock.h"
+#include "tinysecurity/client.h"
 #include "common/error.h"
 #include "common/jsonw.h"
 #include "broker/daemon/queue.h"
@@ -105,9 +106,15 @@ static void *make_router(struct tsec__daemon *d, int curve)
 	int one = 1, zero = 0, hwm = 2 * TSEC_D_MAX_QUEUED;
 	int64_t max = (int64_t)d->cfg.max_message * 2 + 4096;
 
+	/* Whatever the client library sends is read and answered (too_big
+	 * past max_message), never cut off: a cut-off caller waited out
+	 * its timeout for "unreachable" (issue 50). */
+	if (max < (int64_t)TSEC_CLIENT_MESSAGE_MAX + 4096)
+		max = (int64_t)TSEC_CLIENT_MESSAGE_MAX + 4096;
+
 	zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
-	/* Past twice the configured maximum a peer is cut off; between the
-	 * two, it gets an error reply. */
+	/* Past this a peer is cut off; past max_message it gets an error
+	 * reply. */
 	zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof(max));
 	/* Room, per client, for the answers of every call the workers may
 	 * hold (TSEC_D_MAX_QUEUED) and as many again: a ROUTER drops what

@@ -82,6 +82,14 @@ TSEC_API int tsec_client_call(struct tsec_client *c, const char *method,
  * never escaped or base64'd into the JSON.
  */
 #define TSEC_CLIENT_MAX_FRAMES 3
+/*
+ * The largest message (its JSON and frames) a call sends: a broker's
+ * max_message is at most 64 MiB, and every broker answers a message up to
+ * this size, too_big when it passes its own max_message (default 16 MiB
+ * and 64 KiB: a 16 MiB value and its call).  Larger: TSEC_ETOOBIG here,
+ * nothing sent.
+ */
+#define TSEC_CLIENT_MESSAGE_MAX ((64u << 20) + (64u << 10))
 struct tsec_client_frame {
 	const void *data;
 	size_t len;

@@ -117,9 +117,14 @@ struct tsec_str {
  * Actions, listed once: X(NAME, "wire name", flags), in a fixed order
  * (the values are part of the ABI: new ones are appended).  The enum,
  * the names, the flags and the module's parser are made from this list.
- * The cert.* actions are the remote certificate store's (remote.h): a
- * policy can let a principal publish a certificate without letting it
- * write the references' keys with storage.store.
+ * cert.publish, cert.load, cert.exists and cert.archive are the remote
+ * certificate store's (remote.h): a policy can let a principal publish a
+ * certificate without letting it write the references' keys with
+ * storage.store.  cert.obtain asks whether a server may obtain a
+ * certificate for a name now (on-demand TLS); its resource is
+ * "names/<name>", whose domain is the name, and a rule allowing it may
+ * bound how many new names it allows ("when": {"rate": ...}), a bound
+ * the broker counts (docs/ondemand.md).
  */
 #define TSEC_ACTIONS(X) \
 	X(STORAGE_STORE, "storage.store", TSEC_AF_SIZE | TSEC_AF_CERT) \
@@ -135,7 +140,12 @@ struct tsec_str {
 	X(CERT_PUBLISH, "cert.publish", TSEC_AF_SIZE | TSEC_AF_CERT) \
 	X(CERT_LOAD, "cert.load", 0) \
 	X(CERT_EXISTS, "cert.exists", 0) \
-	X(CERT_ARCHIVE, "cert.archive", TSEC_AF_DEST)
+	X(CERT_ARCHIVE, "cert.archive", TSEC_AF_DEST) \
+	X(CERT_OBTAIN, "cert.obtain", 0)
+
+/* The bounds of a cert.obtain rate ("when": {"rate": ...}). */
+#define TSEC_RATE_MAX_NEW 100000
+#define TSEC_RATE_MAX_WINDOW_S 31536000
 
 enum tsec_action {
 #define TSEC_X_ENUM(n, s, f) TSEC_ACTION_##n,

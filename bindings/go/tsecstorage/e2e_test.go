@@ -7,6 +7,7 @@ package tsecstorage
 // TLS with certmagic's GetCertificate and openssl completes a verified
 // handshake with the issued chain.  A tenant whose principal may write
 // only a.example is refused b.example, and nothing of b's is written.
+// The nodes run under the shipped policy, examples/certmagic-policy.json.
 
 import (
 	"bufio"
@@ -14,6 +15,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -27,15 +29,9 @@ import (
 	"time"
 )
 
-const e2ePolicy = `{"version": 1,
- "description": "certmagic end to end: two nodes share every name; a tenant owns a.example only",
- "floor": [
-  {"id": "keys-never-listed", "action": ["storage.list"], "resource": ["certificates/**/*.key"]}
- ],
- "rules": [
-  {"id": "nodes-manage", "effect": "allow", "principal": ["role:node"],
-   "action": ["storage.*", "lock.*"],
-   "resource": ["certificates/**", "acme/**", "ocsp/**", "locks/*", "rw_test_*"]},
+// e2eExtra are the test's principals beside the shipped policy's: a
+// tenant that owns a.example only, and an admin that reads.
+const e2eExtra = `[
   {"id": "tenant-a-certs", "effect": "allow", "principal": ["svc:tenant-a"],
    "action": ["storage.*"],
    "resource": ["certificates/*/a.example/**", "acme/*/users/ops@a.example/**",
@@ -47,7 +43,30 @@ const e2ePolicy = `{"version": 1,
    "action": ["lock.*"], "resource": ["locks/*_a.example"]},
   {"id": "admin-reads", "effect": "allow", "principal": ["svc:admin"],
    "action": ["storage.list", "storage.load", "storage.exists"], "resource": ["**"]}
- ]}`
+ ]`
+
+// shippedPolicy is examples/certmagic-policy.json, with extra rules (a
+// JSON array) appended: the nodes of the tests hold its role certmagic.
+func shippedPolicy(t testing.TB, extra string) string {
+	b, err := os.ReadFile(filepath.Join(buildDir(t), "..", "..", "examples",
+		"certmagic-policy.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]interface{}
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatalf("examples/certmagic-policy.json: %v", err)
+	}
+	if extra != "" {
+		var more []interface{}
+		if err := json.Unmarshal([]byte(extra), &more); err != nil {
+			t.Fatal(err)
+		}
+		p["rules"] = append(p["rules"].([]interface{}), more...)
+	}
+	out, _ := json.Marshal(p)
+	return string(out)
+}
 
 // certmagicTool builds cmd/tsec-certmagic once per test run.
 func certmagicTool(t *testing.T) string {
@@ -199,18 +218,19 @@ func TestCertmagicEndToEnd(t *testing.T) {
 	}
 	e.clients = newClients(t, e.dir, "admin=svc:admin", "node1=svc:node1", "node2=svc:node2",
 		"tenant=svc:tenant-a")
-	e.clients[1].roles = []string{"role:node"}
-	e.clients[2].roles = []string{"role:node"}
+	e.clients[1].roles = []string{"certmagic"}
+	e.clients[2].roles = []string{"certmagic"}
+	policy := shippedPolicy(t, e2eExtra)
 	e.clients[3].admin = false
 
-	b := startBroker(t, brokerSpec{policy: e2ePolicy, clients: e.clients, server: e.server})
+	b := startBroker(t, brokerSpec{policy: policy, clients: e.clients, server: e.server})
 	t.Run("TwoProcessesOneBroker", func(t *testing.T) {
 		e.twoNodes(t, "shared.example", []string{b.endpoint}, []string{b.endpoint})
 	})
 	t.Run("TenantRefused", func(t *testing.T) { e.tenant(t, b) })
 	t.Run("TwoBrokersOverEtcd", func(t *testing.T) {
 		et := startEtcd(t, 3)
-		spec := brokerSpec{policy: e2ePolicy, clients: e.clients, server: e.server,
+		spec := brokerSpec{policy: policy, clients: e.clients, server: e.server,
 			storage: map[string]interface{}{"backend": "etcd", "endpoints": et.endpoints,
 				"prefix": "cm", "timeout_ms": 5000}}
 		spec.state = t.TempDir()

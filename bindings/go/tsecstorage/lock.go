@@ -2,10 +2,47 @@ package tsecstorage
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
+
+// lockNameMax is the broker's longest lock name (TSEC_LOCK_NAME_MAX).
+const lockNameMax = 200
+
+// LockName is the broker's lock for certmagic's lock name (the policy
+// sees it as locks/<LockName(name)>).  certmagic locks "issue_cert_" and
+// the raw name: an IPv6 address has colons, a name may hold '/', and a
+// long one passes the broker's 200 bytes, none of which a lock name (one
+// key segment) may.  Bytes a key segment refuses or reads otherwise ('%'
+// itself, ':', '/', '\', controls, anything past ASCII, and a last '.'
+// or ' ') are written %XX, so the name stays readable and a policy's
+// "locks/issue_cert_*" still matches; a name longer than 200 bytes so
+// written keeps its first 167 and ends in "~" and 32 hex digits of the
+// whole name's SHA-256, so two long names are two locks.  The same name
+// is the same lock in every process.
+func LockName(name string) string {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		last := i == len(name)-1
+		if c == '%' || c == ':' || c == '/' || c == '\\' || c < 0x20 || c >= 0x7f ||
+			(last && (c == '.' || c == ' ')) {
+			fmt.Fprintf(&b, "%%%02X", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	s := b.String()
+	if len(s) > lockNameMax {
+		sum := sha256.Sum256([]byte(name))
+		s = strings.TrimRight(s[:lockNameMax-33], ". ") + "~" + hex.EncodeToString(sum[:16])
+	}
+	return s
+}
 
 type acquired struct {
 	Token       string `json:"token"`
@@ -48,7 +85,7 @@ func (s *Storage) Lock(ctx context.Context, name string) error {
 			return context.DeadlineExceeded
 		}
 		r, err := s.waiter.acquire(ctx.Done(), map[string]interface{}{
-			"name": name, "ttl_ms": ttl, "timeout_ms": wait.Milliseconds(),
+			"name": LockName(name), "ttl_ms": ttl, "timeout_ms": wait.Milliseconds(),
 			"deadline_ms": (wait + s.opts.Timeout).Milliseconds(),
 		}, wait+s.opts.Timeout)
 		if err == errWaitEnded {
@@ -97,7 +134,7 @@ func (s *Storage) keep(h *held) {
 		ctx, cancel := context.WithTimeout(context.Background(), every)
 		var r acquired
 		err := s.call(ctx, "Lock", h.name, 0, "lock.renew", map[string]interface{}{
-			"name": h.name, "token": h.token, "ttl_ms": s.opts.LockTTL.Milliseconds(),
+			"name": LockName(h.name), "token": h.token, "ttl_ms": s.opts.LockTTL.Milliseconds(),
 		}, &r)
 		cancel()
 		var e *Error
@@ -148,7 +185,7 @@ func (s *Storage) unlock(ctx context.Context, name string) error {
 		return fmt.Errorf("tsecstorage: Unlock %q: the lease had ended before: %w", name, lost)
 	}
 	return s.call(ctx, "Unlock", name, 0, "lock.release",
-		map[string]string{"name": name, "token": h.token}, nil)
+		map[string]string{"name": LockName(name), "token": h.token}, nil)
 }
 
 // Renewals says how often the lock name was renewed since Lock took it

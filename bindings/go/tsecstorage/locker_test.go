@@ -166,10 +166,10 @@ func testCancelledHoldsNothing(t *testing.T, b *broker, p string) {
 }
 
 // certmagic runs up to 1,000 jobs, each of which may hold a lock: one
-// Storage holds 300 at once (the broker refused past 256).
+// Storage holds 1,000 at once (the broker refused past 256).
 func testManyLocksHeld(t *testing.T, b *broker, p string) {
 	s := app(t, b)
-	const n = 300
+	const n = 1000
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {

@@ -419,6 +419,14 @@ func (s *Storage) List(ctx context.Context, prefix string, recursive bool) ([]st
 	}
 	if err := s.call(ctx, "List", prefix, 0, "store.list",
 		map[string]interface{}{"prefix": prefix, "recursive": recursive}, &r); err != nil {
+		// A value, not a folder: nothing below it, as FileStorage
+		// answers.
+		var e *Error
+		if errors.As(err, &e) && e.Code == "invalid_argument" {
+			if ki, serr := s.Stat(ctx, prefix); serr == nil && ki.IsTerminal {
+				return []string{}, nil
+			}
+		}
 		return nil, err
 	}
 	if !recursive {

@@ -277,6 +277,48 @@ static int et_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *ki
 	return 0;
 }
 
+/*
+ * A folder's time: its newest value's (the one of the highest
+ * mod_revision below it, one range sorted by etcd, its envelope's
+ * mtime), as a folder on disk takes the time of its latest entry
+ * (issue 50: every folder was 1970-01-01, and certmagic picks the newest
+ * account folder by it).
+ */
+static int folder_mtime(struct etcd *e, const struct tsec__skey *sk, int64_t *mtime,
+			struct tsec_error *err)
+{
+	char bk[TSEC__BK_MAX];
+	size_t n = tsec__etcd_bk(e, 'k', sk->text, bk), klen, envlen, vlen;
+	json_t *ops = json_array(), *op = tsec__etcd_range(bk, n, true, false), *resp;
+	json_t *rr = json_object_get(op, "request_range");
+	const json_t *kv;
+	uint8_t *key = NULL, *env = NULL, *val;
+	bool ok;
+	int rc;
+
+	json_object_set_new(rr, "limit", tsec__jnum(1));
+	json_object_set_new(rr, "sort_order", json_string("DESCEND"));
+	json_object_set_new(rr, "sort_target", json_string("MOD"));
+	json_array_append_new(ops, op);
+	if ((rc = tsec__etcd_txn(e, NULL, ops, NULL, TSEC__ETCD_IDEMPOTENT, &resp, &ok, err)))
+		return rc;
+	kv = tsec__etcd_kv0(tsec__etcd_resp(resp, 0, "response_range"));
+	if (!kv) {
+		*mtime = 0;              /* emptied meanwhile */
+	} else if (tsec__unb64(kv, "key", &key, &klen) || tsec__unb64(kv, "value", &env, &envlen) ||
+		   klen <= n || memcmp(key, bk, n)) {
+		rc = tsec__seterr(err, TSEC_EIO, sk->text, "%s: etcd sent a key or value that is "
+				  "not base64, or not below it", sk->text);
+	} else {
+		rc = tsec__env_unwrap(&e->seal, (const char *)key, klen, env, envlen, &val, &vlen,
+				      mtime, err);
+	}
+	free(key);
+	free(env);
+	json_decref(resp);
+	return rc;
+}
+
 static int et_stat(struct tsec__backend *b, const struct tsec__skey *sk,
 		   struct tsec_stat *st, struct tsec_error *err)
 {
@@ -296,6 +338,8 @@ static int et_stat(struct tsec__backend *b, const struct tsec__skey *sk,
 		st->is_file = 1;
 	} else if (!folder) {
 		rc = tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
+	} else {
+		rc = folder_mtime(e, sk, &st->mtime_ns, err);
 	}
 	json_decref(r);
 	return rc;

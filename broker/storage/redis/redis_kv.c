@@ -167,6 +167,68 @@ int tsec__rd_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kin
 	return 0;
 }
 
+/*
+ * A folder's time: the newest of its first FOLDER_LOOK values by name
+ * (the index has no order by time), each read whole and verified as a
+ * load is; a folder of certmagic's (an account: two values) is exact.
+ * Issue 50: every folder was 1970-01-01, and certmagic picks the newest
+ * account folder by it.
+ */
+#define FOLDER_LOOK 8
+static int folder_mtime(struct redisbe *r, const struct tsec__skey *sk, int64_t *mtime,
+			struct tsec_error *err)
+{
+	char ikey[TSEC_KEY_MAX + 4], lo[TSEC_KEY_MAX + 3], hi[TSEC_KEY_MAX + 3];
+	char bk[FOLDER_LOOK][BK_MAX], names[FOLDER_LOOK][TSEC_KEY_MAX + 1];
+	const char *av[7] = { "ZRANGEBYLEX", ikey, lo, hi, "LIMIT", "0", "8" };
+	size_t lv[7] = { 11, 0, 0, 0, 5, 1, 1 };
+	const char *mv[FOLDER_LOOK + 1] = { "MGET" };
+	size_t ml[FOLDER_LOOK + 1] = { 4 }, n = 0;
+	redisReply *rep;
+	int rc = 0;
+
+	_Static_assert(FOLDER_LOOK == 8, "the LIMIT above");
+	*mtime = 0;
+	lv[1] = (size_t)snprintf(ikey, sizeof(ikey), "%s/i", r->prefix);
+	lv[2] = (size_t)snprintf(lo, sizeof(lo), "[%s/", sk->text);
+	lv[3] = (size_t)snprintf(hi, sizeof(hi), "(%s0", sk->text);
+	if (!(rep = tsec__rd_call(r, 7, av, lv, true, err)))
+		return tsec__rd_failed(err);
+	for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements && n < FOLDER_LOOK;
+	     i++) {
+		const redisReply *e = rep->element[i];
+
+		/* Only names the store could have written (a planted one is
+		 * skipped, as a listing skips it). */
+		if (e->type != REDIS_REPLY_STRING || e->len > TSEC_KEY_MAX ||
+		    !tsec__remote_name_ok(e->str, e->len, tsec__key_reserved(sk->text)))
+			continue;
+		memcpy(names[n], e->str, e->len);
+		names[n][e->len] = '\0';
+		ml[n + 1] = tsec__rd_bk_of(r, names[n], bk[n]);
+		mv[n + 1] = bk[n];
+		n++;
+	}
+	freeReplyObject(rep);
+	if (n == 0)
+		return 0;                /* emptied meanwhile */
+	if (!(rep = tsec__rd_call(r, (int)n + 1, mv, ml, true, err)))
+		return tsec__rd_failed(err);
+	for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements && i < n && !rc;
+	     i++) {
+		int64_t mt = 0;
+		size_t len;
+
+		if (rep->element[i]->type != REDIS_REPLY_STRING)
+			continue;        /* deleted meanwhile */
+		rc = open_val(r, names[i], rep->element[i], SIZE_MAX, NULL, &len, &mt, err);
+		if (!rc && mt > *mtime)
+			*mtime = mt;
+	}
+	freeReplyObject(rep);
+	return rc;
+}
+
 int tsec__rd_stat(struct tsec__backend *b, const struct tsec__skey *sk, struct tsec_stat *st,
 		   struct tsec_error *err)
 {
@@ -186,7 +248,8 @@ int tsec__rd_stat(struct tsec__backend *b, const struct tsec__skey *sk, struct t
 		freeReplyObject(v);
 		return rc;
 	}
-	return folder ? 0 : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
+	return folder ? folder_mtime(r, sk, &st->mtime_ns, err)
+		      : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
 }
 
 /* A flat listing jumps past each folder, as etcd.c does. */
