@@ -85,7 +85,7 @@ MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
 	module/tables.c module/eval.c module/explain.c \
 	module/cert.c module/entry.c
 BUS_SRC := broker/bus/bus.c broker/bus/loader.c
-STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c records.c txn.c lock.c certfiles.c \
+STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c watch.c records.c txn.c lock.c certfiles.c \
 	gates.c lease.c localcache.c envelope.c \
 	file/file.c file/file_tree.c file/file_folders.c file/file_journal.c file/file_commit.c \
 	file/file_recover.c file/file_lock.c \
@@ -93,7 +93,8 @@ STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c records.c t
 	etcd/etcd_http.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_keeper.c etcd/etcd_queue.c \
 	etcd/etcd_feed.c \
 	redis/redis.c redis/redis_kv.c redis/redis_lock.c redis/redis_tls.c) \
-	broker/certcache/certcache.c broker/certcache/certcache_pem.c
+	broker/certcache/certcache.c broker/certcache/certcache_pem.c \
+	broker/certcache/certcache_follow.c
 REMOTE_SRC := $(addprefix broker/remote/,remote.c remote_hw.c remote_blob.c remote_ref.c remote_cert.c \
 	remote_sweep.c blobs_file.c blobs_memory.c blobs_s3.c)
 CLIENT_SRC := broker/client/client.c broker/client/client_async.c

@@ -9,9 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "tests/testutil.h"
 #include "tests/certgen.h"
+#include "tests/servers.h"
+#include "tests/wait.h"
 #include "tinysecurity/certcache.h"
 
 static atomic_int freed;
@@ -405,6 +410,138 @@ static void test_certcache_pem_and_store(void **state)
 	tu_store_close(&t);
 }
 
+/*
+ * Of several live certificates for one name, the one that expires last
+ * is served, whatever the order they came in (issue 50: after a renewal
+ * the oldest inserted, with 10 days left, was served over the renewal's
+ * 90).  Exact names still come before wildcards.
+ */
+static void test_certcache_best_served(void **state)
+{
+	struct tsec_certcache *c;
+	struct tsec_cert_match m;
+	struct tsec_error err;
+	size_t l10, l90, lw;
+	char *c10 = tu_cert("ec-p256", "best.example.com", -60, 10 * 86400, &l10);
+	char *c90 = tu_cert("ec-p256", "best.example.com", -60, 90 * 86400, &l90);
+	char *cw = tu_cert("ec-p256", "*.example.com", -60, 365 * 86400, &lw);
+	(void)state;
+
+	for (int order = 0; order < 2; order++) {
+		int64_t t90;
+
+		assert_int_equal(tsec_certcache_new(&c, 8, NULL), 0);
+		assert_int_equal(tsec_certcache_insert(c, order ? c90 : c10, order ? l90 : l10,
+						       NULL, &err), 0);
+		assert_int_equal(tsec_certcache_insert(c, order ? c10 : c90, order ? l10 : l90,
+						       NULL, &err), 0);
+		assert_int_equal(tsec_certcache_insert(c, cw, lw, NULL, &err), 0);
+		assert_int_equal(tsec_certcache_lookup(c, "best.example.com", &m), 0);
+		t90 = m.not_after;
+		if (t90 < (int64_t)time(NULL) + 80 * 86400)
+			fail_msg("order %d: the certificate with %lld s left was served",
+				 order, (long long)(t90 - time(NULL)));
+		/* The wildcard lasts longer, but the exact name comes first. */
+		assert_int_equal(tsec_certcache_lookup(c, "other.example.com", &m), 0);
+		assert_true(m.not_after > t90);
+		tsec_certcache_free(&c);
+	}
+	free(c10);
+	free(c90);
+	free(cw);
+}
+
+/* A store on the test's etcd, in a prefix of this test's. */
+static void etcd_store(struct tu_store *t, const struct tu_server *etcd)
+{
+	struct tsec_store_opts o = { .backend = "etcd", .endpoints = etcd->endpoints,
+				     .prefix = "follow" };
+
+	tu_store_open_with(t, &o);
+}
+
+#define RENEW_KEY "certificates/acme/renew.example.com/renew.example.com.crt"
+
+/* In a child process (another writer, as another host would be): puts
+ * pem at RENEW_KEY, or deletes it when pem is NULL. */
+static void other_writer(const struct tu_server *etcd, const char *pem, size_t len)
+{
+	pid_t pid = fork();
+	int st;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct tu_store t;
+		struct tsec_principal app = tu_who("svc:app");
+		struct tsec_error err;
+		int rc;
+
+		etcd_store(&t, etcd);
+		rc = pem ? tsec_store_put(t.store, &app, RENEW_KEY, pem, len, &err)
+			 : tsec_store_delete(t.store, &app, RENEW_KEY, 0, &err);
+		tu_store_close(&t);
+		_exit(rc ? 1 : 0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static int64_t served(struct tsec_certcache *c)
+{
+	struct tsec_cert_match m;
+
+	return tsec_certcache_lookup(c, "renew.example.com", &m) ? 0 : m.not_after;
+}
+
+/*
+ * A cache following a store over etcd sees a renewal another process
+ * stored: the renewal is served and the certificate it renews is gone;
+ * a deletion removes it.  A cache cannot follow a file store.
+ */
+static void test_certcache_follows_renewal(void **state)
+{
+	struct tu_server etcd = { 0 };
+	struct tsec_certcache *c;
+	struct tsec_error err;
+	struct tu_store t, files;
+	struct tsec_principal reader = tu_who("svc:reader");
+	size_t l10, l90;
+	char *c10 = tu_cert("ec-p256", "renew.example.com", -60, 10 * 86400, &l10);
+	char *c90 = tu_cert("ec-p256", "renew.example.com", -60, 90 * 86400, &l90);
+	int64_t now = (int64_t)time(NULL);
+	(void)state;
+
+	if (tu_etcd_start(&etcd, 1))
+		fail_msg("cannot start etcd (scripts/deps.sh servers installs it)");
+	other_writer(&etcd, c10, l10);
+	etcd_store(&t, &etcd);
+	assert_int_equal(tsec_certcache_new(&c, 8, NULL), 0);
+	assert_int_equal(tsec_certcache_follow(c, t.store, &reader, &err), 0);
+	assert_int_equal(tsec_certcache_follow(c, t.store, &reader, &err), TSEC_EEXIST);
+	assert_true(served(c) > now && served(c) < now + 11 * 86400);
+
+	other_writer(&etcd, c90, l90);
+	TU_WAIT(served(c) > now + 80 * 86400);
+	assert_true(served(c) > now + 80 * 86400);
+	TU_WAIT(tsec_certcache_count(c) == 1);
+	assert_int_equal(tsec_certcache_count(c), 1);   /* the renewed one went */
+
+	other_writer(&etcd, NULL, 0);
+	TU_WAIT(served(c) == 0);
+	assert_int_equal(served(c), 0);
+	tsec_certcache_free(&c);                          /* stops following */
+	tu_store_close(&t);
+	tu_server_stop(&etcd);
+
+	tu_store_open(&files);
+	assert_int_equal(tsec_certcache_new(&c, 8, NULL), 0);
+	assert_int_equal(tsec_certcache_follow(c, files.store, &reader, &err), TSEC_EINVAL);
+	tsec_certcache_free(&c);
+	tu_store_close(&files);
+	free(c10);
+	free(c90);
+}
+
 struct rw {
 	struct tsec_certcache *c;
 	atomic_int stop;
@@ -487,6 +624,8 @@ int main(void)
 		cmocka_unit_test(test_certcache_failure_backoff),
 		cmocka_unit_test(test_certcache_snapshot),
 		cmocka_unit_test(test_certcache_pem_and_store),
+		cmocka_unit_test(test_certcache_best_served),
+		cmocka_unit_test(test_certcache_follows_renewal),
 		cmocka_unit_test(test_certcache_readers_and_writer),
 	};
 	return cmocka_run_group_tests_name("certcache", tests, NULL, NULL);

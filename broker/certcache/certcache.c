@@ -89,7 +89,13 @@ struct tsec_certcache {
 	struct fail **fails;         /* writer-only, same size as buckets */
 	struct fail *fail_oldest, *fail_newest;
 	size_t nfails;               /* at most capacity */
+	struct tsec__follow *follow; /* tsec_certcache_follow's, or NULL */
 };
+
+struct tsec__follow **tsec__certcache_follow_slot(struct tsec_certcache *c)
+{
+	return &c->follow;
+}
 
 static int64_t wall_s(void);
 
@@ -218,6 +224,7 @@ void tsec_certcache_free(struct tsec_certcache **pc)
 	if (!pc || !*pc)
 		return;
 	c = *pc;
+	tsec_certcache_unfollow(c);
 	for (e = c->oldest; e; e = next) {
 		next = e->newer;
 		entry_free(c, e);
@@ -705,14 +712,22 @@ static size_t scan(struct tsec_certcache *c, size_t k, const char *suffix, size_
 			continue;
 		if (nd->e->not_after <= now)
 			continue; /* expired: never served */
+		if (first_only) {
+			/* The latest to expire (issue 50: the oldest inserted). */
+			if (!got || nd->e->not_after > out[0].not_after) {
+				memcpy(out[0].id, nd->e->id, 32);
+				out[0].data = nd->e->data;
+				out[0].not_after = nd->e->not_after;
+			}
+			got = 1;
+			continue;
+		}
 		if (got < max) {
 			memcpy(out[got].id, nd->e->id, 32);
 			out[got].data = nd->e->data;
 			out[got].not_after = nd->e->not_after;
 		}
 		got++;
-		if (first_only)
-			break;
 	}
 	return got;
 }

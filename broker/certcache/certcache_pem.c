@@ -21,11 +21,18 @@
 int tsec_certcache_insert(struct tsec_certcache *c, const char *pem,
 			  size_t len, void *data, struct tsec_error *err)
 {
+	uint8_t id[32];
+
+	return tsec__certcache_insert_id(c, pem, len, data, id, err);
+}
+
+int tsec__certcache_insert_id(struct tsec_certcache *c, const char *pem, size_t len,
+			      void *data, uint8_t id[32], struct tsec_error *err)
+{
 	GENERAL_NAMES *gens = NULL;
 	const char *names[NAMES_MAX];
 	char *copies[NAMES_MAX];
 	unsigned char *der = NULL;
-	uint8_t id[32];
 	unsigned int idlen = 0;
 	size_t nn = 0;
 	X509 *x = NULL;

@@ -132,6 +132,7 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 	const char *kind = o && o->backend ? o->backend : "file";
 	const struct tsec__backend_kind *bk;
 	struct tsec__backend *be = NULL, *cached = NULL;
+	struct tsec__hub *hub = NULL;
 	struct tsec_store *s;
 	int rc;
 
@@ -167,6 +168,8 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 	if ((rc = bk->open(&be, o, err)))
 		return rc;
 	if (o->cache_bytes) {
+		struct tsec__feed_sink sink;
+
 		if ((rc = tsec__localcache_open(&cached, be, o->cache_bytes, err))) {
 			be->ops->close(be);
 			return rc;
@@ -174,26 +177,27 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 		/* Over a shared backend, other writers' changes drop cached
 		 * values, and hits wait for the feed's first proof of life;
 		 * over files, only what the backend itself changes (a dead
-		 * writer's group it rolls forward), with nothing to prove. */
-		if (bk->feed) {
-			struct tsec__feed_sink sink;
-
-			tsec__localcache_sink(cached, bk->caps & TSEC__CAP_SHARED,
-					      o->cache_live_ms, &sink);
-			rc = bk->feed(be, &sink, err);
-		}
-		if (rc) {
+		 * writer's group it rolls forward), with nothing to prove.
+		 * The hub hands the feed on to the cache and to watchers. */
+		tsec__localcache_sink(cached, bk->caps & TSEC__CAP_SHARED, o->cache_live_ms,
+				      &sink);
+		if ((rc = tsec__hub_open(&hub, be, bk, &sink, err))) {
 			cached->ops->close(cached);
 			return rc;
 		}
 		be = cached;
+	} else if ((rc = tsec__hub_open(&hub, be, bk, NULL, err))) {
+		be->ops->close(be);
+		return rc;
 	}
 	s = calloc(1, sizeof(*s));
 	if (!s || !(s->gates = malloc(sizeof(*s->gates)))) {
 		free(s);
 		be->ops->close(be);
+		tsec__hub_free(hub);
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	}
+	s->hub = hub;
 	tsec__gates_init(s->gates);
 	s->be = be;
 	s->cache = cached;
@@ -247,7 +251,10 @@ void tsec_store_close(struct tsec_store **ps)
 	if (!ps || !*ps)
 		return;
 	s = *ps;
+	/* The backend stops its feed before its close returns: then the
+	 * hub it delivered to can go. */
 	s->be->ops->close(s->be);
+	tsec__hub_free(s->hub);
 	tsec__gates_destroy(s->gates);
 	free(s->gates);
 	free(s);

@@ -28,7 +28,19 @@ struct tsec_store {
 	tsec_store_observer_fn observer;
 	void *observer_ctx;
 	struct tsec__gates *gates;       /* per-key gates of this store */
+	struct tsec__hub *hub;           /* the backend's feed, handed on (watch.c) */
 };
+
+/* watch.c: the hub subscribed to be's feed (bk's; none: *out NULL), at
+ * once when cache (the LocalCache's sink) is given, else at the first
+ * tsec_store_watch.  Freed after the backend is closed. */
+struct tsec__hub;
+struct tsec__backend_kind;
+struct tsec__feed_sink;
+int tsec__hub_open(struct tsec__hub **out, struct tsec__backend *be,
+		   const struct tsec__backend_kind *bk, const struct tsec__feed_sink *cache,
+		   struct tsec_error *err);
+void tsec__hub_free(struct tsec__hub *h);
 
 /*
  * tsec_store_get answered only from the store's LocalCache, for a

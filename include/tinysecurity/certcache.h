@@ -88,8 +88,11 @@ TSEC_API unsigned tsec_certcache_read_begin(struct tsec_certcache *c);
 TSEC_API void tsec_certcache_read_end(struct tsec_certcache *c, unsigned token);
 
 /*
- * The first certificate for a server name: an exact match, else a
- * wildcard one.  Returns 0 or TSEC_ENOENT.  Never blocks.
+ * The certificate for a server name: of the live ones with the name
+ * itself, the one that expires last; else of the wildcard ones of the
+ * nearest level, the one that expires last (a renewal is served as soon
+ * as it is inserted, whatever was inserted before).  Returns 0 or
+ * TSEC_ENOENT.  Never blocks.
  */
 TSEC_API int tsec_certcache_lookup(struct tsec_certcache *c, const char *name,
 			  struct tsec_cert_match *out);
@@ -148,6 +151,25 @@ struct tsec_cert_entry {
 TSEC_API size_t tsec_certcache_snapshot(struct tsec_certcache *c,
 					int (*each)(void *arg, const struct tsec_cert_entry *e),
 					void *arg);
+
+/*
+ * Keeps c in step with a shared store (etcd, redis): fills it as
+ * tsec_certcache_fill does, then a thread of its own reads again each
+ * certificate key (certificates/<issuer>/<domain>/<domain>.crt) the
+ * store's feed says another writer changed: a renewal replaces the
+ * certificate read from that key before, a deletion removes it, and a
+ * feed that broke reads every key again.  `who` (borrowed: it must
+ * outlive the following) reads through the store's policy.  Until
+ * tsec_certcache_unfollow or tsec_certcache_free; the store must stay
+ * open as long.  TSEC_EINVAL for a store that tells nobody what others
+ * change (files: call tsec_certcache_fill again), TSEC_EEXIST when c
+ * already follows one.
+ */
+TSEC_API int tsec_certcache_follow(struct tsec_certcache *c, struct tsec_store *s,
+				   const struct tsec_principal *who, struct tsec_error *err);
+/* Stops following (waits for a read in progress); accepts a cache that
+ * follows nothing. */
+TSEC_API void tsec_certcache_unfollow(struct tsec_certcache *c);
 
 /*
  * Inserts every certificate (certificates/<issuer>/<domain>/<domain>.crt)

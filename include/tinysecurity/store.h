@@ -151,6 +151,21 @@ typedef void (*tsec_store_observer_fn)(void *ctx, void *call_ctx,
 TSEC_API void tsec_store_set_observer(struct tsec_store *s, tsec_store_observer_fn fn,
 			     void *ctx);
 
+/*
+ * Watches what other writers change in a shared store (etcd, redis):
+ * fn(ctx, key) for each key another writer changed, key NULL when changes
+ * may have been missed (the feed broke and was restarted: re-read what
+ * you keep).  fn runs in the backend's feed thread: thread-safe, quick,
+ * no call into the store.  At most 8 a store, for as long as it is open.
+ * TSEC_EINVAL for a backend that tells nobody (files: read again).
+ */
+typedef void (*tsec_store_watch_fn)(void *ctx, const char *key);
+TSEC_API int tsec_store_watch(struct tsec_store *s, tsec_store_watch_fn fn, void *ctx,
+			      struct tsec_error *err);
+/* Removes the watcher fn/ctx; once it returns, fn is not running and is
+ * never called again for ctx. */
+TSEC_API void tsec_store_unwatch(struct tsec_store *s, tsec_store_watch_fn fn, void *ctx);
+
 /* Closes the store; sets *s to NULL.  Accepts NULL. */
 TSEC_API void tsec_store_close(struct tsec_store **s);
 

@@ -278,12 +278,10 @@ static int et_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *ki
 }
 
 /*
- * A folder's time: its newest value's (the one of the highest
- * mod_revision below it, one range sorted by etcd, its envelope's
- * mtime), as a folder on disk takes the time of its latest entry
- * (issue 50: every folder was 1970-01-01, and certmagic picks the newest
- * account folder by it).
- */
+ * A folder's time: its newest value's (highest mod_revision below it, one
+ * range sorted by etcd; its envelope's mtime), as a folder on disk takes
+ * its latest entry's (issue 50: every folder was 1970-01-01, and
+ * certmagic picks the newest account folder by it). */
 static int folder_mtime(struct etcd *e, const struct tsec__skey *sk, int64_t *mtime,
 			struct tsec_error *err)
 {

@@ -293,6 +293,12 @@ static int mb_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *ki
 	return 0;
 }
 
+/* Whether key lies below the folder p[0..plen) ("" is the root). */
+static bool below(const char *key, size_t klen, const char *p, size_t plen)
+{
+	return plen == 0 || (klen > plen && key[plen] == '/' && !memcmp(key, p, plen));
+}
+
 static int mb_stat(struct tsec__backend *b, const struct tsec__skey *sk,
 		   struct tsec_stat *st, struct tsec_error *err)
 {
@@ -310,15 +316,15 @@ static int mb_stat(struct tsec__backend *b, const struct tsec__skey *sk,
 		st->is_file = 1;
 	} else if (kind_of(m, sk) != 2) {
 		rc = tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
+	} else {
+		/* A folder: its newest value's time (one pass, as a listing). */
+		for (size_t i = 0; m->vals.b && i <= m->vals.mask; i++)
+			for (e = m->vals.b[i]; e; e = e->next)
+				if (below(e->key, e->klen, sk->text, n) && e->mtime_ns > st->mtime_ns)
+					st->mtime_ns = e->mtime_ns;
 	}
 	pthread_rwlock_unlock(&m->rw);
 	return rc;
-}
-
-/* Whether key lies below the folder p[0..plen) ("" is the root). */
-static bool below(const char *key, size_t klen, const char *p, size_t plen)
-{
-	return plen == 0 || (klen > plen && key[plen] == '/' && !memcmp(key, p, plen));
 }
 
 /*
