@@ -172,17 +172,22 @@ test: deps
 # Go 1.19 and certmagic 0.17.2 from Debian, offline, in GOPATH mode: the
 # package is seen as tinysecurity.dev/tsecstorage through a link under
 # build/gopath, and links this build's libtinysecurity.so.
+# The package finds the library with `#cgo pkg-config: tinysecurity`: in
+# the tree, a tinysecurity.pc naming this build ($(B)/pkgconfig).
 GO_ENV = GOPATH=$(CURDIR)/build/gopath:/usr/share/gocode GO111MODULE=off GOENV=off \
 	GOCACHE=$(CURDIR)/build/gocache GOFLAGS= \
-	CGO_CFLAGS="-I$(CURDIR)/include" \
-	CGO_LDFLAGS="-L$(CURDIR)/$(B) -Wl,-rpath,$(CURDIR)/$(B)" \
+	PKG_CONFIG_PATH=$(CURDIR)/$(B)/pkgconfig \
+	CGO_LDFLAGS="-Wl,-rpath,$(CURDIR)/$(B)" \
 	TSEC_BUILD_DIR=$(CURDIR)/$(B)
 # Each package by name: go does not follow the link for ".../..."
 GO_PKGS := tinysecurity.dev/tsecstorage tinysecurity.dev/tsecstorage/cmd/tsec-certmagic
 GO_TIMEOUT ?= 20m
 
-.PHONY: go-link go-test bench-certmagic
+.PHONY: go-link go-test go-module-check bench-certmagic
 go-link:
+	$(Q)mkdir -p $(B)/pkgconfig
+	$(Q)sed -e 's|^prefix=.*|prefix=$(CURDIR)|' -e 's|^libdir=.*|libdir=$(CURDIR)/$(B)|' \
+		-e 's|@VERSION@|$(VERSION)|' packaging/tinysecurity.pc.in > $(B)/pkgconfig/tinysecurity.pc
 	$(Q)mkdir -p build/gopath/src/tinysecurity.dev
 	$(Q)ln -sfn $(CURDIR)/bindings/go/tsecstorage build/gopath/src/tinysecurity.dev/tsecstorage
 	$(Q)ln -sfn $(CURDIR)/perf/go/certmagic_bench build/gopath/src/tinysecurity.dev/certmagic_bench
@@ -191,6 +196,12 @@ go-test: build go-link
 	$(Q)test -z "$$(gofmt -l bindings/go)" || { gofmt -l bindings/go; echo "go: not gofmt'ed" >&2; exit 1; }
 	$(GO_ENV) go vet $(GO_PKGS) tinysecurity.dev/certmagic_bench
 	$(GO_ENV) go test -race -count=1 -timeout $(GO_TIMEOUT) $(GO_PKGS)
+	$(Q)sh scripts/go-module-check.sh
+
+# A Go program outside the tree, in module mode and offline, built against
+# tinysecurity installed (make install into a temporary prefix).
+go-module-check:
+	$(Q)sh scripts/go-module-check.sh
 
 # certmagic's FileStorage against ours through the broker, A-B-B-A.
 CERTMAGIC_ROUNDS ?= 200
@@ -406,6 +417,13 @@ install:
 		$(DESTDIR)$(PREFIX)/share/tinysecurity/examples/broker.json
 	install -m 0644 packaging/tinysecurity.sysusers \
 		$(DESTDIR)$(PREFIX)/lib/sysusers.d/tinysecurity.conf
+	# The Go binding's sources by import path (as Debian keeps Go code),
+	# with its go.mod: a module-mode program requires it from there.
+	install -d $(DESTDIR)$(PREFIX)/share/gocode/src/tinysecurity.dev/tsecstorage/cmd/tsec-certmagic
+	install -m 0644 bindings/go/tsecstorage/go.mod $(filter-out %_test.go,$(wildcard \
+		bindings/go/tsecstorage/*.go)) $(DESTDIR)$(PREFIX)/share/gocode/src/tinysecurity.dev/tsecstorage/
+	install -m 0644 bindings/go/tsecstorage/cmd/tsec-certmagic/main.go \
+		$(DESTDIR)$(PREFIX)/share/gocode/src/tinysecurity.dev/tsecstorage/cmd/tsec-certmagic/
 
 # A release archive and its SHA256SUMS, in build/dist/.
 dist:

@@ -17,7 +17,7 @@ set -eu
 #                                 (2.6.2): its on-demand TLS asks the broker
 #   sh scripts/deps.sh shells     and zsh and fish: test_cli runs their
 #                                 completions as it runs bash's (make test)
-PKGS="gcc make binutils pkg-config libjansson-dev libcmocka-dev libssl-dev libsodium-dev libzmq3-dev libcurl4-openssl-dev libarchive-dev libhiredis-dev libmicrohttpd-dev"
+PKGS="gcc make binutils pkg-config libjansson-dev libcmocka-dev libssl-dev libsodium-dev libzmq3-dev libcurl4-openssl-dev libarchive-dev libhiredis-dev libmicrohttpd-dev libpsl-dev publicsuffix"
 for extra in "$@"; do
 	case $extra in
 	clang) PKGS="$PKGS clang libclang-rt-14-dev" ;;

@@ -1,7 +1,7 @@
 package tsecstorage
 
 /*
-#cgo LDFLAGS: -ltinysecurity
+#cgo pkg-config: tinysecurity
 #include <stdlib.h>
 #include <string.h>
 #include <tinysecurity/client.h>

@@ -1,6 +1,6 @@
 // Package tsecstorage is a certmagic.Storage and certmagic.Locker
 // (certmagic 0.17) over tsec-broker, through the tinysecurity client
-// library (cgo; link with -ltinysecurity).
+// library (cgo; found with pkg-config: tinysecurity).
 //
 // Every call is decided by the broker's policy for the principal the
 // broker knows this process as (its CURVE key over tcp, its uid over

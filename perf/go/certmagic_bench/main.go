@@ -17,7 +17,7 @@
 package main
 
 /*
-#cgo LDFLAGS: -ltinysecurity
+#cgo pkg-config: tinysecurity
 #include <stdlib.h>
 #include <time.h>
 #include <tinysecurity/client.h>
