@@ -204,7 +204,8 @@ go-module-check:
 	$(Q)sh scripts/go-module-check.sh
 
 # certmagic's FileStorage against ours through the broker, A-B-B-A.
-CERTMAGIC_ROUNDS ?= 200
+CERTMAGIC_ROUNDS ?= 400
+CERTMAGIC_GATE ?= 10
 CERTMAGIC_RAW ?= perf/results/certmagic-$(shell date +%Y-%m-%d).csv
 bench-certmagic: deps
 	$(Q)sh scripts/deps.sh go
@@ -212,7 +213,7 @@ bench-certmagic: deps
 
 .PHONY: certmagic-run
 certmagic-run: build go-link
-	$(GO_ENV) sh perf/certmagic.sh $(B) $(CERTMAGIC_ROUNDS) $(CERTMAGIC_RAW)
+	$(GO_ENV) sh perf/certmagic.sh $(B) $(CERTMAGIC_ROUNDS) "$(CERTMAGIC_RAW)" $(CERTMAGIC_GATE)
 
 check: build $(TEST_BINS) $(FIXTURE_SOS)
 	$(Q)sh tests/run.sh $(B) $(TEST_BINS)
@@ -247,7 +248,7 @@ bench-smoke: deps
 	$(Q)$(MAKE) --no-print-directory MODE=release build
 	sh scripts/bench-smoke.sh build/release
 	$(Q)sh scripts/deps.sh go
-	$(Q)$(MAKE) --no-print-directory MODE=release certmagic-run CERTMAGIC_ROUNDS=5 CERTMAGIC_RAW=
+	$(Q)$(MAKE) --no-print-directory MODE=release certmagic-run CERTMAGIC_ROUNDS=5 CERTMAGIC_RAW= CERTMAGIC_GATE=0
 
 # The fault-injecting chaos run, longer: CHAOS_SECONDS per case (etcd
 # and redis, with and without a LocalCache, and through brokers: 6 runs;

@@ -4,8 +4,11 @@
 # (perf/go/certmagic_bench): Store, Load, Exists and List of a 6 KiB
 # certificate set, Lock+Unlock, and a whole renewal turn.
 #
-#   make bench-certmagic               (200 rounds; CSV under perf/results/)
-#   perf/certmagic.sh BUILD_DIR ROUNDS [RAW.csv]
+#   make bench-certmagic               (400 runs; CSV under perf/results/)
+#   perf/certmagic.sh BUILD_DIR RUNS [RAW.csv] [GATE%]
+#
+# With GATE (make bench-certmagic: 10), the run fails when a side's speed
+# drifted more than GATE% within it: its ratios would be no evidence.
 #
 # Runs with the Go environment make sets (GOPATH with the link to
 # bindings/go, CGO flags for BUILD_DIR).  Both sides write in the same
@@ -14,8 +17,9 @@
 # so a write on B pays what A skips.
 set -eu
 build=$(cd "${1:-build/release}" && pwd)
-n=${2:-200}
+n=${2:-400}
 raw=${3:-}
+gate=${4:-0}
 work=$(mktemp -d /tmp/tsec-cmbench-XXXXXX)
 pid=
 cleanup() {
@@ -56,9 +60,10 @@ JSON
 done
 mkdir "$work/filestorage"
 "$work/certmagic_bench" -endpoint "tcp://127.0.0.1:$port" -server-key "$work/server.pub" \
-	-key "$work/bench" -dir "$work/filestorage" -n "$n" > "$work/out.csv"
+	-key "$work/bench" -dir "$work/filestorage" -n "$n" -gate "$gate" > "$work/out.csv" ||
+	{ grep -E "^(ratio|floor|gate)" "$work/out.csv" | column -t -s, >&2; exit 1; }
 if [ -n "$raw" ]; then
 	mkdir -p "$(dirname "$raw")"
 	{ echo "# $(date -u +%FT%TZ) $(uname -n) $(go version) rounds=$n build=$build"; cat "$work/out.csv"; } > "$raw"
 fi
-grep -E "^(ratio|floor)" "$work/out.csv" | column -t -s,
+grep -E "^(ratio|floor|gate)" "$work/out.csv" | column -t -s,

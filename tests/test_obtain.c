@@ -162,6 +162,15 @@ static void test_obtain_rate(void **state)
 	assert_true(allowed(j));
 	assert_int_equal(json_integer_value(json_object_get(j, "used")), 1);
 	json_decref(j);
+	/* replay: the rate's refusal is the broker's count, not a change
+	 * of the policy's; every other answer replays as it was. */
+	if (sh("%s/tsec replay -v --policy '%s' '%s' > '%s/replay.out' 2>&1", TSEC_BUILD_DIR,
+	       D.policy, D.log, D.dir) ||
+	    sh("grep -q ' 0 changed' '%s/replay.out' && grep -q 'refused by its rate' "
+	       "'%s/replay.out'", D.dir, D.dir)) {
+		sh("cat '%s/replay.out' >&2", D.dir);
+		fail_msg("replay of the decision log");
+	}
 }
 
 static void test_obtain_dry(void **state)

@@ -110,6 +110,23 @@ static json_t *logged_request(json_t *line, struct made *m, const char **why)
 	return req;
 }
 
+/*
+ * A cert.obtain the broker refused by its rate (the log's why_not says
+ * "rate: ..."): the count was the broker's, on its storage, and no log
+ * replays it; the policy alone would allow it.
+ */
+static bool rate_refusal(json_t *line, const char **why)
+{
+	json_t *w = json_array_get(json_object_get(line, "why_not"), 0);
+	const char *a = json_string_value(json_object_get(line, "action"));
+	const char *t = json_string_value(json_object_get(w, "why"));
+
+	if (!a || strcmp(a, "cert.obtain") || !t || strncmp(t, "rate: ", 6))
+		return false;
+	*why = "cert.obtain refused by its rate: the count was the broker's, not the log's";
+	return true;
+}
+
 /* One decision of req under bus: 0, or -1 (said). */
 static int decide(const char *cmd, struct tsec_bus *bus, json_t *req, json_t *keep,
 		  struct tsec_decision *d)
@@ -196,7 +213,7 @@ int cmd_replay(struct opts *o)
 			logged++;
 		if (!json_is_object(line) ||
 		    !(was = json_string_value(json_object_get(line, "decision"))) ||
-		    !(req = logged_request(line, &m, &why))) {
+		    rate_refusal(line, &why) || !(req = logged_request(line, &m, &why))) {
 			if (!why)
 				why = "not a decision line";
 			if (o->verbose)

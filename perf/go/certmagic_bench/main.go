@@ -2,18 +2,22 @@
 // on certmagic's own FileStorage (A), on tsecstorage through tsec-broker
 // (B) and on a FileStorage that keeps the broker's crash promise (C:
 // each Store a temporary file, fsync, rename, folder fsync; certmagic's
-// own does none of it), in one process, in six phases A1 B1 C1 C2 B2
-// A2, so that drift on a shared machine hits every side alike
-// (perf/certmagic.sh starts the broker and runs it).
+// own does none of it), in one process (perf/certmagic.sh starts the
+// broker and runs it).
 //
-// Each operation works on one 6 KiB certificate set (certificate chain,
-// key, metadata: certmagic's three keys of a site); each phase times n
-// rounds of each and keeps the median.  A side's figure is the mean of
-// its two phase medians; drift is A2/A1 - 1 and B2/B1 - 1.
+// Interleaved, so that a machine whose speed drifts weighs on every side
+// alike: each operation is warmed up on each side, then run in rounds of
+// short blocks (k runs each), the sides' order turning each round (A B C
+// C B A, then B C A A C B, ...).  A side's figure is the median of its
+// block medians; its drift is the median of the last half of its blocks
+// against the first half's.  With -gate P the run fails when any side
+// drifted more than P% (its ratios are then no evidence).  Then the floor
+// of a call: health and a 4 KiB Load through the C client alone and
+// through tsecstorage, wall and this process's CPU per call.
 //
-// Output, CSV: "phase,case,median_ns" rows, then
+// Output, CSV: "floor,case,median_ns,cpu_ns_per_call" rows, then
 // "ratio,case,a_ns,b_ns,c_ns,b_over_a,b_over_c,drift_a,drift_b,drift_c"
-// rows.
+// rows, then "gate,worst_drift,...".
 package main
 
 /*
@@ -22,30 +26,44 @@ package main
 #include <time.h>
 #include <tinysecurity/client.h>
 
-// n "health" calls through the C client alone, each timed in C: the
-// floor a call through tsecstorage stands on, without Go's part.
-static int ping_c(const char *ep, const char *spub, const char *pub, const char *sec,
-		  long long *ns, int n)
+// The C client alone, opened once and kept, as tsecstorage keeps its
+// connections.
+static struct tsec_client *open_c(const char *ep, const char *spub, const char *pub,
+				  const char *sec)
 {
 	struct tsec_client_opts o = { .endpoint = ep, .server_public_key = spub,
 				      .public_key = pub, .secret_key = sec };
 	struct tsec_client *c;
 	struct tsec_error err;
 
-	if (tsec_client_open(&c, &o, &err))
-		return -1;
+	return tsec_client_open(&c, &o, &err) ? NULL : c;
+}
+
+// n calls through c, each timed in C: "health" (the floor a call through
+// tsecstorage stands on, without Go's part), or with params a load whose
+// value comes as a frame, as tsecstorage's Load asks it.
+static int calls_c(struct tsec_client *c, const char *params, long long *ns, int n)
+{
+	struct tsec_error err;
+
 	for (int i = 0; i < n; i++) {
+		struct tsec_client_frame out[TSEC_CLIENT_MAX_FRAMES];
 		struct timespec a, b;
+		size_t nout = 0;
+		char *res = NULL;
+		int rc;
 
 		clock_gettime(CLOCK_MONOTONIC, &a);
-		if (tsec_client_call(c, "health", NULL, NULL, &err)) {
-			tsec_client_close(&c);
+		rc = params ? tsec_client_call_frames(c, "store.get", params, NULL, 0, &res, out,
+						      &nout, &err)
+			    : tsec_client_call(c, "health", NULL, NULL, &err);
+		if (rc)
 			return -1;
-		}
+		free(res);
+		tsec_client_frames_free(out, nout);
 		clock_gettime(CLOCK_MONOTONIC, &b);
 		ns[i] = (b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec);
 	}
-	tsec_client_close(&c);
 	return 0;
 }
 */
@@ -62,6 +80,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -138,34 +157,33 @@ type op struct {
 	fn   func(st certmagic.Storage, s *set) error
 }
 
+// The calls certmagic makes, one key each (the set's certificate, 4.4
+// KiB), a lock taken and given back, and a renewal turn as certmagic
+// makes it: the lock, a look at the stored certificate, the three new
+// files, the unlock.
 var ops = []op{
-	{"store_set", func(st certmagic.Storage, s *set) error {
-		for i := range s.keys {
-			if err := st.Store(ctx, s.keys[i], s.vals[i]); err != nil {
-				return err
-			}
+	{"load", func(st certmagic.Storage, s *set) error {
+		v, err := st.Load(ctx, s.keys[0])
+		if err == nil && len(v) != len(s.vals[0]) {
+			err = fmt.Errorf("%s: %d bytes, want %d", s.keys[0], len(v), len(s.vals[0]))
+		}
+		return err
+	}},
+	{"exists", func(st certmagic.Storage, s *set) error {
+		if !st.Exists(ctx, s.keys[0]) {
+			return fmt.Errorf("%s: missing", s.keys[0])
 		}
 		return nil
 	}},
-	{"load_set", func(st certmagic.Storage, s *set) error {
-		for i := range s.keys {
-			v, err := st.Load(ctx, s.keys[i])
-			if err != nil {
-				return err
-			}
-			if len(v) != len(s.vals[i]) {
-				return fmt.Errorf("%s: %d bytes, want %d", s.keys[i], len(v), len(s.vals[i]))
-			}
+	{"stat", func(st certmagic.Storage, s *set) error {
+		ki, err := st.Stat(ctx, s.keys[0])
+		if err == nil && ki.Size != int64(len(s.vals[0])) {
+			err = fmt.Errorf("%s: size %d", s.keys[0], ki.Size)
 		}
-		return nil
+		return err
 	}},
-	{"exists_set", func(st certmagic.Storage, s *set) error {
-		for i := range s.keys {
-			if !st.Exists(ctx, s.keys[i]) {
-				return fmt.Errorf("%s: missing", s.keys[i])
-			}
-		}
-		return nil
+	{"store", func(st certmagic.Storage, s *set) error {
+		return st.Store(ctx, s.keys[0], s.vals[0])
 	}},
 	{"list_site", func(st certmagic.Storage, s *set) error {
 		k, err := st.List(ctx, s.prefix, false)
@@ -180,8 +198,6 @@ var ops = []op{
 		}
 		return st.Unlock(ctx, "renew_cert_"+path.Base(s.prefix))
 	}},
-	// A renewal turn as certmagic makes it: the lock, a look at the
-	// stored certificate, the three new files, the unlock.
 	{"renewal_turn", func(st certmagic.Storage, s *set) error {
 		name := "renew_cert_" + path.Base(s.prefix)
 		if err := st.Lock(ctx, name); err != nil {
@@ -200,25 +216,171 @@ var ops = []op{
 }
 
 func median(v []float64) float64 {
-	sort.Float64s(v)
-	return v[len(v)/2]
+	w := append([]float64(nil), v...)
+	sort.Float64s(w)
+	return w[len(w)/2]
 }
 
-// phase times n rounds of each op on st and returns each op's median.
-func phase(st certmagic.Storage, s *set, n int) (map[string]float64, error) {
-	out := map[string]float64{}
-	for _, o := range ops {
-		t := make([]float64, n)
-		for i := 0; i < n; i++ {
-			t0 := time.Now()
-			if err := o.fn(st, s); err != nil {
-				return nil, fmt.Errorf("%s: %w", o.name, err)
-			}
-			t[i] = float64(time.Since(t0).Nanoseconds())
+// block times k runs of fn and returns their median.
+func block(k int, fn func() error) (float64, error) {
+	t := make([]float64, k)
+	for i := range t {
+		t0 := time.Now()
+		if err := fn(); err != nil {
+			return 0, err
 		}
-		out[o.name] = median(t)
+		t[i] = float64(time.Since(t0).Nanoseconds())
+	}
+	return median(t), nil
+}
+
+// The sides' order in each round: every side early and late alike
+// (A B C C B A), so that a machine slowing down within a round weighs on
+// all of them alike; rounds alternate with the mirror order.
+var order = [][]string{{"A", "B", "C", "C", "B", "A"}, {"B", "C", "A", "A", "C", "B"},
+	{"C", "A", "B", "B", "A", "C"}}
+
+// result is one side's figure for one op: the median of its block
+// medians, and its drift, the last half of the rounds' median against
+// the first half's.
+type result struct {
+	ns, drift float64
+}
+
+func summarize(blocks []float64) result {
+	h := len(blocks) / 2
+	m1, m2 := median(blocks[:h]), median(blocks[h:])
+	return result{median(blocks), 100 * (m2/m1 - 1)}
+}
+
+// interleave runs each op on every side in rounds of short blocks (k
+// runs each), sides in turn as order says, after a warm-up of each op
+// on each side; the blocks of a side make its figure.
+func interleave(sides map[string]certmagic.Storage, s *set, rounds, k int) (
+	map[string]map[string]result, error) {
+	out := map[string]map[string]result{}
+	for _, o := range ops {
+		for _, name := range []string{"A", "B", "C"} {
+			st := sides[name]
+			if _, err := block(2*k, func() error { return o.fn(st, s) }); err != nil {
+				return nil, fmt.Errorf("%s on %s: %w", o.name, name, err)
+			}
+		}
+		blocks := map[string][]float64{}
+		for r := 0; r < rounds; r++ {
+			for _, name := range order[r%len(order)] {
+				st := sides[name]
+				m, err := block(k, func() error { return o.fn(st, s) })
+				if err != nil {
+					return nil, fmt.Errorf("%s on %s: %w", o.name, name, err)
+				}
+				blocks[name] = append(blocks[name], m)
+			}
+		}
+		out[o.name] = map[string]result{}
+		for name, b := range blocks {
+			out[o.name][name] = summarize(b)
+		}
 	}
 	return out, nil
+}
+
+// cpuNs is the process's CPU time so far (every thread, user and system).
+func cpuNs() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// floors times the cheapest call (health) and a 4 KiB Load through the C
+// client alone and through tsecstorage, interleaved in blocks as the ops
+// are: wall (median of block medians) and CPU per call of this process.
+func floors(ts *tsecstorage.Storage, s *set, ep, spub, pub, sec string, rounds, k int) {
+	cs := []*C.char{C.CString(ep), C.CString(spub), C.CString(pub), C.CString(sec),
+		C.CString(fmt.Sprintf(`{"key":%q}`, s.keys[0]))}
+	defer func() {
+		for _, c := range cs {
+			C.free(unsafe.Pointer(c))
+		}
+	}()
+	cc := C.open_c(cs[0], cs[1], cs[2], cs[3])
+	if cc == nil {
+		fmt.Fprintln(os.Stderr, "certmagic_bench: the C client did not open")
+		os.Exit(1)
+	}
+	defer C.tsec_client_close(&cc)
+	type floor struct {
+		name string
+		run  func() ([]float64, error)
+	}
+	inC := func(get bool) func() ([]float64, error) {
+		return func() ([]float64, error) {
+			ns := make([]C.longlong, k)
+			var params *C.char
+			if get {
+				params = cs[4]
+			}
+			if C.calls_c(cc, params, &ns[0], C.int(k)) != 0 {
+				return nil, fmt.Errorf("the C client failed")
+			}
+			t := make([]float64, k)
+			for i := range ns {
+				t[i] = float64(ns[i])
+			}
+			return t, nil
+		}
+	}
+	inGo := func(get bool) func() ([]float64, error) {
+		return func() ([]float64, error) {
+			t := make([]float64, k)
+			for i := range t {
+				t0 := time.Now()
+				var err error
+				if get {
+					_, err = ts.Load(ctx, s.keys[0])
+				} else {
+					err = ts.Ping(ctx)
+				}
+				if err != nil {
+					return nil, err
+				}
+				t[i] = float64(time.Since(t0).Nanoseconds())
+			}
+			return t, nil
+		}
+	}
+	fs := []floor{{"ping_c", inC(false)}, {"ping_go", inGo(false)},
+		{"get4k_c", inC(true)}, {"get4k_go", inGo(true)}}
+	for _, f := range fs { // warm: connections made, caches filled
+		for i := 0; i < 2; i++ {
+			if _, err := f.run(); err != nil {
+				fmt.Fprintln(os.Stderr, "certmagic_bench:", f.name, err)
+				os.Exit(1)
+			}
+		}
+	}
+	wall := map[string][]float64{}
+	cpu := map[string][]float64{}
+	fmt.Println("floor,case,median_ns,cpu_ns_per_call")
+	for r := 0; r < rounds; r++ {
+		for j := range fs {
+			f := fs[(j+r)%len(fs)]
+			c0 := cpuNs()
+			t, err := f.run()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "certmagic_bench:", f.name, err)
+				os.Exit(1)
+			}
+			cpu[f.name] = append(cpu[f.name], (cpuNs()-c0)/float64(k))
+			wall[f.name] = append(wall[f.name], median(t))
+		}
+	}
+	for _, f := range fs {
+		fmt.Printf("floor,%s,%.0f,%.0f\n", f.name, median(wall[f.name]), median(cpu[f.name]))
+	}
+	fmt.Printf("floor,go_over_c_get4k,%.0f,%.0f\n",
+		median(wall["get4k_go"])-median(wall["get4k_c"]),
+		median(cpu["get4k_go"])-median(cpu["get4k_c"]))
 }
 
 func main() {
@@ -226,7 +388,9 @@ func main() {
 	serverKey := flag.String("server-key", "", "the broker's public key file")
 	key := flag.String("key", "", "this client's key pair prefix")
 	dir := flag.String("dir", "", "certmagic FileStorage's folder")
-	n := flag.Int("n", 200, "rounds of each operation per phase")
+	n := flag.Int("n", 400, "runs of each operation on each side")
+	k := flag.Int("k", 20, "runs in one block")
+	gate := flag.Float64("gate", 0, "fail when a side drifts more than this many percent (0: never)")
 	flag.Parse()
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "certmagic_bench:", err)
@@ -255,67 +419,42 @@ func main() {
 	if s.size() < 6000 || s.size() > 6400 {
 		fail(fmt.Errorf("the set is %d bytes, not 6 KiB", s.size()))
 	}
-	// Warm both (the set written, connections open), discarded.
+	// The set on every side, so reads find it.
 	for _, st := range sides {
-		if _, err := phase(st, s, 1+*n/10); err != nil {
-			fail(err)
+		for i := range s.keys {
+			if err := st.Store(ctx, s.keys[i], s.vals[i]); err != nil {
+				fail(err)
+			}
 		}
 	}
-	res := map[string]map[string]float64{}
-	fmt.Println("phase,case,median_ns")
-	for _, p := range []string{"A1", "B1", "C1", "C2", "B2", "A2"} {
-		r, err := phase(sides[p[:1]], s, *n)
-		if err != nil {
-			fail(fmt.Errorf("phase %s: %w", p, err))
-		}
-		res[p] = r
-		for _, o := range ops {
-			fmt.Printf("%s,%s,%.0f\n", p, o.name, r[o.name])
-		}
+	if *n < 4**k { // a smoke: two rounds of small blocks
+		*k = *n/4 + 1
 	}
-	// The floor of a call through the broker, in the same run: the
-	// C client alone, then the same call through tsecstorage.
-	fmt.Println("floor,case,median_ns")
-	for _, f := range []string{"ping_c", "ping_go", "ping_c", "ping_go"} {
-		t := make([]float64, *n)
-		if f == "ping_c" {
-			ns := make([]C.longlong, *n)
-			cs := []*C.char{C.CString(*endpoint), C.CString(strings.TrimSpace(string(spub))),
-				C.CString(pub), C.CString(sec)}
-			rc := C.ping_c(cs[0], cs[1], cs[2], cs[3], &ns[0], C.int(*n))
-			for _, c := range cs {
-				C.free(unsafe.Pointer(c))
-			}
-			if rc != 0 {
-				fail(fmt.Errorf("ping_c failed"))
-			}
-			for i := range ns {
-				t[i] = float64(ns[i])
-			}
-		} else {
-			for i := range t {
-				t0 := time.Now()
-				if err := ts.Ping(ctx); err != nil {
-					fail(err)
-				}
-				t[i] = float64(time.Since(t0).Nanoseconds())
-			}
-		}
-		fmt.Printf("floor,%s,%.0f\n", f, median(t))
+	rounds := *n / (2 * *k)
+	if rounds < 2 {
+		rounds = 2
 	}
+	res, err := interleave(sides, s, rounds, *k)
+	if err != nil {
+		fail(err)
+	}
+	floors(ts, s, *endpoint, strings.TrimSpace(string(spub)), pub, sec, rounds, *k)
 	fmt.Println("ratio,case,a_ns,b_ns,c_ns,b_over_a,b_over_c,drift_a,drift_b,drift_c")
+	worst := 0.0
 	for _, o := range ops {
-		side := func(x string) (float64, float64) {
-			m1, m2 := res[x+"1"][o.name], res[x+"2"][o.name]
-			return (m1 + m2) / 2, 100 * (m2/m1 - 1)
-		}
-		a, da := side("A")
-		b, db := side("B")
-		c, dc := side("C")
-		fmt.Printf("ratio,%s,%.0f,%.0f,%.0f,%.2f,%.2f,%+.1f%%,%+.1f%%,%+.1f%%\n", o.name, a, b, c,
-			b/a, b/c, da, db, dc)
-		if math.IsNaN(b / a) {
+		a, b, c := res[o.name]["A"], res[o.name]["B"], res[o.name]["C"]
+		fmt.Printf("ratio,%s,%.0f,%.0f,%.0f,%.2f,%.2f,%+.1f%%,%+.1f%%,%+.1f%%\n", o.name,
+			a.ns, b.ns, c.ns, b.ns/a.ns, b.ns/c.ns, a.drift, b.drift, c.drift)
+		if math.IsNaN(b.ns / a.ns) {
 			fail(fmt.Errorf("%s: no figure", o.name))
 		}
+		for _, d := range []float64{a.drift, b.drift, c.drift} {
+			worst = math.Max(worst, math.Abs(d))
+		}
+	}
+	fmt.Printf("gate,worst_drift,%.1f%%,limit,%.0f%%\n", worst, *gate)
+	if *gate > 0 && worst > *gate {
+		fail(fmt.Errorf("a side drifted %.1f%% within the run (gate %.0f%%): no ratio here is "+
+			"evidence; run it again on a quieter machine", worst, *gate))
 	}
 }
