@@ -212,6 +212,7 @@ static void test_obtain_names(void **state)
 	};
 	static const char *const bad[] = {
 		"a..example.com", "-a.example.com", "a-.example.com", "a b.example.com",
+		"a.example.com..", "19292.q..", ".",
 		"a/b.example.com", "*.example.com", "caf\xc3\xa9.example.com", "::g", "",
 		"a.example.com\n{\"forged\":1}",
 	};

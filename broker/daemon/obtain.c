@@ -152,6 +152,8 @@ static const char *host_bad(const char *s, size_t n)
 		if (++label > 63)
 			return "a label is longer than 63 bytes";
 	}
+	if (label == 0)
+		return "empty label in name";    /* "a.b..": one dot is dropped */
 	if (s[n - 1] == '-')
 		return "a label ends in '-'";
 	return NULL;
@@ -244,13 +246,8 @@ static bool str_is(json_t *v, const char *s)
 	return json_is_string(v) && !strcmp(json_string_value(v), s);
 }
 
-/*
- * The names of a record still inside keep_s of now, as a JSON array of
- * [name, unix seconds] (new); NULL with why for a record that is not
- * this principal's and suffix's or does not read.
- */
-static json_t *record_names(const char *text, size_t len, const char *principal,
-			    const char *suffix, int64_t now, uint32_t keep_s, const char **why)
+json_t *tsec__obtain_record_read(const char *text, size_t len, const char *principal,
+				 const char *suffix, int64_t now, uint32_t keep_s, const char **why)
 {
 	json_t *root, *names, *e, *kept;
 	size_t i;
@@ -321,7 +318,8 @@ static int count_once(struct tsec__daemon *d, const char *principal, struct tsec
 	rc = tsec__store_record_get(d->store, rec, &old, &oldlen, err);
 	if (rc && rc != TSEC_ENOENT)
 		return rc;
-	names = record_names(rc ? NULL : old, oldlen, principal, o->suffix, now, keep_s, &why);
+	names = tsec__obtain_record_read(rc ? NULL : old, oldlen, principal, o->suffix, now,
+					 keep_s, &why);
 	if (!names) {
 		free(old);
 		return tsec__seterr(err, TSEC_ECORRUPT, rec, "%s", why);

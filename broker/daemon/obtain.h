@@ -54,6 +54,14 @@ int tsec__obtain_name(struct tsec__daemon *d, const char *in, size_t n,
 int tsec__obtain(struct tsec__daemon *d, struct tsec__call *c, const char *name, size_t n,
 		 bool dry, int64_t now_s, struct tsec__obtained *o, struct tsec_error *err);
 
+/*
+ * A count's record text (NULL: none yet) read: its names still inside
+ * keep_s of now, as a JSON array of [name, unix seconds] (new); NULL with
+ * why for one that is not principal's and suffix's or does not read.
+ */
+json_t *tsec__obtain_record_read(const char *text, size_t len, const char *principal,
+				 const char *suffix, int64_t now, uint32_t keep_s, const char **why);
+
 /* o as the method's result. */
 json_t *tsec__obtained_json(const struct tsec__obtained *o);
 
