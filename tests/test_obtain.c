@@ -317,7 +317,9 @@ static long ask(const char *query, const char *method, struct body *b)
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, take);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-	if (method)
+	if (method && !strcmp(method, "HEAD"))
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	else if (method)
 		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	assert_int_equal(curl_easy_perform(c), CURLE_OK);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -347,6 +349,7 @@ static void test_obtain_ask_listener(void **state)
 	assert_int_equal(ask("?domain=a%20b", NULL, &b), 400);
 	assert_int_equal(ask("", NULL, &b), 400);
 	assert_int_equal(ask("?domain=x1.ask.example.com", "POST", &b), 405);
+	assert_int_equal(ask("?domain=x5.ask.example.com", "HEAD", &b), 405);
 	/* Every answer in the decision log, as the listener's principal. */
 	TU_WAIT(sh("[ $(grep '\"principal\":\"svc:edge\"' '%s' | grep -c cert.obtain) -ge 9 ]",
 		   D.log) == 0);

@@ -162,7 +162,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
 	(void)con_cls;
 	if (*upload_size)
 		return MHD_NO;           /* no bodies here */
-	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
+	/* GET only: an answer counts the name, which HEAD must not do. */
+	if (strcmp(method, "GET"))
 		return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "deny", NULL,
 			     "only GET ?domain=NAME");
 	name = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "domain");
