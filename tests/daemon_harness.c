@@ -171,20 +171,16 @@ void start_broker(void)
 	fail_msg("tsec-broker did not come up; see %s", D.err);
 }
 
-int setup(void **state)
+int harness_dir(const char *name)
 {
-	char cfg[4096], srvdir[128];
-	(void)state;
-
-	snprintf(D.dir, sizeof(D.dir), "/tmp/tsec-daemon-XXXXXX");
+	snprintf(D.dir, sizeof(D.dir), "/tmp/tsec-%s-XXXXXX", name);
 	if (!mkdtemp(D.dir) || sodium_init() < 0)
 		return -1;
 	snprintf(D.policy, sizeof(D.policy), "%s/policy.json", D.dir);
 	snprintf(D.config, sizeof(D.config), "%s/broker.json", D.dir);
 	snprintf(D.log, sizeof(D.log), "%s/decisions.log", D.dir);
 	snprintf(D.err, sizeof(D.err), "%s/broker.err", D.dir);
-	snprintf(srvdir, sizeof(srvdir), "%s/run", D.dir);
-	snprintf(D.ipc, sizeof(D.ipc), "ipc://%s/tsec.sock", srvdir);
+	snprintf(D.ipc, sizeof(D.ipc), "ipc://%s/run/tsec.sock", D.dir);
 	snprintf(D.tcp, sizeof(D.tcp), "tcp://127.0.0.1:%d", free_port());
 	snprintf(D.metrics, sizeof(D.metrics), "127.0.0.1:%d", free_port());
 	zmq_curve_keypair(D.srv_pub, D.srv_sec);
@@ -192,6 +188,16 @@ int setup(void **state)
 	zmq_curve_keypair(D.bad_pub, D.bad_sec);
 	zmq_curve_keypair(D.unk_pub, D.unk_sec);
 	crypto_sign_keypair(D.sign_pk, D.sign_sk);
+	return 0;
+}
+
+int setup(void **state)
+{
+	char cfg[4096];
+	(void)state;
+
+	if (harness_dir("daemon"))
+		return -1;
 	write_policy(policy_v1, 1);
 	sign_policy();
 	{

@@ -31,6 +31,8 @@ struct tsec_client *client(const char *who, int timeout_ms);
 json_t *stats(void);
 long stat_of(const char *name);
 void start_broker(void);
+/* The folder, paths, ports and keys of D for a suite called name (0, -1). */
+int harness_dir(const char *name);
 int setup(void **state);
 int teardown(void **state);
 extern const struct tsec_request load_req;

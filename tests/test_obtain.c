@@ -45,23 +45,11 @@ static int ask_port;
 
 static int obtain_setup(void **state)
 {
-	char cfg[4096], srvdir[128];
+	char cfg[4096];
 
 	(void)state;
-	snprintf(D.dir, sizeof(D.dir), "/tmp/tsec-obtain-XXXXXX");
-	if (!mkdtemp(D.dir) || sodium_init() < 0)
+	if (harness_dir("obtain"))
 		return -1;
-	snprintf(D.policy, sizeof(D.policy), "%s/policy.json", D.dir);
-	snprintf(D.config, sizeof(D.config), "%s/broker.json", D.dir);
-	snprintf(D.log, sizeof(D.log), "%s/decisions.log", D.dir);
-	snprintf(D.err, sizeof(D.err), "%s/broker.err", D.dir);
-	snprintf(srvdir, sizeof(srvdir), "%s/run", D.dir);
-	snprintf(D.ipc, sizeof(D.ipc), "ipc://%s/tsec.sock", srvdir);
-	snprintf(D.tcp, sizeof(D.tcp), "tcp://127.0.0.1:%d", free_port());
-	zmq_curve_keypair(D.srv_pub, D.srv_sec);
-	zmq_curve_keypair(D.good_pub, D.good_sec);
-	zmq_curve_keypair(D.bad_pub, D.bad_sec);
-	zmq_curve_keypair(D.unk_pub, D.unk_sec);
 	write_file(D.policy, obtain_policy);
 	ask_port = free_port();
 	snprintf(cfg, sizeof(cfg),

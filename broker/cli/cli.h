@@ -87,6 +87,10 @@ struct opts {
 int cli_print_decision(json_t *d, int json);
 /* A connection to the broker o names, or exit 2 after saying why (online.c). */
 struct tsec_client *cli_connect_or_die(const char *cmd, struct opts *o);
+/* One call of method with params (borrowed; NULL: none) to that broker,
+ * ^C cancelling it there: 0 with *res its result text (free()), or the
+ * exit status after saying why. */
+int cli_call(const char *cmd, struct opts *o, const char *method, json_t *params, char **res);
 /* check of cert.obtain at a broker, dry (obtain.c). */
 int cli_check_obtain(struct opts *o);
 int cli_decision_exit(const json_t *d);

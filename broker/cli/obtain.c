@@ -20,10 +20,7 @@
 int cli_check_obtain(struct opts *o)
 {
 	const char *name = o->resource ? o->resource : "";
-	struct tsec_client *c;
-	struct tsec_error err;
-	bool answered;
-	char *p, *res = NULL;
+	char *res;
 	json_t *r;
 	int rc;
 
@@ -34,15 +31,10 @@ int cli_check_obtain(struct opts *o)
 	r = json_pack("{s:s,s:b}", "name", name, "dry", 1);
 	if (o->have_now)
 		json_object_set_new(r, "now", json_integer(o->now));
-	p = json_dumps(r, JSON_COMPACT);
+	rc = cli_call("check", o, "cert.obtain", r, &res);
 	json_decref(r);
-	c = cli_connect_or_die("check", o);
-	rc = tsec_client_call(c, "cert.obtain", p, &res, &err);
-	free(p);
-	answered = tsec_client_last_error(c) != NULL;
-	tsec_client_close(&c);
 	if (rc)
-		return cli_fail_call("check", rc, &err, o->json, answered);
+		return rc;
 	r = json_loads(res, 0, NULL);
 	free(res);
 	if (!o->json && json_object_get(r, "used"))

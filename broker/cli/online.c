@@ -160,12 +160,11 @@ static void on_interrupt(int sig)
 	tsec_client_interrupt(calling);
 }
 
-static int call_print(const char *cmd, struct opts *o, const char *method,
-		      json_t *params, int (*human)(json_t *result))
+int cli_call(const char *cmd, struct opts *o, const char *method, json_t *params, char **res)
 {
 	struct tsec_client *c = cli_connect_or_die(cmd, o);
 	struct tsec_error err;
-	char *p = params ? json_dumps(params, JSON_COMPACT) : NULL, *res = NULL;
+	char *p = params ? json_dumps(params, JSON_COMPACT) : NULL;
 	struct sigaction sa, old_int, old_term;
 	bool answered;
 	int rc;
@@ -175,7 +174,8 @@ static int call_print(const char *cmd, struct opts *o, const char *method,
 	calling = c;
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
-	rc = tsec_client_call(c, method, p, &res, &err);
+	*res = NULL;
+	rc = tsec_client_call(c, method, p, res, &err);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	calling = NULL;
@@ -187,8 +187,17 @@ static int call_print(const char *cmd, struct opts *o, const char *method,
 		fprintf(stderr, "tsec %s: %s\n", cmd, err.msg);
 		return EXIT_INTERRUPTED;
 	}
+	return rc ? cli_fail_call(cmd, rc, &err, o->json, answered) : 0;
+}
+
+static int call_print(const char *cmd, struct opts *o, const char *method,
+		      json_t *params, int (*human)(json_t *result))
+{
+	char *res;
+	int rc = cli_call(cmd, o, method, params, &res);
+
 	if (rc)
-		return cli_fail_call(cmd, rc, &err, o->json, answered);
+		return rc;
 	if (o->json || !human) {
 		puts(res);
 	} else {
@@ -300,10 +309,7 @@ int cli_print_decision(json_t *d, int json)
 int cmd_check(struct opts *o)
 {
 	json_t *params, *r;
-	struct tsec_client *c;
-	struct tsec_error err;
-	bool answered;
-	char *p, *res = NULL;
+	char *res;
 	int rc;
 
 	if (o->policy || o->input)
@@ -314,15 +320,10 @@ int cmd_check(struct opts *o)
 	if (!strcmp(o->action ? o->action : "", "cert.obtain"))
 		return cli_check_obtain(o);
 	params = json_pack("{s:[o]}", "requests", request_json("check", o));
-	c = cli_connect_or_die("check", o);
-	p = json_dumps(params, JSON_COMPACT);
-	rc = tsec_client_call(c, "check", p, &res, &err);
-	free(p);
+	rc = cli_call("check", o, "check", params, &res);
 	json_decref(params);
-	answered = tsec_client_last_error(c) != NULL;
-	tsec_client_close(&c);
 	if (rc)
-		return cli_fail_call("check", rc, &err, o->json, answered);
+		return rc;
 	r = json_loads(res, 0, NULL);
 	free(res);
 	rc = cli_print_decision(json_array_get(json_object_get(r, "decisions"), 0), o->json);
@@ -377,10 +378,7 @@ void cli_human_report(json_t *r)
 int cmd_eval(struct opts *o)
 {
 	json_t *params, *r;
-	struct tsec_client *c;
-	struct tsec_error err;
-	bool answered;
-	char *p, *res = NULL;
+	char *res;
 	int rc;
 
 	if (o->policy)
@@ -388,16 +386,10 @@ int cmd_eval(struct opts *o)
 	if (o->principal || o->nroles || o->input)
 		die_usage("eval", "--principal, --role and --input need --policy");
 	params = json_pack("{s:o}", "request", request_json("eval", o));
-	c = cli_connect_or_die("eval", o);
-	p = json_dumps(params, JSON_COMPACT);
-	rc = tsec_client_call(c, "evaluate", p, &res, &err);
-
-	free(p);
+	rc = cli_call("eval", o, "evaluate", params, &res);
 	json_decref(params);
-	answered = tsec_client_last_error(c) != NULL;
-	tsec_client_close(&c);
 	if (rc)
-		return cli_fail_call("eval", rc, &err, o->json, answered);
+		return rc;
 	r = json_loads(res, 0, NULL);
 	free(res);
 	if (o->json) {
