@@ -204,7 +204,7 @@ go-module-check:
 	$(Q)sh scripts/go-module-check.sh
 
 # certmagic's FileStorage against ours through the broker, A-B-B-A.
-CERTMAGIC_ROUNDS ?= 400
+CERTMAGIC_ROUNDS ?= 4000
 CERTMAGIC_GATE ?= 10
 CERTMAGIC_RAW ?= perf/results/certmagic-$(shell date +%Y-%m-%d).csv
 bench-certmagic: deps

@@ -4,7 +4,7 @@
 # (perf/go/certmagic_bench): Store, Load, Exists and List of a 6 KiB
 # certificate set, Lock+Unlock, and a whole renewal turn.
 #
-#   make bench-certmagic               (400 runs; CSV under perf/results/)
+#   make bench-certmagic               (4,000 runs; CSV under perf/results/)
 #   perf/certmagic.sh BUILD_DIR RUNS [RAW.csv] [GATE%]
 #
 # With GATE (make bench-certmagic: 10), the run fails when a side's speed
@@ -17,7 +17,7 @@
 # so a write on B pays what A skips.
 set -eu
 build=$(cd "${1:-build/release}" && pwd)
-n=${2:-400}
+n=${2:-4000}
 raw=${3:-}
 gate=${4:-0}
 work=$(mktemp -d /tmp/tsec-cmbench-XXXXXX)

@@ -40,13 +40,63 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 	"unsafe"
 )
 
 // conn is one connection of the client library: one call at a time.
 type conn struct {
-	c *C.struct_tsec_client
+	c       *C.struct_tsec_client
+	timeout time.Duration // the client's, as last set
+}
+
+// rawJSON is params already written as JSON text (the hot calls' own,
+// without encoding/json's reflection).
+type rawJSON []byte
+
+// keyParams is {"key": key}, written as JSON.
+func keyParams(key string) rawJSON {
+	b := make([]byte, 0, len(key)+12)
+	b = append(b, `{"key":`...)
+	b = appendJSONString(b, key)
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string: '"', '\\' and controls
+// escaped, everything else (UTF-8 as it is) copied.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c == 0x7f:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// The methods' names in C memory, made once each and kept.
+var (
+	methodsMu sync.Mutex
+	methods   = map[string]*C.char{}
+)
+
+func cMethod(m string) *C.char {
+	methodsMu.Lock()
+	defer methodsMu.Unlock()
+	c, ok := methods[m]
+	if !ok {
+		c = C.CString(m)
+		methods[m] = c
+	}
+	return c
 }
 
 func cfree(p *C.char) {
@@ -170,20 +220,27 @@ func (c *conn) callFrames(ctx context.Context, timeout time.Duration, method str
 	if timeout < time.Millisecond {
 		return false, nil, context.DeadlineExceeded
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	// Keys and PEM as they are: no \u003c for '<'.
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(params); err != nil {
-		return false, nil, err
+	var p []byte
+	if raw, ok := params.(rawJSON); ok {
+		p = append(raw, 0)
+	} else {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		// Keys and PEM as they are: no \u003c for '<'.
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(params); err != nil {
+			return false, nil, err
+		}
+		buf.WriteByte(0)
+		p = buf.Bytes()
 	}
-	buf.WriteByte(0)
-	cm := C.CString(method)
-	defer C.free(unsafe.Pointer(cm))
+	cm := cMethod(method)
 	var res *C.char
 	var cerr C.struct_tsec_error
-	C.tsec_client_set_timeout(c.c, C.int(timeout/time.Millisecond))
-	p := buf.Bytes()
+	if c.timeout != timeout {
+		C.tsec_client_set_timeout(c.c, C.int(timeout/time.Millisecond))
+		c.timeout = timeout
+	}
 	var cin *C.struct_tsec_client_frame
 	if len(in) > 0 {
 		cin = (*C.struct_tsec_client_frame)(C.malloc(C.size_t(len(in)) *
@@ -228,6 +285,11 @@ func (c *conn) callFrames(ctx context.Context, timeout time.Duration, method str
 	}
 	defer C.free(unsafe.Pointer(res))
 	if out == nil || res == nil {
+		return false, frames, nil
+	}
+	if v, ok := out.(*value); ok && len(frames) == 1 &&
+		C.GoString(res) == `{"value_frame":1}` {
+		v.Frame = 1 // a Load's usual answer, without the decoder
 		return false, frames, nil
 	}
 	if err := json.Unmarshal(C.GoBytes(unsafe.Pointer(res), C.int(C.strlen(res))), out); err != nil {

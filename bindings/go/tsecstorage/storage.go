@@ -367,8 +367,7 @@ func (s *Storage) Load(ctx context.Context, key string) ([]byte, error) {
 		return nil, keyErr("Load", key)
 	}
 	var r value
-	frames, err := s.callFrames(ctx, "Load", key, 0, "store.get", map[string]string{"key": key},
-		nil, true, &r)
+	frames, err := s.callFrames(ctx, "Load", key, 0, "store.get", keyParams(key), nil, true, &r)
 	if err != nil {
 		return nil, err
 	}

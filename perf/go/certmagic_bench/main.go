@@ -10,8 +10,10 @@
 // short blocks (k runs each), the sides' order turning each round (A B C
 // C B A, then B C A A C B, ...).  A side's figure is the median of its
 // block medians; its drift is the median of the last half of its blocks
-// against the first half's.  With -gate P the run fails when any side
-// drifted more than P% (its ratios are then no evidence).  Then the floor
+// against the first half's.  A ratio (B/A, B/C) is taken round by round,
+// each round's blocks against each other, so that drift between rounds
+// cancels; with -gate P the run fails when a ratio's last half moved more
+// than P% from its first half (it is then no evidence).  Then the floor
 // of a call: health and a 4 KiB Load through the C client alone and
 // through tsecstorage, wall and this process's CPU per call.
 //
@@ -253,6 +255,20 @@ func summarize(blocks []float64) result {
 	return result{median(blocks), 100 * (m2/m1 - 1)}
 }
 
+// ratio is x's blocks over y's, round by round (each side runs two
+// blocks a round), so that the machine's drift between rounds cancels:
+// the median of the rounds' ratios, and the ratio's own drift, the last
+// half of the rounds against the first (what the gate judges: a ratio
+// that moved within the run is no evidence).
+func ratio(x, y []float64) (r, drift float64) {
+	rs := make([]float64, len(x)/2)
+	for i := range rs {
+		rs[i] = median(x[2*i:2*i+2]) / median(y[2*i:2*i+2])
+	}
+	h := len(rs) / 2
+	return median(rs), 100 * (median(rs[h:])/median(rs[:h]) - 1)
+}
+
 // interleave runs each op on every side in rounds of short blocks (k
 // runs each), sides in turn as order says, after a warm-up of each op
 // on each side; the blocks of a side make its figure.
@@ -262,7 +278,9 @@ func interleave(sides map[string]certmagic.Storage, s *set, rounds, k int) (
 	for _, o := range ops {
 		for _, name := range []string{"A", "B", "C"} {
 			st := sides[name]
-			if _, err := block(2*k, func() error { return o.fn(st, s) }); err != nil {
+			// Warm-up: a tenth of the runs (caches, connections, the
+			// broker's workers and Go's heap settle first).
+			if _, err := block(rounds*k/5+2*k, func() error { return o.fn(st, s) }); err != nil {
 				return nil, fmt.Errorf("%s on %s: %w", o.name, name, err)
 			}
 		}
@@ -281,6 +299,10 @@ func interleave(sides map[string]certmagic.Storage, s *set, rounds, k int) (
 		for name, b := range blocks {
 			out[o.name][name] = summarize(b)
 		}
+		ba, dba := ratio(blocks["B"], blocks["A"])
+		bc, dbc := ratio(blocks["B"], blocks["C"])
+		out[o.name]["B/A"] = result{ba, dba}
+		out[o.name]["B/C"] = result{bc, dbc}
 	}
 	return out, nil
 }
@@ -290,6 +312,27 @@ func cpuNs() float64 {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return float64(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// switches counts the context switches of every thread of this process
+// so far (Go's, the client library's ZeroMQ thread), from /proc.
+func switches() float64 {
+	dirs, _ := filepath.Glob("/proc/self/task/*/status")
+	n := 0.0
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			var v float64
+			if strings.HasSuffix(strings.Fields(l + " x")[0], "ctxt_switches:") {
+				fmt.Sscanf(strings.Fields(l)[1], "%g", &v)
+				n += v
+			}
+		}
+	}
+	return n
 }
 
 // floors times the cheapest call (health) and a 4 KiB Load through the C
@@ -361,26 +404,40 @@ func floors(ts *tsecstorage.Storage, s *set, ep, spub, pub, sec string, rounds, 
 	}
 	wall := map[string][]float64{}
 	cpu := map[string][]float64{}
-	fmt.Println("floor,case,median_ns,cpu_ns_per_call")
+	sw := map[string][]float64{}
+	fmt.Println("floor,case,median_ns,cpu_ns_per_call,switches_per_call")
 	for r := 0; r < rounds; r++ {
 		for j := range fs {
 			f := fs[(j+r)%len(fs)]
-			c0 := cpuNs()
+			c0, s0 := cpuNs(), switches()
 			t, err := f.run()
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "certmagic_bench:", f.name, err)
 				os.Exit(1)
 			}
 			cpu[f.name] = append(cpu[f.name], (cpuNs()-c0)/float64(k))
+			sw[f.name] = append(sw[f.name], (switches()-s0)/float64(k))
 			wall[f.name] = append(wall[f.name], median(t))
 		}
 	}
 	for _, f := range fs {
-		fmt.Printf("floor,%s,%.0f,%.0f\n", f.name, median(wall[f.name]), median(cpu[f.name]))
+		fmt.Printf("floor,%s,%.0f,%.0f,%.1f\n", f.name, median(wall[f.name]), median(cpu[f.name]),
+			median(sw[f.name]))
 	}
-	fmt.Printf("floor,go_over_c_get4k,%.0f,%.0f\n",
-		median(wall["get4k_go"])-median(wall["get4k_c"]),
-		median(cpu["get4k_go"])-median(cpu["get4k_c"]))
+	// Go's part: each round's Go block against its C block, so that
+	// the machine's drift between rounds cancels; the median of those.
+	diff := func(m map[string][]float64, g, c string) float64 {
+		d := make([]float64, len(m[g]))
+		for i := range d {
+			d[i] = m[g][i] - m[c][i]
+		}
+		return median(d)
+	}
+	for _, x := range [][3]string{{"go_over_c_ping", "ping_go", "ping_c"},
+		{"go_over_c_get4k", "get4k_go", "get4k_c"}} {
+		fmt.Printf("floor,%s,%.0f,%.0f,%.1f\n", x[0], diff(wall, x[1], x[2]),
+			diff(cpu, x[1], x[2]), diff(sw, x[1], x[2]))
+	}
 }
 
 func main() {
@@ -388,7 +445,7 @@ func main() {
 	serverKey := flag.String("server-key", "", "the broker's public key file")
 	key := flag.String("key", "", "this client's key pair prefix")
 	dir := flag.String("dir", "", "certmagic FileStorage's folder")
-	n := flag.Int("n", 400, "runs of each operation on each side")
+	n := flag.Int("n", 4000, "runs of each operation on each side")
 	k := flag.Int("k", 20, "runs in one block")
 	gate := flag.Float64("gate", 0, "fail when a side drifts more than this many percent (0: never)")
 	flag.Parse()
@@ -438,23 +495,24 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	floors(ts, s, *endpoint, strings.TrimSpace(string(spub)), pub, sec, rounds, *k)
-	fmt.Println("ratio,case,a_ns,b_ns,c_ns,b_over_a,b_over_c,drift_a,drift_b,drift_c")
+	floors(ts, s, *endpoint, strings.TrimSpace(string(spub)), pub, sec, 4*rounds, 2**k)
+	fmt.Println("ratio,case,a_ns,b_ns,c_ns,b_over_a,b_over_c,drift_a,drift_b,drift_c," +
+		"drift_b_over_a,drift_b_over_c")
 	worst := 0.0
 	for _, o := range ops {
-		a, b, c := res[o.name]["A"], res[o.name]["B"], res[o.name]["C"]
-		fmt.Printf("ratio,%s,%.0f,%.0f,%.0f,%.2f,%.2f,%+.1f%%,%+.1f%%,%+.1f%%\n", o.name,
-			a.ns, b.ns, c.ns, b.ns/a.ns, b.ns/c.ns, a.drift, b.drift, c.drift)
-		if math.IsNaN(b.ns / a.ns) {
+		r := res[o.name]
+		a, b, c, ba, bc := r["A"], r["B"], r["C"], r["B/A"], r["B/C"]
+		fmt.Printf("ratio,%s,%.0f,%.0f,%.0f,%.2f,%.2f,%+.1f%%,%+.1f%%,%+.1f%%,%+.1f%%,%+.1f%%\n",
+			o.name, a.ns, b.ns, c.ns, ba.ns, bc.ns, a.drift, b.drift, c.drift, ba.drift,
+			bc.drift)
+		if math.IsNaN(ba.ns) || math.IsNaN(bc.ns) {
 			fail(fmt.Errorf("%s: no figure", o.name))
 		}
-		for _, d := range []float64{a.drift, b.drift, c.drift} {
-			worst = math.Max(worst, math.Abs(d))
-		}
+		worst = math.Max(worst, math.Max(math.Abs(ba.drift), math.Abs(bc.drift)))
 	}
-	fmt.Printf("gate,worst_drift,%.1f%%,limit,%.0f%%\n", worst, *gate)
+	fmt.Printf("gate,worst_ratio_drift,%.1f%%,limit,%.0f%%\n", worst, *gate)
 	if *gate > 0 && worst > *gate {
-		fail(fmt.Errorf("a side drifted %.1f%% within the run (gate %.0f%%): no ratio here is "+
+		fail(fmt.Errorf("a ratio moved %.1f%% within the run (gate %.0f%%): no ratio here is "+
 			"evidence; run it again on a quieter machine", worst, *gate))
 	}
 }
