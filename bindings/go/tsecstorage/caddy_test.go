@@ -220,15 +220,27 @@ func TestCaddyOnDemand(t *testing.T) {
 	}
 }
 
-// The Go binding's DecisionFunc, as certmagic's OnDemandConfig takes it:
-// allowed names pass, the rate's third new name and names outside the
-// policy are refusals (ErrDenied) with the reason, a malformed name is
+// The Go binding's DecisionFunc, as certmagic's OnDemandConfig takes it,
+// on a broker over files and one over redis (the Caddy test counts over
+// etcd): allowed names pass, the rate's third new name and names outside
+// the policy are refusals (ErrDenied) with the reason, a malformed name is
 // refused, and Obtain's dry question counts nothing.
 func TestDecisionFunc(t *testing.T) {
 	dir := t.TempDir()
 	clients := newClients(t, dir, "admin=svc:admin", "edge=svc:caddy")
 	clients[1].admin = false
-	b := startBroker(t, brokerSpec{policy: caddyPolicy, clients: clients})
+	t.Run("file", func(t *testing.T) {
+		testDecisionFunc(t, startBroker(t, brokerSpec{policy: caddyPolicy, clients: clients}))
+	})
+	t.Run("redis", func(t *testing.T) {
+		r := startRedis(t)
+		testDecisionFunc(t, startBroker(t, brokerSpec{policy: caddyPolicy, clients: clients,
+			state: t.TempDir(), storage: map[string]interface{}{"backend": "redis",
+				"endpoints": []string{r}, "prefix": "ondemand", "timeout_ms": 3000}}))
+	})
+}
+
+func testDecisionFunc(t *testing.T, b *broker) {
 	s := b.storageAs(t, "edge", Options{})
 	od := &certmagic.OnDemandConfig{DecisionFunc: s.DecisionFunc}
 	for _, name := range []string{"one.caddy.test", "two.caddy.test", "one.caddy.test"} {
