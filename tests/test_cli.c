@@ -64,6 +64,27 @@ static void test_offline_check(void **state)
 	assert_int_equal(sh(out, sizeof(out), TSEC " check --json " POL " --principal svc:acme-issuer "
 			    "--action storage.list --resource certificates/a/b/b.key"), 1);
 	assert_non_null(strstr(out, "keys-never-listed"));
+	/* Why not, offline as at a broker (issue 51, item 1: only "DENY:
+	 * nothing allowed it" and no "why_not" in --json): a domain, a size
+	 * and a certificate condition. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " check " POL " --principal svc:web-1 --role web "
+			    "--action storage.load --resource certificates/acme/example.org/example.org.crt"), 1);
+	assert_non_null(strstr(out, "not applied: web-reads-certs: domain example.org not in "
+				    "[example.com, *.example.com]"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " check --json " POL " --principal svc:acme-issuer "
+			    "--action storage.store --size 100000 "
+			    "--resource certificates/acme/example.com/example.com.key"), 1);
+	assert_non_null(strstr(out, "\"why_not\":[{\"rule\":\"issuer-writes\",\"why\":\"size "
+				    "100000 > size_max 65536\"}]"));
+	assert_int_equal(sh(out, sizeof(out), "d=$(mktemp -d /tmp/tsec-cli-XXXXXX) && "
+			    "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+			    "-subj /CN=other.example -addext subjectAltName=DNS:other.example "
+			    "-days 30 -keyout /dev/null -out $d/c.pem 2>/dev/null && "
+			    TSEC " check " POL " --principal svc:acme-issuer --action storage.store "
+			    "--size 100 --cert-file $d/c.pem "
+			    "--resource certificates/acme/example.com/example.com.crt; rc=$?; "
+			    "rm -rf $d; exit $rc"), 1);
+	assert_non_null(strstr(out, "not applied: issuer-writes: cert san_covers_domain"));
 	/* Usage errors are exit 2, never a deny. */
 	assert_int_equal(sh(out, sizeof(out), TSEC " check " POL " --action storage.load "
 			    "--resource certificates/acme/example.com/example.com.crt"), 2);

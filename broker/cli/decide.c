@@ -84,6 +84,43 @@ static int eval_one(struct tsec_bus *bus, const struct opts *o, const struct tse
 	return x;
 }
 
+/*
+ * A default deny's why not, as a broker's check answers it (issue 51:
+ * offline, `check` said only "nothing allowed it"): each rule (at most
+ * four) that matched the request but did not apply, and the condition
+ * it failed, as "why_not" of the decision j.
+ */
+#define WHY_NOT_MAX 4
+static void why_not_into(struct tsec_bus *bus, const struct tsec_request *r,
+			 const struct tsec_decision *d, json_t *j)
+{
+	struct tsec_report *rep;
+	struct tsec_explain *ex;
+	struct tsec_error err;
+	json_t *a;
+
+	if (d->allow || d->status != TSEC_STATUS_DEFAULT)
+		return;
+	rep = malloc(sizeof(*rep));
+	ex = malloc(sizeof(*ex));
+	if (rep && ex && !tsec_bus_explain(bus, "policy", r, rep, ex, &err) && ex->explained &&
+	    ex->nnot_applied) {
+		tsec__explain_seal(ex);
+		a = json_array();
+		for (uint32_t k = 0; k < ex->nnot_applied && k < WHY_NOT_MAX; k++) {
+			json_t *w = json_pack("{s:s,s:s}", "rule", ex->not_applied[k].rule, "why",
+					      ex->not_applied[k].why);
+
+			if (ex->not_applied[k].dest)
+				json_object_set_new(w, "at", json_string("destination"));
+			json_array_append_new(a, w);
+		}
+		json_object_set_new(j, "why_not", a);
+	}
+	free(rep);
+	free(ex);
+}
+
 int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 {
 	struct tsec_bus *bus;
@@ -156,12 +193,16 @@ int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 		if (o->input && o->json) {
 			json_t *j = tsec__decision_to_json(&d);
 
+			why_not_into(bus, &r, &d, j);
 			if (cli_decision_exit(j) > rc)
 				rc = cli_decision_exit(j);
 			json_array_append_new(out, j);
 		} else {
 			json_t *j = tsec__decision_to_json(&d);
-			int x = cli_print_decision(j, o->json);
+			int x;
+
+			why_not_into(bus, &r, &d, j);
+			x = cli_print_decision(j, o->json);
 
 			if (x > rc)
 				rc = x;
