@@ -95,6 +95,32 @@ static void test_offline_check(void **state)
 			    "--resource a/b --endpoint ipc:///nonexistent/x"), 2);
 }
 
+/*
+ * An expired policy (issue 51, item 6: signed by tsec sign, passed lint,
+ * and inspect said nothing of it): lint warns, sign refuses (exit 2),
+ * inspect says EXPIRED.
+ */
+static void test_expired_policy(void **state)
+{
+	char out[4096];
+	const char *mk = "d=$(mktemp -d /tmp/tsec-cli-XXXXXX) && printf '%s' '{\"version\": 1, "
+			 "\"revision\": 3, \"expires\": \"2020-01-01T00:00:00Z\", \"rules\": "
+			 "[{\"id\": \"a\", \"effect\": \"allow\", \"principal\": [\"svc:x\"], "
+			 "\"action\": [\"storage.load\"], \"resource\": [\"a/*\"]}]}' > $d/p.json && ";
+	(void)state;
+
+	assert_int_equal(sh(out, sizeof(out), "%s" TSEC " lint $d/p.json; rc=$?; rm -rf $d; exit $rc",
+			    mk), 0);
+	assert_non_null(strstr(out, "/expires: warning: the policy expired at 2020-01-01T00:00:00Z"));
+	assert_int_equal(sh(out, sizeof(out), "%s" TSEC " keygen --sign $d/k > /dev/null && "
+			    TSEC " sign --key $d/k.sign.key $d/p.json 2>&1; rc=$?; "
+			    "[ -e $d/p.json.sig ] && rc=99; rm -rf $d; exit $rc", mk), 2);
+	assert_non_null(strstr(out, "expired at 2020-01-01T00:00:00Z"));
+	assert_int_equal(sh(out, sizeof(out), "%s" TSEC " inspect $d/p.json; rc=$?; rm -rf $d; "
+			    "exit $rc", mk), 0);
+	assert_non_null(strstr(out, "EXPIRED"));
+}
+
 static void test_offline_batch_and_eval(void **state)
 {
 	char out[8192];
@@ -954,6 +980,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_offline_check),
+		cmocka_unit_test(test_expired_policy),
 		cmocka_unit_test(test_offline_batch_and_eval),
 		cmocka_unit_test(test_runner),
 		cmocka_unit_test(test_command_table),

@@ -91,6 +91,8 @@ struct tsec_client *cli_connect_or_die(const char *cmd, struct opts *o);
  * ^C cancelling it there: 0 with *res its result text (free()), or the
  * exit status after saying why. */
 int cli_call(const char *cmd, struct opts *o, const char *method, json_t *params, char **res);
+/* Whether the policy's "expires" has passed (warn.c). */
+bool cli_expired(const json_t *policy);
 /* check of cert.obtain at a broker, dry (obtain.c). */
 int cli_check_obtain(struct opts *o);
 int cli_decision_exit(const json_t *d);

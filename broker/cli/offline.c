@@ -374,6 +374,22 @@ static int has_revision(const char *cmd, const char *path)
 	return ok ? 0 : -1;
 }
 
+/* A policy past its "expires" is refused by every broker: not signed. */
+static int expired(const char *cmd, const char *path)
+{
+	json_t *p = json_load_file(path, 0, NULL);
+	int rc = 0;
+
+	if (cli_expired(p)) {
+		fprintf(stderr, "tsec %s: %s expired at %s (its \"expires\" has passed): a broker "
+			"refuses it; give a later \"expires\" and a new revision\n", cmd, path,
+			json_string_value(json_object_get(p, "expires")));
+		rc = -1;
+	}
+	json_decref(p);
+	return rc;
+}
+
 int cmd_sign(struct opts *o, const char *keyfile)
 {
 	unsigned char sk[64];
@@ -382,7 +398,8 @@ int cmd_sign(struct opts *o, const char *keyfile)
 	if (!keyfile || o->nargs != 1)
 		die_usage("sign", "need --key PREFIX.sign.key and one policy file");
 	/* A signature vouches for a policy: never for one that cannot load. */
-	if (policy_compiles("sign", o, o->args[0]) || has_revision("sign", o->args[0]))
+	if (policy_compiles("sign", o, o->args[0]) || has_revision("sign", o->args[0]) ||
+	    expired("sign", o->args[0]))
 		return EXIT_ERROR;
 	if (tsec__key_file_read(keyfile, sk, sizeof(sk), &err) ||
 	    tsec__policy_sign(o->args[0], sk, &err)) {

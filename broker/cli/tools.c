@@ -397,6 +397,9 @@ static void inspect_print(json_t *out, int json)
 	if (!json_object_get(out, "revision"))
 		printf("%-12s%s\n", "note", "no revision: a broker refuses it signed, and "
 		       "tsec sign refuses to sign it");
+	if (json_is_true(json_object_get(out, "expired")))
+		printf("%-12s%s\n", "note", "EXPIRED: its \"expires\" has passed; a broker "
+		       "refuses it");
 }
 
 int cmd_inspect(struct opts *o)
@@ -466,6 +469,8 @@ int cmd_inspect(struct opts *o)
 			"deny", (json_int_t)ndeny, "principals", keys_of(prin),
 			"actions", keys_of(acts), "issuers", keys_of(iss), "domains", keys_of(doms),
 			"signature", signature);
+	if (json_object_get(root, "expires"))
+		json_object_set_new(out, "expired", json_boolean(cli_expired(root)));
 	json_decref(root);
 	inspect_print(out, o->json);
 	json_decref(out);

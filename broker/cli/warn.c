@@ -17,6 +17,7 @@
 
 #include "tinysecurity/types.h"
 #include "broker/cli/cli.h"
+#include "common/clock.h"
 
 static unsigned actions_of(const json_t *r)
 {
@@ -237,6 +238,14 @@ static const json_t *shadowed_by(const json_t *by_pat, const json_t *deep,
 	return rule_at(floors, rules, best);
 }
 
+bool cli_expired(const json_t *policy)
+{
+	const char *e = json_string_value(json_object_get(policy, "expires"));
+	int64_t t = e ? tsec__utc_parse(e) : -1;
+
+	return t >= 0 && t * 1000 <= tsec__wall_ms();
+}
+
 json_t *cli_policy_warnings(const char *path)
 {
 	json_t *p = json_load_file(path, 0, NULL), *out = json_array(), *rules, *floors, *r, *d;
@@ -250,6 +259,11 @@ json_t *cli_policy_warnings(const char *path)
 	rules = json_object_get(p, "rules");
 	floors = json_object_get(p, "floor");
 	nfloors = json_array_size(floors);
+	/* Issue 51, item 6: an expired policy passed lint silently. */
+	if (cli_expired(p))
+		cli_note(out, "/expires", "the policy expired at %s: a broker refuses it (give a "
+			 "later \"expires\" and a new revision)",
+			 json_string_value(json_object_get(p, "expires")));
 	/* The rules that can shadow an allow: floors (every principal they
 	 * name) and denies, without conditions or domains. */
 	json_array_foreach(floors, i, d)
