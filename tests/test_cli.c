@@ -507,9 +507,18 @@ static void test_exit_statuses(void **state)
 	put_file(path, sizeof(path), dir, "not.log", "hello\n{\"a\": 1}\n");
 	assert_int_equal(sh(out, sizeof(out), TSEC " replay %s " POL, path), 2);
 	assert_non_null(strstr(out, "is not a decision log"));
-	/* An empty log is a log whose decisions all stand. */
+	/* An empty log: nothing replayed is no "nothing changed", exit 2 as
+	 * tsec(1) says (issue 51, item 10: it was 0). */
 	put_file(path, sizeof(path), dir, "empty.log", "");
-	assert_int_equal(sh(out, sizeof(out), TSEC " replay %s " POL, path), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " replay %s " POL " 2>&1", path), 2);
+	assert_non_null(strstr(out, "is empty: no decision to replay"));
+	/* inspect --key of an unsigned policy is 1, as verify (it was 0);
+	 * without --key it only describes: 0. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " keygen --sign %s/k > /dev/null && "
+			    TSEC " inspect --key %s/k.sign.pub examples/policy.json", dir, dir), 1);
+	assert_int_equal(sh(out, sizeof(out), TSEC " verify --key %s/k.sign.pub examples/policy.json",
+			    dir), 1);
+	assert_int_equal(sh(out, sizeof(out), TSEC " inspect examples/policy.json"), 0);
 	/* What a log holds reaches the terminal escaped: a decision id
 	 * carrying an escape sequence and a forged line is shown as \x1b
 	 * and \x0a, not sent (the log's writer chose those bytes). */

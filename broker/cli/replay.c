@@ -249,11 +249,16 @@ int cmd_replay(struct opts *o)
 	fclose(f);
 	tsec_bus_free(&bus);
 	json_decref(m.by_attrs);
-	/* Lines, none of them a logged decision: the wrong file, not a log
-	 * whose decisions all stand (an empty log is one). */
-	if (lineno && !logged) {
-		fprintf(stderr, "tsec replay: %s is not a decision log: none of its %zu lines is "
-			"a logged decision\n", o->args[0], lineno);
+	/* No logged decision: the wrong file, or an empty one; either way
+	 * nothing was replayed, which is no "nothing changed" (issue 51,
+	 * item 10: an empty log exited 0; tsec(1) says 2). */
+	if (!logged) {
+		if (lineno)
+			fprintf(stderr, "tsec replay: %s is not a decision log: none of its %zu "
+				"lines is a logged decision\n", o->args[0], lineno);
+		else
+			fprintf(stderr, "tsec replay: %s is empty: no decision to replay\n",
+				o->args[0]);
 		return EXIT_ERROR;
 	}
 	printf("%zu decisions replayed, %zu changed, %zu lines not replayed%s\n", replayed,

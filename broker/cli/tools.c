@@ -474,7 +474,10 @@ int cmd_inspect(struct opts *o)
 	json_decref(root);
 	inspect_print(out, o->json);
 	json_decref(out);
-	rc = sig && o->key_prefix && ok <= 0 ? EXIT_DENY : EXIT_ALLOW;
+	/* With --key, a signature checked as verify checks it: none, or one
+	 * that does not verify, is 1 (issue 51, item 10: an unsigned file
+	 * was 0 here and 1 for verify). */
+	rc = o->key_prefix && (!sig || ok <= 0) ? EXIT_DENY : EXIT_ALLOW;
 done:
 	json_decref(prin);
 	json_decref(acts);
