@@ -599,6 +599,18 @@ static void test_author_tools(void **state)
 	assert_int_equal(sh(NULL, 0, "echo '{\"version\": 1,' > %s/bad.json", dir), 0);
 	assert_int_equal(sh(out, sizeof(out), TSEC " fmt --check %s/bad.json", dir), 2);
 
+	/* fmt -w of a signed file (issue 51, item 13: the signature broke
+	 * silently): refused, exit 2, the file as it was; with --force
+	 * rewritten, and the stale signature named. */
+	assert_int_equal(sh(NULL, 0, "printf '{\"rules\": [], \"version\": 1}' > %s/signed.json && "
+			    ": > %s/signed.json.sig", dir, dir), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " fmt -w %s/signed.json 2>&1", dir), 2);
+	assert_non_null(strstr(out, "is signed"));
+	assert_int_equal(sh(NULL, 0, "grep -q '^{\"rules\"' %s/signed.json", dir), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " fmt -w --force %s/signed.json 2>&1", dir), 0);
+	assert_non_null(strstr(out, "no longer matches"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " fmt --check %s/signed.json", dir), 0);
+
 	/* inspect: the SHA-256 of the bytes, the rules by effect. */
 	assert_int_equal(sh(out, sizeof(out), TSEC " inspect --json examples/policy.json"), 0);
 	a = json_loads(out, 0, NULL);

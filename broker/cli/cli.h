@@ -77,7 +77,7 @@ struct opts {
 	int min_coverage;                    /* tsec test --min-coverage PCT (0: none) */
 	const char *run;                     /* tsec test --run PATTERN */
 	int prometheus;
-	int check, write;                    /* tsec fmt --check / -w */
+	int check, write, force;             /* tsec fmt --check / -w [--force] */
 	int strict;                          /* tsec lint --strict [--schema FILE] */
 	const char *log;                     /* tsec diff --log FILE */
 	const char *schema;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <jansson.h>
@@ -172,6 +173,8 @@ int cmd_fmt(struct opts *o)
 		die_usage("fmt", "need a policy file");
 	if (o->check && o->write)
 		die_usage("fmt", "-w and --check: one or the other");
+	if (o->force && !o->write)
+		die_usage("fmt", "--force goes with -w");
 	for (int i = 0; i < o->nargs; i++)
 		if (o->write && !strcmp(o->args[i], "-"))
 			die_usage("fmt", "-w rewrites files: stdin (-) has none");
@@ -209,14 +212,25 @@ int cmd_fmt(struct opts *o)
 		if (o->check || o->write) {
 			bool same = olen == len && !memcmp(out, text, len);
 
+			char sig[4200];
+
+			snprintf(sig, sizeof(sig), "%s.sig", path);
 			if (!same && o->check) {
 				printf("%s\n", o->args[i]);
 				if (rc == EXIT_ALLOW)
 					rc = EXIT_DENY;
+			} else if (!same && !o->force && !access(sig, F_OK)) {
+				/* Issue 51, item 13: -w broke the signature silently. */
+				fprintf(stderr, "tsec fmt: %s is signed (%s): new bytes would not match "
+					"the signature; sign again after, or give --force\n", path, sig);
+				rc = EXIT_ERROR;
 			} else if (!same && (stat(path, &sb) ||
 					     tsec__file_replace(path, out, olen, sb.st_mode & 07777))) {
 				fprintf(stderr, "tsec fmt: cannot rewrite %s: %s\n", path, strerror(errno));
 				rc = EXIT_FAILED;
+			} else if (!same && !access(sig, F_OK)) {
+				fprintf(stderr, "tsec fmt: %s no longer matches %s: sign it again\n",
+					sig, path);
 			}
 		} else {
 			fwrite(out, 1, olen, stdout);

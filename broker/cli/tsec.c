@@ -245,6 +245,7 @@ static void parse(const char *cmd, int argc, char **argv, struct opts *o)
 			o->coverage = 1;
 		}
 		else if (!strcmp(a, "-w") || !strcmp(a, "--write")) o->write = 1;
+		else if (!strcmp(a, "--force")) o->force = 1;
 		else if (!strcmp(a, "--role")) {
 			if (o->nroles == 16)
 				die_usage(cmd, "at most 16 --role");
@@ -353,7 +354,7 @@ static const struct command {
 	  "--coverage names the rules no case was decided by.\n",
 	  0 },
 	{ "fmt", cmd_fmt, CLI_ARGS_MAX, "a policy in canonical form (-w rewrites, --check for CI)",
-	  "fmt [-w|--check] POLICY...",
+	  "fmt [-w [--force]|--check] POLICY...",
 	  "Prints each POLICY in canonical form: the top-level members in the order\n"
 	  "version, description, revision, fleet, expires, floor, rules; each rule\n"
 	  "on lines of its own, its members in the order id, effect, principal,\n"
@@ -361,7 +362,9 @@ static const struct command {
 	  "-w rewrites the files that differ (a new\n"
 	  "file renamed over the old); --check prints the names of those not in\n"
 	  "canonical form and exits 1 if there is one.  Malformed JSON or a\n"
-	  "duplicate member: exit 2.  A signature covers the bytes: sign after fmt.\n",
+	  "duplicate member: exit 2.  A signature covers the bytes: -w does not\n"
+	  "rewrite a file with a signature beside it (FILE.sig) unless --force,\n"
+	  "and then says the signature no longer matches: sign after fmt.\n",
 	  0 },
 	{ "inspect", cmd_inspect, 1, "what a policy or bundle holds: rules, revision, signature, SHA-256",
 	  "inspect [--key PREFIX.sign.pub] [--json] POLICY|BUNDLE",
