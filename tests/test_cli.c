@@ -323,6 +323,36 @@ static void test_command_table(void **state)
 	assert_non_null(strstr(out, "ALLOW"));
 }
 
+/*
+ * lint warns of conditions that never apply and domains no resource has
+ * (issue 51, item 5: both passed silently), and takes several files and
+ * folders at once.
+ */
+static void test_lint_never_applies(void **state)
+{
+	char out[8192];
+
+	(void)state;
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint tests/data/cli/never-apply.json"), 0);
+	assert_non_null(strstr(out, "/rules/0: warning: rule 'locks-by-domain' can never match: "
+				    "it wants a domain, and none of its resources has one"));
+	assert_non_null(strstr(out, "/rules/1: warning: rule 'loads-with-a-lease': when/ttl_ms_max "
+				    "never applies"));
+	assert_non_null(strstr(out, "/rules/2: warning: rule 'lists-of-a-size': when/size_max "
+				    "never applies"));
+	assert_null(strstr(out, "stores-bounded"));
+	assert_non_null(strstr(out, "ok, 3 warnings"));
+	/* Several at once: a file, a folder of policies, the worst status. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint tests/data/cli/never-apply.json examples"),
+			 0);
+	assert_non_null(strstr(out, "examples/policy.json: ok"));
+	assert_non_null(strstr(out, "examples/certmagic-policy.json: ok"));
+	assert_null(strstr(out, "policy.test.json"));
+	assert_int_equal(sh(out, sizeof(out), "echo '{\"version\": 1, \"rules\": 3}' | "
+			    TSEC " lint examples/policy.json -"), 2);
+	assert_non_null(strstr(out, "examples/policy.json: ok"));
+}
+
 static void test_lint(void **state)
 {
 	char out[8192];
@@ -1006,6 +1036,7 @@ int main(void)
 		cmocka_unit_test(test_runner),
 		cmocka_unit_test(test_command_table),
 		cmocka_unit_test(test_lint),
+		cmocka_unit_test(test_lint_never_applies),
 		cmocka_unit_test(test_connection),
 		cmocka_unit_test(test_exit_statuses),
 		cmocka_unit_test(test_author_tools),

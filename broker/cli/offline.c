@@ -5,10 +5,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <libgen.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -177,7 +180,8 @@ static int lint_file(struct opts *o, const char *name, const char *path)
  * tsec lint POLICY, or - for stdin: spooled to a private temporary file,
  * since the warnings and the schema read the policy again.
  */
-int cmd_lint(struct opts *o)
+/* stdin, kept in a temporary file while it is linted. */
+static int lint_stdin(struct opts *o)
 {
 	char spool[4200], *text = NULL;
 	struct tsec_error err;
@@ -185,10 +189,6 @@ int cmd_lint(struct opts *o)
 	int fd, rc;
 	const char *tmp = getenv("TMPDIR");
 
-	if (o->nargs != 1)
-		die_usage("lint", "need one policy file (or - for stdin)");
-	if (strcmp(o->args[0], "-"))
-		return lint_file(o, o->args[0], o->args[0]);
 	if (tsec_read_file("/dev/stdin", TSEC_POLICY_MAX, &text, &len, &err)) {
 		fprintf(stderr, "tsec lint: stdin: %s\n", err.msg);
 		return EXIT_ERROR;
@@ -207,6 +207,79 @@ int cmd_lint(struct opts *o)
 	free(text);
 	rc = lint_file(o, "-", spool);
 	unlink(spool);
+	return rc;
+}
+
+/* Whether path holds a policy: a JSON object with "rules" or "floor". */
+static bool looks_like_policy(const char *path)
+{
+	json_t *j = json_load_file(path, 0, NULL);
+	bool yes = json_is_object(j) && (json_object_get(j, "rules") || json_object_get(j, "floor"));
+
+	json_decref(j);
+	return yes;
+}
+
+/* A folder: every policy in it (*.json holding "rules" or "floor"; test
+ * files, schemas and configurations are left alone), by name. */
+static int lint_folder(struct opts *o, const char *dir)
+{
+	struct dirent **ents;
+	int n = scandir(dir, &ents, NULL, alphasort), rc = EXIT_ALLOW, seen = 0;
+
+	if (n < 0) {
+		fprintf(stderr, "tsec lint: %s: %s\n", dir, strerror(errno));
+		return EXIT_ERROR;
+	}
+	for (int i = 0; i < n; i++) {
+		char path[4200];
+		size_t l = strlen(ents[i]->d_name);
+
+		if (l > 5 && !strcmp(ents[i]->d_name + l - 5, ".json") &&
+		    (l < 10 || strcmp(ents[i]->d_name + l - 10, ".test.json")) &&
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, ents[i]->d_name) <
+			    sizeof(path) && looks_like_policy(path)) {
+			int r = lint_file(o, path, path);
+
+			seen++;
+			if (r > rc)
+				rc = r;
+		}
+		free(ents[i]);
+	}
+	free(ents);
+	if (!seen) {
+		fprintf(stderr, "tsec lint: %s holds no policy (*.json with \"rules\" or "
+			"\"floor\")\n", dir);
+		return EXIT_ERROR;
+	}
+	return rc;
+}
+
+int cmd_lint(struct opts *o)
+{
+	int rc = EXIT_ALLOW, stdin_seen = 0;
+
+	if (o->nargs < 1)
+		die_usage("lint", "need policy files or folders (or - for stdin)");
+	/* Several files and folders, each linted whole; the worst status. */
+	for (int i = 0; i < o->nargs; i++) {
+		const char *a = o->args[i];
+		struct stat sb;
+		int r;
+
+		if (!strcmp(a, "-")) {
+			if (stdin_seen++)
+				die_usage("lint", "stdin (-) once");
+			r = lint_stdin(o);
+		} else if (!stat(a, &sb) && S_ISDIR(sb.st_mode)) {
+			r = lint_folder(o, a);
+		} else {
+			r = lint_file(o, a, a);
+		}
+		if (r > rc)
+			rc = r;
+	}
 	return rc;
 }
 

@@ -313,11 +313,13 @@ static const struct command {
 	  "Asks Evaluate: the attributes derived from the key, every rule that\n"
 	  "matched, why the others did not, and the decision.\n",
 	  HELP_REQ | HELP_CONN },
-	{ "lint", cmd_lint, 1, "every error of a policy, with its place (exit 0 or 2)",
-	  "lint [--strict [--schema FILE]] [--module SO] [--json] POLICY",
+	{ "lint", cmd_lint, CLI_ARGS_MAX, "every error of a policy, with its place (exit 0 or 2)",
+	  "lint [--strict [--schema FILE]] [--module SO] [--json] POLICY|FOLDER|-...",
 	  "Prints every error (every error of every rule) with its JSON pointer, then\n"
-	  "warnings: rules that can never allow or never match.  Exit 0 if the\n"
-	  "policy is good, 2 if not.\n\n"
+	  "warnings: rules that can never allow or never match, conditions that\n"
+	  "never apply, a policy past its \"expires\".  Several files, folders (each\n"
+	  "*.json in it holding \"rules\" or \"floor\") and - (stdin) at once.  Exit 0\n"
+	  "if every policy is good, 2 if one is not.\n\n"
 	  "--strict also checks the names the policy uses against a schema (--schema\n"
 	  "FILE, else schema.json beside the policy): {\"principals\": [...],\n"
 	  "\"roles\": [...], \"issuers\": [...], \"domains\": [...]}, each entry a name\n"

@@ -238,6 +238,55 @@ static const json_t *shadowed_by(const json_t *by_pat, const json_t *deep,
 	return rule_at(floors, rules, best);
 }
 
+/*
+ * Conditions no request of the rule's actions carries (issue 51, item
+ * 5: ttl_ms_max on a load-only rule still allowed every load, silently),
+ * and a domain its resources never have (lock names carry none): said at
+ * the rule's place.
+ */
+static void conditions_that_never_apply(json_t *out, const char *place, const char *id,
+					const json_t *r, unsigned am)
+{
+	static const struct {
+		const char *name;
+		unsigned af;
+		const char *who;
+	} conds[] = {
+		{ "ttl_ms_max", TSEC_AF_TTL, "lock.acquire and lock.renew" },
+		{ "size_max", TSEC_AF_SIZE, "storage.store and cert.publish" },
+		{ "recursive", TSEC_AF_RECURSIVE, "storage.list and storage.delete" },
+		{ "cert", TSEC_AF_CERT, "storage.store and cert.publish" },
+	};
+	const json_t *when = json_object_get(r, "when"), *v;
+	unsigned carried = 0;
+	bool domain_ok = false;
+	size_t k;
+
+	for (unsigned x = 0; x < TSEC_ACTION__COUNT; x++)
+		if (am & (1u << x))
+			carried |= tsec_action_flags(x);
+	for (size_t c = 0; am && c < sizeof(conds) / sizeof(conds[0]); c++)
+		if (json_object_get(when, conds[c].name) && !(carried & conds[c].af))
+			cli_note(out, place, "rule '%s': when/%s never applies: only %s carry what it "
+				 "bounds, and the rule has neither (it constrains nothing)", id,
+				 conds[c].name, conds[c].who);
+	if (!json_object_get(r, "domain"))
+		return;
+	/* A key's domain is its third segment under certificates/, or the
+	 * second under names/: a resource that cannot be such a key never
+	 * has one. */
+	json_array_foreach(json_object_get(r, "resource"), k, v) {
+		const char *s = json_string_value(v);
+
+		if (!s || s[0] == '*' || !strncmp(s, "certificates/", 13) || !strncmp(s, "names/", 6))
+			domain_ok = true;
+	}
+	if (!domain_ok)
+		cli_note(out, place, "rule '%s' can never match: it wants a domain, and none of its "
+			 "resources has one (only certificates/<issuer>/<domain>/... and "
+			 "names/<name> do; lock names do not)", id);
+}
+
 bool cli_expired(const json_t *policy)
 {
 	const char *e = json_string_value(json_object_get(policy, "expires"));
@@ -299,6 +348,7 @@ json_t *cli_policy_warnings(const char *path)
 		if (am && !(am & ~lock_mask) && !lock_res)
 			cli_note(out, place, "rule '%s' can never match: lock actions act on locks/<name>, "
 			    "and none of its resources is there", id);
+		conditions_that_never_apply(out, place, id, r, am);
 		if (strcmp(eff, "allow"))
 			continue;
 		/* Shadowed by a floor (everyone) or an unconditional deny. */
