@@ -449,9 +449,15 @@ static int parse_effect(struct tsec__cc *c, json_t *eff, uint8_t section,
 		r->effect = TSEC_EFFECT_ALLOW;
 	else if (json_is_string(eff) && !strcmp(json_string_value(eff), "deny"))
 		r->effect = TSEC_EFFECT_DENY;
-	else
-		return tsec__cc_fail(c, "effect", -1, "effect must be \"allow\" or \"deny\" (floors "
-				     "go in \"floor\")");
+	else {
+		static const char *const effects[] = { "allow", "deny" };
+		const char *near = json_is_string(eff)
+				   ? tsec__nearest(json_string_value(eff), effects, 2) : NULL;
+
+		return tsec__cc_fail(c, "effect", -1, "effect must be \"allow\" or \"deny\"%s%s%s "
+				     "(floors go in \"floor\")", near ? "; did you mean \"" : "",
+				     near ? near : "", near ? "\"?" : "");
+	}
 	return 0;
 }
 

@@ -353,6 +353,39 @@ static void test_lint_never_applies(void **state)
 	assert_non_null(strstr(out, "examples/policy.json: ok"));
 }
 
+/*
+ * did-you-mean and options that do not apply (issue 51, item 12: `store
+ * gte`, `lock aquire`, `cert fecth` got only the usage; a misspelt test
+ * field, want, rule or effect no suggestion; `health --policy x` and
+ * `lint --role x` were taken and ignored).
+ */
+static void test_did_you_mean(void **state)
+{
+	char out[8192];
+
+	(void)state;
+	assert_int_equal(sh(out, sizeof(out), TSEC " store gte k 2>&1"), 2);
+	assert_non_null(strstr(out, "unknown subcommand 'gte'; did you mean 'get'?"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " lock aquire x 2>&1"), 2);
+	assert_non_null(strstr(out, "did you mean 'acquire'?"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " cert fecth a b 2>&1"), 2);
+	assert_non_null(strstr(out, "did you mean 'fetch'?"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " test tests/data/cli/typos.test.json 2>&1"), 2);
+	assert_non_null(strstr(out, "unknown field \"princpal\"; did you mean \"principal\"?"));
+	assert_non_null(strstr(out, "did you mean \"allow\"?"));
+	assert_non_null(strstr(out, "names \"rule\": \"web-read-certs\", which the policy does "
+				    "not have; did you mean \"web-reads-certs\"?"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint tests/data/cli/effect-typo.json 2>&1"), 2);
+	assert_non_null(strstr(out, "effect must be \"allow\" or \"deny\"; did you mean "
+				    "\"allow\"?"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " health --policy x 2>&1"), 2);
+	assert_non_null(strstr(out, "--policy does not apply to health"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint --role x examples/policy.json 2>&1"), 2);
+	assert_non_null(strstr(out, "--role does not apply to lint"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " store get k --action storage.load 2>&1"), 2);
+	assert_non_null(strstr(out, "--action does not apply to store"));
+}
+
 static void test_lint(void **state)
 {
 	char out[8192];
@@ -1037,6 +1070,7 @@ int main(void)
 		cmocka_unit_test(test_command_table),
 		cmocka_unit_test(test_lint),
 		cmocka_unit_test(test_lint_never_applies),
+		cmocka_unit_test(test_did_you_mean),
 		cmocka_unit_test(test_connection),
 		cmocka_unit_test(test_exit_statuses),
 		cmocka_unit_test(test_author_tools),

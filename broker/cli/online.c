@@ -27,6 +27,7 @@
 #include "common/wire.h"
 
 #include "broker/cli/cli.h"
+#include "common/suggest.h"
 
 /* Reads "PREFIX.pub"/"PREFIX.key" (Z85) into pub/sec (41 bytes each). */
 static int read_z85(const char *path, char out[41])
@@ -482,6 +483,29 @@ static int human_object(json_t *r)
 	return EXIT_ALLOW;
 }
 
+/*
+ * A subcommand that is not one of subs (issue 51, item 12: `store gte`,
+ * `lock aquire`, `cert fecth` got the usage alone), named with the
+ * nearest; a known one used wrongly, the usage.  Exits 2.
+ */
+static void bad_sub(const char *cmd, const char *sub, const char *const *subs, size_t n,
+		    const char *usage)
+{
+	char msg[700];
+	const char *near;
+	size_t i = 0;
+
+	while (i < n && strcmp(sub, subs[i]))
+		i++;
+	if (i == n && *sub) {
+		near = tsec__nearest(sub, subs, n);
+		snprintf(msg, sizeof(msg), "unknown subcommand '%s'%s%s%s\n%s", sub,
+			 near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "", usage);
+		die_usage(cmd, msg);
+	}
+	die_usage(cmd, usage);
+}
+
 int cmd_store(struct opts *o)
 {
 	const char *sub = o->nargs ? o->args[0] : "";
@@ -529,8 +553,11 @@ int cmd_store(struct opts *o)
 		json_object_set_new(p, "dst", json_string(o->args[2]));
 		rc = call_print("store mv", o, "store.move", p, human_ok);
 	} else {
+		static const char *const subs[] = { "put", "get", "ls", "rm", "mv" };
+
 		json_decref(p);
-		die_usage("store", "use put KEY FILE|-, get KEY, ls [PREFIX] [-r], rm KEY [-r], mv SRC DST");
+		bad_sub("store", sub, subs, 5, "use put KEY FILE|-, get KEY, ls [PREFIX] [-r], "
+			"rm KEY [-r], mv SRC DST");
 		return EXIT_ERROR;
 	}
 	json_decref(p);
@@ -564,8 +591,11 @@ int cmd_lock(struct opts *o)
 		json_object_set_new(p, "token", json_string(o->args[2]));
 		rc = call_print("lock release", o, "lock.release", p, human_ok);
 	} else {
+		static const char *const subs[] = { "acquire", "renew", "release" };
+
 		json_decref(p);
-		die_usage("lock", "use acquire NAME --ttl-ms N [--wait-ms N], renew NAME TOKEN --ttl-ms N, release NAME TOKEN");
+		bad_sub("lock", sub, subs, 3, "use acquire NAME --ttl-ms N [--wait-ms N], renew NAME "
+			"TOKEN --ttl-ms N, release NAME TOKEN");
 		return EXIT_ERROR;
 	}
 	json_decref(p);
@@ -739,10 +769,13 @@ int cmd_cert(struct opts *o)
 		params = json_pack("{s:I}", "grace_ms", (json_int_t)g);
 		rc = call_print("cert sweep", o, "remote.sweep", params, human_object);
 	} else {
-		die_usage(cmd, "usage: tsec cert save|publish ISSUER DOMAIN CRT KEY META | "
-			  "cert load|fetch ISSUER DOMAIN [DIR] | cert exists ISSUER DOMAIN | "
-			  "cert archive ISSUER DOMAIN NAME | cert recover ISSUER DOMAIN | "
-			  "cert sweep GRACE_MS");
+		static const char *const subs[] = { "save", "publish", "load", "fetch", "exists",
+						    "archive", "recover", "sweep" };
+
+		bad_sub(cmd, sub, subs, 8, "usage: tsec cert save|publish ISSUER DOMAIN CRT KEY "
+			"META | cert load|fetch ISSUER DOMAIN [DIR] | cert exists ISSUER DOMAIN | "
+			"cert archive ISSUER DOMAIN NAME | cert recover ISSUER DOMAIN | "
+			"cert sweep GRACE_MS");
 		return EXIT_ERROR;
 	}
 	json_decref(params);

@@ -4,6 +4,7 @@
  * Exit status: 0 allow or success, 1 deny, 2 error.  Human-readable output
  * by default, --json for scripts.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+
 #include <sodium.h>
 #include <zmq.h>
 
@@ -60,6 +62,7 @@ static const char *const req_help =
 	"Without a broker (decided here, through the module, as a broker would):\n"
 	"  --policy FILE        the policy to decide with\n"
 	"  --principal P        who asks; --role R, again for more roles\n"
+	"  --module SO          the policy module (default: the installed one, or $TSEC_MODULE)\n"
 	"  --input FILE         a batch: [{\"principal\", \"roles\", \"action\", \"resource\",\n"
 	"                       \"context\"}, ...] (check only)\n";
 
@@ -337,7 +340,8 @@ static const struct command {
 	  "when the policy cannot be read or compiled.\n",
 	  0 },
 	{ "test", cmd_test, CLI_ARGS_MAX, "run a policy's test cases (no broker)",
-	  "test [--coverage] [--min-coverage PCT] [-v] [--run PATTERN] [--json] [--policy FILE]\n"
+	  "test [--coverage] [--min-coverage PCT] [-v] [--run PATTERN] [--json] [--module SO]\n"
+	  "     [--policy FILE]\n"
 	  "     FILE|DIR...",
 	  "Runs every case of each FILE (or every *.test.json in DIR):\n"
 	  "  {\"policy\": \"policy.json\", \"cases\": [{\"name\": ..., \"principal\": ...,\n"
@@ -413,7 +417,7 @@ static const struct command {
 	  "--sign writes PREFIX.sign.pub and PREFIX.sign.key (hex, Ed25519).\n",
 	  0 },
 	{ "sign", run_sign, 1, "--key PREFIX.sign.key POLICY: write POLICY.sig",
-	  "sign --key PREFIX.sign.key POLICY",
+	  "sign [--module SO] --key PREFIX.sign.key POLICY",
 	  "Writes POLICY.sig, the detached Ed25519 signature tsec-broker checks\n"
 	  "when its configuration names policy_public_key.\n",
 	  0 },
@@ -565,6 +569,50 @@ static bool takes_value(const char *a)
 	return false;
 }
 
+/* Whether text names flag as a word of its own ("--key", not within
+ * "--key-file" or "--server-key"). */
+static bool names_flag(const char *text, const char *flag, size_t n)
+{
+	for (const char *p = text; (p = strstr(p, flag)); p += n) {
+		char before = p == text ? ' ' : p[-1], after = p[n];
+
+		if (!isalnum((unsigned char)before) && before != '-' &&
+		    !isalnum((unsigned char)after) && after != '-')
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Every option given must be one the command's help names (issue 51,
+ * item 12: `health --policy x`, `lint --role x` were taken and ignored):
+ * read from the one table, so help and what is accepted cannot drift.
+ */
+static void options_apply(const struct command *c, int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i], *eq = strchr(a, '=');
+		size_t n = eq ? (size_t)(eq - a) : strlen(a);
+		char flag[64];
+
+		if (a[0] != '-' || n < 2 || n >= sizeof(flag) || !strcmp(a, "-h") ||
+		    !strcmp(a, "--help") || !strcmp(a, "--json"))
+			continue;
+		memcpy(flag, a, n);
+		flag[n] = '\0';
+		if (names_flag(c->usage, flag, n) || names_flag(c->help, flag, n) ||
+		    ((c->more & HELP_REQ) && names_flag(req_help, flag, n)) ||
+		    ((c->more & HELP_CONN) && names_flag(conn_help, flag, n))) {
+			if (!eq && takes_value(flag))
+				i++;
+			continue;
+		}
+		fprintf(stderr, "tsec %s: %s does not apply to %s\nTry 'tsec %s --help'.\n",
+			c->name, flag, c->name, c->name);
+		exit(EXIT_ERROR);
+	}
+}
+
 /*
  * A command whose output did not reach its file (a full disk, a closed
  * pipe, /dev/full) has failed, whatever it decided: exit 4, said once.
@@ -650,6 +698,7 @@ int main(int argc, char **argv)
 	parse(cmd, argc - 2, argv + 2, &o);
 	if (o.help)
 		return command_help(cmd);
+	options_apply(c, argc - 2, argv + 2);
 	if (o.json && !honours_json(cmd))
 		return no_json(cmd);
 	if (o.nargs > c->max_args) {

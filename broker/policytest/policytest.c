@@ -8,6 +8,7 @@
 
 #include "broker/policytest/policytest.h"
 #include "common/sign.h"
+#include "common/suggest.h"
 #include "common/wire.h"
 #include "tinysecurity/bus.h"
 
@@ -27,6 +28,28 @@ int tsec__ptest_request(const char *cmd, json_t *j, const char *def_p,
 	if (!json_is_object(j)) {
 		fprintf(err, "tsec %s: a request must be a JSON object\n", cmd);
 		return -1;
+	}
+	{
+		/* A misspelt member, named with the nearest (issue 51, item 12:
+		 * "princpal: unknown field" and nothing more). */
+		static const char *const all[] = { "principal", "roles", "name", "want", "rule",
+						   "status", "field", "action", "resource",
+						   "context" };
+		const char *k, *near;
+		json_t *x;
+
+		json_object_foreach(j, k, x) {
+			size_t a = 0;
+
+			while (a < sizeof(all) / sizeof(all[0]) && strcmp(k, all[a]))
+				a++;
+			if (a < sizeof(all) / sizeof(all[0]))
+				continue;
+			near = tsec__nearest(k, all, sizeof(all) / sizeof(all[0]));
+			fprintf(err, "tsec %s: request: unknown field \"%s\"%s%s%s\n", cmd, k,
+				near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
+			return -1;
+		}
 	}
 	w = json_deep_copy(j);
 	for (i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
@@ -202,8 +225,9 @@ static void json_case(struct tsec__ptest *t, const char *file, json_t *c,
 	json_array_append_new(t->cases_json, o);
 }
 
-/* Why a case cannot run (NULL: it can). */
-static const char *malformed(json_t *c)
+/* Why a case cannot run (NULL: it can), into buf when it names what it
+ * read; ids are the policy's rules. */
+static const char *malformed(json_t *c, const json_t *ids, char *buf, size_t cap)
 {
 	const char *want = json_string_value(json_object_get(c, "want"));
 	json_t *st = json_object_get(c, "status"), *f = json_object_get(c, "field"),
@@ -211,10 +235,35 @@ static const char *malformed(json_t *c)
 
 	if (!json_string_value(json_object_get(c, "name")))
 		return "needs a \"name\"";
-	if (!want || (strcmp(want, "allow") && strcmp(want, "deny")))
-		return "needs \"want\": \"allow\" or \"deny\"";
+	if (!want || (strcmp(want, "allow") && strcmp(want, "deny"))) {
+		static const char *const wants[] = { "allow", "deny" };
+		const char *near = want ? tsec__nearest(want, wants, 2) : NULL;
+
+		snprintf(buf, cap, "needs \"want\": \"allow\" or \"deny\"%s%s%s",
+			 near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
+		return buf;
+	}
 	if (rule && !json_is_string(rule))
 		return "\"rule\" must be a string";
+	if (rule && ids) {
+		const char *names[512], *near;
+		size_t n = 0, k;
+		bool found = false;
+		json_t *v;
+
+		json_array_foreach(ids, k, v) {
+			found |= !strcmp(json_string_value(v), json_string_value(rule));
+			if (n < 512)
+				names[n++] = json_string_value(v);
+		}
+		if (!found) {
+			near = tsec__nearest(json_string_value(rule), names, n);
+			snprintf(buf, cap, "names \"rule\": \"%.64s\", which the policy does not "
+				 "have%s%s%s", json_string_value(rule), near ? "; did you mean \"" : "",
+				 near ? near : "", near ? "\"?" : "");
+			return buf;
+		}
+	}
 	if (st) {
 		size_t k;
 
@@ -230,6 +279,7 @@ static const char *malformed(json_t *c)
 }
 
 struct run {
+	json_t *ids;                 /* the policy's rule ids */
 	struct tsec_request *reqs;
 	struct tsec_decision *single, *batch;
 	json_t **cases;
@@ -239,6 +289,7 @@ struct run {
 
 static void run_free(struct run *r)
 {
+	json_decref(r->ids);
 	free(r->reqs);
 	free(r->single);
 	free(r->batch);
@@ -260,7 +311,7 @@ static void run_case(struct tsec__ptest *t, struct tsec_bus *bus, const char *fi
 	char label[200], why[256];
 
 	snprintf(label, sizeof(label), "%s: %s", file, name ? name : "(unnamed case)");
-	if ((bad = malformed(c))) {
+	if ((bad = malformed(c, run->ids, why, sizeof(why)))) {
 		fprintf(t->err, "tsec test: %s: case %zu %s\n", file, i, bad);
 		t->errors++;
 		return;
@@ -405,6 +456,7 @@ void tsec__ptest_file(struct tsec__ptest *t, const char *file)
 		return;
 	}
 	total = json_array_size(cases);
+	run.ids = rule_ids(policy);
 	run.reqs = calloc(total + 1, sizeof(*run.reqs));
 	run.single = calloc(total + 1, sizeof(*run.single));
 	run.batch = calloc(total + 1, sizeof(*run.batch));
