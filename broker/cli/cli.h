@@ -91,6 +91,16 @@ struct tsec_client *cli_connect_or_die(const char *cmd, struct opts *o);
  * ^C cancelling it there: 0 with *res its result text (free()), or the
  * exit status after saying why. */
 int cli_call(const char *cmd, struct opts *o, const char *method, json_t *params, char **res);
+/* cli_call, then the result printed: as JSON with --json or no human,
+ * else by human, whose status is the command's. */
+int cli_call_print(const char *cmd, struct opts *o, const char *method, json_t *params,
+		   int (*human)(json_t *result));
+/* Printers of a result: "ok"; each member on a line. */
+int cli_human_ok(json_t *r);
+int cli_human_object(json_t *r);
+/* An unknown subcommand named with the nearest of subs, or the usage; exits 2. */
+void cli_bad_sub(const char *cmd, const char *sub, const char *const *subs, size_t n,
+		 const char *usage);
 /* Whether the policy's "expires" has passed (warn.c). */
 bool cli_expired(const json_t *policy);
 /* check of cert.obtain at a broker, dry (obtain.c). */

@@ -191,8 +191,8 @@ int cli_call(const char *cmd, struct opts *o, const char *method, json_t *params
 	return rc ? cli_fail_call(cmd, rc, &err, o->json, answered) : 0;
 }
 
-static int call_print(const char *cmd, struct opts *o, const char *method,
-		      json_t *params, int (*human)(json_t *result))
+int cli_call_print(const char *cmd, struct opts *o, const char *method,
+		   json_t *params, int (*human)(json_t *result))
 {
 	char *res;
 	int rc = cli_call(cmd, o, method, params, &res);
@@ -435,43 +435,14 @@ static int human_keys(json_t *r)
 }
 
 /* cert load: the PEM to stdout, or DIR/DOMAIN.{crt,key,json} (key 0600). */
-static const char *cert_out_dir, *cert_out_domain;
-
-static int human_cert(json_t *r)
-{
-	static const char *const part[3] = { "cert", "key", "meta" };
-	static const char *const ext[3] = { "crt", "key", "json" };
-	int rc = EXIT_ALLOW;
-
-	if (!cert_out_dir) {
-		fputs(json_string_value(json_object_get(r, "cert")), stdout);
-		return EXIT_ALLOW;
-	}
-	for (int i = 0; i < 3; i++) {
-		char name[4200];
-		const char *v = json_string_value(json_object_get(r, part[i]));
-
-		/* A new file renamed over the name: the private key 0600 even
-		 * over a wider file, and a reader never sees half of one. */
-		snprintf(name, sizeof(name), "%s/%s.%s", cert_out_dir, cert_out_domain, ext[i]);
-		if (tsec__file_replace(name, v ? v : "", v ? strlen(v) : 0, i == 1 ? 0600 : 0644)) {
-			fprintf(stderr, "tsec cert load: cannot write %s: %s\n", name,
-				strerror(errno));
-			rc = EXIT_FAILED;
-			break;               /* the rest would fail the same way */
-		}
-	}
-	return rc;
-}
-
-static int human_ok(json_t *r)
+int cli_human_ok(json_t *r)
 {
 	(void)r;
 	puts("ok");
 	return EXIT_ALLOW;
 }
 
-static int human_object(json_t *r)
+int cli_human_object(json_t *r)
 {
 	const char *k;
 	json_t *v;
@@ -488,8 +459,8 @@ static int human_object(json_t *r)
  * `lock aquire`, `cert fecth` got the usage alone), named with the
  * nearest; a known one used wrongly, the usage.  Exits 2.
  */
-static void bad_sub(const char *cmd, const char *sub, const char *const *subs, size_t n,
-		    const char *usage)
+void cli_bad_sub(const char *cmd, const char *sub, const char *const *subs, size_t n,
+		 const char *usage)
 {
 	char msg[700];
 	const char *near;
@@ -536,27 +507,27 @@ int cmd_store(struct opts *o)
 		}
 		free(data);
 		json_object_set_new(p, "key", json_string(o->args[1]));
-		rc = call_print("store put", o, "store.put", p, human_ok);
+		rc = cli_call_print("store put", o, "store.put", p, cli_human_ok);
 	} else if (!strcmp(sub, "get") && o->nargs == 2) {
 		json_object_set_new(p, "key", json_string(o->args[1]));
-		rc = call_print("store get", o, "store.get", p, human_value);
+		rc = cli_call_print("store get", o, "store.get", p, human_value);
 	} else if (!strcmp(sub, "ls") && o->nargs <= 2) {
 		json_object_set_new(p, "prefix", json_string(o->nargs == 2 ? o->args[1] : ""));
 		json_object_set_new(p, "recursive", json_boolean(o->recursive));
-		rc = call_print("store ls", o, "store.list", p, human_keys);
+		rc = cli_call_print("store ls", o, "store.list", p, human_keys);
 	} else if (!strcmp(sub, "rm") && o->nargs == 2) {
 		json_object_set_new(p, "key", json_string(o->args[1]));
 		json_object_set_new(p, "recursive", json_boolean(o->recursive));
-		rc = call_print("store rm", o, "store.delete", p, human_ok);
+		rc = cli_call_print("store rm", o, "store.delete", p, cli_human_ok);
 	} else if (!strcmp(sub, "mv") && o->nargs == 3) {
 		json_object_set_new(p, "src", json_string(o->args[1]));
 		json_object_set_new(p, "dst", json_string(o->args[2]));
-		rc = call_print("store mv", o, "store.move", p, human_ok);
+		rc = cli_call_print("store mv", o, "store.move", p, cli_human_ok);
 	} else {
 		static const char *const subs[] = { "put", "get", "ls", "rm", "mv" };
 
 		json_decref(p);
-		bad_sub("store", sub, subs, 5, "use put KEY FILE|-, get KEY, ls [PREFIX] [-r], "
+		cli_bad_sub("store", sub, subs, 5, "use put KEY FILE|-, get KEY, ls [PREFIX] [-r], "
 			"rm KEY [-r], mv SRC DST");
 		return EXIT_ERROR;
 	}
@@ -580,21 +551,21 @@ int cmd_lock(struct opts *o)
 		json_object_set_new(p, "name", json_string(o->args[1]));
 		json_object_set_new(p, "ttl_ms", json_integer(o->ttl_ms));
 		json_object_set_new(p, "timeout_ms", json_integer(o->timeout_lock));
-		rc = call_print("lock acquire", o, "lock.acquire", p, human_object);
+		rc = cli_call_print("lock acquire", o, "lock.acquire", p, cli_human_object);
 	} else if (!strcmp(sub, "renew") && o->nargs == 3 && o->have_ttl) {
 		json_object_set_new(p, "name", json_string(o->args[1]));
 		json_object_set_new(p, "token", json_string(o->args[2]));
 		json_object_set_new(p, "ttl_ms", json_integer(o->ttl_ms));
-		rc = call_print("lock renew", o, "lock.renew", p, human_object);
+		rc = cli_call_print("lock renew", o, "lock.renew", p, cli_human_object);
 	} else if (!strcmp(sub, "release") && o->nargs == 3) {
 		json_object_set_new(p, "name", json_string(o->args[1]));
 		json_object_set_new(p, "token", json_string(o->args[2]));
-		rc = call_print("lock release", o, "lock.release", p, human_ok);
+		rc = cli_call_print("lock release", o, "lock.release", p, cli_human_ok);
 	} else {
 		static const char *const subs[] = { "acquire", "renew", "release" };
 
 		json_decref(p);
-		bad_sub("lock", sub, subs, 3, "use acquire NAME --ttl-ms N [--wait-ms N], renew NAME "
+		cli_bad_sub("lock", sub, subs, 3, "use acquire NAME --ttl-ms N [--wait-ms N], renew NAME "
 			"TOKEN --ttl-ms N, release NAME TOKEN");
 		return EXIT_ERROR;
 	}
@@ -632,7 +603,7 @@ int cmd_stats(struct opts *o)
 {
 	if (o->prometheus)
 		return cmd_stats_prometheus(o);
-	return call_print("stats", o, "stats", NULL, human_object);
+	return cli_call_print("stats", o, "stats", NULL, cli_human_object);
 }
 
 /* Whether the broker says "ok": 0, or 1 (EXIT_DENY) when it serves
@@ -646,7 +617,7 @@ static int health_status(json_t *r)
 
 static int human_health(json_t *result)
 {
-	int rc = human_object(result);
+	int rc = cli_human_object(result);
 
 	return rc ? rc : health_status(result);
 }
@@ -678,108 +649,7 @@ int cmd_health(struct opts *o)
 
 int cmd_reload(struct opts *o)
 {
-	return call_print("reload", o, "reload", NULL, human_ok);
-}
-
-static int human_exists(json_t *r)
-{
-	int ex = json_is_true(json_object_get(r, "exists"));
-
-	puts(ex ? "exists" : "absent");
-	return ex ? EXIT_ALLOW : EXIT_DENY;
-}
-
-static int human_outcome(json_t *r)
-{
-	puts(json_string_value(json_object_get(r, "outcome")) ? json_string_value(
-		     json_object_get(r, "outcome")) : "ok");
-	return EXIT_ALLOW;
-}
-
-/* The three files CRT KEY META as the params of a save or a publish. */
-static json_t *cert_params(const char *cmd, struct opts *o)
-{
-	struct tsec_error err;
-	char *t[3] = { NULL, NULL, NULL };
-	size_t n[3];
-	json_t *params;
-
-	for (int i = 0; i < 3; i++)
-		if (tsec_read_file(o->args[3 + i], 16u << 20, &t[i], &n[i], &err)) {
-			fprintf(stderr, "tsec %s: %s\n", cmd, err.msg);
-			for (int k = 0; k < i; k++) {
-				sodium_memzero(t[k], n[k]);
-				free(t[k]);
-			}
-			exit(EXIT_ERROR);
-		}
-	params = json_pack("{s:s,s:s,s:s%,s:s%,s:s%}", "issuer", o->args[1], "domain",
-			   o->args[2], "cert", t[0], n[0], "key", t[1], n[1], "meta", t[2], n[2]);
-	for (int i = 0; i < 3; i++) {
-		sodium_memzero(t[i], n[i]);
-		free(t[i]);
-	}
-	if (!params) {
-		fprintf(stderr, "tsec %s: the files must be UTF-8 text (PEM, JSON)\n", cmd);
-		exit(EXIT_ERROR);
-	}
-	return params;
-}
-
-int cmd_cert(struct opts *o)
-{
-	const char *cmd = "cert", *sub = o->nargs >= 1 ? o->args[0] : "";
-	json_t *params = NULL;
-	int rc;
-
-	/* save/publish ISSUER DOMAIN CRT KEY META */
-	if ((!strcmp(sub, "save") || !strcmp(sub, "publish")) && o->nargs == 6) {
-		int pub = !strcmp(sub, "publish");
-		params = cert_params(pub ? "cert publish" : "cert save", o);
-		rc = call_print(pub ? "cert publish" : "cert save", o,
-				pub ? "remote.publish" : "store.save_cert", params,
-				pub ? human_outcome : human_ok);
-	} else if ((!strcmp(sub, "load") || !strcmp(sub, "fetch")) &&
-		   (o->nargs == 3 || o->nargs == 4)) {
-		/* load/fetch ISSUER DOMAIN [DIR] */
-		params = json_pack("{s:s,s:s}", "issuer", o->args[1], "domain", o->args[2]);
-		cert_out_dir = o->nargs == 4 ? o->args[3] : NULL;
-		cert_out_domain = o->args[2];
-		if (strchr(cert_out_domain, '/'))
-			die_usage(cmd, "DOMAIN names no folder");
-		rc = call_print(!strcmp(sub, "load") ? "cert load" : "cert fetch", o,
-				!strcmp(sub, "load") ? "store.load_cert" : "remote.load", params,
-				human_cert);
-	} else if (!strcmp(sub, "exists") && o->nargs == 3) {
-		params = json_pack("{s:s,s:s}", "issuer", o->args[1], "domain", o->args[2]);
-		rc = call_print("cert exists", o, "remote.exists", params, human_exists);
-	} else if (!strcmp(sub, "archive") && o->nargs == 4) {
-		params = json_pack("{s:s,s:s,s:s}", "issuer", o->args[1], "domain", o->args[2],
-				   "name", o->args[3]);
-		rc = call_print("cert archive", o, "remote.archive_key", params, human_ok);
-	} else if (!strcmp(sub, "recover") && o->nargs == 3) {
-		/* An operator accepts a restored coordinator (admin). */
-		params = json_pack("{s:s,s:s}", "issuer", o->args[1], "domain", o->args[2]);
-		rc = call_print("cert recover", o, "remote.recover", params, human_object);
-	} else if (!strcmp(sub, "sweep") && o->nargs == 2) {
-		char *end;
-		long long g = strtoll(o->args[1], &end, 10);
-		if (*end || end == o->args[1] || g < 0)
-			die_usage(cmd, "GRACE_MS must be a number of milliseconds");
-		params = json_pack("{s:I}", "grace_ms", (json_int_t)g);
-		rc = call_print("cert sweep", o, "remote.sweep", params, human_object);
-	} else {
-		static const char *const subs[] = { "save", "publish", "load", "fetch", "exists",
-						    "archive", "recover", "sweep" };
-
-		bad_sub(cmd, sub, subs, 8, "usage: tsec cert save|publish ISSUER DOMAIN CRT KEY "
-			"META | cert load|fetch ISSUER DOMAIN [DIR] | cert exists ISSUER DOMAIN | "
-			"cert archive ISSUER DOMAIN NAME | cert recover ISSUER DOMAIN | "
-			"cert sweep GRACE_MS");
-		return EXIT_ERROR;
-	}
-	json_decref(params);
-	return rc;
+	return cli_call_print("reload", o, "reload", NULL, cli_human_ok);
 }
 
 int cmd_policy(struct opts *o)
@@ -809,7 +679,7 @@ int cmd_policy(struct opts *o)
 		return EXIT_ERROR;
 	}
 	{
-		int rc = call_print("policy", o, "policy.publish", params, human_object);
+		int rc = cli_call_print("policy", o, "policy.publish", params, cli_human_object);
 		json_decref(params);
 		return rc;
 	}
