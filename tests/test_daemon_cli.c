@@ -648,6 +648,56 @@ static void test_daemon_sigterm_burst(void **state)
  * with the call), or the broker takes the lock once it is free for a
  * caller long gone, and nobody can take it for the whole lease.
  */
+/*
+ * --check runs the checks the start runs (issue 51, item 2: a socket in
+ * a 1777 folder passed --check, exit 0; the start then refused it, exit
+ * 2, blaming the OS with "Permission denied"); and a listener's port
+ * that is taken is said by --check, not at the start.
+ */
+static void test_daemon_check_as_start(void **state)
+{
+	char cfg[4096], path[256], shared[200], out[256], pkhex[65];
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+	int taken;
+
+	(void)state;
+	sodium_bin2hex(pkhex, sizeof(pkhex), D.sign_pk, 32);
+	snprintf(shared, sizeof(shared), "%s/shared", D.dir);
+	assert_int_equal(mkdir(shared, 01777), 0);
+	assert_int_equal(chmod(shared, 01777), 0);
+	snprintf(path, sizeof(path), "%s/check.json", D.dir);
+	snprintf(out, sizeof(out), "%s/check.out", D.dir);
+	snprintf(cfg, sizeof(cfg),
+		 "{\"module\": \"%s/libtinysecurity_module.so\", \"policy\": \"%s\","
+		 " \"policy_public_key\": \"%s\", \"storage\": \"%s/check-store\","
+		 " \"endpoints\": [\"ipc://%s/tsec.sock\"],"
+		 " \"ipc_uids\": [{\"uid\": %d, \"principal\": \"svc:local\"}]}",
+		 TSEC_BUILD_DIR, D.policy, pkhex, D.dir, shared, (int)getuid());
+	write_file(path, cfg);
+	assert_int_equal(sh("%s/tsec-broker --check --config %s > %s 2>&1", TSEC_BUILD_DIR, path,
+			    out), 2);
+	assert_int_equal(sh("grep -q 'mode 1777' %s && grep -q 'the start would refuse it' %s",
+			    out, out), 0);
+	assert_int_equal(sh("%s/tsec-broker --config %s > %s 2>&1", TSEC_BUILD_DIR, path, out), 2);
+	assert_int_equal(sh("grep -q 'refused (above)' %s && ! grep -q 'Permission denied' %s",
+			    out, out), 0);
+	/* A metrics port another process holds. */
+	taken = socket(AF_INET, SOCK_STREAM, 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(taken, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(taken, 1), 0);
+	assert_int_equal(getsockname(taken, (struct sockaddr *)&a, &al), 0);
+	snprintf(strrchr(cfg, '}'), 64, ", \"metrics_listen\": \"%d\"}", ntohs(a.sin_port));
+	assert_int_equal(chmod(shared, 0700), 0);
+	write_file(path, cfg);
+	assert_int_equal(sh("%s/tsec-broker --check --config %s > %s 2>&1", TSEC_BUILD_DIR, path,
+			    out), 2);
+	assert_int_equal(sh("grep -q 'metrics_listen 127.0.0.1:%d: cannot listen there' %s",
+			    ntohs(a.sin_port), out), 0);
+	close(taken);
+}
+
 static void test_daemon_lock_nobody(void **state)
 {
 	struct tsec_client *a = client("good", 5000), *b = client("good", 1000), *c;
@@ -685,6 +735,7 @@ int main(void)
 		cmocka_unit_test(test_daemon_ipc_curve),
 		cmocka_unit_test(test_daemon_ipc_group),
 		cmocka_unit_test(test_daemon_sigterm_burst),
+		cmocka_unit_test(test_daemon_check_as_start),
 	};
 	return cmocka_run_group_tests_name("daemon: cli, fenced writes, SIGTERM", tests, setup, teardown);
 }

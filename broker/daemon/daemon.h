@@ -637,6 +637,14 @@ int tsec__ipc_in_use(const char *path);
  * With gid >= 0 (ipc_group) a folder it makes is 0710 and the socket
  * 0660, both that group's.  0, or -1 and errno. */
 int tsec__bind_ipc(void *s, const char *ep, long gid, int *claim);
+/* tsec__bind_ipc's refusal whose reason it has said (not the OS's errno). */
+#define TSEC__BIND_SAID (-2)
+/* --check: the folder an ipc endpoint's socket goes in, checked as the
+ * start checks it (0, or -1 with why said). */
+int tsec__ipc_check(const char *ep);
+/* check.c: --check's endpoints, listeners and ipc callers; 1 when one
+ * would fail the start (said), else 0. */
+int tsec__check_endpoints(struct tsec__daemon *d);
 
 /* serve.c: binds, serves until SIGTERM, stops the workers.  0 or -1. */
 int tsec__serve(struct tsec__daemon *d);

@@ -109,6 +109,32 @@ static void group_reaches(const char *folder, long gid)
 			  (unsigned)(sb.st_mode & 07777), (long)sb.st_gid, gid);
 }
 
+int tsec__ipc_check(const char *ep)
+{
+	char path[1024], *slash;
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "%s", ep + 6);
+	if (!(slash = strrchr(path, '/')))
+		snprintf(path, sizeof(path), ".");
+	else if (slash == path)
+		snprintf(path, sizeof(path), "/");
+	else
+		*slash = '\0';
+	if (stat(path, &sb) == 0)
+		return socket_folder_ok(path);
+	/* The start makes it, 0700, in a folder it must be able to write. */
+	slash = strrchr(path, '/');
+	if (slash)
+		*slash = '\0';
+	if (access(slash ? (*path ? path : "/") : ".", W_OK) != 0) {
+		tsec__say("the socket's folder %s/%s does not exist and cannot be made: %s",
+			  slash ? path : ".", slash ? slash + 1 : path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /*
  * Binds an ipc endpoint with its socket file 0600 (0660 and owned by
  * group gid when gid >= 0: ipc_group), refusing one where a live broker
@@ -136,7 +162,7 @@ int tsec__bind_ipc(void *s, const char *ep, long gid, int *claim)
 			else if (errno != EEXIST) {
 				tsec__say("cannot make the socket's folder %s: %s", path,
 					  strerror(errno));
-				return -1;
+				return TSEC__BIND_SAID;
 			}
 		}
 		if (made) {
@@ -145,12 +171,11 @@ int tsec__bind_ipc(void *s, const char *ep, long gid, int *claim)
 			if (gid >= 0 && chown(path, (uid_t)-1, (gid_t)gid) < 0) {
 				tsec__say("ipc_group: cannot give %s to group %ld: %s", path, gid,
 					  strerror(errno));
-				return -1;
+				return TSEC__BIND_SAID;
 			}
 			chmod(path, gid >= 0 ? 0710 : 0700);
 		} else if (socket_folder_ok(folder)) {
-			errno = EACCES;
-			return -1;
+			return TSEC__BIND_SAID;  /* why, said: not the OS's EACCES */
 		}
 		group_reaches(folder, gid);
 	}
@@ -168,18 +193,19 @@ int tsec__bind_ipc(void *s, const char *ep, long gid, int *claim)
 	if ((lfd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
 		return -1;
 	if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
+		rc = errno == EWOULDBLOCK ? TSEC__BIND_SAID : -1;
 		if (errno == EWOULDBLOCK)
 			tsec__say("another broker holds %s; refusing to take its socket", lockp);
 		close(lfd);
 		errno = EADDRINUSE;
-		return -1;
+		return rc;
 	}
 	if ((rc = tsec__ipc_in_use(path)) != 0) {
 		if (rc > 0)
 			tsec__say("another broker is listening at %s; refusing to take its socket", ep);
 		close(lfd);
 		errno = EADDRINUSE;
-		return -1;
+		return rc > 0 ? TSEC__BIND_SAID : -1;
 	}
 	old = umask(077);
 	rc = zmq_bind(s, ep);

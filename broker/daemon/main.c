@@ -4,8 +4,6 @@
  * start (configuration, policy, store, log), serve, stop.  daemon.h maps
  * the other files.
  */
-#include <grp.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,49 +170,13 @@ static int start(struct tsec__daemon *d, const char *config)
 }
 
 /* Whether a tcp:// endpoint reads as HOST:PORT with a port 1-65535. */
-static int tcp_ok(const char *ep)
-{
-	const char *colon = strrchr(ep + 6, ':');
-	char *end;
-	long port;
-
-	if (!colon || colon == ep + 6)
-		return 0;
-	port = strtol(colon + 1, &end, 10);
-	return *end == '\0' && port >= 1 && port <= 65535;
-}
-
 /*
  * --check: says what was checked, one line each, and fails (exit 2) on
  * anything it could not check.  Everything start() did is checked
  * already (configuration, module, policy and its signature and revision,
- * storage, log); this adds the endpoints and the callers.
+ * storage, log); check.c adds the endpoints, listeners and callers, as
+ * the start would find them.
  */
-/* Whether the user of uid is a member of group gid (its primary group
- * or a supplementary one, as the system's group database says). */
-static bool in_group(long uid, long gid)
-{
-	struct passwd *pw = getpwuid((uid_t)uid);
-	gid_t small[64], *groups = small;
-	int n = 64;
-	bool in = false;
-
-	if (!pw)
-		return false;
-	if ((long)pw->pw_gid == gid)
-		return true;
-	/* Too many for small: n says how many there are; asked again. */
-	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0 &&
-	    (!(groups = malloc((size_t)n * sizeof(*groups))) ||
-	     getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0))
-		n = 0;
-	for (int i = 0; i < n && !in; i++)
-		in = (long)groups[i] == gid;
-	if (groups != small)
-		free(groups);
-	return in;
-}
-
 static int check_report(struct tsec__daemon *d, const char *config)
 {
 	const struct tsec__config *c = &d->cfg;
@@ -252,55 +214,7 @@ static int check_report(struct tsec__daemon *d, const char *config)
 		tsec__say("state_dir %s: not writable", c->state_dir);
 		bad = 1;
 	}
-	for (int e = 0; e < c->nendpoints; e++) {
-		const char *ep = c->endpoints[e];
-		if (!strncmp(ep, "tcp://", 6)) {
-			if (!tcp_ok(ep)) {
-				tsec__say("endpoint %s: not HOST:PORT", ep);
-				bad = 1;
-			} else {
-				tsec__say("endpoint %s: CURVE, callers by public key", ep);
-			}
-		} else {
-			int live = tsec__ipc_in_use(ep + 6);
-			if (live < 0) {
-				tsec__say("endpoint %s: unusable", ep);
-				bad = 1;
-			} else {
-				tsec__say("endpoint %s: %s%s", ep,
-					  c->ipc_curve ? "CURVE" : "callers by peer uid",
-					  live ? " (a broker is listening there now)" : "");
-			}
-		}
-	}
-	/*
-	 * An ipc caller by uid must be able to connect: the broker makes its
-	 * socket 0600 (ipc.c), so only its own uid and root can, and with
-	 * ipc_group 0660, so the group's members too.  Another uid listed
-	 * would be refused at every connect, silently: said here.
-	 */
-	for (int e = 0; e < c->nendpoints && !c->ipc_curve; e++) {
-		if (strncmp(c->endpoints[e], "ipc://", 6))
-			continue;
-		for (int i = 0; i < c->ncallers; i++) {
-			long uid = c->callers[i].uid;
-
-			if (uid < 0 || uid == 0 || uid == (long)geteuid() ||
-			    (c->ipc_gid >= 0 && in_group(uid, c->ipc_gid)))
-				continue;
-			if (c->ipc_gid >= 0)
-				tsec__say("ipc_uids: uid %ld (%s) cannot reach %s: the socket is "
-					  "0660 for group %ld (ipc_group), and uid %ld is not a "
-					  "member", uid, c->callers[i].principal, c->endpoints[e],
-					  c->ipc_gid, uid);
-			else
-				tsec__say("ipc_uids: uid %ld (%s) cannot reach %s: the broker makes "
-					  "its socket 0600, so only its own uid (%ld) and root may "
-					  "connect (or members of an ipc_group)", uid,
-					  c->callers[i].principal, c->endpoints[e], (long)geteuid());
-			bad = 1;
-		}
-	}
+	bad |= tsec__check_endpoints(d);
 	for (int i = 0; i < c->ncallers; i++) {
 		keys += c->callers[i].uid < 0;
 		uids += c->callers[i].uid >= 0;

@@ -466,6 +466,7 @@ static void on_signals(struct tsec__loop *l)
 static int bind_all(struct tsec__loop *l)
 {
 	const struct tsec__config *cfg = &l->d->cfg;
+	int rc;
 
 	for (int e = 0; e < cfg->nendpoints; e++) {
 		const char *ep = cfg->endpoints[e];
@@ -476,8 +477,12 @@ static int bind_all(struct tsec__loop *l)
 			tsec__say("cannot watch the connections of %s: %s", ep, zmq_strerror(errno));
 			return -1;
 		}
-		if ((tcp ? zmq_bind(*r, ep) : tsec__bind_ipc(*r, ep, l->d->cfg.ipc_gid, &l->claims[l->nclaims])) != 0) {
-			tsec__say("cannot bind %s: %s", ep, zmq_strerror(errno));
+		if ((rc = tcp ? zmq_bind(*r, ep)
+			      : tsec__bind_ipc(*r, ep, l->d->cfg.ipc_gid, &l->claims[l->nclaims]))) {
+			/* Why, when the broker refused, is said already: not the
+			 * OS's errno (issue 51, item 2: "Permission denied"). */
+			tsec__say("cannot bind %s: %s", ep, rc == TSEC__BIND_SAID ? "refused (above)"
+				  : zmq_strerror(errno));
 			return -1;
 		}
 		l->nclaims += !tcp;
