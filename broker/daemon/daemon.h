@@ -16,6 +16,7 @@
  *   declog.c     the decision log writer
  *   obtain.c     cert.obtain: the on-demand TLS decision and its rate
  *   ask.c        Caddy's ask endpoint (HTTP) over obtain.c
+ *   check.c      --check's endpoints, listeners and ipc callers
  */
 #ifndef TSEC_DAEMON_H
 #define TSEC_DAEMON_H
