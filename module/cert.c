@@ -113,7 +113,7 @@ static void parse(const char *pem, size_t len, struct tsec__cert_facts *f)
 	}
 	x = PEM_read_bio_X509(bio, NULL, NULL, NULL);
 	if (!x) {
-		fail(f, "cert_pem holds no parsable certificate");
+		fail(f, "the value stored as a certificate holds no PEM certificate");
 		goto out;
 	}
 	memset(&tm, 0, sizeof(tm));

@@ -266,6 +266,15 @@ static void test_exit_codes(void **state)
 	assert_int_equal(sh("%s cert load %s --key %s acme ex.com %s/nowhere 2> %s", tsec, conn,
 			    good, D.dir, out), 4);
 	assert_int_equal(sh("grep -c 'cannot write' %s | grep -qx 1", out), 0);
+	/* Messages that say what happened (issue 51, item 14): CRT and KEY
+	 * swapped, said so before anything is sent; a missing key removed
+	 * is named. */
+	assert_int_equal(sh("%s cert save %s --key %s acme ex.com %s/in.key %s/in.crt %s/in.json"
+			    " 2> %s", tsec, conn, good, D.dir, D.dir, D.dir, out), 2);
+	assert_int_equal(sh("grep -q 'CRT and KEY are swapped' %s", out), 0);
+	assert_int_equal(sh("%s store rm %s --key %s certificates/acme/nope/nope.crt 2> %s", tsec,
+			    conn, good, out), 4);
+	assert_int_equal(sh("grep -q 'certificates/acme/nope/nope.crt' %s", out), 0);
 	/* The private key is written 0600 even over a wider file. */
 	snprintf(buf, sizeof(buf), "%s/ex.com.key", D.dir);
 	write_file(buf, "old");

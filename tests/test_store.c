@@ -363,6 +363,15 @@ static void test_store_certificates(void **state)
 	assert_int_equal(tsec_cert_keys("acme-v02", "*.Example.com", crt, key, meta, sizeof(crt)), 0);
 	assert_string_equal(crt, "certificates/acme-v02/wildcard_.example.com/wildcard_.example.com.crt");
 	assert_string_equal(meta, "certificates/acme-v02/wildcard_.example.com/wildcard_.example.com.json");
+	/* Not a certificate where one goes: the rule whose condition could
+	 * not be read is named, and nothing says no rule matched (issue 51,
+	 * item 14: both were said, naming the internal field cert_pem). */
+	assert_int_equal(tsec_store_put(t->store, &issuer, "certificates/acme/example.com/example.com.crt",
+					"not a pem", 9, &err), TSEC_EDENIED);
+	assert_non_null(strstr(err.msg, "issuer-certs"));
+	assert_non_null(strstr(err.msg, "holds no PEM certificate"));
+	assert_null(strstr(err.msg, "no rule matches"));
+	assert_null(strstr(err.msg, "cert_pem"));
 	assert_int_equal(tsec_cert_keys("acme", "../x", crt, key, meta, sizeof(crt)), TSEC_EKEY);
 	assert_int_equal(tsec_cert_keys("a/b", "x", crt, key, meta, sizeof(crt)), TSEC_EKEY);
 	/* Names the key rules refuse, or that would leave the layout. */

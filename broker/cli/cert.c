@@ -4,6 +4,7 @@
  * exists, archive, recover, sweep).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@
 #include "common/file.h"
 #include "tinysecurity/store.h"
 
-static const char *cert_out_dir, *cert_out_domain;
+static const char *cert_out_dir, *cert_out_domain, *cert_cmd;
 
 static int human_cert(json_t *r)
 {
@@ -35,7 +36,8 @@ static int human_cert(json_t *r)
 		 * over a wider file, and a reader never sees half of one. */
 		snprintf(name, sizeof(name), "%s/%s.%s", cert_out_dir, cert_out_domain, ext[i]);
 		if (tsec__file_replace(name, v ? v : "", v ? strlen(v) : 0, i == 1 ? 0600 : 0644)) {
-			fprintf(stderr, "tsec cert load: cannot write %s: %s\n", name,
+			/* "cert fetch" when it was (issue 51, item 14). */
+			fprintf(stderr, "tsec %s: cannot write %s: %s\n", cert_cmd, name,
 				strerror(errno));
 			rc = EXIT_FAILED;
 			break;               /* the rest would fail the same way */
@@ -76,6 +78,25 @@ static json_t *cert_params(const char *cmd, struct opts *o)
 			}
 			exit(EXIT_ERROR);
 		}
+	/* CRT and KEY in their places, said plainly (issue 51, item 14: a
+	 * swap got a message naming an internal field that contradicted
+	 * itself). */
+	if (!strstr(t[0], "-----BEGIN CERTIFICATE-----") || strstr(t[1], "-----BEGIN CERTIFICATE") ||
+	    !strstr(t[1], "PRIVATE KEY-----")) {
+		bool swapped = strstr(t[1], "-----BEGIN CERTIFICATE-----") &&
+			       strstr(t[0], "PRIVATE KEY-----");
+
+		fprintf(stderr, "tsec %s: %s\n", cmd,
+			swapped ? "CRT and KEY are swapped: give the certificate, then its key"
+			: !strstr(t[0], "-----BEGIN CERTIFICATE-----")
+			? "CRT holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+			: "KEY holds no PEM private key (-----BEGIN ... PRIVATE KEY-----)");
+		for (int k = 0; k < 3; k++) {
+			sodium_memzero(t[k], n[k]);
+			free(t[k]);
+		}
+		exit(EXIT_ERROR);
+	}
 	params = json_pack("{s:s,s:s,s:s%,s:s%,s:s%}", "issuer", o->args[1], "domain",
 			   o->args[2], "cert", t[0], n[0], "key", t[1], n[1], "meta", t[2], n[2]);
 	for (int i = 0; i < 3; i++) {
@@ -107,6 +128,7 @@ int cmd_cert(struct opts *o)
 		/* load/fetch ISSUER DOMAIN [DIR] */
 		params = json_pack("{s:s,s:s}", "issuer", o->args[1], "domain", o->args[2]);
 		cert_out_dir = o->nargs == 4 ? o->args[3] : NULL;
+		cert_cmd = !strcmp(sub, "load") ? "cert load" : "cert fetch";
 		cert_out_domain = o->args[2];
 		if (strchr(cert_out_domain, '/'))
 			die_usage(cmd, "DOMAIN names no folder");

@@ -79,7 +79,9 @@ int tsec__store_check(struct tsec_store *s, const struct tsec_principal *who,
 				  (int)strnlen(d[i].detail, TSEC_DETAIL_MAX), d[i].detail);
 		snprintf(err->where, sizeof(err->where), "%.*s",
 			 (int)reqs[i].resource.len, reqs[i].resource.ptr);
-		if (d[i].status == TSEC_STATUS_DEFAULT)
+		/* A condition that failed to evaluate names its rule already:
+		 * "no rule matches" would contradict it (issue 51, item 14). */
+		if (d[i].status == TSEC_STATUS_DEFAULT && !(d[i].flags & TSEC_DECISION_COND_ERROR))
 			say_nearest(s, &reqs[i], err);
 		break;
 	}

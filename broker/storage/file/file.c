@@ -45,8 +45,10 @@ int tsec__fb_io_err(struct tsec_error *err, const char *where, const char *what)
 {
 	int e = errno;
 
+	/* The key it was about, named (issue 51, item 14: `store rm` of a
+	 * missing key said only "cannot open folder"). */
 	return tsec__seterr(err, e == ENOENT ? TSEC_ENOENT : TSEC_EIO, where,
-			    "%s: %s", what, strerror(e));
+			    "%.300s: %s: %s", where, what, strerror(e));
 }
 
 void tsec__fb_temp_name(const char *owner, char *buf, size_t n)
