@@ -836,6 +836,15 @@ static void test_archival(void **state)
 						 "2026-12", &err), 0);
 	assert_int_equal(tsec_remote_load(x->r, &app, "acme", "arch.example", &got, &err),
 			 TSEC_EINCOMPLETE);
+	/* exists and fetch give one answer (issue 51, item 15: exists said
+	 * yes, and the fetch after it failed). */
+	{
+		int ex = 7;
+
+		assert_int_equal(tsec_remote_exists(x->r, &app, "acme", "arch.example", &ex, &err),
+				 0);
+		assert_int_equal(ex, 0);
+	}
 	assert_int_equal(tsec_remote_load_archived(x->r, &app, "acme", "arch.example", "2026-12",
 						   &pem, &n, &err), 0);
 	assert_int_equal(n, a.f.key_len);

@@ -272,9 +272,12 @@ int tsec_remote_exists(struct tsec_remote *r, const struct tsec_principal *who,
 	    (rc = check_as(r, who, "cert.exists", &k, 1, err)) ||
 	    (rc = read_crt_state(r, &k, &st, err)))
 		return rc;
-	/* Exact: the certificate's reference, verified and live. */
+	/* Exact: the certificate's reference, verified and live, and its
+	 * record saying all three are (an archived key: a fetch would fail,
+	 * so it does not exist whole; issue 51, item 15: exists said it did
+	 * and the fetch after it failed). */
 	if ((rc = verify_state(r, &k, &st, &present, err)) == 0)
-		*exists = (st.live & 1u) != 0;
+		*exists = (st.live & 1u) && st.rec.parts == TSEC__PARTS_ALL;
 	state_free(&st);
 	return rc;
 }

@@ -129,8 +129,10 @@ TSEC_API int tsec_remote_load(struct tsec_remote *r, const struct tsec_principal
 			      const char *issuer, const char *domain,
 			      struct tsec_cert_files *f, struct tsec_error *err);
 
-/* Whether the certificate's reference exists, verified and live
- * (cert.exists; exact; no blob is read). */
+/* Whether the certificate exists whole, as tsec_remote_load would find
+ * it: its reference verified and live, and its record saying all three
+ * references are (after an archive of its key: no).  cert.exists; exact;
+ * no blob is read. */
 TSEC_API int tsec_remote_exists(struct tsec_remote *r, const struct tsec_principal *who,
 				const char *issuer, const char *domain, int *exists,
 				struct tsec_error *err);
