@@ -386,6 +386,35 @@ static void test_did_you_mean(void **state)
 	assert_non_null(strstr(out, "--action does not apply to store"));
 }
 
+/* "-" is stdin wherever a file is read (issue 51, item 11: only lint
+ * and fmt took it; `can --policy -` printed "tsec can: -: -: -:"). */
+static void test_stdin_everywhere(void **state)
+{
+	char out[8192];
+
+	(void)state;
+	assert_int_equal(sh(out, sizeof(out), TSEC " check --policy - --principal svc:web-1 --role "
+			    "web --action storage.load --resource "
+			    "certificates/acme/example.com/example.com.crt < examples/policy.json"), 0);
+	assert_non_null(strstr(out, "ALLOW: allowed by rule (web-reads-certs)"));
+	assert_int_equal(sh(out, sizeof(out), "echo '[{\"principal\": \"svc:web-1\", \"roles\": "
+			    "[\"web\"], \"action\": \"storage.load\", \"resource\": "
+			    "\"certificates/acme/example.com/example.com.crt\"}]' | "
+			    TSEC " check " POL " --input -"), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " can --policy - svc:web-1 --role web "
+			    "< examples/policy.json"), 0);
+	assert_non_null(strstr(out, "under -:"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " inspect - < examples/policy.json"), 0);
+	assert_non_null(strstr(out, "file        -"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " diff - examples/policy.json "
+			    "< examples/policy.json"), 0);
+	assert_int_equal(sh(out, sizeof(out), "cd examples && ../" TSEC " test - "
+			    "< policy.test.json"), 0);
+	assert_non_null(strstr(out, "passed, 0 failed"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " diff - - < examples/policy.json 2>&1"), 2);
+	assert_non_null(strstr(out, "stdin (-) can stand for one file only"));
+}
+
 static void test_lint(void **state)
 {
 	char out[8192];
@@ -1071,6 +1100,7 @@ int main(void)
 		cmocka_unit_test(test_lint),
 		cmocka_unit_test(test_lint_never_applies),
 		cmocka_unit_test(test_did_you_mean),
+		cmocka_unit_test(test_stdin_everywhere),
 		cmocka_unit_test(test_connection),
 		cmocka_unit_test(test_exit_statuses),
 		cmocka_unit_test(test_author_tools),

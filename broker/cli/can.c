@@ -132,7 +132,7 @@ int cmd_can(struct opts *o)
 		for (int r = 0; r < o->nroles; r++)
 			json_array_append_new(roles, json_string(o->roles[r]));
 		j = json_pack("{s:s, s:o, s:s, s:o, s:o, s:o}", "principal", who, "roles", roles,
-			      "policy", o->policy, "allow", allow, "floor", floor, "deny", deny);
+			      "policy", cli_shown(o->policy), "allow", allow, "floor", floor, "deny", deny);
 		json_dumpf(j, stdout, JSON_COMPACT);
 		putchar('\n');
 		json_decref(j);
@@ -143,7 +143,7 @@ int cmd_can(struct opts *o)
 		printf("%s", who);
 		for (int r2 = 0; r2 < o->nroles; r2++)
 			printf("%s%s", r2 ? ", " : " (roles ", o->roles[r2]);
-		printf("%s, under %s:\n", o->nroles ? ")" : "", o->policy);
+		printf("%s, under %s:\n", o->nroles ? ")" : "", cli_shown(o->policy));
 		if (!json_array_size(allow))
 			puts("  nothing: no allow names it");
 		else

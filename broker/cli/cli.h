@@ -101,6 +101,10 @@ int cli_human_object(json_t *r);
 /* An unknown subcommand named with the nearest of subs, or the usage; exits 2. */
 void cli_bad_sub(const char *cmd, const char *sub, const char *const *subs, size_t n,
 		 const char *usage);
+/* Where stdin went, when a command named "-" for a file (tsec.c), or NULL. */
+extern const char *cli_stdin_spool;
+/* A file's name as the user gave it: "-" for stdin's spool. */
+const char *cli_shown(const char *path);
 /* Whether the policy's "expires" has passed (warn.c). */
 bool cli_expired(const json_t *policy);
 /* check of cert.obtain at a broker, dry (obtain.c). */

@@ -232,6 +232,7 @@ int cmd_test(struct opts *o)
 		.module = o->module ? o->module : cli_default_module(), .policy = o->policy,
 		.roles = o->roles, .nroles = o->nroles, .principal = o->principal,
 		.run = o->run, .coverage = o->coverage, .verbose = o->verbose,
+		.stdin_path = cli_stdin_spool,
 		.out = stdout, .err = stderr,
 	};
 

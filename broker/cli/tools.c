@@ -473,7 +473,7 @@ int cmd_inspect(struct opts *o)
 	signature = !sig ? "none" : !o->key_prefix ? "present, not checked (give --key)"
 		    : ok > 0 ? "verifies with the key" : "DOES NOT VERIFY with the key";
 	out = json_pack("{s:s,s:s,s:s,s:O?,s:O?,s:O?,s:O?,s:O?,s:I,s:I,s:I,s:o,s:o,s:o,s:o,s:s}",
-			"file", o->args[0], "form", bundle ? "bundle" : "policy", "sha256", sha,
+			"file", cli_shown(o->args[0]), "form", bundle ? "bundle" : "policy", "sha256", sha,
 			"version", json_object_get(root, "version"),
 			"revision", json_object_get(root, "revision"),
 			"fleet", json_object_get(root, "fleet"),

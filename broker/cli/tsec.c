@@ -613,6 +613,70 @@ static void options_apply(const struct command *c, int argc, char **argv)
 	}
 }
 
+const char *cli_stdin_spool;
+static char spool[4200];
+
+const char *cli_shown(const char *path)
+{
+	return path && cli_stdin_spool && !strcmp(path, cli_stdin_spool) ? "-" : path;
+}
+
+static void spool_remove(void)
+{
+	if (spool[0])
+		unlink(spool);
+}
+
+/* stdin, kept in a temporary file (0600) for a command that reads "-" as
+ * a file, removed at exit: read once, however many times it is opened. */
+static const char *stdin_file(const char *cmd)
+{
+	const char *tmp = getenv("TMPDIR");
+	char *text = NULL;
+	struct tsec_error err;
+	size_t len;
+	int fd;
+
+	if (cli_stdin_spool)
+		die_usage(cmd, "stdin (-) can stand for one file only");
+	if (tsec_read_file("/dev/stdin", 64u << 20, &text, &len, &err)) {
+		fprintf(stderr, "tsec %s: stdin: %s\n", cmd, err.msg);
+		exit(EXIT_ERROR);
+	}
+	snprintf(spool, sizeof(spool), "%s/tsec-stdin-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if ((fd = mkstemp(spool)) < 0 || write(fd, text, len) != (ssize_t)len) {
+		fprintf(stderr, "tsec %s: cannot keep stdin in %s: %s\n", cmd, spool, strerror(errno));
+		if (fd >= 0)
+			unlink(spool);
+		exit(EXIT_ERROR);
+	}
+	close(fd);
+	free(text);
+	atexit(spool_remove);
+	return cli_stdin_spool = spool;
+}
+
+/*
+ * "-" for a file read as stdin by every command that reads files (issue
+ * 51, item 11: only lint and fmt took it): --policy, --input, --log, and
+ * the file arguments of test, inspect, verify, diff, replay and can.
+ * lint and fmt read stdin themselves.
+ */
+static void stdin_args(const char *cmd, struct opts *o)
+{
+	static const char *const files[] = { "test", "inspect", "verify", "diff", "replay" };
+	const char **opt[] = { &o->policy, &o->input, &o->log };
+
+	for (size_t i = 0; i < sizeof(opt) / sizeof(opt[0]); i++)
+		if (*opt[i] && !strcmp(*opt[i], "-"))
+			*opt[i] = stdin_file(cmd);
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		if (!strcmp(cmd, files[i]))
+			for (int a = 0; a < o->nargs; a++)
+				if (!strcmp(o->args[a], "-"))
+					o->args[a] = (char *)stdin_file(cmd);
+}
+
 /*
  * A command whose output did not reach its file (a full disk, a closed
  * pipe, /dev/full) has failed, whatever it decided: exit 4, said once.
@@ -699,6 +763,7 @@ int main(int argc, char **argv)
 	if (o.help)
 		return command_help(cmd);
 	options_apply(c, argc - 2, argv + 2);
+	stdin_args(cmd, &o);
 	if (o.json && !honours_json(cmd))
 		return no_json(cmd);
 	if (o.nargs > c->max_args) {

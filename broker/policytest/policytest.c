@@ -445,7 +445,7 @@ void tsec__ptest_file(struct tsec__ptest *t, const char *file)
 	copy = strdup(file);
 	if (t->policy)
 		snprintf(policy, sizeof(policy), "%s", t->policy);
-	else if (pol[0] == '/' || !copy)
+	else if (pol[0] == '/' || !copy || (t->stdin_path && !strcmp(file, t->stdin_path)))
 		snprintf(policy, sizeof(policy), "%s", pol);
 	else
 		snprintf(policy, sizeof(policy), "%s/%s", dirname(copy), pol);

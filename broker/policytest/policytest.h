@@ -32,6 +32,8 @@ struct tsec__ptest {
 	int nroles;
 	const char *principal;               /* for a case that names none, or NULL */
 	const char *run;                     /* fnmatch(3) pattern on case names, or NULL */
+	const char *stdin_path;              /* a file that is stdin spooled: its policy is
+						named from the working folder */
 	bool coverage, verbose;
 	FILE *out, *err;                     /* results; what could not run */
 	/* --json: each case's result is appended here ({file, name, result:
