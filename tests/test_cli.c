@@ -415,6 +415,28 @@ static void test_stdin_everywhere(void **state)
 	assert_non_null(strstr(out, "stdin (-) can stand for one file only"));
 }
 
+/* --json: errors as JSON on stdout whatever failed (issue 51, item 9:
+ * "no broker" was text on stderr; test --json left out the cases that
+ * could not run and the --min-coverage failure). */
+static void test_json_everywhere(void **state)
+{
+	char out[8192];
+
+	(void)state;
+	assert_int_equal(sh(out, sizeof(out), TSEC " health --json --endpoint "
+			    "ipc:///nonexistent/x 2>/dev/null"), 3);
+	assert_non_null(strstr(out, "{\"code\":\"unreachable\""));
+	assert_non_null(strstr(out, "no broker listening at ipc:///nonexistent/x"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " test --json tests/data/cli/typos.test.json "
+			    "2>/dev/null"), 2);
+	assert_non_null(strstr(out, "\"not_run\":[\"tsec test: request: unknown field"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " test --json --min-coverage 100 "
+			    "tests/data/cli/low-coverage.test.json 2>/dev/null"), 1);
+	assert_non_null(strstr(out, "\"below_min_coverage\":true,\"min_coverage\":100,"
+				    "\"coverage_percent\":10"));
+	assert_non_null(strstr(out, "is below --min-coverage 100%"));
+}
+
 static void test_lint(void **state)
 {
 	char out[8192];
@@ -1101,6 +1123,7 @@ int main(void)
 		cmocka_unit_test(test_lint_never_applies),
 		cmocka_unit_test(test_did_you_mean),
 		cmocka_unit_test(test_stdin_everywhere),
+		cmocka_unit_test(test_json_everywhere),
 		cmocka_unit_test(test_connection),
 		cmocka_unit_test(test_exit_statuses),
 		cmocka_unit_test(test_author_tools),

@@ -236,11 +236,18 @@ int cmd_test(struct opts *o)
 		.out = stdout, .err = stderr,
 	};
 
+	char *errtext = NULL;
+	size_t errlen = 0;
+
 	if (o->nargs < 1)
 		die_usage("test", "name test files or folders (*.test.json)");
 	if (o->json) {
 		t.cases_json = json_array();
 		t.coverage_json = o->coverage ? json_array() : NULL;
+		/* What could not run goes into the object too (issue 51, item
+		 * 9: it was only on stderr): kept, then said both ways. */
+		if (!(t.err = open_memstream(&errtext, &errlen)))
+			t.err = stderr;
 	}
 	for (int a = 0; a < o->nargs; a++)
 		tsec__ptest_path(&t, o->args[a]);
@@ -248,18 +255,24 @@ int cmd_test(struct opts *o)
 	 * matched no name, a file without cases). */
 	if (!t.passed && !t.failed && !t.errors) {
 		if (o->run)
-			fprintf(stderr, "tsec test: no case's name matches --run '%s'\n", o->run);
+			fprintf(t.err, "tsec test: no case's name matches --run '%s'\n", o->run);
 		else
-			fprintf(stderr, "tsec test: no test cases in %s%s\n", o->args[0],
+			fprintf(t.err, "tsec test: no test cases in %s%s\n", cli_shown(o->args[0]),
 				o->nargs > 1 ? " and the rest" : "");
 		t.errors = 1;
 	}
 	/* --min-coverage: too few rules decided by a case fails the run, as
 	 * a failing case does.  The percentage rounds down. */
 	if (o->min_coverage && t.rules && t.exercised * 100 / t.rules < o->min_coverage) {
-		fprintf(stderr, "tsec test: coverage %d%% (%d of %d rules) is below --min-coverage "
+		fprintf(t.err, "tsec test: coverage %d%% (%d of %d rules) is below --min-coverage "
 			"%d%%\n", t.exercised * 100 / t.rules, t.exercised, t.rules, o->min_coverage);
 		under = true;
+	}
+	if (t.err != stderr) {
+		fclose(t.err);
+		t.err = stderr;
+		if (errlen)
+			fwrite(errtext, 1, errlen, stderr);
 	}
 	if (o->json) {
 		/* One object: the counts, every case run with its result, and
@@ -274,8 +287,23 @@ int cmd_test(struct opts *o)
 			json_object_set_new(j, "rules", json_integer(t.rules));
 			json_object_set_new(j, "exercised", json_integer(t.exercised));
 		}
-		if (j && o->min_coverage)
+		if (j && o->min_coverage) {
 			json_object_set_new(j, "below_min_coverage", json_boolean(under));
+			json_object_set_new(j, "min_coverage", json_integer(o->min_coverage));
+			json_object_set_new(j, "coverage_percent",
+					    json_integer(t.rules ? t.exercised * 100 / t.rules : 100));
+		}
+		if (j) {
+			/* Each line of what could not run, as stderr has it. */
+			json_t *nr = json_array();
+
+			for (char *l = errtext, *e; l && *l; l = e + 1) {
+				if (!(e = strchr(l, '\n')))
+					e = l + strlen(l) - 1;
+				json_array_append_new(nr, json_stringn(l, (size_t)(e - l + (*e != '\n'))));
+			}
+			json_object_set_new(j, "not_run", nr);
+		}
 		if (!j) {
 			fprintf(stderr, "tsec test: out of memory\n");
 			return EXIT_ERROR;
@@ -283,6 +311,7 @@ int cmd_test(struct opts *o)
 		json_dumpf(j, stdout, JSON_COMPACT);
 		putchar('\n');
 		json_decref(j);
+		free(errtext);
 	} else {
 		printf("%d passed, %d failed%s", t.passed, t.failed, t.errors ? "" : "\n");
 		if (t.errors)

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,9 +44,24 @@ static int read_z85(const char *path, char out[41])
  * An ipc endpoint, made absolute (a relative one depends on where tsec
  * runs), and checked before ZeroMQ hides the reason behind a timeout:
  * "no broker listening at ..." when there is no socket or nobody answers
- * on it.  Exits 2 then.
+ * on it.  Exits 3 then, said as a failed call is.
  */
-static const char *ipc_endpoint(const char *cmd, const char *ep)
+/* No broker to call: said as every failed call is (JSON on stdout with
+ * --json: issue 51, item 9, it was text on stderr), exit 3. */
+static void unreachable(const char *cmd, int json, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4), noreturn));
+static void unreachable(const char *cmd, int json, const char *fmt, ...)
+{
+	struct tsec_error err = { .code = TSEC_EUNREACHABLE };
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err.msg, sizeof(err.msg), fmt, ap);
+	va_end(ap);
+	exit(cli_fail(cmd, TSEC_EUNREACHABLE, &err, json));
+}
+
+static const char *ipc_endpoint(const char *cmd, const char *ep, int json)
 {
 	static char abs_ep[4200];
 	char cwd[4096];
@@ -63,34 +79,24 @@ static const char *ipc_endpoint(const char *cmd, const char *ep)
 	path = abs_ep + 6;
 	if (lstat(path, &sb) < 0) {
 		if (errno == EACCES)
-			fprintf(stderr, "tsec %s: cannot reach %s: a folder on its path is not "
-				"yours to open (permission denied)\n", cmd, abs_ep);
-		else
-			fprintf(stderr, "tsec %s: no broker listening at %s (no socket there)\n",
-				cmd, abs_ep);
-		exit(EXIT_UNREACHABLE);
+			unreachable(cmd, json, "cannot reach %.3000s: a folder on its path is not "
+				    "yours to open (permission denied)", abs_ep);
+		unreachable(cmd, json, "no broker listening at %.3000s (no socket there)", abs_ep);
 	}
-	if (!S_ISSOCK(sb.st_mode)) {
-		fprintf(stderr, "tsec %s: %s is not a socket\n", cmd, path);
-		exit(EXIT_UNREACHABLE);
-	}
+	if (!S_ISSOCK(sb.st_mode))
+		unreachable(cmd, json, "%.3000s is not a socket", path);
 	if (strlen(path) < sizeof(sa.sun_path) && (fd = socket(AF_UNIX, SOCK_STREAM, 0)) >= 0) {
 		memset(&sa, 0, sizeof(sa));
 		sa.sun_family = AF_UNIX;
 		memcpy(sa.sun_path, path, strlen(path));
 		rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 		close(fd);
-		if (rc < 0 && errno == ECONNREFUSED) {
-			fprintf(stderr, "tsec %s: no broker listening at %s (a stale socket)\n", cmd,
-				abs_ep);
-			exit(EXIT_UNREACHABLE);
-		}
-		if (rc < 0 && errno == EACCES) {
-			fprintf(stderr, "tsec %s: cannot reach %s: the socket is not yours to open "
-				"(permission denied; the broker's operator grants access)\n", cmd,
-				abs_ep);
-			exit(EXIT_UNREACHABLE);
-		}
+		if (rc < 0 && errno == ECONNREFUSED)
+			unreachable(cmd, json, "no broker listening at %.3000s (a stale socket)",
+				    abs_ep);
+		if (rc < 0 && errno == EACCES)
+			unreachable(cmd, json, "cannot reach %.3000s: the socket is not yours to open "
+				    "(permission denied; the broker's operator grants access)", abs_ep);
 	}
 	return abs_ep;
 }
@@ -121,7 +127,7 @@ struct tsec_client *cli_connect_or_die(const char *cmd, struct opts *o)
 		co.endpoints = eps;
 		co.nendpoints = (size_t)o->neps;
 	} else {
-		co.endpoint = ipc_endpoint(cmd, o->endpoint);
+		co.endpoint = ipc_endpoint(cmd, o->endpoint, o->json);
 	}
 	if (o->server_key && o->neps <= 1) {
 		if (strlen(o->server_key) == 40)
