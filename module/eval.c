@@ -62,6 +62,37 @@ static int cert_applies(struct walk *w, const struct tsec__rule *r,
 }
 
 /*
+ * Whether the request's principal, or one of its roles, is one a floor
+ * or deny rule excepts ("except"): the rule does not bind it.
+ */
+bool tsec__excepted(const struct tsec__policy *pol, const struct tsec__rule *r,
+		    const struct tsec_request *req)
+{
+	for (uint32_t i = 0; i < r->exc_count; i++) {
+		const struct tsec__dom *x = &pol->excs[r->exc_first + i];
+		const char *name = pol->arena + x->off;
+
+		if (!x->star) {
+			if (req->principal.len == x->len && !memcmp(req->principal.ptr, name, x->len))
+				return true;
+			continue;
+		}
+		for (uint32_t k = 0; k < req->nroles; k++) {
+			const char *rp = req->roles[k].ptr;
+			size_t rn = req->roles[k].len;
+
+			if (rn > 5 && !memcmp(rp, "role:", 5)) {
+				rp += 5;
+				rn -= 5;
+			}
+			if (rn == x->len && !memcmp(rp, name, rn))
+				return true;
+		}
+	}
+	return false;
+}
+
+/*
  * Whether rule r applies to the request: 1 yes, 0 no, -1 a condition
  * cannot be evaluated (*why says which).
  */
@@ -71,6 +102,8 @@ static int rule_applies(struct walk *w, const struct tsec__rule *r,
 	const struct tsec_context *ctx = &w->req->ctx;
 
 	if (!(r->actions & (1u << w->action)))
+		return 0;
+	if (r->exc_count && tsec__excepted(w->pol, r, w->req))
 		return 0;
 	if (r->dom_count) {
 		bool any = false;

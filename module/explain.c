@@ -36,6 +36,11 @@ void tsec__why_not(struct walk *w, const struct tsec__rule *r, char *out, size_t
 	const struct tsec_context *ctx = &w->req->ctx;
 	const struct tsec__cert_facts *f;
 
+	if (r->exc_count && tsec__excepted(w->pol, r, w->req)) {
+		snprintf(out, cap, "except: %.*s is excepted", (int)w->req->principal.len,
+			 w->req->principal.ptr);
+		return;
+	}
 	domain(w);
 	if (r->dom_count) {
 		bool any = false;

@@ -213,6 +213,8 @@ struct tsec__rule {
 	uint32_t min_rsa_bits;
 	uint32_t rate_max;           /* TSEC__WHEN_RATE: new names ... */
 	uint32_t rate_window_s;      /* ... per this many seconds */
+	uint32_t exc_first;          /* "except": index into policy->excs ... */
+	uint32_t exc_count;          /* ... and how many (0: none) */
 	uint32_t dom_first;          /* index into policy->doms */
 	uint32_t dom_count;          /* 0: no domain constraint */
 };
@@ -370,6 +372,11 @@ struct tsec__policy {
 	uint32_t njumps;
 	struct tsec__dom *doms;
 	uint32_t ndoms;
+	/* The principals and roles a floor or deny does not bind ("except"):
+	 * the name in the arena, star 1 for a role (its name without
+	 * "role:"), 0 for a principal's id. */
+	struct tsec__dom *excs;
+	uint32_t nexcs, cap_excs;
 	struct tsec__edge *edges;
 	uint32_t edge_mask;          /* table size - 1 (a power of two) */
 	uint32_t nedges;
@@ -381,6 +388,10 @@ struct tsec__policy {
 	/* Allocation sizes, kept for growth during compile. */
 	uint32_t cap_rules, cap_nodes, cap_globs, cap_terms, cap_doms, cap_jumps;
 };
+
+/* Whether req's principal or a role of it is one rule r excepts (eval.c). */
+bool tsec__excepted(const struct tsec__policy *pol, const struct tsec__rule *r,
+		    const struct tsec_request *req);
 
 /*
  * Parses and compiles a JSON policy of len bytes into a new policy

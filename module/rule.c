@@ -373,7 +373,7 @@ static int parse_when(struct tsec__cc *c, json_t *w, struct tsec__rule *r)
 
 /* The members of one rule object, borrowed from it. */
 struct rule_json {
-	json_t *id, *eff, *prin, *act, *res, *dom, *when;
+	json_t *id, *eff, *prin, *act, *res, *dom, *when, *exc;
 };
 
 /* Sorts the members into j; refuses unknown ones. */
@@ -393,6 +393,7 @@ static int rule_members(struct tsec__cc *c, json_t *obj, struct rule_json *j, bo
 		else if (!strcmp(k, "resource")) j->res = v;
 		else if (!strcmp(k, "domain")) j->dom = v;
 		else if (!strcmp(k, "when")) j->when = v;
+		else if (!strcmp(k, "except")) j->exc = v;
 		else if (!strcmp(k, "description")) {
 			if (!json_is_string(v) && (tsec__cc_fail(c, k, -1, "must be a string"),
 						   *bad = true, !c->errs))
@@ -400,7 +401,7 @@ static int rule_members(struct tsec__cc *c, json_t *obj, struct rule_json *j, bo
 		} else {
 			static const char *const fields[] = {
 				"id", "effect", "principal", "action", "resource", "domain", "when",
-				"description",
+				"except", "description",
 			};
 			const char *near = tsec__nearest(k, fields, sizeof(fields) / sizeof(fields[0]));
 
@@ -527,6 +528,49 @@ static int parse_domains(struct tsec__cc *c, json_t *dom, struct tsec__rule *r)
 }
 
 /*
+ * "except" (floors and deny rules): principals ("svc:tls-server") and
+ * roles ("role:NAME") the rule does not bind, so that "nobody but X"
+ * is one floor (issue 51, item 4; Cedar's unless, OPA's not).
+ */
+static int parse_except(struct tsec__cc *c, json_t *exc, struct tsec__rule *r)
+{
+	struct tsec__policy *pol = c->pol;
+	json_t *p;
+	size_t i;
+	int rc, first = 0;
+
+	if (!exc)
+		return 0;
+	if (r->effect == TSEC_EFFECT_ALLOW)
+		return tsec__cc_fail(c, "except", -1, "an allow takes no \"except\": name the "
+				     "principals it allows; \"except\" narrows a floor or a deny");
+	if ((rc = want_array(c, exc, "except")))
+		return rc;
+	r->exc_first = pol->nexcs;
+	json_array_foreach(exc, i, p) {
+		const char *s = json_string_value(p), *why;
+		size_t n = json_string_length(p);
+		bool role = n > 5 && !memcmp(s, "role:", 5);
+
+		why = !strcmp(s, "*") ? "\"*\" would except everyone: remove the rule instead"
+		      : principal_bad(s, n);
+		if (why) {
+			ENTRY(first, tsec__cc_fail(c, "except", (long)i, "%s", why));
+			continue;
+		}
+		if (tsec__grow((void **)&pol->excs, &pol->cap_excs, pol->nexcs + 1,
+			       sizeof(*pol->excs)) ||
+		    tsec__arena_add(pol, role ? s + 5 : s, role ? n - 5 : n,
+				    &pol->excs[pol->nexcs].off))
+			return tsec__cc_oom(c);
+		pol->excs[pol->nexcs].star = role;
+		pol->excs[pol->nexcs++].len = (uint32_t)(role ? n - 5 : n);
+	}
+	r->exc_count = pol->nexcs - r->exc_first;
+	return first;
+}
+
+/*
  * Parses one rule into the next slot of pol->rules (counted in nrules
  * only when every field is good), leaving j for the index.  Compiling,
  * the first bad field ends it; linting (c->errs), every field is checked
@@ -575,6 +619,7 @@ static int parse_rule(struct tsec__cc *c, json_t *obj, uint8_t effect,
 	FIELD(parse_domains(c, j->dom, r));
 	if (j->when)
 		FIELD(parse_when(c, j->when, r));
+	FIELD(parse_except(c, j->exc, r));
 	if ((r->when & TSEC__WHEN_RATE) &&
 	    (r->effect != TSEC_EFFECT_ALLOW || r->actions != 1u << TSEC_ACTION_CERT_OBTAIN))
 		FIELD(tsec__cc_fail(c, "when/rate", -1, "a rate bounds an allow of cert.obtain "

@@ -400,7 +400,7 @@ int tsec__terms_finish(struct tsec__policy *pol)
 		const struct tsec__rule *r = &pol->rules[pol->terms[t].rule];
 		pol->terms[t].actions = r->actions;
 		pol->terms[t].effect = r->effect;
-		pol->terms[t].plain = !r->dom_count && !r->when;
+		pol->terms[t].plain = !r->dom_count && !r->when && !r->exc_count;
 	}
 	for (uint32_t nd = 0; nd < pol->nnodes; nd++) {
 		struct tsec__node *n = &pol->nodes[nd];
@@ -501,6 +501,7 @@ void tsec__policy_free(struct tsec__policy **pp)
 	free(p->terms);
 	free(p->jumps);
 	free(p->doms);
+	free(p->excs);
 	free(p->edges);
 	free(p->arena);
 	free(p);

@@ -437,6 +437,36 @@ static void test_json_everywhere(void **state)
 	assert_non_null(strstr(out, "is below --min-coverage 100%"));
 }
 
+/*
+ * "Nobody but": a floor with "except" (issue 51, item 4: the language had
+ * no exception, so "nobody but the tls-server reads keys" lived only in
+ * the absence of allows).  Decisions are tests/data/policy/except.test.json;
+ * here the tools: why not, can, diff, fmt.
+ */
+static void test_floor_except(void **state)
+{
+	char out[8192];
+	const char *pol = "tests/data/policy/except.json";
+
+	(void)state;
+	assert_int_equal(sh(out, sizeof(out), TSEC " eval --policy %s --principal svc:tls-server "
+			    "--action storage.load --resource certificates/a/b/b.key", pol), 0);
+	assert_non_null(strstr(out, "keys-only-tls-server: except: svc:tls-server is excepted"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " can --policy %s svc:tls-server", pol), 0);
+	assert_null(strstr(out, "keys-only-tls-server"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " can --policy %s svc:web", pol), 0);
+	assert_non_null(strstr(out, "keys-only-tls-server"));
+	/* diff: the same floor without its exception denies the excepted. */
+	assert_int_equal(sh(NULL, 0, "sed 's/\"except\": \\[\"svc:tls-server\", \"role:ops\"\\],//' "
+			    "%s > /tmp/tsec-noexc-%d.json", pol, (int)getpid()), 0);
+	assert_int_equal(sh(out, sizeof(out), TSEC " diff /tmp/tsec-noexc-%d.json %s; rc=$?; "
+			    "rm -f /tmp/tsec-noexc-%d.json; exit $rc", (int)getpid(), pol,
+			    (int)getpid()), 1);
+	assert_non_null(strstr(out, "by svc:tls-server: deny: forbidden by floor "
+				    "(keys-only-tls-server); allow"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " fmt --check %s", pol), 0);
+}
+
 static void test_lint(void **state)
 {
 	char out[8192];
@@ -446,7 +476,7 @@ static void test_lint(void **state)
 			    "n=$((n+1)); w=$(head -n 1 \"$d/error\"); o=$(" TSEC " lint \"$d/policy.json\"); "
 			    "[ $? = 2 ] || echo \"$d: not exit 2\"; case $o in *\"$w\"*) ;; "
 			    "*) echo \"$d: no $w\";; esac; done; echo \"$n linted\""), 0);
-	assert_non_null(strstr(out, "58 linted"));
+	assert_non_null(strstr(out, "61 linted"));
 	assert_null(strstr(out, "not exit 2"));
 	assert_null(strstr(out, ": no "));
 	/* Every bad entry of a list and every unknown condition, with the
@@ -1124,6 +1154,7 @@ int main(void)
 		cmocka_unit_test(test_did_you_mean),
 		cmocka_unit_test(test_stdin_everywhere),
 		cmocka_unit_test(test_json_everywhere),
+		cmocka_unit_test(test_floor_except),
 		cmocka_unit_test(test_connection),
 		cmocka_unit_test(test_exit_statuses),
 		cmocka_unit_test(test_author_tools),

@@ -39,6 +39,26 @@ static bool names(const json_t *rule, const char *who, const char *const *roles,
 	return false;
 }
 
+/* Whether rule's "except" names who or one of its roles: a floor or deny
+ * that does not bind them. */
+static bool excepts(const json_t *rule, const char *who, const char *const *roles, int nroles)
+{
+	const json_t *v;
+	size_t i;
+
+	json_array_foreach(json_object_get(rule, "except"), i, v) {
+		const char *p = json_string_value(v);
+
+		if (p && !strcmp(p, who))
+			return true;
+		if (p && !strncmp(p, "role:", 5))
+			for (int r = 0; r < nroles; r++)
+				if (!strcmp(p + 5, roles[r]))
+					return true;
+	}
+	return false;
+}
+
 /* "a, b, c" of a list of strings. */
 static void joined(FILE *f, const json_t *list)
 {
@@ -83,7 +103,8 @@ static json_t *pick(const json_t *rules, const char *effect, const char *who,
 		const char *eff = json_string_value(json_object_get(r, "effect"));
 		json_t *o;
 
-		if ((effect && (!eff || strcmp(eff, effect))) || !names(r, who, roles, nroles))
+		if ((effect && (!eff || strcmp(eff, effect))) || !names(r, who, roles, nroles) ||
+		    excepts(r, who, roles, nroles))
 			continue;
 		o = json_pack("{s:O, s:O, s:O}", "rule", json_object_get(r, "id"), "action",
 			      json_object_get(r, "action"), "resource", json_object_get(r, "resource"));

@@ -25,7 +25,8 @@ static const char *const top_order[] = {
 	"version", "description", "revision", "fleet", "expires", "floor", "rules",
 };
 static const char *const rule_order[] = {
-	"id", "effect", "principal", "action", "resource", "domain", "when", "description",
+	"id", "effect", "principal", "except", "action", "resource", "domain", "when",
+	"description",
 };
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 

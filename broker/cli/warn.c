@@ -316,14 +316,15 @@ json_t *cli_policy_warnings(const char *path)
 	/* The rules that can shadow an allow: floors (every principal they
 	 * name) and denies, without conditions or domains. */
 	json_array_foreach(floors, i, d)
-		if (json_string_value(json_object_get(d, "id")) &&
-		    !json_object_get(d, "when") && !json_object_get(d, "domain"))
+		if (json_string_value(json_object_get(d, "id")) && !json_object_get(d, "when") &&
+		    !json_object_get(d, "domain") && !json_object_get(d, "except"))
 			index_shadower(by_pat, deep, d, i);
 	json_array_foreach(rules, i, d) {
 		const char *eff = json_string_value(json_object_get(d, "effect"));
 
 		if (json_string_value(json_object_get(d, "id")) && eff && !strcmp(eff, "deny") &&
-		    !json_object_get(d, "when") && !json_object_get(d, "domain"))
+		    !json_object_get(d, "when") && !json_object_get(d, "domain") &&
+		    !json_object_get(d, "except"))
 			index_shadower(by_pat, deep, d, nfloors + i);
 	}
 	json_array_foreach(rules, i, r) {

@@ -379,17 +379,14 @@ static bool cert_rules_on(const struct diff *d, const uint8_t *bits)
 	return false;
 }
 
-/* Every request of one key class (bits: the languages its key is in). */
-static void decide_class(struct diff *d, struct batch *b, const char *key, const uint8_t *bits)
+/*
+ * The principals and roles the rules on this class's keys name, and those
+ * they except ("except": a floor that binds everyone but them), into ids
+ * and roles (sets).
+ */
+static void names_on(const struct diff *d, const uint8_t *bits, json_t *ids, json_t *roles)
 {
-	json_t *ids = json_object(), *roles = json_object(), *ttls = json_array(),
-	       *sizes = json_array(), *v;
-	const char *role[ROLES_ALL + 2], *id, *all_roles[64];
-	const char **certs = calloc(CERTS_MAX, sizeof(char *));
-	size_t i, ncerts = 0;
-	int nall = 0;
-
-	for (i = 0; i < d->nrules; i++) {
+	for (size_t i = 0; i < d->nrules; i++) {
 		const struct rinfo *ri = &d->rules[i];
 		json_t *ps = json_object_get(ri->r, "principal");
 		bool on = false;
@@ -398,16 +395,30 @@ static void decide_class(struct diff *d, struct batch *b, const char *key, const
 			on = bits[ri->langs[k] / 8] >> (ri->langs[k] % 8) & 1;
 		if (!on)
 			continue;
-		for (size_t k = 0; k < json_array_size(ps); k++) {
-			const char *p = json_string_value(json_array_get(ps, k));
-			if (!p || !strcmp(p, "*"))
-				continue;
-			if (!strncmp(p, "role:", 5))
-				json_object_set_new(roles, p + 5, json_true());
-			else
-				json_object_set_new(ids, p, json_true());
-		}
+		for (int list = 0; list < 2; list++, ps = json_object_get(ri->r, "except"))
+			for (size_t k = 0; k < json_array_size(ps); k++) {
+				const char *p = json_string_value(json_array_get(ps, k));
+				if (!p || !strcmp(p, "*"))
+					continue;
+				if (!strncmp(p, "role:", 5))
+					json_object_set_new(roles, p + 5, json_true());
+				else
+					json_object_set_new(ids, p, json_true());
+			}
 	}
+}
+
+/* Every request of one key class (bits: the languages its key is in). */
+static void decide_class(struct diff *d, struct batch *b, const char *key, const uint8_t *bits)
+{
+	json_t *ids = json_object(), *roles = json_object(), *ttls = json_array(),
+	       *sizes = json_array(), *v;
+	const char *role[ROLES_ALL + 2], *id, *all_roles[64];
+	const char **certs = calloc(CERTS_MAX, sizeof(char *));
+	size_t ncerts = 0;
+	int nall = 0;
+
+	names_on(d, bits, ids, roles);
 	json_object_set_new(ids, OTHER_PRINCIPAL, json_true());
 	json_object_foreach(roles, id, v)
 		if (nall < 64)
