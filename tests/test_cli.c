@@ -706,6 +706,12 @@ static void test_author_tools(void **state)
 	/* fmt: the example is canonical; a reordered copy is not, means the
 	 * same, and -w makes it canonical. */
 	assert_int_equal(sh(out, sizeof(out), TSEC " fmt --check examples/policy.json"), 0);
+	/* Filled to 100 columns, as its help says (issue 51, item 17: a
+	 * rule's "when" ran to 140): only a string may pass it. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " fmt examples/policy.json "
+			    "examples/certmagic-policy.json | awk 'length($0) > 100 && "
+			    "$0 !~ /\"description\": \"/' | wc -l | tr -d ' '"), 0);
+	assert_string_equal(out, "0\n");
 	{
 		/* The example's members in reverse order, on one line. */
 		json_t *p = json_load_file("examples/policy.json", 0, NULL), *rev = json_object();

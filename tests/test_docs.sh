@@ -206,6 +206,31 @@ for cmd in $(sed -n '/^\.SH DESCRIPTION/,/^\.SH OPTIONS/s/^\.B[IR]* "*\([a-z]*\)
 	"$T" --commands | grep -qx "$cmd" || { echo "FAIL: tsec(1) describes '$cmd', tsec has none"; fail=1; }
 done
 
+# Every command is in operations.md's list of them (issue 51, item 17:
+# it was stale).
+for cmd in $("$T" --commands); do
+	grep -qF "\`$cmd" docs/operations.md ||
+		{ echo "FAIL: docs/operations.md does not list tsec $cmd"; fail=1; }
+done
+# Every option tsec takes is in tsec(1), and every action of the one list
+# in tinysecurity-policy(5), docs/policy.md ("family.verb", or the verb in a
+# family's "family.a|b|c" list) and `tsec help check` (issue 51, item 17:
+# the cert.* actions were missing from all three, --min-coverage from
+# tsec(1)).
+for o in $("$T" --options); do
+	grep -qF -- "$(printf '%s' "$o" | sed 's/-/\\-/g')" packaging/tsec.1 ||
+		{ echo "FAIL: tsec(1) does not name $o"; fail=1; }
+done
+for a in $("$T" --actions); do
+	fam=${a%%.*} verb=${a#*.}
+	grep -qF "$a" packaging/tinysecurity-policy.5 ||
+		{ echo "FAIL: tinysecurity-policy(5) does not name $a"; fail=1; }
+	grep -qE "$a|$fam\.([a-z]+\|)*$verb([|\`]|\b)" docs/policy.md ||
+		{ echo "FAIL: docs/policy.md does not name $a"; fail=1; }
+	"$T" help check | grep -qE "$a|$fam\.([a-z]+\|)*$verb([|, ]|$)" ||
+		{ echo "FAIL: tsec help check does not name $a"; fail=1; }
+done
+
 # replay decides a certificate request again with a certificate made from
 # the logged attributes: the same policy changes nothing, and the log
 # keeps the attributes (issue 20: only a hash was logged).

@@ -80,6 +80,68 @@ static int put_json(char **buf, size_t *len, size_t *cap, json_t *v)
  * columns (a member longer than that alone on its line), the lines after
  * the first indented to the brace's column plus one.
  */
+/*
+ * v at column *col: compact when it fits before WIDTH; an object or array
+ * that does not is opened and its members (elements) filled after the
+ * bracket, each line continuing at the column after it, and so on down
+ * (issue 51, item 17: a rule's "when" ran to 140 columns).  A string is
+ * never broken.
+ */
+static int put_filled(char **buf, size_t *len, size_t *cap, json_t *v, size_t *col)
+{
+	char *vt = json_dumps(v, JSON_ENCODE_ANY);
+	size_t n = vt ? strlen(vt) : 0, indent, count, i;
+	bool obj = json_is_object(v);
+	void *it;
+	int rc;
+
+	if (!vt)
+		return -1;
+	count = obj ? json_object_size(v) : json_is_array(v) ? json_array_size(v) : 0;
+	if (*col + n + 2 <= WIDTH || !count) {
+		rc = put(buf, len, cap, vt, n);
+		*col += n;
+		free(vt);
+		return rc;
+	}
+	free(vt);
+	rc = put(buf, len, cap, obj ? "{" : "[", 1);
+	indent = ++*col;
+	it = obj ? json_object_iter(v) : NULL;
+	for (i = 0; i < count; i++) {
+		json_t *x = obj ? json_object_iter_value(it) : json_array_get(v, i);
+		json_t *key = obj ? json_string(json_object_iter_key(it)) : NULL;
+		char *kt = key ? json_dumps(key, JSON_ENCODE_ANY) : NULL, *et;
+		size_t kn = kt ? strlen(kt) + 2 : 0, en;
+
+		json_decref(key);
+		et = json_dumps(x, JSON_ENCODE_ANY);
+		en = et ? strlen(et) : 0;
+		if (i && *col + 2 + kn + en + 2 > WIDTH) {
+			rc |= put(buf, len, cap, ",\n", 2);
+			for (size_t s = 0; s < indent; s++)
+				rc |= put(buf, len, cap, " ", 1);
+			*col = indent;
+		} else if (i) {
+			rc |= put(buf, len, cap, ", ", 2);
+			*col += 2;
+		}
+		if (kt) {
+			rc |= put(buf, len, cap, kt, kn - 2);
+			rc |= put(buf, len, cap, ": ", 2);
+			*col += kn;
+		}
+		rc |= put_filled(buf, len, cap, x, col);
+		free(kt);
+		free(et);
+		if (obj)
+			it = json_object_iter_next(v, it);
+	}
+	rc |= put(buf, len, cap, obj ? "}" : "]", 1);
+	++*col;
+	return rc;
+}
+
 static int put_rule(char **buf, size_t *len, size_t *cap, json_t *r)
 {
 	json_t *o, *v;
@@ -109,8 +171,8 @@ static int put_rule(char **buf, size_t *len, size_t *cap, json_t *r)
 			}
 			rc |= put(buf, len, cap, kt, strlen(kt));
 			rc |= put(buf, len, cap, ": ", 2);
-			rc |= put(buf, len, cap, vt, strlen(vt));
-			col += n;
+			col += strlen(kt) + 2;
+			rc |= put_filled(buf, len, cap, v, &col);
 		}
 		first = 0;
 		free(kt);

@@ -196,7 +196,7 @@ static const char *const known_opts[] = {
 	"--input", "--coverage", "--verbose", "--run", "--prometheus", "--check", "--strict",
 	"--log", "--schema", "--write", "--role", "--module", "--timeout-ms", "--action",
 	"--resource", "--dest", "--cert-file", "--ttl-ms", "--size", "--now", "--wait-ms",
-	"--recursive", "--min-coverage",
+	"--recursive", "--min-coverage", "--force",
 };
 
 static void parse(const char *cmd, int argc, char **argv, struct opts *o)
@@ -704,7 +704,8 @@ int main(int argc, char **argv)
 	if (sodium_init() < 0)
 		return EXIT_ERROR;
 	/* `tsec --endpoint EP health`: the command moves to the front. */
-	if (argv[1][0] == '-' && strcmp(argv[1], "--version") && strcmp(argv[1], "--commands")) {
+	if (argv[1][0] == '-' && strcmp(argv[1], "--version") && strcmp(argv[1], "--commands") &&
+	    strcmp(argv[1], "--options") && strcmp(argv[1], "--actions")) {
 		int at = 1;
 
 		while (at < argc && argv[at][0] == '-')
@@ -724,6 +725,18 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "--commands")) {        /* for completion and its test */
 		for (size_t i = 0; i < NCOMMANDS; i++)
 			printf("%s\n", commands[i].name);
+		return 0;
+	}
+	/* The options and actions, from the one list each (for completion
+	 * and the docs tests: issue 51, item 17). */
+	if (!strcmp(cmd, "--options")) {
+		for (size_t i = 0; i < sizeof(known_opts) / sizeof(known_opts[0]); i++)
+			printf("%s\n", known_opts[i]);
+		return 0;
+	}
+	if (!strcmp(cmd, "--actions")) {
+		for (unsigned a = 0; a < TSEC_ACTION__COUNT; a++)
+			printf("%s\n", tsec_action_name(a));
 		return 0;
 	}
 	if (!strcmp(cmd, "help")) {
