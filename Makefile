@@ -98,7 +98,8 @@ STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c watch.c rec
 REMOTE_SRC := $(addprefix broker/remote/,remote.c remote_hw.c remote_blob.c remote_ref.c remote_cert.c \
 	remote_sweep.c blobs_file.c blobs_memory.c blobs_s3.c)
 CLIENT_SRC := broker/client/client.c broker/client/client_async.c
-PTEST_SRC := broker/policytest/policytest.c broker/policytest/diff.c broker/policytest/diff_nfa.c broker/policytest/diff_cert.c
+PTEST_SRC := broker/policytest/policytest.c broker/policytest/diff.c broker/policytest/diff_nfa.c broker/policytest/diff_cert.c \
+	broker/policytest/nearmiss.c
 HTTP_SRC := common/http.c
 BROKER_SRC := $(BUS_SRC) $(HTTP_SRC) $(STORAGE_SRC) $(REMOTE_SRC) $(CLIENT_SRC) $(PTEST_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c config_callers.c config_paths.c policy.c auth.c callers.c worker.c \

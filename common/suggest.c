@@ -6,7 +6,7 @@
 #define LONGEST 64
 
 /* Optimal string alignment distance: Levenshtein plus adjacent swaps. */
-static size_t distance(const char *a, const char *b)
+size_t tsec__edit_distance(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b), d[LONGEST + 1][LONGEST + 1];
 
@@ -36,7 +36,7 @@ const char *tsec__nearest(const char *word, const char *const *names, size_t n)
 	size_t bestd = (size_t)-1;
 
 	for (size_t i = 0; word && i < n; i++) {
-		size_t d = distance(word, names[i]), la = strlen(word), lb = strlen(names[i]);
+		size_t d = tsec__edit_distance(word, names[i]), la = strlen(word), lb = strlen(names[i]);
 		size_t allowed = (la > lb ? la : lb) / 3;
 		if (allowed < 2)
 			allowed = 2;

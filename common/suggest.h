@@ -13,4 +13,7 @@
  */
 const char *tsec__nearest(const char *word, const char *const *names, size_t n);
 
+/* The edits from a to b (as above); (size_t)-1 past 64 bytes. */
+size_t tsec__edit_distance(const char *a, const char *b);
+
 #endif

@@ -467,6 +467,35 @@ static void test_floor_except(void **state)
 	assert_int_equal(sh(out, sizeof(out), TSEC " fmt --check %s", pol), 0);
 }
 
+/*
+ * The natural first policy's mistakes, each explained as a near miss,
+ * offline (the broker's check says the same: test_obtain): the
+ * principal without its prefix, a "*" where "**" was meant, a literal
+ * one edit off (issue 51, item 3: "matching rules (0)" and nothing more).
+ */
+static void test_near_miss(void **state)
+{
+	char out[8192];
+	const char *pol = "tests/data/cli/first-policy.json";
+
+	(void)state;
+	assert_int_equal(sh(out, sizeof(out), TSEC " check --policy %s --principal svc:acme-issuer "
+			    "--action storage.store --size 10 "
+			    "--resource certificates/acme/example.com/example.com.crt", pol), 1);
+	assert_non_null(strstr(out, "near miss: rule 'issuer-writes' names principal 'acme-issuer'; "
+				    "the caller is 'svc:acme-issuer' (principals carry their prefix)"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " eval --policy %s --principal svc:tls-server "
+			    "--action storage.load "
+			    "--resource certificates/acme/example.com/example.com.key", pol), 1);
+	assert_non_null(strstr(out, "near miss: rule 'server-reads-keys': 'certificates/acme/*.key' "
+				    "stays inside one segment"));
+	assert_int_equal(sh(out, sizeof(out), TSEC " check --json --policy %s --principal "
+			    "role-less:auditor --role auditor --action storage.list "
+			    "--resource certificates/acme", pol), 1);
+	assert_non_null(strstr(out, "\"near_miss\":[\"rule 'auditors-list': 'certificate' in "
+				    "'certificate/**' is one edit from the key's 'certificates'\"]"));
+}
+
 static void test_lint(void **state)
 {
 	char out[8192];
@@ -1161,6 +1190,7 @@ int main(void)
 		cmocka_unit_test(test_stdin_everywhere),
 		cmocka_unit_test(test_json_everywhere),
 		cmocka_unit_test(test_floor_except),
+		cmocka_unit_test(test_near_miss),
 		cmocka_unit_test(test_connection),
 		cmocka_unit_test(test_exit_statuses),
 		cmocka_unit_test(test_author_tools),

@@ -38,7 +38,9 @@ static const char *obtain_policy =
 	" {\"id\": \"no-admin\", \"effect\": \"deny\", \"action\": [\"cert.obtain\"],\n"
 	"  \"resource\": [\"names/admin.example.com\"]},\n"
 	" {\"id\": \"good-all\", \"effect\": \"allow\", \"principal\": [\"svc:good\"],\n"
-	"  \"action\": [\"storage.*\", \"lock.*\"], \"resource\": [\"**\"]}\n"
+	"  \"action\": [\"storage.*\", \"lock.*\"], \"resource\": [\"**\"]},\n"
+	" {\"id\": \"bad-reads\", \"effect\": \"allow\", \"principal\": [\"svc:bad\"],\n"
+	"  \"action\": [\"storage.load\"], \"resource\": [\"certificates/acme/*\"]}\n"
 	"]}\n";
 
 static int ask_port;
@@ -376,6 +378,25 @@ static void test_obtain_planted(void **state)
 	assert_non_null(strstr(b.buf, "not this principal's"));
 }
 
+/* A broker's check says the near misses too (issue 51, item 3): here a
+ * "*" where "**" was meant. */
+static void test_near_miss_at_broker(void **state)
+{
+	struct tsec_client *c = client("bad", 5000);
+	struct tsec_error err;
+	char *res = NULL;
+
+	(void)state;
+	assert_int_equal(tsec_client_call(c, "check", "{\"requests\": [{\"action\": "
+					  "\"storage.load\", \"resource\": "
+					  "\"certificates/acme/x.example/x.example.crt\"}]}", &res, &err),
+			 0);
+	assert_non_null(strstr(res, "\"near_miss\":[\"rule 'bad-reads': 'certificates/acme/*' "
+				    "stays inside one segment"));
+	free(res);
+	tsec_client_close(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -385,6 +406,7 @@ int main(void)
 		cmocka_unit_test(test_obtain_race),
 		cmocka_unit_test(test_obtain_ask_listener),
 		cmocka_unit_test(test_obtain_planted),
+		cmocka_unit_test(test_near_miss_at_broker),
 	};
 
 	curl_global_init(CURL_GLOBAL_DEFAULT);

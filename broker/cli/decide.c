@@ -55,6 +55,31 @@ static int request_of(const char *cmd, json_t *j, const char *def_p, const struc
 /* tsec eval of one request: the report with its explanation, printed;
  * the exit status its decision gives, or -1 when it could not be made
  * (said). */
+/*
+ * A default deny's near misses (nearmiss.c), as "near_miss" of the
+ * decision d: the allows the author most likely meant.  The policy is
+ * read once per command.
+ */
+static void near_miss_into(const struct opts *o, const struct tsec_request *r, json_t *d)
+{
+	static json_t *policy;
+	char out[4][256];
+	int n;
+
+	if (json_is_true(json_object_get(d, "allow")) ||
+	    strcmp(json_string_value(json_object_get(d, "status")) ?: "", "default"))
+		return;
+	if (!policy && !(policy = json_load_file(o->policy, 0, NULL)))
+		return;
+	if ((n = tsec__near_misses(policy, r, out, 4)) > 0) {
+		json_t *a = json_array();
+
+		for (int i = 0; i < n; i++)
+			json_array_append_new(a, json_string(out[i]));
+		json_object_set_new(d, "near_miss", a);
+	}
+}
+
 static int eval_one(struct tsec_bus *bus, const struct opts *o, const struct tsec_request *r)
 {
 	struct tsec_report *rep = malloc(sizeof(*rep));
@@ -71,6 +96,7 @@ static int eval_one(struct tsec_bus *bus, const struct opts *o, const struct tse
 	}
 	j = tsec__report_to_json(rep);
 	tsec__explain_to_json(j, ex, r);
+	near_miss_into(o, r, json_object_get(j, "decision"));
 	free(rep);
 	free(ex);
 	if (o->json) {
@@ -194,6 +220,7 @@ int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 			json_t *j = tsec__decision_to_json(&d);
 
 			why_not_into(bus, &r, &d, j);
+			near_miss_into(o, &r, j);
 			if (cli_decision_exit(j) > rc)
 				rc = cli_decision_exit(j);
 			json_array_append_new(out, j);
@@ -202,6 +229,7 @@ int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 			int x;
 
 			why_not_into(bus, &r, &d, j);
+			near_miss_into(o, &r, j);
 			x = cli_print_decision(j, o->json);
 
 			if (x > rc)

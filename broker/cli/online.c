@@ -309,6 +309,9 @@ int cli_print_decision(json_t *d, int json)
 			       json_string_value(json_object_get(v, "rule")),
 			       json_object_get(v, "at") ? " (at the destination)" : "",
 			       json_string_value(json_object_get(v, "why")));
+		/* The allows that nearly matched (issue 51, item 3). */
+		json_array_foreach(json_object_get(d, "near_miss"), i, v)
+			printf("  near miss: %s\n", json_string_value(v));
 	}
 	return cli_decision_exit(d);
 }

@@ -284,6 +284,9 @@ struct tsec__daemon {
 	struct psl_ctx_st *psl;      /* the public suffix list (obtain.c) */
 	/* The running policy's cert.obtain rates (obtain.c; policy_lock). */
 	struct tsec__obtain_limits *obtain_limits;
+	/* The running policy as JSON, for near misses of a default deny
+	 * (policy_lock; taken with a reference). */
+	json_t *policy_json;
 	struct tsec__mconn *mconns;  /* its open connections (its thread only) */
 	unsigned nmconns;
 	struct tsec_bus *bus;

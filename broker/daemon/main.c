@@ -257,6 +257,8 @@ static void stop(struct tsec__daemon *d)
 	tsec_store_close(&d->store);
 	tsec_bus_free(&d->bus);
 	tsec__obtain_limits_set(d, NULL);
+	json_decref(d->policy_json);
+	d->policy_json = NULL;
 	if (d->psl)
 		psl_free(d->psl);
 	d->psl = NULL;

@@ -10,6 +10,7 @@
 #include <sodium.h>
 
 #include "broker/daemon/daemon.h"
+#include "broker/policytest/policytest.h"
 #include "common/certinfo.h"
 #include "common/clock.h"
 #include "common/error.h"
@@ -133,6 +134,31 @@ static int check_policy(struct tsec__daemon *d, const struct tsec_request *r, si
 		  : tsec_bus_check(d->bus, "policy", r, n, dec, err);
 }
 
+/* A default deny's near misses (nearmiss.c), as "near_miss" (issue 51,
+ * item 3): the allows the policy's author most likely meant. */
+static void near_miss_write(struct tsec__daemon *d, const struct tsec_request *r,
+			    struct tsec__jw *w)
+{
+	char out[4][256];
+	json_t *pol;
+	int n;
+
+	pthread_mutex_lock(&d->policy_lock);
+	pol = json_incref(d->policy_json);
+	pthread_mutex_unlock(&d->policy_lock);
+	n = pol ? tsec__near_misses(pol, r, out, 4) : 0;
+	json_decref(pol);
+	if (!n)
+		return;
+	TSEC__JW_LIT(w, ",\"near_miss\":[");
+	for (int i = 0; i < n; i++) {
+		if (i)
+			TSEC__JW_LIT(w, ",");
+		tsec__jw_str(w, out[i], strlen(out[i]));
+	}
+	TSEC__JW_LIT(w, "]");
+}
+
 json_t *tsec__check_requests_into(struct tsec__daemon *d, struct tsec__call *c,
 				  struct tsec_request *r, size_t n, struct tsec__jw *w)
 {
@@ -163,6 +189,8 @@ json_t *tsec__check_requests_into(struct tsec__daemon *d, struct tsec__call *c,
 			TSEC__JW_LIT(w, ",\"why_not\":");
 			tsec__why_not_write(w, &why, TSEC_DETAIL_MAX);
 		}
+		if (!dec[i].allow && dec[i].status == TSEC_STATUS_DEFAULT)
+			near_miss_write(d, &r[i], w);
 		TSEC__JW_LIT(w, "}");
 	}
 	TSEC__JW_LIT(w, "]}");

@@ -182,6 +182,15 @@ int tsec__policy_commit(struct tsec__daemon *d, const struct tsec__policy_id *id
 				  "cert.obtain is refused until the next reload");
 		tsec__obtain_limits_set(d, l);
 	}
+	{
+		json_t *j = json_loadb(text, len, 0, NULL), *old;
+
+		pthread_mutex_lock(&d->policy_lock);
+		old = d->policy_json;
+		d->policy_json = j;
+		pthread_mutex_unlock(&d->policy_lock);
+		json_decref(old);
+	}
 
 	pthread_mutex_lock(&d->policy_lock);
 	d->policy = *id;

@@ -62,4 +62,13 @@ int tsec__ptest_request(const char *cmd, json_t *j, const char *def_p,
 			const char *const *roles, int nroles, struct tsec_request *r,
 			struct tsec_str *rbuf, size_t nmax, json_t *keep, FILE *err);
 
+/*
+ * Near misses of a request nothing allowed (nearmiss.c): allows that
+ * would have matched but for the principal's prefix or a near name, a
+ * '*' where '**' was meant, or a literal one edit off; up to max
+ * sentences into out.  How many.
+ */
+int tsec__near_misses(const json_t *policy, const struct tsec_request *r, char (*out)[256],
+		      int max);
+
 #endif
