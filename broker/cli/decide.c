@@ -147,6 +147,36 @@ static void why_not_into(struct tsec_bus *bus, const struct tsec_request *r,
 	free(ex);
 }
 
+/* The requests: --input's file (a list, or {"requests": [...]}), or req
+ * alone; the batch (new; *list in it), or NULL after saying why. */
+static json_t *batch_of(const char *cmd, const struct opts *o, json_t *req, json_t **list)
+{
+	json_error_t je;
+	json_t *batch;
+
+	if (!o->input) {
+		if (o->principal)
+			json_object_set_new(req, "principal", json_string(o->principal));
+		batch = json_array();
+		json_array_append_new(batch, req);
+		*list = batch;
+		return batch;
+	}
+	if (!(batch = json_load_file(o->input, JSON_REJECT_DUPLICATES, &je))) {
+		fprintf(stderr, "tsec %s: %s: line %d: %s\n", cmd, cli_shown(o->input), je.line,
+			je.text);
+		return NULL;
+	}
+	*list = json_is_array(batch) ? batch : json_object_get(batch, "requests");
+	if (!json_is_array(*list)) {
+		fprintf(stderr, "tsec %s: %s: want a list of requests (or {\"requests\": [...]})\n",
+			cmd, cli_shown(o->input));
+		json_decref(batch);
+		return NULL;
+	}
+	return batch;
+}
+
 int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 {
 	struct tsec_bus *bus;
@@ -159,27 +189,8 @@ int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 
 	if (!o->policy)
 		die_usage(cmd, "--input needs --policy");
-	if (o->input) {
-		json_error_t je;
-
-		if (!(batch = json_load_file(o->input, JSON_REJECT_DUPLICATES, &je))) {
-			fprintf(stderr, "tsec %s: %s: line %d: %s\n", cmd, o->input, je.line, je.text);
-			return EXIT_ERROR;
-		}
-		list = json_is_array(batch) ? batch : json_object_get(batch, "requests");
-		if (!json_is_array(list)) {
-			fprintf(stderr, "tsec %s: %s: want a list of requests (or {\"requests\": [...]})\n",
-				cmd, o->input);
-			json_decref(batch);
-			return EXIT_ERROR;
-		}
-	} else {
-		if (o->principal)
-			json_object_set_new(req, "principal", json_string(o->principal));
-		batch = json_array();
-		json_array_append_new(batch, req);
-		list = batch;
-	}
+	if (!(batch = batch_of(cmd, o, req, &list)))
+		return EXIT_ERROR;
 	if (!(bus = cli_bus_on(cmd, o, o->policy))) {
 		json_decref(batch);
 		return EXIT_ERROR;
