@@ -264,6 +264,7 @@ type broker struct {
 	p                   *proc
 	clients             map[string]*client
 	first               *client
+	owner               testing.TB // the test whose end stops it
 }
 
 type brokerSpec struct {
@@ -299,7 +300,7 @@ func startBroker(t testing.TB, spec brokerSpec) *broker {
 		t.Fatal(err)
 	}
 	var clients []map[string]interface{}
-	b := &broker{serverPub: spec.server[0], dir: dir, clients: map[string]*client{}}
+	b := &broker{serverPub: spec.server[0], dir: dir, clients: map[string]*client{}, owner: t}
 	for _, c := range spec.clients {
 		cl := map[string]interface{}{"public_key": c.pub, "principal": c.principal,
 			"admin": c.admin}

@@ -31,11 +31,12 @@ func init() {
 }
 
 // restart stops b as systemd does (SIGTERM) and starts it again on the
-// same configuration.
+// same configuration, for as long as the test that started it runs (not
+// only the subtest that restarts it: the cases after it need it too).
 func (b *broker) restart(t *testing.T) {
 	t.Helper()
 	b.p.stop(syscall.SIGTERM)
-	b.p = spawn(t, filepath.Join(b.dir, "restarted.log"), nil,
+	b.p = spawn(b.owner, filepath.Join(b.dir, "restarted.log"), nil,
 		filepath.Join(buildDir(t), "tsec-broker"), "--config", filepath.Join(b.dir, "broker.json"))
 	if !b.up(t) {
 		t.Fatalf("tsec-broker did not come up again: %s", b.p.tail())
