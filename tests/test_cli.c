@@ -459,7 +459,13 @@ static void test_floor_except(void **state)
 	/* diff: the same floor without its exception denies the excepted. */
 	assert_int_equal(sh(NULL, 0, "sed 's/\"except\": \\[\"svc:tls-server\", \"role:ops\"\\],//' "
 			    "%s > /tmp/tsec-noexc-%d.json", pol, (int)getpid()), 0);
-	assert_int_equal(sh(out, sizeof(out), TSEC " diff /tmp/tsec-noexc-%d.json %s; rc=$?; "
+	assert_int_equal(sh(out, sizeof(out), TSEC " diff /tmp/tsec-noexc-%d.json %s",
+			    (int)getpid(), pol), 1);
+	/* Grouped by the decisions before and after, with a count and one
+	 * request each (issue 51, item 7: every request, one line each). */
+	assert_non_null(strstr(out, "4 request(s) decided differently, in 1 group(s)"));
+	assert_non_null(strstr(out, "     4  storage.load certificates/.key by "));
+	assert_int_equal(sh(out, sizeof(out), TSEC " diff -v /tmp/tsec-noexc-%d.json %s; rc=$?; "
 			    "rm -f /tmp/tsec-noexc-%d.json; exit $rc", (int)getpid(), pol,
 			    (int)getpid()), 1);
 	assert_non_null(strstr(out, "by svc:tls-server: deny: forbidden by floor "

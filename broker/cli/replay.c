@@ -270,14 +270,42 @@ int cmd_replay(struct opts *o)
 
 /* ---- diff ---- */
 
-/* What diff reports: each request decided differently, at most
- * DIFF_SHOWN of them unless -v. */
-#define DIFF_SHOWN 50
+/*
+ * What diff reports: the requests decided differently, grouped by the
+ * pair of decisions (status and deciding rules, before and after), each
+ * group with how many requests it holds and one of them, context and
+ * all (issue 51, item 7: 2,105 lines, one printed 35 times over, its
+ * context not shown); with -v every request too.
+ */
+struct group {
+	char key[2 * TSEC_DECISION_RULES * TSEC_ID_MAX + 16];
+	size_t n;
+	json_t *req;                 /* the first request of the group */
+	struct tsec_decision da, db;
+};
 
 struct shown {
 	size_t n;
 	bool all;
+	struct group *g;
+	size_t ng, capg;
 };
+
+static void group_key(char *k, size_t cap, const struct tsec_decision *da,
+		      const struct tsec_decision *db)
+{
+	size_t o = 0;
+
+	for (int side = 0; side < 2; side++) {
+		const struct tsec_decision *d = side ? db : da;
+
+		o += (size_t)snprintf(k + o, cap - o, "%s%u", side ? "|" : "", d->status);
+		for (unsigned i = 0; i < d->nrules && i < TSEC_DECISION_RULES && o < cap; i++)
+			o += (size_t)snprintf(k + o, cap - o, ",%.*s", TSEC_ID_MAX, d->rules[i]);
+		if (o >= cap)
+			break;
+	}
+}
 
 static void say_differ(json_t *req, const struct tsec_decision *da, const struct tsec_decision *db)
 {
@@ -296,11 +324,17 @@ static void say_differ(json_t *req, const struct tsec_decision *da, const struct
 		if (!strcmp(k, "cert_pem") && json_is_string(v)) {
 			struct tsec__certinfo ci;
 
-			if (tsec__certinfo_of(json_string_value(v), json_string_length(v), &ci))
+			if (tsec__certinfo_of(json_string_value(v), json_string_length(v), &ci)) {
 				fputs(" cert=(does not parse)", stdout);
-			else
-				printf(" cert=(%s, %s %u bits, %+lld s left)", ci.nnames ? ci.names[0] : "",
-				       ci.key, ci.bits, (long long)(ci.not_after - (int64_t)time(NULL)));
+				continue;
+			}
+			/* Every name: two requests that differ only in a second
+			 * SAN were printed alike (issue 51, item 7). */
+			fputs(" cert=(", stdout);
+			for (unsigned n = 0; n < ci.nnames; n++)
+				printf("%s%s", n ? "|" : "", ci.names[n]);
+			printf(", %s %u bits, %+lld s left)", ci.key, ci.bits,
+			       (long long)(ci.not_after - (int64_t)time(NULL)));
 			continue;
 		}
 		printf(" %s=", k);
@@ -322,10 +356,57 @@ static void on_differ(void *ctx, json_t *req, const struct tsec_decision *da,
 		      const struct tsec_decision *db)
 {
 	struct shown *s = ctx;
+	char key[sizeof(s->g[0].key)];
+	size_t i;
 
-	if (s->all || s->n < DIFF_SHOWN)
+	if (s->all)
 		say_differ(req, da, db);
 	s->n++;
+	group_key(key, sizeof(key), da, db);
+	for (i = 0; i < s->ng && strcmp(s->g[i].key, key); i++)
+		;
+	if (i == s->ng) {
+		if (s->ng == s->capg) {
+			size_t cap = s->capg ? 2 * s->capg : 16;
+			struct group *g = realloc(s->g, cap * sizeof(*g));
+
+			if (!g)
+				return;      /* counted, not grouped */
+			s->g = g;
+			s->capg = cap;
+		}
+		memcpy(s->g[i].key, key, sizeof(key));
+		s->g[i].n = 0;
+		s->g[i].req = json_incref(req);
+		s->g[i].da = *da;
+		s->g[i].db = *db;
+		s->ng++;
+	}
+	s->g[i].n++;
+}
+
+static int by_count(const void *a, const void *b)
+{
+	const struct group *x = a, *y = b;
+
+	return x->n < y->n ? 1 : x->n > y->n ? -1 : 0;
+}
+
+/* The groups, the largest first; each one's request, the witness. */
+static void say_groups(struct shown *s)
+{
+	qsort(s->g, s->ng, sizeof(*s->g), by_count);
+	if (s->ng)
+		printf("%zu request(s) decided differently, in %zu group(s) by the decisions before "
+		       "and after (a group's count, then one of its requests):\n", s->n, s->ng);
+	for (size_t i = 0; i < s->ng; i++) {
+		printf("%6zu  ", s->g[i].n);
+		say_differ(s->g[i].req, &s->g[i].da, &s->g[i].db);
+		json_decref(s->g[i].req);
+	}
+	free(s->g);
+	s->g = NULL;
+	s->ng = 0;
 }
 
 /*
@@ -338,7 +419,7 @@ int cmd_diff(struct opts *o)
 	struct made m = { json_object() };
 	struct tsec_bus *a = NULL, *b = NULL;
 	struct tsec__diff_stats st = { 0 };
-	struct shown shown = { 0, o->verbose != 0 };
+	struct shown shown = { 0, o->verbose != 0, NULL, 0, 0 };
 	struct tsec_error err;
 	json_t *pa = NULL, *pb = NULL;
 	size_t logged = 0, logged_differ = 0;
@@ -390,8 +471,7 @@ int cmd_diff(struct opts *o)
 		free(buf);
 		fclose(f);
 	}
-	if (shown.n > DIFF_SHOWN && !shown.all)
-		printf("... and %zu more (-v shows every one)\n", shown.n - DIFF_SHOWN);
+	say_groups(&shown);
 	printf("%zu requests decided under both, %zu differ (%zu key classes from %zu automaton "
 	       "states%s)\n", st.asked + logged, st.differ + logged_differ, st.key_classes,
 	       st.states, o->log ? ", and the logged requests" : "");
