@@ -179,7 +179,7 @@ static void test_cert_garbage(void **state)
 		assert_int_equal(d.allow, 0);
 		assert_true(d.flags & TSEC_DECISION_COND_ERROR);
 		assert_non_null(strstr(d.detail, "good-certs"));
-		assert_non_null(strstr(d.detail, "no parsable certificate"));
+		assert_non_null(strstr(d.detail, "holds no PEM certificate"));
 
 		d = decide_store("certificates/sensitive/example.com/example.com.crt",
 				 garbage[i], strlen(garbage[i]), NULL, &rep);
