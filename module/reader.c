@@ -11,6 +11,7 @@
  */
 #include <string.h>
 
+#include "common/where.h"
 #include "module/compile_private.h"
 
 void tsec__doc_skip_ws(struct tsec__doc *d)
@@ -20,21 +21,19 @@ void tsec__doc_skip_ws(struct tsec__doc *d)
 		d->p++;
 }
 
-/* A syntax error at the current position, with line and column. */
-int tsec__doc_syntax(struct tsec__doc *d, const char *at, const char *what)
+static int syntax_at(struct tsec__doc *d, int line, int col, const char *what)
 {
-	int line = 1, col = 1;
-
-	for (const char *q = d->base; q < at && q < d->end; q++) {
-		if (*q == '\n') {
-			line++;
-			col = 1;
-		} else {
-			col++;
-		}
-	}
 	return tsec__seterr(d->err, TSEC_EPOLICY, "",
 			    "JSON error at line %d column %d: %s", line, col, what);
+}
+
+/* A syntax error at `at`, with line and column (common/where.h). */
+int tsec__doc_syntax(struct tsec__doc *d, const char *at, const char *what)
+{
+	int line, col;
+
+	tsec__text_pos(d->base, (size_t)(d->end - d->base), (size_t)(at - d->base), &line, &col);
+	return syntax_at(d, line, col, what);
 }
 
 int tsec__doc_expect(struct tsec__doc *d, char c, const char *what)
@@ -53,8 +52,18 @@ int tsec__doc_value(struct tsec__doc *d, json_t **out)
 
 	tsec__doc_skip_ws(d);
 	*out = json_loadb(d->p, (size_t)(d->end - d->p), JFLAGS, &je);
-	if (!*out)
-		return tsec__doc_syntax(d, d->p + (je.position > 0 ? je.position : 0), je.text);
+	if (!*out) {
+		/* jansson's line and column count from d->p: moved to the
+		 * document's, they name the character it stopped at. */
+		int line, col;
+
+		if (je.line < 1)
+			return tsec__doc_syntax(d, d->p, je.text);
+		tsec__text_pos(d->base, (size_t)(d->end - d->base), (size_t)(d->p - d->base),
+			       &line, &col);
+		col = je.line > 1 ? je.column : col + je.column - 1;
+		return syntax_at(d, line + je.line - 1, col > 1 ? col : 1, je.text);
+	}
 	d->p += je.position;
 	return 0;
 }

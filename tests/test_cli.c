@@ -121,6 +121,73 @@ static void test_expired_policy(void **state)
 	assert_non_null(strstr(out, "EXPIRED"));
 }
 
+/*
+ * Issue 51 item 8: the same bad JSON was said three ways, some without
+ * the file ("check", "eval", "replay", "diff" of two files: which one?)
+ * and one column off.  Every command now says FILE:LINE:COL, with the
+ * pointer when the module gave one.
+ */
+#define POL_EXAMPLE "--policy examples/policy.json"
+static void test_error_format(void **state)
+{
+	/* "@" stands for the bad file. */
+	static const char *const cmds[] = {
+		"check --policy @ --principal svc:x --action storage.load --resource a",
+		"eval --policy @ --principal svc:x --action storage.load --resource a",
+		"lint @",
+		"diff examples/policy.json @",
+		"diff @ examples/policy.json",
+		"can svc:x --policy @",
+		"replay --policy @ tests/data/cli/batch.json",
+		"sign --key tests/data/cli/none.sign.key @",
+		"check --policy - --principal svc:x --action storage.load --resource a < @",
+		"fmt @",
+		"inspect @",
+	};
+	static const struct {
+		const char *file, *says;
+	} bad[] = {
+		{ "tests/data/cli/syntax-error.json",
+		  "tests/data/cli/syntax-error.json:4:16: string or '}' expected near ','" },
+		{ "tests/data/cli/effect-typo.json",
+		  "tests/data/cli/effect-typo.json:2:23: /rules/0/effect: effect must be" },
+	};
+	char out[8192], cmd[512];
+	(void)state;
+
+	for (size_t f = 0; f < 2; f++)
+		for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+			const char *at = strchr(cmds[i], '@'), *says = bad[f].says;
+
+			/* fmt and inspect read JSON, not the policy's meaning. */
+			if (f == 1 && (!strncmp(cmds[i], "fmt", 3) || !strncmp(cmds[i], "inspect", 7)))
+				continue;
+			snprintf(cmd, sizeof(cmd), "%.*s%s%s", (int)(at - cmds[i]), cmds[i],
+				 bad[f].file, at + 1);
+			if (sh(out, sizeof(out), TSEC " %s", cmd) != 2)
+				fail_msg("tsec %s: exit not 2: %s", cmd, out);
+			/* stdin is named "-". */
+			if (strstr(cmd, "--policy -"))
+				says = strchr(says, ':');
+			if (!strstr(out, says) || (says != bad[f].says && !strstr(out, " -:")))
+				fail_msg("tsec %s said: %s", cmd, out);
+			if (strstr(out, "line -1") || strstr(out, ":-1:"))
+				fail_msg("tsec %s said no position: %s", cmd, out);
+		}
+	/* A test file whose policy does not compile; requests that do not parse. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " test tests/data/cli/syntax-error.test.json"), 2);
+	assert_non_null(strstr(out, bad[0].says));
+	assert_int_equal(sh(out, sizeof(out), TSEC " check " POL_EXAMPLE
+			    " --input tests/data/cli/syntax-error.requests.json"), 2);
+	assert_non_null(strstr(out, "tests/data/cli/syntax-error.requests.json:2:13: "));
+	/* A file that is not there has no position, and says so plainly. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " check " POL_EXAMPLE " --input /nonexistent"), 2);
+	assert_non_null(strstr(out, "tsec check: /nonexistent: unable to open"));
+	/* lint --json gives the line and column too. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint --json tests/data/cli/effect-typo.json"), 2);
+	assert_non_null(strstr(out, "\"where\":\"/rules/0/effect\",\"line\":2,\"column\":23,"));
+}
+
 static void test_offline_batch_and_eval(void **state)
 {
 	char out[8192];
@@ -227,7 +294,7 @@ static void test_runner(void **state)
 	assert_int_equal(sh(out, sizeof(out), TSEC " can --policy examples/policy.json"), 2);
 	/* lint and fmt read stdin as "-". */
 	assert_int_equal(sh(out, sizeof(out), TSEC " lint - < tests/data/cli/shadowed-deep.json"), 0);
-	assert_non_null(strstr(out, "-: /rules/0: warning: rule 'list-keys' can never allow"));
+	assert_non_null(strstr(out, "-:4:2: /rules/0: warning: rule 'list-keys' can never allow"));
 	assert_int_equal(sh(out, sizeof(out), "echo '{\"version\": 1}' | " TSEC " fmt --check -"), 1);
 	assert_int_equal(sh(out, sizeof(out), "echo '{\"version\": 1}' | " TSEC " fmt -w -"), 2);
 	/* Completion with a global option first, and files after store put
@@ -1202,6 +1269,7 @@ int main(void)
 		cmocka_unit_test(test_author_tools),
 		cmocka_unit_test(test_diff_deep_keys),
 		cmocka_unit_test(test_diff_property),
+		cmocka_unit_test(test_error_format),
 	};
 
 	return cmocka_run_group_tests_name("tsec offline", tests, NULL, NULL);

@@ -10,6 +10,7 @@
 
 #include "module/module_private.h"
 #include "common/clock.h"
+#include "common/where.h"
 
 
 /*
@@ -107,6 +108,71 @@ static void test_compile_line_numbers(void **state)
 	assert_int_equal(tsec__policy_compile(p, strlen(p), &pol, &err), TSEC_EPOLICY);
 	if (!strstr(err.msg, "line 4"))
 		fail_msg("message lacks line 4: %s", err.msg);
+}
+
+/* The module's error is said at the character that is wrong, and a
+ * pointer names the key it points to (common/where.h): the column a
+ * reader counts, one-based, in characters. */
+static void test_compile_error_positions(void **state)
+{
+	static const struct {
+		const char *text, *want;
+	} syn[] = {
+		/* The second comma, on the first line and further down. */
+		{ "{\"version\": 1, \"rules\": [{\"id\": \"x\",,}]}", "line 1 column 37:" },
+		{ "{\n  \"version\": 1,\n  \"rules\": [\n    {\"id\": \"x\",,}\n  ]\n}",
+		  "line 4 column 16:" },
+		/* A value spread over lines inside a rule. */
+		{ "{\"version\": 1, \"rules\": [{\n\"id\":\n  tru}]}", "line 3 column 5:" },
+		/* Characters, not bytes: "é" is one column. */
+		{ "{\"version\": 1, \"description\": \"\xc3\xa9\", \"rules\": [,]}",
+		  "line 1 column 46:" },
+		{ "{\"version\": 1} x", "line 1 column 16:" },
+	};
+	const char *doc = "{\"a\": {\"b~c\": [1, {\"x/y\": 2, \"q\\\"k\": 3}]},\n"
+			  " \"rules\": [{\"id\": \"r0\"},\n   {\"id\": \"r1\", \"effect\": 1}]}";
+	struct tsec__policy *pol = NULL;
+	struct tsec_error err;
+	const char *rest;
+	int line, col;
+	char say[512];
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(syn) / sizeof(syn[0]); i++) {
+		assert_int_equal(tsec__policy_compile(syn[i].text, strlen(syn[i].text), &pol, &err),
+				 TSEC_EPOLICY);
+		if (!strstr(err.msg, syn[i].want))
+			fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err.msg, syn[i].want);
+	}
+	/* Pointers: escaped keys (~0, ~1, \"), array elements, and what is
+	 * missing named at the deepest part that exists. */
+	tsec__text_pos(doc, strlen(doc), tsec__pointer_at(doc, strlen(doc), "/a/b~0c/1/x~1y"),
+		       &line, &col);
+	assert_int_equal(line * 100 + col, 1 * 100 + 20);
+	tsec__text_pos(doc, strlen(doc), tsec__pointer_at(doc, strlen(doc), "/a/b~0c/1/q\"k"),
+		       &line, &col);
+	assert_int_equal(line * 100 + col, 1 * 100 + 30);
+	tsec__text_pos(doc, strlen(doc), tsec__pointer_at(doc, strlen(doc), "/rules/1/effect"),
+		       &line, &col);
+	assert_int_equal(line * 100 + col, 3 * 100 + 17);
+	tsec__text_pos(doc, strlen(doc), tsec__pointer_at(doc, strlen(doc), "/rules/1/action/0"),
+		       &line, &col);
+	assert_int_equal(line * 100 + col, 3 * 100 + 4);
+	tsec__text_pos(doc, strlen(doc), tsec__pointer_at(doc, strlen(doc), "/rules/7"),
+		       &line, &col);
+	assert_int_equal(line * 100 + col, 2 * 100 + 2);
+	assert_int_equal(tsec__pointer_at(doc, strlen(doc), ""), 0);
+	assert_int_equal(tsec__pointer_at("", 0, "/a"), 0);
+	assert_int_equal(tsec__pointer_at("[1, {", 5, "/1/x"), 4);
+	/* One wording for both kinds. */
+	tsec__error_say(say, sizeof(say), "p.json", doc, strlen(doc), "/rules/1/effect",
+			"must be a string");
+	assert_string_equal(say, "p.json:3:17: /rules/1/effect: must be a string");
+	tsec__error_say(say, sizeof(say), "p.json", doc, strlen(doc), "",
+			"JSON error at line 4 column 16: string expected");
+	assert_string_equal(say, "p.json:4:16: string expected");
+	tsec__error_pos(doc, strlen(doc), "", "version: missing", &line, &col, &rest);
+	assert_string_equal(rest, "version: missing");
 }
 
 static void test_compile_good(void **state)
@@ -241,6 +307,7 @@ int main(void)
 		cmocka_unit_test(test_compile_utc_times),
 		cmocka_unit_test(test_compile_duplicate_json_key),
 		cmocka_unit_test(test_compile_line_numbers),
+		cmocka_unit_test(test_compile_error_positions),
 		cmocka_unit_test(test_compile_good),
 		cmocka_unit_test(test_compile_many),
 		cmocka_unit_test(test_compile_size_attacks),

@@ -545,7 +545,8 @@ static int bad_allowed(void)
 	return d.allow;
 }
 
-static void reload_rpc(int want)
+/* A reload by RPC; want its code, and (when says) these words. */
+static void reload_rpc_says(int want, const char *says)
 {
 	struct tsec_client *good = client("good", 5000);
 	struct tsec_error err;
@@ -553,6 +554,13 @@ static void reload_rpc(int want)
 	tsec_client_close(&good);
 	if (rc != want)
 		fail_msg("reload: %d (%s), want %d", rc, err.msg, want);
+	if (says && !strstr(err.msg, says))
+		fail_msg("reload said \"%s\", not \"%s\"", err.msg, says);
+}
+
+static void reload_rpc(int want)
+{
+	reload_rpc_says(want, NULL);
 }
 
 static void test_daemon_reload(void **state)
@@ -569,7 +577,13 @@ static void test_daemon_reload(void **state)
 	/* Bad, though signed: refused, the old one serves. */
 	write_policy("{\"version\": 1, \"rules\": [{\"id\": 1}]}", 10);
 	sign_policy();
-	reload_rpc(TSEC_EPOLICY);
+	{
+		/* Said as every command says a policy's error: file, line, column. */
+		char says[300];
+
+		snprintf(says, sizeof(says), "%s:1:43: /rules/0/id: ", D.policy);
+		reload_rpc_says(TSEC_EPOLICY, says);
+	}
 	assert_true(bad_allowed());
 	/* Unsigned: refused. */
 	write_file(D.policy, policy_v1);

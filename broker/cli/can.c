@@ -121,7 +121,6 @@ int cmd_can(struct opts *o)
 {
 	const char *who = o->nargs ? o->args[0] : o->principal;
 	struct tsec_bus *bus = NULL;
-	struct tsec_error err;
 	json_error_t je;
 	json_t *pol, *allow, *floor, *deny;
 	int rc;
@@ -131,16 +130,11 @@ int cmd_can(struct opts *o)
 	if (!o->policy)
 		die_usage("can", "--policy FILE: the policy to read");
 	/* The module compiles it first: an invalid policy is not answered. */
-	if (tsec_bus_new(&bus) || tsec_bus_load_file(bus, "policy", o->module ? o->module
-						      : cli_default_module(), o->policy, &err)) {
-		fprintf(stderr, "tsec can: %s: %s%s%s\n", o->policy, bus ? err.where : "",
-			bus && err.where[0] ? ": " : "", bus ? err.msg : "out of memory");
-		tsec_bus_free(&bus);
+	if (!(bus = cli_bus_on("can", o, o->policy)))
 		return EXIT_ERROR;
-	}
 	tsec_bus_free(&bus);
 	if (!(pol = json_load_file(o->policy, JSON_REJECT_DUPLICATES, &je))) {
-		fprintf(stderr, "tsec can: %s: %s\n", o->policy, je.text);
+		cli_json_error("can", o->policy, &je, NULL);
 		return EXIT_ERROR;
 	}
 	allow = pick(json_object_get(pol, "rules"), "allow", who, o->roles, o->nroles);

@@ -124,6 +124,9 @@ json_t *cli_policy_warnings(const char *path);
 /* decide.c: check and eval without a broker (--policy), and tsec test. */
 /* A bus with the policy at path on endpoint "policy"; NULL after saying why. */
 struct tsec_bus;
+void cli_json_error(const char *cmd, const char *path, json_error_t *je, const char *not_object);
+void cli_policy_error(const char *cmd, const char *path, const char *text, size_t len,
+		      const struct tsec_error *e);
 struct tsec_bus *cli_bus_on(const char *cmd, const struct opts *o, const char *path);
 /* replay.c */
 int cmd_replay(struct opts *o);

@@ -19,7 +19,33 @@
 #include "broker/cli/cli.h"
 #include "broker/policytest/policytest.h"
 #include "common/sign.h"
+#include "common/where.h"
 #include "common/wire.h"
+
+/* Says the module's error e about the policy text read from path:
+ * "tsec CMD: FILE:LINE:COL: [/pointer: ]message". */
+void cli_policy_error(const char *cmd, const char *path, const char *text, size_t len,
+		      const struct tsec_error *e)
+{
+	char line[TSEC_ERR_WHERE + TSEC_ERR_MSG + 4200];
+
+	tsec__error_say(line, sizeof(line), cli_shown(path), text, len, e->where, e->msg);
+	fprintf(stderr, "tsec %s: %s\n", cmd, line);
+}
+
+/* Says jansson's error je reading path: "tsec CMD: FILE:LINE:COL: text";
+ * not_object, when the JSON was read but is not what was wanted. */
+void cli_json_error(const char *cmd, const char *path, json_error_t *je, const char *not_object)
+{
+	char line[4300];
+
+	if (not_object) {
+		je->line = je->column = 1;
+		snprintf(je->text, sizeof(je->text), "%s", not_object);
+	}
+	tsec__json_error_say(line, sizeof(line), cli_shown(path), je);
+	fprintf(stderr, "tsec %s: %s\n", cmd, line);
+}
 
 /* A bus with the policy at path on endpoint "policy"; NULL after saying why. */
 struct tsec_bus *cli_bus_on(const char *cmd, const struct opts *o, const char *path)
@@ -36,7 +62,10 @@ struct tsec_bus *cli_bus_on(const char *cmd, const struct opts *o, const char *p
 	if (tsec_bus_new(&bus) ||
 	    tsec_bus_load(bus, "policy", o->module ? o->module : cli_default_module(), text, len,
 			  &err)) {
-		fprintf(stderr, "tsec %s: %s%s%s\n", cmd, err.where, err.where[0] ? ": " : "", err.msg);
+		if (bus)
+			cli_policy_error(cmd, path, text, len, &err);
+		else
+			fprintf(stderr, "tsec %s: out of memory\n", cmd);
 		tsec_bus_free(&bus);
 	}
 	free(text);
@@ -163,8 +192,7 @@ static json_t *batch_of(const char *cmd, const struct opts *o, json_t *req, json
 		return batch;
 	}
 	if (!(batch = json_load_file(o->input, JSON_REJECT_DUPLICATES, &je))) {
-		fprintf(stderr, "tsec %s: %s: line %d: %s\n", cmd, cli_shown(o->input), je.line,
-			je.text);
+		cli_json_error(cmd, o->input, &je, NULL);
 		return NULL;
 	}
 	*list = json_is_array(batch) ? batch : json_object_get(batch, "requests");

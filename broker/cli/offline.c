@@ -22,6 +22,7 @@
 #include "tinysecurity/bus.h"
 #include "broker/cli/cli.h"
 #include "common/sign.h"
+#include "common/where.h"
 
 /* The module beside this program, or installed beside its bin/, else the build's. */
 const char *cli_default_module(void)
@@ -95,37 +96,59 @@ static int strict_errors(struct opts *o, const char *name, const char *path,
 	return 0;
 }
 
-/* What lint found, as JSON or as text lines. */
-static void lint_report(const struct opts *o, const char *name, int rc,
-			const struct tsec_error errs[64], size_t n, json_t *warns)
+/* One finding of lint, as JSON: where, its line and column, message. */
+static json_t *finding_json(const char *text, size_t len, const char *where, const char *msg)
 {
-	if (o->json) {
-		json_t *a = json_array(), *r;
+	const char *rest;
+	int line, col;
 
-		for (size_t i = 0; i < n && i < 64; i++)
-			json_array_append_new(a, json_pack("{s:s,s:s}", "where", errs[i].where,
-							   "message", errs[i].msg));
-		r = json_pack("{s:b,s:o,s:O}", "ok", rc == 0, "errors", a, "warnings", warns);
+	tsec__error_pos(text, len, where, msg, &line, &col, &rest);
+	return json_pack("{s:s,s:i,s:i,s:s}", "where", where, "line", line, "column", col,
+			 "message", rest);
+}
+
+/* What lint found in text, as JSON or as text lines (common/where.h). */
+static void lint_report(const struct opts *o, const char *name, const char *text, size_t len,
+			int rc, const struct tsec_error errs[64], size_t n, json_t *warns)
+{
+	char line[TSEC_ERR_WHERE + TSEC_ERR_MSG + 4200];
+	json_t *v;
+	size_t i;
+
+	if (o->json) {
+		json_t *a = json_array(), *w = json_array(), *r;
+
+		for (i = 0; i < n && i < 64; i++)
+			json_array_append_new(a, finding_json(text, len, errs[i].where, errs[i].msg));
+		json_array_foreach(warns, i, v)
+			json_array_append_new(w, finding_json(text, len,
+				json_string_value(json_object_get(v, "where")) ?: "",
+				json_string_value(json_object_get(v, "message")) ?: ""));
+		r = json_pack("{s:b,s:o,s:o}", "ok", rc == 0, "errors", a, "warnings", w);
 		json_dumpf(r, stdout, JSON_COMPACT);
 		putchar('\n');
 		json_decref(r);
 	} else if (rc == 0) {
-		json_t *v;
-		size_t i;
+		json_array_foreach(warns, i, v) {
+			char msg[TSEC_ERR_MSG + 16];
 
-		json_array_foreach(warns, i, v)
-			printf("%s: %s: warning: %s\n", name,
-			       json_string_value(json_object_get(v, "where")),
-			       json_string_value(json_object_get(v, "message")));
+			snprintf(msg, sizeof(msg), "warning: %s",
+				 json_string_value(json_object_get(v, "message")) ?: "");
+			tsec__error_say(line, sizeof(line), name, text, len,
+					json_string_value(json_object_get(v, "where")) ?: "", msg);
+			puts(line);
+		}
 		if (json_array_size(warns))
 			printf("%s: ok, %zu warning%s\n", name, json_array_size(warns),
 			       json_array_size(warns) == 1 ? "" : "s");
 		else
 			printf("%s: ok\n", name);
 	} else {
-		for (size_t i = 0; i < n && i < 64; i++)
-			printf("%s: %s%s%s\n", name, errs[i].where,
-			       errs[i].where[0] ? ": " : "", errs[i].msg);
+		for (i = 0; i < n && i < 64; i++) {
+			tsec__error_say(line, sizeof(line), name, text, len, errs[i].where,
+					errs[i].msg);
+			puts(line);
+		}
 		if (n > 64)
 			printf("%s: ... %zu errors in all\n", name, n);
 	}
@@ -155,10 +178,10 @@ static int lint_file(struct opts *o, const char *name, const char *path)
 		return EXIT_ERROR;
 	}
 	rc = tsec_bus_lint(bus, "lint", text, len, errs, 64, &n);
-	free(text);
 	tsec_bus_free(&bus);
 	if (rc == TSEC_EMODULE) {
 		fprintf(stderr, "tsec lint: the module cannot lint (ABI 1.0)\n");
+		free(text);
 		return EXIT_ERROR;
 	}
 	/* A policy that compiles may still hold rules that decide nothing. */
@@ -166,13 +189,15 @@ static int lint_file(struct opts *o, const char *name, const char *path)
 	if (o->strict && rc == 0) {
 		if (strict_errors(o, name, path, errs, &n, &warns)) {
 			json_decref(warns);
+			free(text);
 			return EXIT_ERROR;
 		}
 		if (n)
 			rc = TSEC_EPOLICY;
 	}
-	lint_report(o, name, rc, errs, n, warns);
+	lint_report(o, name, text, len, rc, errs, n, warns);
 	json_decref(warns);
+	free(text);
 	return rc == 0 ? EXIT_ALLOW : EXIT_ERROR;
 }
 
@@ -420,10 +445,14 @@ static int policy_compiles(const char *cmd, const struct opts *o, const char *pa
 			   strlen(minimal), &err);
 	if (rc)
 		fprintf(stderr, "tsec %s: %s\n", cmd, err.msg);
-	else if ((rc = tsec_bus_lint(bus, "lint", text, len, errs, 8, &n)))
-		fprintf(stderr, "tsec %s: %s does not compile (%zu error%s; see tsec lint): %s%s%s\n",
-			cmd, path, n, n == 1 ? "" : "s", errs[0].where, errs[0].where[0] ? ": " : "",
-			errs[0].msg);
+	else if ((rc = tsec_bus_lint(bus, "lint", text, len, errs, 8, &n))) {
+		char line[TSEC_ERR_WHERE + TSEC_ERR_MSG + 4200];
+
+		tsec__error_say(line, sizeof(line), cli_shown(path), text, len, errs[0].where,
+				errs[0].msg);
+		fprintf(stderr, "tsec %s: %s (%zu error%s in all; see tsec lint)\n", cmd, line, n,
+			n == 1 ? "" : "s");
+	}
 	free(text);
 	tsec_bus_free(&bus);
 	return rc ? -1 : 0;

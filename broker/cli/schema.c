@@ -21,6 +21,7 @@
 
 #include "broker/cli/cli.h"
 #include "common/suggest.h"
+#include "common/where.h"
 
 struct names {
 	const char **v;                  /* borrowed from the schema's JSON */
@@ -180,8 +181,11 @@ json_t *cli_schema_errors(const char *policy_path, const char *schema_path, char
 	memset(&sc, 0, sizeof(sc));
 	if (!(sc.root = json_load_file(schema_path, JSON_REJECT_DUPLICATES, &je)) ||
 	    !json_is_object(sc.root)) {
-		snprintf(why, whylen, "%s:%d:%d: %s", schema_path, je.line, je.column,
-			 sc.root ? "a schema is a JSON object" : je.text);
+		if (sc.root) {
+			je.line = je.column = 1;
+			snprintf(je.text, sizeof(je.text), "a schema is a JSON object");
+		}
+		tsec__json_error_say(why, whylen, schema_path, &je);
 		json_decref(sc.root);
 		return NULL;
 	}

@@ -258,8 +258,7 @@ int cmd_fmt(struct opts *o)
 		}
 		root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 		if (!json_is_object(root)) {
-			fprintf(stderr, "tsec fmt: %s:%d:%d: %s\n", path, je.line, je.column,
-				root ? "a policy is a JSON object" : je.text);
+			cli_json_error("fmt", path, &je, root ? "a policy is a JSON object" : NULL);
 			json_decref(root);
 			free(text);
 			rc = EXIT_ERROR;
@@ -499,8 +498,7 @@ int cmd_inspect(struct opts *o)
 	/* (json_is_object reads its argument twice: never a call in it.) */
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 	if (!json_is_object(root)) {
-		fprintf(stderr, "tsec inspect: %s:%d:%d: %s\n", o->args[0], je.line, je.column,
-			root ? "a policy is a JSON object" : je.text);
+		cli_json_error("inspect", o->args[0], &je, root ? "a policy is a JSON object" : NULL);
 		json_decref(root);
 		rc = EXIT_ERROR;
 		goto done;

@@ -155,8 +155,7 @@ static void client_config(const char *cmd, struct opts *o)
 		}
 		if (!(cfg = json_load_file(paths[i], JSON_REJECT_DUPLICATES, &je)) ||
 		    !json_is_object(cfg)) {
-			fprintf(stderr, "tsec %s: %s: line %d: %s\n", cmd, paths[i], je.line,
-				cfg ? "must be a JSON object" : je.text);
+			cli_json_error(cmd, paths[i], &je, cfg ? "must be a JSON object" : NULL);
 			exit(EXIT_ERROR);
 		}
 		json_object_foreach(cfg, k, v) {

@@ -27,6 +27,7 @@
 #include "common/jsonw.h"
 #include "common/sign.h"
 #include "common/suggest.h"
+#include "common/where.h"
 
 /*
  * Every setting, listed once (issue 34, item 13: reload compared a
@@ -524,7 +525,10 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
 	close(fd);
 	if (!root) {
-		tsec__say("config %s: line %d: %s", path, je.line, je.text);
+		char line[4300];
+
+		tsec__json_error_say(line, sizeof(line), path, &je);
+		tsec__say("config %s", line);
 		return -1;
 	}
 	if (!json_is_object(root)) {

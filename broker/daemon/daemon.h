@@ -461,6 +461,10 @@ int tsec__policy_text(struct tsec__daemon *d, char **text, size_t *len,
 		      struct tsec_error *err);
 /* Recompiles the policy; on failure the old one keeps serving. */
 int tsec__policy_reload(struct tsec__daemon *d, struct tsec_error *err);
+/* The module's error e about the policy text, worded "POLICY:LINE:COL:
+ * /pointer: message" in e->msg (common/where.h); other errors as they are. */
+void tsec__policy_locate(const struct tsec__daemon *d, const char *text, size_t len,
+			 struct tsec_error *e);
 /* Identifies a policy's text and refuses a rollback (signed policies). */
 int tsec__policy_admit(struct tsec__daemon *d, const char *text, size_t len,
 		       struct tsec__policy_id *id, struct tsec_error *err);

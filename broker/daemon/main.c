@@ -81,6 +81,7 @@ static int start(struct tsec__daemon *d, const char *config)
 	struct tsec_store_opts so;
 	char *text = NULL;
 	size_t len;
+	bool bad;
 
 	if (sodium_init() < 0 || tsec__config_load(config, &d->cfg))
 		return -1;
@@ -145,12 +146,15 @@ static int start(struct tsec__daemon *d, const char *config)
 		tsec__say("note: no \"fleet_id\": a policy bundle signed with this key for "
 			  "another fleet would be accepted here; set it, and \"fleet\" in the "
 			  "policy");
-	if (tsec__policy_text(d, &text, &len, &err) ||
-	    /* On shared storage, the fleet's policy when it is newer. */
-	    (tsec__fleet_shared(d) && tsec__fleet_prefer(d, &text, &len)) ||
-	    tsec__policy_admit(d, text, len, &id, &err) ||
-	    tsec_bus_load(d->bus, "policy", d->cfg.module, text, len, &err) ||
-	    tsec__policy_commit(d, &id, text, len, &err)) {
+	bad = tsec__policy_text(d, &text, &len, &err) ||
+	      /* On shared storage, the fleet's policy when it is newer. */
+	      (tsec__fleet_shared(d) && tsec__fleet_prefer(d, &text, &len)) ||
+	      tsec__policy_admit(d, text, len, &id, &err);
+	if (!bad && tsec_bus_load(d->bus, "policy", d->cfg.module, text, len, &err)) {
+		tsec__policy_locate(d, text, len, &err);
+		bad = true;
+	}
+	if (bad || tsec__policy_commit(d, &id, text, len, &err)) {
 		tsec__say("cannot load: %s%s%s", err.where, err.where[0] ? ": " : "", err.msg);
 		free(text);
 		return -1;

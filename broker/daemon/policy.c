@@ -28,6 +28,7 @@
 #include <sodium.h>
 
 #include "broker/daemon/daemon.h"
+#include "common/where.h"
 #include "broker/daemon/obtain.h"
 #include "common/clock.h"
 #include "common/error.h"
@@ -205,6 +206,19 @@ int tsec__policy_commit(struct tsec__daemon *d, const struct tsec__policy_id *id
 	return d->cfg.have_pk ? state_write(d, id->revision, id->sha256, err) : 0;
 }
 
+void tsec__policy_locate(const struct tsec__daemon *d, const char *text, size_t len,
+			 struct tsec_error *e)
+{
+	char line[TSEC_ERR_WHERE + TSEC_ERR_MSG + 4200];
+
+	if (e->code != TSEC_EPOLICY || !text ||
+	    (!e->where[0] && strncmp(e->msg, "JSON error at line ", 19)))
+		return;
+	tsec__error_say(line, sizeof(line), d->cfg.policy, text, len, e->where, e->msg);
+	snprintf(e->msg, sizeof(e->msg), "%.255s", line);
+	e->where[0] = '\0';
+}
+
 int tsec__policy_reload(struct tsec__daemon *d, struct tsec_error *err)
 {
 	struct tsec__policy_id id;
@@ -218,8 +232,8 @@ int tsec__policy_reload(struct tsec__daemon *d, struct tsec_error *err)
 	rc = tsec__policy_text(d, &text, &len, err);
 	if (!rc)
 		rc = tsec__policy_admit(d, text, len, &id, err);
-	if (!rc)
-		rc = tsec_bus_reload(d->bus, "policy", text, len, err);
+	if (!rc && (rc = tsec_bus_reload(d->bus, "policy", text, len, err)))
+		tsec__policy_locate(d, text, len, err);
 	if (!rc && tsec__policy_commit(d, &id, text, len, err))
 		/* It serves already; say loudly that a restart could roll back. */
 		tsec__say("policy reloaded, but its revision was not kept (%s): until it is, a "

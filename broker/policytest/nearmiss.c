@@ -257,7 +257,7 @@ int tsec__near_misses(const json_t *policy, const struct tsec_request *r, char (
 			continue;
 		named = principal_named(rule, r, who, &near);
 		if (!named && near && resource_named(rule, &k))
-			snprintf(out[n++], 256, "rule '%.60s' names principal '%.60s'; the caller is '%.60s'%s",
+			snprintf(out[n++], 256, "rule '%.56s' names principal '%.56s'; the caller is '%.56s'%s",
 				 id, near, who, strchr(who, ':') && !strchr(near, ':')
 				 ? " (principals carry their prefix)" : "");
 		else if (named && !resource_named(rule, &k) &&

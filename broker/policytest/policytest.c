@@ -6,9 +6,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+
 #include "broker/policytest/policytest.h"
 #include "common/sign.h"
 #include "common/suggest.h"
+#include "common/where.h"
 #include "common/wire.h"
 #include "tinysecurity/bus.h"
 
@@ -120,8 +122,11 @@ static struct tsec_bus *bus_on(struct tsec__ptest *t, const char *path)
 		return NULL;
 	}
 	if (tsec_bus_new(&bus) || tsec_bus_load(bus, "policy", t->module, text, len, &err)) {
-		fprintf(t->err, "tsec test: %s: %s%s%s\n", path, err.where, err.where[0] ? ": " : "",
-			err.msg);
+		char line[TSEC_ERR_WHERE + TSEC_ERR_MSG + 4200];
+
+		tsec__error_say(line, sizeof(line), path, text, len, bus ? err.where : "",
+				bus ? err.msg : "out of memory");
+		fprintf(t->err, "tsec test: %s\n", line);
 		tsec_bus_free(&bus);
 	}
 	free(text);
@@ -428,7 +433,10 @@ void tsec__ptest_file(struct tsec__ptest *t, const char *file)
 
 	t->files++;
 	if (!tf) {
-		fprintf(t->err, "tsec test: %s: line %d: %s\n", file, je.line, je.text);
+		char line[4300];
+
+		tsec__json_error_say(line, sizeof(line), file, &je);
+		fprintf(t->err, "tsec test: %s\n", line);
 		t->errors++;
 		return;
 	}
