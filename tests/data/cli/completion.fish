@@ -1,6 +1,6 @@
 # Drives packaging/tsec.fish through fish's own `complete -C`, in a
 # folder whose one file is named FILES (so files show as FILES).  The
-# same cases as completion.sh, with the same answers.
+# cases of completion.cases, answered as completion.sh answers them.
 set -l here (pwd)
 source $here/packaging/tsec.fish
 set -l tmp (mktemp -d)
@@ -9,11 +9,8 @@ cd $tmp
 function c
 	echo (complete -C"$argv" | cut -f1 | sort)
 end
-c 'tsec --endpoint ipc://x st'
-c 'tsec --endpoint ipc://x store put KEY '
-c 'tsec store put KEY '
-c 'tsec store g'
-c 'tsec --json check --act'
-c 'tsec ca'
+while read -l l
+	c (string replace -r '\|$' '' -- $l)
+end < $here/tests/data/cli/completion.cases
 cd $here
 rm -r $tmp

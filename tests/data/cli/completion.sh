@@ -1,16 +1,15 @@
-# Drives packaging/tsec.bash-completion without bash-completion itself:
-# _init_completion and _filedir stand in (files show as FILES).  Each
-# line of output is what one command line completes to.
-source packaging/tsec.bash-completion
-_init_completion() {
-	cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}
-	words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD
-}
-_filedir() { COMPREPLY=(FILES); }
-c() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=(); _tsec; echo "${COMPREPLY[*]}"; }
-c tsec --endpoint ipc://x st
-c tsec --endpoint ipc://x store put KEY ""
-c tsec store put KEY ""
-c tsec store g
-c tsec --json check --act
-c tsec ca
+# Drives packaging/tsec.bash-completion as bash does, from COMP_LINE and
+# COMP_POINT, with no bash-completion package; run in a folder whose one
+# file is FILES (so files show as FILES).  Each line of output is what
+# one command line completes to, as the shell would insert it.
+here=$(pwd)
+source "$here/packaging/tsec.bash-completion"
+tmp=$(mktemp -d)
+touch "$tmp/FILES"
+cd "$tmp" || exit 1
+c() { COMP_LINE=$1; COMP_POINT=${#1}; COMPREPLY=(); _tsec; echo "${COMPREPLY[*]}"; }
+while IFS= read -r l; do
+	c "${l%|}" | tr ' ' '\n' | sort | tr '\n' ' ' | sed 's/ *$//'
+	echo
+done < "$here/tests/data/cli/completion.cases"
+cd "$here" && rm -r "$tmp"

@@ -1,6 +1,7 @@
 # Drives packaging/tsec.zsh-completion without compsys: compadd and
-# _files stand in (files show as FILES).  The same cases as
-# completion.sh, with the same answers.
+# _files stand in (files show as FILES), and the words are the line's,
+# split as zsh splits them.  The cases of completion.cases, answered as
+# completion.sh answers them.
 compadd() {
 	local w
 	[[ $1 == -- ]] && shift
@@ -11,10 +12,13 @@ compadd() {
 _files() { out+=(FILES) }
 out=()
 source packaging/tsec.zsh-completion
-c() { words=("$@"); CURRENT=$#; PREFIX=${words[CURRENT]}; out=(); _tsec; echo "${out[*]}" }
-c tsec --endpoint ipc://x st
-c tsec --endpoint ipc://x store put KEY ""
-c tsec store put KEY ""
-c tsec store g
-c tsec --json check --act
-c tsec ca
+c() {
+	local line=$1
+	words=(${(z)line})
+	[[ $line == *' ' ]] && words+=('')
+	CURRENT=${#words}; PREFIX=${words[CURRENT]}; out=(); _tsec
+	print -r -- ${(j: :)${(o)out}}
+}
+while IFS= read -r l; do
+	c "${l%|}"
+done < tests/data/cli/completion.cases
