@@ -590,6 +590,33 @@ static void test_near_miss(void **state)
 			    "--resource certificates/acme", pol), 1);
 	assert_non_null(strstr(out, "\"near_miss\":[\"rule 'auditors-list': 'certificate' in "
 				    "'certificate/**' is one edit from the key's 'certificates'\"]"));
+	/* lint warns of all three, before any request is tried: a principal
+	 * no caller has, a pattern too shallow for certmagic's files, a top
+	 * one edit from certificates/ (it said "ok"). */
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint %s", pol), 0);
+	assert_non_null(strstr(out, ":5:62: /rules/0/principal/0: warning: rule 'issuer-writes': "
+				    "principal 'acme-issuer' names no caller"));
+	assert_non_null(strstr(out, "did you mean 'svc:acme-issuer'?"));
+	assert_non_null(strstr(out, ":8:47: /rules/1/resource/0: warning: rule 'server-reads-keys' "
+				    "can never match a file it acts on: 'certificates/acme/*.key' is 3 "
+				    "segments deep"));
+	assert_non_null(strstr(out, "did you mean 'certificates/acme/**/*.key'?"));
+	assert_non_null(strstr(out, ":10:47: /rules/2/resource/0: warning: rule 'auditors-list': "
+				    "'certificate/**': no key certmagic or tsec writes is under "
+				    "'certificate'; did you mean 'certificates/**'?"));
+	assert_non_null(strstr(out, "ok, 3 warnings"));
+	/* Not of the example policies, whose folder patterns sit beside deep
+	 * ones, nor of '*.key' under its floor's '**'. */
+	assert_int_equal(sh(out, sizeof(out), TSEC " lint examples/policy.json "
+			    "examples/certmagic-policy.json"), 0);
+	assert_null(strstr(out, "warning"));
+	/* With a schema (--schema alone), names no caller has are warnings. */
+	assert_int_equal(sh(out, sizeof(out), "d=$(mktemp -d /tmp/tsec-cli-XXXXXX) && echo "
+			    "'{\"principals\": [\"svc:acme-issuer\"], \"roles\": [\"web\"]}' > "
+			    "$d/s.json && " TSEC " lint --schema $d/s.json examples/policy.json; "
+			    "rc=$?; rm -rf $d; exit $rc"), 0);
+	assert_non_null(strstr(out, "/rules/5/principal/0: warning: principal 'svc:caddy' is not "
+				    "in the schema"));
 }
 
 static void test_lint(void **state)

@@ -86,6 +86,26 @@ while IFS= read -r line; do
 	run "${want:-0}" "${line%%#*}"
 done < "$W/tour"
 
+# 1b. docs/policy.md's first policy: each command's exit status and, when
+# its comment says 'TEXT', that TEXT in its output (issue 51: each of the
+# four mistakes gets its explanation).
+awk '/^## Your first policy/ { on = 1 } on && /^```sh/ { code = 1; next }
+     code && /^```/ { exit } code' docs/policy.md |
+	sed -e ':a' -e '/\\$/N; s/\\\n *//; ta' > "$W/first"
+[ "$(grep -c '^\$T' "$W/first")" -ge 7 ] ||
+	{ echo "FAIL: no first policy walk-through in docs/policy.md"; fail=1; }
+while IFS= read -r line; do
+	case $line in ''|T=*) continue ;; esac
+	want=$(printf '%s' "$line" | sed -n 's/.*#.*exit \([0-9]\).*/\1/p')
+	says=$(printf '%s' "$line" | sed -n "s/.*#.* says '\(.*\)'\$/\1/p")
+	run "${want:-0}" "${line%%#*}"
+	if [ -n "$says" ] && ! grep -qF -- "$says" "$W/out"; then
+		echo "FAIL (no '$says'): ${line%%#*}"
+		sed 's/^/    /' "$W/out" | head -n 8
+		fail=1
+	fi
+done < "$W/first"
+
 # A denial says why not, in the reply and in the decision log (issue 20,
 # defect 11: the broker said only "nothing allowed it").
 "$T" check --action storage.store --size 100000 \

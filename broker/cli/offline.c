@@ -186,6 +186,20 @@ static int lint_file(struct opts *o, const char *name, const char *path)
 	}
 	/* A policy that compiles may still hold rules that decide nothing. */
 	warns = rc == 0 ? cli_policy_warnings(path) : json_array();
+	if (o->schema && !o->strict && rc == 0) {
+		/* --schema alone: names no caller has are warnings (issue 51, 3). */
+		char why[600];
+		json_t *se = cli_schema_errors(path, o->schema, why, sizeof(why));
+
+		if (!se) {
+			fprintf(stderr, "tsec lint: %s\n", why);
+			json_decref(warns);
+			free(text);
+			return EXIT_ERROR;
+		}
+		json_array_extend(warns, se);
+		json_decref(se);
+	}
 	if (o->strict && rc == 0) {
 		if (strict_errors(o, name, path, errs, &n, &warns)) {
 			json_decref(warns);

@@ -316,12 +316,16 @@ static const struct command {
 	  "matched, why the others did not, and the decision.\n",
 	  HELP_REQ | HELP_CONN },
 	{ "lint", cmd_lint, CLI_ARGS_MAX, "every error of a policy, with its place (exit 0 or 2)",
-	  "lint [--strict [--schema FILE]] [--module SO] [--json] POLICY|FOLDER|-...",
-	  "Prints every error (every error of every rule) with its JSON pointer, then\n"
-	  "warnings: rules that can never allow or never match, conditions that\n"
-	  "never apply, a policy past its \"expires\".  Several files, folders (each\n"
-	  "*.json in it holding \"rules\" or \"floor\") and - (stdin) at once.  Exit 0\n"
-	  "if every policy is good, 2 if one is not.\n\n"
+	  "lint [--strict] [--schema FILE] [--module SO] [--json] POLICY|FOLDER|-...",
+	  "Prints every error (every error of every rule) as FILE:LINE:COL: with its\n"
+	  "JSON pointer, then warnings: rules that can never allow or never match\n"
+	  "(a pattern too shallow for the files certmagic keeps, a top one edit from\n"
+	  "certificates/, acme/, ocsp/, locks/ or names/), principals no caller has\n"
+	  "(no KIND: prefix), conditions that never apply, a policy past its\n"
+	  "\"expires\".  Several files, folders (each *.json in it holding \"rules\"\n"
+	  "or \"floor\") and - (stdin) at once.  Exit 0 if every policy is good, 2\n"
+	  "if one is not.\n\n"
+	  "--schema FILE alone: the names it does not know are warnings.\n"
 	  "--strict also checks the names the policy uses against a schema (--schema\n"
 	  "FILE, else schema.json beside the policy): {\"principals\": [...],\n"
 	  "\"roles\": [...], \"issuers\": [...], \"domains\": [...]}, each entry a name\n"

@@ -18,6 +18,7 @@
 #include "tinysecurity/types.h"
 #include "broker/cli/cli.h"
 #include "common/clock.h"
+#include "common/suggest.h"
 
 static unsigned actions_of(const json_t *r)
 {
@@ -287,6 +288,160 @@ static void conditions_that_never_apply(json_t *out, const char *place, const ch
 			 "names/<name> do; lock names do not)", id);
 }
 
+/* The depths (in segments) pattern s can match: lo to hi, hi < 0 for
+ * no bound ("**" matches zero or more segments). */
+static void depths(const char *s, int *lo, int *hi)
+{
+	int n = 0, deep = 0;
+
+	for (const char *p = s;; p++) {
+		const char *e = strchr(p, '/');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+
+		if (len == 2 && !strncmp(p, "**", 2))
+			deep++;
+		else
+			n++;
+		if (!(p = e))
+			break;
+	}
+	*lo = n;
+	*hi = deep ? -1 : n;
+}
+
+/*
+ * Where certmagic and tsec put the files an action acts on, by the first
+ * segment: certificates/ISSUER/DOMAIN/FILE (and a remote store's archive
+ * a level below), acme/CA/users/EMAIL/FILE and acme/CA/challenge_tokens/
+ * FILE, ocsp/NAME; cert.obtain's names/NAME.  Depths in segments.
+ */
+#define A(n) (1u << TSEC_ACTION_##n)
+#define FILES (A(STORAGE_STORE) | A(STORAGE_LOAD) | A(CERT_PUBLISH) | A(CERT_LOAD) | \
+	       A(CERT_EXISTS) | A(CERT_ARCHIVE))
+static const struct {
+	const char *top;
+	unsigned actions;
+	int depth[2];
+	const char *shape;
+} shapes[] = {
+	{ "certificates", FILES, { 4, 5 }, "certificates/ISSUER/DOMAIN/DOMAIN.crt|.key|.json" },
+	{ "acme", FILES, { 4, 5 }, "acme/CA/users/EMAIL/FILE" },
+	{ "ocsp", FILES, { 2, 2 }, "ocsp/NAME" },
+	{ "names", A(CERT_OBTAIN), { 2, 2 }, "names/NAME" },
+};
+
+/* A pattern too shallow, with "**" where its last segment was
+ * (certificates/acme/STAR becomes certificates/acme/STARSTAR). */
+static void deeper(const char *s, char *out, size_t n)
+{
+	const char *last = strrchr(s, '/');
+	int pre = last ? (int)(last - s + 1) : 0;
+
+	if (!strcmp(s + pre, "*"))
+		snprintf(out, n, "%.*s**", pre, s);
+	else
+		snprintf(out, n, "%.*s**/%s", pre, s, s + pre);
+}
+
+/*
+ * Issue 51, item 3, written literally: certificates/acme/STAR.key stays
+ * three segments deep where certmagic's keys are four.  Said when a rule
+ * acts on files under a top certmagic or tsec lays out and none of its
+ * patterns there reaches a file's depth (a rule that also lists the
+ * folders above names them alongside a deep enough pattern).
+ */
+static void too_shallow(json_t *out, const char *place, const char *id, const json_t *r,
+			unsigned am)
+{
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		const char *first = NULL;
+		bool reaches = false;
+		const json_t *v;
+		size_t k, at = 0, tl = strlen(shapes[i].top);
+		char better[600], where[96];
+		int lo, hi;
+
+		if (!(am & shapes[i].actions))
+			continue;
+		json_array_foreach(json_object_get(r, "resource"), k, v) {
+			const char *s = json_string_value(v);
+
+			if (!s || strncmp(s, shapes[i].top, tl) || (s[tl] != '/' && s[tl]))
+				continue;
+			depths(s, &lo, &hi);
+			for (int d = 0; d < 2; d++)
+				if (shapes[i].depth[d] >= lo && (hi < 0 || shapes[i].depth[d] <= hi))
+					reaches = true;
+			if (!first) {
+				first = s;
+				at = k;
+			}
+		}
+		if (!first || reaches)
+			continue;
+		depths(first, &lo, &hi);
+		deeper(first, better, sizeof(better));
+		snprintf(where, sizeof(where), "%s/resource/%zu", place, at);
+		cli_note(out, where, "rule '%s' can never match a file it acts on: '%s' is %d "
+			 "segment%s deep, files there are %s ('*' stays inside one segment)%s%s%s",
+			 id, first, lo, lo == 1 ? "" : "s", shapes[i].shape,
+			 hi >= 0 && hi < shapes[i].depth[0] ? "; did you mean '" : "",
+			 hi >= 0 && hi < shapes[i].depth[0] ? better : "",
+			 hi >= 0 && hi < shapes[i].depth[0] ? "'?" : "");
+	}
+}
+
+/* And principals no caller has: every caller is KIND:NAME as its broker
+ * names it, every role role:NAME; STAR.key only at the root. */
+static void shapes_and_names(json_t *out, const char *place, const char *id, const json_t *r,
+			     unsigned am)
+{
+	const json_t *v;
+	char where[96];
+	size_t k;
+
+	too_shallow(out, place, id, r, am);
+	json_array_foreach(json_object_get(r, "resource"), k, v) {
+		const char *s = json_string_value(v);
+		size_t n = s ? strlen(s) : 0;
+
+		snprintf(where, sizeof(where), "%s/resource/%zu", place, k);
+		if (s && n < 200) {
+			/* A top one edit or two from one certmagic or tsec writes. */
+			static const char *const tops[] = { "certificates", "acme", "ocsp", "locks",
+							    "names" };
+			char top[200];
+			const char *near;
+			size_t tl = strcspn(s, "/");
+
+			snprintf(top, sizeof(top), "%.*s", (int)tl, s);
+			if (!strchr(top, '*') && (near = tsec__nearest(top, tops, 5)) &&
+			    strcmp(near, top))
+				cli_note(out, where, "rule '%s': '%s': no key certmagic or tsec writes "
+					 "is under '%s'; did you mean '%s%s'?", id, s, top, near,
+					 s + tl);
+		}
+		if (s && !strchr(s, '/') && s[0] == '*' && (am & FILES) && n > 4 &&
+		    (!strcmp(s + n - 4, ".key") || !strcmp(s + n - 4, ".crt")))
+			cli_note(out, where, "rule '%s': '%s' matches only keys at the root, and "
+				 "certmagic keeps none there (certificates/ISSUER/DOMAIN/DOMAIN%s); "
+				 "did you mean '**/%s'?", id, s, s + n - 4, s);
+	}
+	for (int f = 0; f < 2; f++)
+		json_array_foreach(json_object_get(r, f ? "except" : "principal"), k, v) {
+			const char *s = json_string_value(v);
+
+			snprintf(where, sizeof(where), "%s/%s/%zu", place, f ? "except" : "principal", k);
+			if (s && strcmp(s, "*") && !strchr(s, ':'))
+				cli_note(out, where, "rule '%s': %s '%s' names no caller: callers are "
+					 "KIND:NAME as the broker's configuration names them, roles "
+					 "role:NAME; did you mean 'svc:%s'?", id,
+					 f ? "except" : "principal", s, s);
+		}
+}
+#undef FILES
+#undef A
+
 bool cli_expired(const json_t *policy)
 {
 	const char *e = json_string_value(json_object_get(policy, "expires"));
@@ -327,6 +482,14 @@ json_t *cli_policy_warnings(const char *path)
 		    !json_object_get(d, "except"))
 			index_shadower(by_pat, deep, d, nfloors + i);
 	}
+	json_array_foreach(floors, i, r) {
+		char place[64];
+
+		snprintf(place, sizeof(place), "/floor/%zu", i);
+		if (json_string_value(json_object_get(r, "id")))
+			shapes_and_names(out, place, json_string_value(json_object_get(r, "id")), r,
+					 actions_of(r));
+	}
 	json_array_foreach(rules, i, r) {
 		const char *id = json_string_value(json_object_get(r, "id"));
 		const char *eff = json_string_value(json_object_get(r, "effect"));
@@ -350,6 +513,7 @@ json_t *cli_policy_warnings(const char *path)
 			cli_note(out, place, "rule '%s' can never match: lock actions act on locks/<name>, "
 			    "and none of its resources is there", id);
 		conditions_that_never_apply(out, place, id, r, am);
+		shapes_and_names(out, place, id, r, am);
 		if (strcmp(eff, "allow"))
 			continue;
 		/* Shadowed by a floor (everyone) or an unconditional deny. */

@@ -196,6 +196,14 @@ static void print_failure(struct tsec__ptest *t, struct tsec_bus *bus,
 	for (unsigned k = 0; k < d->nrules && k < TSEC_DECISION_RULES; k++)
 		fprintf(t->out, "%s%s", k ? ", " : " (", d->rules[k]);
 	fprintf(t->out, "%s%s%s\n", d->nrules ? ")" : "", d->detail[0] ? " -- " : "", d->detail);
+	/* An allow wanted and nothing allowed: the allow most likely meant. */
+	if (!d->allow && !strcmp(status_name(d->status), "default") && t->doc) {
+		char near[4][256];
+		int n = tsec__near_misses(t->doc, r, near, 4);
+
+		for (int k = 0; k < n; k++)
+			fprintf(t->out, "  near miss: %s\n", near[k]);
+	}
 	/* Why not: the rules that matched the request but did not apply. */
 	if (rep && ex && !tsec_bus_explain(bus, "policy", r, rep, ex, &err) && ex->explained) {
 		tsec__explain_seal(ex);
@@ -465,6 +473,7 @@ void tsec__ptest_file(struct tsec__ptest *t, const char *file)
 	}
 	total = json_array_size(cases);
 	run.ids = rule_ids(policy);
+	t->doc = json_load_file(policy, 0, NULL);
 	run.reqs = calloc(total + 1, sizeof(*run.reqs));
 	run.single = calloc(total + 1, sizeof(*run.single));
 	run.batch = calloc(total + 1, sizeof(*run.batch));
@@ -486,6 +495,8 @@ void tsec__ptest_file(struct tsec__ptest *t, const char *file)
 	json_decref(keep);
 out:
 	run_free(&run);
+	json_decref(t->doc);
+	t->doc = NULL;
 	tsec_bus_free(&bus);
 	json_decref(tf);
 }

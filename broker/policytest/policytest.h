@@ -43,6 +43,8 @@ struct tsec__ptest {
 	/* Counted. */
 	int passed, failed, errors, files;
 	int rules, exercised;                /* under coverage: rules, and those a case decided */
+	/* Private: the policy of the file being run, for near misses. */
+	json_t *doc;
 };
 
 /* Runs every case of one file. */
