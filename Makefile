@@ -91,7 +91,7 @@ STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c watch.c rec
 	file/file_recover.c file/file_lock.c \
 	memory/memory.c \
 	etcd/etcd_http.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_keeper.c etcd/etcd_queue.c \
-	etcd/etcd_feed.c \
+	etcd/etcd_feed.c etcd/etcd_list.c \
 	redis/redis.c redis/redis_kv.c redis/redis_lock.c redis/redis_tls.c) \
 	broker/certcache/certcache.c broker/certcache/certcache_pem.c \
 	broker/certcache/certcache_follow.c

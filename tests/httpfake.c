@@ -60,8 +60,12 @@ static void *serve(void *arg)
 				f->heads[f->nheads++] = strdup(head);
 			pthread_mutex_unlock(&f->mu);
 			for (int i = 0; i < f->nrules && !r; i++)
-				if (!strncmp(target, f->rule[i].path_prefix, strlen(f->rule[i].path_prefix)))
+				if (!strncmp(target, f->rule[i].path_prefix,
+					     strlen(f->rule[i].path_prefix)) &&
+				    (!f->rule[i].times || f->used[i] < f->rule[i].times)) {
 					r = &f->rule[i];
+					f->used[i]++;
+				}
 			n = snprintf(out, sizeof(out), "HTTP/1.1 %d Scripted\r\nContent-Type: "
 				     "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
 				     r ? r->status : 404, r && r->body ? strlen(r->body) : 0,

@@ -18,6 +18,7 @@ struct tu_fake_rule {
 	const char *path_prefix;     /* matched against the request target */
 	int status;
 	const char *body;            /* sent with Content-Length */
+	int times;                   /* answered this many times, then skipped (0: always) */
 };
 
 struct tu_fake {
@@ -25,6 +26,7 @@ struct tu_fake {
 	atomic_int stop;
 	pthread_t th;
 	struct tu_fake_rule rule[TU_FAKE_RULES];
+	int used[TU_FAKE_RULES];
 	int nrules;
 	pthread_mutex_t mu;
 	char *heads[TU_FAKE_HEADS];  /* the heads received, in order */

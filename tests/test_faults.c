@@ -448,6 +448,9 @@ struct evil {
 	int lfd, port;
 	const char *head;
 	size_t stream;
+	/* After `limit` answers of head (0: no limit), `then` instead. */
+	int limit, answered;
+	const char *then;
 	atomic_bool stop;
 	pthread_t th;
 };
@@ -520,9 +523,12 @@ static void *evil_serve(void *arg)
 					send_all(fd, ":0\r\n", 4);
 				} else if (!strcasecmp(name, "CONFIG")) {
 					send_all(fd, "-ERR unknown command\r\n", 22);
+				} else if (e->limit && e->answered >= e->limit) {
+					send_all(fd, e->then, strlen(e->then));
 				} else {
 					static char x[65536];
 
+					e->answered++;
 					memset(x, 'x', sizeof(x));
 					send_all(fd, e->head, strlen(e->head));
 					for (size_t sent = 0; sent < e->stream; sent += sizeof(x))
@@ -545,6 +551,8 @@ static void evil_start(struct evil *e, const char *head, size_t stream)
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	e->head = head;
 	e->stream = stream;
+	e->limit = e->answered = 0;
+	e->then = NULL;
 	atomic_store(&e->stop, false);
 	e->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(e->lfd >= 0);
@@ -603,6 +611,84 @@ static void test_redis_reply_bounds(void **state)
 	assert_int_equal(evil_read(&e, &err), TSEC_EIO);
 	assert_non_null(strstr(err.msg, "a reply larger than this client takes"));
 	evil_stop(&e);
+}
+
+/*
+ * Listings that never advance (issue 52, item 1): a redis answering full
+ * ZRANGEBYLEX pages with the same names, an etcd member answering the
+ * same keys with "more": true.  Each listing ran for as long as the
+ * server kept it up (100 s, 4.2 GB; etcd: no answer in 180 s, and a
+ * broker that lists during start-up never served); each now ends at
+ * the second page, saying why.  Here the servers stop after 50 pages,
+ * so that the code before the fix failed (50,000 names, rc 0) rather
+ * than hung.
+ */
+static void test_redis_list_never_advances(void **state)
+{
+	static char page[1000 * 16 + 16];
+	struct evil e;
+	struct tsec_strlist out = { 0 };
+	struct tsec_store_opts o = { .backend = "redis", .prefix = "evil", .timeout_ms = 5000 };
+	struct tsec_error err;
+	struct tu_store t;
+	char ep[64];
+	size_t n;
+	int rc;
+
+	(void)state;
+	n = (size_t)snprintf(page, sizeof(page), "*1000\r\n");
+	for (int i = 0; i < 1000; i++)
+		n += (size_t)snprintf(page + n, sizeof(page) - n, "$7\r\na/x/%03d\r\n", i);
+	evil_start(&e, page, 0);
+	e.limit = 50;
+	e.then = "*0\r\n";
+	snprintf(ep, sizeof(ep), "127.0.0.1:%d", e.port);
+	o.endpoints = ep;
+	tu_store_open_with(&t, &o);
+	rc = tsec_store_list(t.store, &app, "a", 1, &out, &err);
+	if (rc != TSEC_EIO)
+		fail_msg("a listing that never advanced: rc %d, %zu names", rc, out.n);
+	assert_non_null(strstr(err.msg, "does not advance"));
+	assert_true(e.answered <= 3);
+	tsec_strlist_free(&out);
+	tu_store_close(&t);
+	evil_stop(&e);
+}
+
+static void test_etcd_list_never_advances(void **state)
+{
+	/* "hostile/k/a/x" and "hostile/k/a/y", again and again. */
+	static const struct tu_fake_rule rules[] = {
+		{ "/v3/kv/range", 200, "{\"header\":{\"revision\":\"1\"},\"kvs\":["
+		  "{\"key\":\"aG9zdGlsZS9rL2EveA==\"},{\"key\":\"aG9zdGlsZS9rL2EveQ==\"}],"
+		  "\"more\":true,\"count\":\"2\"}", 50 },
+		{ "/v3/kv/range", 200, "{\"header\":{\"revision\":\"1\"}}", 0 },
+		{ "/", 200, "{\"header\":{\"revision\":\"1\"}}", 0 },
+	};
+	struct tu_fake f;
+	struct tsec_store_opts o = { .backend = "etcd", .prefix = "hostile", .timeout_ms = 3000 };
+	struct tsec_strlist out = { 0 };
+	struct tsec_error err;
+	struct tu_store t;
+	char ep[64];
+	int rc;
+
+	(void)state;
+	assert_int_equal(tu_fake_start(&f, rules, 3), 0);
+	snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", f.port);
+	o.endpoints = ep;
+	memset(&t, 0, sizeof(t));
+	t.bus = tu_bus_with_policy("tests/data/store_policy.json");
+	assert_int_equal(tsec_store_open_opts(&t.store, &o, t.bus, NULL, &err), 0);
+	rc = tsec_store_list(t.store, &app, "a", 1, &out, &err);
+	if (rc != TSEC_EIO)
+		fail_msg("a listing that never advanced: rc %d, %zu names", rc, out.n);
+	assert_non_null(strstr(err.msg, "does not advance"));
+	assert_true(tu_fake_count(&f) < 10);
+	tsec_strlist_free(&out);
+	tsec_store_close(&t.store);
+	tsec_bus_free(&t.bus);
+	tu_fake_stop(&f);
 }
 
 /*
@@ -854,8 +940,8 @@ static void test_etcd_hostile_token(void **state)
 {
 	static const struct tu_fake_rule rules[] = {
 		{ "/v3/auth/authenticate", 200,
-		  "{\"header\":{},\"token\":\"abc.1\\r\\nX-Injected: yes\"}" },
-		{ "/", 200, "{\"header\":{\"revision\":\"1\"}}" },
+		  "{\"header\":{},\"token\":\"abc.1\\r\\nX-Injected: yes\"}", 0 },
+		{ "/", 200, "{\"header\":{\"revision\":\"1\"}}", 0 },
 	};
 	struct tu_fake f;
 	struct tsec_store_opts o = { .backend = "etcd", .prefix = "hostile", .timeout_ms = 3000 };
@@ -913,6 +999,8 @@ int main(void)
 		cmocka_unit_test(test_redis_acl_without_channels),
 		cmocka_unit_test(test_redis_close_while_pinging),
 		cmocka_unit_test(test_etcd_hostile_token),
+		cmocka_unit_test(test_redis_list_never_advances),
+		cmocka_unit_test(test_etcd_list_never_advances),
 	};
 	int failed;
 

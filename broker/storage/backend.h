@@ -94,7 +94,10 @@ struct tsec__backend_ops {
 		    struct tsec_error *err);
 	int (*stat)(struct tsec__backend *b, const struct tsec__skey *k,
 		    struct tsec_stat *st, struct tsec_error *err);
-	/* Unsorted; the store sorts.  TSEC_ENOENT, or TSEC_EINVAL for a value. */
+	/* Unsorted; the store sorts.  TSEC_ENOENT, or TSEC_EINVAL for a value.
+	 * A server's listing is read in pages, each starting strictly past
+	 * the last (a page that does not is TSEC_EIO), at most
+	 * TSEC__LIST_NAMES names in TSEC__LIST_PAGES pages (TSEC_ETOOBIG). */
 	int (*list)(struct tsec__backend *b, const struct tsec__skey *prefix,
 		    int recursive, struct tsec_strlist *out, struct tsec_error *err);
 	/* A value, or with recursive a folder and everything below it; with
@@ -156,6 +159,10 @@ struct tsec__backend_ops {
 };
 
 #define TSEC__GET_MANY_MAX 8
+
+/* The bounds of one listing from a server (list above). */
+#define TSEC__LIST_NAMES 1048576
+#define TSEC__LIST_PAGES 1048576
 
 /* A get_many's start: out[0..n) NULL and len[0..n) 0, or TSEC_EINVAL
  * for more than TSEC__GET_MANY_MAX keys. */

@@ -16,8 +16,6 @@
 
 #include "broker/storage/etcd/etcd_private.h"
 
-#define PAGE 1000
-
 struct etcd *tsec__etcd_of(struct tsec__backend *b)
 {
 	return (struct etcd *)b;
@@ -262,7 +260,7 @@ static int et_files_many(struct tsec__backend *b, const struct tsec__skey *k, si
 	return 0;
 }
 
-static int et_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
+int tsec__et_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
 		   struct tsec_error *err)
 {
 	const json_t *kv;
@@ -341,130 +339,6 @@ static int et_stat(struct tsec__backend *b, const struct tsec__skey *sk,
 	}
 	json_decref(r);
 	return rc;
-}
-
-/*
- * Lists by keys-only ranges of PAGE keys.  A flat listing names each
- * folder once and jumps past everything below it (the next range starts
- * at "folder0"), so a folder of a million keys costs one step.
- */
-/*
- * One key k[0..kl) of a listing's page below base[0..bl): added to out
- * as the store names it, "<key>/<child>" (a value, or with !recursive
- * the folder it lies in, once: *folder set, so the range restarts past
- * everything below it), or skipped when the store could not have written
- * it.  from[0..*fl) is where the next range starts.  0 or TSEC_ENOMEM.
- */
-static int list_key(struct etcd *e, const char *base, size_t bl, int recursive, bool reserved,
-		    const uint8_t *k, size_t kl, struct tsec_strlist *out, size_t *cap,
-		    char *from, size_t *fl, bool *folder)
-{
-	const char *name = (const char *)k + e->plen + 3, *slash;
-	size_t cn;
-
-	*folder = false;
-	if (kl <= bl || kl > TSEC__BK_MAX || memcmp(k, base, bl)) {
-		/* Not a key we could have written: skip it, and continue
-		 * after it (an overlong one: after every key sharing its first
-		 * TSEC__BK_MAX bytes, all as long). */
-		*fl = kl > TSEC__BK_MAX ? TSEC__BK_MAX : kl;
-		memcpy(from, k, *fl);
-		from[(*fl)++] = kl > TSEC__BK_MAX ? (char)0xff : '\0';
-		return 0;
-	}
-	if (!tsec__remote_name_ok(name, kl - e->plen - 3, reserved)) {
-		memcpy(from, k, kl);     /* planted: skip it */
-		from[kl] = '\0';
-		*fl = kl + 1;
-		return 0;
-	}
-	slash = recursive ? NULL : memchr(k + bl, '/', kl - bl);
-	if (!slash) {
-		memcpy(from, k, kl);
-		from[kl] = '\0';
-		*fl = kl + 1;
-		return tsec__strlist_add(out, cap, name, kl - e->plen - 3, "");
-	}
-	/* Next: past everything below this child. */
-	cn = (size_t)(slash - (const char *)k);
-	memcpy(from, k, cn);
-	from[cn] = '/' + 1;
-	*fl = cn + 1;
-	*folder = true;
-	return tsec__strlist_add(out, cap, name, cn - e->plen - 3, "/");
-}
-
-static int et_list(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
-		   struct tsec_strlist *out, struct tsec_error *err)
-{
-	struct etcd *e = tsec__etcd_of(b);
-	char base[TSEC__BK_MAX + 2], from[TSEC__BK_MAX + 2], end[TSEC__BK_MAX + 2];
-	size_t bl, fl, tl = sk->tlen, cap = 0;
-	int rc = 0;
-
-	/* base: "P/k/" for the root, "P/k/<key>/" below it. */
-	bl = tsec__etcd_bk(e, 'k', sk->text, base);
-	if (tl)
-		base[bl++] = '/';
-	memcpy(end, base, bl);
-	end[bl - 1] = '/' + 1;
-	memcpy(from, base, bl);
-	fl = bl;
-	for (;;) {
-		json_t *req = json_object(), *r;
-		const json_t *kvs;
-		size_t i, n;
-		bool more, folder = false;
-
-		json_object_set_new(req, "key", tsec__b64(from, fl));
-		json_object_set_new(req, "range_end", tsec__b64(end, bl));
-		json_object_set_new(req, "keys_only", json_true());
-		json_object_set_new(req, "limit", tsec__jnum(PAGE));
-		if ((rc = tsec__etcd_post(e->c, "/v3/kv/range", req, TSEC__ETCD_IDEMPOTENT, &r, err)))
-			break;
-		kvs = json_object_get(r, "kvs");
-		more = json_is_true(json_object_get(r, "more"));
-		n = json_array_size(kvs);
-		for (i = 0; i < n && !rc; i++) {
-			uint8_t *k;
-			size_t kl;
-
-			if (tsec__unb64(json_array_get(kvs, i), "key", &k, &kl)) {
-				rc = tsec__seterr(err, TSEC_EIO, sk->text, "etcd sent a key that is "
-						  "not base64");
-				break;
-			}
-			rc = list_key(e, base, bl, recursive, tsec__key_reserved(sk->text), k, kl,
-				      out, &cap, from, &fl, &folder);
-			free(k);
-			if (folder)
-				break;           /* restart the range past the folder */
-		}
-		json_decref(r);
-		if (rc == TSEC_ENOMEM)
-			rc = tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
-		if (rc)
-			break;
-		if (i == n && !more)
-			break;
-		if (i == n && n == 0)
-			break;
-	}
-	if (rc) {
-		tsec_strlist_free(out);
-		return rc;
-	}
-	if (out->n == 0 && tl) {
-		int kind;
-
-		if ((rc = et_kind(b, sk, &kind, err)))
-			return rc;
-		if (kind == 1)
-			return tsec__seterr(err, TSEC_EINVAL, sk->text, "'%s' is a file, not a folder",
-					    sk->text);
-		return tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
-	}
-	return 0;
 }
 
 static int et_del(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
@@ -732,7 +606,7 @@ static int et_move(struct tsec__backend *b, const struct tsec__skey *src,
 		if (succ)
 			return 0;
 		/* Which compare failed?  The destination, or the source moved on. */
-		if ((rc = et_kind(b, dst, &kind, err)))
+		if ((rc = tsec__et_kind(b, dst, &kind, err)))
 			return rc;
 		if (kind)
 			return tsec__seterr(err, TSEC_EEXIST, dst->text, "%s already exists", dst->text);
@@ -759,9 +633,9 @@ static const struct tsec__backend_ops etcd_ops = {
 	.get = et_get,
 	.get_many = et_get_many,
 	.files_many = et_files_many,
-	.kind = et_kind,
+	.kind = tsec__et_kind,
 	.stat = et_stat,
-	.list = et_list,
+	.list = tsec__et_list,
 	.del = et_del,
 	.move = et_move,
 	.put_many = et_put_many,

@@ -142,5 +142,12 @@ void tsec__etcd_lock_unwait(struct tsec__backend *b, const char *name, const uin
 /* etcd_feed.c */
 void tsec__etcd_feed_stop(struct etcd *e);
 
+/* etcd.c: 0 nothing, 1 a value, 2 a folder (the backend's kind). */
+int tsec__et_kind(struct tsec__backend *b, const struct tsec__skey *sk, int *kind,
+		  struct tsec_error *err);
+/* etcd_list.c: the backend's list. */
+int tsec__et_list(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
+		  struct tsec_strlist *out, struct tsec_error *err);
+
 
 #endif

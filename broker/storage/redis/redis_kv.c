@@ -252,6 +252,27 @@ int tsec__rd_stat(struct tsec__backend *b, const struct tsec__skey *sk, struct t
 		      : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
 }
 
+/*
+ * Whether the name e[0..n) may come next in a listing standing at lo
+ * ("[" from, "(" past) below base: past where it stands, so a page
+ * always advances, and under base.  A server that answers otherwise, or
+ * the same page again, would keep a listing going for ever (issue 52,
+ * item 1).
+ */
+static bool advances(const char *e, size_t n, const char *lo, size_t lo_len, const char *base,
+		     size_t bl)
+{
+	size_t ln = lo_len - 1, m = n < ln ? n : ln;
+	int c = memcmp(e, lo + 1, m);
+
+	if (!c)
+		c = (n > ln) - (n < ln);
+	return (lo[0] == '[' ? c >= 0 : c > 0) && n >= bl && !memcmp(e, base, bl);
+}
+
+/* (tsec__rd_list's own: a page that does not advance.) */
+#define LIST_BACKWARDS (-1000)
+
 /* A flat listing jumps past each folder, as etcd.c does. */
 int tsec__rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
 		   struct tsec_strlist *out, struct tsec_error *err)
@@ -260,7 +281,7 @@ int tsec__rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 	size_t lo_len;
 	char ikey[TSEC_KEY_MAX + 4], base[TSEC_KEY_MAX + 2], lo[TSEC_KEY_MAX + 4],
 		hi[TSEC_KEY_MAX + 4], page[16];
-	size_t bl, cap = 0;
+	size_t bl, cap = 0, pages = 0;
 	int rc = 0;
 
 	snprintf(ikey, sizeof(ikey), "%s/i", r->prefix);
@@ -274,10 +295,15 @@ int tsec__rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 	for (;;) {
 		const char *av[7] = { "ZRANGEBYLEX", ikey, lo, hi, "LIMIT", "0", page };
 		size_t lv[7] = { 11, strlen(ikey), lo_len, strlen(hi), 5, 1, strlen(page) };
-		redisReply *rep = tsec__rd_call(r, 7, av, lv, true, err);
+		redisReply *rep;
 		size_t i, n;
 
-		if (!rep) {
+		if (++pages > TSEC__LIST_PAGES || out->n > TSEC__LIST_NAMES) {
+			tsec_strlist_free(out);
+			return tsec__seterr(err, TSEC_ETOOBIG, sk->text, "a listing of more than %d "
+					    "names or pages", TSEC__LIST_NAMES);
+		}
+		if (!(rep = tsec__rd_call(r, 7, av, lv, true, err))) {
 			tsec_strlist_free(out);  /* no part of a listing is the answer */
 			return TSEC_EIO;
 		}
@@ -288,6 +314,10 @@ int tsec__rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 
 			if (e->type != REDIS_REPLY_STRING) {
 				rc = TSEC_EPROTO;
+				break;
+			}
+			if (!advances(e->str, e->len, lo, lo_len, base, bl)) {
+				rc = LIST_BACKWARDS;
 				break;
 			}
 			if (e->len <= bl || e->len > TSEC_KEY_MAX || !tsec__remote_name_ok(e->str, e->len,
@@ -320,6 +350,9 @@ int tsec__rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 			tsec_strlist_free(out);
 			return rc == TSEC_EPROTO ? tsec__seterr(err, TSEC_EIO, sk->text, "redis answered a "
 						       "listing with something not a name")
+			     : rc == LIST_BACKWARDS ? tsec__seterr(err, TSEC_EIO, sk->text, "redis answered a "
+						       "listing with a name outside the range asked "
+						       "(a page that does not advance)")
 					: tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
 		}
 		if (i == n && n < PAGE)
