@@ -526,6 +526,44 @@ static void test_s3_list_token_repeats(void **state)
 }
 
 /*
+ * A listing answered 200 with a body that does not parse (issue 52,
+ * item 7): it read as "no blobs", and remote.sweep said it had swept
+ * nothing.  Now an error, as are a truncated page without its token and
+ * an entry without its key.
+ */
+static void test_s3_list_garbage(void **state)
+{
+	static const char *const bodies[] = {
+		"garbage, not XML at all",
+		"<Error><Code>SlowDown</Code></Error>",
+		"<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>",
+		"<ListBucketResult><Contents><Size>1</Size></Contents></ListBucketResult>",
+	};
+	static const char *const says[] = { "no ListBucketResult", "no ListBucketResult",
+					    "no continuation token", "without its Key" };
+
+	(void)state;
+	for (size_t i = 0; i < 4; i++) {
+		char dir[] = "/tmp/tsec-s3-XXXXXX";
+		struct fake f = { 0 };
+		struct tsec__blobs *b;
+		struct tsec_error err;
+		int n = 0;
+
+		f.list_body = bodies[i];
+		fake_start(&f, 404, 200, 200);
+		b = open_on(&f, dir);
+		if (b->ops->list(b, count_listed, &n, &err) != TSEC_EIO)
+			fail_msg("body %zu: listed %d names, no error", i, n);
+		if (!strstr(err.msg, says[i]))
+			fail_msg("body %zu: %s", i, err.msg);
+		b->ops->close(b);
+		fake_stop(&f);
+		cleanup(dir);
+	}
+}
+
+/*
  * A server alternating two continuation tokens: refused at the first
  * token seen before (issue 49, item 6: only an exact repeat was caught,
  * and 3,810 pages were asked in 60 s, memory growing to 640 MB).
@@ -844,6 +882,7 @@ int main(void)
 		cmocka_unit_test(test_s3_list_token_repeats),
 		cmocka_unit_test(test_s3_list_tokens_alternate),
 		cmocka_unit_test(test_s3_list_bytes_bound),
+		cmocka_unit_test(test_s3_list_garbage),
 		cmocka_unit_test(test_s3_names_refused),
 	};
 	const struct CMUnitTest signed_tests[] = {

@@ -427,7 +427,7 @@ static int token_seen(struct tokens *t, const char *token)
 }
 
 /* The names of one page (p..end) handed to fn; their bytes added to
- * *bytes. */
+ * *bytes.  1 for an entry without its Key or LastModified. */
 static int list_page(struct s3blobs *s, const char *p, const char *end, tsec__blob_list_fn fn,
 		     void *ctx, size_t *bytes)
 {
@@ -443,7 +443,7 @@ static int list_page(struct s3blobs *s, const char *p, const char *end, tsec__bl
 		p = c + 10;
 		if (xml_take(&p, end, "Key", key, sizeof(key)) ||
 		    xml_take(&p, end, "LastModified", lm, sizeof(lm)))
-			break;
+			return 1;
 		if (strncmp(key, s->prefix, strlen(s->prefix)) ||
 		    !tsec__blob_name_ok(key + strlen(s->prefix)))
 			continue;
@@ -454,6 +454,26 @@ static int list_page(struct s3blobs *s, const char *p, const char *end, tsec__bl
 		rc = fn(ctx, key + strlen(s->prefix), secs < 0 ? 0 : secs * 1000);
 	}
 	return rc;
+}
+
+/* The page's continuation token into token ("" on the last page); a
+ * page that says it is truncated must give one. */
+static int next_token(const char *p, const char *end, char *token, size_t cap,
+		      struct tsec_error *err)
+{
+	const char *q = p;
+	char trunc[8] = "";
+
+	*token = 0;
+	if (xml_take(&q, end, "IsTruncated", trunc, sizeof(trunc)) || strcmp(trunc, "true"))
+		return 0;
+	q = p;
+	xml_take(&q, end, "NextContinuationToken", token, cap);
+	if (!*token)
+		return tsec__seterr(err, TSEC_EIO, "(list)", "object store: a listing page says "
+				    "it is truncated and gives no continuation token; listing "
+				    "refused");
+	return 0;
 }
 
 static int s_list(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
@@ -470,7 +490,6 @@ static int s_list(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
 		char path[2048], *esc_prefix, *esc_token = NULL;
 		struct tsec__http_body rb = { 0 };
 		const char *p, *end;
-		char trunc[8] = "";
 		long st;
 
 		esc_prefix = curl_easy_escape(NULL, s->prefix, 0);
@@ -498,15 +517,23 @@ static int s_list(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
 		p = rb.p ? (const char *)rb.p : "";
 		end = p + rb.n;
 		*token = 0;
-		{
-			const char *q = p;
-			if (xml_take(&q, end, "IsTruncated", trunc, sizeof(trunc)) == 0 &&
-			    !strcmp(trunc, "true")) {
-				q = p;
-				xml_take(&q, end, "NextContinuationToken", token, sizeof(token));
-			}
+		/* A 200 whose body is no listing is not an empty bucket (issue
+		 * 52, item 7: garbage read as "no blobs", and a sweep said it
+		 * had swept). */
+		if (!memmem(p, rb.n, "<ListBucketResult", 17)) {
+			free(rb.p);
+			rc = tsec__seterr(err, TSEC_EIO, "(list)", "object store: a listing answered "
+					  "200 with a body that is no ListBucketResult (%zu bytes); "
+					  "listing refused", rb.n);
+			break;
 		}
-		rc = list_page(s, p, end, fn, ctx, &bytes);
+		if ((rc = next_token(p, end, token, sizeof(token), err))) {
+			free(rb.p);
+			break;
+		}
+		if ((rc = list_page(s, p, end, fn, ctx, &bytes)) == 1)
+			rc = tsec__seterr(err, TSEC_EIO, "(list)", "object store: a listing entry "
+					  "without its Key or LastModified; listing refused");
 		free(rb.p);
 		if (rc || !*token)
 			break;
