@@ -451,6 +451,8 @@ struct evil {
 	/* After `limit` answers of head (0: no limit), `then` instead. */
 	int limit, answered;
 	const char *then;
+	/* head sent a byte at a time, this far apart (0: at once). */
+	int trickle_ms;
 	atomic_bool stop;
 	pthread_t th;
 };
@@ -530,7 +532,15 @@ static void *evil_serve(void *arg)
 
 					e->answered++;
 					memset(x, 'x', sizeof(x));
-					send_all(fd, e->head, strlen(e->head));
+					for (size_t k = 0; e->trickle_ms && e->head[k] &&
+					     !atomic_load(&e->stop); k++) {
+						struct timespec ts = { 0, e->trickle_ms * 1000000L };
+
+						send_all(fd, e->head + k, 1);
+						nanosleep(&ts, NULL);  /* the fault: a slow server */
+					}
+					if (!e->trickle_ms)
+						send_all(fd, e->head, strlen(e->head));
 					for (size_t sent = 0; sent < e->stream; sent += sizeof(x))
 						send_all(fd, x, sizeof(x));
 				}
@@ -553,6 +563,7 @@ static void evil_start(struct evil *e, const char *head, size_t stream)
 	e->stream = stream;
 	e->limit = e->answered = 0;
 	e->then = NULL;
+	e->trickle_ms = 0;
 	atomic_store(&e->stop, false);
 	e->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(e->lfd >= 0);
@@ -651,6 +662,44 @@ static void test_redis_list_never_advances(void **state)
 	assert_non_null(strstr(err.msg, "does not advance"));
 	assert_true(e.answered <= 3);
 	tsec_strlist_free(&out);
+	tu_store_close(&t);
+	evil_stop(&e);
+}
+
+/*
+ * redis timeout_ms is a deadline over the whole call (issue 52, item 2):
+ * a reply trickled a byte at a time restarted the receive timeout with
+ * each byte, and a 2000 ms call took 53.6 s.  Here a 64-byte reply at a
+ * byte per 200 ms (13 s whole) to a call of 1000 ms: it ends, saying so,
+ * in about its budget (bounded at 8 s so that a slow machine passes and
+ * the code before the fix, which waited the reply out, fails).
+ */
+static void test_redis_trickled_reply(void **state)
+{
+	static char head[128];
+	struct evil e;
+	struct tsec_store_opts o = { .backend = "redis", .prefix = "evil", .timeout_ms = 1000 };
+	struct tsec_error err;
+	struct tu_store t;
+	char ep[64], *v = NULL;
+	size_t n;
+	int64_t t0;
+	int rc;
+
+	(void)state;
+	snprintf(head, sizeof(head), "$58\r\n%058d\r\n", 0);
+	evil_start(&e, head, 0);
+	e.trickle_ms = 200;
+	snprintf(ep, sizeof(ep), "127.0.0.1:%d", e.port);
+	o.endpoints = ep;
+	tu_store_open_with(&t, &o);
+	t0 = tsec__mono_ms();
+	rc = tsec_store_get(t.store, &app, "k", &v, &n, &err);
+	if (rc != TSEC_EIO || !strstr(err.msg, "no answer within 1000 ms"))
+		fail_msg("a trickled reply: rc %d after %lld ms: %s", rc,
+			 (long long)(tsec__mono_ms() - t0), err.msg);
+	assert_true(tsec__mono_ms() - t0 < 8000);
+	free(v);
 	tu_store_close(&t);
 	evil_stop(&e);
 }
@@ -1001,6 +1050,7 @@ int main(void)
 		cmocka_unit_test(test_etcd_hostile_token),
 		cmocka_unit_test(test_redis_list_never_advances),
 		cmocka_unit_test(test_etcd_list_never_advances),
+		cmocka_unit_test(test_redis_trickled_reply),
 	};
 	int failed;
 

@@ -176,6 +176,14 @@ bool tsec__rd_refused_reply(const redisContext *c)
 	return c->err == REDIS_ERR_OOM && reply_over;
 }
 
+/*
+ * The deadline of the call this thread is making (tsec__rd_take), 0 for
+ * none (a feed's own connection): each read waits only for what is left
+ * of it, so a reply trickled a byte at a time cannot stretch timeout_ms
+ * (issue 52, item 2: a byte each 0.3 s held a 2 s call for 53 s).
+ */
+static _Thread_local int64_t call_until;
+
 int tsec__rd_reply(redisContext *c, redisReply **out)
 {
 	void *rep = NULL;
@@ -195,6 +203,17 @@ int tsec__rd_reply(redisContext *c, redisReply **out)
 			c->err = REDIS_ERR_OOM;
 			snprintf(c->errstr, sizeof(c->errstr), "reply too large");
 			return REDIS_ERR;
+		}
+		if (call_until) {
+			int64_t left = call_until - tsec__mono_ms();
+
+			if (left <= 0) {
+				c->err = REDIS_ERR_IO;
+				snprintf(c->errstr, sizeof(c->errstr), "the call's deadline passed");
+				errno = ETIMEDOUT;
+				return REDIS_ERR;
+			}
+			redisSetTimeout(c, tv_of(left));
 		}
 		if (tsec__rd_read(c) != REDIS_OK)
 			return REDIS_ERR;
@@ -241,6 +260,7 @@ static redisContext *dial_by(struct redisbe *r, int64_t until, struct tsec_error
 			     "(timeout_ms)", r->host, (long long)tmo_ms(r));
 		return NULL;
 	}
+	call_until = until;
 	for (;;) {
 		c = r->port ? redisConnectWithTimeout(r->host, r->port, tv_of(left))
 			    : redisConnectUnixWithTimeout(r->host, tv_of(left));
@@ -302,6 +322,7 @@ redisContext *tsec__rd_dial(struct redisbe *r, struct tsec_error *err)
 	redisContext *c = dial_by(r, tsec__rd_until(r), err);
 
 	/* Its own commands (the feed's) get the whole timeout each. */
+	call_until = 0;
 	if (c)
 		redisSetTimeout(c, r->tmo);
 	return c;
@@ -347,12 +368,14 @@ redisContext *tsec__rd_take(struct redisbe *r, int64_t until, struct tsec_error 
 		return NULL;
 	}
 	redisSetTimeout(c, tv_of(left));
+	call_until = until;
 	return c;
 }
 
 /* Returns c to the pool, or drops it when it failed. */
 void tsec__rd_give(struct redisbe *r, redisContext *c)
 {
+	call_until = 0;                  /* the call is over */
 	if (c && !c->err) {
 		pthread_mutex_lock(&r->mu);
 		if (r->npool < POOL) {
@@ -399,6 +422,7 @@ redisReply *tsec__rd_call_by(struct redisbe *r, int argc, const char **argv,
 
 		tsec__rd_lost(r, c, e, idempotent, err);
 		tsec__rd_free(c);
+		call_until = 0;
 		if (!idempotent || spent)
 			return NULL;
 	}
