@@ -395,7 +395,8 @@ static int by_count(const void *a, const void *b)
 /* The groups, the largest first; each one's request, the witness. */
 static void say_groups(struct shown *s)
 {
-	qsort(s->g, s->ng, sizeof(*s->g), by_count);
+	if (s->ng)                        /* (no groups: no array to sort) */
+		qsort(s->g, s->ng, sizeof(*s->g), by_count);
 	if (s->ng)
 		printf("%zu request(s) decided differently, in %zu group(s) by the decisions before "
 		       "and after (a group's count, then one of its requests):\n", s->n, s->ng);
