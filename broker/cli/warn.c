@@ -405,7 +405,6 @@ static void shapes_and_names(json_t *out, const char *place, const char *id, con
 		const char *s = json_string_value(v);
 		size_t n = s ? strlen(s) : 0;
 
-		snprintf(where, sizeof(where), "%s/resource/%zu", place, k);
 		if (s && n < 200) {
 			/* A top one edit or two from one certmagic or tsec writes. */
 			static const char *const tops[] = { "certificates", "acme", "ocsp", "locks",
@@ -414,15 +413,23 @@ static void shapes_and_names(json_t *out, const char *place, const char *id, con
 			const char *near;
 			size_t tl = strcspn(s, "/");
 
+			bool known = false;
+
+			for (size_t j = 0; j < 5; j++)
+				known |= strlen(tops[j]) == tl && !strncmp(s, tops[j], tl);
+			if (known || memchr(s, '*', tl))
+				goto root;
 			snprintf(top, sizeof(top), "%.*s", (int)tl, s);
-			if (!strchr(top, '*') && (near = tsec__nearest(top, tops, 5)) &&
-			    strcmp(near, top))
+			snprintf(where, sizeof(where), "%s/resource/%zu", place, k);
+			if ((near = tsec__nearest(top, tops, 5)))
 				cli_note(out, where, "rule '%s': '%s': no key certmagic or tsec writes "
 					 "is under '%s'; did you mean '%s%s'?", id, s, top, near,
 					 s + tl);
 		}
+root:
 		if (s && !strchr(s, '/') && s[0] == '*' && (am & FILES) && n > 4 &&
-		    (!strcmp(s + n - 4, ".key") || !strcmp(s + n - 4, ".crt")))
+		    (!strcmp(s + n - 4, ".key") || !strcmp(s + n - 4, ".crt")) &&
+		    snprintf(where, sizeof(where), "%s/resource/%zu", place, k) > 0)
 			cli_note(out, where, "rule '%s': '%s' matches only keys at the root, and "
 				 "certmagic keeps none there (certificates/ISSUER/DOMAIN/DOMAIN%s); "
 				 "did you mean '**/%s'?", id, s, s + n - 4, s);
@@ -431,8 +438,9 @@ static void shapes_and_names(json_t *out, const char *place, const char *id, con
 		json_array_foreach(json_object_get(r, f ? "except" : "principal"), k, v) {
 			const char *s = json_string_value(v);
 
-			snprintf(where, sizeof(where), "%s/%s/%zu", place, f ? "except" : "principal", k);
-			if (s && strcmp(s, "*") && !strchr(s, ':'))
+			if (s && strcmp(s, "*") && !strchr(s, ':') &&
+			    snprintf(where, sizeof(where), "%s/%s/%zu", place,
+				     f ? "except" : "principal", k) > 0)
 				cli_note(out, where, "rule '%s': %s '%s' names no caller: callers are "
 					 "KIND:NAME as the broker's configuration names them, roles "
 					 "role:NAME; did you mean 'svc:%s'?", id,
