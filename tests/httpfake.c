@@ -1,5 +1,6 @@
 /* The tests' scripted HTTP server (tests/httpfake.h). */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -67,11 +68,15 @@ static void *serve(void *arg)
 					f->used[i]++;
 				}
 			n = snprintf(out, sizeof(out), "HTTP/1.1 %d Scripted\r\nContent-Type: "
-				     "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
-				     r ? r->status : 404, r && r->body ? strlen(r->body) : 0,
-				     r && r->body ? r->body : "");
+				     "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+				     r ? r->status : 404, r && r->body ? strlen(r->body) : 0);
 			w = write(fd, out, (size_t)n);
-			(void)w;
+			/* The body whole, however large (a peer's answer may be). */
+			for (size_t off = 0, len = r && r->body ? strlen(r->body) : 0;
+			     w >= 0 && off < len; off += (size_t)w)
+				if ((w = send(fd, r->body + off, len - off, MSG_NOSIGNAL)) < 0 &&
+				    errno == EINTR)
+					w = 0;
 		}
 		close(fd);
 	}

@@ -38,6 +38,8 @@ enum { TSEC__ETCD_ONCE = 0, TSEC__ETCD_IDEMPOTENT = 1 };
 /* How many requests c has sent (a resend counts again): tests count
  * round trips with it. */
 uint64_t tsec__etcd_conn_requests(struct tsec__etcd_conn *c);
+/* Bytes of watch streams looked at for a line's end (each once). */
+uint64_t tsec__etcd_conn_scanned(struct tsec__etcd_conn *c);
 
 int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, int retry,
 		    json_t **resp, struct tsec_error *err);
