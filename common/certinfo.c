@@ -3,6 +3,7 @@
  * made again (for tsec replay).  See certinfo.h.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +11,11 @@
 #include <time.h>
 
 #include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/param_build.h>
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
 #include <openssl/x509.h>
@@ -124,54 +128,85 @@ int tsec__certinfo_from_json(json_t *o, struct tsec__certinfo *out)
 	return 0;
 }
 
+static atomic_uint keys_made;
+
+unsigned tsec__certinfo_keys_made(void)
+{
+	return atomic_load(&keys_made);
+}
+
 /*
- * A key of ci's type and size, made once per type and size and kept for
- * the process (an RSA key takes tens of milliseconds to make: replaying
- * a log of thousands of certificates must not make thousands).  RSA of
- * 512 to 8,192 bits; a new reference (EVP_PKEY_free it), or NULL.
+ * An RSA public key of exactly bits bits: a random odd modulus with its
+ * top bit set, and e = 65537.  Nobody holds its private half: the
+ * certificate carrying it is signed by signer() and read only for its
+ * attributes.  So a log whose lines name a thousand RSA sizes costs a
+ * thousand random numbers, not a thousand RSA key generations (issue
+ * 52, item 5: seconds a line once eight sizes were cached).
  */
-static EVP_PKEY *key_like(const struct tsec__certinfo *ci)
+static EVP_PKEY *rsa_shaped(unsigned bits)
+{
+	BIGNUM *n = BN_new(), *e = BN_new();
+	OSSL_PARAM_BLD *b = OSSL_PARAM_BLD_new();
+	EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, "RSA", NULL);
+	OSSL_PARAM *p = NULL;
+	EVP_PKEY *pk = NULL;
+
+	if (n && e && b && ctx && BN_rand(n, (int)bits, BN_RAND_TOP_ONE, BN_RAND_BOTTOM_ODD) &&
+	    BN_set_word(e, 65537) && OSSL_PARAM_BLD_push_BN(b, OSSL_PKEY_PARAM_RSA_N, n) &&
+	    OSSL_PARAM_BLD_push_BN(b, OSSL_PKEY_PARAM_RSA_E, e) &&
+	    (p = OSSL_PARAM_BLD_to_param(b)) && EVP_PKEY_fromdata_init(ctx) > 0 &&
+	    EVP_PKEY_fromdata(ctx, &pk, EVP_PKEY_PUBLIC_KEY, p) <= 0)
+		pk = NULL;
+	OSSL_PARAM_free(p);
+	OSSL_PARAM_BLD_free(b);
+	EVP_PKEY_CTX_free(ctx);
+	BN_free(n);
+	BN_free(e);
+	return pk;
+}
+
+/*
+ * The key that signs every certificate made here (P-256, made once for
+ * the process), and the keys of the other types (one each, kept): a new
+ * reference (EVP_PKEY_free it), or NULL.  type NULL: the signer.
+ */
+static EVP_PKEY *kept_key(const char *type)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-	static struct { char key[16]; unsigned bits; EVP_PKEY *pk; } made[8];
-	static unsigned nmade;
+	static const char *const types[] = { "signer", "ec-p256", "ec-p384", "ed25519" };
+	static EVP_PKEY *made[4];
 	EVP_PKEY *pk = NULL;
-	unsigned i;
+	size_t i;
 
+	for (i = 0; i < 4 && strcmp(types[i], type ? type : "signer"); i++)
+		;
+	if (i == 4)
+		return NULL;
 	pthread_mutex_lock(&lock);
-	for (i = 0; i < nmade; i++)
-		if (!strcmp(made[i].key, ci->key) && made[i].bits == ci->bits)
-			break;
-	if (i < nmade) {
-		pk = made[i].pk;
-	} else {
-		if (!strcmp(ci->key, "rsa"))
-			pk = ci->bits >= 512 && ci->bits <= 8192 ? EVP_RSA_gen(ci->bits) : NULL;
-		else if (!strcmp(ci->key, "ec-p256"))
-			pk = EVP_EC_gen("P-256");
-		else if (!strcmp(ci->key, "ec-p384"))
-			pk = EVP_EC_gen("P-384");
-		else if (!strcmp(ci->key, "ed25519"))
-			pk = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
-		if (pk && nmade < sizeof(made) / sizeof(made[0])) {
-			snprintf(made[nmade].key, sizeof(made[nmade].key), "%s", ci->key);
-			made[nmade].bits = ci->bits;
-			made[nmade++].pk = pk;
-		} else if (pk) {
-			pthread_mutex_unlock(&lock);
-			return pk;           /* not kept: this reference is the caller's */
-		}
+	if (!made[i]) {
+		made[i] = i == 3 ? EVP_PKEY_Q_keygen(NULL, NULL, "ED25519")
+			: EVP_EC_gen(i == 2 ? "P-384" : "P-256");
+		if (made[i])
+			atomic_fetch_add(&keys_made, 1);
 	}
-	if (pk)
+	if ((pk = made[i]))
 		EVP_PKEY_up_ref(pk);
 	pthread_mutex_unlock(&lock);
 	return pk;
 }
 
+/* A public key of ci's type and size (RSA of 512 to 8,192 bits). */
+static EVP_PKEY *key_like(const struct tsec__certinfo *ci)
+{
+	if (!strcmp(ci->key, "rsa"))
+		return ci->bits >= 512 && ci->bits <= 8192 ? rsa_shaped(ci->bits) : NULL;
+	return kept_key(ci->key);
+}
+
 char *tsec__certinfo_pem(const struct tsec__certinfo *ci)
 {
-	EVP_PKEY *pk = key_like(ci);
-	X509 *x = pk ? X509_new() : NULL;
+	EVP_PKEY *pk = key_like(ci), *signer = pk ? kept_key(NULL) : NULL;
+	X509 *x = signer ? X509_new() : NULL;
 	GENERAL_NAMES *gens = NULL;
 	X509_NAME *name;
 	BIO *bio = NULL;
@@ -209,7 +244,7 @@ char *tsec__certinfo_pem(const struct tsec__certinfo *ci)
 		ok = ok && X509_add1_ext_i2d(x, NID_subject_alt_name, gens, 0, 0) == 1;
 	}
 	if (ok)
-		ok = X509_sign(x, pk, !strcmp(ci->key, "ed25519") ? NULL : EVP_sha256()) > 0;
+		ok = X509_sign(x, signer, EVP_sha256()) > 0;
 	if (ok && (bio = BIO_new(BIO_s_mem())) && PEM_write_bio_X509(bio, x) &&
 	    (n = BIO_get_mem_data(bio, &data)) > 0 && (pem = malloc((size_t)n + 1))) {
 		memcpy(pem, data, (size_t)n);
@@ -220,5 +255,6 @@ char *tsec__certinfo_pem(const struct tsec__certinfo *ci)
 	BIO_free(bio);
 	X509_free(x);
 	EVP_PKEY_free(pk);
+	EVP_PKEY_free(signer);
 	return pem;
 }

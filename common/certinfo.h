@@ -34,11 +34,16 @@ json_t *tsec__certinfo_json(const struct tsec__certinfo *ci);
 int tsec__certinfo_from_json(json_t *o, struct tsec__certinfo *out);
 
 /*
- * A self-signed certificate with ci's attributes (a key of its type and
- * size, made once per type and size for the process; notBefore a day
- * before notAfter), as PEM (new, NUL-terminated).  NULL when the key
- * cannot be made (an unknown type, RSA under 512 or over 8,192 bits).
+ * A certificate with ci's attributes (a public key of its type and size;
+ * signed by a P-256 key made once for the process, so it is read for its
+ * attributes, never trusted; notBefore a day before notAfter), as PEM
+ * (new, NUL-terminated).  NULL when the key cannot be made (an unknown
+ * type, RSA under 512 or over 8,192 bits).
  */
 char *tsec__certinfo_pem(const struct tsec__certinfo *ci);
+/* How many private keys tsec__certinfo_pem has generated in this process
+ * (one signer and one key of each non-RSA type, at most: RSA keys are
+ * public keys of the size asked, made without generating a key). */
+unsigned tsec__certinfo_keys_made(void);
 
 #endif

@@ -305,11 +305,39 @@ static void test_cert_info_round_trip(void **state)
 	}
 }
 
+/*
+ * A log whose certificates name many RSA sizes (issue 52, item 5): past
+ * eight sizes, tsec replay and tsec diff --log generated an RSA key for
+ * each line, seconds a line for a crafted log.  Now 60 sizes up to 8,192
+ * bits, each read back at its size, generate no key but the signer and
+ * the other types' (counted, not timed).
+ */
+static void test_cert_info_many_rsa_sizes(void **state)
+{
+	(void)state;
+	for (unsigned i = 0; i < 60; i++) {
+		struct tsec__certinfo a = { .not_after = 2000000000, .nnames = 1 }, c;
+		char *pem;
+
+		snprintf(a.key, sizeof(a.key), "rsa");
+		snprintf(a.names[0], sizeof(a.names[0]), "n%u.example", i);
+		a.bits = 8192 - 37 * i;
+		assert_non_null(pem = tsec__certinfo_pem(&a));
+		assert_int_equal(tsec__certinfo_of(pem, strlen(pem), &c), 0);
+		assert_int_equal(c.bits, a.bits);
+		assert_string_equal(c.key, "rsa");
+		free(pem);
+	}
+	if (tsec__certinfo_keys_made() > 4)
+		fail_msg("%u keys generated for 60 RSA sizes", tsec__certinfo_keys_made());
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cert_table),
 		cmocka_unit_test(test_cert_info_round_trip),
+		cmocka_unit_test(test_cert_info_many_rsa_sizes),
 		cmocka_unit_test(test_cert_now),
 		cmocka_unit_test(test_cert_garbage),
 		cmocka_unit_test(test_cert_no_pem),
