@@ -22,6 +22,7 @@ static void remove_file(void)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	FILE *f;
+	int fd;
 
 	if (!path[0]) {
 		snprintf(path, sizeof(path), "/tmp/tsec-fuzz-config-%ld.json", (long)getpid());
@@ -29,7 +30,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		atexit(remove_file);
 	}
-	if (!(f = fopen(path, "w")))
+	/* Private, as a configuration holding a secret key must be. */
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0 ||
+	    !(f = fdopen(fd, "w")))
 		abort();
 	fwrite(data, 1, size, f);
 	fclose(f);
