@@ -704,6 +704,50 @@ static void test_redis_trickled_reply(void **state)
 	evil_stop(&e);
 }
 
+/*
+ * An etcd member answering every transaction with 16 MiB (issue 52, item
+ * 3): each answer was read up to 96 MiB and parsed whole, and 8 MiB
+ * answers took a broker from 16 MB to 1.94 GB in 25 s.  A write's answer
+ * is read only as far as a write's can need (64 KiB, and the values of
+ * its ranges, about 2 MiB each), then dropped: too big, said, nothing
+ * parsed.
+ */
+static void test_etcd_answer_bounded(void **state)
+{
+	size_t pad = 16u << 20;
+	char *body = malloc(pad + 128);
+	struct tu_fake_rule rules[2] = {
+		{ "/v3/kv/txn", 200, body, 0 },
+		{ "/", 200, "{\"header\":{\"revision\":\"1\"}}", 0 },
+	};
+	struct tsec_store_opts o = { .backend = "etcd", .prefix = "big", .timeout_ms = 5000 };
+	struct tsec_put p = { "a/k", "v", 1 };
+	struct tsec_error err;
+	struct tu_store t;
+	struct tu_fake f;
+	char ep[64];
+	int rc;
+
+	(void)state;
+	assert_non_null(body);
+	snprintf(body, 128, "{\"header\":{\"revision\":\"2\"},\"succeeded\":true,\"pad\":\"");
+	memset(body + strlen(body), 'x', pad);
+	memcpy(body + 51 + pad, "\"}", 3);
+	assert_int_equal(tu_fake_start(&f, rules, 2), 0);
+	snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", f.port);
+	o.endpoints = ep;
+	memset(&t, 0, sizeof(t));
+	t.bus = tu_bus_with_policy("tests/data/store_policy.json");
+	assert_int_equal(tsec_store_open_opts(&t.store, &o, t.bus, NULL, &err), 0);
+	rc = tsec_store_put_many(t.store, &app, &p, 1, &err);
+	if (rc == 0 || !strstr(err.msg, "larger than"))
+		fail_msg("a 16 MiB answer to a write: rc %d: %s", rc, err.msg);
+	tsec_store_close(&t.store);
+	tsec_bus_free(&t.bus);
+	tu_fake_stop(&f);
+	free(body);
+}
+
 static int count_event(void *ctx, json_t *result)
 {
 	(void)result;
@@ -1101,6 +1145,7 @@ int main(void)
 		cmocka_unit_test(test_etcd_list_never_advances),
 		cmocka_unit_test(test_redis_trickled_reply),
 		cmocka_unit_test(test_etcd_watch_scans_once),
+		cmocka_unit_test(test_etcd_answer_bounded),
 	};
 	int failed;
 

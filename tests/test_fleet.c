@@ -941,7 +941,7 @@ static void lease_end(const struct tu_store *t, int64_t lease)
 	json_t *req = json_pack("{so}", "ID", tsec__jnum(lease)), *r;
 	struct tsec_error err;
 
-	assert_int_equal(tsec__etcd_post(e->c, "/v3/lease/revoke", req, TSEC__ETCD_IDEMPOTENT,
+	assert_int_equal(tsec__etcd_post(e->c, "/v3/lease/revoke", req, TSEC__ETCD_IDEMPOTENT, 0, 0,
 					 &r, &err), 0);
 	json_decref(r);
 }
@@ -957,7 +957,7 @@ static int64_t lease_granted(const struct tu_store *t, int64_t lease, const char
 	int64_t granted;
 	size_t i;
 
-	assert_int_equal(tsec__etcd_post(e->c, "/v3/lease/timetolive", req, TSEC__ETCD_IDEMPOTENT,
+	assert_int_equal(tsec__etcd_post(e->c, "/v3/lease/timetolive", req, TSEC__ETCD_IDEMPOTENT, 0, 0,
 					 &r, &err), 0);
 	granted = tsec__jint(r, "grantedTTL", 0);
 	if (tsec__jint(r, "TTL", 0) < 0)

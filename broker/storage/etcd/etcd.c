@@ -107,6 +107,7 @@ int tsec__etcd_txn(struct etcd *e, json_t *cmp, json_t *ok, json_t *ko, int retr
 		   json_t **resp, bool *succeeded, struct tsec_error *err)
 {
 	json_t *t = json_object();
+	size_t ranges = 0;
 	int rc;
 
 	*resp = NULL;
@@ -118,10 +119,19 @@ int tsec__etcd_txn(struct etcd *e, json_t *cmp, json_t *ok, json_t *ko, int retr
 		return tsec__seterr(err, TSEC_ETOOBIG, "", "one etcd transaction would need more "
 				    "than %zu operations (etcd's --max-txn-ops)", e->max_ops);
 	}
+	/* Each range of a transaction names one key or takes one (limit 1):
+	 * its answer holds at most one value a range. */
+	for (int k = 0; k < 2; k++) {
+		const json_t *op;
+		size_t i;
+
+		json_array_foreach(k ? ko : ok, i, op)
+			ranges += json_object_get(op, "request_range") != NULL;
+	}
 	json_object_set_new(t, "compare", cmp ? cmp : json_array());
 	json_object_set_new(t, "success", ok ? ok : json_array());
 	json_object_set_new(t, "failure", ko ? ko : json_array());
-	if ((rc = tsec__etcd_post(e->c, "/v3/kv/txn", t, retry, resp, err)))
+	if ((rc = tsec__etcd_post(e->c, "/v3/kv/txn", t, retry, ranges, 0, resp, err)))
 		return rc;
 	/* A missing "succeeded" means false (the gateway leaves out zeros). */
 	*succeeded = json_is_true(json_object_get(*resp, "succeeded"));

@@ -153,7 +153,7 @@ static void *beat(void *arg)
 		json_object_set_new(req, "key", tsec__b64(e->beat_key, e->beat_klen));
 		json_object_set_new(req, "value", tsec__b64(val, (size_t)n));
 		/* Lost or late: the next one proves it. */
-		if (!tsec__etcd_post(e->c, "/v3/kv/put", req, TSEC__ETCD_IDEMPOTENT, &r, &err))
+		if (!tsec__etcd_post(e->c, "/v3/kv/put", req, TSEC__ETCD_IDEMPOTENT, 0, 0, &r, &err))
 			json_decref(r);
 	}
 	return NULL;

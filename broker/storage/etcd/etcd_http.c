@@ -342,11 +342,11 @@ static enum outcome transfer_failed(const char *ep, CURLcode cc, const char *why
 
 /* One request to one endpoint. */
 static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const char *path,
-			    const char *body, long tmo, bool once, json_t **resp, int *code,
-			    struct tsec_error *err)
+			    const char *body, long tmo, bool once, size_t max, json_t **resp,
+			    int *code, struct tsec_error *err)
 {
 	struct curl_slist *hdr = NULL, *h2;
-	struct tsec__http_body b = { .max = RESPONSE_MAX + c->request_max };
+	struct tsec__http_body b = { .max = max };
 	char url[512], auth[600];
 	enum outcome oc;
 	long status = 0;
@@ -510,8 +510,12 @@ uint64_t tsec__etcd_conn_scanned(struct tsec__etcd_conn *c)
 }
 
 int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, int retry,
-		    json_t **resp, struct tsec_error *err)
+		    size_t values, size_t keys, json_t **resp, struct tsec_error *err)
 {
+	/* A key-value in an answer: its key and value in base64 with the
+	 * JSON around them (revisions, lease). */
+	size_t key64 = (2 * TSEC_KEY_MAX + 10) / 3 * 4, val64 = (c->request_max + 2) / 3 * 4;
+	size_t max = ((size_t)64 << 10) + values * (key64 + val64 + 512) + keys * (key64 + 512);
 	int64_t deadline, left;
 	long backoff = 5, per;
 	size_t len;
@@ -550,7 +554,7 @@ int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, in
 			/* Each member gets its share of the budget, so that one
 			 * that hangs does not take all of it. */
 			oc = attempt(c, h, ep, path, body, (long)(left < per ? left : per),
-				     retry != TSEC__ETCD_IDEMPOTENT, resp, &code, err);
+				     retry != TSEC__ETCD_IDEMPOTENT, max, resp, &code, err);
 			if (oc == REAUTH && !reauthed) {
 				reauthed = true;
 				i--;             /* the same endpoint, with a new token */

@@ -41,8 +41,16 @@ uint64_t tsec__etcd_conn_requests(struct tsec__etcd_conn *c);
 /* Bytes of watch streams looked at for a line's end (each once). */
 uint64_t tsec__etcd_conn_scanned(struct tsec__etcd_conn *c);
 
+/*
+ * An answer is read only as far as its request can need (issue 52, item
+ * 3: every answer was taken up to 96 MiB and parsed whole, 77 times its
+ * size in memory): 64 KiB, and for each of `values` key-values with their
+ * value (each at most request_max: no value got in through a larger
+ * request) and `keys` keys alone, their size in base64 and JSON.  Past
+ * it: TSEC_ETOOBIG, the answer dropped.
+ */
 int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, int retry,
-		    json_t **resp, struct tsec_error *err);
+		    size_t values, size_t keys, json_t **resp, struct tsec_error *err);
 
 /*
  * Watches [key, range_end) from revision start_rev (0: from now) and

@@ -50,7 +50,7 @@ int tsec__etcd_lease_post(struct etcd *e, const char *path, int64_t id, int64_t 
 		json_object_set_new(req, "ID", tsec__jnum(id));
 	if (ttl_s)
 		json_object_set_new(req, "TTL", tsec__jnum(ttl_s));
-	if ((rc = tsec__etcd_post(e->c, path, req, TSEC__ETCD_IDEMPOTENT, &r, err)))
+	if ((rc = tsec__etcd_post(e->c, path, req, TSEC__ETCD_IDEMPOTENT, 0, 0, &r, err)))
 		return rc;
 	res = json_object_get(r, "result") ? json_object_get(r, "result") : r;
 	*got_id = tsec__jint(res, "ID", 0);

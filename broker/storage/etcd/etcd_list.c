@@ -117,7 +117,8 @@ int tsec__et_list(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 					  "names or pages", TSEC__LIST_NAMES);
 			break;
 		}
-		if ((rc = tsec__etcd_post(e->c, "/v3/kv/range", req, TSEC__ETCD_IDEMPOTENT, &r, err)))
+		if ((rc = tsec__etcd_post(e->c, "/v3/kv/range", req, TSEC__ETCD_IDEMPOTENT, 0, PAGE,
+					   &r, err)))
 			break;
 		kvs = json_object_get(r, "kvs");
 		more = json_is_true(json_object_get(r, "more"));

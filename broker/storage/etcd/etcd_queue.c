@@ -136,7 +136,7 @@ static void join(struct etcd *e, const char *name, const uint8_t *waiter)
 				   &ignored) && lease && ttl > 0) {
 		req = json_pack("{soso}", "key", tsec__b64(qk, qn), "value", tsec__b64("", 0));
 		json_object_set_new(req, "lease", tsec__jnum(lease));
-		if (!tsec__etcd_post(e->c, "/v3/kv/put", req, TSEC__ETCD_IDEMPOTENT, &r, &ignored)) {
+		if (!tsec__etcd_post(e->c, "/v3/kv/put", req, TSEC__ETCD_IDEMPOTENT, 0, 0, &r, &ignored)) {
 			/* A put's revision is the new key's create_revision;
 			 * resent (the first answer lost), it is a later one:
 			 * a place further back, never ahead of its turn. */
@@ -178,7 +178,7 @@ void tsec__etcd_lock_unwait(struct tsec__backend *b, const char *name, const uin
 		return;
 	qn = tsec__etcd_qkey(e, name, waiter, qk);
 	req = json_pack("{so}", "key", tsec__b64(qk, qn));
-	if (!tsec__etcd_post(e->c, "/v3/kv/deleterange", req, TSEC__ETCD_IDEMPOTENT, &r,
+	if (!tsec__etcd_post(e->c, "/v3/kv/deleterange", req, TSEC__ETCD_IDEMPOTENT, 0, 0, &r,
 			     &ignored))
 		json_decref(r);          /* (else its lease ends it) */
 	tsec__etcd_queue_forget(e, waiter);
