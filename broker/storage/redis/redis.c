@@ -162,7 +162,7 @@ static void capped_init(void)
 }
 
 /* Gives c's reader the counting functions; false if it cannot. */
-static bool cap(redisContext *c)
+bool tsec__rd_cap(redisContext *c)
 {
 	pthread_once(&capped_once, capped_init);
 	if (!plain || !c->reader || c->reader->fn != plain)
@@ -281,7 +281,7 @@ static redisContext *dial_by(struct redisbe *r, int64_t until, struct tsec_error
 		tsec__rd_free(c);
 		return NULL;
 	}
-	if (!cap(c)) {
+	if (!tsec__rd_cap(c)) {
 		tsec__seterr(err, TSEC_EIO, r->host, "redis at %s: cannot bound its replies "
 			     "(a hiredis this build does not know)", r->host);
 		tsec__rd_free(c);

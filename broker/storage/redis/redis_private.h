@@ -75,6 +75,9 @@ int tsec__rd_reply(redisContext *c, redisReply **out);
 redisReply *tsec__rd_command(redisContext *c, int argc, const char **argv, const size_t *lens);
 /* Whether c's error is a reply refused for its size (this thread's). */
 bool tsec__rd_refused_reply(const redisContext *c);
+/* Gives c's reader the functions that count a reply's elements and bytes
+ * against the bounds above; false if this hiredis cannot take them. */
+bool tsec__rd_cap(redisContext *c);
 /* redis_tls.c: every byte of every connection goes through these. */
 int tsec__rd_tls_open(struct redisbe *r, const char *ca, const char *cert, const char *key,
 		      struct tsec_error *err);
