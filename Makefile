@@ -325,7 +325,8 @@ memcheck: deps
 #                               go to build/fuzz/corpus/NAME)
 
 FUZZ_SECONDS ?= 10
-FUZZERS := policy key request cert wire wire_diff config storage archive remote refs obtain where redis
+FUZZERS := policy key request cert wire wire_diff config storage archive remote refs obtain where redis \
+	certcache
 FZ := build/fuzz
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -pthread -I. -Iinclude -DTSEC_VERSION='"$(VERSION)"' \
@@ -352,7 +353,7 @@ $(FZ)/fuzz_key: tests/fuzz/fuzz_key.c $(CORE_SRC)
 $(FZ)/fuzz_where: tests/fuzz/fuzz_where.c common/where.c
 $(FZ)/fuzz_wire_diff: tests/fuzz/fuzz_wire_diff.c $(SHARED_SRC)
 $(FZ)/fuzz_request $(FZ)/fuzz_cert $(FZ)/fuzz_storage $(FZ)/fuzz_remote $(FZ)/fuzz_refs \
-		$(FZ)/fuzz_redis: $(FZ)/%: tests/fuzz/%.c \
+		$(FZ)/fuzz_redis $(FZ)/fuzz_certcache: $(FZ)/%: tests/fuzz/%.c \
 	$(BROKER_SRC) $(SHARED_SRC) $(FZ)/libtinysecurity_module.so
 $(FZ)/fuzz_wire $(FZ)/fuzz_config $(FZ)/fuzz_obtain: $(FZ)/%: tests/fuzz/%.c $(FUZZ_DAEMON_SRC) \
 	$(BROKER_SRC) $(SHARED_SRC) $(FZ)/libtinysecurity_module.so
