@@ -183,6 +183,10 @@ bool tsec__rd_refused_reply(const redisContext *c)
  * (issue 52, item 2: a byte each 0.3 s held a 2 s call for 53 s).
  */
 static _Thread_local int64_t call_until;
+/* Reads the call made: the first waits with the timeout set when the
+ * connection was taken (the whole budget then), so only later ones
+ * cost a clock read and a setsockopt. */
+static _Thread_local unsigned call_reads;
 
 int tsec__rd_reply(redisContext *c, redisReply **out)
 {
@@ -204,7 +208,7 @@ int tsec__rd_reply(redisContext *c, redisReply **out)
 			snprintf(c->errstr, sizeof(c->errstr), "reply too large");
 			return REDIS_ERR;
 		}
-		if (call_until) {
+		if (call_until && call_reads++) {
 			int64_t left = call_until - tsec__mono_ms();
 
 			if (left <= 0) {
@@ -261,6 +265,7 @@ static redisContext *dial_by(struct redisbe *r, int64_t until, struct tsec_error
 		return NULL;
 	}
 	call_until = until;
+	call_reads = 0;
 	for (;;) {
 		c = r->port ? redisConnectWithTimeout(r->host, r->port, tv_of(left))
 			    : redisConnectUnixWithTimeout(r->host, tv_of(left));
@@ -369,6 +374,7 @@ redisContext *tsec__rd_take(struct redisbe *r, int64_t until, struct tsec_error 
 	}
 	redisSetTimeout(c, tv_of(left));
 	call_until = until;
+	call_reads = 0;
 	return c;
 }
 
