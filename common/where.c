@@ -45,18 +45,20 @@ static const char *past_string(const char *p, const char *e)
 	return p < e ? p + 1 : NULL;
 }
 
-/* Past the value at p; NULL if it does not end. */
-static const char *past_value(const char *p, const char *e)
+const char *tsec__json_past(const char *p, const char *end, size_t *items)
 {
 	int depth = 0;
 
 	do {
-		if (p >= e)
+		if (p >= end)
 			return NULL;
 		if (*p == '"') {
-			if (!(p = past_string(p, e)))
+			if (!(p = past_string(p, end)))
 				return NULL;
 		} else if (*p == '[' || *p == '{') {
+			/* An object directly inside a top-level array. */
+			if (depth == 1 && *p == '{' && items)
+				(*items)++;
 			depth++;
 			p++;
 		} else if (*p == ']' || *p == '}') {
@@ -64,13 +66,19 @@ static const char *past_value(const char *p, const char *e)
 				return NULL;
 			p++;
 		} else if (depth == 0) {
-			while (p < e && !strchr(",}] \t\r\n", *p))
+			while (p < end && *p != ',' && *p != '}' && *p != ']' && *p != ' ' &&
+			       *p != '\t' && *p != '\r' && *p != '\n')
 				p++;
 		} else {
 			p++;
 		}
 	} while (depth > 0);
 	return p;
+}
+
+static const char *past_value(const char *p, const char *e)
+{
+	return tsec__json_past(p, e, NULL);
 }
 
 /*

@@ -17,6 +17,13 @@
 
 #include <jansson.h>
 
+/*
+ * Past the JSON value at p (strings followed through their escapes,
+ * brackets counted, nothing built); NULL if it does not end before end.
+ * items, if given, counts the objects directly inside a top-level array.
+ */
+const char *tsec__json_past(const char *p, const char *end, size_t *items);
+
 /* Line and column of text[off]. */
 void tsec__text_pos(const char *text, size_t len, size_t off, int *line, int *col);
 

@@ -76,37 +76,6 @@ int tsec__doc_value(struct tsec__doc *d, json_t **out)
  */
 const char *tsec__doc_skip_value(const char *p, const char *end, size_t *items)
 {
-	int depth = 0;
-
-	do {
-		if (p >= end)
-			return NULL;
-		if (*p == '"') {
-			for (p++; p < end && *p != '"'; p++)
-				if (*p == '\\')
-					p++;
-			if (p >= end)
-				return NULL;
-			p++;
-		} else if (*p == '[' || *p == '{') {
-			/* Counts the elements of a top-level array, roughly:
-			 * one per object that opens directly inside it. */
-			if (depth == 1 && *p == '{' && items)
-				(*items)++;
-			depth++;
-			p++;
-		} else if (*p == ']' || *p == '}') {
-			if (--depth < 0)
-				return NULL;
-			p++;
-		} else if (depth == 0) {
-			while (p < end && *p != ',' && *p != '}' && *p != ']' &&
-			       *p != ' ' && *p != '\n' && *p != '\t' && *p != '\r')
-				p++;
-		} else {
-			p++;
-		}
-	} while (depth > 0);
-	return p;
+	return tsec__json_past(p, end, items);
 }
 
