@@ -289,6 +289,7 @@ struct tsec__daemon {
 	json_t *policy_json;
 	struct tsec__mconn *mconns;  /* its open connections (its thread only) */
 	unsigned nmconns;
+	uint64_t mstamp;             /* their stamps' counter (its thread only) */
 	struct tsec_bus *bus;
 	/* The bus's "policy" endpoint, kept once found (methods.c). */
 	_Atomic(struct tsec_endpoint *) policy_ep;
