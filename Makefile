@@ -326,7 +326,7 @@ memcheck: deps
 
 FUZZ_SECONDS ?= 10
 FUZZERS := policy key request cert wire wire_diff config storage archive remote refs obtain where redis \
-	certcache
+	certcache glob
 FZ := build/fuzz
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -pthread -I. -Iinclude -DTSEC_VERSION='"$(VERSION)"' \
@@ -348,7 +348,7 @@ $(FZ)/libtinysecurity_module.so: $(MODULE_SRC) $(CORE_SRC) module/module.map | f
 		-fsanitize=fuzzer-no-link,address,undefined -o $@ $(MODULE_SRC) $(CORE_SRC) \
 		-Wl,--version-script=module/module.map $(JANSSON_LIBS) $(CRYPTO_LIBS)
 
-$(FZ)/fuzz_policy: tests/fuzz/fuzz_policy.c $(FUZZ_MODULE_SRC)
+$(FZ)/fuzz_policy $(FZ)/fuzz_glob: $(FZ)/%: tests/fuzz/%.c $(FUZZ_MODULE_SRC)
 $(FZ)/fuzz_key: tests/fuzz/fuzz_key.c $(CORE_SRC)
 $(FZ)/fuzz_where: tests/fuzz/fuzz_where.c common/where.c
 $(FZ)/fuzz_wire_diff: tests/fuzz/fuzz_wire_diff.c $(SHARED_SRC)
