@@ -22,12 +22,12 @@
 #include <sodium.h>
 
 #include "broker/remote/blobs.h"
+#include "broker/remote/blobs_s3.h"
 #include "broker/storage/fleet.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/http.h"
 
-#define LIST_BODY_MAX (4u << 20)
 struct s3blobs {
 	struct tsec__blobs base;
 	char base_url[512];          /* ".../bucket/" or "https://bucket.host/" */
@@ -184,26 +184,6 @@ static long request(struct s3blobs *s, enum method m, const char *path, const vo
 	}
 }
 
-static int http_error(long status, const char *name, const struct tsec__http_body *b,
-		      struct tsec_error *err)
-{
-	char code[64] = "";
-	const char *p = b && b->p ? strstr((const char *)b->p, "<Code>") : NULL;
-
-	if (p) {
-		size_t i = 0;
-		for (p += 6; *p && *p != '<' && i + 1 < sizeof(code); p++)
-			code[i++] = isalnum((unsigned char)*p) ? *p : '?';
-		code[i] = 0;
-	}
-	if (status == 403)
-		return tsec__seterr(err, TSEC_EAUTH, name, "the object store refused our request "
-				    "(HTTP 403%s%s) for %s: check s3_access_key, the secret in "
-				    "s3_secret_file and s3_region", *code ? " " : "", code, name);
-	return tsec__seterr(err, TSEC_EIO, name, "object store: HTTP %ld%s%s for blob %s", status,
-			    *code ? " " : "", code, name);
-}
-
 /* The object's path for blob name (below the base URL), or TSEC_EKEY. */
 static int object_path(const struct s3blobs *s, const char *name, char *path, size_t n,
 		       struct tsec_error *err)
@@ -233,7 +213,7 @@ static int s_put_new(struct tsec__blobs *b, const char *name, const void *data, 
 	if (st == 200)
 		return tsec__seterr(err, TSEC_EEXIST, name, "blob %s exists", name);
 	if (st != 404)
-		return http_error(st, name, NULL, err);
+		return tsec__s3_http_error(st, name, NULL, 0, err);
 	st = request(s, M_PUT, path, data, len, "If-None-Match: *", 65536, &rb, err);
 	if (st == 501) {
 		/* A server without conditional writes: the HEAD above found
@@ -252,7 +232,7 @@ static int s_put_new(struct tsec__blobs *b, const char *name, const void *data, 
 		return tsec__seterr(err, TSEC_EEXIST, name, "blob %s exists", name);
 	}
 	if (st != 200) {
-		rc = http_error(st, name, &rb, err);
+		rc = tsec__s3_http_error(st, name, rb.p, rb.n, err);
 		free(rb.p);
 		return rc;
 	}
@@ -286,7 +266,7 @@ static int s_has(struct tsec__blobs *b, const char *name, struct tsec_error *err
 	else if (st == 404)
 		rc = tsec__seterr(err, TSEC_ENOENT, name, "no blob %s", name);
 	else
-		rc = http_error(st, name, &eb, err);
+		rc = tsec__s3_http_error(st, name, eb.p, eb.n, err);
 	free(eb.p);
 	return rc;
 }
@@ -315,7 +295,7 @@ static int s_get(struct tsec__blobs *b, const char *name, size_t max, uint8_t **
 		return tsec__seterr(err, TSEC_ENOENT, name, "no blob %s", name);
 	}
 	if (st != 200) {
-		rc = http_error(st, name, &rb, err);
+		rc = tsec__s3_http_error(st, name, rb.p, rb.n, err);
 		free(rb.p);
 		return rc;
 	}
@@ -341,139 +321,9 @@ static int s_del(struct tsec__blobs *b, const char *name, struct tsec_error *err
 	else if (st == 200 || st == 204 || st == 404)
 		rc = 0;
 	else
-		rc = http_error(st, name, &eb, err);
+		rc = tsec__s3_http_error(st, name, eb.p, eb.n, err);
 	free(eb.p);
 	return rc;
-}
-
-/* The text between <tag> and </tag> from *p on, into out; advances *p. */
-static int xml_take(const char **p, const char *end, const char *tag, char *out, size_t n)
-{
-	char open[40], close[40];
-	const char *a, *z;
-
-	snprintf(open, sizeof(open), "<%s>", tag);
-	snprintf(close, sizeof(close), "</%s>", tag);
-	if (!(a = memmem(*p, (size_t)(end - *p), open, strlen(open))))
-		return -1;
-	a += strlen(open);
-	if (!(z = memmem(a, (size_t)(end - a), close, strlen(close))))
-		return -1;
-	if ((size_t)(z - a) >= n)
-		out[0] = 0;
-	else {
-		memcpy(out, a, (size_t)(z - a));
-		out[z - a] = 0;
-	}
-	*p = z + strlen(close);
-	return 0;
-}
-
-/*
- * What one listing may hold (issue 49, item 6: a server alternating two
- * continuation tokens was asked 3,810 pages in 60 s while the sweep's
- * memory grew from 116 to 640 MB, bounded only at 100,000 pages, about
- * 16 GB): at most this many pages, this many bytes of names handed on
- * (about a million blobs: each name is also held by the sweep), and no
- * continuation token twice.
- */
-#define LIST_PAGES_MAX 100000
-#define LIST_BYTES_MAX (64u << 20)
-
-/* The tokens a listing was given, as keyed 64-bit hashes: an open-
- * addressing set that doubles. */
-struct tokens {
-	uint64_t *v;
-	size_t cap, n;
-	unsigned char key[crypto_shorthash_KEYBYTES];
-};
-
-/* 1 when token was seen before in this listing, 0 when added, -1 when
- * out of memory. */
-static int token_seen(struct tokens *t, const char *token)
-{
-	uint64_t h;
-	unsigned char out[crypto_shorthash_BYTES];
-
-	if (t->n * 2 >= t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 64;
-		uint64_t *nv = calloc(cap, sizeof(*nv));
-
-		if (!nv)
-			return -1;
-		for (size_t i = 0; i < t->cap; i++)
-			if (t->v[i])
-				for (size_t j = t->v[i] % cap;; j = (j + 1) % cap)
-					if (!nv[j]) {
-						nv[j] = t->v[i];
-						break;
-					}
-		free(t->v);
-		t->v = nv;
-		t->cap = cap;
-	}
-	crypto_shorthash(out, (const unsigned char *)token, strlen(token), t->key);
-	memcpy(&h, out, sizeof(h));
-	h |= 1;                      /* 0 marks a free slot */
-	for (size_t j = h % t->cap;; j = (j + 1) % t->cap) {
-		if (t->v[j] == h)
-			return 1;
-		if (!t->v[j]) {
-			t->v[j] = h;
-			t->n++;
-			return 0;
-		}
-	}
-}
-
-/* The names of one page (p..end) handed to fn; their bytes added to
- * *bytes.  1 for an entry without its Key or LastModified. */
-static int list_page(struct s3blobs *s, const char *p, const char *end, tsec__blob_list_fn fn,
-		     void *ctx, size_t *bytes)
-{
-	int rc = 0;
-
-	while (rc == 0) {
-		char key[512], lm[64], day[32];
-		const char *c = memmem(p, (size_t)(end - p), "<Contents>", 10);
-		int64_t secs;
-
-		if (!c)
-			break;
-		p = c + 10;
-		if (xml_take(&p, end, "Key", key, sizeof(key)) ||
-		    xml_take(&p, end, "LastModified", lm, sizeof(lm)))
-			return 1;
-		if (strncmp(key, s->prefix, strlen(s->prefix)) ||
-		    !tsec__blob_name_ok(key + strlen(s->prefix)))
-			continue;
-		*bytes += strlen(key);
-		/* "2026-12-02T03:26:12.000Z": seconds, fraction dropped. */
-		snprintf(day, sizeof(day), "%.19sZ", lm);
-		secs = tsec__utc_parse(day);
-		rc = fn(ctx, key + strlen(s->prefix), secs < 0 ? 0 : secs * 1000);
-	}
-	return rc;
-}
-
-/* The page's continuation token into token ("" on the last page); a
- * page that says it is truncated must give one. */
-static int next_token(const char *p, const char *end, char *token, size_t cap,
-		      struct tsec_error *err)
-{
-	const char *q = p;
-	char trunc[8] = "";
-
-	*token = 0;
-	if (xml_take(&q, end, "IsTruncated", trunc, sizeof(trunc)) || strcmp(trunc, "true"))
-		return 0;
-	q = p;
-	xml_take(&q, end, "NextContinuationToken", token, cap);
-	if (!*token)
-		return tsec__seterr(err, TSEC_EIO, "(list)", "object store: a listing page says "
-				    "it is truncated and gives no continuation token; listing "
-				    "refused");
-	return 0;
 }
 
 static int s_list(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
@@ -481,15 +331,13 @@ static int s_list(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
 {
 	struct s3blobs *s = (struct s3blobs *)b;
 	char token[1024] = "";
-	struct tokens seen = { 0 };
-	size_t bytes = 0;
-	int rc = 0, pages = 0;
+	struct tsec__s3_listing l;
+	int rc = 0;
 
-	randombytes_buf(seen.key, sizeof(seen.key));
+	tsec__s3_listing_start(&l, s->prefix);
 	do {
 		char path[2048], *esc_prefix, *esc_token = NULL;
 		struct tsec__http_body rb = { 0 };
-		const char *p, *end;
 		long st;
 
 		esc_prefix = curl_easy_escape(NULL, s->prefix, 0);
@@ -508,60 +356,15 @@ static int s_list(struct tsec__blobs *b, tsec__blob_list_fn fn, void *ctx,
 		}
 		curl_free(esc_prefix);
 		curl_free(esc_token);
-		st = request(s, M_GET, path, NULL, 0, NULL, LIST_BODY_MAX, &rb, err);
-		if (st < 0 || st != 200) {
-			rc = st < 0 ? (int)st : http_error(st, "(list)", &rb, err);
-			free(rb.p);
-			break;
-		}
-		p = rb.p ? (const char *)rb.p : "";
-		end = p + rb.n;
-		*token = 0;
-		/* A 200 whose body is no listing is not an empty bucket (issue
-		 * 52, item 7: garbage read as "no blobs", and a sweep said it
-		 * had swept). */
-		if (!memmem(p, rb.n, "<ListBucketResult", 17)) {
-			free(rb.p);
-			rc = tsec__seterr(err, TSEC_EIO, "(list)", "object store: a listing answered "
-					  "200 with a body that is no ListBucketResult (%zu bytes); "
-					  "listing refused", rb.n);
-			break;
-		}
-		if ((rc = next_token(p, end, token, sizeof(token), err))) {
-			free(rb.p);
-			break;
-		}
-		if ((rc = list_page(s, p, end, fn, ctx, &bytes)) == 1)
-			rc = tsec__seterr(err, TSEC_EIO, "(list)", "object store: a listing entry "
-					  "without its Key or LastModified; listing refused");
+		st = request(s, M_GET, path, NULL, 0, NULL, TSEC__S3_LIST_BODY_MAX, &rb, err);
+		if (st < 0 || st != 200)
+			rc = st < 0 ? (int)st : tsec__s3_http_error(st, "(list)", rb.p, rb.n, err);
+		else
+			rc = tsec__s3_list_page(&l, rb.p ? (const char *)rb.p : "", rb.n, fn, ctx,
+						token, sizeof(token), err);
 		free(rb.p);
-		if (rc || !*token)
-			break;
-		/* A token seen before leads where the listing has been: asking
-		 * again would go round for ever. */
-		switch (token_seen(&seen, token)) {
-		case 1:
-			rc = tsec__seterr(err, TSEC_EIO, "(list)", "object store: the listing's "
-					  "continuation token came back after %d pages (seen "
-					  "before in this listing): the server goes round in "
-					  "circles; listing refused", pages + 1);
-			break;
-		case -1:
-			rc = tsec__seterr(err, TSEC_ENOMEM, "(list)", NULL);
-			break;
-		}
-		if (!rc && ++pages >= LIST_PAGES_MAX)
-			rc = tsec__seterr(err, TSEC_EIO, "(list)", "object store: the listing's "
-					  "continuation never ended (%d pages): listing refused",
-					  pages);
-		if (!rc && bytes > LIST_BYTES_MAX)
-			rc = tsec__seterr(err, TSEC_EIO, "(list)", "object store: the listing "
-					  "handed over more than %u MiB of names in %d pages: "
-					  "listing refused (a server that never ends, or a "
-					  "prefix holding more blobs than one broker sweeps)",
-					  LIST_BYTES_MAX >> 20, pages);
-	} while (rc == 0);
-	free(seen.v);
+	} while (rc == 0 && *token);
+	tsec__s3_listing_end(&l);
 	return rc;
 }
 
@@ -590,25 +393,12 @@ static int s_probe(struct tsec__blobs *b, struct tsec_error *err)
 	if (st < 0)
 		rc = (int)st;
 	else if (st != 200)
-		rc = http_error(st, "the bucket", &rb, err);
+		rc = tsec__s3_http_error(st, "the bucket", rb.p, rb.n, err);
 	free(rb.p);
 	return rc;
 }
 
 #define CLAIM_OBJECT ".tsec-claim"
-
-/* Whether body[0..n) is a store id like id: as long, and hex. */
-static bool an_id(const void *body, size_t n, const char *id)
-{
-	const char *p = body;
-
-	if (!p || n != TSEC__STORE_ID_HEX || (id && n != strlen(id)))
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
-			return false;
-	return true;
-}
 
 /*
  * The claim is the object <prefix>.tsec-claim, written only where
@@ -644,7 +434,7 @@ static int s_claim(struct tsec__blobs *b, const char *id, char *holder, size_t n
 		free(rb.p);
 		memset(&rb, 0, sizeof(rb));
 		if (st >= 0 && st != 200 && st != 412 && st != 409)
-			return http_error(st, CLAIM_OBJECT, NULL, err);
+			return tsec__s3_http_error(st, CLAIM_OBJECT, NULL, 0, err);
 	}
 	if (st < 0)
 		return (int)st;
@@ -653,8 +443,8 @@ static int s_claim(struct tsec__blobs *b, const char *id, char *holder, size_t n
 		if (st < 0) {
 			rc = (int)st;
 		} else if (st != 200) {
-			rc = http_error(st, CLAIM_OBJECT, &rb, err);
-		} else if (an_id(rb.p, rb.n, id)) {
+			rc = tsec__s3_http_error(st, CLAIM_OBJECT, rb.p, rb.n, err);
+		} else if (tsec__s3_an_id(rb.p, rb.n, id)) {
 			snprintf(holder, n, "%.*s", (int)rb.n, (const char *)rb.p);
 		} else if (tries < 10) {
 			free(rb.p);
