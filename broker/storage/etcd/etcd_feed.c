@@ -46,7 +46,7 @@ static int64_t beat_sent(struct etcd *e, const uint8_t *v, size_t n)
 	return at;
 }
 
-static int on_result(void *ctx, json_t *res)
+int tsec__etcd_on_result(void *ctx, json_t *res)
 {
 	struct etcd *e = ctx;
 	const json_t *ev = json_object_get(res, "events");
@@ -103,7 +103,7 @@ static void *feed(void *arg)
 		struct tsec_error err = { 0 };
 
 		atomic_store(&e->watch_since, tsec__mono_ms());
-		if (tsec__etcd_watch(e->c, from, n, end, n, 0, on_result, e, &err) == 0 &&
+		if (tsec__etcd_watch(e->c, from, n, end, n, 0, tsec__etcd_on_result, e, &err) == 0 &&
 		    !atomic_load(&e->feed_on))
 			break;
 		/* Ended or failed: whatever happened meanwhile is unknown. */

@@ -21,7 +21,6 @@
 #include "common/http.h"
 
 #define ENDPOINTS_MAX 16
-#define RESPONSE_MAX ((size_t)96 << 20)
 #define BACKOFF_MAX_MS 200
 #define ATTEMPT_MIN_MS 250       /* the least one member is given */
 
@@ -603,14 +602,6 @@ timeout:
 
 /* ---- watch ---- */
 
-struct wstate {
-	struct tsec__http_body b;
-	tsec__etcd_event_fn fn;
-	void *ctx;
-	int stopped;
-	atomic_ulong *scanned;
-};
-
 /*
  * One JSON object per line.  What is kept between chunks is a line's
  * start, without its newline: only the new bytes are looked at (issue
@@ -618,9 +609,9 @@ struct wstate {
  * 4.5 times the CPU a byte).  A line is bounded by the body's max
  * (RESPONSE_MAX): past it the stream ends, and the feed starts again.
  */
-static size_t on_stream(char *d, size_t sz, size_t nm, void *ud)
+size_t tsec__etcd_stream_take(char *d, size_t sz, size_t nm, void *ud)
 {
-	struct wstate *w = ud;
+	struct tsec__etcd_stream *w = ud;
 	size_t n = sz * nm, start = 0, from = w->b.n;
 
 	if (tsec__http_on_body(d, sz, nm, &w->b) != n)
@@ -669,8 +660,8 @@ int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
 		     const char *range_end, size_t relen, int64_t start_rev,
 		     tsec__etcd_event_fn fn, void *ctx, struct tsec_error *err)
 {
-	struct wstate w = { .b = { .max = RESPONSE_MAX }, .fn = fn, .ctx = ctx,
-			    .scanned = &c->scanned };
+	struct tsec__etcd_stream w = { .b = { .max = TSEC__ETCD_LINE_MAX }, .fn = fn,
+				       .ctx = ctx, .scanned = &c->scanned };
 	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
 	json_t *cr = json_object(), *req = json_object();
 	char url[512], auth[600], *body;
@@ -710,7 +701,7 @@ int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
 	snprintf(url, sizeof(url), "%s/v3/watch", c->ep[ep]);
 	setup(c, h, url, body, NULL, hdr, &w.b, 0);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->timeout_ms);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, tsec__etcd_stream_take);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &w);
 	/* A dead member must not hold a watch forever: TCP keepalive. */
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);

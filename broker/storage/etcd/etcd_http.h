@@ -6,9 +6,12 @@
 #ifndef TSEC_STORAGE_ETCD_HTTP_H
 #define TSEC_STORAGE_ETCD_HTTP_H
 
+#include <stdatomic.h>
+
 #include <jansson.h>
 
 #include "broker/storage/fleet.h"
+#include "common/http.h"
 
 struct tsec__etcd_conn;
 
@@ -64,6 +67,25 @@ int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
 		     const char *range_end, size_t relen, int64_t start_rev,
 		     tsec__etcd_event_fn fn, void *ctx, struct tsec_error *err);
 void tsec__etcd_watch_stop(struct tsec__etcd_conn *c);
+
+/* The longest line a watch stream may send (one answer object). */
+#define TSEC__ETCD_LINE_MAX ((size_t)96 << 20)
+
+/*
+ * A watch stream being read: lines of JSON, each handed to fn (its
+ * "result" member when it has one).  tsec__etcd_stream_take is the
+ * stream's CURLOPT_WRITEFUNCTION (ud: the stream); it returns sz * nm,
+ * or 0 to end the transfer when fn asked to stop or a line passed b.max.
+ * Apart from the watch so that any bytes can be fed to it (fuzz_etcd).
+ */
+struct tsec__etcd_stream {
+	struct tsec__http_body b;    /* a line's start; b.max bounds a line */
+	tsec__etcd_event_fn fn;
+	void *ctx;
+	int stopped;
+	atomic_ulong *scanned;       /* bytes looked at, each once */
+};
+size_t tsec__etcd_stream_take(char *d, size_t sz, size_t nm, void *ud);
 /* Ends the running watch (if any) as failed: the next tries the next
  * endpoint. */
 void tsec__etcd_watch_kick(struct tsec__etcd_conn *c);

@@ -64,6 +64,12 @@ struct etcd {
 
 struct etcd *tsec__etcd_of(struct tsec__backend *b);
 
+/* The feed's reader of one watch answer (ctx: the struct etcd): each
+ * changed key below the prefix to the sink, our heartbeats as alive,
+ * created, compacted or canceled as "forget everything"; 1 to start the
+ * watch again.  Exported for fuzz_etcd. */
+int tsec__etcd_on_result(void *ctx, json_t *res);
+
 /* Writes "<prefix>/<ns>/<key>" into out (TSEC__BK_MAX); returns its length. */
 size_t tsec__etcd_bk(const struct etcd *e, char ns, const char *key, char *out);
 
