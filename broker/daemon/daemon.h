@@ -420,6 +420,14 @@ int tsec__fleet_start(struct tsec__daemon *d);
  * has a higher revision (a broker that was away catches up).  Returns 0. */
 int tsec__fleet_prefer(struct tsec__daemon *d, char **text, size_t *len);
 long long tsec__policy_revision_of(const char *text, size_t len);
+/*
+ * Reads a fleet bundle (or a broker's seen record) b[0..len):
+ * {"policy": TEXT, "signature": HEX}; *text (new, NUL-terminated,
+ * *tlen bytes) once the signature verifies with pk.  pk NULL: refused,
+ * the broker has no key to trust a bundle by.
+ */
+int tsec__fleet_bundle_open(const unsigned char *pk, const char *b, size_t len, char **text,
+			    size_t *tlen, struct tsec_error *err);
 void tsec__fleet_stop(struct tsec__daemon *d);
 
 /* probe.c: asks the remote store's blob store at start and every

@@ -144,9 +144,8 @@ int tsec__fleet_shared(const struct tsec__daemon *d)
 	return d->cfg.st.backend && strcmp(d->cfg.st.backend, "file");
 }
 
-/* Reads a bundle: the policy text (new) after its signature verifies. */
-static int bundle_open(struct tsec__daemon *d, const char *b, size_t len, char **text,
-		       size_t *tlen, struct tsec_error *err)
+int tsec__fleet_bundle_open(const unsigned char *pk, const char *b, size_t len, char **text,
+			    size_t *tlen, struct tsec_error *err)
 {
 	json_t *j = json_loadb(b, len, 0, NULL);
 	const char *pol = json_string_value(json_object_get(j, "policy"));
@@ -158,22 +157,30 @@ static int bundle_open(struct tsec__daemon *d, const char *b, size_t len, char *
 	if (!pol || !sig) {
 		rc = tsec__seterr(err, TSEC_EPROTO, "bundle", "the policy bundle needs \"policy\" "
 				  "and \"signature\"");
-	} else if (!d->cfg.have_pk) {
+	} else if (!pk) {
 		rc = tsec__seterr(err, TSEC_ESIGNATURE, "bundle", "a fleet policy needs "
 				  "\"policy_public_key\" in this broker's configuration");
 	} else if (tsec__hex_decode(sig, s, sizeof(s)) ||
 		   crypto_sign_verify_detached(s, (const unsigned char *)pol,
 					       json_string_length(json_object_get(j, "policy")),
-					       d->cfg.policy_pk)) {
+					       pk)) {
 		rc = tsec__seterr(err, TSEC_ESIGNATURE, "bundle", "the policy bundle's signature "
 				  "does not verify with this broker's key");
-	} else if (!(*text = strdup(pol))) {
+	} else if (!(*text = malloc((*tlen = json_string_length(json_object_get(j, "policy"))) +
+				    1))) {
 		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	} else {
-		*tlen = json_string_length(json_object_get(j, "policy"));
+		memcpy(*text, pol, *tlen + 1);   /* the length signed, not strlen */
 	}
 	json_decref(j);
 	return rc;
+}
+
+static int bundle_open(struct tsec__daemon *d, const char *b, size_t len, char **text,
+		       size_t *tlen, struct tsec_error *err)
+{
+	return tsec__fleet_bundle_open(d->cfg.have_pk ? d->cfg.policy_pk : NULL, b, len, text,
+				       tlen, err);
 }
 
 /* Loads a verified policy text as the running one (reload_lock held). */
