@@ -105,7 +105,7 @@ BROKER_SRC := $(BUS_SRC) $(HTTP_SRC) $(STORAGE_SRC) $(REMOTE_SRC) $(CLIENT_SRC) 
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c config_callers.c config_paths.c policy.c auth.c callers.c worker.c \
 	methods.c decision.c storage.c remote_admin.c held.c dispatch.c queue.c serve.c ipc.c frames.c declog.c fleet.c probe.c metrics.c \
 	obtain.c ask.c check.c)
-CLI_SRC := broker/cli/tsec.c broker/cli/exits.c broker/cli/tools.c broker/cli/schema.c broker/cli/replay.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c broker/cli/can.c broker/cli/obtain.c broker/cli/cert.c
+CLI_SRC := broker/cli/tsec.c broker/cli/exits.c broker/cli/tools.c broker/cli/schema.c broker/cli/replay.c broker/cli/replay_line.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c broker/cli/can.c broker/cli/obtain.c broker/cli/cert.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
@@ -326,7 +326,7 @@ memcheck: deps
 
 FUZZ_SECONDS ?= 10
 FUZZERS := policy key request cert wire wire_diff config storage archive remote refs obtain where redis \
-	certcache glob s3 etcd signed
+	certcache glob s3 etcd signed replay
 FZ := build/fuzz
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -pthread -I. -Iinclude -DTSEC_VERSION='"$(VERSION)"' \
@@ -359,6 +359,8 @@ $(FZ)/fuzz_request $(FZ)/fuzz_cert $(FZ)/fuzz_storage $(FZ)/fuzz_remote $(FZ)/fu
 $(FZ)/fuzz_wire $(FZ)/fuzz_config $(FZ)/fuzz_obtain $(FZ)/fuzz_signed: $(FZ)/%: tests/fuzz/%.c $(FUZZ_DAEMON_SRC) \
 	$(BROKER_SRC) $(SHARED_SRC) $(FZ)/libtinysecurity_module.so
 $(FZ)/fuzz_archive: tests/fuzz/fuzz_archive.c $(VERIFY_SRC) $(BROKER_SRC) $(SHARED_SRC)
+$(FZ)/fuzz_replay: tests/fuzz/fuzz_replay.c broker/cli/replay_line.c $(BROKER_SRC) $(SHARED_SRC) \
+	$(FZ)/libtinysecurity_module.so
 
 $(FZ)/fuzz_%:
 	@mkdir -p $(dir $@)

@@ -130,6 +130,18 @@ void cli_policy_error(const char *cmd, const char *path, const char *text, size_
 struct tsec_bus *cli_bus_on(const char *cmd, const struct opts *o, const char *path);
 /* replay.c */
 int cmd_replay(struct opts *o);
+
+/* replay_line.c: certificates made for replay, by their attributes'
+ * JSON text (by_attrs: text -> PEM string; the caller frees it). */
+struct tsec__made {
+	json_t *by_attrs;
+};
+/* The request a log line records, as a request object for
+ * tsec__ptest_request (new), or NULL with *why set. */
+json_t *tsec__logged_request(json_t *line, struct tsec__made *m, const char **why);
+/* Whether line is a cert.obtain the broker refused by its rate (its
+ * count was the broker's: no log replays it), *why then set. */
+bool tsec__rate_refusal(json_t *line, const char **why);
 int cmd_diff(struct opts *o);
 int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req);
 int cmd_test(struct opts *o);

@@ -28,105 +28,6 @@
 #include "common/certinfo.h"
 #include "common/wire.h"
 
-/* Certificates made for replay, by their attributes' JSON text. */
-struct made {
-	json_t *by_attrs;                /* text -> PEM string */
-};
-
-static const char *pem_for(struct made *m, json_t *attrs)
-{
-	struct tsec__certinfo ci;
-	char *key = json_dumps(attrs, JSON_COMPACT | JSON_SORT_KEYS), *pem;
-	json_t *v;
-
-	if (!key)
-		return NULL;
-	if ((v = json_object_get(m->by_attrs, key))) {
-		free(key);
-		return json_string_value(v);
-	}
-	if (tsec__certinfo_from_json(attrs, &ci) || !(pem = tsec__certinfo_pem(&ci))) {
-		free(key);
-		return NULL;
-	}
-	json_object_set_new(m->by_attrs, key, json_string(pem));
-	free(pem);
-	v = json_object_get(m->by_attrs, key);
-	free(key);
-	return json_string_value(v);
-}
-
-/*
- * The request a log line records, as a request object for
- * tsec__ptest_request (new), or NULL with *why set.
- */
-static json_t *logged_request(json_t *line, struct made *m, const char **why)
-{
-	json_t *ctx = json_object_get(line, "context"), *req, *c;
-	const char *k;
-	json_t *v;
-
-	if (!json_is_string(json_object_get(line, "action")) ||
-	    !json_is_string(json_object_get(line, "resource")) ||
-	    !json_is_string(json_object_get(line, "principal"))) {
-		*why = "not a decision line";
-		return NULL;
-	}
-	if (json_is_true(json_object_get(line, "cut"))) {
-		*why = "the line was cut to fit (a field is incomplete)";
-		return NULL;
-	}
-	c = json_object();
-	json_object_foreach(ctx, k, v) {
-		if (!strcmp(k, "cert_pem_sha256"))
-			continue;
-		if (!strcmp(k, "cert")) {
-			const char *pem = pem_for(m, v);
-
-			if (!pem) {
-				json_decref(c);
-				*why = "its certificate's attributes cannot be made again";
-				return NULL;
-			}
-			json_object_set_new(c, "cert_pem", json_string(pem));
-			continue;
-		}
-		json_object_set(c, k, v);
-	}
-	if (json_object_get(ctx, "cert_pem_sha256") && !json_object_get(c, "cert_pem")) {
-		json_decref(c);
-		*why = "the log holds only its certificate's hash (logged before attributes were)";
-		return NULL;
-	}
-	/* As of when it was logged: a certificate's remaining time. */
-	if (!json_object_get(c, "now") && json_is_integer(json_object_get(line, "time_ms")))
-		json_object_set_new(c, "now", json_integer(
-			json_integer_value(json_object_get(line, "time_ms")) / 1000));
-	req = json_pack("{s:O,s:O,s:O,s:O,s:o}", "principal", json_object_get(line, "principal"),
-			"roles", json_is_array(json_object_get(line, "roles"))
-			? json_object_get(line, "roles") : json_array(),
-			"action", json_object_get(line, "action"),
-			"resource", json_object_get(line, "resource"), "context", c);
-	return req;
-}
-
-/*
- * A cert.obtain the broker refused by its rate (the log's why_not says
- * "rate: ..."): the count was the broker's, on its storage, and no log
- * replays it; the policy alone would allow it.
- */
-static bool rate_refusal(json_t *line, const char **why)
-{
-	json_t *w = json_array_get(json_object_get(line, "why_not"), 0);
-	const char *a = json_string_value(json_object_get(line, "action"));
-	const char *t = json_string_value(json_object_get(w, "why"));
-
-	if (!a || strcmp(a, "cert.obtain") || !t || strncmp(t, "rate: ", 6))
-		return false;
-	*why = "cert.obtain refused by its rate: the count was the broker's, not the log's";
-	return true;
-}
-
 /* One decision of req under bus: 0, or -1 (said). */
 static int decide(const char *cmd, struct tsec_bus *bus, json_t *req, json_t *keep,
 		  struct tsec_decision *d)
@@ -183,7 +84,7 @@ static void say_request(json_t *req)
 
 int cmd_replay(struct opts *o)
 {
-	struct made m = { json_object() };
+	struct tsec__made m = { json_object() };
 	size_t replayed = 0, changed = 0, skipped = 0, lineno = 0, cap = 0, logged = 0;
 	struct tsec_bus *bus;
 	char *buf = NULL;
@@ -213,7 +114,7 @@ int cmd_replay(struct opts *o)
 			logged++;
 		if (!json_is_object(line) ||
 		    !(was = json_string_value(json_object_get(line, "decision"))) ||
-		    rate_refusal(line, &why) || !(req = logged_request(line, &m, &why))) {
+		    tsec__rate_refusal(line, &why) || !(req = tsec__logged_request(line, &m, &why))) {
 			if (!why)
 				why = "not a decision line";
 			if (o->verbose)
@@ -417,7 +318,7 @@ static void say_groups(struct shown *s)
  */
 int cmd_diff(struct opts *o)
 {
-	struct made m = { json_object() };
+	struct tsec__made m = { json_object() };
 	struct tsec_bus *a = NULL, *b = NULL;
 	struct tsec__diff_stats st = { 0 };
 	struct shown shown = { 0, o->verbose != 0, NULL, 0, 0 };
@@ -455,7 +356,7 @@ int cmd_diff(struct opts *o)
 			struct tsec_decision da, db;
 			const char *why;
 
-			if (json_is_object(line) && (req = logged_request(line, &m, &why))) {
+			if (json_is_object(line) && (req = tsec__logged_request(line, &m, &why))) {
 				if (!decide("diff", a, req, keep, &da) &&
 				    !decide("diff", b, req, keep, &db)) {
 					logged++;
