@@ -326,7 +326,7 @@ memcheck: deps
 
 FUZZ_SECONDS ?= 10
 FUZZERS := policy key request cert wire wire_diff config storage archive remote refs obtain where redis \
-	certcache glob s3 etcd signed replay
+	certcache glob s3 etcd signed replay client
 FZ := build/fuzz
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -pthread -I. -Iinclude -DTSEC_VERSION='"$(VERSION)"' \
@@ -354,7 +354,7 @@ $(FZ)/fuzz_where: tests/fuzz/fuzz_where.c common/where.c
 $(FZ)/fuzz_wire_diff: tests/fuzz/fuzz_wire_diff.c $(SHARED_SRC)
 $(FZ)/fuzz_request $(FZ)/fuzz_cert $(FZ)/fuzz_storage $(FZ)/fuzz_remote $(FZ)/fuzz_refs \
 		$(FZ)/fuzz_redis $(FZ)/fuzz_certcache $(FZ)/fuzz_s3 \
-		$(FZ)/fuzz_etcd: $(FZ)/%: tests/fuzz/%.c \
+		$(FZ)/fuzz_etcd $(FZ)/fuzz_client: $(FZ)/%: tests/fuzz/%.c \
 	$(BROKER_SRC) $(SHARED_SRC) $(FZ)/libtinysecurity_module.so
 $(FZ)/fuzz_wire $(FZ)/fuzz_config $(FZ)/fuzz_obtain $(FZ)/fuzz_signed: $(FZ)/%: tests/fuzz/%.c $(FUZZ_DAEMON_SRC) \
 	$(BROKER_SRC) $(SHARED_SRC) $(FZ)/libtinysecurity_module.so

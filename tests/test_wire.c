@@ -7,6 +7,7 @@
 
 #include "tests/testutil.h"
 #include "tests/wire_diff.h"
+#include "broker/client/client_private.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/jsonw.h"
@@ -614,6 +615,38 @@ static void test_wire_special_mask(void **state)
 	}
 }
 
+/*
+ * A reply with a member twice is malformed (found by fuzz_client): the
+ * client hands a result on as its text, and {"id":5,"result":1,"id":5}
+ * read by jansson (which keeps the last) gave the caller 1,"id":5,
+ * which is no JSON value.  A plain reply still gives its result.
+ */
+static void test_wire_client_reply_twice(void **state)
+{
+	static const char *twice[] = {
+		"{\"id\":5,\"result\":1,\"id\":5}",
+		"{\"id\":5,\"result\":1,\"result\":2}",
+		"{\"id\":5,\"error\":{\"code\":-1},\"error\":{\"code\":-2}}",
+	};
+	struct tsec_client c;
+	struct tsec_error err;
+	char *result = NULL;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	for (size_t i = 0; i < sizeof(twice) / sizeof(twice[0]); i++) {
+		assert_int_equal(tsec__client_finish(&c, 5, strdup(twice[i]), &result, &err),
+				 TSEC_EPROTO);
+		assert_null(result);
+		assert_string_equal(err.msg, "malformed reply");
+	}
+	assert_int_equal(tsec__client_finish(&c, 5, strdup("{\"id\":5,\"result\":[1, 2]}"),
+					     &result, &err), 0);
+	assert_string_equal(result, "[1, 2]");
+	free(result);
+	free(c.last_error);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -629,6 +662,7 @@ int main(void)
 		cmocka_unit_test(test_wire_names_distinct),
 		cmocka_unit_test(test_wire_error_fallbacks),
 		cmocka_unit_test(test_wire_module_strings_bounded),
+		cmocka_unit_test(test_wire_client_reply_twice),
 	};
 	return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
 }

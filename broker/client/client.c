@@ -656,8 +656,12 @@ int tsec__client_finish(struct tsec_client *c, long id, char *r, char **result,
 	size_t rlen = strlen(r);
 	int rc;
 
+	/* A member twice is malformed, as the fast reader says: jansson
+	 * would keep the last, and the result handed on as text below would
+	 * then be more than one value (found by fuzz_client:
+	 * {"id":5,"result":1,"id":5} gave the result 1,"id":5). */
 	if (!(rep = tsec__fast_tree(r, rlen)))
-		rep = json_loads(r, 0, &je);
+		rep = json_loads(r, JSON_REJECT_DUPLICATES, &je);
 	if (!rep || !json_is_object(rep)) {
 		json_decref(rep);
 		free(r);
