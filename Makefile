@@ -326,7 +326,7 @@ memcheck: deps
 
 FUZZ_SECONDS ?= 10
 FUZZERS := policy key request cert wire wire_diff config storage archive remote refs obtain where redis \
-	certcache glob s3 etcd signed replay client
+	certcache glob s3 etcd etcd_kv signed replay client
 FZ := build/fuzz
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -pthread -I. -Iinclude -DTSEC_VERSION='"$(VERSION)"' \
@@ -359,6 +359,8 @@ $(FZ)/fuzz_request $(FZ)/fuzz_cert $(FZ)/fuzz_storage $(FZ)/fuzz_remote $(FZ)/fu
 $(FZ)/fuzz_wire $(FZ)/fuzz_config $(FZ)/fuzz_obtain $(FZ)/fuzz_signed: $(FZ)/%: tests/fuzz/%.c $(FUZZ_DAEMON_SRC) \
 	$(BROKER_SRC) $(SHARED_SRC) $(FZ)/libtinysecurity_module.so
 $(FZ)/fuzz_archive: tests/fuzz/fuzz_archive.c $(VERIFY_SRC) $(BROKER_SRC) $(SHARED_SRC)
+$(FZ)/fuzz_etcd_kv: tests/fuzz/fuzz_etcd_kv.c tests/httpfake.c $(BROKER_SRC) $(SHARED_SRC) \
+	$(FZ)/libtinysecurity_module.so
 $(FZ)/fuzz_replay: tests/fuzz/fuzz_replay.c broker/cli/replay_line.c $(BROKER_SRC) $(SHARED_SRC) \
 	$(FZ)/libtinysecurity_module.so
 

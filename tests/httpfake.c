@@ -49,7 +49,9 @@ static void *serve(void *arg)
 		struct pollfd p = { f->lfd, POLLIN, 0 };
 		char head[16384], target[2048] = "", out[8192];
 		const struct tu_fake_rule *r = NULL;
-		int fd, n;
+		char *body;
+		size_t len;
+		int fd, n, status;
 		ssize_t w;
 
 		if (poll(&p, 1, 20) <= 0 || (fd = accept(f->lfd, NULL, NULL)) < 0)
@@ -59,7 +61,6 @@ static void *serve(void *arg)
 			pthread_mutex_lock(&f->mu);
 			if (f->nheads < TU_FAKE_HEADS)
 				f->heads[f->nheads++] = strdup(head);
-			pthread_mutex_unlock(&f->mu);
 			for (int i = 0; i < f->nrules && !r; i++)
 				if (!strncmp(target, f->rule[i].path_prefix,
 					     strlen(f->rule[i].path_prefix)) &&
@@ -67,16 +68,22 @@ static void *serve(void *arg)
 					r = &f->rule[i];
 					f->used[i]++;
 				}
+			/* The answer copied under the lock: a harness may change
+			 * a rule's body between calls while one is being sent. */
+			status = r ? r->status : 404;
+			body = r && r->body ? strdup(r->body) : NULL;
+			pthread_mutex_unlock(&f->mu);
+			len = body ? strlen(body) : 0;
 			n = snprintf(out, sizeof(out), "HTTP/1.1 %d Scripted\r\nContent-Type: "
 				     "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-				     r ? r->status : 404, r && r->body ? strlen(r->body) : 0);
+				     status, len);
 			w = write(fd, out, (size_t)n);
 			/* The body whole, however large (a peer's answer may be). */
-			for (size_t off = 0, len = r && r->body ? strlen(r->body) : 0;
-			     w >= 0 && off < len; off += (size_t)w)
-				if ((w = send(fd, r->body + off, len - off, MSG_NOSIGNAL)) < 0 &&
+			for (size_t off = 0; w >= 0 && off < len; off += (size_t)w)
+				if ((w = send(fd, body + off, len - off, MSG_NOSIGNAL)) < 0 &&
 				    errno == EINTR)
 					w = 0;
+			free(body);
 		}
 		close(fd);
 	}
