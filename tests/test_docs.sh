@@ -273,5 +273,22 @@ for seed in tests/fuzz/corpus/config/*.json; do
 		{ echo "FAIL: the fuzz seed $seed is no configuration:"; cat "$W/out"; fail=1; }
 done
 
+# Every method the broker serves is in tsec-broker(8)'s METHODS, said
+# read-only when it is (issue 53, item 1: four methods were missing
+# from the page, and the client's list of reads had drifted).
+"$B/tsec-broker" --methods > "$W/methods" || { echo "FAIL: tsec-broker --methods"; fail=1; }
+sed -n '/^\.SH METHODS/,/^\.SH SIGNALS/p' packaging/tsec-broker.8 > "$W/methods.8"
+while read -r name flags; do
+	grep -qx ".B $name" "$W/methods.8" ||
+		{ echo "FAIL: tsec-broker(8) METHODS does not list $name"; fail=1; continue; }
+	case " $flags " in *" read-only "*)
+		grep -A1 -x ".B $name" "$W/methods.8" | grep -q '(read-only' ||
+			{ echo "FAIL: tsec-broker(8) does not say $name is read-only"; fail=1; } ;;
+	esac
+done < "$W/methods"
+[ "$(grep -c '^\.B ' "$W/methods.8")" = "$(wc -l < "$W/methods")" ] ||
+	{ echo "FAIL: tsec-broker(8) METHODS lists $(grep -c '^\.B ' "$W/methods.8") methods," \
+		"the broker serves $(wc -l < "$W/methods")"; fail=1; }
+
 echo "test_docs: $ran command lines run, $([ $fail = 0 ] && echo "all as documented" || echo FAILED)"
 exit $fail

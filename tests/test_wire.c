@@ -11,6 +11,7 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/jsonw.h"
+#include "common/methods.h"
 #include "common/wire.h"
 
 static const int codes[] = {
@@ -647,6 +648,38 @@ static void test_wire_client_reply_twice(void **state)
 	free(c.last_error);
 }
 
+/*
+ * What the client sends again after a failover comes from the method
+ * list (issue 53, item 1): every method that changes nothing, and
+ * lock.renew and cert.obtain; nothing that writes once.  Before, the
+ * client kept a list of its own, and remote.load, remote.exists and
+ * remote.load_archived, all reads, were never resent.
+ */
+static void test_wire_client_resends_reads(void **state)
+{
+	static const char *again[] = {
+		"check", "evaluate", "health", "stats", "store.get", "store.exists",
+		"store.list", "store.stat", "store.load_cert", "remote.load", "remote.exists",
+		"remote.load_archived", "lock.renew", "cert.obtain",
+	};
+	static const char *once[] = {
+		"store.put", "store.put_many", "store.delete", "store.move", "store.save_cert",
+		"remote.publish", "remote.archive_key", "remote.sweep", "remote.recover",
+		"lock.acquire", "lock.release", "batch", "reload", "policy.publish", "cancel",
+		"no.such", "", NULL,
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(again) / sizeof(again[0]); i++)
+		if (!tsec__client_resendable(again[i]))
+			fail_msg("%s is not sent again", again[i]);
+	for (size_t i = 0; i < sizeof(once) / sizeof(once[0]); i++)
+		if (tsec__client_resendable(once[i]))
+			fail_msg("%s would be sent again", once[i]);
+	assert_int_equal(sizeof(again) / sizeof(again[0]) + sizeof(once) / sizeof(once[0]) - 3,
+			 TSEC__M_COUNT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -663,6 +696,7 @@ int main(void)
 		cmocka_unit_test(test_wire_error_fallbacks),
 		cmocka_unit_test(test_wire_module_strings_bounded),
 		cmocka_unit_test(test_wire_client_reply_twice),
+		cmocka_unit_test(test_wire_client_resends_reads),
 	};
 	return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
 }

@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/jsonw.h"
+#include "common/methods.h"
 #include "common/wire_fast.h"
 #include "broker/client/client_private.h"
 
@@ -442,24 +443,15 @@ int tsec__client_recv(struct tsec_client *c, int64_t deadline, bool wakeable, ch
 }
 
 /*
- * Methods that may run twice with the same effect: a call of any other
+ * Methods that may run twice with the same effect (common/methods.h:
+ * those that change nothing, and those marked so): a call of any other
  * goes to a second broker only when the first never took it.  (A put
  * sent again after a lost answer can undo a peer's write made in
  * between; an acquire sent again takes a second lease, an orphan.)
  */
-static bool resendable(const char *method)
+bool tsec__client_resendable(const char *method)
 {
-	static const char *const safe[] = {
-		"check", "evaluate", "health", "stats", "store.get", "store.exists",
-		"store.list", "store.stat", "store.load_cert", "lock.renew",
-		/* Counted twice, a name is new once: the second finds it. */
-		"cert.obtain",
-	};
-
-	for (size_t i = 0; method && i < sizeof(safe) / sizeof(safe[0]); i++)
-		if (!strcmp(method, safe[i]))
-			return true;
-	return false;
+	return tsec__method_flags(method) & (TSEC_M_READ | TSEC_M_RESEND);
 }
 
 /* A call that was sent and got no answer: it may have run. */
@@ -729,7 +721,7 @@ static int call(struct tsec_client *c, const char *method, const char *params,
 					    "%u any broker takes", total, TSEC_CLIENT_MESSAGE_MAX);
 		}
 	}
-	rc = exchange(c, text, strlen(text), fr, id, resendable(method), &sent, &r, err);
+	rc = exchange(c, text, strlen(text), fr, id, tsec__client_resendable(method), &sent, &r, err);
 	free(text);
 	/*
 	 * Taken by a broker, and its answer no longer wanted: interrupted,

@@ -61,6 +61,10 @@ int tsec__client_message(struct tsec_client *c, const char *method, const char *
 			 bool frames_out, char **text, struct tsec_error *err);
 /* Reads a reply's text r (consumed) as the answer to call id: 0 with the
  * result's text in *result (when result), or the error reply's code. */
+/* Whether a call of method may go to a second broker after the first took
+ * it and gave no answer: it changes nothing, or the same however often. */
+bool tsec__client_resendable(const char *method);
+
 int tsec__client_finish(struct tsec_client *c, long id, char *r, char **result,
 			struct tsec_error *err);
 /* Whether an interrupt came (taken: the eventfd emptied, the flag off). */

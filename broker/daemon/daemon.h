@@ -29,6 +29,7 @@
 
 #include <jansson.h>
 
+#include "common/methods.h"
 #include "common/prom.h"
 #include "common/stats.h"
 
@@ -142,18 +143,14 @@ struct tsec__call;
 typedef json_t *(*tsec__method_fn)(struct tsec__daemon *d,
 				   struct tsec__call *c, json_t **result);
 
-#define TSEC_M_INLINE  (1u << 0) /* microseconds of work: run in the loop */
-#define TSEC_M_ADMIN   (1u << 1) /* admin callers only */
-#define TSEC_M_STORAGE (1u << 2) /* touches the store (disk, lock waits) */
-#define TSEC_M_FRAMES  (1u << 3) /* takes values as binary frames ("<name>_frame") */
-
 struct tsec__method {
 	const char *name;
 	tsec__method_fn fn;
 	unsigned flags;
 };
 
-/* The table, and its length; counters are indexed by the same position. */
+/* The table (common/methods.h's list, in its order), and its length;
+ * counters are indexed by the same position. */
 extern const struct tsec__method tsec__methods[];
 extern const size_t tsec__nmethods;
 extern const struct tsec__method *const tsec__method_check;   /* "check" */

@@ -34,8 +34,27 @@ static void usage(FILE *f)
 		"  --check         load the configuration and the policy, say what was\n"
 		"                  checked, then exit (2 on any problem)\n"
 		"  --settings      every configuration setting, its kind and range\n"
+		"  --methods       every method a caller may call, and how it runs\n"
 		"  --version       the version and build type\n"
 		"  -h, --help      this text\n");
+}
+
+/* The method table (common/methods.h), a line each: name, then flags. */
+static void methods(FILE *f)
+{
+	static const struct { unsigned bit; const char *word; } names[] = {
+		{ TSEC_M_READ, "read-only" }, { TSEC_M_RESEND, "resendable" },
+		{ TSEC_M_ADMIN, "admin" }, { TSEC_M_INLINE, "inline" },
+		{ TSEC_M_STORAGE, "worker" }, { TSEC_M_FRAMES, "frames" },
+	};
+
+	for (size_t i = 0; i < tsec__nmethods; i++) {
+		fprintf(f, "%-21s", tsec__methods[i].name);
+		for (size_t b = 0; b < sizeof(names) / sizeof(names[0]); b++)
+			if (tsec__methods[i].flags & names[b].bit)
+				fprintf(f, " %s", names[b].word);
+		fputc('\n', f);
+	}
 }
 
 struct args {
@@ -56,6 +75,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 			return -1;
 		} else if (!strcmp(argv[i], "--settings")) {
 			tsec__config_settings(stdout);
+			return -1;
+		} else if (!strcmp(argv[i], "--methods")) {
+			methods(stdout);
 			return -1;
 		} else if (!strcmp(argv[i], "--version")) {
 			printf("tsec-broker %s (%s build)\n", TSEC_VERSION,

@@ -25,38 +25,12 @@ static json_t *m_reload(struct tsec__daemon *, struct tsec__call *, json_t **);
 static json_t *m_publish(struct tsec__daemon *, struct tsec__call *, json_t **);
 
 const struct tsec__method tsec__methods[] = {
-	{ "evaluate",     m_evaluate,           TSEC_M_INLINE },
-	{ "check",        m_check,              TSEC_M_INLINE },
-	{ "health",       m_health,             TSEC_M_INLINE },
-	{ "stats",        m_stats,              TSEC_M_INLINE },
-	{ "reload",       m_reload,             TSEC_M_ADMIN },
-	{ "policy.publish", m_publish,          TSEC_M_ADMIN | TSEC_M_STORAGE },
-	{ "store.put",    tsec__m_store_put,    TSEC_M_STORAGE | TSEC_M_FRAMES },
-	{ "store.put_many", tsec__m_store_put_many, TSEC_M_STORAGE | TSEC_M_FRAMES },
-	{ "store.get",    tsec__m_store_get,    TSEC_M_STORAGE },
-	{ "store.exists", tsec__m_store_exists, TSEC_M_STORAGE },
-	{ "store.delete", tsec__m_store_delete, TSEC_M_STORAGE },
-	{ "store.list",   tsec__m_store_list,   TSEC_M_STORAGE },
-	{ "store.stat",   tsec__m_store_stat,   TSEC_M_STORAGE },
-	{ "store.move",   tsec__m_store_move,   TSEC_M_STORAGE },
-	{ "store.save_cert", tsec__m_store_save_cert, TSEC_M_STORAGE | TSEC_M_FRAMES },
-	{ "store.load_cert", tsec__m_store_load_cert, TSEC_M_STORAGE },
-	{ "remote.publish", tsec__m_remote_publish, TSEC_M_STORAGE | TSEC_M_FRAMES },
-	{ "remote.load",  tsec__m_remote_load,  TSEC_M_STORAGE },
-	{ "remote.exists", tsec__m_remote_exists, TSEC_M_STORAGE },
-	{ "remote.archive_key", tsec__m_remote_archive_key, TSEC_M_STORAGE },
-	{ "remote.load_archived", tsec__m_remote_load_archived, TSEC_M_STORAGE },
-	{ "remote.sweep", tsec__m_remote_sweep, TSEC_M_ADMIN | TSEC_M_STORAGE },
-	{ "remote.recover", tsec__m_remote_recover, TSEC_M_ADMIN | TSEC_M_STORAGE },
-	{ "lock.acquire", tsec__m_lock_acquire, TSEC_M_STORAGE },
-	{ "lock.renew",   tsec__m_lock_renew,   TSEC_M_STORAGE },
-	{ "lock.release", tsec__m_lock_release, TSEC_M_STORAGE },
-	{ "batch",        tsec__m_batch,        TSEC_M_STORAGE | TSEC_M_FRAMES },
-	{ "cancel",       tsec__m_cancel,       TSEC_M_INLINE },
-	{ "cert.obtain",  tsec__m_cert_obtain,  TSEC_M_STORAGE },
+#define TSEC__M_ROW(id, name, fn, flags) [TSEC__M_##id] = { name, fn, flags },
+	TSEC__METHOD_LIST(TSEC__M_ROW)
+#undef TSEC__M_ROW
 };
-const size_t tsec__nmethods = sizeof(tsec__methods) / sizeof(tsec__methods[0]);
-const struct tsec__method *const tsec__method_check = &tsec__methods[1];
+const size_t tsec__nmethods = TSEC__M_COUNT;
+const struct tsec__method *const tsec__method_check = &tsec__methods[TSEC__M_CHECK];
 
 const struct tsec__method *tsec__method_find(const char *name, size_t len)
 {

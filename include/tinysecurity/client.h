@@ -37,8 +37,9 @@ struct tsec_client_opts {
 	 * (default 1000, ZeroMQ heartbeats drop a dead connection), the
 	 * client reconnects to the next and sends the call again, until
 	 * timeout_ms, but only a call that may run twice with the same
-	 * effect (check, evaluate, health, stats, store.get/exists/list/
-	 * stat/load_cert, lock.renew).  Any other call a broker took and did
+	 * effect: one that changes nothing, lock.renew and cert.obtain
+	 * (tsec-broker --methods says which; tsec-broker(8), METHODS).
+	 * Any other call a broker took and did
 	 * not answer (store.put/delete/move, lock.acquire/release, ...)
 	 * is never sent again: it returns TSEC_EUNKNOWN, "may or may not
 	 * have been applied", and the caller reads to find out.  A call no
