@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include <jansson.h>
+#include <sodium.h>
 #include <zmq.h>
 
 #include "broker/daemon/daemon.h"
@@ -608,7 +609,7 @@ void tsec__config_free(struct tsec__config *c)
 		free(c->callers[i].log_who);
 	}
 	tsec__asks_free(c);
-	memset(c, 0, sizeof(*c));
+	sodium_memzero(c, sizeof(*c));   /* it holds the server's secret key */
 }
 
 static int str_differs(const char *a, const char *b)
