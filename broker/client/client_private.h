@@ -12,7 +12,7 @@
 
 #include "tinysecurity/client.h"
 
-#define ENDPOINTS_MAX 16
+#define ENDPOINTS_MAX TSEC_CLIENT_MAX_ENDPOINTS
 
 /* How long a cancelled call waits for the broker to say it heard. */
 #define TSEC__CANCEL_WAIT_MS 500

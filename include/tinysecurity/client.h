@@ -83,6 +83,9 @@ TSEC_API int tsec_client_call(struct tsec_client *c, const char *method,
  * never escaped or base64'd into the JSON.
  */
 #define TSEC_CLIENT_MAX_FRAMES 3
+
+/* The most brokers one client may be given (tsec_client_opts.endpoints). */
+#define TSEC_CLIENT_MAX_ENDPOINTS 16
 /*
  * The largest message (its JSON and frames) a call sends: a broker's
  * max_message is at most 64 MiB, and every broker answers a message up to

@@ -13,15 +13,15 @@ static int tsecgo_open(struct tsec_client **out, const char *endpoint,
 		       char **eps, char **keys, size_t n, int timeout_ms,
 		       int attempt_ms, struct tsec_error *err)
 {
-	struct tsec_client_endpoint e[16];
+	struct tsec_client_endpoint e[TSEC_CLIENT_MAX_ENDPOINTS];
 	struct tsec_client_opts o = {
 		.endpoint = endpoint, .server_public_key = server_key,
 		.public_key = pub, .secret_key = sec, .timeout_ms = timeout_ms,
 		.attempt_ms = attempt_ms,
 	};
 
-	if (n > 16)
-		n = 16;
+	if (n > TSEC_CLIENT_MAX_ENDPOINTS)
+		n = TSEC_CLIENT_MAX_ENDPOINTS;
 	for (size_t i = 0; i < n; i++) {
 		e[i].endpoint = eps[i];
 		e[i].server_public_key = keys[i];
@@ -43,6 +43,19 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+)
+
+// The client library's numbers, by name (include/tinysecurity/).
+const (
+	// MaxBrokers is the most Options.Brokers one Storage may be given.
+	MaxBrokers = int(C.TSEC_CLIENT_MAX_ENDPOINTS)
+	// ErrnoInvalidKey is Error.Errno for a key the broker cannot take.
+	ErrnoInvalidKey = int(C.TSEC_EKEY)
+	// ErrnoDenied is Error.Errno for a call the policy refused.
+	ErrnoDenied = int(C.TSEC_EDENIED)
+	// ErrnoUnknown is Error.Errno for a call that may or may not have
+	// been carried out (no answer after the broker took it).
+	ErrnoUnknown = int(C.TSEC_EUNKNOWN)
 )
 
 // conn is one connection of the client library: one call at a time.

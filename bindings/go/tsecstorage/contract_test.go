@@ -589,3 +589,46 @@ func TestIPC(t *testing.T) {
 		t.Fatalf("Store under secrets/ over ipc: %v", err)
 	}
 }
+
+// Every call after Close answers ErrClosed (issue 53, item 9: only Lock
+// did; the others took a connection again, and Store after Close stored).
+func TestCallsAfterClose(t *testing.T) {
+	dir := t.TempDir()
+	cs := newClients(t, dir, "app=svc:app")
+	sock := filepath.Join(dir, "b.sock")
+	startBroker(t, brokerSpec{policy: contractPolicy, clients: cs, ipc: sock,
+		extra: map[string]interface{}{"ipc_uids": []map[string]interface{}{
+			{"uid": os.Getuid(), "principal": "svc:app"}}}})
+	s, err := New(Options{Endpoint: "ipc://" + sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Store(ctxBg, "closed/k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, loadErr := s.Load(ctxBg, "closed/k")
+	_, listErr := s.List(ctxBg, "closed", true)
+	_, statErr := s.Stat(ctxBg, "closed/k")
+	_, obtainErr := s.Obtain(ctxBg, "a.example.com", true)
+	for what, err := range map[string]error{
+		"Store":  s.Store(ctxBg, "closed/k2", []byte("v")),
+		"Load":   loadErr,
+		"Delete": s.Delete(ctxBg, "closed/k"),
+		"List":   listErr,
+		"Stat":   statErr,
+		"Lock":   s.Lock(ctxBg, "closed"),
+		"Unlock": s.Unlock(ctxBg, "closed"),
+		"Ping":   s.Ping(ctxBg),
+		"Obtain": obtainErr,
+	} {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", what, err)
+		}
+	}
+	if s.Exists(ctxBg, "closed/k") {
+		t.Error("Exists after Close: true")
+	}
+}

@@ -165,6 +165,9 @@ func (s *Storage) keep(h *held) {
 // otherwise.  When the lease had ended before (a renewal found it gone),
 // the error says so.
 func (s *Storage) Unlock(ctx context.Context, name string) error {
+	if s.isDone() {
+		return ErrClosed
+	}
 	return s.unlock(ctx, name)
 }
 
@@ -188,9 +191,9 @@ func (s *Storage) unlock(ctx context.Context, name string) error {
 		map[string]string{"name": LockName(name), "token": h.token}, nil)
 }
 
-// Renewals says how often the lock name was renewed since Lock took it
-// (-1 when not held): for tests and monitoring.
-func (s *Storage) Renewals(name string) int {
+// renewals says how often the lock name was renewed since Lock took it
+// (-1 when not held); tests read it through export_test.go.
+func (s *Storage) renewals(name string) int {
 	s.mu.Lock()
 	h := s.held[name]
 	s.mu.Unlock()

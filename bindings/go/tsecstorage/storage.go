@@ -78,7 +78,7 @@ var (
 	ErrDenied = errors.New("tsecstorage: denied by policy")
 	// ErrNotLocked: Unlock of a lock this Storage does not hold.
 	ErrNotLocked = errors.New("tsecstorage: lock not held")
-	// ErrClosed: the Storage was closed.
+	// ErrClosed: the Storage was closed; every call after Close says so.
 	ErrClosed = errors.New("tsecstorage: closed")
 )
 
@@ -132,7 +132,8 @@ type Storage struct {
 
 	mu     sync.Mutex
 	held   map[string]*held
-	closed bool
+	closed bool // Close began: no new lock
+	done   bool // Close returned: no call at all
 
 	// Every Lock's wait at the broker, on a connection of its own.
 	waiter *waiter
@@ -154,14 +155,16 @@ var (
 	_ certmagic.Locker  = (*Storage)(nil)
 )
 
-// New makes a Storage.  It connects lazily: a broker that is not there
-// yet is an error of the first call, not of New.
+// New makes a Storage.  It checks the options and opens one client at
+// once, so that malformed keys or endpoints are New's error; the broker
+// is reached lazily: one that is not there yet is an error of the first
+// call, not of New.
 func New(o Options) (*Storage, error) {
 	if o.Endpoint == "" && len(o.Brokers) == 0 {
 		return nil, errors.New("tsecstorage: no Endpoint and no Brokers")
 	}
-	if len(o.Brokers) > 16 {
-		return nil, errors.New("tsecstorage: at most 16 Brokers")
+	if len(o.Brokers) > MaxBrokers {
+		return nil, fmt.Errorf("tsecstorage: at most %d Brokers", MaxBrokers)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
@@ -238,6 +241,9 @@ func (s *Storage) Close() error {
 		s.unlock(ctx, n)
 	}
 	s.waiter.close()
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
 	for {
 		select {
 		case c := <-s.idle:
@@ -246,6 +252,13 @@ func (s *Storage) Close() error {
 			return nil
 		}
 	}
+}
+
+// isDone: Close has returned.
+func (s *Storage) isDone() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
 }
 
 func (s *Storage) get(ctx context.Context) (*conn, error) {
@@ -298,6 +311,9 @@ func (s *Storage) callFrames(ctx context.Context, op, key string, extra time.Dur
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if s.isDone() {
+		return nil, ErrClosed
+	}
 	c, err := s.get(ctx)
 	if err != nil {
 		return nil, err
@@ -343,7 +359,8 @@ func (v *value) bytes(frames [][]byte) ([]byte, error) {
 }
 
 func keyErr(op, key string) error {
-	return &Error{Op: op, Key: key, Code: "invalid_key", Errno: -16, Message: "empty key"}
+	return &Error{Op: op, Key: key, Code: "invalid_key", Errno: ErrnoInvalidKey,
+		Message: "empty key"}
 }
 
 // Store puts value at key (nil and empty values are stored as empty).

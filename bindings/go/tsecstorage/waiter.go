@@ -274,7 +274,7 @@ func (w *waiter) next(calls map[C.long]*waitCall) {
 		if now.After(c.deadline) {
 			delete(calls, k)
 			C.tsec_client_cancel(w.conn.c, c.id, &cerr)
-			c.done <- waitResult{err: &Error{Code: "outcome_unknown", Errno: -24,
+			c.done <- waitResult{err: &Error{Code: "outcome_unknown", Errno: ErrnoUnknown,
 				Message: "the broker did not answer in time: the call was cancelled " +
 					"there (a lock it took for it is let go)"}}
 		}
