@@ -34,6 +34,12 @@ struct tsec_bus {
  */
 uint64_t tsec__bus_generation(struct tsec_bus *bus);
 
+/* host->refuse: keeps a module's reason for the loader (under admin). */
+void tsec__host_refuse(const struct tsec_host_api *host, const char *reason);
+
+/* The reason the last refusing module gave, or "" (under admin). */
+const char *tsec__host_refusal(const struct tsec_host_api *host);
+
 /*
  * Opens the module at path with dlopen(RTLD_NOW | RTLD_LOCAL), resolves
  * the entry symbol, calls it with `host` and validates the descriptor.
@@ -41,12 +47,6 @@ uint64_t tsec__bus_generation(struct tsec_bus *bus);
  * TSEC_ENOENT, TSEC_ENOTSO, TSEC_ENOSYM, TSEC_EMODULE, TSEC_EABI,
  * TSEC_ESHORT, TSEC_ENULLFN, each with the file and the cause in err.
  */
-/* host->refuse: keeps a module's reason for the loader (under admin). */
-void tsec__host_refuse(const struct tsec_host_api *host, const char *reason);
-
-/* The reason the last refusing module gave, or "" (under admin). */
-const char *tsec__host_refusal(const struct tsec_host_api *host);
-
 int tsec__module_open(const char *path, const struct tsec_host_api *host,
 		      void **dl, const struct tsec_module_desc **desc,
 		      struct tsec_error *err);

@@ -96,9 +96,10 @@ struct tsec_store_opts {
 	size_t request_max;          /* etcd: largest request (default 1.5 MiB,
 					etcd's --max-request-bytes); larger
 					is TSEC_ETOOBIG */
-	const char *tls_ca;          /* etcd https: CA file; redis: unused */
-	const char *tls_cert;        /* etcd: client certificate file */
-	const char *tls_key;         /* etcd: its private key file */
+	const char *tls_ca;          /* etcd https, redis (TLS when set): the
+					CA file the server is verified by */
+	const char *tls_cert;        /* etcd, redis: client certificate file */
+	const char *tls_key;         /* etcd, redis: its private key file */
 	const char *username;        /* etcd / redis authentication */
 	const char *password_file;   /* a file whose first line is the password */
 };
@@ -384,7 +385,11 @@ TSEC_API int tsec_lock_renew(struct tsec_store *s, const struct tsec_principal *
 		    struct tsec_lock *lk, uint64_t ttl_ms,
 		    struct tsec_error *err);
 
-/* Releases a lock this caller holds; same errors as renew. */
+/*
+ * Releases a lock this caller holds: TSEC_ENOTOWNER as renew, and
+ * TSEC_ENOENT when it was released already, on every backend
+ * (test_conf_one_holder_and_takeover).
+ */
 TSEC_API int tsec_lock_release(struct tsec_store *s, const struct tsec_principal *who,
 		      const struct tsec_lock *lk, struct tsec_error *err);
 

@@ -29,15 +29,6 @@ extern long tsec__etcd_once_idle_s;
  * unknown (sent, then the connection failed or etcd timed out). */
 enum { TSEC__ETCD_ONCE = 0, TSEC__ETCD_IDEMPOTENT = 1 };
 
-/*
- * POSTs req (consumed) to path ("/v3/kv/txn") and parses the answer into
- * *resp.  Fails over to the next endpoint when a request cannot have
- * been applied (no connection, no leader), and for IDEMPOTENT requests
- * on any transport failure, within the call's deadline.  An unknown
- * outcome (a ONCE request sent, then no answer) is TSEC_EUNKNOWN: the
- * request may have been applied; any other failure is TSEC_EIO.  A request longer than request_max is
- * TSEC_ETOOBIG, unsent.
- */
 /* How many requests c has sent (a resend counts again): tests count
  * round trips with it. */
 uint64_t tsec__etcd_conn_requests(struct tsec__etcd_conn *c);
@@ -45,6 +36,14 @@ uint64_t tsec__etcd_conn_requests(struct tsec__etcd_conn *c);
 uint64_t tsec__etcd_conn_scanned(struct tsec__etcd_conn *c);
 
 /*
+ * POSTs req (consumed) to path ("/v3/kv/txn") and parses the answer into
+ * *resp.  Fails over to the next endpoint when a request cannot have
+ * been applied (no connection, no leader), and for IDEMPOTENT requests
+ * on any transport failure, within the call's deadline.  An unknown
+ * outcome (a ONCE request sent, then no answer) is TSEC_EUNKNOWN: the
+ * request may have been applied; any other failure is TSEC_EIO.  A
+ * request longer than request_max is TSEC_ETOOBIG, unsent.
+ *
  * An answer is read only as far as its request can need (issue 52, item
  * 3: every answer was taken up to 96 MiB and parsed whole, 77 times its
  * size in memory): 64 KiB, and for each of `values` key-values with their
