@@ -68,6 +68,16 @@ for f in $(git ls-files broker common module verifier 2>/dev/null | grep '\.c$')
 	grep -q "\`$(basename "$f")\`" docs/architecture.md ||
 		{ echo "FAIL: docs/architecture.md's map does not name $f"; fails=$((fails + 1)); }
 done
+# Every action of TSEC_ACTIONS (types.h) is in each place that lists the
+# actions for a policy author, written out or in a family's a|b|c form
+# (issue 53, item 4: lists kept by hand drift).
+for a in $(sed -n 's/^[[:space:]]*X([A-Z_]*, "\([a-z]*\.[a-z_]*\)".*/\1/p' include/tinysecurity/types.h); do
+	fam=${a%%.*}; verb=${a#*.}
+	for doc in docs/policy.md packaging/tinysecurity-policy.5 packaging/tsec.1 broker/cli/tsec.c; do
+		grep -Eq "(^|[^a-z_])$fam\\.([a-z_]+[|])*$verb([^a-z_]|\$)" "$doc" ||
+			{ echo "FAIL: $doc does not list the action $a"; fails=$((fails + 1)); }
+	done
+done
 # Every harness runs in `make fuzz`, from seeds of its own (issue 52,
 # item 8): a harness left out of FUZZERS is never run, by CI or anyone.
 fuzzers=$(sed -n '/^FUZZERS :=/,/[^\\]$/p' Makefile | sed 's/^FUZZERS :=//; s/\\//g')
