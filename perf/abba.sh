@@ -1,13 +1,21 @@
 #!/bin/sh
 # A-B-B-A comparison of two builds on any benchmark.
 #
-#   perf/abba.sh [-n RUNS] [-o RAW.csv] DIR_A DIR_B PROGRAM [ARGS...]
+#   perf/abba.sh [-n RUNS] [-o RAW.csv] [-d DRIVER_DIR] DIR_A DIR_B PROGRAM [ARGS...]
 #
-# Runs DIR/PROGRAM ARGS once per side to warm both (discarded), then in
-# four phases, A1 B1 B2 A2, RUNS times per phase (default 3), so drift on
-# this shared machine hits both sides alike.  Each side's benchmark loads
-# the module and tsec-broker beside it (perf/benchutil.h).  An "@" at the start of an argument stands for the side's
-# build folder, e.g.
+# Runs PROGRAM ARGS once per side to warm both (discarded), then in four
+# phases, A1 B1 B2 A2, RUNS times per phase (default 3), so drift on this
+# shared machine hits both sides alike.
+#
+# One driver for both sides (issue 53, item 10): a PROGRAM linked to
+# libtinysecurity.so (the benchmarks that use the public API) is run from
+# one folder, DRIVER_DIR (default DIR_B), for both sides, with
+# LD_LIBRARY_PATH and TSEC_BENCH_DIR naming the side's build folder: the
+# side's library, module and tsec-broker are measured, never a
+# difference between the two commits' benchmark programs.  A PROGRAM
+# that links the code it measures (verify_module, the benchmarks that
+# reach inside) runs each side's own, and the output says so.  An "@"
+# at the start of an argument stands for the side's build folder, e.g.
 #
 #   perf/abba.sh old/build/release build/release \
 #       bench_bus @/libtinysecurity_module.so examples/policy.json 100000
@@ -23,7 +31,10 @@
 # the case is shown as excluded.  An effect (B/A - 1)
 # under 5% is shown as unchanged.  Every case is shown; every value goes
 # to RAW.csv (default: a file under perf/results/), after "#" lines that
-# record the host, the date, the compiler and each side's build mode.
+# record the host, the date, the compiler, each side's build mode and
+# the driver; each value is kept with the machine's load (the 1-minute
+# average of /proc/loadavg) when its run began, and the summary says the
+# load's range.
 # Beside each side's figure, its spread: (max - min) / median of all its
 # values, in percent.  Two sides of different build modes (release,
 # debug, with or without sanitizers, read from each build folder's .flags
@@ -34,16 +45,18 @@
 set -eu
 runs=3
 raw=
+driver=
 while [ $# -gt 0 ]; do
 	case $1 in
 	-n) runs=$2; shift 2 ;;
 	-o) raw=$2; shift 2 ;;
-	-h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+	-d) driver=$2; shift 2 ;;
+	-h|--help) sed -n '2,47p' "$0"; exit 0 ;;
 	*) break ;;
 	esac
 done
 if [ $# -lt 3 ]; then
-	echo "usage: perf/abba.sh [-n RUNS] [-o RAW.csv] DIR_A DIR_B PROGRAM [ARGS...]" >&2
+	echo "usage: perf/abba.sh [-n RUNS] [-o RAW.csv] [-d DRIVER_DIR] DIR_A DIR_B PROGRAM [ARGS...]" >&2
 	exit 2
 fi
 a=$1 b=$2 prog=$3
@@ -51,6 +64,15 @@ shift 3
 for d in "$a" "$b"; do
 	[ -x "$d/$prog" ] || { echo "abba: $d/$prog is not a program" >&2; exit 2; }
 done
+[ -n "$driver" ] || driver=$b
+[ -x "$driver/$prog" ] || { echo "abba: $driver/$prog is not a program" >&2; exit 2; }
+# One driver when the program takes the library from the side's folder.
+if readelf -d "$driver/$prog" 2>/dev/null | grep -q 'NEEDED.*libtinysecurity\.so'; then
+	how="one driver, $driver/$prog, over each side's library, module and tsec-broker"
+else
+	driver=
+	how="each side's own $prog (it links the code it measures)"
+fi
 # mode DIR: release or debug, "+san"/"+tsan" when sanitized; "unknown"
 # when the folder says neither (a build older than the .flags stamp and
 # without verify_module).
@@ -81,7 +103,8 @@ mkdir -p "$(dirname "$raw")"
 	echo "# compiler: $(${CC:-cc} --version 2>/dev/null | head -n 1)"
 	echo "# A: $a ($mode_a build); B: $b ($mode_b build)"
 	echo "# command: $prog $*"
-	echo "phase,run,case,value"
+	echo "# driver: $how"
+	echo "phase,run,case,value,load"
 } > "$raw"
 
 # run PHASE DIR N: one run of the program for a side, values appended.
@@ -91,16 +114,21 @@ run() {
 	for x in $args; do
 		case $x in @*) set -- "$@" "$dir${x#@}" ;; *) set -- "$@" "$x" ;; esac
 	done
-	if ! "$dir/$prog" "$@" > "$out" 2> "$out.err"; then
-		echo "abba: $dir/$prog failed in phase $phase, run $n:" >&2
+	load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo -)
+	if [ -n "$driver" ]; then
+		LD_LIBRARY_PATH=$dir TSEC_BENCH_DIR=$dir "$driver/$prog" "$@" > "$out" 2> "$out.err"
+	else
+		"$dir/$prog" "$@" > "$out" 2> "$out.err"
+	fi || {
+		echo "abba: $prog for $dir failed in phase $phase, run $n:" >&2
 		tail -n 5 "$out.err" >&2
 		exit 1
-	fi
+	}
 	[ "$phase" = warm ] && return 0
 	before=$(wc -l < "$raw")
-	awk -F, -v p="$phase" -v r="$n" '
-		$1 == "latency" && NF >= 7 { print p "," r "," $2 ".p50," $5; print p "," r "," $2 ".p99," $7; next }
-		NF == 5 && $2 ~ /^[0-9]+$/ { print p "," r "," $1 "," $5 }' "$out" >> "$raw"
+	awk -F, -v p="$phase" -v r="$n" -v l="$load" '
+		$1 == "latency" && NF >= 7 { print p "," r "," $2 ".p50," $5 "," l; print p "," r "," $2 ".p99," $7 "," l; next }
+		NF == 5 && $2 ~ /^[0-9]+$/ { print p "," r "," $1 "," $5 "," l }' "$out" >> "$raw"
 	if [ "$(wc -l < "$raw")" -eq "$before" ]; then
 		echo "abba: $dir/$prog printed no case in phase $phase, run $n" >&2
 		exit 1
@@ -121,6 +149,11 @@ for phase in A1 B1 B2 A2; do
 done
 
 echo "# A = $a ($mode_a), B = $b ($mode_b); $prog $args; $runs runs per phase; raw values: $raw"
+echo "# $how"
+awk -F, '/^#/ || $1 == "phase" || $5 == "-" { next }
+	{ x = $5 + 0; if (!n++ || x < lo) lo = x; if (x > hi) hi = x }
+	END { if (n) printf "# machine load (1-minute average) when the runs began: %.2f to %.2f on %s cores\n", lo, hi, c }' \
+	c="$(nproc)" "$raw"
 echo "# +-A, +-B: a side's spread, (max - min) / its figure, over all its runs"
 awk -F, '/^#/ || $1 == "phase" { next }
 { k = $3 SUBSEP $1; n[k]++; v[k, n[k]] = $4; cases[$3] = 1

@@ -142,6 +142,18 @@ static const char *beside(char *buf, size_t cap, const char *name)
 	return buf;
 }
 
+/* name in $TSEC_BENCH_DIR (the side perf/abba.sh runs), else beside
+ * this program. */
+static const char *of_side(char *buf, size_t cap, const char *name)
+{
+	const char *dir = getenv("TSEC_BENCH_DIR");
+
+	if (!dir || !*dir)
+		return beside(buf, cap, name);
+	snprintf(buf, cap, "%s/%s", dir, name);
+	return buf;
+}
+
 const char *bench_module(void)
 {
 	static char path[4096];
@@ -149,14 +161,14 @@ const char *bench_module(void)
 
 	if (env && *env)
 		return env;
-	return path[0] ? path : beside(path, sizeof(path), "libtinysecurity_module.so");
+	return path[0] ? path : of_side(path, sizeof(path), "libtinysecurity_module.so");
 }
 
 const char *bench_broker(void)
 {
 	static char path[4096];
 
-	return path[0] ? path : beside(path, sizeof(path), "tsec-broker");
+	return path[0] ? path : of_side(path, sizeof(path), "tsec-broker");
 }
 
 int bench_free_port(void)

@@ -34,13 +34,14 @@ uint64_t bench_quantile(uint64_t *v, size_t n, double q);
 
 /*
  * The module this benchmark times: $TSEC_BENCH_MODULE, or else
- * libtinysecurity_module.so beside the benchmark's own program, so each
- * side of an A-B-B-A run (perf/abba.sh) loads its own build's module
- * whatever the working directory.
+ * libtinysecurity_module.so in $TSEC_BENCH_DIR (the build folder of the
+ * side perf/abba.sh runs: one driver for both sides), or else beside the
+ * benchmark's own program, whatever the working directory.
  */
 const char *bench_module(void);
 
-/* The tsec-broker beside the benchmark's own program (the same build). */
+/* The tsec-broker of the same build: in $TSEC_BENCH_DIR, else beside the
+ * benchmark's own program. */
 const char *bench_broker(void);
 
 /* A loopback TCP port free a moment ago (exits when there is none). */

@@ -106,5 +106,23 @@ if [ $rc -ne 2 ] || ! grep -q "compare builds of one mode" "$out"; then
 	echo "bench-smoke: perf/abba.sh ran a release side against a debug one (exit $rc)"; bad=1
 fi
 rm -rf "$fake"
+# One driver for both sides (issue 53, item 10): a side whose own
+# bench_bus is broken is still measured, through B's driver over that
+# side's library and module; the output and the raw file say so, and
+# each value carries the machine's load.
+side=$(mktemp -d)
+cp -P "$here/$B"/libtinysecurity.so* "$here/$B/libtinysecurity_module.so" "$here/$B/.flags" "$side/"
+printf '#!/bin/sh\nexit 1\n' > "$side/bench_bus" && chmod +x "$side/bench_bus"
+if ! BENCH_ITERS=2000 sh perf/abba.sh -n 1 -o "$out.csv" "$side" $B bench_bus \
+		@/libtinysecurity_module.so examples/policy.json 2000 >"$out" 2>&1 &&
+		! grep -q "every case excluded" "$out"; then
+	echo "bench-smoke: perf/abba.sh ran the side's own program, not one driver:"; tail -5 "$out"; bad=1
+elif ! grep -q "^# one driver, $B/bench_bus" "$out" || ! grep -q "^# driver: one driver" "$out.csv" ||
+		! grep -q "^# machine load" "$out" || ! grep -Eq '^A1,1,[^,]+,[0-9.]+,[0-9.]+$' "$out.csv"; then
+	echo "bench-smoke: perf/abba.sh does not say its driver and the load:"; cat "$out"; bad=1
+else
+	echo "bench-smoke: perf/abba.sh runs one driver over both sides"
+fi
+rm -rf "$side"
 rm -f "$out.csv"
 exit $bad
