@@ -1,6 +1,6 @@
 /*
- * tsec-broker --check: the endpoints, listeners and ipc callers, checked
- * as the start would find them (issue 51, item 2: --check passed a
+ * tsec-broker --check: its report, and the endpoints, listeners and
+ * ipc callers, checked as the start would find them (issue 51, item 2: --check passed a
  * socket in a 1777 folder that the start then refused).  Each problem
  * said on a line of its own.
  */
@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "broker/daemon/daemon.h"
+#include "broker/storage/store_private.h"
 
 static int tcp_ok(const char *ep)
 {
@@ -145,4 +146,77 @@ int tsec__check_endpoints(struct tsec__daemon *d)
 	for (int i = 0; i < c->nasks; i++)
 		bad |= listen_free(&c->asks[i].addr, "ask");
 	return bad;
+}
+
+/* --check's line on the storage: a shared backend must answer (the
+ * fleet's record read, or its absence); 1 when it did not. */
+static int report_storage(struct tsec__daemon *d)
+{
+	const struct tsec__config *c = &d->cfg;
+	struct tsec_error err;
+	char *b = NULL;
+	size_t blen;
+	int rc;
+
+	if (!tsec__fleet_shared(d)) {
+		tsec__say("storage %s: opened and recovered", c->storage);
+		return 0;
+	}
+	rc = tsec__store_record_get(d->store, "policy", &b, &blen, &err);
+	free(b);
+	if (rc && rc != TSEC_ENOENT) {
+		tsec__say("storage %s at %s: %s", c->st.backend, c->st.endpoints, err.msg);
+		return 1;
+	}
+	tsec__say("storage %s at %s, prefix %s: reachable%s%s; %s", c->st.backend,
+		  c->st.endpoints, c->st.prefix ? c->st.prefix : "tsec",
+		  c->st.key_file ? ", values encrypted" : "",
+		  c->st.cache_bytes ? ", LocalCache" : "",
+		  rc ? "no fleet policy published yet" : "a fleet policy is published");
+	return 0;
+}
+
+/* --check's line on the callers; 1 when there is none. */
+static int report_callers(const struct tsec__config *c)
+{
+	int keys = 0, uids = 0, admins = 0;
+
+	for (int i = 0; i < c->ncallers; i++) {
+		keys += c->callers[i].uid < 0;
+		uids += c->callers[i].uid >= 0;
+		admins += c->callers[i].admin;
+	}
+	tsec__say("callers: %d by CURVE key, %d by uid, %d admin", keys, uids, admins);
+	if (c->ncallers)
+		return 0;
+	tsec__say("callers: none configured: nobody could call this broker");
+	return 1;
+}
+
+int tsec__check_report(struct tsec__daemon *d, const char *config)
+{
+	const struct tsec__config *c = &d->cfg;
+	struct tsec_module_info info;
+	int bad = 0;
+
+	tsec__say("config %s: every setting known and valid", config);
+	tsec_bus_info(d->bus, "policy", &info);
+	tsec__say("module %s: %s %s, %s build, ABI %u.%u", c->module, info.name, info.version,
+		  tsec_build_name(info.build), info.abi_major, info.abi_minor);
+	tsec__say("policy %s: compiled; %s; revision %lld; sha256 %s", c->policy,
+		  c->have_pk ? "signature verified (Ed25519)"
+			     : "NOT SIGNED (allowed by \"allow_unsigned_policy\")",
+		  d->policy.revision, d->policy.sha256);
+	bad |= report_storage(d);
+	if (access(c->state_dir, W_OK) != 0) {
+		tsec__say("state_dir %s: not writable", c->state_dir);
+		bad = 1;
+	}
+	bad |= tsec__check_endpoints(d);
+	bad |= report_callers(c);
+	tsec__say("decision log: %s", c->decision_log ? c->decision_log : "off");
+	if (c->allow_caller_clock)
+		tsec__say("allow_caller_clock: admin callers may set context.now (tests only)");
+	tsec__say(bad ? "configuration has problems (above)" : "configuration and policy are good");
+	return bad ? 2 : 0;
 }

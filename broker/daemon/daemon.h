@@ -646,6 +646,14 @@ int tsec__ipc_check(const char *ep);
 /* check.c: --check's endpoints, listeners and ipc callers; 1 when one
  * would fail the start (said), else 0. */
 int tsec__check_endpoints(struct tsec__daemon *d);
+/*
+ * --check: says what was checked, one line each, and returns 2 for
+ * anything it could not check (else 0).  Everything the start did is
+ * checked already (configuration, module, policy and its signature and
+ * revision, storage, log); this adds the storage's reach, state_dir, the
+ * endpoints, listeners and callers, as the start would find them.
+ */
+int tsec__check_report(struct tsec__daemon *d, const char *config);
 
 /* serve.c: binds, serves until SIGTERM, stops the workers.  0 or -1. */
 int tsec__serve(struct tsec__daemon *d);

@@ -17,7 +17,6 @@
 #include "broker/daemon/daemon.h"
 #include "broker/daemon/obtain.h"
 #include "common/trust.h"
-#include "broker/storage/store_private.h"
 #include "common/clock.h"
 #include "common/error.h"
 
@@ -195,69 +194,6 @@ static int start(struct tsec__daemon *d, const char *config)
 	return 0;
 }
 
-/* Whether a tcp:// endpoint reads as HOST:PORT with a port 1-65535. */
-/*
- * --check: says what was checked, one line each, and fails (exit 2) on
- * anything it could not check.  Everything start() did is checked
- * already (configuration, module, policy and its signature and revision,
- * storage, log); check.c adds the endpoints, listeners and callers, as
- * the start would find them.
- */
-static int check_report(struct tsec__daemon *d, const char *config)
-{
-	const struct tsec__config *c = &d->cfg;
-	struct tsec_module_info info;
-	int bad = 0, keys = 0, uids = 0, admins = 0;
-
-	tsec__say("config %s: every setting known and valid", config);
-	tsec_bus_info(d->bus, "policy", &info);
-	tsec__say("module %s: %s %s, %s build, ABI %u.%u", c->module, info.name, info.version,
-		  tsec_build_name(info.build), info.abi_major, info.abi_minor);
-	tsec__say("policy %s: compiled; %s; revision %lld; sha256 %s", c->policy,
-		  c->have_pk ? "signature verified (Ed25519)"
-			     : "NOT SIGNED (allowed by \"allow_unsigned_policy\")",
-		  d->policy.revision, d->policy.sha256);
-	if (tsec__fleet_shared(d)) {
-		struct tsec_error err;
-		char *b = NULL;
-		size_t blen;
-		int rc = tsec__store_record_get(d->store, "policy", &b, &blen, &err);
-
-		free(b);
-		if (rc && rc != TSEC_ENOENT) {
-			tsec__say("storage %s at %s: %s", c->st.backend, c->st.endpoints, err.msg);
-			bad = 1;
-		} else {
-			tsec__say("storage %s at %s, prefix %s: reachable%s%s; %s", c->st.backend,
-				  c->st.endpoints, c->st.prefix ? c->st.prefix : "tsec",
-				  c->st.key_file ? ", values encrypted" : "",
-				  c->st.cache_bytes ? ", LocalCache" : "",
-				  rc ? "no fleet policy published yet" : "a fleet policy is published");
-		}
-	} else
-		tsec__say("storage %s: opened and recovered", c->storage);
-	if (access(c->state_dir, W_OK) != 0) {
-		tsec__say("state_dir %s: not writable", c->state_dir);
-		bad = 1;
-	}
-	bad |= tsec__check_endpoints(d);
-	for (int i = 0; i < c->ncallers; i++) {
-		keys += c->callers[i].uid < 0;
-		uids += c->callers[i].uid >= 0;
-		admins += c->callers[i].admin;
-	}
-	tsec__say("callers: %d by CURVE key, %d by uid, %d admin", keys, uids, admins);
-	if (!c->ncallers) {
-		tsec__say("callers: none configured: nobody could call this broker");
-		bad = 1;
-	}
-	tsec__say("decision log: %s", c->decision_log ? c->decision_log : "off");
-	if (c->allow_caller_clock)
-		tsec__say("allow_caller_clock: admin callers may set context.now (tests only)");
-	tsec__say(bad ? "configuration has problems (above)" : "configuration and policy are good");
-	return bad ? 2 : 0;
-}
-
 static void stop(struct tsec__daemon *d)
 {
 	tsec__ask_stop(d);
@@ -306,7 +242,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (a.check_only) {
-		rc = check_report(&d, a.config);
+		rc = tsec__check_report(&d, a.config);
 	} else if (tsec__fleet_start(&d) || tsec__probe_start(&d) || tsec__metrics_start(&d) ||
 		   tsec__ask_start(&d)) {
 		rc = 2;
