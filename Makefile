@@ -506,7 +506,7 @@ BENCH_SO_LDFLAGS = -L$(B) -ltinysecurity -Wl,-rpath,'$$ORIGIN' -Wl,--enable-new-
 
 $(B)/bench_fleet $(B)/bench_remote: $(B)/%: $(B)/obj/perf/%.o $(B)/obj/perf/benchutil.o \
 		$(B)/obj/common/clock.o $(B)/obj/tests/servers.o $(B)/obj/tests/sigv4.o \
-		$(BROKER_SO)
+		$(B)/obj/tests/httpfake.o $(BROKER_SO)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $(filter %.o,$^) $(ALL_LDFLAGS) $(BENCH_SO_LDFLAGS) $(BROKER_LIBS) -lm
 

@@ -12,33 +12,60 @@
 
 #include "tests/httpfake.h"
 
-/* The request's head (NUL-terminated) and its body read and dropped. */
-static int read_head(int fd, char *head, size_t cap)
+int tu_http_read_request(int fd, char *head, size_t cap, unsigned char **body, size_t *blen)
 {
 	size_t n = 0, want, have;
-	char *end, *cl;
+	char *end, *cl, *ex;
+	unsigned char *b = NULL;
 
+	if (body)
+		*body = NULL;
+	if (blen)
+		*blen = 0;
 	for (;;) {
 		ssize_t r;
+
 		if (n + 1 >= cap || (r = read(fd, head + n, cap - 1 - n)) <= 0)
 			return -1;
 		n += (size_t)r;
-		head[n] = 0;
+		head[n] = '\0';
 		if ((end = strstr(head, "\r\n\r\n")))
 			break;
 	}
 	cl = strcasestr(head, "\r\ncontent-length:");
 	want = cl ? strtoul(cl + 17, NULL, 10) : 0;
+	if (want > TU_HTTP_BODY_MAX)
+		return -1;
 	have = n - (size_t)(end + 4 - head);
+	if (body && !(b = malloc(want + 1)))
+		return -1;
+	if (b)
+		memcpy(b, end + 4, have < want ? have : want);
+	ex = strcasestr(head, "\r\nexpect:");
+	if (ex && have < want && strcasestr(ex, "100-continue")) {
+		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+		if (write(fd, cont, sizeof(cont) - 1) < 0)
+			goto fail;
+	}
 	while (have < want) {
 		char sink[4096];
-		ssize_t r = read(fd, sink, sizeof(sink));
+		ssize_t r = b ? read(fd, b + have, want - have)
+			      : read(fd, sink, want - have < sizeof(sink) ? want - have : sizeof(sink));
+
 		if (r <= 0)
-			return -1;
+			goto fail;
 		have += (size_t)r;
 	}
-	end[2] = 0;
+	if (body)
+		*body = b;
+	if (blen)
+		*blen = want;
+	end[2] = '\0';              /* the head ends with its last header's CRLF */
 	return 0;
+fail:
+	free(b);
+	return -1;
 }
 
 static void *serve(void *arg)
@@ -56,7 +83,7 @@ static void *serve(void *arg)
 
 		if (poll(&p, 1, 20) <= 0 || (fd = accept(f->lfd, NULL, NULL)) < 0)
 			continue;
-		if (read_head(fd, head, sizeof(head)) == 0) {
+		if (tu_http_read_request(fd, head, sizeof(head), NULL, NULL) == 0) {
 			sscanf(head, "%*s %2047s", target);
 			pthread_mutex_lock(&f->mu);
 			if (f->nheads < TU_FAKE_HEADS)

@@ -33,6 +33,19 @@ struct tu_fake {
 	int nheads;
 };
 
+/* The largest request body any fake here reads. */
+#define TU_HTTP_BODY_MAX ((size_t)64 << 20)
+
+/*
+ * Reads one HTTP/1.1 request from fd, the one reader every fake server
+ * of the tests shares: its head into head (NUL-terminated, ending with
+ * its last header's CRLF), and its body (Content-Length bytes, at most
+ * TU_HTTP_BODY_MAX) into *body (new, when body is given; else read and
+ * dropped) with its length in *blen.  Answers "100 Continue" when the
+ * client expects it.  0, or -1 for a request cut short or too large.
+ */
+int tu_http_read_request(int fd, char *head, size_t cap, unsigned char **body, size_t *blen);
+
 /* Starts it on a free loopback port with rules[0..n); 0 or -1. */
 int tu_fake_start(struct tu_fake *f, const struct tu_fake_rule *rules, int n);
 void tu_fake_stop(struct tu_fake *f);

@@ -24,6 +24,7 @@
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 
+#include "tests/httpfake.h"
 #include "tests/sigv4.h"
 
 /* ---- encoding ---- */
@@ -346,51 +347,6 @@ int tu_sigv4_verify(const struct tu_sigv4_req *r, const char *access, const char
 
 /* ---- the proxy ---- */
 
-/* Reads one request: head into head (NUL-terminated), body (new) and its
- * length.  Answers 100 Continue when asked to.  0 or -1. */
-static int read_request(int fd, char *head, size_t cap, unsigned char **body, size_t *blen)
-{
-	size_t n = 0, want, have;
-	char *end, *cl, *ex;
-
-	*body = NULL;
-	*blen = 0;
-	for (;;) {
-		ssize_t r;
-		if (n + 1 >= cap)
-			return -1;
-		if ((r = read(fd, head + n, cap - 1 - n)) <= 0)
-			return -1;
-		n += (size_t)r;
-		head[n] = 0;
-		if ((end = strstr(head, "\r\n\r\n")))
-			break;
-	}
-	cl = strcasestr(head, "\r\ncontent-length:");
-	want = cl ? strtoul(cl + 17, NULL, 10) : 0;
-	if (want > (64u << 20))
-		return -1;
-	have = n - (size_t)(end + 4 - head);
-	if (!(*body = malloc(want + 1)))
-		return -1;
-	memcpy(*body, end + 4, have < want ? have : want);
-	ex = strcasestr(head, "\r\nexpect:");
-	if (ex && have < want && strcasestr(ex, "100-continue")) {
-		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-		if (write(fd, cont, sizeof(cont) - 1) < 0)
-			return -1;
-	}
-	while (have < want) {
-		ssize_t r = read(fd, *body + have, want - have);
-		if (r <= 0)
-			return -1;
-		have += (size_t)r;
-	}
-	*blen = want;
-	end[2] = 0;                  /* head ends with its last header's CRLF */
-	return 0;
-}
-
 /* The request in head (and body) as the verifier reads it. */
 static int parse_request(char *head, const unsigned char *body, size_t blen,
 			 struct tu_sigv4_req *r)
@@ -495,7 +451,7 @@ static void *serve_one(void *arg)
 	unsigned char *body = NULL;
 	size_t blen;
 
-	if (head && copy && req && read_request(c->fd, head, 65536, &body, &blen) == 0) {
+	if (head && copy && req && tu_http_read_request(c->fd, head, 65536, &body, &blen) == 0) {
 		char code[64] = "AccessDenied", why[400] = "not an HTTP request";
 		snprintf(copy, 65536, "%s", head);
 		if (parse_request(copy, body, blen, req) == 0 &&

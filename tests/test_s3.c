@@ -28,6 +28,7 @@
 #include "broker/remote/blobs.h"
 #include "common/clock.h"
 #include "tests/servers.h"
+#include "tests/httpfake.h"
 #include "tests/sigv4.h"
 #include "tests/testutil.h"
 
@@ -56,41 +57,6 @@ struct fake {
 	atomic_int heads, conditional_puts, plain_puts, deletes, lists, others;
 	atomic_size_t body_bytes;
 };
-
-/* Reads one request's head and its body; 0, or -1 on a broken request. */
-static int read_request(int fd, char *head, size_t cap, size_t *body)
-{
-	size_t n = 0, want;
-	char *end, *cl;
-
-	for (;;) {
-		ssize_t r;
-
-		if (n + 1 >= cap)
-			return -1;
-		if ((r = read(fd, head + n, cap - 1 - n)) <= 0)
-			return -1;
-		n += (size_t)r;
-		head[n] = '\0';
-		if ((end = strstr(head, "\r\n\r\n")))
-			break;
-	}
-	cl = strcasestr(head, "\r\ncontent-length:");
-	want = cl ? strtoul(cl + 17, NULL, 10) : 0;
-	*body = want;
-	/* The body bytes already read, then the rest. */
-	n -= (size_t)(end + 4 - head);
-	while (n < want) {
-		char sink[4096];
-		ssize_t r = read(fd, sink, sizeof(sink));
-
-		if (r <= 0)
-			return -1;
-		n += (size_t)r;
-	}
-	*end = '\0';
-	return 0;
-}
 
 /* The status, with S3's error document for an error (not to a HEAD) or
  * the body given. */
@@ -152,7 +118,7 @@ static void *serve(void *arg)
 
 		if (poll(&p, 1, 20) <= 0 || (fd = accept(f->lfd, NULL, NULL)) < 0)
 			continue;
-		if (read_request(fd, head, sizeof(head), &body) == 0) {
+		if (tu_http_read_request(fd, head, sizeof(head), NULL, &body) == 0) {
 			char kind = 0;
 			const char *canned = NULL;
 			atomic_fetch_add(&f->body_bytes, body);
