@@ -118,19 +118,6 @@ static int attempt(struct tsec_store *s, struct tsec_lock_wait *w, bool first,
 	return TSEC_EBUSY;
 }
 
-int tsec__store_lock_take(struct tsec_store *s, const char *name, uint64_t ttl_ms,
-			  uint64_t timeout_ms, struct tsec__lease *lease, struct tsec_error *err)
-{
-	struct tsec_lock_wait w;
-	int rc;
-
-	wait_init(&w, name, ttl_ms, timeout_ms);
-	for (bool first = true; (rc = attempt(s, &w, first, lease, err)) == TSEC_EBUSY;
-	     first = false)
-		tsec__nap_ms(w.pause_ms);
-	return rc;
-}
-
 static void fill(struct tsec_lock *out, const char *name, const struct tsec__lease *lease)
 {
 	tsec__strlcpy(out->name, name, strlen(name), sizeof(out->name));

@@ -95,17 +95,11 @@ int tsec__store_record_names(struct tsec_store *s, struct tsec_strlist *out,
 int tsec__store_record_put(struct tsec_store *s, const char *name, const char *val,
 			   size_t len, struct tsec_error *err);
 /* The same, only while the record is still old[0..oldlen) (absent when
- * old is NULL): compare-and-swap under the reserved lock ".tsec-fleet"
- * with a fenced write; TSEC_EBUSY when it changed or another writer
- * held the lock past the wait. */
+ * old is NULL): a write guarded by the old value (the store's one
+ * compare-and-swap, tsec__store_put_checked's); TSEC_EBUSY when it
+ * changed. */
 int tsec__store_record_cas(struct tsec_store *s, const char *name, const char *old,
 			   size_t oldlen, const char *val, size_t len, struct tsec_error *err);
-/* Takes lock `name` on the backend, no policy asked (the name is the
- * store's own): waits up to timeout_ms with jittered backoff;
- * TSEC_ETIMEDOUT then. */
-struct tsec__lease;
-int tsec__store_lock_take(struct tsec_store *s, const char *name, uint64_t ttl_ms,
-			  uint64_t timeout_ms, struct tsec__lease *lease, struct tsec_error *err);
 
 /*
  * A record of the store's own (a key under ".tsec-", which no caller
