@@ -85,7 +85,8 @@ MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
 	module/tables.c module/eval.c module/explain.c \
 	module/cert.c module/entry.c
 BUS_SRC := broker/bus/bus.c broker/bus/loader.c
-STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c watch.c records.c txn.c lock.c certfiles.c \
+STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c watch.c records.c raw.c txn.c lock.c \
+	certfiles.c \
 	gates.c lease.c localcache.c envelope.c \
 	file/file.c file/file_tree.c file/file_folders.c file/file_journal.c file/file_commit.c \
 	file/file_recover.c file/file_lock.c \

@@ -60,6 +60,22 @@ for f in $(find broker common module verifier perf -name '*.c' | sort); do
 			start = 0 }' "$f")
 	[ -z "$long" ] || { echo "FAIL: a function over 100 lines: $long"; fails=$((fails + 1)); }
 done
+# The tiers (issue 53, item 2): storage includes nothing above it (no
+# header of the bus's inside, the daemon, the remote store, the cache,
+# the client or the CLI), and above storage only store_above.h is
+# included, never the store's struct (store_private.h) or the backend
+# contract (backend.h), save the daemon's configuration, which reads
+# the backends' capabilities to check a "storage" section.
+for f in $(find broker/storage -name '*.[ch]'); do
+	grep -Hn '#include "broker/' "$f" | grep -v '#include "broker/storage/' |
+		sed 's/^/FAIL: storage includes above it: /' | grep . && fails=$((fails + 1))
+done
+for f in $(find broker common module verifier -name '*.[ch]' -not -path 'broker/storage/*'); do
+	case $f in broker/daemon/config.c) continue ;; esac
+	grep -Hn '#include "broker/storage/\(store_private\|backend\)\.h"' "$f" |
+		sed 's/^/FAIL: the store'"'"'s inside included above storage: /' | grep . &&
+		fails=$((fails + 1))
+done
 # The file map of docs/architecture.md names every source file and
 # every public header (issue 53, item 4: four files and remote.h were
 # missing, and nothing said so).

@@ -372,7 +372,7 @@ int tsec_bus_reload(struct tsec_bus *bus, const char *name,
 	return rc;
 }
 
-uint64_t tsec__bus_generation(struct tsec_bus *bus)
+uint64_t tsec_bus_generation(struct tsec_bus *bus)
 {
 	return atomic_load(&bus->generation);
 }

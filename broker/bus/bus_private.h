@@ -27,12 +27,6 @@ struct tsec_bus {
 	struct tsec_endpoint ep[TSEC_BUS_ENDPOINTS];
 };
 
-/*
- * A count that moves after every policy loaded or reloaded on the bus
- * (any endpoint), for callers that keep an earlier decision across time,
- * such as a lock wait: while it is unchanged, no policy changed since.
- */
-uint64_t tsec__bus_generation(struct tsec_bus *bus);
 
 /* host->refuse: keeps a module's reason for the loader (under admin). */
 void tsec__host_refuse(const struct tsec_host_api *host, const char *reason);

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "broker/daemon/daemon.h"
-#include "broker/storage/store_private.h"
+#include "broker/storage/store_above.h"
 
 static int tcp_ok(const char *ep)
 {

@@ -386,7 +386,7 @@ static int cfg_storage(json_t *root, struct tsec__config *c)
 			tsec__say("config /storage/endpoints: must be a list of URLs");
 			return -1;
 		}
-	} else if (bk->caps & TSEC__CAP_REMOTE) {
+	} else if (bk->caps & TSEC__CAP_NETWORK) {
 		tsec__say("config /storage/endpoints: %s needs its endpoints", st->backend);
 		return -1;
 	}

@@ -36,7 +36,7 @@
 #include <sodium.h>
 
 #include "broker/daemon/daemon.h"
-#include "broker/storage/store_private.h"
+#include "broker/storage/store_above.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/file.h"

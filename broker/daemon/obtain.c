@@ -32,7 +32,7 @@
 
 #include "broker/daemon/daemon.h"
 #include "broker/daemon/obtain.h"
-#include "broker/storage/store_private.h"
+#include "broker/storage/store_above.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/jsonw.h"

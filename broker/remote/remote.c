@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "broker/remote/remote_private.h"
-#include "broker/storage/backend.h"
 #include "broker/storage/fleet.h"
 #include "common/error.h"
 
@@ -131,7 +130,6 @@ int tsec_remote_probe(struct tsec_remote *r, struct tsec_error *err)
 static int store_id(struct tsec_remote *r, char id[TSEC__STORE_ID_HEX + 1],
 		    struct tsec_error *err)
 {
-	struct tsec__backend *be = r->coord->be;
 	struct tsec__skey sk;
 	int rc;
 
@@ -143,7 +141,7 @@ static int store_id(struct tsec_remote *r, char id[TSEC__STORE_ID_HEX + 1],
 		struct tsec__guarded rec = { STORE_ID, mine, TSEC__STORE_ID_HEX, NULL, 0 };
 		size_t n;
 
-		rc = be->ops->get(be, &sk, 256, &v, &n, err);
+		rc = tsec__store_raw_get(r->coord, &sk, 256, &v, &n, err);
 		if (rc == 0) {
 			rc = n == TSEC__STORE_ID_HEX ? 0 : tsec__seterr(err, TSEC_ECORRUPT, STORE_ID,
 					"the coordinator's store id is malformed");
@@ -207,7 +205,6 @@ static void claim_record_text(const struct tsec_remote *r, const char *id, char 
 static int claim_recorded(struct tsec_remote *r, const char *id, bool *yes,
 			  struct tsec_error *err)
 {
-	struct tsec__backend *be = r->coord->be;
 	struct tsec__skey sk;
 	char key[128], want[65], *v = NULL;
 	size_t n;
@@ -216,7 +213,7 @@ static int claim_recorded(struct tsec_remote *r, const char *id, bool *yes,
 	claim_record_key(r, key, sizeof(key));
 	if ((rc = tsec__skey_parse_any(key, &sk, err)))
 		return rc;
-	rc = be->ops->get(be, &sk, 256, &v, &n, err);
+	rc = tsec__store_raw_get(r->coord, &sk, 256, &v, &n, err);
 	claim_record_text(r, id, want);
 	*yes = rc == 0 && n == 64 && !sodium_memcmp(v, want, 64);
 	free(v);

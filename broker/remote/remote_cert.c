@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "broker/remote/remote_private.h"
-#include "broker/storage/backend.h"
 #include "common/error.h"
 
 #define LOAD_TRIES 5
@@ -72,11 +71,10 @@ static void state_free(struct state *st)
 static int read_state(struct tsec_remote *r, const struct refkeys *k, struct state *st,
 		      struct tsec_error *err)
 {
-	struct tsec__backend *be = r->coord->be;
 
 	memset(st, 0, sizeof(*st));
 	st->since = atomic_load(&r->hw_epoch);
-	return be->ops->get_many(be, k->sk, TSEC__RK + 1, TSEC__RREF_MAX, st->t, st->n, err);
+	return tsec__store_raw_get_many(r->coord, k->sk, TSEC__RK + 1, TSEC__RREF_MAX, st->t, st->n, err);
 }
 
 /* The certificate's reference and record only (presence): as of one
@@ -84,7 +82,6 @@ static int read_state(struct tsec_remote *r, const struct refkeys *k, struct sta
 static int read_crt_state(struct tsec_remote *r, const struct refkeys *k, struct state *st,
 			  struct tsec_error *err)
 {
-	struct tsec__backend *be = r->coord->be;
 	struct tsec__skey two[2];
 	char *t[2];
 	size_t n[2];
@@ -94,7 +91,7 @@ static int read_crt_state(struct tsec_remote *r, const struct refkeys *k, struct
 	st->since = atomic_load(&r->hw_epoch);
 	two[0] = k->sk[0];
 	two[1] = k->sk[TSEC__RK];
-	if ((rc = be->ops->get_many(be, two, 2, TSEC__RREF_MAX, t, n, err)))
+	if ((rc = tsec__store_raw_get_many(r->coord, two, 2, TSEC__RREF_MAX, t, n, err)))
 		return rc;
 	st->t[0] = t[0], st->n[0] = n[0];
 	st->t[TSEC__RK] = t[1], st->n[TSEC__RK] = n[1];
@@ -551,7 +548,6 @@ int tsec_remote_archive_key(struct tsec_remote *r, const struct tsec_principal *
 			    const struct tsec_lock *lk, const char *issuer, const char *domain,
 			    const char *name, struct tsec_error *err)
 {
-	struct tsec__backend *be;
 	struct refkeys k;
 	struct state st;
 	struct tsec_request q;
@@ -563,7 +559,6 @@ int tsec_remote_archive_key(struct tsec_remote *r, const struct tsec_principal *
 
 	if (!r)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no remote store");
-	be = r->coord->be;
 	if ((rc = refkeys_of(issuer, domain, &k, err)) ||
 	    (rc = archive_key_of(&k, name, dst, sizeof(dst), err)) ||
 	    (rc = tsec__skey_parse(dst, false, &dsk, err)))
@@ -582,7 +577,7 @@ int tsec_remote_archive_key(struct tsec_remote *r, const struct tsec_principal *
 				  domain);
 		goto out;
 	}
-	if ((rc = be->ops->kind(be, &dsk, &kind, err)))
+	if ((rc = tsec__store_raw_kind(r->coord, &dsk, &kind, err)))
 		goto out;
 	if (kind) {
 		rc = tsec__seterr(err, TSEC_EEXIST, dst, "%s is taken", dst);
@@ -626,7 +621,6 @@ int tsec_remote_load_archived(struct tsec_remote *r, const struct tsec_principal
 			      const char *issuer, const char *domain, const char *name,
 			      char **out, size_t *len, struct tsec_error *err)
 {
-	struct tsec__backend *be;
 	struct refkeys k;
 	struct tsec__ref ref;
 	struct tsec__skey dsk;
@@ -639,7 +633,6 @@ int tsec_remote_load_archived(struct tsec_remote *r, const struct tsec_principal
 	*len = 0;
 	if (!r)
 		return tsec__seterr(err, TSEC_EINVAL, "", "no remote store");
-	be = r->coord->be;
 	if ((rc = refkeys_of(issuer, domain, &k, err)) ||
 	    (rc = archive_key_of(&k, name, dst, sizeof(dst), err)) ||
 	    (rc = tsec__skey_parse(dst, false, &dsk, err)))
@@ -647,7 +640,7 @@ int tsec_remote_load_archived(struct tsec_remote *r, const struct tsec_principal
 	tsec__req_for(&q, "cert.load", &dsk);
 	if ((rc = tsec__store_check(r->coord, who, &q, 1, err)))
 		return rc;
-	rc = be->ops->get(be, &dsk, TSEC__RREF_MAX, &t, &n, err);
+	rc = tsec__store_raw_get(r->coord, &dsk, TSEC__RREF_MAX, &t, &n, err);
 	if (rc == TSEC_ENOENT)
 		return tsec__seterr(err, TSEC_ENOENT, dst, "no key archived as %s", name);
 	if (rc)

@@ -57,7 +57,7 @@
 #include <sodium.h>
 
 #include "broker/remote/blobs.h"
-#include "broker/storage/store_private.h"
+#include "broker/storage/store_above.h"
 
 #define TSEC__RK 3                   /* kinds: crt, key, meta */
 #define TSEC__RID_HEX 32

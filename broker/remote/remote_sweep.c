@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "broker/remote/remote_private.h"
-#include "broker/storage/backend.h"
 #include "common/clock.h"
 #include "common/error.h"
 
@@ -72,7 +71,6 @@ static bool nameset_has(const struct nameset *s, const char *name)
 /* Every blob any reference under certificates/ names, sorted. */
 static int referenced(struct tsec_remote *r, struct nameset *out, struct tsec_error *err)
 {
-	struct tsec__backend *be = r->coord->be;
 	struct tsec__skey root;
 	struct tsec_strlist l = { 0 };
 	int rc;
@@ -80,7 +78,7 @@ static int referenced(struct tsec_remote *r, struct nameset *out, struct tsec_er
 	memset(out, 0, sizeof(*out));
 	if ((rc = tsec__skey_parse("certificates", false, &root, err)))
 		return rc;
-	rc = be->ops->list(be, &root, 1, &l, err);
+	rc = tsec__store_raw_list(r->coord, &root, 1, &l, err);
 	if (rc == TSEC_ENOENT)
 		return 0;
 	if (rc)
@@ -93,7 +91,7 @@ static int referenced(struct tsec_remote *r, struct nameset *out, struct tsec_er
 		size_t n;
 
 		if (tsec__skey_parse(l.v[i], false, &sk, &e2) ||
-		    be->ops->get(be, &sk, TSEC__RREF_MAX, &t, &n, &e2))
+		    tsec__store_raw_get(r->coord, &sk, TSEC__RREF_MAX, &t, &n, &e2))
 			continue;   /* a folder, gone meanwhile, or not ours */
 		/* Unverified: a blob anything names is kept (a forged
 		 * reference keeps a blob, it never makes one go). */
@@ -191,14 +189,13 @@ static void cand_key(const struct tsec__cand *c, char *out, size_t n)
  * twice keeps its earliest time, the later keys marked dup). */
 static int cands_load(struct tsec_remote *r, struct cands *c, struct tsec_error *err)
 {
-	struct tsec__backend *be = r->coord->be;
 	struct tsec__skey dir;
 	struct tsec_strlist l = { 0 };
 	int rc;
 
 	if ((rc = tsec__skey_parse_any(SWEEP_DIR, &dir, err)))
 		return rc;
-	rc = be->ops->list(be, &dir, 0, &l, err);
+	rc = tsec__store_raw_list(r->coord, &dir, 0, &l, err);
 	if (rc == TSEC_ENOENT)
 		return 0;
 	if (rc)
@@ -241,7 +238,6 @@ static int cands_load(struct tsec_remote *r, struct cands *c, struct tsec_error 
  * a failure only means the next sweep starts their grace again. */
 static void cands_note(struct tsec_remote *r, struct cands *c, size_t from)
 {
-	struct tsec__backend *be = r->coord->be;
 
 	for (size_t i = from; i < c->n;) {
 		struct tsec__skey sk[NOTE_BATCH];
@@ -260,7 +256,7 @@ static void cands_note(struct tsec_remote *r, struct cands *c, size_t from)
 			p[m] = (struct tsec__bput){ &sk[m], "1", 1 };
 			which[m++] = &c->v[i];
 		}
-		if (m && be->ops->put_many(be, p, m, NULL, NULL, &e2) == 0)
+		if (m && tsec__store_raw_put_many(r->coord, p, m, &e2) == 0)
 			for (size_t j = 0; j < m; j++)
 				which[j]->noted = true;
 	}
@@ -269,7 +265,6 @@ static void cands_note(struct tsec_remote *r, struct cands *c, size_t from)
 /* Forgets what no longer waits: blobs referenced again, gone, removed. */
 static void cands_forget(struct tsec_remote *r, const struct cands *c)
 {
-	struct tsec__backend *be = r->coord->be;
 
 	for (size_t i = 0; i < c->n; i++) {
 		const struct tsec__cand *k = &c->v[i];
@@ -281,7 +276,7 @@ static void cands_forget(struct tsec_remote *r, const struct cands *c)
 			continue;
 		cand_key(k, key, sizeof(key));
 		if (!tsec__skey_parse_any(key, &sk, &e2))
-			be->ops->del(be, &sk, 0, NULL, &e2);
+			tsec__store_raw_del(r->coord, &sk, &e2);
 	}
 }
 

@@ -39,13 +39,6 @@
 #include "broker/storage/keys.h"
 #include "common/error.h"
 
-/* One write of a group. */
-struct tsec__bput {
-	const struct tsec__skey *sk;
-	const void *value;
-	size_t len;
-};
-
 /* "Only if lock `name` is still held with this token and fence." */
 struct tsec__fence {
 	const char *name;
@@ -158,7 +151,6 @@ struct tsec__backend_ops {
 			  int *file, struct tsec_error *err);
 };
 
-#define TSEC__GET_MANY_MAX 8
 
 /* The bounds of one listing from a server (list above). */
 #define TSEC__LIST_NAMES 1048576
@@ -167,8 +159,6 @@ struct tsec__backend_ops {
 /* A get_many's start: out[0..n) NULL and len[0..n) 0, or TSEC_EINVAL
  * for more than TSEC__GET_MANY_MAX keys. */
 int tsec__values_begin(char **out, size_t *len, size_t n, struct tsec_error *err);
-/* Frees out[0..n) of a get_many and clears them and len[0..n). */
-void tsec__values_free(char **out, size_t *len, size_t n);
 
 struct tsec__backend {
 	const struct tsec__backend_ops *ops;
@@ -196,7 +186,7 @@ enum {
 	TSEC__CAP_SHARED = 8,        /* other brokers write it too: a LocalCache
 					needs its feed; a fleet can share its
 					policy through it (records.c) */
-	TSEC__CAP_REMOTE = 16,       /* takes endpoints, prefix, TLS, auth */
+	TSEC__CAP_NETWORK = 16,      /* takes endpoints, prefix, TLS, auth */
 };
 
 struct tsec_store_opts;

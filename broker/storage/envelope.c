@@ -1,5 +1,5 @@
 /*
- * The value envelope of the fleet backends (remote.h) and the small
+ * The value envelope of the fleet backends (fleet.h) and the small
  * readers their options need: the encryption key file, the password
  * file and the key prefix.
  */

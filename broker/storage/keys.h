@@ -102,4 +102,17 @@ static inline uint64_t tsec__strhash(const char *p, size_t n)
 	return h ^ (h >> 32);
 }
 
+/* One write of a group: a parsed key and its value (borrowed). */
+struct tsec__bput {
+	const struct tsec__skey *sk;
+	const void *value;
+	size_t len;
+};
+
+/* Frees out[0..n) of a get_many and clears them and len[0..n). */
+void tsec__values_free(char **out, size_t *len, size_t n);
+
+/* The most keys one get_many (and tsec_store_exists_many) reads at once. */
+#define TSEC__GET_MANY_MAX 8
+
 #endif

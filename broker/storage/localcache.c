@@ -19,7 +19,7 @@
  * Only values are cached (not absence, listings or stats).  Over file and
  * memory only what this process writes is seen: use it where the store
  * is the one writer of its keys.  Over etcd and redis the backend's feed
- * (remote.h) drops what other writers change; a miss remembers what it
+ * (fleet.h) drops what other writers change; a miss remembers what it
  * read only if no invalidation reached its shard meanwhile, so a value
  * read just before a peer's write is never kept after that write's
  * invalidation.

@@ -13,7 +13,6 @@
 
 #include <sodium.h>
 
-#include "broker/bus/bus_private.h"
 #include "broker/storage/backend.h"
 #include "broker/storage/lease.h"
 #include "broker/storage/store_private.h"
@@ -185,7 +184,7 @@ int tsec_lock_wait_begin(struct tsec_store *s, const struct tsec_principal *who,
 	memset(out, 0, sizeof(*out));
 	/* Read before asking: a reload while it asks moves the count, and
 	 * the next step asks again. */
-	gen = tsec__bus_generation(s->bus);
+	gen = tsec_bus_generation(s->bus);
 	if ((rc = check(s, who, name, "lock.acquire", ttl_ms, true, err)))
 		return rc;
 	wait_init(w, name, ttl_ms, timeout_ms);
@@ -229,7 +228,7 @@ static int step(struct tsec_store *s, const struct tsec_principal *who,
 		return tsec__seterr(err, TSEC_EINVAL, "", "not a wait tsec_lock_wait_begin began");
 	/* A policy loaded or reloaded since the wait last asked: ask it,
 	 * so a wait outlives no permission. */
-	if ((gen = tsec__bus_generation(s->bus)) != w->policy_gen) {
+	if ((gen = tsec_bus_generation(s->bus)) != w->policy_gen) {
 		if ((rc = check(s, who, w->name, "lock.acquire", w->ttl_ms, true, err)))
 			return rc;
 		w->policy_gen = gen;

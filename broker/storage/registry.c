@@ -26,9 +26,9 @@ const struct tsec__backend_kind tsec__backends[] = {
 	  open_file, tsec__file_feed },
 	{ "memory", TSEC__BACKEND_VERSION, 0, open_memory, NULL },
 	{ "etcd", TSEC__BACKEND_VERSION,
-	  TSEC__CAP_SERVED | TSEC__CAP_DURABLE | TSEC__CAP_SHARED | TSEC__CAP_REMOTE,
+	  TSEC__CAP_SERVED | TSEC__CAP_DURABLE | TSEC__CAP_SHARED | TSEC__CAP_NETWORK,
 	  tsec__etcd_open, tsec__etcd_feed },
-	{ "redis", TSEC__BACKEND_VERSION, TSEC__CAP_SERVED | TSEC__CAP_SHARED | TSEC__CAP_REMOTE,
+	{ "redis", TSEC__BACKEND_VERSION, TSEC__CAP_SERVED | TSEC__CAP_SHARED | TSEC__CAP_NETWORK,
 	  tsec__redis_open, tsec__redis_feed },
 };
 

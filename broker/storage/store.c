@@ -161,7 +161,7 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 		return tsec__seterr(err, TSEC_EINVAL, "clock_skew_ms", "clock_skew_ms is retired: "
 				    "an etcd lock ends by etcd's lease of the lock itself, and no "
 				    "broker's clock decides (leave it 0)");
-	if (!(bk->caps & TSEC__CAP_REMOTE) &&
+	if (!(bk->caps & TSEC__CAP_NETWORK) &&
 	    (o->endpoints || o->prefix || o->key_file || o->tls_ca || o->tls_cert ||
 	     o->tls_key || o->username || o->password_file || o->request_max ||
 	     o->timeout_ms))

@@ -113,6 +113,14 @@ TSEC_API int tsec_bus_reload(struct tsec_bus *bus, const char *name,
 		    const char *policy, size_t len, struct tsec_error *err);
 
 /*
+ * A count that moves after every policy loaded or reloaded on the bus
+ * (any endpoint), for a caller that keeps an earlier decision across
+ * time, such as a lock wait: while it is unchanged, no policy changed
+ * since.  Safe while other threads call.
+ */
+TSEC_API uint64_t tsec_bus_generation(struct tsec_bus *bus);
+
+/*
  * Lints a policy with the endpoint's module: every error it finds, each
  * with its place, into errs[0..max); *nerrs counts them all.  Returns 0
  * for a good policy, TSEC_EPOLICY for a bad one, TSEC_EMODULE when the

@@ -2,7 +2,7 @@
  * The etcd backend: values, folders and listings over etcd's v3 API
  * (through its JSON gateway, etcd_http.c); locks are in etcd_lock.c.
  *
- * Layout under the prefix P:  P/k/<key>  a value (remote.h's envelope);
+ * Layout under the prefix P:  P/k/<key>  a value (fleet.h's envelope);
  * P/l/<name>, P/d/<name>, P/h/<name>  a lock (etcd_lock.c).  The fleet's
  * signed policy bundle is a value under P/k/.tsec-fleet/ (records.c).  Folders are implicit: a folder exists
  * while a key lies below it.  Every write is one txn whose compares

@@ -1,5 +1,5 @@
 /*
- * The etcd backend's invalidation feed (remote.h): a thread watches the
+ * The etcd backend's invalidation feed (fleet.h): a thread watches the
  * prefix and tells the LocalCache of each key a write or delete touched.
  * When the watch (re)starts, or etcd says it compacted past what the
  * watch needed, the feed cannot know what it missed, and drops every

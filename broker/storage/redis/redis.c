@@ -1,6 +1,6 @@
 /*
  * The redis backend (hiredis): one primary.  Values are P/k/<key> (the
- * envelope of remote.h), and the sorted set P/i holds every key with
+ * envelope of fleet.h), and the sorted set P/i holds every key with
  * score 0, so that folders and listings are lexicographic ranges
  * (ZRANGEBYLEX).  Every write and every lock operation is one Lua script
  * (redis_scripts.h), atomic on the server.  Locks: P/l/<name> holds the
