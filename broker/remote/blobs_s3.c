@@ -23,10 +23,10 @@
 
 #include "broker/remote/blobs.h"
 #include "broker/remote/blobs_s3.h"
-#include "broker/storage/fleet.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/http.h"
+#include "common/secret.h"
 
 struct s3blobs {
 	struct tsec__blobs base;

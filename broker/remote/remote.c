@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "broker/remote/remote_private.h"
-#include "broker/storage/fleet.h"
+#include "common/secret.h"
 #include "common/error.h"
 
 void (*tsec__remote_after_blobs_hook)(void);
@@ -55,7 +55,7 @@ int tsec_remote_open(struct tsec_remote **out, struct tsec_store *coordinator,
 		     const struct tsec_remote_opts *o, struct tsec_error *err)
 {
 	struct tsec_remote *r;
-	struct tsec__seal master;
+	uint8_t master[TSEC__KEY32];
 	int rc;
 
 	*out = NULL;
@@ -76,19 +76,19 @@ int tsec_remote_open(struct tsec_remote **out, struct tsec_store *coordinator,
 	/* The blob store first: its folder (file:) is fenced, so a key
 	 * file inside it is refused below (common/trust.c). */
 	if ((rc = tsec__blobs_open(&r->blobs, o, err)) ||
-	    (rc = tsec__seal_load(&master, o->key_file, err))) {
+	    (rc = tsec__key32_load(o->key_file, master, err))) {
 		tsec_remote_close(&r);
 		return rc;
 	}
-	crypto_kdf_derive_from_key(r->k_addr, sizeof(r->k_addr), 1, "tsecblob", master.key);
-	crypto_kdf_derive_from_key(r->k_seal, sizeof(r->k_seal), 2, "tsecblob", master.key);
-	crypto_kdf_derive_from_key(r->k_nonce, sizeof(r->k_nonce), 3, "tsecblob", master.key);
-	crypto_kdf_derive_from_key(r->k_ref, sizeof(r->k_ref), 4, "tsecblob", master.key);
+	crypto_kdf_derive_from_key(r->k_addr, sizeof(r->k_addr), 1, "tsecblob", master);
+	crypto_kdf_derive_from_key(r->k_seal, sizeof(r->k_seal), 2, "tsecblob", master);
+	crypto_kdf_derive_from_key(r->k_nonce, sizeof(r->k_nonce), 3, "tsecblob", master);
+	crypto_kdf_derive_from_key(r->k_ref, sizeof(r->k_ref), 4, "tsecblob", master);
 	crypto_generichash_init(&r->st_addr, r->k_addr, sizeof(r->k_addr), 32);
 	crypto_generichash_init(&r->st_nonce, r->k_nonce, sizeof(r->k_nonce),
 				crypto_aead_xchacha20poly1305_ietf_NPUBBYTES);
 	crypto_generichash_init(&r->st_ref, r->k_ref, sizeof(r->k_ref), 32);
-	sodium_memzero(&master, sizeof(master));
+	sodium_memzero(master, sizeof(master));
 	r->coord = coordinator;
 	r->seal_keys = !o->plain_keys;
 	r->blob_max = o->blob_max ? o->blob_max : TSEC_REMOTE_BLOB_MAX;

@@ -10,6 +10,7 @@
 #include <sodium.h>
 
 #include "broker/storage/backend.h"
+#include "common/secret.h"
 
 #define TSEC__REMOTE_TIMEOUT_MS 5000u
 #define TSEC__ETCD_REQUEST_MAX ((size_t)3 << 19)   /* 1.5 MiB, etcd's default */
@@ -33,8 +34,7 @@ struct tsec__seal {
 	uint8_t key[crypto_aead_xchacha20poly1305_ietf_KEYBYTES];
 };
 
-/* Reads a key file (32 raw bytes or 64 hex digits, not readable by group
- * or others).  Returns 0 or TSEC_EINVAL / TSEC_EIO with err filled. */
+/* Reads a key file into s (tsec__key32_load, common/secret.h). */
 int tsec__seal_load(struct tsec__seal *s, const char *path, struct tsec_error *err);
 
 /* Wraps value[0..len) stored under bkey[0..bklen): *out is new (free()). */
@@ -64,9 +64,6 @@ int tsec__prefix_norm(const char *prefix, char *out, size_t outlen,
  */
 bool tsec__remote_name_ok(const char *k, size_t n, bool reserved_ok);
 
-/* Reads the first line of a password file into out. */
-int tsec__password_load(const char *path, char *out, size_t outlen,
-			struct tsec_error *err);
 
 /* etcd.c and redis.c. */
 int tsec__etcd_open(struct tsec__backend **out, const struct tsec_store_opts *o,
