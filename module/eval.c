@@ -99,8 +99,6 @@ bool tsec__excepted(const struct tsec__policy *pol, const struct tsec__rule *r,
 static int rule_applies(struct walk *w, const struct tsec__rule *r,
 			const char **why)
 {
-	const struct tsec_context *ctx = &w->req->ctx;
-
 	if (!(r->actions & (1u << w->action)))
 		return 0;
 	if (r->exc_count && tsec__excepted(w->pol, r, w->req))
@@ -118,15 +116,7 @@ static int rule_applies(struct walk *w, const struct tsec__rule *r,
 			return 0;
 	}
 	if (r->when) {
-		if ((r->when & TSEC__WHEN_TTL_MAX) &&
-		    (ctx->has & TSEC_CTX_TTL_MS) && ctx->ttl_ms > r->ttl_ms_max)
-			return 0;
-		if ((r->when & TSEC__WHEN_SIZE_MAX) &&
-		    (ctx->has & TSEC_CTX_SIZE) && ctx->size > r->size_max)
-			return 0;
-		if ((r->when & TSEC__WHEN_RECURSIVE) &&
-		    (((ctx->has & TSEC_CTX_RECURSIVE) && ctx->recursive) !=
-		     (r->recursive != 0)))
+		if (tsec__when_fails(&w->req->ctx, r))
 			return 0;
 		if (r->when & TSEC__WHEN_CERT)
 			return cert_applies(w, r, why);

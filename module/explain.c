@@ -65,20 +65,16 @@ void tsec__why_not(struct walk *w, const struct tsec__rule *r, char *out, size_t
 			return;
 		}
 	}
-	if ((r->when & TSEC__WHEN_TTL_MAX) && (ctx->has & TSEC_CTX_TTL_MS) &&
-	    ctx->ttl_ms > r->ttl_ms_max) {
+	switch (tsec__when_fails(ctx, r)) {
+	case TSEC__WHEN_TTL_MAX:
 		snprintf(out, cap, "ttl_ms %llu > ttl_ms_max %llu", (unsigned long long)ctx->ttl_ms,
 			 (unsigned long long)r->ttl_ms_max);
 		return;
-	}
-	if ((r->when & TSEC__WHEN_SIZE_MAX) && (ctx->has & TSEC_CTX_SIZE) &&
-	    ctx->size > r->size_max) {
+	case TSEC__WHEN_SIZE_MAX:
 		snprintf(out, cap, "size %llu > size_max %llu", (unsigned long long)ctx->size,
 			 (unsigned long long)r->size_max);
 		return;
-	}
-	if ((r->when & TSEC__WHEN_RECURSIVE) &&
-	    (((ctx->has & TSEC_CTX_RECURSIVE) && ctx->recursive) != (r->recursive != 0))) {
+	case TSEC__WHEN_RECURSIVE:
 		snprintf(out, cap, "recursive: the rule wants %s, the request is %s",
 			 r->recursive ? "true" : "false",
 			 (ctx->has & TSEC_CTX_RECURSIVE) && ctx->recursive ? "recursive" : "not");

@@ -219,6 +219,29 @@ struct tsec__rule {
 	uint32_t dom_count;          /* 0: no domain constraint */
 };
 
+/*
+ * The first of the conditions a request's context decides (ttl_ms_max,
+ * size_max, recursive) that r sets and the request fails, as its
+ * TSEC__WHEN_* bit; 0 when every one holds or r sets none.  The one
+ * predicate of each: the walk (eval.c) and the why-not (explain.c) both
+ * ask it (issue 53, item 3: each had its own copy).  A context that
+ * does not carry a field passes the condition on it.
+ */
+static inline uint32_t tsec__when_fails(const struct tsec_context *ctx,
+					const struct tsec__rule *r)
+{
+	if ((r->when & TSEC__WHEN_TTL_MAX) && (ctx->has & TSEC_CTX_TTL_MS) &&
+	    ctx->ttl_ms > r->ttl_ms_max)
+		return TSEC__WHEN_TTL_MAX;
+	if ((r->when & TSEC__WHEN_SIZE_MAX) && (ctx->has & TSEC_CTX_SIZE) &&
+	    ctx->size > r->size_max)
+		return TSEC__WHEN_SIZE_MAX;
+	if ((r->when & TSEC__WHEN_RECURSIVE) &&
+	    (((ctx->has & TSEC_CTX_RECURSIVE) && ctx->recursive) != (r->recursive != 0)))
+		return TSEC__WHEN_RECURSIVE;
+	return 0;
+}
+
 /* A domain pattern: bytes in the string arena, lower case. */
 struct tsec__dom {
 	uint32_t off;
