@@ -136,7 +136,7 @@ TESTS := key match compile cert decision loader reload exports verifier wire doc
 	callers sandbox diff \
 	remote s3 \
 	conformance fleet brokers cli acme crash hardening \
-	store store_disk lock certcache daemon daemon_cli obtain archive faults chaos
+	store store_disk lock certcache daemon daemon_ops daemon_cli obtain archive faults chaos
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
 FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 	mod_serial mod_proxy mod_future mod_abi10 mod_bad_decision
@@ -580,7 +580,8 @@ $(B)/tests/test_verifier $(B)/tests/test_archive: $(B)/tests/test_%: \
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(CMOCKA_LIBS) $(ARCHIVE_LIBS) $(BROKER_LIBS) -lm
 
-$(B)/tests/test_daemon $(B)/tests/test_daemon_cli $(B)/tests/test_obtain: $(B)/tests/test_%: \
+$(B)/tests/test_daemon $(B)/tests/test_daemon_ops $(B)/tests/test_daemon_cli $(B)/tests/test_obtain: \
+		$(B)/tests/test_%: \
 		$(B)/tobj/tests/test_%.o $(B)/tobj/tests/daemon_harness.o \
 		$(B)/tobj/tests/testutil.o $(B)/tobj/tests/certgen.o $(B)/tobj/tests/servers.o \
 		$(B)/tobj/tests/sigv4.o $(B)/tobj/tests/httpfake.o $(B)/tobj/tests/faults.o $(BROKER_A)

@@ -274,3 +274,21 @@ int sh(const char *fmt, ...)
 	kill(-pid, SIGKILL);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+/* A reload by RPC; want its code, and (when says) these words. */
+void reload_rpc_says(int want, const char *says)
+{
+	struct tsec_client *good = client("good", 5000);
+	struct tsec_error err;
+	int rc = tsec_client_call(good, "reload", NULL, NULL, &err);
+	tsec_client_close(&good);
+	if (rc != want)
+		fail_msg("reload: %d (%s), want %d", rc, err.msg, want);
+	if (says && !strstr(err.msg, says))
+		fail_msg("reload said \"%s\", not \"%s\"", err.msg, says);
+}
+
+void reload_rpc(int want)
+{
+	reload_rpc_says(want, NULL);
+}

@@ -38,4 +38,9 @@ int teardown(void **state);
 extern const struct tsec_request load_req;
 int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A reload by RPC as the admin caller "good": want its code, and (when
+ * says is given) these words in its message. */
+void reload_rpc_says(int want, const char *says);
+void reload_rpc(int want);
+
 #endif
