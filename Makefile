@@ -134,7 +134,7 @@ CLI := $(B)/tsec
 
 TESTS := key match compile cert decision loader reload exports verifier wire docs build_flags hacking \
 	callers sandbox diff \
-	remote s3 \
+	remote remote_attacks s3 \
 	conformance fleet brokers cli acme crash hardening \
 	store store_disk lock certcache daemon daemon_ops daemon_cli obtain archive faults chaos
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
@@ -294,7 +294,7 @@ clean:
 #                   races inside it.
 #   make memcheck   valgrind's memcheck over the in-process suites.
 
-TSAN_TESTS := reload certcache lock conformance crash remote fleet
+TSAN_TESTS := reload certcache lock conformance crash remote remote_attacks fleet
 # test_certcache and test_reload are left out: their threads spin while
 # another works (readers while a writer frees, a reloader while callers
 # call), which under valgrind's one-thread-at-a-time scheduling takes many
@@ -589,8 +589,10 @@ $(B)/tests/test_daemon $(B)/tests/test_daemon_ops $(B)/tests/test_daemon_cli $(B
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) $(BROKER_LIBS)
 
-# (chaos_check.o: the chaos suite's history checker.)
+# (chaos_check.o: the chaos suite's history checker; remote_harness.o the
+# remote store suites' variants and helpers.)
 $(B)/tests/test_chaos: $(B)/tobj/tests/chaos_check.o
+$(B)/tests/test_remote $(B)/tests/test_remote_attacks: $(B)/tobj/tests/remote_harness.o
 $(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/testutil.o \
 		$(B)/tobj/tests/certgen.o $(B)/tobj/tests/servers.o $(B)/tobj/tests/sigv4.o \
 		$(B)/tobj/tests/httpfake.o $(B)/tobj/tests/faults.o $(BROKER_A)
