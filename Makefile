@@ -136,7 +136,7 @@ TESTS := key match compile cert decision loader reload exports verifier wire doc
 	callers sandbox diff \
 	remote remote_attacks s3 \
 	conformance fleet brokers cli acme crash hardening \
-	store store_disk lock certcache daemon daemon_ops daemon_cli obtain archive faults chaos
+	store store_disk store_waits localcache lock certcache daemon daemon_ops daemon_cli obtain archive faults chaos
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
 FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
 	mod_serial mod_proxy mod_future mod_abi10 mod_bad_decision
@@ -300,7 +300,7 @@ TSAN_TESTS := reload certcache lock conformance crash remote remote_attacks flee
 # call), which under valgrind's one-thread-at-a-time scheduling takes many
 # minutes; ASan and ThreadSanitizer cover both.
 MEMCHECK_TESTS := key match compile cert decision loader exports wire \
-	conformance store store_disk lock verifier
+	conformance store store_disk store_waits localcache lock verifier
 
 tsan: deps
 	$(Q)$(MAKE) --no-print-directory MODE=debug SANITIZE=thread build \
