@@ -134,7 +134,7 @@ CLI := $(B)/tsec
 
 TESTS := key match compile cert decision loader reload exports verifier wire docs build_flags hacking \
 	callers sandbox diff \
-	remote remote_attacks s3 \
+	remote remote_attacks s3 cli_diff \
 	conformance fleet brokers cli acme crash hardening \
 	store store_disk store_waits localcache lock certcache daemon daemon_ops daemon_cli obtain archive faults chaos
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))

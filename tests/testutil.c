@@ -1,3 +1,4 @@
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,6 +47,7 @@ struct tsec_bus *tu_bus_with_text(const char *text)
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 struct tsec_principal tu_who(const char *id)
@@ -341,4 +343,32 @@ long tu_interrupt_stop(void)
 		sigaction(SIGUSR2, &interrupt_old, NULL);
 	}
 	return atomic_load(&interruptions);
+}
+
+/* Runs a shell command; its exit status, output in out (if given). */
+int tu_sh_out(char *out, size_t cap, const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	FILE *p;
+	size_t n = 0;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	strncat(cmd, " 2>&1", sizeof(cmd) - strlen(cmd) - 1);
+	assert_non_null(p = popen(cmd, "r"));
+	if (out) {
+		n = fread(out, 1, cap - 1, p);
+		out[n] = '\0';
+	}
+	{
+		/* The rest read too: a command cut off would die of SIGPIPE. */
+		char sink[4096];
+		while (fread(sink, 1, sizeof(sink), p) > 0)
+			;
+	}
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

@@ -81,4 +81,9 @@ int tu_count_litter(const char *root);
 void tu_interrupt_start(void);
 long tu_interrupt_stop(void);
 
+/* Runs a shell command (its stderr with its stdout): its exit status,
+ * or -1 when it did not exit; the first cap - 1 bytes of its output into
+ * out (if given), the rest read and dropped. */
+int tu_sh_out(char *out, size_t cap, const char *fmt, ...);
+
 #endif
