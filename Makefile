@@ -135,7 +135,7 @@ CLI := $(B)/tsec
 TESTS := key match compile cert decision loader reload exports verifier wire docs build_flags hacking \
 	callers sandbox diff \
 	remote remote_attacks s3 cli_diff \
-	conformance fleet brokers cli acme crash hardening \
+	conformance conformance_locks fleet brokers cli acme crash hardening \
 	store store_disk store_waits localcache lock certcache daemon daemon_ops daemon_cli obtain archive faults chaos
 TEST_BINS := $(addprefix $(B)/tests/test_,$(TESTS))
 FIXTURES := mod_wrong_abi mod_no_entry mod_short_desc mod_null_fn mod_refuse \
@@ -294,13 +294,14 @@ clean:
 #                   races inside it.
 #   make memcheck   valgrind's memcheck over the in-process suites.
 
-TSAN_TESTS := reload certcache lock conformance crash remote remote_attacks fleet
+TSAN_TESTS := reload certcache lock conformance conformance_locks crash remote remote_attacks \
+	fleet
 # test_certcache and test_reload are left out: their threads spin while
 # another works (readers while a writer frees, a reloader while callers
 # call), which under valgrind's one-thread-at-a-time scheduling takes many
 # minutes; ASan and ThreadSanitizer cover both.
 MEMCHECK_TESTS := key match compile cert decision loader exports wire \
-	conformance store store_disk store_waits localcache lock verifier
+	conformance conformance_locks store store_disk store_waits localcache lock verifier
 
 tsan: deps
 	$(Q)$(MAKE) --no-print-directory MODE=debug SANITIZE=thread build \
@@ -589,10 +590,12 @@ $(B)/tests/test_daemon $(B)/tests/test_daemon_ops $(B)/tests/test_daemon_cli $(B
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(JANSSON_LIBS) $(CMOCKA_LIBS) $(BROKER_LIBS)
 
-# (chaos_check.o: the chaos suite's history checker; remote_harness.o the
-# remote store suites' variants and helpers.)
+# (chaos_check.o: the chaos suite's history checker; remote_harness.o and
+# conformance_harness.o the variants and helpers of two suites each.)
 $(B)/tests/test_chaos: $(B)/tobj/tests/chaos_check.o
 $(B)/tests/test_remote $(B)/tests/test_remote_attacks: $(B)/tobj/tests/remote_harness.o
+$(B)/tests/test_conformance $(B)/tests/test_conformance_locks: \
+	$(B)/tobj/tests/conformance_harness.o
 $(B)/tests/test_%: $(B)/tobj/tests/test_%.o $(B)/tobj/tests/testutil.o \
 		$(B)/tobj/tests/certgen.o $(B)/tobj/tests/servers.o $(B)/tobj/tests/sigv4.o \
 		$(B)/tobj/tests/httpfake.o $(B)/tobj/tests/faults.o $(BROKER_A)
