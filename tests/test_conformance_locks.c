@@ -152,7 +152,8 @@ static void test_conf_deadline(void **state)
 	int64_t t0, shift;
 
 	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 600000, 0, &a, &err), 0);
-	/* In virtual time: exact and instant (see test_lock_deadline). */
+	/* In virtual time: the waiter's naps move the clock on, so the wait
+	 * is exact and instant (it naps no further than the deadline). */
 	atomic_store(&tsec__clock_virtual, true);
 	t0 = tsec__mono_ms();
 	shift = tsec__clock_shift();

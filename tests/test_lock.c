@@ -138,35 +138,6 @@ static void test_lock_try_never_waits(void **state)
 	assert_int_equal(tsec_lock_release(t->store, &app, &lk, &err), 0);
 }
 
-/* The deadline is honoured, and a huge timeout does not overflow. */
-static void test_lock_deadline(void **state)
-{
-	struct tu_store *t = *state;
-	struct tsec_lock a, b;
-	struct tsec_error err;
-	int64_t t0, shift;
-
-	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 600000, 0, &a, &err), 0);
-	/* In virtual time: the waiter's naps move the clock on, so the wait
-	 * is exact and instant (it naps no further than the deadline). */
-	atomic_store(&tsec__clock_virtual, true);
-	t0 = tsec__mono_ms();
-	shift = tsec__clock_shift();
-	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 1000, 120, &b, &err), TSEC_ETIMEDOUT);
-	atomic_store(&tsec__clock_virtual, false);
-	assert_true(tsec__mono_ms() - t0 >= 120); /* it waited for the whole deadline */
-	assert_true(tsec__clock_shift() - shift <= 120);
-	assert_int_equal(tsec_lock_release(t->store, &app, &a, &err), 0);
-	/* Free lock, endless timeout: taken at once. */
-	assert_int_equal(tsec_lock_acquire(t->store, &app, "dl", 1000, UINT64_MAX, &b, &err), 0);
-	assert_int_equal(tsec_lock_release(t->store, &app, &b, &err), 0);
-	/* An endless lease saturates instead of wrapping into the past. */
-	assert_int_equal(tsec_lock_acquire(t->store, &app, "forever", UINT64_MAX, 0, &b, &err), 0);
-	assert_true(b.expires_ms > 0);
-	assert_int_equal(tsec_lock_try_acquire(t->store, &app, "forever", 1000, &a, &err), TSEC_EBUSY);
-	assert_int_equal(tsec_lock_release(t->store, &app, &b, &err), 0);
-}
-
 /*
  * Four processes take the lock in turns; inside, each checks that no one
  * else is inside (a marker file) and bumps a shared counter.
@@ -575,7 +546,6 @@ int main(void)
 		cmocka_unit_test(test_lock_bad_input),
 		cmocka_unit_test(test_lock_successor),
 		cmocka_unit_test(test_lock_try_never_waits),
-		cmocka_unit_test(test_lock_deadline),
 		cmocka_unit_test(test_lock_wait_steps),
 		cmocka_unit_test(test_lock_no_grant_after_deadline),
 		cmocka_unit_test(test_lock_wait_reload),
