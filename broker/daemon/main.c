@@ -94,38 +94,15 @@ static int parse_args(int argc, char **argv, struct args *a)
 	return 0;
 }
 
-/* Reads the configuration and brings up the bus, policy, store and log. */
-static int start(struct tsec__daemon *d, const char *config)
+/* The stores: storage, the remote certificate store when configured, and
+ * the check that no secret sits where a caller could read it back.  0 or
+ * -1 (said). */
+static int start_stores(struct tsec__daemon *d, const char *config)
 {
-	struct tsec__policy_id id;
-	struct tsec_error err;
 	struct tsec_store_opts so;
-	char *text = NULL;
-	size_t len;
-	bool bad;
+	struct tsec_store_info in;
+	struct tsec_error err;
 
-	if (sodium_init() < 0 || tsec__config_load(config, &d->cfg))
-		return -1;
-	d->config_path = config;
-	{
-		unsigned char rnd[8];
-		randombytes_buf(rnd, sizeof(rnd));
-		sodium_bin2hex(d->broker_id, sizeof(d->broker_id), rnd, sizeof(rnd));
-	}
-	pthread_mutex_init(&d->reload_lock, NULL);
-	pthread_mutex_init(&d->policy_lock, NULL);
-	/* cert.obtain counts per registrable domain: the system's list
-	 * (Debian's publicsuffix), else the one libpsl was built with. */
-	if (!(d->psl = psl_latest(NULL)))
-		tsec__say("WARNING: no public suffix list: cert.obtain counts a name under its "
-			  "last two labels");
-	if (tsec__held_init(&d->held, d->cfg.ncallers))
-		return -1;
-	d->started_ms = tsec__wall_ms();
-	d->st.by_method = calloc(tsec__nmethods, sizeof(*d->st.by_method));
-	d->st.hist = calloc(tsec__nmethods, sizeof(*d->st.hist));
-	if (!d->st.by_method || !d->st.hist || tsec_bus_new(&d->bus))
-		return -1;
 	tsec__store_opts_of(&d->cfg, &so);
 	if (tsec_store_open_opts(&d->store, &so, d->bus, "policy", &err)) {
 		tsec__say("storage (%s): %s", so.backend, err.msg);
@@ -156,13 +133,22 @@ static int start(struct tsec__daemon *d, const char *config)
 		tsec__say("%s", err.msg);
 		return -1;
 	}
-	{
-		struct tsec_store_info in;
+	tsec_store_info(d->store, &in);
+	if (in.note[0])
+		tsec__say("WARNING: storage (%s): %s", in.backend, in.note);
+	return 0;
+}
 
-		tsec_store_info(d->store, &in);
-		if (in.note[0])
-			tsec__say("WARNING: storage (%s): %s", in.backend, in.note);
-	}
+/* The policy: its file (or, on shared storage, the fleet's when newer),
+ * admitted (signature, revision), loaded and committed.  0 or -1 (said). */
+static int start_policy(struct tsec__daemon *d)
+{
+	struct tsec__policy_id id;
+	struct tsec_error err;
+	char *text = NULL;
+	size_t len;
+	bool bad;
+
 	if (tsec__fleet_shared(d) && d->cfg.have_pk && !d->cfg.fleet_id)
 		tsec__say("note: no \"fleet_id\": a policy bundle signed with this key for "
 			  "another fleet would be accepted here; set it, and \"fleet\" in the "
@@ -184,6 +170,37 @@ static int start(struct tsec__daemon *d, const char *config)
 	if (!d->cfg.have_pk)
 		tsec__say("WARNING: the policy %s is NOT SIGNED (\"allow_unsigned_policy\"): "
 			  "whoever can write that file decides what is allowed", d->cfg.policy);
+	return 0;
+}
+
+/* Reads the configuration and brings up the bus, stores, policy and log. */
+static int start(struct tsec__daemon *d, const char *config)
+{
+	struct tsec_error err;
+
+	if (sodium_init() < 0 || tsec__config_load(config, &d->cfg))
+		return -1;
+	d->config_path = config;
+	{
+		unsigned char rnd[8];
+		randombytes_buf(rnd, sizeof(rnd));
+		sodium_bin2hex(d->broker_id, sizeof(d->broker_id), rnd, sizeof(rnd));
+	}
+	pthread_mutex_init(&d->reload_lock, NULL);
+	pthread_mutex_init(&d->policy_lock, NULL);
+	/* cert.obtain counts per registrable domain: the system's list
+	 * (Debian's publicsuffix), else the one libpsl was built with. */
+	if (!(d->psl = psl_latest(NULL)))
+		tsec__say("WARNING: no public suffix list: cert.obtain counts a name under its "
+			  "last two labels");
+	if (tsec__held_init(&d->held, d->cfg.ncallers))
+		return -1;
+	d->started_ms = tsec__wall_ms();
+	d->st.by_method = calloc(tsec__nmethods, sizeof(*d->st.by_method));
+	d->st.hist = calloc(tsec__nmethods, sizeof(*d->st.hist));
+	if (!d->st.by_method || !d->st.hist || tsec_bus_new(&d->bus) ||
+	    start_stores(d, config) || start_policy(d))
+		return -1;
 	tsec_store_set_observer(d->store, tsec__observe, d);
 	if (d->cfg.decision_log &&
 	    tsec__declog_open(&d->log, d->cfg.decision_log, d->cfg.log_lines,
