@@ -79,7 +79,7 @@ endif
 
 # The parts, one folder each (docs/architecture.md).
 CORE_SRC := common/error.c common/key.c common/suggest.c common/clock.c common/where.c
-SHARED_SRC := $(CORE_SRC) common/file.c common/wire.c common/jsonw.c common/sign.c common/prom.c common/secret.c \
+SHARED_SRC := $(CORE_SRC) common/file.c common/wire.c common/jsonw.c common/sign.c common/prom.c common/secret.c common/opts.c \
 	common/certinfo.c common/wire_fast.c common/trust.c
 MODULE_SRC := module/match.c module/compile.c module/reader.c module/rule.c \
 	module/tables.c module/eval.c module/explain.c \

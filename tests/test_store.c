@@ -20,6 +20,7 @@
 #include "tests/certgen.h"
 #include "broker/storage/fleet.h"
 #include "tests/store_fixture.h"
+#include "tinysecurity/client.h"
 
 
 static void test_store_basics(void **state)
@@ -576,10 +577,59 @@ static void test_store_observer(void **state)
 	app.call_ctx = NULL;
 }
 
+/*
+ * Option structs are read by their leading size (issue 53, item 5): 0
+ * and sizeof work; below the first size is refused; a larger struct (a
+ * caller built against a newer header) works while its unknown tail is
+ * zero, and is refused when it sets something there.  The same reader
+ * serves the store, the remote store and the client.
+ */
+static void test_store_opts_sized(void **state)
+{
+	struct big { struct tsec_store_opts o; uint64_t later[2]; } b;
+	struct { struct tsec_client_opts o; uint64_t later; } cb;
+	struct tsec_bus *bus = tu_bus_with_policy("tests/data/store_policy.json");
+	struct tsec_store *s = NULL;
+	struct tsec_client *c = NULL;
+	struct tsec_error err;
+
+	(void)state;
+	memset(&b, 0, sizeof(b));
+	b.o.backend = "memory";
+	assert_int_equal(tsec_store_open_opts(&s, &b.o, bus, NULL, &err), 0);
+	tsec_store_close(&s);
+	b.o.size = sizeof(b.o);
+	assert_int_equal(tsec_store_open_opts(&s, &b.o, bus, NULL, &err), 0);
+	tsec_store_close(&s);
+	b.o.size = TSEC_STORE_OPTS_MIN_SIZE - 1;
+	assert_int_equal(tsec_store_open_opts(&s, &b.o, bus, NULL, &err), TSEC_EINVAL);
+	assert_non_null(strstr(err.msg, "none was ever below"));
+	b.o.size = sizeof(b);
+	assert_int_equal(tsec_store_open_opts(&s, &b.o, bus, NULL, &err), 0);
+	tsec_store_close(&s);
+	b.later[1] = 1;
+	assert_int_equal(tsec_store_open_opts(&s, &b.o, bus, NULL, &err), TSEC_EINVAL);
+	assert_non_null(strstr(err.msg, "built against a newer tinysecurity"));
+	assert_null(s);
+	assert_true(TSEC_OPTS_HAS(&b.o, TSEC_STORE_OPTS_MIN_SIZE, password_file));
+	memset(&cb, 0, sizeof(cb));
+	cb.o.endpoint = "ipc:///nonexistent/tsec.sock";
+	cb.o.size = 4;
+	assert_int_equal(tsec_client_open(&c, &cb.o, &err), TSEC_EINVAL);
+	cb.o.size = sizeof(cb);
+	cb.later = 7;
+	assert_int_equal(tsec_client_open(&c, &cb.o, &err), TSEC_EINVAL);
+	cb.later = 0;
+	assert_int_equal(tsec_client_open(&c, &cb.o, &err), 0);
+	tsec_client_close(&c);
+	tsec_bus_free(&bus);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_store_basics),
+		cmocka_unit_test(test_store_opts_sized),
 		cmocka_unit_test(test_store_modes_and_no_temp),
 		cmocka_unit_test(test_store_escapes),
 		cmocka_unit_test(test_store_root_like),

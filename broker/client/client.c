@@ -24,6 +24,7 @@
 #include "common/error.h"
 #include "common/jsonw.h"
 #include "common/methods.h"
+#include "common/opts.h"
 #include "common/wire_fast.h"
 #include "broker/client/client_private.h"
 
@@ -125,6 +126,7 @@ static int connect_cur(struct tsec_client *c, struct tsec_error *err)
 int tsec_client_open(struct tsec_client **out,
 		     const struct tsec_client_opts *o, struct tsec_error *err)
 {
+	struct tsec_client_opts mine;
 	struct tsec_client_endpoint one;
 	const struct tsec_client_endpoint *eps;
 	struct tsec_client *c;
@@ -134,6 +136,11 @@ int tsec_client_open(struct tsec_client **out,
 	*out = NULL;
 	if (!o)
 		return tsec__seterr(err, TSEC_EINVAL, "endpoint", "no endpoint");
+	/* The caller's struct by its size: what its header had (types.h). */
+	if ((rc = tsec__opts_take(&mine, sizeof(mine), TSEC_CLIENT_OPTS_MIN_SIZE, o,
+				  "client options", err)))
+		return rc;
+	o = &mine;
 	if (o->nendpoints) {
 		eps = o->endpoints;
 		n = o->nendpoints;

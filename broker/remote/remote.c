@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "broker/remote/remote_private.h"
+#include "common/opts.h"
 #include "common/secret.h"
 #include "common/error.h"
 
@@ -54,6 +55,7 @@ int tsec__blobs_open(struct tsec__blobs **out, const struct tsec_remote_opts *o,
 int tsec_remote_open(struct tsec_remote **out, struct tsec_store *coordinator,
 		     const struct tsec_remote_opts *o, struct tsec_error *err)
 {
+	struct tsec_remote_opts mine;
 	struct tsec_remote *r;
 	uint8_t master[TSEC__KEY32];
 	int rc;
@@ -62,6 +64,11 @@ int tsec_remote_open(struct tsec_remote **out, struct tsec_store *coordinator,
 	if (!coordinator || !o)
 		return tsec__seterr(err, TSEC_EINVAL, "", "a remote store needs a coordinator and "
 				    "options");
+	/* The caller's struct by its size: what its header had (types.h). */
+	if ((rc = tsec__opts_take(&mine, sizeof(mine), TSEC_REMOTE_OPTS_MIN_SIZE, o,
+				  "remote options", err)))
+		return rc;
+	o = &mine;
 	if (sodium_init() < 0)
 		return tsec__seterr(err, TSEC_EIO, "", "libsodium did not start");
 	if (!o->key_file)

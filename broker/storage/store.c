@@ -13,6 +13,7 @@
 #include <sodium.h>
 
 #include "broker/storage/fleet.h"
+#include "common/opts.h"
 #include "common/wire.h"
 #include "broker/storage/gates.h"
 #include "broker/storage/localcache.h"
@@ -131,7 +132,8 @@ void tsec__req_for(struct tsec_request *r, const char *action, const struct tsec
 int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *o,
 			 struct tsec_bus *bus, const char *endpoint, struct tsec_error *err)
 {
-	const char *kind = o && o->backend ? o->backend : "file";
+	struct tsec_store_opts mine;
+	const char *kind;
 	const struct tsec__backend_kind *bk;
 	struct tsec__backend *be = NULL, *cached = NULL;
 	struct tsec__hub *hub = NULL;
@@ -142,6 +144,12 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 		*out = NULL;
 	if (!out || !o || !bus)
 		return tsec__seterr(err, TSEC_EINVAL, "", "store needs options and a bus");
+	/* The caller's struct by its size: what its header had (types.h). */
+	if ((rc = tsec__opts_take(&mine, sizeof(mine), TSEC_STORE_OPTS_MIN_SIZE, o,
+				  "store options", err)))
+		return rc;
+	o = &mine;
+	kind = o->backend ? o->backend : "file";
 	if (endpoint && strlen(endpoint) >= TSEC_ENDPOINT_NAME_MAX)
 		return tsec__seterr(err, TSEC_EINVAL, "", "endpoint name too long");
 	if (sodium_init() < 0)

@@ -10,6 +10,8 @@
 #ifndef TINYSECURITY_CLIENT_H
 #define TINYSECURITY_CLIENT_H
 
+#include <stddef.h>
+
 #include "tinysecurity/types.h"
 
 #ifdef __cplusplus
@@ -25,6 +27,9 @@ struct tsec_client_endpoint {
 };
 
 struct tsec_client_opts {
+	/* sizeof(struct tsec_client_opts) the caller was built with, or 0 for
+	 * TSEC_CLIENT_OPTS_MIN_SIZE (this struct's first size): see TSEC_OPTS_HAS. */
+	size_t size;
 	const char *endpoint;            /* "tcp://host:port" or "ipc://path" */
 	const char *server_public_key;   /* Z85 (40 chars); tcp needs it, and
 					    ipc when the broker sets ipc_curve */
@@ -49,6 +54,10 @@ struct tsec_client_opts {
 	size_t nendpoints;
 	int attempt_ms;
 };
+
+/* The first size of struct tsec_client_opts (what size 0 stands for). */
+#define TSEC_CLIENT_OPTS_MIN_SIZE \
+	(offsetof(struct tsec_client_opts, attempt_ms) + sizeof(((struct tsec_client_opts *)0)->attempt_ms))
 
 /* Connects (lazily, as ZeroMQ does).  0, TSEC_EINVAL or TSEC_ENOMEM. */
 TSEC_API int tsec_client_open(struct tsec_client **out,

@@ -44,6 +44,9 @@ struct tsec_remote;
 #define TSEC_REMOTE_BLOB_MAX (1u << 20)
 
 struct tsec_remote_opts {
+	/* sizeof(struct tsec_remote_opts) the caller was built with, or 0 for
+	 * TSEC_REMOTE_OPTS_MIN_SIZE (this struct's first size): see TSEC_OPTS_HAS. */
+	size_t size;
 	/*
 	 * Where the blobs live:
 	 *   "file:/path"                  a folder (shared storage)
@@ -77,6 +80,10 @@ struct tsec_remote_opts {
 					changes.  0: 4 * blob_max */
 	uint32_t timeout_ms;         /* one object-store request (default 10000) */
 };
+
+/* The first size of struct tsec_remote_opts (what size 0 stands for). */
+#define TSEC_REMOTE_OPTS_MIN_SIZE \
+	(offsetof(struct tsec_remote_opts, timeout_ms) + sizeof(((struct tsec_remote_opts *)0)->timeout_ms))
 
 /*
  * Opens the remote store over coordinator (which it uses, never closes:

@@ -24,6 +24,7 @@
 #define TINYSECURITY_STORE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include "tinysecurity/bus.h"
 
 #ifdef __cplusplus
@@ -62,6 +63,9 @@ TSEC_API int tsec_store_open(struct tsec_store **out, const char *root,
  * zero means the default.
  */
 struct tsec_store_opts {
+	/* sizeof(struct tsec_store_opts) the caller was built with, or 0 for
+	 * TSEC_STORE_OPTS_MIN_SIZE (this struct's first size): see TSEC_OPTS_HAS. */
+	size_t size;
 	const char *backend;         /* "file" (default), "memory", "etcd" or
 					"redis" */
 	const char *root;            /* file: the folder */
@@ -103,6 +107,10 @@ struct tsec_store_opts {
 	const char *username;        /* etcd / redis authentication */
 	const char *password_file;   /* a file whose first line is the password */
 };
+
+/* The first size of struct tsec_store_opts (what size 0 stands for). */
+#define TSEC_STORE_OPTS_MIN_SIZE \
+	(offsetof(struct tsec_store_opts, password_file) + sizeof(((struct tsec_store_opts *)0)->password_file))
 
 /*
  * Opens a store on the backend `o` names (see tsec_store_open).  The

@@ -96,6 +96,21 @@ struct tsec_error {
 	char msg[TSEC_ERR_MSG];
 };
 
+/*
+ * Option structs with a future (tsec_store_opts, tsec_remote_opts,
+ * tsec_client_opts), as the module ABI's structs have: each begins with
+ * `size`, the sizeof the caller was built with, or 0 for the struct's
+ * first size (its *_MIN_SIZE).  The library reads only what size covers,
+ * so a program built against an older header keeps working when fields
+ * are added; one built against a newer header is refused (TSEC_EINVAL)
+ * only when it sets a field this library does not know (bytes past this
+ * library's struct that are not zero).  TSEC_OPTS_HAS(o, MIN, field):
+ * whether the caller's struct holds field.
+ */
+#define TSEC_OPTS_HAS(o, min, field) \
+	(offsetof(__typeof__(*(o)), field) + sizeof((o)->field) <= \
+	 ((o)->size ? (o)->size : (size_t)(min)))
+
 /* A borrowed byte string; not necessarily NUL-terminated. */
 struct tsec_str {
 	const char *ptr;

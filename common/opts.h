@@ -1,0 +1,23 @@
+/*
+ * Reading a caller's option struct by its leading size (types.h,
+ * TSEC_OPTS_HAS): what the library's open functions do first.
+ */
+#ifndef TSEC_COMMON_OPTS_H
+#define TSEC_COMMON_OPTS_H
+
+#include <stddef.h>
+
+#include "tinysecurity/types.h"
+
+/*
+ * Copies the caller's struct in (its first member a size_t `size`: 0
+ * for min) into out, this library's struct of have bytes: what in holds
+ * of it, the rest zero, out's size set to have.  TSEC_EINVAL with err
+ * set when size is below min (no struct of this kind was ever that
+ * small) or when in is larger than have and sets a byte past it (a field
+ * this library does not know).  in is read for its size's bytes only.
+ */
+int tsec__opts_take(void *out, size_t have, size_t min, const void *in, const char *what,
+		    struct tsec_error *err);
+
+#endif
