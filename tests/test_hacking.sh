@@ -40,10 +40,14 @@ for f in $(grep -rlE '\b(nanosleep|usleep|clock_nanosleep)\(|[^_]sleep\(' \
 	echo "FAIL: $f sleeps on its own; use tsec__nap_ms/_ns or tsec__sleep_ns (common/clock.h)"
 	fails=$((fails + 1))
 done
-# Every condition the compiler knows (the known[] lists of module/rule.c)
-# is documented in docs/policy.md and tinysecurity-policy(5).
-for c in $(awk '/static const char \*const known\[\] = \{/ { on = 1 } on { print } on && /\};/ { on = 0 }' \
-		module/rule.c | grep -o '"[a-z_]*"' | tr -d '"'); do
+# Every condition the compiler knows (module/rule.c: WHEN_CONDITIONS and
+# the known[] lists of the conditions inside them) is documented in
+# docs/policy.md and tinysecurity-policy(5).
+conds=$( { awk '/static const char \*const known\[\] = \{/ { on = 1 } on { print } on && /\};/ { on = 0 }' \
+		module/rule.c; grep -o '^	X("[a-z_]*"' module/rule.c; } | grep -o '"[a-z_]*"' | tr -d '"')
+[ "$(echo "$conds" | grep -c .)" -ge 10 ] ||
+	{ echo "FAIL: found only $(echo "$conds" | grep -c .) conditions in module/rule.c"; fails=$((fails + 1)); }
+for c in $conds; do
 	grep -q "\`$c\`" docs/policy.md ||
 		{ echo "FAIL: docs/policy.md does not name the condition $c"; fails=$((fails + 1)); }
 	grep -q "^\.B $c\$" packaging/tinysecurity-policy.5 ||
