@@ -82,6 +82,54 @@ static void say_request(json_t *req)
 	say_text(json_string_value(json_object_get(req, "principal")));
 }
 
+/* What replaying one log line came to. */
+enum replayed { R_SKIPPED, R_SAME, R_CHANGED };
+
+/* Replays line number lineno (buf[0..n)) under bus, saying a changed
+ * decision (and with -v why a line is not replayed); *logged counts the
+ * lines that are logged decisions. */
+static enum replayed replay_one(struct opts *o, struct tsec_bus *bus, struct tsec__made *m,
+				const char *buf, size_t n, size_t lineno, size_t *logged)
+{
+	json_t *line = json_loadb(buf, n, 0, NULL), *req = NULL, *keep;
+	const char *why = NULL, *was;
+	struct tsec_decision d;
+	enum replayed out = R_SKIPPED;
+
+	if (json_is_object(line) && json_is_string(json_object_get(line, "decision")))
+		++*logged;
+	if (!json_is_object(line) ||
+	    !(was = json_string_value(json_object_get(line, "decision"))) ||
+	    tsec__rate_refusal(line, &why) || !(req = tsec__logged_request(line, m, &why))) {
+		if (o->verbose)
+			printf("line %zu: not replayed: %s\n", lineno,
+			       why ? why : "not a decision line");
+		json_decref(line);
+		return R_SKIPPED;
+	}
+	keep = json_array();
+	if (decide("replay", bus, req, keep, &d)) {
+		if (o->verbose)
+			printf("line %zu: not replayed: the request is invalid now\n", lineno);
+	} else if (d.allow != !strcmp(was, "allow")) {
+		out = R_CHANGED;
+		say_text(json_string_value(json_object_get(line, "decision_id")));
+		fputs(": ", stdout);
+		say_request(req);
+		fputs(": was ", stdout);
+		say_text(was);
+		printf(", now %s: ", d.allow ? "allow" : "deny");
+		say_rules(&d);
+		putchar('\n');
+	} else {
+		out = R_SAME;
+	}
+	json_decref(keep);
+	json_decref(req);
+	json_decref(line);
+	return out;
+}
+
 int cmd_replay(struct opts *o)
 {
 	struct tsec__made m = { json_object() };
@@ -90,7 +138,6 @@ int cmd_replay(struct opts *o)
 	char *buf = NULL;
 	ssize_t n;
 	FILE *f;
-	int rc = EXIT_ALLOW;
 
 	if (o->nargs != 1 || !o->policy)
 		die_usage("replay", "need a decision log and --policy NEW");
@@ -104,48 +151,12 @@ int cmd_replay(struct opts *o)
 		json_decref(m.by_attrs);
 		return EXIT_ERROR;
 	}
-	while ((n = getline(&buf, &cap, f)) > 0) {
-		json_t *line = json_loadb(buf, (size_t)n, 0, NULL), *req, *keep;
-		const char *why = NULL, *was;
-		struct tsec_decision d;
-
-		lineno++;
-		if (json_is_object(line) && json_is_string(json_object_get(line, "decision")))
-			logged++;
-		if (!json_is_object(line) ||
-		    !(was = json_string_value(json_object_get(line, "decision"))) ||
-		    tsec__rate_refusal(line, &why) || !(req = tsec__logged_request(line, &m, &why))) {
-			if (!why)
-				why = "not a decision line";
-			if (o->verbose)
-				printf("line %zu: not replayed: %s\n", lineno, why);
-			skipped++;
-			json_decref(line);
-			continue;
+	while ((n = getline(&buf, &cap, f)) > 0)
+		switch (replay_one(o, bus, &m, buf, (size_t)n, ++lineno, &logged)) {
+		case R_SKIPPED: skipped++; break;
+		case R_CHANGED: changed++; /* fall through */
+		case R_SAME: replayed++; break;
 		}
-		keep = json_array();
-		if (decide("replay", bus, req, keep, &d)) {
-			if (o->verbose)
-				printf("line %zu: not replayed: the request is invalid now\n", lineno);
-			skipped++;
-		} else {
-			replayed++;
-			if (d.allow != !strcmp(was, "allow")) {
-				changed++;
-				say_text(json_string_value(json_object_get(line, "decision_id")));
-				fputs(": ", stdout);
-				say_request(req);
-				fputs(": was ", stdout);
-				say_text(was);
-				printf(", now %s: ", d.allow ? "allow" : "deny");
-				say_rules(&d);
-				putchar('\n');
-			}
-		}
-		json_decref(keep);
-		json_decref(req);
-		json_decref(line);
-	}
 	free(buf);
 	fclose(f);
 	tsec_bus_free(&bus);
@@ -164,9 +175,7 @@ int cmd_replay(struct opts *o)
 	}
 	printf("%zu decisions replayed, %zu changed, %zu lines not replayed%s\n", replayed,
 	       changed, skipped, skipped && !o->verbose ? " (-v says why)" : "");
-	if (changed)
-		rc = EXIT_DENY;
-	return rc;
+	return changed ? EXIT_DENY : EXIT_ALLOW;
 }
 
 /* ---- diff ---- */
