@@ -292,6 +292,51 @@ int cmd_decide_offline(const char *cmd, struct opts *o, json_t *req)
 
 /* ---- tsec test: the library's runner (broker/policytest) ---- */
 
+/* tsec test --json: one object, the counts, every case run with its
+ * result, each file's coverage under --coverage, and what could not run
+ * (errtext: what stderr had).  Frees errtext.  0, or -1 out of memory. */
+static int test_json(const struct opts *o, struct tsec__ptest *t, bool under, char *errtext)
+{
+	/* One object: the counts, every case run with its result, and
+	 * each file's coverage under --coverage.  What could not run
+	 * is said on stderr, as without --json. */
+	json_t *j = json_pack("{s:i, s:i, s:i, s:i, s:o}", "passed", t->passed, "failed",
+			      t->failed, "errors", t->errors, "files", t->files, "cases",
+			      t->cases_json);
+
+	if (j && t->coverage_json) {
+		json_object_set_new(j, "coverage", t->coverage_json);
+		json_object_set_new(j, "rules", json_integer(t->rules));
+		json_object_set_new(j, "exercised", json_integer(t->exercised));
+	}
+	if (j && o->min_coverage) {
+		json_object_set_new(j, "below_min_coverage", json_boolean(under));
+		json_object_set_new(j, "min_coverage", json_integer(o->min_coverage));
+		json_object_set_new(j, "coverage_percent",
+				    json_integer(t->rules ? t->exercised * 100 / t->rules : 100));
+	}
+	if (j) {
+		/* Each line of what could not run, as stderr has it. */
+		json_t *nr = json_array();
+
+		for (char *l = errtext, *e; l && *l; l = e + 1) {
+			if (!(e = strchr(l, '\n')))
+				e = l + strlen(l) - 1;
+			json_array_append_new(nr, json_stringn(l, (size_t)(e - l + (*e != '\n'))));
+		}
+		json_object_set_new(j, "not_run", nr);
+	}
+	if (!j) {
+		free(errtext);
+		return -1;
+	}
+	json_dumpf(j, stdout, JSON_COMPACT);
+	putchar('\n');
+	json_decref(j);
+	free(errtext);
+	return 0;
+}
+
 int cmd_test(struct opts *o)
 {
 	bool under = false;                  /* below --min-coverage */
@@ -342,43 +387,10 @@ int cmd_test(struct opts *o)
 			fwrite(errtext, 1, errlen, stderr);
 	}
 	if (o->json) {
-		/* One object: the counts, every case run with its result, and
-		 * each file's coverage under --coverage.  What could not run
-		 * is said on stderr, as without --json. */
-		json_t *j = json_pack("{s:i, s:i, s:i, s:i, s:o}", "passed", t.passed, "failed",
-				      t.failed, "errors", t.errors, "files", t.files, "cases",
-				      t.cases_json);
-
-		if (j && t.coverage_json) {
-			json_object_set_new(j, "coverage", t.coverage_json);
-			json_object_set_new(j, "rules", json_integer(t.rules));
-			json_object_set_new(j, "exercised", json_integer(t.exercised));
-		}
-		if (j && o->min_coverage) {
-			json_object_set_new(j, "below_min_coverage", json_boolean(under));
-			json_object_set_new(j, "min_coverage", json_integer(o->min_coverage));
-			json_object_set_new(j, "coverage_percent",
-					    json_integer(t.rules ? t.exercised * 100 / t.rules : 100));
-		}
-		if (j) {
-			/* Each line of what could not run, as stderr has it. */
-			json_t *nr = json_array();
-
-			for (char *l = errtext, *e; l && *l; l = e + 1) {
-				if (!(e = strchr(l, '\n')))
-					e = l + strlen(l) - 1;
-				json_array_append_new(nr, json_stringn(l, (size_t)(e - l + (*e != '\n'))));
-			}
-			json_object_set_new(j, "not_run", nr);
-		}
-		if (!j) {
+		if (test_json(o, &t, under, errtext)) {
 			fprintf(stderr, "tsec test: out of memory\n");
 			return EXIT_ERROR;
 		}
-		json_dumpf(j, stdout, JSON_COMPACT);
-		putchar('\n');
-		json_decref(j);
-		free(errtext);
 	} else {
 		printf("%d passed, %d failed%s", t.passed, t.failed, t.errors ? "" : "\n");
 		if (t.errors)
