@@ -34,28 +34,29 @@
 
 /* ---- configuration ---- */
 
-static int ask_one(json_t *x, const char *place, struct tsec__ask_cfg *a)
+static int ask_one(json_t *x, const char *place, struct tsec__ask_cfg *a,
+		   struct tsec_error *err)
 {
 	const char *l = json_string_value(json_object_get(x, "listen"));
 
-	if (!json_is_object(x) || tsec__cfg_known_only(x, place, "ask"))
-		return -1;
-	if (!l || tsec__cfg_caller(x, &a->who)) {
-		tsec__say("config %s: needs \"listen\" ([IPv4 ADDRESS:]PORT), a \"principal\" "
-			  "and at most %d string \"roles\"", place, TSEC_D_MAX_ROLES);
-		return -1;
-	}
-	if (json_object_get(x, "admin")) {
-		tsec__say("config %s: an ask listener is never admin", place);
-		return -1;
-	}
+	if (!json_is_object(x))
+		return tsec__seterr(err, TSEC_EINVAL, "", "config %s: must be an object", place);
+	if (tsec__cfg_known_only(x, place, "ask", err))
+		return err->code;
+	if (!l || tsec__cfg_caller(x, &a->who))
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config %s: needs \"listen\" ([IPv4 ADDRESS:]PORT), a \"principal\" "
+				    "and at most %d string \"roles\"", place, TSEC_D_MAX_ROLES);
+	if (json_object_get(x, "admin"))
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config %s: an ask listener is never admin", place);
 	a->who.uid = -1;
 	if (!(a->listen = strdup(l)))
-		return -1;
-	return tsec__cfg_listen(l, &a->addr, place);
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	return tsec__cfg_listen(l, &a->addr, place, err);
 }
 
-int tsec__cfg_asks(json_t *root, struct tsec__config *c)
+int tsec__cfg_asks(json_t *root, struct tsec__config *c, struct tsec_error *err)
 {
 	json_t *v = json_object_get(root, "ask"), *x;
 	char place[32];
@@ -65,24 +66,22 @@ int tsec__cfg_asks(json_t *root, struct tsec__config *c)
 		return 0;
 	if (json_is_object(v)) {
 		c->nasks = 1;
-		return ask_one(v, "/ask", &c->asks[0]);
+		return ask_one(v, "/ask", &c->asks[0], err);
 	}
-	if (!json_is_array(v) || json_array_size(v) > TSEC_D_MAX_ASK) {
-		tsec__say("config /ask: an object or an array of at most %d: {\"listen\", "
-			  "\"principal\", \"roles\"}", TSEC_D_MAX_ASK);
-		return -1;
-	}
+	if (!json_is_array(v) || json_array_size(v) > TSEC_D_MAX_ASK)
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config /ask: an object or an array of at most %d: {\"listen\", "
+				    "\"principal\", \"roles\"}", TSEC_D_MAX_ASK);
 	json_array_foreach(v, i, x) {
 		snprintf(place, sizeof(place), "/ask/%zu", i);
 		c->nasks = (int)i + 1;
-		if (ask_one(x, place, &c->asks[i]))
-			return -1;
+		if (ask_one(x, place, &c->asks[i], err))
+			return err->code;
 		for (size_t j = 0; j < i; j++)
 			if (c->asks[j].addr.sin_port == c->asks[i].addr.sin_port &&
-			    c->asks[j].addr.sin_addr.s_addr == c->asks[i].addr.sin_addr.s_addr) {
-				tsec__say("config %s: the same address as /ask/%zu", place, j);
-				return -1;
-			}
+			    c->asks[j].addr.sin_addr.s_addr == c->asks[i].addr.sin_addr.s_addr)
+				return tsec__seterr(err, TSEC_EINVAL, "",
+						    "config %s: the same address as /ask/%zu", place, j);
 	}
 	return 0;
 }

@@ -158,7 +158,8 @@ static const struct {
 
 /* Refuses any member of o not a setting of section; place is o's JSON
  * pointer. */
-int tsec__cfg_known_only(json_t *o, const char *place, const char *section)
+int tsec__cfg_known_only(json_t *o, const char *place, const char *section,
+			 struct tsec_error *err)
 {
 	const char *names[NSETTINGS];
 	size_t n = names_of(section, names, NSETTINGS);
@@ -175,21 +176,20 @@ int tsec__cfg_known_only(json_t *o, const char *place, const char *section)
 		for (i = 0; i < COUNT(retired); i++)
 			if (!strcmp(section, retired[i].section) && !strcmp(k, retired[i].name))
 				break;
-		if (i < COUNT(retired)) {
-			tsec__say("config %s/%s: retired: %s; remove it", place, k, retired[i].why);
-			return -1;
-		}
+		if (i < COUNT(retired))
+			return tsec__seterr(err, TSEC_EINVAL, "",
+					    "config %s/%s: retired: %s; remove it", place, k, retired[i].why);
 		near = tsec__nearest(k, names, n);
-		tsec__say("config %s/%s: unknown setting%s%s%s", place, k,
-			  near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
-		return -1;
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config %s/%s: unknown setting%s%s%s", place, k,
+				    near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
 	}
 	return 0;
 }
 
 /* Reads o's S, B and I settings of section (place: o's JSON pointer). */
 static int read_simple(json_t *o, const char *section, const char *place,
-		       struct tsec__config *c)
+		       struct tsec__config *c, struct tsec_error *err)
 {
 	for (size_t i = 0; i < NSETTINGS; i++) {
 		const struct setting *t = &settings[i];
@@ -200,27 +200,24 @@ static int read_simple(json_t *o, const char *section, const char *place,
 		    !(v = json_object_get(o, t->name)))
 			continue;
 		if (t->kind == S) {
-			if (!json_is_string(v) || !json_string_length(v)) {
-				tsec__say("config %s/%s: must be a non-empty string", place, t->name);
-				return -1;
-			}
+			if (!json_is_string(v) || !json_string_length(v))
+				return tsec__seterr(err, TSEC_EINVAL, "",
+						    "config %s/%s: must be a non-empty string", place, t->name);
 			free(*(char **)field);
 			if (!(*(char **)field = strdup(json_string_value(v))))
-				return -1;
+				return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 		} else if (t->kind == B) {
-			if (!json_is_boolean(v)) {
-				tsec__say("config %s/%s: must be true or false", place, t->name);
-				return -1;
-			}
+			if (!json_is_boolean(v))
+				return tsec__seterr(err, TSEC_EINVAL, "",
+						    "config %s/%s: must be true or false", place, t->name);
 			*(int *)field = json_is_true(v);
 		} else {
 			json_int_t x = json_is_integer(v) ? json_integer_value(v) : 0;
 
-			if (!json_is_integer(v) || x < t->lo || x > t->hi) {
-				tsec__say("config %s/%s: must be an integer from %lld to %lld", place,
-					  t->name, t->lo, t->hi);
-				return -1;
-			}
+			if (!json_is_integer(v) || x < t->lo || x > t->hi)
+				return tsec__seterr(err, TSEC_EINVAL, "",
+						    "config %s/%s: must be an integer from %lld to %lld", place,
+						    t->name, t->lo, t->hi);
 			if (t->size == sizeof(int))
 				*(int *)field = (int)x;
 			else
@@ -230,87 +227,79 @@ static int read_simple(json_t *o, const char *section, const char *place,
 	return 0;
 }
 
-static int cfg_string(json_t *o, const char *k, char **out, int required)
+static int cfg_string(json_t *o, const char *k, char **out, int required,
+		      struct tsec_error *err)
 {
 	json_t *v = json_object_get(o, k);
 
-	if (!v) {
-		if (required)
-			tsec__say("config /%s: required", k);
-		return required ? -1 : 0;
-	}
-	if (!json_is_string(v) || !json_string_length(v)) {
-		tsec__say("config /%s: must be a non-empty string", k);
-		return -1;
-	}
+	if (!v)
+		return required ? tsec__seterr(err, TSEC_EINVAL, "", "config /%s: required", k) : 0;
+	if (!json_is_string(v) || !json_string_length(v))
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config /%s: must be a non-empty string", k);
 	*out = strdup(json_string_value(v));
-	return *out ? 0 : -1;
+	return *out ? 0 : tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 }
 
-static int cfg_endpoints(json_t *root, struct tsec__config *c)
+static int cfg_endpoints(json_t *root, struct tsec__config *c, struct tsec_error *err)
 {
 	json_t *v = json_object_get(root, "endpoints"), *x;
 	size_t i;
 
 	if (!json_is_array(v) || json_array_size(v) == 0 ||
-	    json_array_size(v) > TSEC_D_MAX_ENDPOINTS) {
-		tsec__say("config /endpoints: must list 1-%d endpoints", TSEC_D_MAX_ENDPOINTS);
-		return -1;
-	}
+	    json_array_size(v) > TSEC_D_MAX_ENDPOINTS)
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config /endpoints: must list 1-%d endpoints", TSEC_D_MAX_ENDPOINTS);
 	json_array_foreach(v, i, x) {
 		const char *e = json_string_value(x);
 		if (!e || (strncmp(e, "tcp://", 6) && strncmp(e, "ipc://", 6)) || strlen(e) < 7 ||
-		    strlen(e) > 512) {
-			tsec__say("config /endpoints/%zu: must be a tcp:// or ipc:// address", i);
-			return -1;
-		}
+		    strlen(e) > 512)
+			return tsec__seterr(err, TSEC_EINVAL, "",
+					    "config /endpoints/%zu: must be a tcp:// or ipc:// address", i);
 		if (!(c->endpoints[c->nendpoints++] = strdup(e)))
-			return -1;
+			return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	}
 	return 0;
 }
 
 /* The policy's trust: a key to verify it with, or an explicit "no". */
-static int cfg_trust(json_t *root, struct tsec__config *c)
+static int cfg_trust(json_t *root, struct tsec__config *c, struct tsec_error *err)
 {
 	json_t *v = json_object_get(root, "policy_public_key");
 
 	if (v) {
-		if (!json_is_string(v) || tsec__hex_decode(json_string_value(v), c->policy_pk, 32)) {
-			tsec__say("config /policy_public_key: must be 64 hex digits");
-			return -1;
-		}
+		if (!json_is_string(v) || tsec__hex_decode(json_string_value(v), c->policy_pk, 32))
+			return tsec__seterr(err, TSEC_EINVAL, "",
+					    "config /policy_public_key: must be 64 hex digits");
 		c->have_pk = 1;
 	}
-	if (c->have_pk && c->allow_unsigned) {
-		tsec__say("config: \"policy_public_key\" and \"allow_unsigned_policy\" contradict "
-			  "each other; keep one");
-		return -1;
-	}
-	if (!c->have_pk && !c->allow_unsigned) {
-		tsec__say("config: no \"policy_public_key\": the policy would load unsigned; set "
-			  "\"allow_unsigned_policy\": true to run so, or sign it (tsec sign)");
-		return -1;
-	}
+	if (c->have_pk && c->allow_unsigned)
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config: \"policy_public_key\" and \"allow_unsigned_policy\" contradict "
+				    "each other; keep one");
+	if (!c->have_pk && !c->allow_unsigned)
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config: no \"policy_public_key\": the policy would load unsigned; set "
+				    "\"allow_unsigned_policy\": true to run so, or sign it (tsec sign)");
 	return 0;
 }
 
 /* A group's name in setting `key`, as its gid into *gid (-1: none). */
-static int cfg_group(json_t *root, const char *key, long *gid)
+static int cfg_group(json_t *root, const char *key, long *gid, struct tsec_error *err)
 {
 	char *name = NULL;
 	struct group *g;
 
 	*gid = -1;
-	if (cfg_string(root, key, &name, 0))
-		return -1;
+	if (cfg_string(root, key, &name, 0, err))
+		return err->code;
 	if (!name)
 		return 0;
 	g = getgrnam(name);
 	if (!g) {
-		tsec__say("config /%s: no group \"%s\"", key, name);
+		tsec__seterr(err, TSEC_EINVAL, "", "config /%s: no group \"%s\"", key, name);
 		free(name);
-		return -1;
+		return err->code;
 	}
 	*gid = (long)g->gr_gid;
 	free(name);
@@ -321,7 +310,7 @@ static int cfg_group(json_t *root, const char *key, long *gid)
  * "storage": "/var/lib/tinysecurity" (files), or {"backend": "etcd",
  * "endpoints": ["http://10.0.0.1:2379", ...], "prefix": "tsec", ...}.
  */
-static int cfg_storage(json_t *root, struct tsec__config *c)
+static int cfg_storage(json_t *root, struct tsec__config *c, struct tsec_error *err)
 {
 	json_t *o = json_object_get(root, "storage"), *ep;
 	struct tsec__storage_cfg *st = &c->st;
@@ -329,18 +318,16 @@ static int cfg_storage(json_t *root, struct tsec__config *c)
 
 	st->watch_policy = 1;            /* on a shared backend, by default */
 	if (json_is_string(o))
-		return cfg_string(root, "storage", &c->storage, 1);
-	if (!json_is_object(o)) {
-		tsec__say("config /storage: %s", o ? "must be a folder or an object"
-						   : "required (a folder, or {\"backend\": ...})");
-		return -1;
-	}
-	if (tsec__cfg_known_only(o, "/storage", "storage") || read_simple(o, "storage", "/storage", c))
-		return -1;
-	if (!st->backend) {
-		tsec__say("config /storage/backend: required");
-		return -1;
-	}
+		return cfg_string(root, "storage", &c->storage, 1, err);
+	if (!json_is_object(o))
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config /storage: %s", o ? "must be a folder or an object"
+				    : "required (a folder, or {\"backend\": ...})");
+	if (tsec__cfg_known_only(o, "/storage", "storage", err) ||
+	    read_simple(o, "storage", "/storage", c, err))
+		return err->code;
+	if (!st->backend)
+		return tsec__seterr(err, TSEC_EINVAL, "", "config /storage/backend: required");
 	/* The backends a broker may serve from (broker/storage/registry.c). */
 	bk = tsec__backend_find(st->backend);
 	if (!bk || !(bk->caps & TSEC__CAP_SERVED)) {
@@ -352,14 +339,13 @@ static int cfg_storage(json_t *root, struct tsec__config *c)
 			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
 				 i ? (i + 1 == nk ? " or " : ", ") : "", known[i]);
 		near = tsec__nearest(st->backend, known, nk);
-		tsec__say("config /storage/backend: \"%s\" is not %s%s%s%s", st->backend, list,
-			  near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
-		return -1;
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config /storage/backend: \"%s\" is not %s%s%s%s", st->backend, list,
+				    near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
 	}
-	if ((bk->caps & TSEC__CAP_ROOT) && !c->storage) {
-		tsec__say("config /storage/root: the %s backend needs its folder", st->backend);
-		return -1;
-	}
+	if ((bk->caps & TSEC__CAP_ROOT) && !c->storage)
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config /storage/root: the %s backend needs its folder", st->backend);
 	if ((ep = json_object_get(o, "endpoints"))) {
 		size_t i, len = 0;
 		json_t *v;
@@ -369,27 +355,24 @@ static int cfg_storage(json_t *root, struct tsec__config *c)
 		} else if (json_is_array(ep) && json_array_size(ep)) {
 			json_array_foreach(ep, i, v) {
 				if (!json_is_string(v) || !json_string_length(v) ||
-				    strchr(json_string_value(v), ',')) {
-					tsec__say("config /storage/endpoints/%zu: must be a URL", i);
-					return -1;
-				}
+				    strchr(json_string_value(v), ','))
+					return tsec__seterr(err, TSEC_EINVAL, "",
+							    "config /storage/endpoints/%zu: must be a URL", i);
 				len += json_string_length(v) + 1;
 			}
 			if (!(st->endpoints = calloc(1, len)))
-				return -1;
+				return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 			json_array_foreach(ep, i, v) {
 				if (i)
 					strcat(st->endpoints, ",");
 				strcat(st->endpoints, json_string_value(v));
 			}
-		} else {
-			tsec__say("config /storage/endpoints: must be a list of URLs");
-			return -1;
-		}
-	} else if (bk->caps & TSEC__CAP_NETWORK) {
-		tsec__say("config /storage/endpoints: %s needs its endpoints", st->backend);
-		return -1;
-	}
+		} else
+			return tsec__seterr(err, TSEC_EINVAL, "",
+					    "config /storage/endpoints: must be a list of URLs");
+	} else if (bk->caps & TSEC__CAP_NETWORK)
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config /storage/endpoints: %s needs its endpoints", st->backend);
 	return 0;
 }
 
@@ -399,24 +382,22 @@ static int cfg_storage(json_t *root, struct tsec__config *c)
  * for S3 "s3_endpoint", "s3_region", "s3_access_key", "s3_secret_file",
  * "s3_virtual_host", "s3_ca_file"}.  Absent: no remote.* methods.
  */
-static int cfg_remote(json_t *root, struct tsec__config *c)
+static int cfg_remote(json_t *root, struct tsec__config *c, struct tsec_error *err)
 {
 	json_t *o = json_object_get(root, "remote");
 	struct tsec__remote_cfg *r = &c->remote;
 
 	if (!o)
 		return 0;
-	if (!json_is_object(o)) {
-		tsec__say("config /remote: must be an object");
-		return -1;
-	}
+	if (!json_is_object(o))
+		return tsec__seterr(err, TSEC_EINVAL, "", "config /remote: must be an object");
 	r->on = 1;
-	if (tsec__cfg_known_only(o, "/remote", "remote") || read_simple(o, "remote", "/remote", c))
-		return -1;
-	if (!r->blobs || !r->key_file) {
-		tsec__say("config /remote: needs \"blobs\" and \"key_file\"");
-		return -1;
-	}
+	if (tsec__cfg_known_only(o, "/remote", "remote", err) ||
+	    read_simple(o, "remote", "/remote", c, err))
+		return err->code;
+	if (!r->blobs || !r->key_file)
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config /remote: needs \"blobs\" and \"key_file\"");
 	return 0;
 }
 
@@ -461,13 +442,14 @@ void tsec__store_opts_of(const struct tsec__config *c, struct tsec_store_opts *o
 }
 
 /* "metrics_listen": [IPv4 ADDRESS:]PORT, loopback when no address. */
-static int cfg_metrics(struct tsec__config *c)
+static int cfg_metrics(struct tsec__config *c, struct tsec_error *err)
 {
 	return c->metrics_listen ? tsec__cfg_listen(c->metrics_listen, &c->metrics_addr,
-						     "/metrics_listen") : 0;
+						     "/metrics_listen", err) : 0;
 }
 
-int tsec__cfg_listen(const char *l, struct sockaddr_in *out, const char *place)
+int tsec__cfg_listen(const char *l, struct sockaddr_in *out, const char *place,
+		     struct tsec_error *err)
 {
 	const char *colon, *p;
 	char host[INET_ADDRSTRLEN] = "127.0.0.1";
@@ -492,16 +474,16 @@ int tsec__cfg_listen(const char *l, struct sockaddr_in *out, const char *place)
 		goto bad;
 	return 0;
 bad:
-	tsec__say("config %s: \"%s\" is not [IPv4 ADDRESS:]PORT", place, l);
-	return -1;
+	return tsec__seterr(err, TSEC_EINVAL, "",
+			    "config %s: \"%s\" is not [IPv4 ADDRESS:]PORT", place, l);
 }
 
-int tsec__config_load(const char *path, struct tsec__config *c)
+int tsec__config_load(const char *path, struct tsec__config *c, struct tsec_error *err)
 {
 	json_error_t je;
 	json_t *root = NULL, *v;
 	struct stat sb;
-	int rc = -1, fd;
+	int rc = TSEC_EINVAL, fd;
 
 	memset(c, 0, sizeof(*c));
 	c->log_gid = c->ipc_gid = -1;
@@ -509,18 +491,16 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 	 * written through folders nobody else may write (common/trust.c). */
 	{
 		struct tsec__trusted t;
-		struct tsec_error err;
+		struct tsec_error why;
 
 		if (tsec__trusted_open(path, TSEC__TRUST_FILE, false, "the configuration", &t,
-				       &err)) {
-			tsec__say("config %s: %s", path, err.msg);
-			return -1;
-		}
+				       &why))
+			return tsec__seterr(err, why.code, "", "config %s: %s", path, why.msg);
 		fd = t.fd;
 		if (fstat(fd, &sb) < 0) {
-			tsec__say("config %s: %s", path, strerror(errno));
+			rc = tsec__seterr(err, TSEC_EIO, "", "config %s: %s", path, strerror(errno));
 			close(fd);
-			return -1;
+			return rc;
 		}
 	}
 	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
@@ -529,60 +509,70 @@ int tsec__config_load(const char *path, struct tsec__config *c)
 		char line[4300];
 
 		tsec__json_error_say(line, sizeof(line), path, &je);
-		tsec__say("config %s", line);
-		return -1;
+		return tsec__seterr(err, TSEC_EINVAL, "", "config %s", line);
 	}
 	if (!json_is_object(root)) {
-		tsec__say("config %s: must be a JSON object", path);
+		rc = tsec__seterr(err, TSEC_EINVAL, "", "config %s: must be a JSON object", path);
 		goto out;
 	}
 	c->max_message = TSEC_D_MAX_MESSAGE;
 	c->workers = 4;
 	c->max_locks_per_caller = TSEC_D_LOCKS_PER_CALLER;
 	c->log_lines = 4096;
-	if (tsec__cfg_known_only(root, "", "") || read_simple(root, "", "", c))
-		goto out;
+	if (tsec__cfg_known_only(root, "", "", err) || read_simple(root, "", "", c, err))
+		goto failed;
 	if (!c->module || !c->policy) {
-		tsec__say("config /%s: required", c->module ? "policy" : "module");
+		rc = tsec__seterr(err, TSEC_EINVAL, "",
+				  "config /%s: required", c->module ? "policy" : "module");
 		goto out;
 	}
-	if (cfg_storage(root, c) || cfg_remote(root, c) || cfg_metrics(c) ||
-	    cfg_group(root, "decision_log_group", &c->log_gid) ||
-	    cfg_group(root, "ipc_group", &c->ipc_gid) || cfg_endpoints(root, c) || cfg_trust(root, c))
-		goto out;
+	if (cfg_storage(root, c, err) || cfg_remote(root, c, err) || cfg_metrics(c, err) ||
+	    cfg_group(root, "decision_log_group", &c->log_gid, err) ||
+	    cfg_group(root, "ipc_group", &c->ipc_gid, err) || cfg_endpoints(root, c, err) ||
+	    cfg_trust(root, c, err))
+		goto failed;
 	if ((v = json_object_get(root, "server_secret_key"))) {
 		if (!json_is_string(v) || json_string_length(v) != 40) {
-			tsec__say("config /server_secret_key: must be 40 characters of Z85");
+			rc = tsec__seterr(err, TSEC_EINVAL, "",
+					  "config /server_secret_key: must be 40 characters of Z85");
 			goto out;
 		}
 		/* The broker's CURVE secret, inline: the file is a key file. */
 		if ((sb.st_mode & 077) || (sb.st_uid != geteuid() && sb.st_uid != 0)) {
-			tsec__say("config %s holds server_secret_key, but %s: chmod 600 it (and "
-				  "chown it to this broker's user)", path,
-				  (sb.st_mode & 077) ? "group or others may read it"
-						     : "another user owns it");
+			rc = tsec__seterr(err, TSEC_EINVAL, "",
+					  "config %s holds server_secret_key, but %s: chmod 600 it (and "
+					  "chown it to this broker's user)", path,
+					  (sb.st_mode & 077) ? "group or others may read it"
+					  : "another user owns it");
 			goto out;
 		}
 		memcpy(c->server_secret, json_string_value(v), 41);
 		c->have_secret = 1;
 	}
-	if (tsec__cfg_callers(root, c) || tsec__cfg_asks(root, c))
-		goto out;
+	if (tsec__cfg_callers(root, c, err) || tsec__cfg_asks(root, c, err))
+		goto failed;
 	for (int e = 0; e < c->nendpoints; e++)
 		if ((!strncmp(c->endpoints[e], "tcp://", 6) || c->ipc_curve) && !c->have_secret) {
-			tsec__say("config: tcp endpoints and ipc_curve need \"server_secret_key\" (CURVE)");
+			rc = tsec__seterr(err, TSEC_EINVAL, "",
+					  "config: tcp endpoints and ipc_curve need \"server_secret_key\" (CURVE)");
 			goto out;
 		}
 	if (!c->state_dir && !c->storage) {
-		tsec__say("config /state_dir: required with a shared storage backend "
-			  "(this broker's own folder, for the policy revision it accepted)");
+		rc = tsec__seterr(err, TSEC_EINVAL, "",
+				  "config /state_dir: required with a shared storage backend "
+				  "(this broker's own folder, for the policy revision it accepted)");
 		goto out;
 	}
-	if (!c->state_dir && !(c->state_dir = strdup(c->storage)))
+	if (!c->state_dir && !(c->state_dir = strdup(c->storage))) {
+		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 		goto out;
-	if (tsec__cfg_paths(c))
-		goto out;
+	}
+	if (tsec__cfg_paths(c, err))
+		goto failed;
 	rc = 0;
+	goto out;
+failed:
+	rc = err->code;              /* set by the part that refused */
 out:
 	json_decref(root);
 	if (rc)
@@ -637,11 +627,13 @@ static int callers_differ(const struct tsec__config *a, const struct tsec__confi
 void tsec__config_reread(const char *path, const struct tsec__config *running)
 {
 	struct tsec__config *c = calloc(1, sizeof(*c));
+	struct tsec_error err;
 	int changed = 0, ep;
 
 	if (!c)
 		return;
-	if (tsec__config_load(path, c)) {
+	if (tsec__config_load(path, c, &err)) {
+		tsec__say("%s", err.msg);
 		tsec__say("config %s no longer loads (above); the running settings stay", path);
 		free(c);
 		return;

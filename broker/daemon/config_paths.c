@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "broker/daemon/daemon.h"
+#include "common/error.h"
 #include "common/trust.h"
 
 /*
@@ -18,10 +19,10 @@
  * password and secret files are checked so where they are read
  * (envelope.c), and the storage root and blob folder where they are
  * opened; a missing state_dir or decision log is made later, in a folder
- * checked here; another missing file is said by what reads it.  0, or -1
- * with why said.
+ * checked here; another missing file is said by what reads it.  0, or the
+ * error with why in *out.
  */
-int tsec__cfg_paths(const struct tsec__config *c)
+int tsec__cfg_paths(const struct tsec__config *c, struct tsec_error *out)
 {
 	const struct {
 		const char *path, *role;
@@ -70,10 +71,8 @@ int tsec__cfg_paths(const struct tsec__config *c)
 					 " (%s %s would be made there)", files[i].role,
 					 files[i].path);
 		}
-		if (rc) {
-			tsec__say("config: %s", err.msg);
-			return -1;
-		}
+		if (rc)
+			return tsec__seterr(out, rc, "", "config: %s", err.msg);
 		close(t.fd);
 	}
 	return 0;

@@ -370,8 +370,9 @@ void tsec__block_signals(void);
 void tsec__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int tsec__say_fd;
 
-/* config.c: reads path into *c (zeroed first).  0, or -1 after saying why. */
-int tsec__config_load(const char *path, struct tsec__config *c);
+/* config.c: reads path into *c (zeroed first).  0, or the error with
+ * "config ...: why" in *err; nothing is printed (the caller says it). */
+int tsec__config_load(const char *path, struct tsec__config *c, struct tsec_error *err);
 void tsec__config_free(struct tsec__config *c);
 /* Prints every setting, one "section/name kind" line each (--settings). */
 void tsec__config_settings(FILE *f);
@@ -381,7 +382,7 @@ void tsec__metrics_stop(struct tsec__daemon *d);
 /* ask.c: the "ask" listeners, Caddy's on-demand TLS question. */
 int tsec__ask_start(struct tsec__daemon *d);
 void tsec__ask_stop(struct tsec__daemon *d);
-int tsec__cfg_asks(json_t *root, struct tsec__config *c);
+int tsec__cfg_asks(json_t *root, struct tsec__config *c, struct tsec_error *err);
 void tsec__asks_free(struct tsec__config *c);
 int tsec__asks_differ(const struct tsec__config *a, const struct tsec__config *b);
 /* Check's work once its requests are read (methods.c): decide, log,
@@ -428,16 +429,20 @@ int tsec__fleet_publish(struct tsec__daemon *d, const char *policy, size_t plen,
 void tsec__store_opts_of(const struct tsec__config *c, struct tsec_store_opts *o);
 /* config.c's parts: a member of o not a setting of section is refused
  * (place is o's JSON pointer); the callers (config_callers.c); the files
- * and folders named, checked as written (config_paths.c).  0, or -1
- * with why said. */
-int tsec__cfg_known_only(json_t *o, const char *place, const char *section);
-int tsec__cfg_callers(json_t *root, struct tsec__config *c);
-/* One caller's principal, roles and admin flag from x (0 or -1). */
+ * and folders named, checked as written (config_paths.c).  0, or the
+ * error (TSEC_EINVAL, TSEC_ENOMEM, or what opening a path said) with
+ * "config PLACE: why" in *err: nothing here prints. */
+int tsec__cfg_known_only(json_t *o, const char *place, const char *section,
+			 struct tsec_error *err);
+int tsec__cfg_callers(json_t *root, struct tsec__config *c, struct tsec_error *err);
+/* One caller's principal, roles and admin flag from x: 0, or TSEC_EINVAL
+ * (TSEC_ENOMEM) with nothing said: the caller names the place. */
 int tsec__cfg_caller(json_t *x, struct tsec__caller *cl);
-/* [IPv4 ADDRESS:]PORT (loopback when no address) into *out; -1 said,
- * naming place. */
-int tsec__cfg_listen(const char *l, struct sockaddr_in *out, const char *place);
-int tsec__cfg_paths(const struct tsec__config *c);
+/* [IPv4 ADDRESS:]PORT (loopback when no address) into *out; TSEC_EINVAL
+ * naming place in *err. */
+int tsec__cfg_listen(const char *l, struct sockaddr_in *out, const char *place,
+		     struct tsec_error *err);
+int tsec__cfg_paths(const struct tsec__config *c, struct tsec_error *err);
 
 /* The remote store's options from "remote" (strings borrowed from c). */
 void tsec__remote_opts_of(const struct tsec__config *c, struct tsec_remote_opts *o);

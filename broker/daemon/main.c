@@ -178,8 +178,12 @@ static int start(struct tsec__daemon *d, const char *config)
 {
 	struct tsec_error err;
 
-	if (sodium_init() < 0 || tsec__config_load(config, &d->cfg))
+	if (sodium_init() < 0)
 		return -1;
+	if (tsec__config_load(config, &d->cfg, &err)) {
+		tsec__say("%s", err.msg);
+		return -1;
+	}
 	d->config_path = config;
 	{
 		unsigned char rnd[8];

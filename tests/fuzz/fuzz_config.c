@@ -21,6 +21,7 @@ static void remove_file(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	struct tsec_error err;
 	FILE *f;
 	int fd;
 
@@ -36,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	fwrite(data, 1, size, f);
 	fclose(f);
-	if (tsec__config_load(path, &c) == 0)
+	if (tsec__config_load(path, &c, &err) == 0)
 		tsec__config_free(&c);
 	return 0;
 }
