@@ -192,6 +192,13 @@ go-link:
 	$(Q)mkdir -p build/gopath/src/tinysecurity.dev
 	$(Q)ln -sfn $(CURDIR)/bindings/go/tsecstorage build/gopath/src/tinysecurity.dev/tsecstorage
 	$(Q)ln -sfn $(CURDIR)/perf/go/certmagic_bench build/gopath/src/tinysecurity.dev/certmagic_bench
+	@# Go's build cache does not see the C headers a cgo package includes
+	@# from elsewhere: a header changed since the cache was made empties it
+	@# (a cached object built against the old struct tsec_client_opts
+	@# passed a pointer where the new one has its size).
+	$(Q)if [ ! -f build/gocache/.headers ] || \
+		[ -n "$$(find include -name '*.h' -newer build/gocache/.headers)" ]; then \
+		rm -rf build/gocache; mkdir -p build/gocache; touch build/gocache/.headers; fi
 
 go-test: build go-link
 	$(Q)test -z "$$(gofmt -l bindings/go)" || { gofmt -l bindings/go; echo "go: not gofmt'ed" >&2; exit 1; }

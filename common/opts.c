@@ -12,6 +12,15 @@ int tsec__opts_take(void *out, size_t have, size_t min, const void *in, const ch
 	memcpy(&size, in, sizeof(size));
 	if (size == 0)
 		size = min;
+	/* No options struct is this large: what stands in size is something
+	 * else, most likely the first pointer of a struct from before options
+	 * carried their size (a program built against an older header; a Go
+	 * build cache holding such an object).  Refused before a byte past
+	 * the struct is read. */
+	if (size > TSEC__OPTS_MAX)
+		return tsec__seterr(err, TSEC_EINVAL, "size", "%s: the leading size (%zu) is no "
+				    "struct's: a program built against a tinysecurity header "
+				    "from before options had a size? rebuild it", what, size);
 	if (size < min)
 		return tsec__seterr(err, TSEC_EINVAL, "size", "%s of %zu bytes: none was ever "
 				    "below %zu (set .size = sizeof, or 0)", what, size, min);

@@ -9,13 +9,17 @@
 
 #include "tinysecurity/types.h"
 
+/* The largest option struct a caller may pass (size above it: refused). */
+#define TSEC__OPTS_MAX 4096
+
 /*
  * Copies the caller's struct in (its first member a size_t `size`: 0
  * for min) into out, this library's struct of have bytes: what in holds
  * of it, the rest zero, out's size set to have.  TSEC_EINVAL with err
  * set when size is below min (no struct of this kind was ever that
- * small) or when in is larger than have and sets a byte past it (a field
- * this library does not know).  in is read for its size's bytes only.
+ * small) or above TSEC__OPTS_MAX (no size at all), or when in is larger
+ * than have and sets a byte past it (a field this library does not
+ * know).  in is read for its size's bytes only.
  */
 int tsec__opts_take(void *out, size_t have, size_t min, const void *in, const char *what,
 		    struct tsec_error *err);
