@@ -19,9 +19,9 @@
  * is on its way is never closed, nor one whose request waits unread
  * (issue 52, item 6: under churn of about 2,200 connections a second,
  * the rule stamped by the millisecond saw every connection as equally
- * idle and closed probes that had just asked, or were asking).  MHD's own limit is above KEEP, for the moment before a
- * closed socket is reaped.  All of this runs in MHD's one thread: no
- * lock.
+ * idle and closed probes that had just asked, or were asking).  MHD's
+ * own limit is above KEEP, for the moment before a closed socket is
+ * reaped.  All of this runs in MHD's one thread: no lock.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -607,7 +607,7 @@ timeout:
  * start, without its newline: only the new bytes are looked at (issue
  * 52, item 4: the whole partial line was scanned again with each chunk,
  * 4.5 times the CPU a byte).  A line is bounded by the body's max
- * (RESPONSE_MAX): past it the stream ends, and the feed starts again.
+ * (TSEC__ETCD_LINE_MAX): past it the stream ends, and the feed starts again.
  */
 size_t tsec__etcd_stream_take(char *d, size_t sz, size_t nm, void *ud)
 {
