@@ -486,6 +486,7 @@ int tsec__config_load(const char *path, struct tsec__config *c, struct tsec_erro
 	int rc = TSEC_EINVAL, fd;
 
 	memset(c, 0, sizeof(*c));
+	memset(err, 0, sizeof(*err));
 	c->log_gid = c->ipc_gid = -1;
 	/* Read from the descriptor whose mode is checked below, reached as
 	 * written through folders nobody else may write (common/trust.c). */
@@ -572,7 +573,9 @@ int tsec__config_load(const char *path, struct tsec__config *c, struct tsec_erro
 	rc = 0;
 	goto out;
 failed:
-	rc = err->code;              /* set by the part that refused */
+	/* Set by the part that refused; a part that forgot still fails. */
+	rc = err->code ? err->code : tsec__seterr(err, TSEC_EINVAL, "", "config %s: refused",
+						  path);
 out:
 	json_decref(root);
 	if (rc)
