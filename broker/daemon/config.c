@@ -478,10 +478,34 @@ bad:
 			    "config %s: \"%s\" is not [IPv4 ADDRESS:]PORT", place, l);
 }
 
+/* "server_secret_key": the broker's CURVE secret, inline, so the file is
+ * a key file: it must be this user's (or root's) and readable by nobody
+ * else (sb: the file as opened). */
+static int cfg_secret(json_t *root, struct tsec__config *c, const char *path,
+		      const struct stat *sb, struct tsec_error *err)
+{
+	json_t *v = json_object_get(root, "server_secret_key");
+
+	if (!v)
+		return 0;
+	if (!json_is_string(v) || json_string_length(v) != 40)
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config /server_secret_key: must be 40 characters of Z85");
+	if ((sb->st_mode & 077) || (sb->st_uid != geteuid() && sb->st_uid != 0))
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config %s holds server_secret_key, but %s: chmod 600 it (and "
+				    "chown it to this broker's user)", path,
+				    (sb->st_mode & 077) ? "group or others may read it"
+							: "another user owns it");
+	memcpy(c->server_secret, json_string_value(v), 41);
+	c->have_secret = 1;
+	return 0;
+}
+
 int tsec__config_load(const char *path, struct tsec__config *c, struct tsec_error *err)
 {
 	json_error_t je;
-	json_t *root = NULL, *v;
+	json_t *root = NULL;
 	struct stat sb;
 	int rc = TSEC_EINVAL, fd;
 
@@ -532,24 +556,8 @@ int tsec__config_load(const char *path, struct tsec__config *c, struct tsec_erro
 	    cfg_group(root, "ipc_group", &c->ipc_gid, err) || cfg_endpoints(root, c, err) ||
 	    cfg_trust(root, c, err))
 		goto failed;
-	if ((v = json_object_get(root, "server_secret_key"))) {
-		if (!json_is_string(v) || json_string_length(v) != 40) {
-			rc = tsec__seterr(err, TSEC_EINVAL, "",
-					  "config /server_secret_key: must be 40 characters of Z85");
-			goto out;
-		}
-		/* The broker's CURVE secret, inline: the file is a key file. */
-		if ((sb.st_mode & 077) || (sb.st_uid != geteuid() && sb.st_uid != 0)) {
-			rc = tsec__seterr(err, TSEC_EINVAL, "",
-					  "config %s holds server_secret_key, but %s: chmod 600 it (and "
-					  "chown it to this broker's user)", path,
-					  (sb.st_mode & 077) ? "group or others may read it"
-					  : "another user owns it");
-			goto out;
-		}
-		memcpy(c->server_secret, json_string_value(v), 41);
-		c->have_secret = 1;
-	}
+	if (cfg_secret(root, c, path, &sb, err))
+		goto failed;
 	if (tsec__cfg_callers(root, c, err) || tsec__cfg_asks(root, c, err))
 		goto failed;
 	for (int e = 0; e < c->nendpoints; e++)
