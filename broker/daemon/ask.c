@@ -18,6 +18,7 @@
  * connection (a count waits on storage), at most CONNS at once.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,20 +195,28 @@ int tsec__ask_start(struct tsec__daemon *d)
 	for (int i = 0; i < d->cfg.nasks; i++) {
 		const struct sockaddr_in *sa = &d->cfg.asks[i].addr;
 		char host[INET_ADDRSTRLEN];
+		int fd;
 
 		asks[i].d = d;
 		asks[i].cfg = &d->cfg.asks[i];
 		inet_ntop(AF_INET, &sa->sin_addr, host, sizeof(host));
-		/* No MHD_USE_ERROR_LOG: its messages may quote what a client sent. */
+		/* A connection that says nothing holds no thread (metrics.c). */
+		if ((fd = tsec__http_listen(sa, IDLE_S)) < 0) {
+			tsec__say("ask: cannot listen on %s:%u: %s", host, ntohs(sa->sin_port),
+				  strerror(errno));
+			return -1;
+		}
+		/* MHD owns fd from here.  No MHD_USE_ERROR_LOG: its messages
+		 * may quote what a client sent. */
 		d->ask[i] = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION |
-					     MHD_USE_INTERNAL_POLLING_THREAD, ntohs(sa->sin_port),
+					     MHD_USE_INTERNAL_POLLING_THREAD, 0,
 					     NULL, NULL, answer, &asks[i],
-					     MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)sa,
+					     MHD_OPTION_LISTEN_SOCKET, fd,
 					     MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNS,
 					     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_S,
 					     MHD_OPTION_END);
 		if (!d->ask[i]) {
-			tsec__say("ask: cannot listen on %s:%u", host, ntohs(sa->sin_port));
+			tsec__say("ask: cannot serve on %s:%u", host, ntohs(sa->sin_port));
 			return -1;
 		}
 		tsec__say("ask: http://%s:%u/?domain=NAME answers cert.obtain as %s", host,
