@@ -105,7 +105,7 @@ HTTP_SRC := common/http.c
 BROKER_SRC := $(BUS_SRC) $(HTTP_SRC) $(STORAGE_SRC) $(REMOTE_SRC) $(CLIENT_SRC) $(PTEST_SRC)
 DAEMON_SRC := $(addprefix broker/daemon/,main.c say.c config.c config_callers.c config_paths.c policy.c auth.c callers.c worker.c \
 	methods.c decision.c storage.c remote_admin.c held.c dispatch.c queue.c serve.c ipc.c frames.c declog.c fleet.c probe.c metrics.c \
-	obtain.c ask.c check.c)
+	obtain.c ask.c httpkeep.c check.c)
 CLI_SRC := broker/cli/tsec.c broker/cli/exits.c broker/cli/tools.c broker/cli/schema.c broker/cli/replay.c broker/cli/replay_line.c broker/cli/online.c broker/cli/offline.c broker/cli/decide.c broker/cli/warn.c broker/cli/can.c broker/cli/obtain.c broker/cli/cert.c
 VERIFY_SRC := verifier/verify.c verifier/archive.c
 

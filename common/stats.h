@@ -23,6 +23,8 @@
 	X(reload_failures, "tsec_reload_failures_total", "Policy reloads refused.") \
 	X(metrics_evicted, "tsec_metrics_idle_closed_total", \
 	  "Idle connections to metrics_listen closed to admit a new one.") \
+	X(ask_evicted, "tsec_ask_idle_closed_total", \
+	  "Idle connections to an ask listener closed to admit a new one.") \
 	X(cache_answered, "tsec_loop_cache_answers_total", \
 	  "store.get and store.exists calls answered from the LocalCache on the loop, with no worker.") \
 	X(cancels, "tsec_cancels_total", "Cancel calls received.") \

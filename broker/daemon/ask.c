@@ -15,7 +15,8 @@
  * outage never lets names through.  Nothing but the path's query is read,
  * no body; the listener is loopback unless the configuration names an
  * address, as the metrics one.  libmicrohttpd runs it, a thread per
- * connection (a count waits on storage), at most CONNS at once.
+ * connection (a count waits on storage), at most CONNS at once; those
+ * that do not ask cannot take them (httpkeep.h).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,10 +28,12 @@
 #include <microhttpd.h>
 
 #include "broker/daemon/daemon.h"
+#include "broker/daemon/httpkeep.h"
 #include "broker/daemon/obtain.h"
 #include "common/error.h"
 
-#define CONNS 64
+#define KEEP 32                  /* open connections kept before the idlest goes */
+#define CONNS 64                 /* MHD's own: threads */
 #define IDLE_S 10
 
 /* ---- configuration ---- */
@@ -117,6 +120,7 @@ int tsec__asks_differ(const struct tsec__config *a, const struct tsec__config *b
 struct ask {
 	struct tsec__daemon *d;
 	const struct tsec__ask_cfg *cfg;
+	struct tsec__keeper keeper;  /* its connections (httpkeep.h) */
 };
 
 static struct ask asks[TSEC_D_MAX_ASK];
@@ -160,6 +164,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
 	(void)version;
 	(void)upload;
 	(void)con_cls;
+	tsec__keeper_asking(&a->keeper, conn);
 	if (*upload_size)
 		return MHD_NO;           /* no bodies here */
 	/* GET only: an answer counts the name, which HEAD must not do. */
@@ -200,10 +205,15 @@ int tsec__ask_start(struct tsec__daemon *d)
 		asks[i].d = d;
 		asks[i].cfg = &d->cfg.asks[i];
 		inet_ntop(AF_INET, &sa->sin_addr, host, sizeof(host));
-		/* A connection that says nothing holds no thread (metrics.c). */
+		/* Nor can connections that do not ask take its threads. */
+		if (tsec__keeper_init(&asks[i].keeper, KEEP, &d->st.ask_evicted)) {
+			tsec__say("ask: cannot start: out of resources");
+			return -1;
+		}
 		if ((fd = tsec__http_listen(sa, IDLE_S)) < 0) {
 			tsec__say("ask: cannot listen on %s:%u: %s", host, ntohs(sa->sin_port),
 				  strerror(errno));
+			tsec__keeper_fini(&asks[i].keeper);
 			return -1;
 		}
 		/* MHD owns fd from here.  No MHD_USE_ERROR_LOG: its messages
@@ -214,9 +224,13 @@ int tsec__ask_start(struct tsec__daemon *d)
 					     MHD_OPTION_LISTEN_SOCKET, fd,
 					     MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNS,
 					     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_S,
-					     MHD_OPTION_END);
+					     MHD_OPTION_NOTIFY_CONNECTION, tsec__keeper_noted,
+					     &asks[i].keeper,
+					     MHD_OPTION_NOTIFY_COMPLETED, tsec__keeper_answered,
+					     &asks[i].keeper, MHD_OPTION_END);
 		if (!d->ask[i]) {
 			tsec__say("ask: cannot serve on %s:%u", host, ntohs(sa->sin_port));
+			tsec__keeper_fini(&asks[i].keeper);
 			return -1;
 		}
 		tsec__say("ask: http://%s:%u/?domain=NAME answers cert.obtain as %s", host,
@@ -228,8 +242,10 @@ int tsec__ask_start(struct tsec__daemon *d)
 void tsec__ask_stop(struct tsec__daemon *d)
 {
 	for (int i = 0; i < TSEC_D_MAX_ASK; i++) {
-		if (d->ask[i])
-			MHD_stop_daemon(d->ask[i]);
+		if (!d->ask[i])
+			continue;
+		MHD_stop_daemon(d->ask[i]);
+		tsec__keeper_fini(&asks[i].keeper);
 		d->ask[i] = NULL;
 	}
 }

@@ -271,9 +271,6 @@ struct tsec__daemon {
 	/* The running policy as JSON, for near misses of a default deny
 	 * (policy_lock; taken with a reference). */
 	json_t *policy_json;
-	struct tsec__mconn *mconns;  /* its open connections (its thread only) */
-	unsigned nmconns;
-	uint64_t mstamp;             /* their stamps' counter (its thread only) */
 	struct tsec_bus *bus;
 	/* The bus's "policy" endpoint, kept once found (methods.c). */
 	_Atomic(struct tsec_endpoint *) policy_ep;
@@ -377,11 +374,6 @@ void tsec__config_free(struct tsec__config *c);
 /* Prints every setting, one "section/name kind" line each (--settings). */
 void tsec__config_settings(FILE *f);
 /* metrics.c: the optional Prometheus listener */
-/* A listening socket bound to a for an HTTP listener, the kernel holding
- * each connection until its first bytes (up to defer_s seconds): a peer
- * that connects and says nothing takes none of the listener's places.
- * The socket, or -1 with errno. */
-int tsec__http_listen(const struct sockaddr_in *a, int defer_s);
 int tsec__metrics_start(struct tsec__daemon *d);
 void tsec__metrics_stop(struct tsec__daemon *d);
 /* ask.c: the "ask" listeners, Caddy's on-demand TLS question. */
