@@ -185,13 +185,20 @@ int tsec__key_type_parse(const char *s, size_t n);
 
 /* ---- the compiled policy (module/compile.c) ---- */
 
-#define TSEC__WHEN_TTL_MAX   (1u << 0)
-#define TSEC__WHEN_SIZE_MAX  (1u << 1)
-#define TSEC__WHEN_RECURSIVE (1u << 2)
-#define TSEC__WHEN_CERT      (1u << 3)
+/* A rule's conditions: bit 1 << its place in TSEC_CONDITIONS (types.h). */
+enum {
+#define TSEC_X_WHEN(id, name, carried, bound, lo) TSEC__WHEN_AT_##id,
+	TSEC_CONDITIONS(TSEC_X_WHEN)
+#undef TSEC_X_WHEN
+	TSEC__WHEN_COUNT
+};
+#define TSEC__WHEN_TTL_MAX   (1u << TSEC__WHEN_AT_ttl_ms_max)
+#define TSEC__WHEN_SIZE_MAX  (1u << TSEC__WHEN_AT_size_max)
+#define TSEC__WHEN_RECURSIVE (1u << TSEC__WHEN_AT_recursive)
+#define TSEC__WHEN_CERT      (1u << TSEC__WHEN_AT_cert)
 /* A bound on new names (cert.obtain): counted by the broker, which reads
  * it from the policy; the module only checks it is well formed. */
-#define TSEC__WHEN_RATE      (1u << 4)
+#define TSEC__WHEN_RATE      (1u << TSEC__WHEN_AT_rate)
 
 #define TSEC__CERT_SAN       (1u << 0)
 #define TSEC__CERT_REMAINING (1u << 1)

@@ -328,21 +328,15 @@ static int parse_rate(struct tsec__cc *c, json_t *o, struct tsec__rule *r)
 }
 
 /* Each condition of "when" read into r (k its name, v its value): 0, or
- * the compile error. */
-static int when_ttl(struct tsec__cc *c, json_t *v, const char *k, struct tsec__rule *r)
+ * the compile error.  parse_when sets its bit. */
+static int when_ttl_ms_max(struct tsec__cc *c, json_t *v, const char *k, struct tsec__rule *r)
 {
-	int rc = uint_field(c, v, k, &r->ttl_ms_max);
-
-	r->when |= rc ? 0 : TSEC__WHEN_TTL_MAX;
-	return rc;
+	return uint_field(c, v, k, &r->ttl_ms_max);
 }
 
-static int when_size(struct tsec__cc *c, json_t *v, const char *k, struct tsec__rule *r)
+static int when_size_max(struct tsec__cc *c, json_t *v, const char *k, struct tsec__rule *r)
 {
-	int rc = uint_field(c, v, k, &r->size_max);
-
-	r->when |= rc ? 0 : TSEC__WHEN_SIZE_MAX;
-	return rc;
+	return uint_field(c, v, k, &r->size_max);
 }
 
 static int when_recursive(struct tsec__cc *c, json_t *v, const char *k, struct tsec__rule *r)
@@ -351,49 +345,35 @@ static int when_recursive(struct tsec__cc *c, json_t *v, const char *k, struct t
 	if (!json_is_boolean(v))
 		return tsec__cc_fail(c, "when/recursive", -1, "must be true or false");
 	r->recursive = json_is_true(v);
-	r->when |= TSEC__WHEN_RECURSIVE;
 	return 0;
 }
 
 static int when_cert(struct tsec__cc *c, json_t *v, const char *k, struct tsec__rule *r)
 {
-	int rc = parse_cert(c, v, r);
-
 	(void)k;
-	r->when |= rc ? 0 : TSEC__WHEN_CERT;
-	return rc;
+	return parse_cert(c, v, r);
 }
 
 static int when_rate(struct tsec__cc *c, json_t *v, const char *k, struct tsec__rule *r)
 {
-	int rc = parse_rate(c, v, r);
-
 	(void)k;
-	r->when |= rc ? 0 : TSEC__WHEN_RATE;
-	return rc;
+	return parse_rate(c, v, r);
 }
 
 /*
- * The conditions of "when", a row each: the name a policy writes and its
- * reader (issue 53, item 3: the names were listed again for "did you
- * mean").  The walk and the why-not test the context's with one
- * predicate, tsec__when_fails (module_private.h); tests/test_hacking.sh
- * reads this list to check that each is documented.
+ * The conditions of "when" are TSEC_CONDITIONS (types.h): the name a
+ * policy writes, and here its reader, when_<id> (issue 53, item 3: the
+ * names were listed again for "did you mean", in lint and in diff).  The
+ * walk and the why-not test the context's with one predicate,
+ * tsec__when_fails (module_private.h).
  */
-#define WHEN_CONDITIONS(X) \
-	X("ttl_ms_max", when_ttl) \
-	X("size_max", when_size) \
-	X("recursive", when_recursive) \
-	X("cert", when_cert) \
-	X("rate", when_rate)
-
 static int parse_when(struct tsec__cc *c, json_t *w, struct tsec__rule *r)
 {
-#define WHEN_NAME(n, f) n,
-#define WHEN_READ(n, f) f,
-	static const char *const names[] = { WHEN_CONDITIONS(WHEN_NAME) };
+#define WHEN_NAME(id, name, carried, bound, lo) name,
+#define WHEN_READ(id, name, carried, bound, lo) when_##id,
+	static const char *const names[] = { TSEC_CONDITIONS(WHEN_NAME) };
 	static int (*const readers[])(struct tsec__cc *, json_t *, const char *,
-				      struct tsec__rule *) = { WHEN_CONDITIONS(WHEN_READ) };
+				      struct tsec__rule *) = { TSEC_CONDITIONS(WHEN_READ) };
 #undef WHEN_NAME
 #undef WHEN_READ
 	const unsigned n = sizeof(names) / sizeof(names[0]);
@@ -411,6 +391,7 @@ static int parse_when(struct tsec__cc *c, json_t *w, struct tsec__rule *r)
 			i++;
 		if (i < n) {
 			rc = readers[i](c, v, k, r);
+			r->when |= rc ? 0 : 1u << i;
 		} else {
 			char field[64];
 

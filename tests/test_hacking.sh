@@ -40,11 +40,19 @@ for f in $(grep -rlE '\b(nanosleep|usleep|clock_nanosleep)\(|[^_]sleep\(' \
 	echo "FAIL: $f sleeps on its own; use tsec__nap_ms/_ns or tsec__sleep_ns (common/clock.h)"
 	fails=$((fails + 1))
 done
-# Every condition the compiler knows (module/rule.c: WHEN_CONDITIONS and
-# the known[] lists of the conditions inside them) is documented in
-# docs/policy.md and tinysecurity-policy(5).
+# Every condition the compiler knows (TSEC_CONDITIONS in types.h, and the
+# known[] lists of module/rule.c for the conditions inside them) is
+# documented in docs/policy.md and tinysecurity-policy(5); each has its
+# reader in rule.c.
 conds=$( { awk '/static const char \*const known\[\] = \{/ { on = 1 } on { print } on && /\};/ { on = 0 }' \
-		module/rule.c; grep -o '^	X("[a-z_]*"' module/rule.c; } | grep -o '"[a-z_]*"' | tr -d '"')
+		module/rule.c
+	awk '/^#define TSEC_CONDITIONS\(X\)/ { on = 1; next } on && /^	X\(/ { print } on && !/\\$/ { on = 0 }' \
+		include/tinysecurity/types.h | cut -d, -f2; } | grep -o '"[a-z_]*"' | tr -d '"')
+for id in $(awk '/^#define TSEC_CONDITIONS\(X\)/ { on = 1; next } on && /^	X\(/ { print } on && !/\\$/ { on = 0 }' \
+		include/tinysecurity/types.h | sed 's/^	X(\([a-z_]*\),.*/\1/'); do
+	grep -q "^static int when_$id(" module/rule.c ||
+		{ echo "FAIL: the condition $id has no reader when_$id in module/rule.c"; fails=$((fails + 1)); }
+done
 [ "$(echo "$conds" | grep -c .)" -ge 10 ] ||
 	{ echo "FAIL: found only $(echo "$conds" | grep -c .) conditions in module/rule.c"; fails=$((fails + 1)); }
 for c in $conds; do

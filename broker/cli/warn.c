@@ -239,6 +239,25 @@ static const json_t *shadowed_by(const json_t *by_pat, const json_t *deep,
 	return rule_at(floors, rules, best);
 }
 
+/* The actions whose flags have af, "a and b" (or "a, b and c"), into buf. */
+static void carriers(unsigned af, char *buf, size_t cap)
+{
+	unsigned n = 0, seen = 0;
+	size_t o = 0;
+
+	for (unsigned x = 0; x < TSEC_ACTION__COUNT; x++)
+		n += !!(tsec_action_flags(x) & af);
+	buf[0] = 0;
+	for (unsigned x = 0; x < TSEC_ACTION__COUNT && o < cap; x++) {
+		if (!(tsec_action_flags(x) & af))
+			continue;
+		seen++;
+		o += (size_t)snprintf(buf + o, cap - o, "%s%s",
+				      seen == 1 ? "" : seen == n ? " and " : ", ",
+				      tsec_action_name(x));
+	}
+}
+
 /*
  * Conditions no request of the rule's actions carries (issue 51, item
  * 5: ttl_ms_max on a load-only rule still allowed every load, silently),
@@ -251,12 +270,10 @@ static void conditions_that_never_apply(json_t *out, const char *place, const ch
 	static const struct {
 		const char *name;
 		unsigned af;
-		const char *who;
 	} conds[] = {
-		{ "ttl_ms_max", TSEC_AF_TTL, "lock.acquire and lock.renew" },
-		{ "size_max", TSEC_AF_SIZE, "storage.store and cert.publish" },
-		{ "recursive", TSEC_AF_RECURSIVE, "storage.list and storage.delete" },
-		{ "cert", TSEC_AF_CERT, "storage.store and cert.publish" },
+#define TSEC_X_COND(id, name, carried, bound, lo) { name, carried },
+		TSEC_CONDITIONS(TSEC_X_COND)
+#undef TSEC_X_COND
 	};
 	const json_t *when = json_object_get(r, "when"), *v;
 	unsigned carried = 0;
@@ -266,11 +283,17 @@ static void conditions_that_never_apply(json_t *out, const char *place, const ch
 	for (unsigned x = 0; x < TSEC_ACTION__COUNT; x++)
 		if (am & (1u << x))
 			carried |= tsec_action_flags(x);
-	for (size_t c = 0; am && c < sizeof(conds) / sizeof(conds[0]); c++)
-		if (json_object_get(when, conds[c].name) && !(carried & conds[c].af))
-			cli_note(out, place, "rule '%s': when/%s never applies: only %s carry what it "
-				 "bounds, and the rule has neither (it constrains nothing)", id,
-				 conds[c].name, conds[c].who);
+	for (size_t c = 0; am && c < sizeof(conds) / sizeof(conds[0]); c++) {
+		char who[256];
+
+		if (!conds[c].af || !json_object_get(when, conds[c].name) ||
+		    (carried & conds[c].af))
+			continue;
+		carriers(conds[c].af, who, sizeof(who));
+		cli_note(out, place, "rule '%s': when/%s never applies: only %s carry what it "
+			 "bounds, and the rule has neither (it constrains nothing)", id,
+			 conds[c].name, who);
+	}
 	if (!json_object_get(r, "domain"))
 		return;
 	/* A key's domain is its third segment under certificates/, or the

@@ -339,6 +339,37 @@ static void bounds(json_t *out, const struct diff *d, const uint8_t *bits, const
 	}
 }
 
+/* The integer bounds among the conditions (TSEC_CONDITIONS): each
+ * request carrying its field is probed at lo, at each bound the rules
+ * on a class set, and one past it. */
+static const struct {
+	const char *name;
+	unsigned af, ctx;
+	json_int_t lo;
+} bounded[] = {
+#define TSEC_X_COND(id, name, carried, bound, lo) { name, carried, bound, lo },
+	TSEC_CONDITIONS(TSEC_X_COND)
+#undef TSEC_X_COND
+};
+#define NCONDS (sizeof(bounded) / sizeof(bounded[0]))
+
+/* One request of each probe of the bounds an action's requests carry
+ * (with a certificate, when pem is not NULL). */
+static void add_bounds(struct diff *d, struct batch *b, const char *key, const char *who,
+		       const char *const *roles, int nroles, unsigned action,
+		       json_t *const *probes, const char *pem)
+{
+	unsigned f = tsec_action_flags(action);
+	json_t *t;
+	size_t k;
+
+	for (size_t c = 0; c < NCONDS; c++)
+		if (bounded[c].ctx && (f & bounded[c].af))
+			json_array_foreach(probes[c], k, t)
+				add_cert(d, b, key, who, roles, nroles, action, bounded[c].ctx,
+					 (uint64_t)json_integer_value(t), NULL, pem);
+}
+
 #define CERTS_MAX 256
 
 /* The certificates the cert conditions of the rules on a class tell
@@ -411,8 +442,7 @@ static void names_on(const struct diff *d, const uint8_t *bits, json_t *ids, jso
 /* Every request of one key class (bits: the languages its key is in). */
 static void decide_class(struct diff *d, struct batch *b, const char *key, const uint8_t *bits)
 {
-	json_t *ids = json_object(), *roles = json_object(), *ttls = json_array(),
-	       *sizes = json_array(), *v;
+	json_t *ids = json_object(), *roles = json_object(), *probes[NCONDS] = { NULL }, *v;
 	const char *role[ROLES_ALL + 2], *id, *all_roles[64];
 	const char **certs = calloc(CERTS_MAX, sizeof(char *));
 	size_t ncerts = 0;
@@ -425,8 +455,11 @@ static void decide_class(struct diff *d, struct batch *b, const char *key, const
 			all_roles[nall++] = id;
 	if (nall > ROLES_ALL)
 		d->st->exact = false;
-	bounds(ttls, d, bits, "ttl_ms_max", 1);
-	bounds(sizes, d, bits, "size_max", 0);
+	for (size_t c = 0; c < NCONDS; c++)
+		if (bounded[c].ctx) {
+			probes[c] = json_array();
+			bounds(probes[c], d, bits, bounded[c].name, bounded[c].lo);
+		}
 	if (certs && cert_rules_on(d, bits))
 		ncerts = cert_classes(d, bits, key, certs);
 	json_object_foreach(ids, id, v) {
@@ -449,33 +482,21 @@ static void decide_class(struct diff *d, struct batch *b, const char *key, const
 			}
 			for (unsigned a = 0; a < TSEC_ACTION__COUNT; a++) {
 				unsigned f = tsec_action_flags(a);
-				json_t *t;
-				size_t k;
 
 				if (f & TSEC_AF_DEST) {
 					add(d, b, key, id, role, nr, a, TSEC_CTX_DEST, 0, key);
 					continue;
 				}
 				add(d, b, key, id, role, nr, a, 0, 0, NULL);
-				if (f & TSEC_AF_TTL)
-					json_array_foreach(ttls, k, t)
-						add(d, b, key, id, role, nr, a, TSEC_CTX_TTL_MS,
-						    (uint64_t)json_integer_value(t), NULL);
-				if (f & TSEC_AF_SIZE)
-					json_array_foreach(sizes, k, t)
-						add(d, b, key, id, role, nr, a, TSEC_CTX_SIZE,
-						    (uint64_t)json_integer_value(t), NULL);
-				/* With a certificate of each class (sizes too:
+				add_bounds(d, b, key, id, role, nr, a, probes, NULL);
+				/* With a certificate of each class (bounds too:
 				 * a rule may bound both). */
 				if (f & TSEC_AF_CERT)
 					for (size_t c = 0; c < ncerts; c++) {
 						add_cert(d, b, key, id, role, nr, a, 0, 0, NULL,
 							 certs[c]);
-						json_array_foreach(sizes, k, t)
-							add_cert(d, b, key, id, role, nr, a,
-								 TSEC_CTX_SIZE,
-								 (uint64_t)json_integer_value(t),
-								 NULL, certs[c]);
+						add_bounds(d, b, key, id, role, nr, a, probes,
+							   certs[c]);
 					}
 				if (f & TSEC_AF_RECURSIVE)
 					add(d, b, key, id, role, nr, a, TSEC_CTX_RECURSIVE, 0, NULL);
@@ -488,8 +509,8 @@ static void decide_class(struct diff *d, struct batch *b, const char *key, const
 	flush(d, b);
 	json_decref(ids);
 	json_decref(roles);
-	json_decref(ttls);
-	json_decref(sizes);
+	for (size_t c = 0; c < NCONDS; c++)
+		json_decref(probes[c]);
 	free(certs);
 }
 

@@ -219,6 +219,25 @@ static inline unsigned tsec_action_family(const char *s, size_t n)
 #define TSEC_CTX_NOW        (1u << 5)
 #define TSEC_CTX__ALL       ((1u << 6) - 1)
 
+/*
+ * A rule's conditions ("when"), listed once, in a fixed order:
+ * X(id, "name", carried, bound, lo).  carried: the TSEC_AF_* bit of the
+ * actions whose requests carry what it reads (0: rate, which only an
+ * allow of cert.obtain alone takes, a rule lint checks itself); bound:
+ * the TSEC_CTX_* bit of an integer upper bound on that field (0: not
+ * one), which `tsec diff` and `replay` probe at lo, at the bound and one
+ * past it.  The module reads each with its when_<id> (module/rule.c), and
+ * its bit in a rule is 1 << its place here; lint says one that none of
+ * its rule's actions carries never applies; docs/HACKING.md says how to
+ * add one.
+ */
+#define TSEC_CONDITIONS(X) \
+	X(ttl_ms_max, "ttl_ms_max", TSEC_AF_TTL, TSEC_CTX_TTL_MS, 1) \
+	X(size_max, "size_max", TSEC_AF_SIZE, TSEC_CTX_SIZE, 0) \
+	X(recursive, "recursive", TSEC_AF_RECURSIVE, 0, 0) \
+	X(cert, "cert", TSEC_AF_CERT, 0, 0) \
+	X(rate, "rate", 0, 0, 0)
+
 struct tsec_context {
 	uint32_t has;            /* TSEC_CTX_* bits; unknown bits are invalid */
 	uint32_t recursive;      /* 0 or 1, list and delete */
