@@ -150,9 +150,12 @@ long stat_of(const char *name)
 
 void start_broker(void)
 {
+	pid_t parent = getpid();
+
 	D.pid = fork();
 	assert_true(D.pid >= 0);
 	if (D.pid == 0) {
+		tu_child_dies_with(parent);
 		FILE *e = freopen(D.err, "w", stderr);
 		(void)e;
 		execl(TSEC_BUILD_DIR "/tsec-broker", "tsec-broker", "--config", D.config, (char *)NULL);

@@ -47,6 +47,13 @@ static void nap_ms(long ms)
 		;
 }
 
+void tu_child_dies_with(pid_t parent)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
+}
+
 /* Runs argv with output to log, dying with the test process. */
 static pid_t spawn(char *const argv[], const char *log)
 {
@@ -55,9 +62,7 @@ static pid_t spawn(char *const argv[], const char *log)
 	if (pid == 0) {
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
 
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
+		tu_child_dies_with(parent);
 		if (fd >= 0) {
 			dup2(fd, 1);
 			dup2(fd, 2);

@@ -28,6 +28,12 @@ struct tu_server {
 	struct tu_sigv4_proxy *sigv4; /* S3: the signature-checking proxy */
 };
 
+/* In a forked child, first: it is killed when the test process (parent,
+ * its pid before the fork) ends, however it ends, so a broker or server
+ * a test started never outlives a test that died (an abort, a sanitizer's
+ * halt, a kill).  Exits at once if parent is gone already. */
+void tu_child_dies_with(pid_t parent);
+
 /* One etcd member, or a cluster of n (1..3).  Returns 0 or -1. */
 int tu_etcd_start(struct tu_server *s, int n);
 /*

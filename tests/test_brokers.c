@@ -111,9 +111,12 @@ static json_t *call(int which, const char *method, const char *params, int *rc)
 
 static void start_broker(int i)
 {
+	pid_t parent = getpid();
+
 	F.pid[i] = fork();
 	assert_true(F.pid[i] >= 0);
 	if (F.pid[i] == 0) {
+		tu_child_dies_with(parent);
 		FILE *e = freopen(F.err[i], "w", stderr);
 		(void)e;
 		if (F.fast[i]) {

@@ -72,9 +72,12 @@ static bool answers(void)
 
 static void broker_start(void)
 {
+	pid_t parent = getpid();
+
 	B.pid = fork();
 	assert_true(B.pid >= 0);
 	if (B.pid == 0) {
+		tu_child_dies_with(parent);
 		FILE *e = freopen(B.err, "a", stderr);
 		(void)e;
 		execl(TSEC_BUILD_DIR "/tsec-broker", "tsec-broker", "--config", B.cfg, (char *)NULL);

@@ -394,9 +394,10 @@ static int broker_answers(int which)
 
 static pid_t broker_spawn(int which)
 {
-	pid_t pid = fork();
+	pid_t parent = getpid(), pid = fork();
 
 	if (pid == 0) {
+		tu_child_dies_with(parent);   /* from the main thread only */
 		FILE *e = freopen(C.berr[which], "a", stderr);
 		(void)e;
 		execl(TSEC_BUILD_DIR "/tsec-broker", "tsec-broker", "--config", C.bcfg[which],
