@@ -93,7 +93,7 @@ STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c watch.c rec
 	memory/memory.c \
 	etcd/etcd_http.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_keeper.c etcd/etcd_queue.c \
 	etcd/etcd_feed.c etcd/etcd_list.c \
-	redis/redis.c redis/redis_kv.c redis/redis_lock.c redis/redis_tls.c) \
+	redis/redis.c redis/redis_kv.c redis/redis_lock.c redis/redis_tls.c redis/redis_reply.c) \
 	broker/certcache/certcache.c broker/certcache/certcache_pem.c \
 	broker/certcache/certcache_follow.c
 REMOTE_SRC := $(addprefix broker/remote/,remote.c remote_hw.c remote_blob.c remote_ref.c remote_cert.c \
@@ -334,7 +334,7 @@ memcheck: deps
 
 FUZZ_SECONDS ?= 10
 FUZZERS := policy key request cert wire wire_diff config storage archive remote refs obtain where redis \
-	certcache glob s3 etcd etcd_kv signed replay client
+	certcache glob s3 etcd etcd_kv signed replay client params
 FZ := build/fuzz
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -pthread -I. -Iinclude -DTSEC_VERSION='"$(VERSION)"' \
@@ -359,6 +359,7 @@ $(FZ)/libtinysecurity_module.so: $(MODULE_SRC) $(CORE_SRC) module/module.map | f
 $(FZ)/fuzz_policy $(FZ)/fuzz_glob: $(FZ)/%: tests/fuzz/%.c $(FUZZ_MODULE_SRC)
 $(FZ)/fuzz_key: tests/fuzz/fuzz_key.c $(CORE_SRC)
 $(FZ)/fuzz_where: tests/fuzz/fuzz_where.c common/where.c
+$(FZ)/fuzz_params: tests/fuzz/fuzz_params.c common/opts.c $(CORE_SRC)
 $(FZ)/fuzz_wire_diff: tests/fuzz/fuzz_wire_diff.c $(SHARED_SRC)
 $(FZ)/fuzz_request $(FZ)/fuzz_cert $(FZ)/fuzz_storage $(FZ)/fuzz_remote $(FZ)/fuzz_refs \
 		$(FZ)/fuzz_redis $(FZ)/fuzz_certcache $(FZ)/fuzz_s3 \

@@ -24,4 +24,24 @@
 int tsec__opts_take(void *out, size_t have, size_t min, const void *in, const char *what,
 		    struct tsec_error *err);
 
+/*
+ * Backend options by name, as a URI's query (SQLite's URI parameters):
+ * "name=value&name=value".  A name is 1-32 of [a-z0-9_], each at most
+ * once; a value up to TSEC__PARAM_MAX bytes once its %XX escapes are
+ * decoded (write '&', '=' and '%' in a value as %26, %3D and %25).  A
+ * backend lists the names it reads (struct tsec__backend_kind), so a new
+ * backend option changes no public struct.
+ */
+#define TSEC__PARAM_MAX 1024
+
+/* 0 when params (NULL: none) is well formed and names only names of
+ * known (NULL-terminated; NULL: none); else TSEC_EINVAL with err saying
+ * which, and the nearest known name.  who names the taker ("the redis
+ * backend"). */
+int tsec__params_check(const char *params, const char *const *known, const char *who,
+		       struct tsec_error *err);
+
+/* name's value in params (checked), decoded into out: 1; 0 when absent. */
+int tsec__param(const char *params, const char *name, char out[TSEC__PARAM_MAX + 1]);
+
 #endif

@@ -19,6 +19,7 @@
 #include "tests/testutil.h"
 #include "tests/certgen.h"
 #include "broker/storage/fleet.h"
+#include "tests/servers.h"
 #include "tests/store_fixture.h"
 #include "tinysecurity/client.h"
 
@@ -578,6 +579,74 @@ static void test_store_observer(void **state)
 }
 
 /*
+ * Backend options by name (issue 53, item 5: a new backend option
+ * changed the public struct).  Refused before anything is opened: a name
+ * the backend does not read (with the nearest), any on a backend that
+ * reads none, a name without a value, one given twice, a bad escape, a
+ * db that is not a number.  Over a real redis, db=N is SELECTed: two
+ * stores on one prefix in two databases see none of each other's
+ * values, and a database the server does not have is said at open.
+ */
+static void test_store_params(void **state)
+{
+	static const struct { const char *backend, *params, *says; } bad[] = {
+		{ "redis", "dbx=1", "did you mean \"db\"" },
+		{ "redis", "db", "has no value" },
+		{ "redis", "db=1&db=2", "given twice" },
+		{ "redis", "db=%zz", "escapes" },
+		{ "redis", "=1", "is not a name" },
+		{ "redis", "DB=1", "is not a name" },
+		{ "redis", "db=one", "not a database number" },
+		{ "redis", "db=-1", "not a database number" },
+		{ "memory", "db=1", "the memory backend takes no option \"db\"" },
+		{ "file", "x=1", "the file backend takes no option" },
+	};
+	struct tsec_bus *bus = tu_bus_with_policy("tests/data/store_policy.json");
+	struct tsec_store_opts o;
+	struct tsec_store *s = NULL, *s3 = NULL;
+	struct tu_server srv;
+	struct tsec_error err;
+	char *v = NULL;
+	size_t n;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		o = (struct tsec_store_opts){ .size = sizeof(o), .backend = bad[i].backend,
+					      .endpoints = "127.0.0.1:1", .params = bad[i].params };
+		if (strcmp(bad[i].backend, "redis"))
+			o.endpoints = NULL;
+		if (!strcmp(bad[i].backend, "file"))
+			o.root = "/nonexistent";
+		if (tsec_store_open_opts(&s, &o, bus, NULL, &err) != TSEC_EINVAL ||
+		    !strstr(err.msg, bad[i].says))
+			fail_msg("%s %s: %s", bad[i].backend, bad[i].params, err.msg);
+	}
+	assert_int_equal(tu_redis_start(&srv), 0);
+	o = (struct tsec_store_opts){ .size = sizeof(o), .backend = "redis", .prefix = "p",
+				      .endpoints = srv.endpoints };
+	assert_int_equal(tsec_store_open_opts(&s, &o, bus, NULL, &err), 0);
+	o.params = "db=3";
+	if (tsec_store_open_opts(&s3, &o, bus, NULL, &err))
+		fail_msg("db=3: %s", err.msg);
+	tu_put(s, &app, "k/one", "in db 0");
+	tu_put(s3, &app, "k/one", "in db 3");
+	tu_want(s, &app, "k/one", "in db 0");
+	tu_want(s3, &app, "k/one", "in db 3");
+	tu_put(s3, &app, "k/three", "only in 3");
+	assert_int_equal(tsec_store_get(s, &app, "k/three", &v, &n, &err), TSEC_ENOENT);
+	free(v);
+	tsec_store_close(&s3);
+	o.params = "db=100000";         /* redis-server has 16 unless told */
+	if (tsec_store_open_opts(&s3, &o, bus, NULL, &err) != TSEC_EINVAL)
+		fail_msg("db=100000: %d %s", err.code, err.msg);
+	assert_non_null(strstr(err.msg, "refused SELECT 100000"));
+	assert_null(s3);
+	tsec_store_close(&s);
+	tu_server_stop(&srv);
+	tsec_bus_free(&bus);
+}
+
+/*
  * Option structs are read by their leading size (issue 53, item 5): 0
  * and sizeof work; below the first size is refused; a larger struct (a
  * caller built against a newer header) works while its unknown tail is
@@ -637,6 +706,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_store_basics),
 		cmocka_unit_test(test_store_opts_sized),
+		cmocka_unit_test(test_store_params),
 		cmocka_unit_test(test_store_modes_and_no_temp),
 		cmocka_unit_test(test_store_escapes),
 		cmocka_unit_test(test_store_root_like),

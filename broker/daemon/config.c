@@ -26,6 +26,7 @@
 #include "common/trust.h"
 #include "broker/storage/backend.h"
 #include "common/jsonw.h"
+#include "common/opts.h"
 #include "common/sign.h"
 #include "common/suggest.h"
 #include "common/where.h"
@@ -81,6 +82,7 @@
 	X("storage", "username", S, st.username, 0, 0) \
 	X("storage", "password_file", S, st.password_file, 0, 0) \
 	X("storage", "watch_policy", B, st.watch_policy, 0, 0) \
+	X("storage", "params", OWN, st.params, 0, 0) \
 	X("remote", "blobs", S, remote.blobs, 0, 0) \
 	X("remote", "key_file", S, remote.key_file, 0, 0) \
 	X("remote", "plain_keys", B, remote.plain_keys, 0, 0) \
@@ -306,6 +308,80 @@ static int cfg_group(json_t *root, const char *key, long *gid, struct tsec_error
 	return 0;
 }
 
+/* Appends sep (if not 0), then v[0..n) to the query in *q (*len bytes
+ * long), escaping '&', '=', '%' and what is not printable ASCII: 0, or -1
+ * out of memory. */
+static int query_add(char **q, size_t *len, char sep, const char *v, size_t n)
+{
+	char *t = realloc(*q, *len + 1 + 3 * n + 1);
+
+	if (!t)
+		return -1;
+	*q = t;
+	if (sep)
+		t[(*len)++] = sep;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)v[i];
+
+		if (ch == '&' || ch == '=' || ch == '%' || ch <= ' ' || ch >= 0x7f)
+			*len += (size_t)sprintf(t + *len, "%%%02X", ch);
+		else
+			t[(*len)++] = (char)ch;
+	}
+	t[*len] = 0;
+	return 0;
+}
+
+/*
+ * "storage": {"params": {"db": 2}}: the backend's own options (strings,
+ * integers, booleans), as the store takes them ("db=2", common/opts.h),
+ * checked here against what the backend reads, so that --check says a
+ * misspelt one.
+ */
+static int cfg_params(json_t *o, const struct tsec__backend_kind *bk,
+		      struct tsec__storage_cfg *st, struct tsec_error *err)
+{
+	json_t *ps = json_object_get(o, "params"), *v;
+	const char *k;
+	char who[64];
+	size_t len = 0;
+
+	if (!ps)
+		return 0;
+	if (!json_is_object(ps))
+		return tsec__seterr(err, TSEC_EINVAL, "", "config /storage/params: must be an object "
+				    "of the backend's options");
+	json_object_foreach(ps, k, v) {
+		char num[32];
+		const char *s = num;
+		size_t n;
+
+		if (json_is_string(v)) {
+			s = json_string_value(v);
+			n = json_string_length(v);
+		} else if (json_is_integer(v)) {
+			n = (size_t)snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT,
+					     json_integer_value(v));
+		} else if (json_is_boolean(v)) {
+			n = (size_t)snprintf(num, sizeof(num), "%s", json_is_true(v) ? "true" : "false");
+		} else {
+			return tsec__seterr(err, TSEC_EINVAL, "", "config /storage/params/%.64s: must "
+					    "be a string, an integer or a boolean", k);
+		}
+		if (query_add(&st->params, &len, len ? '&' : 0, k, strlen(k)) ||
+		    query_add(&st->params, &len, '=', s, n))
+			return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	}
+	snprintf(who, sizeof(who), "the %s backend", st->backend);
+	if (tsec__params_check(st->params, bk->params, who, err)) {
+		char why[sizeof(err->msg)];
+
+		snprintf(why, sizeof(why), "%s", err->msg);
+		return tsec__seterr(err, TSEC_EINVAL, "", "config /storage/params: %s", why);
+	}
+	return 0;
+}
+
 /*
  * "storage": "/var/lib/tinysecurity" (files), or {"backend": "etcd",
  * "endpoints": ["http://10.0.0.1:2379", ...], "prefix": "tsec", ...}.
@@ -373,7 +449,7 @@ static int cfg_storage(json_t *root, struct tsec__config *c, struct tsec_error *
 	} else if (bk->caps & TSEC__CAP_NETWORK)
 		return tsec__seterr(err, TSEC_EINVAL, "",
 				    "config /storage/endpoints: %s needs its endpoints", st->backend);
-	return 0;
+	return cfg_params(o, bk, st, err);
 }
 
 /*
@@ -406,6 +482,7 @@ void tsec__remote_opts_of(const struct tsec__config *c, struct tsec_remote_opts 
 	const struct tsec__remote_cfg *r = &c->remote;
 
 	memset(o, 0, sizeof(*o));
+	o->size = sizeof(*o);
 	o->blobs = r->blobs;
 	o->key_file = r->key_file;
 	o->plain_keys = r->plain_keys;
@@ -425,6 +502,7 @@ void tsec__store_opts_of(const struct tsec__config *c, struct tsec_store_opts *o
 	const struct tsec__storage_cfg *st = &c->st;
 
 	memset(o, 0, sizeof(*o));
+	o->size = sizeof(*o);
 	o->backend = st->backend ? st->backend : "file";
 	o->root = c->storage;
 	o->endpoints = st->endpoints;
@@ -439,6 +517,7 @@ void tsec__store_opts_of(const struct tsec__config *c, struct tsec_store_opts *o
 	o->tls_key = st->tls_key;
 	o->username = st->username;
 	o->password_file = st->password_file;
+	o->params = st->params;
 }
 
 /* "metrics_listen": [IPv4 ADDRESS:]PORT, loopback when no address. */
@@ -602,6 +681,7 @@ void tsec__config_free(struct tsec__config *c)
 		}
 	free(c->storage);
 	free(c->st.endpoints);
+	free(c->st.params);
 	for (int i = 0; i < c->nendpoints; i++)
 		free(c->endpoints[i]);
 	/* Every slot: a caller refused half-read may hold roles too. */
@@ -676,6 +756,7 @@ void tsec__config_reread(const char *path, const struct tsec__config *running)
 	/* The structured ones. */
 	CHANGED(str_differs(c->storage, running->storage) && !c->st.backend, "storage");
 	CHANGED(str_differs(c->st.endpoints, running->st.endpoints), "storage/endpoints");
+	CHANGED(str_differs(c->st.params, running->st.params), "storage/params");
 	CHANGED(c->remote.on != running->remote.on, "remote");
 	CHANGED(c->log_gid != running->log_gid, "decision_log_group");
 	CHANGED(c->ipc_gid != running->ipc_gid, "ipc_group");

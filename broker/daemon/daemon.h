@@ -70,6 +70,7 @@ struct tsec__caller {
 struct tsec__storage_cfg {
 	char *backend, *endpoints, *prefix, *key_file, *tls_ca, *tls_cert, *tls_key;
 	char *username, *password_file;
+	char *params;                /* "params" as the store takes it: a=1&b=2 */
 	long long timeout_ms, request_max, cache_bytes, cache_live_ms;
 	int watch_policy;            /* reload when the fleet's policy changes */
 };

@@ -260,6 +260,9 @@ struct tsec__backend_kind {
 	 * per backend. */
 	int (*feed)(struct tsec__backend *b, const struct tsec__feed_sink *sink,
 		    struct tsec_error *err);
+	/* The names of opts.params it reads (tsec__param, common/opts.h),
+	 * NULL-terminated; NULL: none.  Checked before open is called. */
+	const char *const *params;
 };
 
 extern const struct tsec__backend_kind tsec__backends[];

@@ -21,15 +21,17 @@ static int open_memory(struct tsec__backend **out, const struct tsec_store_opts 
 	return tsec__memory_open(out, o->delay_us, err);
 }
 
+static const char *const redis_params[] = { "db", NULL };
+
 const struct tsec__backend_kind tsec__backends[] = {
 	{ "file", TSEC__BACKEND_VERSION, TSEC__CAP_SERVED | TSEC__CAP_DURABLE | TSEC__CAP_ROOT,
-	  open_file, tsec__file_feed },
-	{ "memory", TSEC__BACKEND_VERSION, 0, open_memory, NULL },
+	  open_file, tsec__file_feed, NULL },
+	{ "memory", TSEC__BACKEND_VERSION, 0, open_memory, NULL, NULL },
 	{ "etcd", TSEC__BACKEND_VERSION,
 	  TSEC__CAP_SERVED | TSEC__CAP_DURABLE | TSEC__CAP_SHARED | TSEC__CAP_NETWORK,
-	  tsec__etcd_open, tsec__etcd_feed },
+	  tsec__etcd_open, tsec__etcd_feed, NULL },
 	{ "redis", TSEC__BACKEND_VERSION, TSEC__CAP_SERVED | TSEC__CAP_SHARED | TSEC__CAP_NETWORK,
-	  tsec__redis_open, tsec__redis_feed },
+	  tsec__redis_open, tsec__redis_feed, redis_params },
 };
 
 const size_t tsec__nbackends = sizeof(tsec__backends) / sizeof(tsec__backends[0]);

@@ -133,6 +133,7 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 			 struct tsec_bus *bus, const char *endpoint, struct tsec_error *err)
 {
 	struct tsec_store_opts mine;
+	char who[48];
 	const char *kind;
 	const struct tsec__backend_kind *bk;
 	struct tsec__backend *be = NULL, *cached = NULL;
@@ -165,6 +166,9 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 		return tsec__seterr(err, TSEC_EINVAL, "backend", "unknown backend '%s' (%s)",
 				    kind, list);
 	}
+	snprintf(who, sizeof(who), "the %s backend", kind);
+	if ((rc = tsec__params_check(o->params, bk->params, who, err)))
+		return rc;
 	if (o->clock_skew_ms)
 		return tsec__seterr(err, TSEC_EINVAL, "clock_skew_ms", "clock_skew_ms is retired: "
 				    "an etcd lock ends by etcd's lease of the lock itself, and no "

@@ -106,6 +106,15 @@ struct tsec_store_opts {
 	const char *tls_key;         /* etcd, redis: its private key file */
 	const char *username;        /* etcd / redis authentication */
 	const char *password_file;   /* a file whose first line is the password */
+
+	/* ---- added after the first size (read when size covers it) ---- */
+	const char *params;          /* the backend's own options by name, as a
+					URI's query: "name=value&name=value",
+					%XX escapes in a value ('&' is %26).
+					redis: db=N (SELECT N; default 0).
+					A name the backend does not take, or
+					any on a backend that takes none, is
+					TSEC_EINVAL. */
 };
 
 /* The first size of struct tsec_store_opts (what size 0 stands for). */

@@ -22,6 +22,7 @@
 #include "broker/storage/redis/redis_private.h"
 #include "broker/storage/redis/redis_scripts.h"
 #include "common/clock.h"
+#include "common/opts.h"
 
 static const char *const scripts[S_COUNT] = {
 	tsec__lua_put, tsec__lua_del, tsec__lua_move,
@@ -97,86 +98,6 @@ bool tsec__rd_timed_out(const redisContext *c, int e)
 }
 
 /*
- * What a server may make this process hold (issue 34, item 9).  hiredis
- * 0.14 reserves an array's whole element table from its header ("*N"),
- * so twelve bytes from a hostile or broken server asked for gigabytes,
- * and it buffers a bulk string of any announced length until it is all
- * there.  Every connection's reader builds replies through the functions
- * below, which count one reply's elements and string bytes (in the
- * thread parsing it: a reply is parsed by one thread, its top element
- * first) and refuse past TSEC__RD_ELEMENTS_MAX or TSEC__RD_REPLY_MAX;
- * tsec__rd_reply bounds the bytes waiting for one unfinished element.
- * hiredis reports a refusal as "Out of memory"; rd_lost names it.
- */
-static _Thread_local size_t reply_elems, reply_bytes;
-static _Thread_local bool reply_over;
-static redisReplyObjectFunctions *plain;     /* hiredis's own (read-only) */
-static redisReplyObjectFunctions capped;
-static pthread_once_t capped_once = PTHREAD_ONCE_INIT;
-
-static bool within(const redisReadTask *t, size_t elems, size_t bytes)
-{
-	if (!t->parent) {            /* a new reply */
-		reply_elems = 0;
-		reply_bytes = 0;
-		reply_over = false;
-	}
-	reply_elems += elems;
-	reply_bytes += bytes;
-	if (reply_elems > TSEC__RD_ELEMENTS_MAX || reply_bytes > TSEC__RD_REPLY_MAX)
-		reply_over = true;
-	return !reply_over;
-}
-
-static void *cap_string(const redisReadTask *t, char *str, size_t len)
-{
-	return within(t, 1, len) ? plain->createString(t, str, len) : NULL;
-}
-
-static void *cap_array(const redisReadTask *t, int n)
-{
-	return within(t, 1 + (n > 0 ? (size_t)n : 0), 0) ? plain->createArray(t, n) : NULL;
-}
-
-static void *cap_integer(const redisReadTask *t, long long v)
-{
-	return within(t, 1, 0) ? plain->createInteger(t, v) : NULL;
-}
-
-static void *cap_nil(const redisReadTask *t)
-{
-	return within(t, 1, 0) ? plain->createNil(t) : NULL;
-}
-
-static void capped_init(void)
-{
-	redisReader *rd = redisReaderCreate();
-
-	if (!rd)
-		return;
-	plain = rd->fn;
-	redisReaderFree(rd);
-	if (plain)
-		capped = (redisReplyObjectFunctions){ cap_string, cap_array, cap_integer, cap_nil,
-						      plain->freeObject };
-}
-
-/* Gives c's reader the counting functions; false if it cannot. */
-bool tsec__rd_cap(redisContext *c)
-{
-	pthread_once(&capped_once, capped_init);
-	if (!plain || !c->reader || c->reader->fn != plain)
-		return false;
-	c->reader->fn = &capped;
-	return true;
-}
-
-bool tsec__rd_refused_reply(const redisContext *c)
-{
-	return c->err == REDIS_ERR_OOM && reply_over;
-}
-
-/*
  * The deadline of the call this thread is making (tsec__rd_take), 0 for
  * none (a feed's own connection): each read waits only for what is left
  * of it, so a reply trickled a byte at a time cannot stretch timeout_ms
@@ -203,9 +124,7 @@ int tsec__rd_reply(redisContext *c, redisReply **out)
 			return REDIS_OK;
 		}
 		if (c->reader->len - c->reader->pos > TSEC__RD_BULK_MAX) {
-			reply_over = true;
-			c->err = REDIS_ERR_OOM;
-			snprintf(c->errstr, sizeof(c->errstr), "reply too large");
+			tsec__rd_refuse(c);
 			return REDIS_ERR;
 		}
 		if (call_until && call_reads++) {
@@ -250,6 +169,51 @@ int tsec__rd_lost(struct redisbe *r, const redisContext *c, int e, bool idempote
 				    (unsigned)(TSEC__RD_REPLY_MAX >> 20), unknown);
 	return tsec__seterr(err, code, r->host, "redis at %s: %s%s", r->host,
 			    c ? c->errstr : "no connection", unknown);
+}
+
+/* params db=N: which of the server's databases (SELECT); 0 the default. */
+static int db_of(const char *params, long *db, struct tsec_error *err)
+{
+	char v[TSEC__PARAM_MAX + 1], *end;
+
+	*db = 0;
+	if (!tsec__param(params, "db", v))
+		return 0;
+	errno = 0;
+	*db = strtol(v, &end, 10);
+	if (!*v || *end || errno || *db < 0 || *db > INT32_MAX)
+		return tsec__seterr(err, TSEC_EINVAL, "params", "redis option db: \"%.32s\" is "
+				    "not a database number (0 or more)", v);
+	return 0;
+}
+
+/* SELECT r->db on a new connection: 0, or -1 with err said (a server
+ * with fewer databases refuses it: a wrong configuration). */
+static int rd_select(struct redisbe *r, redisContext *c, struct tsec_error *err)
+{
+	char n[24];
+	const char *av[2] = { "SELECT", n };
+	redisReply *rep;
+	struct nopipe np;
+	int e;
+
+	snprintf(n, sizeof(n), "%ld", r->db);
+	tsec__rd_nopipe_on(&np);
+	rep = tsec__rd_command(c, 2, av, NULL);
+	e = errno;
+	tsec__rd_nopipe_off(&np);
+	if (!rep) {
+		tsec__rd_lost(r, c, e, true, err);
+		return -1;
+	}
+	if (rep->type == REDIS_REPLY_ERROR) {
+		tsec__seterr(err, TSEC_EINVAL, "params", "redis at %s refused SELECT %ld (db): %.100s",
+			     r->host, r->db, rep->str);
+		freeReplyObject(rep);
+		return -1;
+	}
+	freeReplyObject(rep);
+	return 0;
 }
 
 static redisContext *dial_by(struct redisbe *r, int64_t until, struct tsec_error *err)
@@ -318,6 +282,10 @@ static redisContext *dial_by(struct redisbe *r, int64_t until, struct tsec_error
 			return NULL;
 		}
 		freeReplyObject(rep);
+	}
+	if (r->db && rd_select(r, c, err)) {
+		tsec__rd_free(c);
+		return NULL;
 	}
 	return c;
 }
@@ -721,6 +689,10 @@ int tsec__redis_open(struct tsec__backend **out, const struct tsec_store_opts *o
 	}
 	if (o->username)
 		snprintf(r->user, sizeof(r->user), "%s", o->username);
+	if ((rc = db_of(o->params, &r->db, err))) {
+		rd_close(&r->base);
+		return rc;
+	}
 	if (((o->tls_ca || o->tls_cert || o->tls_key) &&
 	     (rc = tsec__rd_tls_open(r, o->tls_ca, o->tls_cert, o->tls_key, err))) ||
 	    (o->password_file &&
@@ -742,7 +714,7 @@ int tsec__redis_open(struct tsec__backend **out, const struct tsec_store_opts *o
 	/* Connect now, so a wrong address, password or ACL is said at open. */
 	if (!(c = tsec__rd_dial(r, err))) {
 		rd_close(&r->base);
-		return TSEC_EIO;
+		return err->code ? err->code : TSEC_EIO;   /* as said: refused is not lost */
 	}
 	{
 		struct nopipe np;

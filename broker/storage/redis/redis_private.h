@@ -46,6 +46,7 @@ struct redisbe {
 	int port;                    /* 0: host is a unix socket path */
 	struct timeval tmo;
 	char user[256], pass[512];
+	long db;                     /* params db=N: SELECTed on each connection */
 	char prefix[TSEC_KEY_MAX + 1];
 	size_t plen;
 	struct tsec__seal seal;
@@ -73,8 +74,12 @@ struct redisbe *tsec__rd_rb_of(struct tsec__backend *b);
 int tsec__rd_reply(redisContext *c, redisReply **out);
 /* A command and its reply, bounded so; NULL with c->err set. */
 redisReply *tsec__rd_command(redisContext *c, int argc, const char **argv, const size_t *lens);
-/* Whether c's error is a reply refused for its size (this thread's). */
+/* redis_reply.c: whether c's error is a reply refused for its size
+ * (this thread's). */
 bool tsec__rd_refused_reply(const redisContext *c);
+/* Refuses the reply c is reading for its size (an unfinished element past
+ * TSEC__RD_BULK_MAX): c->err set, tsec__rd_refused_reply then true. */
+void tsec__rd_refuse(redisContext *c);
 /* Gives c's reader the functions that count a reply's elements and bytes
  * against the bounds above; false if this hiredis cannot take them. */
 bool tsec__rd_cap(redisContext *c);
