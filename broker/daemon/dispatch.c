@@ -498,13 +498,51 @@ static char *result_reply(struct tsec__call *c, json_t *result)
  * nothing counted, checked or logged, for a worker to run the call
  * whole; a message that is no call at all is answered here.
  */
+/*
+ * The reply to c as text, taking result and error: the result as
+ * result_reply writes it, or the error (counted; the values the call
+ * made are dropped: an error carries none).
+ */
+static char *reply_text(struct tsec__daemon *d, struct tsec__call *c, json_t *result,
+			json_t *error, struct tsec__frames *out)
+{
+	json_t *reply;
+	char *text;
+
+	deny_why(c, error);
+	if (!error) {
+		text = result_reply(c, result);
+		json_decref(result);
+		return text;
+	}
+	atomic_fetch_add(&d->st.errors, 1);
+	json_decref(result);
+	tsec__frames_free(out);
+	reply = json_object();
+	json_object_set(reply, "id", c->id ? c->id : json_null());
+	json_object_set_new(reply, "error", error);
+	text = tsec__json_text(reply, JSON_COMPACT);
+	json_decref(reply);
+	return text;
+}
+
+/* What a call held while it ran: its message, its id's text, its
+ * result's text. */
+static void call_end(struct tsec__call *c, json_t *msg)
+{
+	json_decref(msg);
+	if (c->id_text != c->id_small)
+		free(c->id_text);
+	free(c->result_text);
+}
+
 static char *dispatch_call(struct tsec__daemon *d, int caller, const char *payload, size_t len,
 			   const struct tsec__frames *in, struct tsec__run *run, bool hit_only,
 			   bool *deferred, struct tsec__frames *out)
 {
 	const struct tsec_lock_wait *wait_in = run ? run->wait_in : NULL;
 	const struct tsec__method *meth = NULL;
-	json_t *msg = NULL, *result = NULL, *error = NULL, *reply;
+	json_t *msg = NULL, *result = NULL, *error = NULL;
 	struct tsec__call c;
 	json_error_t je;
 	char *text = NULL;
@@ -558,40 +596,16 @@ static char *dispatch_call(struct tsec__daemon *d, int caller, const char *paylo
 		goto out;
 	}
 reply:
-	deny_why(&c, error);
-	if (error) {
-		atomic_fetch_add(&d->st.errors, 1);
-		json_decref(result);
-		result = NULL;
-		tsec__frames_free(out);  /* an error carries no values */
-	} else {
-		text = result_reply(&c, result);
-		json_decref(result);
-		goto out;
-	}
-	reply = json_object();
-	json_object_set(reply, "id", c.id ? c.id : json_null());
-	if (error)
-		json_object_set_new(reply, "error", error);
-	else
-		json_object_set_new(reply, "result", result ? result : json_object());
-	text = tsec__json_text(reply, JSON_COMPACT);
-	json_decref(reply);
+	text = reply_text(d, &c, result, error, out);
 out:
-	json_decref(msg);
-	if (c.id_text != c.id_small)
-		free(c.id_text);
-	free(c.result_text);
+	call_end(&c, msg);
 	/* A parked wait's attempt that did not park again: the wait ended. */
 	if (wait_in && !run->parked)
 		atomic_fetch_sub(&d->lock_waits, 1);
 	return text;
 defer:
 	*deferred = true;
-	json_decref(msg);
-	if (c.id_text != c.id_small)
-		free(c.id_text);
-	free(c.result_text);
+	call_end(&c, msg);
 	return NULL;
 }
 

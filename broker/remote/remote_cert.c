@@ -427,23 +427,99 @@ static void publish_undo(struct tsec_remote *r, char names[TSEC__RK][TSEC__BLOB_
 		tsec__rsweep_restore(r, gone, gb, gl, ng);
 }
 
+/* One publish's working set: the blobs' names and sealed bytes, which
+ * it made, the references and record it wrote. */
+struct publish {
+	struct refkeys k;
+	struct state st;
+	const void *data[TSEC__RK];
+	size_t len[TSEC__RK], enclen[TSEC__RK];
+	char names[TSEC__RK][TSEC__BLOB_NAME_MAX + 1];
+	uint8_t *enc[TSEC__RK];
+	char *refs[TSEC__RK], *rectext;
+	bool made[TSEC__RK];
+};
+
+static void publish_free(struct publish *p)
+{
+	state_free(&p->st);
+	for (int i = 0; i < TSEC__RK; i++) {
+		if (p->enc[i])
+			sodium_memzero(p->enc[i], p->enclen[i]);
+		free(p->enc[i]);
+		free(p->refs[i]);
+	}
+	free(p->rectext);
+}
+
+/* Every blob written where absent (one there already must be this
+ * content, or is replaced): 0 or the error. */
+static int publish_blobs(struct tsec_remote *r, struct publish *p, struct tsec_error *err)
+{
+	int rc;
+
+	for (int i = 0; i < TSEC__RK; i++)
+		if ((rc = tsec__rblob_ensure(r, p->names[i], p->enc[i], p->enclen[i], &p->made[i],
+					     err)))
+			return rc;
+	return 0;
+}
+
+/*
+ * The blobs, then the switch of the references to them.  Another publish
+ * that switched first is no conflict when it published the same content
+ * (*unchanged set); other content is TSEC_ECHANGED.  On an error the
+ * blobs this publish made go again (publish_undo).
+ */
+static int publish_new(struct tsec_remote *r, const struct tsec_principal *who,
+		       const struct tsec_lock *lk, const char *domain, struct publish *p,
+		       bool *unchanged, struct tsec_error *err)
+{
+	struct tsec__rrec next;
+	int rc;
+
+	if ((rc = publish_blobs(r, p, err)))
+		goto undo;
+	if (tsec__remote_after_blobs_hook)
+		tsec__remote_after_blobs_hook();
+	rc = publish_switch(r, who, lk, &p->k, &p->st, p->names, p->len, &next, p->refs,
+			    &p->rectext, err);
+	if (rc == TSEC_ECHANGED && current_is(r, &p->k, p->names)) {
+		*unchanged = true;
+		return 0;
+	}
+	if (rc == TSEC_ECHANGED) {
+		atomic_fetch_add(&r->n_conflict, 1);
+		rc = tsec__seterr(err, TSEC_ECHANGED, p->k.text[0], "another publish of %s landed "
+				  "first: load it, and publish again if yours is still wanted (a "
+				  "renewal lock held around the publish avoids this)", domain);
+	}
+	if (rc)
+		goto undo;
+	tsec__hw_seen(r, p->k.rec, next.seq, UINT64_MAX, true);
+	/* A sweeper that judged a blob unreferenced before the switch may
+	 * have removed it since: put back any that is gone. */
+	for (int i = 0; i < TSEC__RK; i++) {
+		struct tsec_error e2;
+		if (r->blobs->ops->has(r->blobs, p->names[i], &e2) == TSEC_ENOENT)
+			r->blobs->ops->put_new(r->blobs, p->names[i], p->enc[i], p->enclen[i], &e2);
+	}
+	return 0;
+undo:
+	publish_undo(r, p->names, p->made, p->enc, p->enclen);
+	return rc;
+}
+
 int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 			const struct tsec_lock *lk, const char *issuer, const char *domain,
 			const struct tsec_cert_files *f, enum tsec_remote_outcome *outcome,
 			struct tsec_error *err)
 {
-	struct refkeys k;
-	struct state st;
-	const void *data[TSEC__RK];
-	size_t len[TSEC__RK], enclen[TSEC__RK] = { 0 };
-	char names[TSEC__RK][TSEC__BLOB_NAME_MAX + 1];
-	uint8_t *enc[TSEC__RK] = { NULL };
-	char *refs[TSEC__RK] = { NULL }, *rectext = NULL;
-	bool made[TSEC__RK] = { false };
-	struct tsec__rrec next;
+	struct publish p;
+	bool unchanged = false;
 	int rc;
 
-	memset(&st, 0, sizeof(st));
+	memset(&p, 0, sizeof(p));
 	if (outcome)
 		*outcome = 0;
 	if (!r)
@@ -451,80 +527,33 @@ int tsec_remote_publish(struct tsec_remote *r, const struct tsec_principal *who,
 	if (!f || !f->cert || !f->key || !f->meta)
 		return tsec__seterr(err, TSEC_EINVAL, "", "a certificate needs its cert, key and "
 				    "metadata");
-	data[0] = f->cert, len[0] = f->cert_len;
-	data[1] = f->key, len[1] = f->key_len;
-	data[2] = f->meta, len[2] = f->meta_len;
-	if ((rc = refkeys_of(issuer, domain, &k, err)) ||
-	    (rc = publish_allowed(r, who, &k, domain, data, len, err)) ||
+	p.data[0] = f->cert, p.len[0] = f->cert_len;
+	p.data[1] = f->key, p.len[1] = f->key_len;
+	p.data[2] = f->meta, p.len[2] = f->meta_len;
+	if ((rc = refkeys_of(issuer, domain, &p.k, err)) ||
+	    (rc = publish_allowed(r, who, &p.k, domain, p.data, p.len, err)) ||
 	    (rc = tsec__remote_claim(r, false, err)))
 		return rc;
 	for (int i = 0; i < TSEC__RK; i++)
-		tsec__rblob_address(r, i, &k.bind, data[i], len[i], names[i]);
+		tsec__rblob_address(r, i, &p.k.bind, p.data[i], p.len[i], p.names[i]);
 	for (int i = 0; i < TSEC__RK; i++)
-		if ((rc = tsec__rblob_encode(r, i, &k.bind, names[i], data[i], len[i], &enc[i],
-					     &enclen[i], err)))
+		if ((rc = tsec__rblob_encode(r, i, &p.k.bind, p.names[i], p.data[i], p.len[i],
+					     &p.enc[i], &p.enclen[i], err)))
 			goto out;
-	if ((rc = read_now(r, &k, &st, err)))
+	if ((rc = read_now(r, &p.k, &p.st, err)))
 		goto out;
-	if (same_blobs(&st, names)) {
-		/* Current.  Every blob is made whole again: one lost from the
-		 * object store, or altered there, is written anew. */
-		for (int i = 0; i < TSEC__RK; i++)
-			if ((rc = tsec__rblob_ensure(r, names[i], enc[i], enclen[i], &made[i], err)))
-				goto out;
-		if (outcome)
-			*outcome = TSEC_REMOTE_UNCHANGED;
-		rc = 0;
-		goto out;
+	/* Current: every blob is made whole again (one lost from the object
+	 * store, or altered there, is written anew).  Else published. */
+	if (same_blobs(&p.st, p.names)) {
+		unchanged = true;
+		rc = publish_blobs(r, &p, err);
+	} else {
+		rc = publish_new(r, who, lk, domain, &p, &unchanged, err);
 	}
-	/* The blobs, each written only where absent; one there already must
-	 * be this content (conflict-and-verify), or is replaced. */
-	for (int i = 0; i < TSEC__RK; i++)
-		if ((rc = tsec__rblob_ensure(r, names[i], enc[i], enclen[i], &made[i], err)))
-			goto undo;
-	if (tsec__remote_after_blobs_hook)
-		tsec__remote_after_blobs_hook();
-	rc = publish_switch(r, who, lk, &k, &st, names, len, &next, refs, &rectext, err);
-	if (rc == TSEC_ECHANGED) {
-		/* Another publish switched first.  The same content is no
-		 * conflict; other content is, and this caller must see it. */
-		if (current_is(r, &k, names)) {
-			if (outcome)
-				*outcome = TSEC_REMOTE_UNCHANGED;
-			rc = 0;
-			goto out;
-		}
-		atomic_fetch_add(&r->n_conflict, 1);
-		rc = tsec__seterr(err, TSEC_ECHANGED, k.text[0], "another publish of %s landed "
-				  "first: load it, and publish again if yours is still wanted (a "
-				  "renewal lock held around the publish avoids this)", domain);
-		goto undo;
-	}
-	if (rc)
-		goto undo;
-	tsec__hw_seen(r, k.rec, next.seq, UINT64_MAX, true);
-	/* A sweeper that judged a blob unreferenced before the switch may
-	 * have removed it since: put back any that is gone. */
-	for (int i = 0; i < TSEC__RK; i++) {
-		struct tsec_error e2;
-		if (r->blobs->ops->has(r->blobs, names[i], &e2) == TSEC_ENOENT)
-			r->blobs->ops->put_new(r->blobs, names[i], enc[i], enclen[i], &e2);
-	}
-	if (outcome)
-		*outcome = TSEC_REMOTE_PUBLISHED;
-	rc = 0;
-	goto out;
-undo:
-	publish_undo(r, names, made, enc, enclen);
+	if (!rc && outcome)
+		*outcome = unchanged ? TSEC_REMOTE_UNCHANGED : TSEC_REMOTE_PUBLISHED;
 out:
-	state_free(&st);
-	for (int i = 0; i < TSEC__RK; i++) {
-		if (enc[i])
-			sodium_memzero(enc[i], enclen[i]);
-		free(enc[i]);
-		free(refs[i]);
-	}
-	free(rectext);
+	publish_free(&p);
 	return rc;
 }
 

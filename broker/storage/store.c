@@ -129,12 +129,91 @@ void tsec__req_for(struct tsec_request *r, const char *action, const struct tsec
 	r->resource.len = sk->tlen;
 }
 
+/* The backend o names, when o's options are ones it takes; NULL with err
+ * set (an unknown backend listing the known, a misspelt option of its
+ * own with the nearest, a retired or a networked option on a local one). */
+static const struct tsec__backend_kind *backend_for(const struct tsec_store_opts *o,
+						    struct tsec_error *err)
+{
+	const char *kind = o->backend ? o->backend : "file";
+	const struct tsec__backend_kind *bk = tsec__backend_find(kind);
+	char who[48];
+
+	if (!bk || bk->version != TSEC__BACKEND_VERSION) {
+		const char *names[16];
+		char list[128] = "";
+		size_t n = tsec__backend_names(0, names, 16);
+
+		for (size_t i = 0; i < n; i++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+				 i ? ", " : "", names[i]);
+		tsec__seterr(err, TSEC_EINVAL, "backend", "unknown backend '%s' (%s)", kind, list);
+		return NULL;
+	}
+	snprintf(who, sizeof(who), "the %s backend", kind);
+	if (tsec__params_check(o->params, bk->params, who, err))
+		return NULL;
+	if (o->clock_skew_ms) {
+		tsec__seterr(err, TSEC_EINVAL, "clock_skew_ms", "clock_skew_ms is retired: an etcd "
+			     "lock ends by etcd's lease of the lock itself, and no broker's clock "
+			     "decides (leave it 0)");
+		return NULL;
+	}
+	if (!(bk->caps & TSEC__CAP_NETWORK) &&
+	    (o->endpoints || o->prefix || o->key_file || o->tls_ca || o->tls_cert ||
+	     o->tls_key || o->username || o->password_file || o->request_max ||
+	     o->timeout_ms)) {
+		tsec__seterr(err, TSEC_EINVAL, "backend", "the %s backend takes no endpoints, "
+			     "prefix, key_file, TLS or authentication", kind);
+		return NULL;
+	}
+	return bk;
+}
+
+/*
+ * Opens bk with o, the LocalCache in front when o asks for one, and the
+ * feed hub over them: *be the top of the stack (the cache, or the
+ * backend), *cached the cache or NULL.  0, or the error with nothing left
+ * open.
+ */
+static int open_stack(const struct tsec__backend_kind *bk, const struct tsec_store_opts *o,
+		      struct tsec__backend **be, struct tsec__backend **cached,
+		      struct tsec__hub **hub, struct tsec_error *err)
+{
+	struct tsec__feed_sink sink;
+	int rc;
+
+	*cached = NULL;
+	if ((rc = bk->open(be, o, err)))
+		return rc;
+	if (!o->cache_bytes) {
+		if ((rc = tsec__hub_open(hub, *be, bk, NULL, err)))
+			(*be)->ops->close(*be);
+		return rc;
+	}
+	if ((rc = tsec__localcache_open(cached, *be, o->cache_bytes, err))) {
+		(*be)->ops->close(*be);
+		return rc;
+	}
+	/* Over a shared backend, other writers' changes drop cached values,
+	 * and hits wait for the feed's first proof of life; over files, only
+	 * what the backend itself changes (a dead writer's group it rolls
+	 * forward), with nothing to prove.  The hub hands the feed on to the
+	 * cache and to watchers. */
+	tsec__localcache_sink(*cached, bk->caps & TSEC__CAP_SHARED, o->cache_live_ms, &sink);
+	if ((rc = tsec__hub_open(hub, *be, bk, &sink, err))) {
+		(*cached)->ops->close(*cached);
+		*cached = NULL;
+		return rc;
+	}
+	*be = *cached;
+	return 0;
+}
+
 int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *o,
 			 struct tsec_bus *bus, const char *endpoint, struct tsec_error *err)
 {
 	struct tsec_store_opts mine;
-	char who[48];
-	const char *kind;
 	const struct tsec__backend_kind *bk;
 	struct tsec__backend *be = NULL, *cached = NULL;
 	struct tsec__hub *hub = NULL;
@@ -149,61 +228,14 @@ int tsec_store_open_opts(struct tsec_store **out, const struct tsec_store_opts *
 	if ((rc = tsec__opts_take(&mine, sizeof(mine), TSEC_STORE_OPTS_MIN_SIZE, o,
 				  "store options", err)))
 		return rc;
-	o = &mine;
-	kind = o->backend ? o->backend : "file";
 	if (endpoint && strlen(endpoint) >= TSEC_ENDPOINT_NAME_MAX)
 		return tsec__seterr(err, TSEC_EINVAL, "", "endpoint name too long");
 	if (sodium_init() < 0)
 		return tsec__seterr(err, TSEC_EIO, "", "libsodium failed to initialise");
-	if (!(bk = tsec__backend_find(kind)) || bk->version != TSEC__BACKEND_VERSION) {
-		const char *names[16];
-		char list[128] = "";
-		size_t n = tsec__backend_names(0, names, 16);
-
-		for (size_t i = 0; i < n; i++)
-			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
-				 i ? ", " : "", names[i]);
-		return tsec__seterr(err, TSEC_EINVAL, "backend", "unknown backend '%s' (%s)",
-				    kind, list);
-	}
-	snprintf(who, sizeof(who), "the %s backend", kind);
-	if ((rc = tsec__params_check(o->params, bk->params, who, err)))
+	if (!(bk = backend_for(&mine, err)))
+		return err->code;
+	if ((rc = open_stack(bk, &mine, &be, &cached, &hub, err)))
 		return rc;
-	if (o->clock_skew_ms)
-		return tsec__seterr(err, TSEC_EINVAL, "clock_skew_ms", "clock_skew_ms is retired: "
-				    "an etcd lock ends by etcd's lease of the lock itself, and no "
-				    "broker's clock decides (leave it 0)");
-	if (!(bk->caps & TSEC__CAP_NETWORK) &&
-	    (o->endpoints || o->prefix || o->key_file || o->tls_ca || o->tls_cert ||
-	     o->tls_key || o->username || o->password_file || o->request_max ||
-	     o->timeout_ms))
-		return tsec__seterr(err, TSEC_EINVAL, "backend", "the %s backend takes no "
-				    "endpoints, prefix, key_file, TLS or authentication", kind);
-	if ((rc = bk->open(&be, o, err)))
-		return rc;
-	if (o->cache_bytes) {
-		struct tsec__feed_sink sink;
-
-		if ((rc = tsec__localcache_open(&cached, be, o->cache_bytes, err))) {
-			be->ops->close(be);
-			return rc;
-		}
-		/* Over a shared backend, other writers' changes drop cached
-		 * values, and hits wait for the feed's first proof of life;
-		 * over files, only what the backend itself changes (a dead
-		 * writer's group it rolls forward), with nothing to prove.
-		 * The hub hands the feed on to the cache and to watchers. */
-		tsec__localcache_sink(cached, bk->caps & TSEC__CAP_SHARED, o->cache_live_ms,
-				      &sink);
-		if ((rc = tsec__hub_open(&hub, be, bk, &sink, err))) {
-			cached->ops->close(cached);
-			return rc;
-		}
-		be = cached;
-	} else if ((rc = tsec__hub_open(&hub, be, bk, NULL, err))) {
-		be->ops->close(be);
-		return rc;
-	}
 	s = calloc(1, sizeof(*s));
 	if (!s || !(s->gates = malloc(sizeof(*s->gates)))) {
 		free(s);

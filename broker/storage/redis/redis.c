@@ -187,19 +187,21 @@ static int db_of(const char *params, long *db, struct tsec_error *err)
 	return 0;
 }
 
-/* SELECT r->db on a new connection: 0, or -1 with err said (a server
- * with fewer databases refuses it: a wrong configuration). */
-static int rd_select(struct redisbe *r, redisContext *c, struct tsec_error *err)
+/*
+ * One command of a new connection's set-up (AUTH, SELECT): 0, or -1 with
+ * err said: the connection lost, or the server's refusal as code with
+ * "redis at HOST refused WHAT" and, but for a refused password, its
+ * words.
+ */
+static int setup_command(struct redisbe *r, redisContext *c, int argc, const char **av,
+			 int code, const char *what, struct tsec_error *err)
 {
-	char n[24];
-	const char *av[2] = { "SELECT", n };
 	redisReply *rep;
 	struct nopipe np;
 	int e;
 
-	snprintf(n, sizeof(n), "%ld", r->db);
 	tsec__rd_nopipe_on(&np);
-	rep = tsec__rd_command(c, 2, av, NULL);
+	rep = tsec__rd_command(c, argc, av, NULL);
 	e = errno;
 	tsec__rd_nopipe_off(&np);
 	if (!rep) {
@@ -207,8 +209,10 @@ static int rd_select(struct redisbe *r, redisContext *c, struct tsec_error *err)
 		return -1;
 	}
 	if (rep->type == REDIS_REPLY_ERROR) {
-		tsec__seterr(err, TSEC_EINVAL, "params", "redis at %s refused SELECT %ld (db): %.100s",
-			     r->host, r->db, rep->str);
+		/* Not the server's words to AUTH: they could echo what it was sent. */
+		tsec__seterr(err, code, code == TSEC_EINVAL ? "params" : r->host,
+			     "redis at %s refused %s%s%.100s", r->host, what,
+			     code == TSEC_EDENIED ? "" : ": ", code == TSEC_EDENIED ? "" : rep->str);
 		freeReplyObject(rep);
 		return -1;
 	}
@@ -216,11 +220,27 @@ static int rd_select(struct redisbe *r, redisContext *c, struct tsec_error *err)
 	return 0;
 }
 
+/* A new connection's password and database: 0, or -1 with err said. */
+static int setup(struct redisbe *r, redisContext *c, struct tsec_error *err)
+{
+	char n[24], what[48];
+
+	if (r->pass[0] &&
+	    setup_command(r, c, r->user[0] ? 3 : 2,
+			  (const char *[]){ "AUTH", r->user[0] ? r->user : r->pass, r->pass },
+			  TSEC_EDENIED, r->user[0] ? "the password (or user)" : "the password", err))
+		return -1;
+	if (!r->db)
+		return 0;
+	snprintf(n, sizeof(n), "%ld", r->db);
+	snprintf(what, sizeof(what), "SELECT %ld (db)", r->db);
+	return setup_command(r, c, 2, (const char *[]){ "SELECT", n }, TSEC_EINVAL, what, err);
+}
+
 static redisContext *dial_by(struct redisbe *r, int64_t until, struct tsec_error *err)
 {
 	int64_t left = until - tsec__mono_ms();
 	redisContext *c;
-	redisReply *rep;
 	int e;
 
 	if (left <= 0) {
@@ -261,29 +281,7 @@ static redisContext *dial_by(struct redisbe *r, int64_t until, struct tsec_error
 		tsec__rd_free(c);
 		return NULL;
 	}
-	if (r->pass[0]) {
-		const char *av[3] = { "AUTH", r->user[0] ? r->user : r->pass, r->pass };
-		struct nopipe np;
-
-		tsec__rd_nopipe_on(&np);
-		rep = tsec__rd_command(c, r->user[0] ? 3 : 2, av, NULL);
-		e = errno;
-		tsec__rd_nopipe_off(&np);
-		if (!rep) {
-			tsec__rd_lost(r, c, e, true, err);
-			tsec__rd_free(c);
-			return NULL;
-		}
-		if (rep->type == REDIS_REPLY_ERROR) {
-			tsec__seterr(err, TSEC_EDENIED, r->host, "redis at %s refused the password%s",
-				     r->host, r->user[0] ? " (or user)" : "");
-			freeReplyObject(rep);
-			tsec__rd_free(c);
-			return NULL;
-		}
-		freeReplyObject(rep);
-	}
-	if (r->db && rd_select(r, c, err)) {
+	if (setup(r, c, err)) {
 		tsec__rd_free(c);
 		return NULL;
 	}
@@ -643,6 +641,49 @@ static const struct tsec__backend_ops redis_ops = {
 	.lock_release = tsec__rd_lock_release,
 };
 
+/* Where r connects: "unix:/path" or "host:port" (ep checked as one). */
+static int endpoint_of(struct redisbe *r, const char *ep, struct tsec_error *err)
+{
+	const char *colon = strrchr(ep, ':');
+	char *end;
+	long port;
+
+	if (!strncmp(ep, "unix:", 5)) {
+		snprintf(r->host, sizeof(r->host), "%s", ep + 5);
+		return 0;
+	}
+	port = colon ? strtol(colon + 1, &end, 10) : 0;
+	if (!colon || *end || port <= 0 || port > 65535 || (size_t)(colon - ep) >= sizeof(r->host))
+		return tsec__seterr(err, TSEC_EINVAL, "endpoints", "redis endpoint '%.64s' is not "
+				    "host:port", ep);
+	snprintf(r->host, sizeof(r->host), "%.*s", (int)(colon - ep), ep);
+	r->port = (int)port;
+	return 0;
+}
+
+/* r's settings from o, its files read (TLS, password, encryption key). */
+static int settings_of(struct redisbe *r, const struct tsec_store_opts *o,
+		       struct tsec_error *err)
+{
+	uint32_t t = o->timeout_ms ? o->timeout_ms : TSEC__REMOTE_TIMEOUT_MS;
+	int rc;
+
+	r->tmo.tv_sec = t / 1000;
+	r->tmo.tv_usec = (t % 1000) * 1000;
+	if (o->username)
+		snprintf(r->user, sizeof(r->user), "%s", o->username);
+	if ((rc = endpoint_of(r, o->endpoints, err)) || (rc = db_of(o->params, &r->db, err)))
+		return rc;
+	if (((o->tls_ca || o->tls_cert || o->tls_key) &&
+	     (rc = tsec__rd_tls_open(r, o->tls_ca, o->tls_cert, o->tls_key, err))) ||
+	    (o->password_file &&
+	     (rc = tsec__password_load(o->password_file, r->pass, sizeof(r->pass), err))) ||
+	    (rc = tsec__prefix_norm(o->prefix, r->prefix, sizeof(r->prefix), err)) ||
+	    (o->key_file && (rc = tsec__seal_load(&r->seal, o->key_file, err))))
+		return rc;
+	return 0;
+}
+
 int tsec__redis_open(struct tsec__backend **out, const struct tsec_store_opts *o,
 		     struct tsec_error *err)
 {
@@ -666,39 +707,7 @@ int tsec__redis_open(struct tsec__backend **out, const struct tsec_store_opts *o
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	r->base.ops = &redis_ops;
 	pthread_mutex_init(&r->mu, NULL);
-	if (!strncmp(ep, "unix:", 5)) {
-		snprintf(r->host, sizeof(r->host), "%s", ep + 5);
-	} else {
-		const char *colon = strrchr(ep, ':');
-		char *end;
-		long port = colon ? strtol(colon + 1, &end, 10) : 0;
-
-		if (!colon || *end || port <= 0 || port > 65535 ||
-		    (size_t)(colon - ep) >= sizeof(r->host)) {
-			rd_close(&r->base);
-			return tsec__seterr(err, TSEC_EINVAL, "endpoints", "redis endpoint '%.64s' is "
-					    "not host:port", ep);
-		}
-		snprintf(r->host, sizeof(r->host), "%.*s", (int)(colon - ep), ep);
-		r->port = (int)port;
-	}
-	{
-		uint32_t t = o->timeout_ms ? o->timeout_ms : TSEC__REMOTE_TIMEOUT_MS;
-		r->tmo.tv_sec = t / 1000;
-		r->tmo.tv_usec = (t % 1000) * 1000;
-	}
-	if (o->username)
-		snprintf(r->user, sizeof(r->user), "%s", o->username);
-	if ((rc = db_of(o->params, &r->db, err))) {
-		rd_close(&r->base);
-		return rc;
-	}
-	if (((o->tls_ca || o->tls_cert || o->tls_key) &&
-	     (rc = tsec__rd_tls_open(r, o->tls_ca, o->tls_cert, o->tls_key, err))) ||
-	    (o->password_file &&
-	     (rc = tsec__password_load(o->password_file, r->pass, sizeof(r->pass), err))) ||
-	    (rc = tsec__prefix_norm(o->prefix, r->prefix, sizeof(r->prefix), err)) ||
-	    (o->key_file && (rc = tsec__seal_load(&r->seal, o->key_file, err)))) {
+	if ((rc = settings_of(r, o, err))) {
 		rd_close(&r->base);
 		return rc;
 	}
