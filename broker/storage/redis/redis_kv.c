@@ -274,29 +274,100 @@ static bool advances(const char *e, size_t n, const char *lo, size_t lo_len, con
 #define LIST_BACKWARDS (-1000)
 
 /* A flat listing jumps past each folder, as etcd.c does. */
+/* Where a listing is: the folder's names begin with base; the next page
+ * starts at lo (a ZRANGEBYLEX bound, "[x" or "(x"). */
+struct cursor {
+	char base[TSEC_KEY_MAX + 2], lo[TSEC_KEY_MAX + 4];
+	size_t bl, lo_len;
+};
+
+/*
+ * One page's names into out, the cursor moved past each (and past a
+ * child folder's whole range when not recursive): 0, TSEC_EPROTO for an
+ * element not a string, LIST_BACKWARDS for a name that does not advance,
+ * or the add's error.  *all: every element was taken (none ended it).
+ */
+static int take_page(const redisReply *rep, const struct tsec__skey *sk, int recursive,
+		     struct cursor *cu, struct tsec_strlist *out, size_t *cap, bool *all)
+{
+	size_t n = rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0;
+
+	*all = false;
+	for (size_t i = 0; i < n; i++) {
+		const redisReply *e = rep->element[i];
+		const char *slash;
+		int rc;
+
+		if (e->type != REDIS_REPLY_STRING)
+			return TSEC_EPROTO;
+		if (!advances(e->str, e->len, cu->lo, cu->lo_len, cu->base, cu->bl))
+			return LIST_BACKWARDS;
+		if (e->len <= cu->bl || e->len > TSEC_KEY_MAX ||
+		    !tsec__remote_name_ok(e->str, e->len, tsec__key_reserved(sk->text))) {
+			/* Planted: skip it and continue after it (an overlong
+			 * one: after every name sharing its first TSEC_KEY_MAX
+			 * bytes, all as long). */
+			size_t l = e->len <= TSEC_KEY_MAX ? e->len : TSEC_KEY_MAX;
+
+			cu->lo[0] = '(';
+			memcpy(cu->lo + 1, e->str, l);   /* bytes, NUL included */
+			if (e->len > TSEC_KEY_MAX)
+				cu->lo[1 + l++] = (char)0xff;
+			cu->lo_len = 1 + l;
+			continue;
+		}
+		slash = recursive ? NULL : memchr(e->str + cu->bl, '/', e->len - cu->bl);
+		if (slash) {
+			size_t cn = (size_t)(slash - e->str);
+
+			rc = tsec__strlist_add(out, cap, e->str, cn, "/");
+			cu->lo_len = (size_t)snprintf(cu->lo, sizeof(cu->lo), "[%.*s0", (int)cn, e->str);
+			return rc;       /* the next page starts past the folder */
+		}
+		if ((rc = tsec__strlist_add(out, cap, e->str, e->len, "")))
+			return rc;
+		cu->lo_len = (size_t)snprintf(cu->lo, sizeof(cu->lo), "(%.*s", (int)e->len, e->str);
+	}
+	*all = true;
+	return 0;
+}
+
+/* A listing that found nothing: a file, or nothing there. */
+static int list_empty(struct tsec__backend *b, const struct tsec__skey *sk,
+		      struct tsec_error *err)
+{
+	int kind, rc;
+
+	if ((rc = tsec__rd_kind(b, sk, &kind, err)))
+		return rc;
+	return kind == 1 ? tsec__seterr(err, TSEC_EINVAL, sk->text, "'%s' is a file, not a folder",
+					sk->text)
+			 : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
+}
+
 int tsec__rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
 		   struct tsec_strlist *out, struct tsec_error *err)
 {
 	struct redisbe *r = tsec__rd_rb_of(b);
-	size_t lo_len;
-	char ikey[TSEC_KEY_MAX + 4], base[TSEC_KEY_MAX + 2], lo[TSEC_KEY_MAX + 4],
-		hi[TSEC_KEY_MAX + 4], page[16];
-	size_t bl, cap = 0, pages = 0;
+	struct cursor cu;
+	char ikey[TSEC_KEY_MAX + 4], hi[TSEC_KEY_MAX + 4], page[16];
+	size_t cap = 0, pages = 0;
 	int rc = 0;
 
 	snprintf(ikey, sizeof(ikey), "%s/i", r->prefix);
-	bl = (size_t)snprintf(base, sizeof(base), "%s%s", sk->text, sk->text[0] ? "/" : "");
-	lo_len = (size_t)snprintf(lo, sizeof(lo), "[%s", base);
-	if (bl)
-		snprintf(hi, sizeof(hi), "(%.*s0", (int)bl - 1, base);
+	cu.bl = (size_t)snprintf(cu.base, sizeof(cu.base), "%s%s", sk->text, sk->text[0] ? "/" : "");
+	cu.lo_len = (size_t)snprintf(cu.lo, sizeof(cu.lo), "[%s", cu.base);
+	if (cu.bl)
+		snprintf(hi, sizeof(hi), "(%.*s0", (int)cu.bl - 1, cu.base);
 	else
 		snprintf(hi, sizeof(hi), "+");
 	snprintf(page, sizeof(page), "%d", PAGE);
 	for (;;) {
-		const char *av[7] = { "ZRANGEBYLEX", ikey, lo, hi, "LIMIT", "0", page };
-		size_t lv[7] = { 11, strlen(ikey), lo_len, strlen(hi), 5, 1, strlen(page) };
+		const char *av[7] = { "ZRANGEBYLEX", ikey, cu.lo, hi, "LIMIT", "0", page };
+		size_t lv[7] = { 11, strlen(ikey), cu.lo_len, strlen(hi), 5, 1, strlen(page) };
 		redisReply *rep;
-		size_t i, n;
+		bool all;
+		size_t n;
 
 		if (++pages > TSEC__LIST_PAGES || out->n > TSEC__LIST_NAMES) {
 			tsec_strlist_free(out);
@@ -308,43 +379,7 @@ int tsec__rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 			return TSEC_EIO;
 		}
 		n = rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0;
-		for (i = 0; i < n && !rc; i++) {
-			const redisReply *e = rep->element[i];
-			const char *slash;
-
-			if (e->type != REDIS_REPLY_STRING) {
-				rc = TSEC_EPROTO;
-				break;
-			}
-			if (!advances(e->str, e->len, lo, lo_len, base, bl)) {
-				rc = LIST_BACKWARDS;
-				break;
-			}
-			if (e->len <= bl || e->len > TSEC_KEY_MAX || !tsec__remote_name_ok(e->str, e->len,
-										      tsec__key_reserved(sk->text))) {
-				/* Planted: skip it and continue after it (an overlong
-				 * one: after every name sharing its first
-				 * TSEC_KEY_MAX bytes, all as long). */
-				size_t l = e->len <= TSEC_KEY_MAX ? e->len : TSEC_KEY_MAX;
-
-				lo[0] = '(';
-				memcpy(lo + 1, e->str, l);   /* bytes, NUL included */
-				if (e->len > TSEC_KEY_MAX)
-					lo[1 + l++] = (char)0xff;
-				lo_len = 1 + l;
-				continue;
-			}
-			slash = recursive ? NULL : memchr(e->str + bl, '/', e->len - bl);
-			if (slash) {
-				size_t cn = (size_t)(slash - e->str);
-
-				rc = tsec__strlist_add(out, &cap, e->str, cn, "/");
-				lo_len = (size_t)snprintf(lo, sizeof(lo), "[%.*s0", (int)cn, e->str);
-				break;
-			}
-			rc = tsec__strlist_add(out, &cap, e->str, e->len, "");
-			lo_len = (size_t)snprintf(lo, sizeof(lo), "(%.*s", (int)e->len, e->str);
-		}
+		rc = take_page(rep, sk, recursive, &cu, out, &cap, &all);
 		freeReplyObject(rep);
 		if (rc) {
 			tsec_strlist_free(out);
@@ -355,19 +390,10 @@ int tsec__rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recu
 						       "(a page that does not advance)")
 					: tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
 		}
-		if (i == n && n < PAGE)
+		if (all && n < PAGE)
 			break;
 	}
-	if (out->n == 0 && sk->text[0]) {
-		int kind;
-
-		if ((rc = tsec__rd_kind(b, sk, &kind, err)))
-			return rc;
-		return kind == 1 ? tsec__seterr(err, TSEC_EINVAL, sk->text, "'%s' is a file, not a "
-						"folder", sk->text)
-				 : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
-	}
-	return 0;
+	return out->n == 0 && sk->text[0] ? list_empty(b, sk, err) : 0;
 }
 
 /* The fence as three script arguments (empty name: none). */
