@@ -656,22 +656,12 @@ void tsec__etcd_watch_stop(struct tsec__etcd_conn *c)
 	pthread_mutex_unlock(&c->mu);
 }
 
-int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
-		     const char *range_end, size_t relen, int64_t start_rev,
-		     tsec__etcd_event_fn fn, void *ctx, struct tsec_error *err)
+/* The watch's create_request as text (NULL: out of memory). */
+static char *watch_body(const char *key, size_t klen, const char *range_end, size_t relen,
+			int64_t start_rev)
 {
-	struct tsec__etcd_stream w = { .b = { .max = TSEC__ETCD_LINE_MAX }, .fn = fn,
-				       .ctx = ctx, .scanned = &c->scanned };
-	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
 	json_t *cr = json_object(), *req = json_object();
-	char url[512], auth[600], *body;
-	bool kicked;
-	size_t ep = atomic_load(&c->cur) % c->nep;
-	CURLM *m = curl_multi_init();
-	CURL *h = curl_easy_init();     /* its own: a watch holds it for long */
-	int running = 1, rc = 0;
-	CURLMsg *msg;
-	int left;
+	char *body;
 
 	json_object_set_new(cr, "key", tsec__b64(key, klen));
 	json_object_set_new(cr, "range_end", tsec__b64(range_end, relen));
@@ -680,24 +670,75 @@ int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
 	json_object_set_new(req, "create_request", cr);
 	body = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
+	return body;
+}
+
+/* With authentication, its token as a header on *hdr (authenticating
+ * first when none is held): 0 or the error. */
+static int watch_auth(struct tsec__etcd_conn *c, CURL *h, size_t ep, struct curl_slist **hdr,
+		      struct tsec_error *err)
+{
+	char auth[600];
+	int rc;
+
+	if (!c->auth)
+		return 0;
+	pthread_mutex_lock(&c->mu);
+	if (!c->token[0]) {
+		unsigned gen = c->token_gen;
+
+		pthread_mutex_unlock(&c->mu);
+		if ((rc = authenticate(c, h, c->ep[ep], (long)c->timeout_ms, gen, err)))
+			return rc;
+		pthread_mutex_lock(&c->mu);
+	}
+	snprintf(auth, sizeof(auth), "Authorization: %s", c->token);
+	pthread_mutex_unlock(&c->mu);
+	*hdr = curl_slist_append(*hdr, auth);
+	sodium_memzero(auth, sizeof(auth));
+	return 0;
+}
+
+/* Why a watch that was not stopped ended, into err (the transfer's own
+ * error when it had one); the next watch tries the next endpoint. */
+static int watch_ended(struct tsec__etcd_conn *c, CURLM *m, size_t ep, bool kicked,
+		       struct tsec_error *err)
+{
+	int rc = tsec__seterr(err, TSEC_EIO, c->ep[ep], kicked ? "the watch at %s was ended: "
+			      "no heartbeat came back through it" : "the watch at %s ended",
+			      c->ep[ep]);
+	CURLMsg *msg;
+	int left;
+
+	while ((msg = curl_multi_info_read(m, &left)))
+		if (msg->msg == CURLMSG_DONE && msg->data.result != CURLE_OK)
+			tsec__seterr(err, TSEC_EIO, c->ep[ep], "the watch at %s ended: %s",
+				     c->ep[ep], curl_easy_strerror(msg->data.result));
+	atomic_compare_exchange_strong(&c->cur, &(unsigned){ (unsigned)ep },
+				       (unsigned)((ep + 1) % c->nep));
+	return rc;
+}
+
+int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
+		     const char *range_end, size_t relen, int64_t start_rev,
+		     tsec__etcd_event_fn fn, void *ctx, struct tsec_error *err)
+{
+	struct tsec__etcd_stream w = { .b = { .max = TSEC__ETCD_LINE_MAX }, .fn = fn,
+				       .ctx = ctx, .scanned = &c->scanned };
+	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+	char url[512], *body = watch_body(key, klen, range_end, relen, start_rev);
+	bool kicked;
+	size_t ep = atomic_load(&c->cur) % c->nep;
+	CURLM *m = curl_multi_init();
+	CURL *h = curl_easy_init();     /* its own: a watch holds it for long */
+	int running = 1, rc = 0;
+
 	if (!m || !h || !hdr || !body) {
 		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 		goto out;
 	}
-	if (c->auth) {
-		pthread_mutex_lock(&c->mu);
-		if (!c->token[0]) {
-			unsigned gen = c->token_gen;
-			pthread_mutex_unlock(&c->mu);
-			if ((rc = authenticate(c, h, c->ep[ep], (long)c->timeout_ms, gen, err)))
-				goto out;
-			pthread_mutex_lock(&c->mu);
-		}
-		snprintf(auth, sizeof(auth), "Authorization: %s", c->token);
-		pthread_mutex_unlock(&c->mu);
-		hdr = curl_slist_append(hdr, auth);
-		sodium_memzero(auth, sizeof(auth));
-	}
+	if ((rc = watch_auth(c, h, ep, &hdr, err)))
+		goto out;
 	snprintf(url, sizeof(url), "%s/v3/watch", c->ep[ep]);
 	setup(c, h, url, body, NULL, hdr, &w.b, 0);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->timeout_ms);
@@ -728,18 +769,8 @@ int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
 	c->watch = NULL;
 	kicked = atomic_exchange(&c->watch_kick, 0);
 	pthread_mutex_unlock(&c->mu);
-	if (!atomic_load(&c->watch_stop) && !w.stopped) {
-		rc = tsec__seterr(err, TSEC_EIO, c->ep[ep], kicked ? "the watch at %s was "
-				  "ended: no heartbeat came back through it" : "the watch at %s "
-				  "ended", c->ep[ep]);
-		while ((msg = curl_multi_info_read(m, &left)))
-			if (msg->msg == CURLMSG_DONE && msg->data.result != CURLE_OK)
-				tsec__seterr(err, TSEC_EIO, c->ep[ep], "the watch at %s ended: %s",
-					     c->ep[ep], curl_easy_strerror(msg->data.result));
-		/* Try the next endpoint next time. */
-		atomic_compare_exchange_strong(&c->cur, &(unsigned){ (unsigned)ep },
-					       (unsigned)((ep + 1) % c->nep));
-	}
+	if (!atomic_load(&c->watch_stop) && !w.stopped)
+		rc = watch_ended(c, m, ep, kicked, err);
 	curl_multi_remove_handle(m, h);
 out:
 	if (h)
