@@ -536,38 +536,36 @@ size_t tsec_certcache_snapshot(struct tsec_certcache *c,
 }
 
 
-int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t id[32],
-				const char *const *names, size_t nnames,
-				int64_t not_after, void *data,
-				struct tsec_error *err)
+/* A new entry of the names (lower-cased, each once; unusable ones
+ * skipped): NULL with err set when none is usable or memory is out. */
+static struct entry *entry_new(struct tsec_certcache *c, const uint8_t id[32],
+			       const char *const *names, size_t nnames, int64_t not_after,
+			       void *data, struct tsec_error *err)
 {
-	struct entry *e, *evict = NULL;
-	size_t i;
+	struct entry *e = calloc(1, sizeof(*e) + nnames * sizeof(e->nodes[0]));
 
-	if (!c || !id || !names || nnames == 0 || nnames > NAMES_MAX)
-		return tsec__seterr(err, TSEC_EINVAL, "", "a certificate needs 1-%d names", NAMES_MAX);
-	e = calloc(1, sizeof(*e) + nnames * sizeof(e->nodes[0]));
-	if (!e)
-		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	if (!e) {
+		tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+		return NULL;
+	}
 	memcpy(e->id, id, 32);
-	e->data = data;
 	e->not_after = not_after;
-	for (i = 0; i < nnames; i++) {
+	for (size_t i = 0; i < nnames; i++) {
 		char low[NAME_MAX_LEN + 1];
 		int n = names[i] ? lower_name(names[i], low) : -1;
 		struct node *nd;
 		bool dup = false;
+
 		if (n < 0)
 			continue;
 		for (size_t j = 0; j < e->nnodes && !dup; j++)
 			dup = strcmp(e->nodes[j]->name, low) == 0;
 		if (dup)
 			continue;
-		nd = malloc(sizeof(*nd) + (size_t)n + 1);
-		if (!nd) {
-			e->data = NULL;
+		if (!(nd = malloc(sizeof(*nd) + (size_t)n + 1))) {
 			entry_free(c, e);
-			return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+			tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+			return NULL;
 		}
 		memcpy(nd->name, low, (size_t)n + 1);
 		nd->len = (uint32_t)n;
@@ -577,11 +575,53 @@ int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t id[32],
 		e->nodes[e->nnodes++] = nd;
 	}
 	if (e->nnodes == 0) {
-		e->data = NULL;
 		entry_free(c, e);
-		return tsec__seterr(err, TSEC_ECERT, "", "no usable name");
+		tsec__seterr(err, TSEC_ECERT, "", "no usable name");
+		return NULL;
 	}
+	e->data = data;              /* the caller's only once it is taken */
+	return e;
+}
 
+/* Under c->wlock: e in every index (names at their chains' tails, so
+ * older entries match first; the id table; the age list; the heap). */
+static void entry_link(struct tsec_certcache *c, struct entry *e)
+{
+	e->seq = ++c->seq;
+	for (size_t i = 0; i < e->nnodes; i++) {
+		struct node *n = e->nodes[i], *cur;
+		_Atomic(struct node *) *pp = &c->buckets[n->hash & c->mask];
+
+		while ((cur = atomic_load_explicit(pp, memory_order_relaxed)))
+			pp = &cur->next;
+		atomic_store_explicit(pp, n, memory_order_release);
+		if (multi_wild(n->name))
+			atomic_fetch_add(&c->multi_wild, 1);
+	}
+	e->id_next = c->ids[id_slot(c, e->id)];
+	c->ids[id_slot(c, e->id)] = e;
+	e->older = c->newest;
+	if (c->newest)
+		c->newest->newer = e;
+	else
+		c->oldest = e;
+	c->newest = e;
+	c->count++;
+	heap_set(c, c->count - 1, e);
+	heap_up(c, c->count - 1);
+}
+
+int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t id[32],
+				const char *const *names, size_t nnames,
+				int64_t not_after, void *data,
+				struct tsec_error *err)
+{
+	struct entry *e, *evict = NULL;
+
+	if (!c || !id || !names || nnames == 0 || nnames > NAMES_MAX)
+		return tsec__seterr(err, TSEC_EINVAL, "", "a certificate needs 1-%d names", NAMES_MAX);
+	if (!(e = entry_new(c, id, names, nnames, not_after, data, err)))
+		return err->code;
 	pthread_mutex_lock(&c->wlock);
 	if (find_id(c, id, NULL)) {
 		pthread_mutex_unlock(&c->wlock);
@@ -600,30 +640,9 @@ int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t id[32],
 		evict = old;
 	}
 	/* A certificate for a name ends its failures in a row. */
-	for (i = 0; c->nfails && i < e->nnodes; i++)
+	for (size_t i = 0; c->nfails && i < e->nnodes; i++)
 		fail_drop(c, fail_find(c, e->nodes[i]->name, e->nodes[i]->len, e->nodes[i]->hash));
-	e->seq = ++c->seq;
-	/* Append each name at its chain's tail: older entries match first. */
-	for (i = 0; i < e->nnodes; i++) {
-		struct node *n = e->nodes[i], *cur;
-		_Atomic(struct node *) *pp = &c->buckets[n->hash & c->mask];
-		while ((cur = atomic_load_explicit(pp, memory_order_relaxed)))
-			pp = &cur->next;
-		atomic_store_explicit(pp, n, memory_order_release);
-		if (multi_wild(n->name))
-			atomic_fetch_add(&c->multi_wild, 1);
-	}
-	e->id_next = c->ids[id_slot(c, id)];
-	c->ids[id_slot(c, id)] = e;
-	e->older = c->newest;
-	if (c->newest)
-		c->newest->newer = e;
-	else
-		c->oldest = e;
-	c->newest = e;
-	c->count++;
-	heap_set(c, c->count - 1, e);
-	heap_up(c, c->count - 1);
+	entry_link(c, e);
 	if (evict)
 		synchronize(c);
 	pthread_mutex_unlock(&c->wlock);
