@@ -508,18 +508,86 @@ uint64_t tsec__etcd_conn_scanned(struct tsec__etcd_conn *c)
 	return atomic_load(&c->scanned);
 }
 
+/* One etcd call's request and what its answer may be. */
+struct post {
+	const char *path, *body;
+	int retry;
+	size_t max;                  /* the most its answer can need */
+	int64_t deadline;
+	long per;                    /* one member's share of the budget */
+};
+
+/*
+ * One pass over the members, from the one that answered last: 1 when the
+ * call is decided (*rc its result: 0, or the error said), 0 when no
+ * member answered (err the last one's failure), -1 when the deadline
+ * passed.
+ */
+static int post_round(struct tsec__etcd_conn *c, CURL *h, const struct post *p, json_t **resp,
+		      int *rc, struct tsec_error *err)
+{
+	unsigned first = atomic_load(&c->cur);
+	bool reauthed = false;
+	int code = TSEC_EIO;
+
+	for (size_t i = 0; i < c->nep; i++) {
+		size_t ep = (first + i) % c->nep;
+		int64_t left = p->deadline - tsec__mono_ms();
+		enum outcome oc;
+
+		if (left <= 0)
+			return -1;
+		/* Each member gets its share of the budget, so that one that
+		 * hangs does not take all of it. */
+		oc = attempt(c, h, ep, p->path, p->body, (long)(left < p->per ? left : p->per),
+			     p->retry != TSEC__ETCD_IDEMPOTENT, p->max, resp, &code, err);
+		if (oc == REAUTH && !reauthed) {
+			reauthed = true;
+			i--;                 /* the same endpoint, with a new token */
+			continue;
+		}
+		if (oc == OK) {
+			if (ep != first)
+				atomic_store(&c->cur, (unsigned)ep);
+			*rc = 0;
+			return 1;
+		}
+		if (oc == UNKNOWN && p->retry != TSEC__ETCD_IDEMPOTENT) {
+			/* Never sent again: a peer may have written since, and
+			 * a second copy would undo its write. */
+			char was[TSEC_ERR_MSG];
+
+			snprintf(was, sizeof(was), "%s", err ? err->msg : "no answer");
+			*rc = tsec__seterr(err, TSEC_EUNKNOWN, c->ep[ep], "%.200s (the request may "
+					   "or may not have been applied)", was);
+			atomic_store(&c->cur, (unsigned)((ep + 1) % c->nep));
+			return 1;
+		}
+		if (oc == FAILED) {
+			*rc = code;
+			return 1;
+		}
+		/* Not answered here: start the next calls elsewhere. */
+		if (ep == atomic_load(&c->cur))
+			atomic_store(&c->cur, (unsigned)((ep + 1) % c->nep));
+	}
+	return 0;
+}
+
 int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, int retry,
 		    size_t values, size_t keys, json_t **resp, struct tsec_error *err)
 {
 	/* A key-value in an answer: its key and value in base64 with the
 	 * JSON around them (revisions, lease). */
 	size_t key64 = (2 * TSEC_KEY_MAX + 10) / 3 * 4, val64 = (c->request_max + 2) / 3 * 4;
-	size_t max = ((size_t)64 << 10) + values * (key64 + val64 + 512) + keys * (key64 + 512);
-	int64_t deadline, left;
-	long backoff = 5, per;
-	size_t len;
+	struct post p = { .path = path, .retry = retry,
+			  .max = ((size_t)64 << 10) + values * (key64 + val64 + 512) +
+				 keys * (key64 + 512) };
+	long backoff = 5;
+	int64_t left;
 	char *body;
-	int code = TSEC_EIO;
+	size_t len;
+	int rc = TSEC_EIO, r;
 	CURL *h;
 
 	*resp = NULL;
@@ -536,68 +604,23 @@ int tsec__etcd_post(struct tsec__etcd_conn *c, const char *path, json_t *req, in
 		free(body);
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	}
-	deadline = tsec__mono_ms() + c->timeout_ms;
-	per = c->nep > 1 ? (long)c->timeout_ms / (long)c->nep : (long)c->timeout_ms;
-	if (per < ATTEMPT_MIN_MS)
-		per = ATTEMPT_MIN_MS;
-	for (unsigned round = 0;; round++) {
-		unsigned first = atomic_load(&c->cur);
-		bool reauthed = false;
-
-		for (size_t i = 0; i < c->nep; i++) {
-			size_t ep = (first + i) % c->nep;
-			enum outcome oc;
-
-			if ((left = deadline - tsec__mono_ms()) <= 0)
-				goto timeout;
-			/* Each member gets its share of the budget, so that one
-			 * that hangs does not take all of it. */
-			oc = attempt(c, h, ep, path, body, (long)(left < per ? left : per),
-				     retry != TSEC__ETCD_IDEMPOTENT, max, resp, &code, err);
-			if (oc == REAUTH && !reauthed) {
-				reauthed = true;
-				i--;             /* the same endpoint, with a new token */
-				continue;
-			}
-			if (oc == OK) {
-				if (ep != first)
-					atomic_store(&c->cur, (unsigned)ep);
-				free(body);
-				tsec__http_give(&c->pool, h);
-				return 0;
-			}
-			if (oc == UNKNOWN && retry != TSEC__ETCD_IDEMPOTENT) {
-				/* Never sent again: a peer may have written since,
-				 * and a second copy would undo its write. */
-				char was[TSEC_ERR_MSG];
-
-				snprintf(was, sizeof(was), "%s", err ? err->msg : "no answer");
-				tsec__seterr(err, TSEC_EUNKNOWN, c->ep[ep], "%.200s (the request may "
-					     "or may not have been applied)", was);
-				atomic_store(&c->cur, (unsigned)((ep + 1) % c->nep));
-				free(body);
-				tsec__http_give(&c->pool, h);
-				return TSEC_EUNKNOWN;
-			}
-			if (oc == FAILED) {
-				free(body);
-				tsec__http_give(&c->pool, h);
-				return code;
-			}
-			/* Not answered here: start the next calls elsewhere. */
-			if (ep == atomic_load(&c->cur))
-				atomic_store(&c->cur, (unsigned)((ep + 1) % c->nep));
-		}
-		if ((left = deadline - tsec__mono_ms()) <= 0)
-			goto timeout;
+	p.body = body;
+	p.deadline = tsec__mono_ms() + c->timeout_ms;
+	p.per = c->nep > 1 ? (long)c->timeout_ms / (long)c->nep : (long)c->timeout_ms;
+	if (p.per < ATTEMPT_MIN_MS)
+		p.per = ATTEMPT_MIN_MS;
+	/* Until a member decides, or the deadline (err: the last member's
+	 * failure, rc TSEC_EIO). */
+	while ((r = post_round(c, h, &p, resp, &rc, err)) == 0 &&
+	       (left = p.deadline - tsec__mono_ms()) > 0) {
 		tsec__nap_ms(backoff < left ? backoff : (long)left);
 		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 	}
-timeout:
+	if (r != 1)
+		rc = TSEC_EIO;
 	free(body);
 	tsec__http_give(&c->pool, h);
-	/* err holds the last endpoint's failure. */
-	return TSEC_EIO;
+	return rc;
 }
 
 /* ---- watch ---- */
