@@ -91,11 +91,11 @@ STORAGE_SRC := $(addprefix broker/storage/,keys.c registry.c store.c watch.c rec
 	file/file.c file/file_tree.c file/file_folders.c file/file_journal.c file/file_commit.c \
 	file/file_recover.c file/file_lock.c \
 	memory/memory.c \
-	etcd/etcd_http.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_keeper.c etcd/etcd_queue.c \
+	etcd/etcd_http.c etcd/etcd_json.c etcd/etcd.c etcd/etcd_lock.c etcd/etcd_keeper.c etcd/etcd_queue.c \
 	etcd/etcd_feed.c etcd/etcd_list.c \
 	redis/redis.c redis/redis_kv.c redis/redis_lock.c redis/redis_tls.c redis/redis_reply.c) \
 	broker/certcache/certcache.c broker/certcache/certcache_pem.c \
-	broker/certcache/certcache_follow.c
+	broker/certcache/certcache_follow.c broker/certcache/certcache_fails.c
 REMOTE_SRC := $(addprefix broker/remote/,remote.c remote_hw.c remote_blob.c remote_ref.c remote_cert.c \
 	remote_sweep.c blobs_file.c blobs_memory.c blobs_s3.c blobs_s3_answers.c)
 CLIENT_SRC := broker/client/client.c broker/client/client_async.c

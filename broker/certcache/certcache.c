@@ -10,10 +10,10 @@
  * O(log n), and a full cache evicts a live certificate (oldest first)
  * only when none has expired; no lookup or insert scans the whole cache.
  *
- * Failure backoff: per name, the failures in a row to obtain a
- * certificate and when the last was, in a table of its own (at most
- * capacity names, the first recorded dropped first), under the writers'
- * mutex: asked only on a miss, never on a hit.
+ * Failure backoff (certcache_fails.c): per name, the failures in a row
+ * to obtain a certificate and when the last was, in a table of its own
+ * (at most capacity names, the first recorded dropped first), under the
+ * writers' mutex: asked only on a miss, never on a hit.
  *
  * Names match by certmagic's progressive rule: the name itself, then the
  * name with its leftmost label replaced by "*", then its two leftmost
@@ -62,16 +62,6 @@ struct stripe {
 	_Alignas(64) _Atomic long readers[2];
 };
 
-/* A name's failures in a row (failure backoff), writer-only. */
-struct fail {
-	struct fail *next;           /* in its bucket */
-	struct fail *older, *newer;  /* first recorded first */
-	uint64_t hash;
-	unsigned failures;
-	int64_t last;
-	char name[];
-};
-
 struct tsec_certcache {
 	_Alignas(64) _Atomic unsigned epoch;
 	struct stripe stripes[STRIPES];
@@ -86,9 +76,7 @@ struct tsec_certcache {
 	_Atomic size_t multi_wild;   /* names starting "*.*" */
 	int64_t (*clock)(void);      /* unix seconds */
 	void (*free_data)(void *);
-	struct fail **fails;         /* writer-only, same size as buckets */
-	struct fail *fail_oldest, *fail_newest;
-	size_t nfails;               /* at most capacity */
+	struct tsec__fails fails;    /* writer-only (certcache_fails.c) */
 	struct tsec__follow *follow; /* tsec_certcache_follow's, or NULL */
 };
 
@@ -188,12 +176,10 @@ int tsec_certcache_new(struct tsec_certcache **out, size_t capacity,
 	c->buckets = calloc(nb, sizeof(*c->buckets));
 	c->ids = calloc(nb, sizeof(*c->ids));
 	c->heap = calloc(capacity, sizeof(*c->heap));
-	c->fails = calloc(nb, sizeof(*c->fails));
-	if (!c->buckets || !c->ids || !c->heap || !c->fails) {
+	if (!c->buckets || !c->ids || !c->heap || tsec__fails_init(&c->fails, nb, capacity)) {
 		free(c->buckets);
 		free(c->ids);
 		free(c->heap);
-		free(c->fails);
 		free(c);
 		return TSEC_ENOMEM;
 	}
@@ -229,13 +215,7 @@ void tsec_certcache_free(struct tsec_certcache **pc)
 		next = e->newer;
 		entry_free(c, e);
 	}
-	while (c->fail_oldest) {
-		struct fail *f = c->fail_oldest;
-
-		c->fail_oldest = f->newer;
-		free(f);
-	}
-	free(c->fails);
+	tsec__fails_fini(&c->fails);
 	pthread_mutex_destroy(&c->wlock);
 	free(c->buckets);
 	free(c->ids);
@@ -381,111 +361,33 @@ static void free_chain(struct tsec_certcache *c, struct entry *e)
 	}
 }
 
-/* ---- failure backoff: writer-only, under wlock ---- */
-
-static struct fail *fail_find(struct tsec_certcache *c, const char *low, size_t n, uint64_t h)
-{
-	struct fail *f = c->fails[h & c->mask];
-
-	for (; f; f = f->next)
-		if (f->hash == h && !strncmp(f->name, low, n) && f->name[n] == '\0')
-			return f;
-	return NULL;
-}
-
-static void fail_drop(struct tsec_certcache *c, struct fail *f)
-{
-	struct fail **pp;
-
-	if (!f)
-		return;
-	for (pp = &c->fails[f->hash & c->mask]; *pp != f; pp = &(*pp)->next)
-		;
-	*pp = f->next;
-	if (f->older)
-		f->older->newer = f->newer;
-	else
-		c->fail_oldest = f->newer;
-	if (f->newer)
-		f->newer->older = f->older;
-	else
-		c->fail_newest = f->older;
-	c->nfails--;
-	free(f);
-}
-
-#define BACKOFF_FIRST_S 60
-#define BACKOFF_MAX_S 86400
-
-static void fail_out(const struct fail *f, struct tsec_cert_failure *out)
-{
-	int64_t wait = BACKOFF_MAX_S;
-
-	if (f->failures <= 12)   /* 60 s << 11 is past a day already */
-		wait = (int64_t)BACKOFF_FIRST_S << (f->failures - 1);
-	if (wait > BACKOFF_MAX_S)
-		wait = BACKOFF_MAX_S;
-	out->failures = f->failures;
-	out->last = f->last;
-	out->retry_at = f->last + wait;
-}
+/* ---- failure backoff (certcache_fails.c), under wlock ---- */
 
 int tsec_certcache_failed(struct tsec_certcache *c, const char *name,
 			  struct tsec_cert_failure *out)
 {
 	char low[NAME_MAX_LEN + 1];
-	int n = c && name ? lower_name(name, low) : -1;
-	uint64_t h;
-	struct fail *f;
+	int n = c && name ? lower_name(name, low) : -1, rc;
 
 	if (n < 0)
 		return TSEC_EINVAL;
-	h = hash_name(low, (size_t)n);
 	pthread_mutex_lock(&c->wlock);
-	if (!(f = fail_find(c, low, (size_t)n, h))) {
-		if (c->nfails == c->capacity)
-			fail_drop(c, c->fail_oldest);   /* bounded: the first recorded goes */
-		if (!(f = calloc(1, sizeof(*f) + (size_t)n + 1))) {
-			pthread_mutex_unlock(&c->wlock);
-			return TSEC_ENOMEM;
-		}
-		memcpy(f->name, low, (size_t)n + 1);
-		f->hash = h;
-		f->next = c->fails[h & c->mask];
-		c->fails[h & c->mask] = f;
-		f->older = c->fail_newest;
-		if (c->fail_newest)
-			c->fail_newest->newer = f;
-		else
-			c->fail_oldest = f;
-		c->fail_newest = f;
-		c->nfails++;
-	}
-	if (f->failures < UINT_MAX)
-		f->failures++;
-	f->last = c->clock();
-	if (out)
-		fail_out(f, out);
+	rc = tsec__fails_add(&c->fails, low, (size_t)n, hash_name(low, (size_t)n), c->clock(),
+			     out);
 	pthread_mutex_unlock(&c->wlock);
-	return 0;
+	return rc;
 }
 
 int tsec_certcache_failure(struct tsec_certcache *c, const char *name,
 			   struct tsec_cert_failure *out)
 {
 	char low[NAME_MAX_LEN + 1];
-	int n = c && name ? lower_name(name, low) : -1;
-	struct fail *f;
-	int rc = TSEC_ENOENT;
+	int n = c && name ? lower_name(name, low) : -1, rc;
 
 	if (n < 0)
 		return TSEC_EINVAL;
 	pthread_mutex_lock(&c->wlock);
-	if ((f = fail_find(c, low, (size_t)n, hash_name(low, (size_t)n)))) {
-		if (out)
-			fail_out(f, out);
-		rc = 0;
-	}
+	rc = tsec__fails_get(&c->fails, low, (size_t)n, hash_name(low, (size_t)n), out);
 	pthread_mutex_unlock(&c->wlock);
 	return rc;
 }
@@ -498,7 +400,7 @@ void tsec_certcache_succeeded(struct tsec_certcache *c, const char *name)
 	if (n < 0)
 		return;
 	pthread_mutex_lock(&c->wlock);
-	fail_drop(c, fail_find(c, low, (size_t)n, hash_name(low, (size_t)n)));
+	tsec__fails_drop(&c->fails, low, (size_t)n, hash_name(low, (size_t)n));
 	pthread_mutex_unlock(&c->wlock);
 }
 
@@ -640,8 +542,8 @@ int tsec_certcache_insert_names(struct tsec_certcache *c, const uint8_t id[32],
 		evict = old;
 	}
 	/* A certificate for a name ends its failures in a row. */
-	for (size_t i = 0; c->nfails && i < e->nnodes; i++)
-		fail_drop(c, fail_find(c, e->nodes[i]->name, e->nodes[i]->len, e->nodes[i]->hash));
+	for (size_t i = 0; i < e->nnodes; i++)
+		tsec__fails_drop(&c->fails, e->nodes[i]->name, e->nodes[i]->len, e->nodes[i]->hash);
 	entry_link(c, e);
 	if (evict)
 		synchronize(c);

@@ -6,29 +6,18 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include <sodium.h>
-#include <zmq.h>
 
 #include "tinysecurity/bus.h"
 #include "tinysecurity/client.h"
-#include "tinysecurity/store.h"
-#include "common/sign.h"
-#include "common/prom.h"
 #include "common/suggest.h"
-#include "common/wire.h"
 #include "common/error.h"
 
 #include "broker/cli/cli.h"
@@ -692,6 +681,67 @@ static int output_written(const char *cmd, int rc)
 	return EXIT_FAILED;
 }
 
+/* `tsec --endpoint EP health`: the command moves to the front. */
+static void command_first(int argc, char **argv)
+{
+	int at = 1;
+
+	if (argv[1][0] != '-' || !strcmp(argv[1], "--version") || !strcmp(argv[1], "--commands") ||
+	    !strcmp(argv[1], "--options") || !strcmp(argv[1], "--actions"))
+		return;
+	while (at < argc && argv[at][0] == '-')
+		at += takes_value(argv[at]) && !strchr(argv[at], '=') ? 2 : 1;
+	if (at < argc) {
+		char *name = argv[at];
+
+		memmove(&argv[2], &argv[1], (size_t)(at - 1) * sizeof(*argv));
+		argv[1] = name;
+	}
+}
+
+/* --version, --commands, --options, --actions (each from its one list,
+ * for completion and the docs tests): 1 when cmd was one, said. */
+static int about(const char *cmd)
+{
+	if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+		printf("tsec %s (%s build)\n", TSEC_VERSION, tsec_build_name(TSEC_BUILD_THIS));
+	} else if (!strcmp(cmd, "--commands")) {
+		for (size_t i = 0; i < NCOMMANDS; i++)
+			printf("%s\n", commands[i].name);
+	} else if (!strcmp(cmd, "--options")) {
+		for (size_t i = 0; i < sizeof(known_opts) / sizeof(known_opts[0]); i++)
+			printf("%s\n", known_opts[i]);
+	} else if (!strcmp(cmd, "--actions")) {
+		for (unsigned a = 0; a < TSEC_ACTION__COUNT; a++)
+			printf("%s\n", tsec_action_name(a));
+	} else {
+		return 0;
+	}
+	return 1;
+}
+
+/* A name that is no command: said, with the nearest; EXIT_ERROR. */
+static int unknown_command(const char *cmd)
+{
+	const char *names[NCOMMANDS + 1], *near;
+
+	if (cmd[0] == '-') {
+		fprintf(stderr, "tsec: no command after the options (or an unknown option "
+			"'%s'); 'tsec --help' lists them\n", cmd);
+		return EXIT_ERROR;
+	}
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		names[i] = commands[i].name;
+	names[NCOMMANDS] = "help";
+	if ((near = tsec__nearest(cmd, names, NCOMMANDS + 1))) {
+		fprintf(stderr, "tsec: unknown command '%s'; did you mean '%s'?\n", cmd, near);
+		return EXIT_ERROR;
+	}
+	fprintf(stderr, "tsec: unknown command '%s'\n", cmd);
+	usage(stderr);
+	return EXIT_ERROR;
+}
+
 int main(int argc, char **argv)
 {
 	const struct command *c;
@@ -706,67 +756,18 @@ int main(int argc, char **argv)
 	}
 	if (sodium_init() < 0)
 		return EXIT_ERROR;
-	/* `tsec --endpoint EP health`: the command moves to the front. */
-	if (argv[1][0] == '-' && strcmp(argv[1], "--version") && strcmp(argv[1], "--commands") &&
-	    strcmp(argv[1], "--options") && strcmp(argv[1], "--actions")) {
-		int at = 1;
-
-		while (at < argc && argv[at][0] == '-')
-			at += takes_value(argv[at]) && !strchr(argv[at], '=') ? 2 : 1;
-		if (at < argc) {
-			char *name = argv[at];
-
-			memmove(&argv[2], &argv[1], (size_t)(at - 1) * sizeof(*argv));
-			argv[1] = name;
-		}
-	}
+	command_first(argc, argv);
 	cmd = argv[1];
-	if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-		printf("tsec %s (%s build)\n", TSEC_VERSION, tsec_build_name(TSEC_BUILD_THIS));
+	if (about(cmd))
 		return 0;
-	}
-	if (!strcmp(cmd, "--commands")) {        /* for completion and its test */
-		for (size_t i = 0; i < NCOMMANDS; i++)
-			printf("%s\n", commands[i].name);
-		return 0;
-	}
-	/* The options and actions, from the one list each (for completion
-	 * and the docs tests: issue 51, item 17). */
-	if (!strcmp(cmd, "--options")) {
-		for (size_t i = 0; i < sizeof(known_opts) / sizeof(known_opts[0]); i++)
-			printf("%s\n", known_opts[i]);
-		return 0;
-	}
-	if (!strcmp(cmd, "--actions")) {
-		for (unsigned a = 0; a < TSEC_ACTION__COUNT; a++)
-			printf("%s\n", tsec_action_name(a));
-		return 0;
-	}
 	if (!strcmp(cmd, "help")) {
 		if (argc > 2)
 			return command_help(argv[2]);
 		usage(stdout);
 		return 0;
 	}
-	if (!(c = command_of(cmd))) {
-		const char *names[NCOMMANDS + 1], *near;
-
-		if (cmd[0] == '-') {
-			fprintf(stderr, "tsec: no command after the options (or an unknown option "
-				"'%s'); 'tsec --help' lists them\n", cmd);
-			return EXIT_ERROR;
-		}
-		for (size_t i = 0; i < NCOMMANDS; i++)
-			names[i] = commands[i].name;
-		names[NCOMMANDS] = "help";
-		if ((near = tsec__nearest(cmd, names, NCOMMANDS + 1))) {
-			fprintf(stderr, "tsec: unknown command '%s'; did you mean '%s'?\n", cmd, near);
-			return EXIT_ERROR;
-		}
-		fprintf(stderr, "tsec: unknown command '%s'\n", cmd);
-		usage(stderr);
-		return EXIT_ERROR;
-	}
+	if (!(c = command_of(cmd)))
+		return unknown_command(cmd);
 	if (!c->run) {
 		if (argc == 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help")))
 			return command_help(cmd);
