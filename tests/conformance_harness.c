@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "broker/storage/backend.h"
 #include "broker/storage/store_private.h"
 #include "common/clock.h"
 #include "tests/conformance_harness.h"
@@ -112,8 +113,25 @@ int conf_run(const char *suite, const struct CMUnitTest *tests, size_t n)
 		{ "redis", 0, "redis" },
 		{ "redis", 1 << 20, "LocalCache over redis" },
 	};
+	const char *names[16];
+	size_t nb = tsec__backend_names(0, names, 16);
 	int failed = 0;
 
+	/* HACKING's recipe for a backend, checked: every backend of the
+	 * registry runs here plain and under the LocalCache. */
+	for (size_t b = 0; b < nb; b++) {
+		int plain = 0, cached = 0;
+
+		for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++)
+			if (!strcmp(variants[v].backend, names[b]))
+				*(variants[v].cache_bytes ? &cached : &plain) = 1;
+		if (!plain || !cached) {
+			fprintf(stderr, "%s: the backend %s has no variant%s in conf_run "
+				"(tests/conformance_harness.c; docs/HACKING.md, \"A backend\")\n",
+				suite, names[b], plain ? " under the LocalCache" : "");
+			return 1;
+		}
+	}
 	/* The real servers, on loopback, for the whole run. */
 	if (tu_etcd_start(&etcd, 1) || tu_redis_start(&redis)) {
 		fprintf(stderr, "%s: cannot start etcd and redis-server "

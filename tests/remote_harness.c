@@ -337,8 +337,26 @@ int remote_run_variants(const struct CMUnitTest *tests, size_t n)
 		{ "s3-vhost", "file", 1 << 20, "remote: s3 blobs by virtual host, LocalCache over file" },
 		{ "memory", "memory", 0, "remote: memory blobs, memory coordinator" },
 	};
+	const char *schemes[16];
+	size_t ns = tsec__blobs_schemes(schemes, 16);
 	int failed = 0;
 
+	/* HACKING's recipe for a blob provider, checked: each provider's
+	 * scheme ("s3://") has a variant ("s3"). */
+	for (size_t p = 0; p < ns; p++) {
+		size_t len = strcspn(schemes[p], ":");
+		bool have = false;
+
+		for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]) && !have; v++)
+			have = strlen(variants[v].blobs) == len &&
+			       !strncmp(variants[v].blobs, schemes[p], len);
+		if (!have) {
+			fprintf(stderr, "remote: the blob provider %s has no variant in "
+				"remote_run_variants (tests/remote_harness.c; docs/HACKING.md, "
+				"\"A blob provider\")\n", schemes[p]);
+			return 1;
+		}
+	}
 	for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
 		cur = &variants[v];
 		failed += _cmocka_run_group_tests(cur->name, tests, n, NULL, NULL);

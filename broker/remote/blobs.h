@@ -85,6 +85,10 @@ void tsec__blobs_file_owner(struct tsec__blobs *b, char *out, size_t n);
  * pages a listing without a thousand objects. */
 void tsec__blobs_s3_page_keys(struct tsec__blobs *b, int n);
 
+/* The providers' schemes ("file:", "s3://", ...), into out[0..max); how
+ * many (for the tests that check each has its variant). */
+size_t tsec__blobs_schemes(const char **out, size_t max);
+
 /* Opens the provider o->blobs names. */
 int tsec__blobs_open(struct tsec__blobs **out, const struct tsec_remote_opts *o,
 		     struct tsec_error *err);

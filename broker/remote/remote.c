@@ -36,6 +36,15 @@ static const struct provider {
 #define NPROVIDERS (sizeof(providers) / sizeof(providers[0]))
 #define KNOWN "file:/path, s3://bucket/prefix or memory:"
 
+size_t tsec__blobs_schemes(const char **out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < NPROVIDERS && n < max; i++)
+		out[n++] = providers[i].scheme;
+	return n;
+}
+
 int tsec__blobs_open(struct tsec__blobs **out, const struct tsec_remote_opts *o,
 		     struct tsec_error *err)
 {
