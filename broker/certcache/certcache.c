@@ -363,45 +363,46 @@ static void free_chain(struct tsec_certcache *c, struct entry *e)
 
 /* ---- failure backoff (certcache_fails.c), under wlock ---- */
 
-int tsec_certcache_failed(struct tsec_certcache *c, const char *name,
-			  struct tsec_cert_failure *out)
+enum fails_op { FAILED, ASKED, SUCCEEDED };
+
+/* The name lower-cased and hashed, then op on the table under wlock: its
+ * result, or TSEC_EINVAL for no name. */
+static int fails_do(struct tsec_certcache *c, const char *name, enum fails_op op,
+		    struct tsec_cert_failure *out)
 {
 	char low[NAME_MAX_LEN + 1];
-	int n = c && name ? lower_name(name, low) : -1, rc;
+	int n = c && name ? lower_name(name, low) : -1, rc = 0;
+	uint64_t h;
 
 	if (n < 0)
 		return TSEC_EINVAL;
+	h = hash_name(low, (size_t)n);
 	pthread_mutex_lock(&c->wlock);
-	rc = tsec__fails_add(&c->fails, low, (size_t)n, hash_name(low, (size_t)n), c->clock(),
-			     out);
+	if (op == FAILED)
+		rc = tsec__fails_add(&c->fails, low, (size_t)n, h, c->clock(), out);
+	else if (op == ASKED)
+		rc = tsec__fails_get(&c->fails, low, (size_t)n, h, out);
+	else
+		tsec__fails_drop(&c->fails, low, (size_t)n, h);
 	pthread_mutex_unlock(&c->wlock);
 	return rc;
+}
+
+int tsec_certcache_failed(struct tsec_certcache *c, const char *name,
+			  struct tsec_cert_failure *out)
+{
+	return fails_do(c, name, FAILED, out);
 }
 
 int tsec_certcache_failure(struct tsec_certcache *c, const char *name,
 			   struct tsec_cert_failure *out)
 {
-	char low[NAME_MAX_LEN + 1];
-	int n = c && name ? lower_name(name, low) : -1, rc;
-
-	if (n < 0)
-		return TSEC_EINVAL;
-	pthread_mutex_lock(&c->wlock);
-	rc = tsec__fails_get(&c->fails, low, (size_t)n, hash_name(low, (size_t)n), out);
-	pthread_mutex_unlock(&c->wlock);
-	return rc;
+	return fails_do(c, name, ASKED, out);
 }
 
 void tsec_certcache_succeeded(struct tsec_certcache *c, const char *name)
 {
-	char low[NAME_MAX_LEN + 1];
-	int n = c && name ? lower_name(name, low) : -1;
-
-	if (n < 0)
-		return;
-	pthread_mutex_lock(&c->wlock);
-	tsec__fails_drop(&c->fails, low, (size_t)n, hash_name(low, (size_t)n));
-	pthread_mutex_unlock(&c->wlock);
+	fails_do(c, name, SUCCEEDED, NULL);
 }
 
 size_t tsec_certcache_snapshot(struct tsec_certcache *c,
