@@ -581,44 +581,71 @@ static int cfg_secret(json_t *root, struct tsec__config *c, const char *path,
 	return 0;
 }
 
-int tsec__config_load(const char *path, struct tsec__config *c, struct tsec_error *err)
+/*
+ * The configuration's JSON object, read from the descriptor whose mode
+ * *sb holds (cfg_secret checks it), reached as written through folders
+ * nobody else may write (common/trust.c): 0, or the error with nothing
+ * held.
+ */
+static int read_root(const char *path, struct stat *sb, json_t **root, struct tsec_error *err)
 {
+	struct tsec__trusted t;
+	struct tsec_error why;
 	json_error_t je;
-	json_t *root = NULL;
-	struct stat sb;
-	int rc = TSEC_EINVAL, fd;
+	int rc;
 
-	memset(c, 0, sizeof(*c));
-	memset(err, 0, sizeof(*err));
-	c->log_gid = c->ipc_gid = -1;
-	/* Read from the descriptor whose mode is checked below, reached as
-	 * written through folders nobody else may write (common/trust.c). */
-	{
-		struct tsec__trusted t;
-		struct tsec_error why;
-
-		if (tsec__trusted_open(path, TSEC__TRUST_FILE, false, "the configuration", &t,
-				       &why))
-			return tsec__seterr(err, why.code, "", "config %s: %s", path, why.msg);
-		fd = t.fd;
-		if (fstat(fd, &sb) < 0) {
-			rc = tsec__seterr(err, TSEC_EIO, "", "config %s: %s", path, strerror(errno));
-			close(fd);
-			return rc;
-		}
+	*root = NULL;
+	if (tsec__trusted_open(path, TSEC__TRUST_FILE, false, "the configuration", &t, &why))
+		return tsec__seterr(err, why.code, "", "config %s: %s", path, why.msg);
+	if (fstat(t.fd, sb) < 0) {
+		rc = tsec__seterr(err, TSEC_EIO, "", "config %s: %s", path, strerror(errno));
+		close(t.fd);
+		return rc;
 	}
-	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
-	close(fd);
-	if (!root) {
+	*root = json_loadfd(t.fd, JSON_REJECT_DUPLICATES, &je);
+	close(t.fd);
+	if (!*root) {
 		char line[4300];
 
 		tsec__json_error_say(line, sizeof(line), path, &je);
 		return tsec__seterr(err, TSEC_EINVAL, "", "config %s", line);
 	}
-	if (!json_is_object(root)) {
-		rc = tsec__seterr(err, TSEC_EINVAL, "", "config %s: must be a JSON object", path);
-		goto out;
+	if (!json_is_object(*root)) {
+		json_decref(*root);
+		*root = NULL;
+		return tsec__seterr(err, TSEC_EINVAL, "", "config %s: must be a JSON object", path);
 	}
+	return 0;
+}
+
+/* What holds between settings: CURVE's key where CURVE is asked, a
+ * state_dir (the storage folder's, by default). */
+static int cross_checks(struct tsec__config *c, struct tsec_error *err)
+{
+	for (int e = 0; e < c->nendpoints; e++)
+		if ((!strncmp(c->endpoints[e], "tcp://", 6) || c->ipc_curve) && !c->have_secret)
+			return tsec__seterr(err, TSEC_EINVAL, "", "config: tcp endpoints and "
+					    "ipc_curve need \"server_secret_key\" (CURVE)");
+	if (!c->state_dir && !c->storage)
+		return tsec__seterr(err, TSEC_EINVAL, "",
+				    "config /state_dir: required with a shared storage backend "
+				    "(this broker's own folder, for the policy revision it accepted)");
+	if (!c->state_dir && !(c->state_dir = strdup(c->storage)))
+		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
+	return 0;
+}
+
+int tsec__config_load(const char *path, struct tsec__config *c, struct tsec_error *err)
+{
+	json_t *root = NULL;
+	struct stat sb;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	memset(err, 0, sizeof(*err));
+	c->log_gid = c->ipc_gid = -1;
+	if ((rc = read_root(path, &sb, &root, err)))
+		return rc;
 	c->max_message = TSEC_D_MAX_MESSAGE;
 	c->workers = 4;
 	c->max_locks_per_caller = TSEC_D_LOCKS_PER_CALLER;
@@ -633,29 +660,9 @@ int tsec__config_load(const char *path, struct tsec__config *c, struct tsec_erro
 	if (cfg_storage(root, c, err) || cfg_remote(root, c, err) || cfg_metrics(c, err) ||
 	    cfg_group(root, "decision_log_group", &c->log_gid, err) ||
 	    cfg_group(root, "ipc_group", &c->ipc_gid, err) || cfg_endpoints(root, c, err) ||
-	    cfg_trust(root, c, err))
-		goto failed;
-	if (cfg_secret(root, c, path, &sb, err))
-		goto failed;
-	if (tsec__cfg_callers(root, c, err) || tsec__cfg_asks(root, c, err))
-		goto failed;
-	for (int e = 0; e < c->nendpoints; e++)
-		if ((!strncmp(c->endpoints[e], "tcp://", 6) || c->ipc_curve) && !c->have_secret) {
-			rc = tsec__seterr(err, TSEC_EINVAL, "",
-					  "config: tcp endpoints and ipc_curve need \"server_secret_key\" (CURVE)");
-			goto out;
-		}
-	if (!c->state_dir && !c->storage) {
-		rc = tsec__seterr(err, TSEC_EINVAL, "",
-				  "config /state_dir: required with a shared storage backend "
-				  "(this broker's own folder, for the policy revision it accepted)");
-		goto out;
-	}
-	if (!c->state_dir && !(c->state_dir = strdup(c->storage))) {
-		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
-		goto out;
-	}
-	if (tsec__cfg_paths(c, err))
+	    cfg_trust(root, c, err) || cfg_secret(root, c, path, &sb, err) ||
+	    tsec__cfg_callers(root, c, err) || tsec__cfg_asks(root, c, err) ||
+	    cross_checks(c, err) || tsec__cfg_paths(c, err))
 		goto failed;
 	rc = 0;
 	goto out;
