@@ -564,23 +564,65 @@ int tsec__file_feed(struct tsec__backend *b, const struct tsec__feed_sink *sink,
 	return 0;
 }
 
+/* One of the store's own folders under its root (the journal, the
+ * locks): made if absent, opened, and checked as the root's: 0 or the
+ * error, *fd open on success. */
+static int own_folder(struct tsec__filebe *fb, const char *root, const char *name, int *fd,
+		      struct tsec_error *err)
+{
+	const char *failed = NULL;
+	char what[64];
+	int e;
+
+	if (mkdirat(fb->rootfd, name, 0700) < 0 && errno != EEXIST)
+		failed = "create";
+	else if ((*fd = openat(fb->rootfd, name, DIR_FLAGS)) < 0)
+		failed = "open";
+	if (!failed)
+		return tsec__fb_folder_ok(*fd, root, name, err);
+	e = errno;
+	snprintf(what, sizeof(what), "cannot %s the folder %s", failed, name);
+	errno = e;                   /* what tsec__fb_io_err says */
+	return tsec__fb_io_err(err, root, what);
+}
+
+/* A file backend over the root held open at rootfd: its locks made. */
+static struct tsec__filebe *fb_new(int rootfd)
+{
+	struct tsec__filebe *fb = calloc(1, sizeof(*fb));
+	pthread_rwlockattr_t a;
+
+	if (!fb)
+		return NULL;
+	fb->base.ops = &file_ops;
+	fb->journalfd = fb->locksfd = fb->ownerfd = -1;
+	tsec__folders_init(&fb->folders);
+	/* Writers first, as the turnstile does across processes. */
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&fb->commit_rw, &a);
+	pthread_rwlockattr_destroy(&a);
+	pthread_mutex_init(&fb->slots_mu, NULL);
+	for (int i = 0; i < TSEC__SLOTS; i++)
+		fb->slot[i].fd = -1;
+	fb->rootfd = rootfd;
+	return fb;
+}
+
 int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_error *err)
 {
 	struct tsec__filebe *fb;
 	struct tsec__trusted tr;
+	char why[256];
 	int rc;
 
 	*out = NULL;
-	{
-		char why[256];
-
-		/* Its locks are judged on the boot clock, with the boot's id:
-		 * a process that cannot tell which boot it runs in would take
-		 * a lock another boot left, or one that is live (issue 48). */
-		if (tsec__boot_known(why, sizeof(why)))
-			return tsec__seterr(err, TSEC_EINVAL, "storage", "the file store cannot "
-					    "judge its locks' leases: %s", why);
-	}
+	/* Its locks are judged on the boot clock, with the boot's id: a
+	 * process that cannot tell which boot it runs in would take a lock
+	 * another boot left, or one that is live (issue 48). */
+	if (tsec__boot_known(why, sizeof(why)))
+		return tsec__seterr(err, TSEC_EINVAL, "storage", "the file store cannot judge its "
+				    "locks' leases: %s", why);
 	/*
 	 * The root as written, every folder and link on its way checked and
 	 * the root opened beneath them (common/trust.c), as sshd's
@@ -591,26 +633,10 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 	if ((rc = tsec__trusted_open(root, TSEC__TRUST_FOLDER, true, "the store's root", &tr,
 				     err)))
 		return rc;
-	if (!(fb = calloc(1, sizeof(*fb)))) {
+	if (!(fb = fb_new(tr.fd))) {
 		close(tr.fd);
 		return tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 	}
-	fb->base.ops = &file_ops;
-	fb->journalfd = fb->locksfd = fb->ownerfd = -1;
-	tsec__folders_init(&fb->folders);
-	{
-		pthread_rwlockattr_t a;
-
-		/* Writers first, as the turnstile does across processes. */
-		pthread_rwlockattr_init(&a);
-		pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-		pthread_rwlock_init(&fb->commit_rw, &a);
-		pthread_rwlockattr_destroy(&a);
-		pthread_mutex_init(&fb->slots_mu, NULL);
-		for (int i = 0; i < TSEC__SLOTS; i++)
-			fb->slot[i].fd = -1;
-	}
-	fb->rootfd = tr.fd;
 	/* No key or secret file may be read from inside it (common/trust.c). */
 	if (tsec__trusted_fence_add(tr.dev, tr.ino, "the store's root", root)) {
 		rc = tsec__seterr(err, TSEC_ENOMEM, root, "too many stores open");
@@ -621,33 +647,12 @@ int tsec__file_open(struct tsec__backend **out, const char *root, struct tsec_er
 	fb->fenced = true;
 	fb->root_dev = tr.dev;
 	fb->root_ino = tr.ino;
-	if (mkdirat(fb->rootfd, TSEC__JOURNAL, 0700) < 0 && errno != EEXIST) {
-		rc = tsec__fb_io_err(err, root, "cannot create the journal folder");
-		goto fail;
+	if ((rc = own_folder(fb, root, TSEC__JOURNAL, &fb->journalfd, err)) ||
+	    (rc = own_folder(fb, root, TSEC__LOCKS, &fb->locksfd, err)) ||
+	    (rc = tsec__fb_owner_begin(fb, err)) || (rc = tsec__fb_recover(fb, err))) {
+		fb_close(&fb->base);
+		return rc;
 	}
-	fb->journalfd = openat(fb->rootfd, TSEC__JOURNAL, DIR_FLAGS);
-	if (fb->journalfd < 0) {
-		rc = tsec__fb_io_err(err, root, "cannot open the journal folder");
-		goto fail;
-	}
-	if ((rc = tsec__fb_folder_ok(fb->journalfd, root, TSEC__JOURNAL, err)))
-		goto fail;
-	if (mkdirat(fb->rootfd, TSEC__LOCKS, 0700) < 0 && errno != EEXIST) {
-		rc = tsec__fb_io_err(err, root, "cannot create the locks folder");
-		goto fail;
-	}
-	fb->locksfd = openat(fb->rootfd, TSEC__LOCKS, DIR_FLAGS);
-	if (fb->locksfd < 0) {
-		rc = tsec__fb_io_err(err, root, "cannot open the locks folder");
-		goto fail;
-	}
-	if ((rc = tsec__fb_folder_ok(fb->locksfd, root, TSEC__LOCKS, err)))
-		goto fail;
-	if ((rc = tsec__fb_owner_begin(fb, err)) || (rc = tsec__fb_recover(fb, err)))
-		goto fail;
 	*out = &fb->base;
 	return 0;
-fail:
-	fb_close(&fb->base);
-	return rc;
 }
