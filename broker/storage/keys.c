@@ -70,6 +70,13 @@ bool tsec__key_uncached(const char *key)
 						  TSEC__RESERVED_LEN + 7);
 }
 
+int tsec__list_none(const struct tsec__skey *sk, int kind, struct tsec_error *err)
+{
+	return kind == 1 ? tsec__seterr(err, TSEC_EINVAL, sk->text, "'%s' is a file, not a folder",
+					sk->text)
+			 : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
+}
+
 int tsec__strlist_add(struct tsec_strlist *l, size_t *cap, const char *k, size_t n,
 		      const char *suffix)
 {

@@ -56,6 +56,11 @@ bool tsec__key_uncached(const char *key);
 /* Whether the key names a certificate (a .crt under certificates/). */
 bool tsec__is_cert_key(const struct tsec__skey *sk);
 
+/* What listing sk says when it is no folder, by its kind (1 a file, 0
+ * nothing): TSEC_EINVAL "'KEY' is a file, not a folder" or TSEC_ENOENT
+ * "KEY: not found", as the backend contract says (backend.h). */
+int tsec__list_none(const struct tsec__skey *sk, int kind, struct tsec_error *err);
+
 /* Appends "k[0..n)suffix" to l (capacity *cap, grown by doubling): 0 or
  * TSEC_ENOMEM. */
 int tsec__strlist_add(struct tsec_strlist *l, size_t *cap, const char *k, size_t n,

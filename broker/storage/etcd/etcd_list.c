@@ -85,86 +85,87 @@ static int in_range(const uint8_t *k, size_t kl, const char *from, size_t fl, co
 	return 0;
 }
 
+/* Where a listing stands: the folder's names begin with base[0..bl);
+ * the next page asks from[0..fl) up to the folder's end. */
+struct cursor {
+	char base[TSEC__BK_MAX + 2], from[TSEC__BK_MAX + 2], end[TSEC__BK_MAX + 2];
+	size_t bl, fl;
+};
+
+/*
+ * One page's keys (the answer r) into out, the cursor moved past each
+ * (past a child folder's whole range when not recursive): 0 or the
+ * error.  *done: the listing is whole (no more pages, or an empty one).
+ */
+static int take_page(struct etcd *e, const json_t *r, const struct tsec__skey *sk,
+		     int recursive, struct cursor *cu, struct tsec_strlist *out, size_t *cap,
+		     bool *done, struct tsec_error *err)
+{
+	const json_t *kvs = json_object_get(r, "kvs");
+	bool more = json_is_true(json_object_get(r, "more")), folder = false;
+	size_t n = json_array_size(kvs);
+	int rc = 0;
+
+	*done = false;
+	for (size_t i = 0; i < n; i++) {
+		uint8_t *k;
+		size_t kl;
+
+		if (tsec__unb64(json_array_get(kvs, i), "key", &k, &kl))
+			return tsec__seterr(err, TSEC_EIO, sk->text, "etcd sent a key that is not "
+					    "base64");
+		if (!(rc = in_range(k, kl, cu->from, cu->fl, cu->end, cu->bl, sk->text, err)))
+			rc = list_key(e, cu->base, cu->bl, recursive, tsec__key_reserved(sk->text), k,
+				      kl, out, cap, cu->from, &cu->fl, &folder);
+		free(k);
+		if (rc == TSEC_ENOMEM)
+			return tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
+		if (rc || folder)
+			return rc;           /* a folder: the range restarts past it */
+	}
+	*done = !more || n == 0;
+	return 0;
+}
+
 int tsec__et_list(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
 		   struct tsec_strlist *out, struct tsec_error *err)
 {
 	struct etcd *e = tsec__etcd_of(b);
-	char base[TSEC__BK_MAX + 2], from[TSEC__BK_MAX + 2], end[TSEC__BK_MAX + 2];
-	size_t bl, fl, tl = sk->tlen, cap = 0, pages = 0;
-	int rc = 0;
+	struct cursor cu;
+	size_t cap = 0, pages = 0;
+	bool done = false;
+	int rc = 0, kind;
 
 	/* base: "P/k/" for the root, "P/k/<key>/" below it. */
-	bl = tsec__etcd_bk(e, 'k', sk->text, base);
-	if (tl)
-		base[bl++] = '/';
-	memcpy(end, base, bl);
-	end[bl - 1] = '/' + 1;
-	memcpy(from, base, bl);
-	fl = bl;
-	for (;;) {
+	cu.bl = tsec__etcd_bk(e, 'k', sk->text, cu.base);
+	if (sk->tlen)
+		cu.base[cu.bl++] = '/';
+	memcpy(cu.end, cu.base, cu.bl);
+	cu.end[cu.bl - 1] = '/' + 1;
+	memcpy(cu.from, cu.base, cu.bl);
+	cu.fl = cu.bl;
+	while (!done && !rc) {
 		json_t *req = json_object(), *r;
-		const json_t *kvs;
-		size_t i, n;
-		bool more, folder = false;
 
-		json_object_set_new(req, "key", tsec__b64(from, fl));
-		json_object_set_new(req, "range_end", tsec__b64(end, bl));
+		json_object_set_new(req, "key", tsec__b64(cu.from, cu.fl));
+		json_object_set_new(req, "range_end", tsec__b64(cu.end, cu.bl));
 		json_object_set_new(req, "keys_only", json_true());
 		json_object_set_new(req, "limit", tsec__jnum(PAGE));
 		if (++pages > TSEC__LIST_PAGES || out->n > TSEC__LIST_NAMES) {
 			json_decref(req);
 			rc = tsec__seterr(err, TSEC_ETOOBIG, sk->text, "a listing of more than %d "
 					  "names or pages", TSEC__LIST_NAMES);
-			break;
+		} else if (!(rc = tsec__etcd_post(e->c, "/v3/kv/range", req, TSEC__ETCD_IDEMPOTENT,
+						  0, PAGE, &r, err))) {
+			rc = take_page(e, r, sk, recursive, &cu, out, &cap, &done, err);
+			json_decref(r);
 		}
-		if ((rc = tsec__etcd_post(e->c, "/v3/kv/range", req, TSEC__ETCD_IDEMPOTENT, 0, PAGE,
-					   &r, err)))
-			break;
-		kvs = json_object_get(r, "kvs");
-		more = json_is_true(json_object_get(r, "more"));
-		n = json_array_size(kvs);
-		for (i = 0; i < n && !rc; i++) {
-			uint8_t *k;
-			size_t kl;
-
-			if (tsec__unb64(json_array_get(kvs, i), "key", &k, &kl)) {
-				rc = tsec__seterr(err, TSEC_EIO, sk->text, "etcd sent a key that is "
-						  "not base64");
-				break;
-			}
-			if ((rc = in_range(k, kl, from, fl, end, bl, sk->text, err))) {
-				free(k);
-				break;
-			}
-			rc = list_key(e, base, bl, recursive, tsec__key_reserved(sk->text), k, kl,
-				      out, &cap, from, &fl, &folder);
-			free(k);
-			if (folder)
-				break;           /* restart the range past the folder */
-		}
-		json_decref(r);
-		if (rc == TSEC_ENOMEM)
-			rc = tsec__seterr(err, TSEC_ENOMEM, sk->text, "cannot list");
-		if (rc)
-			break;
-		if (i == n && !more)
-			break;
-		if (i == n && n == 0)
-			break;
 	}
 	if (rc) {
 		tsec_strlist_free(out);
 		return rc;
 	}
-	if (out->n == 0 && tl) {
-		int kind;
-
-		if ((rc = tsec__et_kind(b, sk, &kind, err)))
-			return rc;
-		if (kind == 1)
-			return tsec__seterr(err, TSEC_EINVAL, sk->text, "'%s' is a file, not a folder",
-					    sk->text);
-		return tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
-	}
+	if (out->n == 0 && sk->tlen)
+		return (rc = tsec__et_kind(b, sk, &kind, err)) ? rc : tsec__list_none(sk, kind, err);
 	return 0;
 }

@@ -343,9 +343,7 @@ static int mb_list(struct tsec__backend *b, const struct tsec__skey *sk, int rec
 	pthread_rwlock_rdlock(&m->rw);
 	kind = kind_of(m, sk);
 	if (kind != 2) {
-		rc = kind == 1 ? tsec__seterr(err, TSEC_EINVAL, sk->text,
-					      "'%s' is a file, not a folder", sk->text)
-			       : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
+		rc = tsec__list_none(sk, kind, err);
 		goto out;
 	}
 	for (size_t i = 0; m->vals.b && i <= m->vals.mask && !rc; i++)

@@ -340,9 +340,7 @@ static int list_empty(struct tsec__backend *b, const struct tsec__skey *sk,
 
 	if ((rc = tsec__rd_kind(b, sk, &kind, err)))
 		return rc;
-	return kind == 1 ? tsec__seterr(err, TSEC_EINVAL, sk->text, "'%s' is a file, not a folder",
-					sk->text)
-			 : tsec__seterr(err, TSEC_ENOENT, sk->text, "%s: not found", sk->text);
+	return tsec__list_none(sk, kind, err);
 }
 
 int tsec__rd_list(struct tsec__backend *b, const struct tsec__skey *sk, int recursive,
