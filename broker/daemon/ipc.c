@@ -142,59 +142,59 @@ int tsec__ipc_check(const char *ep)
  * existing one is never changed (a shared folder would lose its mode for
  * good), only checked (socket_folder_ok).
  */
-int tsec__bind_ipc(void *s, const char *ep, long gid, int *claim)
+/*
+ * The socket's folder (path, or "." when the endpoint names none): made
+ * 0700 (0710 and the group's with ipc_group) when absent, else checked
+ * as nobody else's to write.  0, or TSEC__BIND_SAID with why said.
+ */
+static int prepare_folder(char *path, bool named, long gid)
 {
-	char path[1024], lockp[1030], *slash;
-	mode_t old;
-	int rc, lfd;
+	const char *folder = !named ? "." : *path ? path : "/";
+	bool made = false;
 
-	snprintf(path, sizeof(path), "%s", ep + 6);
-	slash = strrchr(path, '/');
-	if (slash)
-		*slash = '\0';
-	{
-		const char *folder = !slash ? "." : *path ? path : "/";
-		bool made = false;
-
-		if (slash && *path) {
-			if (mkdir(path, 0700) == 0)
-				made = true;
-			else if (errno != EEXIST) {
-				tsec__say("cannot make the socket's folder %s: %s", path,
-					  strerror(errno));
-				return TSEC__BIND_SAID;
-			}
+	if (named && *path) {
+		if (mkdir(path, 0700) == 0)
+			made = true;
+		else if (errno != EEXIST) {
+			tsec__say("cannot make the socket's folder %s: %s", path, strerror(errno));
+			return TSEC__BIND_SAID;
 		}
-		if (made) {
-			/* Ours: 0700 whatever the umask left; searchable by
-			 * the group with ipc_group. */
-			if (gid >= 0 && chown(path, (uid_t)-1, (gid_t)gid) < 0) {
-				tsec__say("ipc_group: cannot give %s to group %ld: %s", path, gid,
-					  strerror(errno));
-				return TSEC__BIND_SAID;
-			}
-			chmod(path, gid >= 0 ? 0710 : 0700);
-		} else if (socket_folder_ok(folder)) {
-			return TSEC__BIND_SAID;  /* why, said: not the OS's EACCES */
-		}
-		group_reaches(folder, gid);
 	}
-	if (slash)
-		*slash = '/';
-	/*
-	 * Claimed first, for the broker's life: a flock on "<socket>.lock".
-	 * Looking for a listener, then binding, is not enough alone: two
-	 * brokers starting at once both find the path free, and ZeroMQ's
-	 * bind removes the socket file it finds, so the second took the
-	 * first's clients.  Held until the loop ends (*claim); the kernel
-	 * lets it go however the broker ends.
-	 */
+	if (made) {
+		/* Ours: 0700 whatever the umask left; searchable by the group
+		 * with ipc_group. */
+		if (gid >= 0 && chown(path, (uid_t)-1, (gid_t)gid) < 0) {
+			tsec__say("ipc_group: cannot give %s to group %ld: %s", path, gid,
+				  strerror(errno));
+			return TSEC__BIND_SAID;
+		}
+		chmod(path, gid >= 0 ? 0710 : 0700);
+	} else if (socket_folder_ok(folder)) {
+		return TSEC__BIND_SAID;  /* why, said: not the OS's EACCES */
+	}
+	group_reaches(folder, gid);
+	return 0;
+}
+
+/*
+ * Claimed first, for the broker's life: a flock on "<socket>.lock".
+ * Looking for a listener, then binding, is not enough alone: two brokers
+ * starting at once both find the path free, and ZeroMQ's bind removes
+ * the socket file it finds, so the second took the first's clients.  The
+ * kernel lets it go however the broker ends.  The lock's descriptor, or
+ * TSEC__BIND_SAID (another broker's, said) or -1 (errno).
+ */
+static int claim_path(const char *path, const char *ep)
+{
+	char lockp[1030];
+	int lfd, rc;
+
 	snprintf(lockp, sizeof(lockp), "%s.lock", path);  /* fits: path is under 1024 */
 	if ((lfd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
 		return -1;
 	if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
 		rc = errno == EWOULDBLOCK ? TSEC__BIND_SAID : -1;
-		if (errno == EWOULDBLOCK)
+		if (rc == TSEC__BIND_SAID)
 			tsec__say("another broker holds %s; refusing to take its socket", lockp);
 		close(lfd);
 		errno = EADDRINUSE;
@@ -207,16 +207,36 @@ int tsec__bind_ipc(void *s, const char *ep, long gid, int *claim)
 		errno = EADDRINUSE;
 		return rc > 0 ? TSEC__BIND_SAID : -1;
 	}
+	return lfd;
+}
+
+int tsec__bind_ipc(void *s, const char *ep, long gid, int *claim)
+{
+	char path[1024], *slash;
+	mode_t old;
+	int rc, lfd;
+
+	snprintf(path, sizeof(path), "%s", ep + 6);
+	slash = strrchr(path, '/');
+	if (slash)
+		*slash = '\0';
+	if ((rc = prepare_folder(path, slash != NULL, gid)))
+		return rc;
+	if (slash)
+		*slash = '/';
+	if ((lfd = claim_path(path, ep)) < 0)
+		return lfd;
 	old = umask(077);
 	rc = zmq_bind(s, ep);
 	umask(old);
 	if (rc == 0 && gid >= 0 && chown(path, (uid_t)-1, (gid_t)gid) < 0) {
 		tsec__say("ipc_group: cannot give %s to group %ld: %s", path, gid, strerror(errno));
 		zmq_unbind(s, ep);
-		rc = -1;
+		rc = TSEC__BIND_SAID;
 	}
 	if (rc == 0) {
-		/* The group's only once it owns the file. */
+		/* The group's only once it owns the file; held until the loop
+		 * ends (*claim). */
 		chmod(path, gid >= 0 ? 0660 : 0600);
 		*claim = lfd;
 	} else {
