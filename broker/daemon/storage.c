@@ -393,20 +393,10 @@ static int take(struct tsec__daemon *d, struct tsec__call *c, uint64_t ttl, int6
 	return tsec_lock_try_acquire(d->store, &c->p, name, ttl, lk, err);
 }
 
-json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+/* lock.acquire's parameters: NULL, or the error. */
+static json_t *acquire_refused(struct tsec__call *c, uint64_t ttl)
 {
 	json_t *tmo = json_object_get(c->params, "timeout_ms"), *dl;
-	struct tsec__run *run = c->run;
-	uint64_t ttl = ttl_of(c), now = tsec__mono_ns();
-	uint64_t t0 = run && run->arrived_ns > 0 && (uint64_t)run->arrived_ns < now
-		      ? (uint64_t)run->arrived_ns : now;
-	int64_t budget = caller_budget_ms(c), wait;
-	struct tsec_lock_wait w;
-	struct tsec_lock lk;
-	struct tsec_error err;
-	char hex[33];
-	bool parks, asked;
-	int rc, held;
 
 	if (!ttl)
 		return tsec__fail(TSEC_EPROTO, "params.ttl_ms", "need a positive integer");
@@ -415,6 +405,65 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 	if ((dl = json_object_get(c->params, "deadline_ms")) &&
 	    (!json_is_integer(dl) || json_integer_value(dl) < 0))
 		return tsec__fail(TSEC_EPROTO, "params.deadline_ms", "need a non-negative integer");
+	return NULL;
+}
+
+/*
+ * A lock taken for c, kept: counted among the caller's (let go at once
+ * when it cannot be counted: never a lock the broker does not track),
+ * named as this call's grant for a cancel that crosses it and for the
+ * loop, which lets it go if the caller is gone when it answers; its
+ * handle into *result.  NULL, or the error.
+ */
+static json_t *keep_grant(struct tsec__daemon *d, struct tsec__call *c,
+			  const struct tsec_lock *lk, json_t **result)
+{
+	struct tsec__run *run = c->run;
+	struct tsec_error err;
+	char hex[33];
+	int held;
+
+	if (run) {
+		size_t n;
+		const char *id = tsec__call_id(c, &n);
+
+		run->of.idlen = n <= sizeof(run->of.id) ? (uint8_t)n : 0;
+		memcpy(run->of.id, id, run->of.idlen);
+	}
+	held = tsec__held_put(&d->held, lk, c->index, d->cfg.max_locks_per_caller,
+			      run ? &run->of : NULL);
+	if (held != TSEC__HELD_OK) {
+		tsec_lock_release(d->store, &c->p, lk, &err);
+		return tsec__fail(TSEC_EBUSY, "params.name", held == TSEC__HELD_QUOTA
+				  ? "this caller holds as many live locks through the broker as "
+				    "max_locks_per_caller allows"
+				  : "the broker holds as many live locks as it can track");
+	}
+	if (run && run->grants.n < TSEC__GRANTS_MAX)
+		run->grants.lk[run->grants.n++] = *lk;
+	sodium_bin2hex(hex, sizeof(hex), lk->token, 16);
+	*result = json_pack("{s:s,s:s,s:I,s:I,s:I}", "name", lk->name, "token", hex,
+			    "expires_ms", (json_int_t)lk->expires_ms,
+			    "expires_in_ms", (json_int_t)left_of(lk), "fence", (json_int_t)lk->fence);
+	return NULL;
+}
+
+json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_t **result)
+{
+	struct tsec__run *run = c->run;
+	uint64_t ttl = ttl_of(c), now = tsec__mono_ns();
+	uint64_t t0 = run && run->arrived_ns > 0 && (uint64_t)run->arrived_ns < now
+		      ? (uint64_t)run->arrived_ns : now;
+	int64_t budget = caller_budget_ms(c), wait;
+	struct tsec_lock_wait w;
+	struct tsec_lock lk;
+	struct tsec_error err;
+	bool parks, asked;
+	json_t *refused;
+	int rc;
+
+	if ((refused = acquire_refused(c, ttl)))
+		return refused;
 	wait = wait_left(c, (int64_t)((now - t0) / 1000000), &asked);
 	if (wait < 0 && !(run && run->wait_in))
 		return tsec__fail(TSEC_ETIMEDOUT, "params.deadline_ms", "the caller's deadline "
@@ -435,47 +484,24 @@ json_t *tsec__m_lock_acquire(struct tsec__daemon *d, struct tsec__call *c, json_
 		run->parked = true;
 		return NULL;
 	}
+	if (rc)
+		return tsec__m_done(rc, &err, result);
 	/*
 	 * Taken, but after the caller's deadline (a broker paused, a backend
 	 * slow to answer): the caller has stopped listening, so the lock is
 	 * let go at once rather than held by nobody for its whole lease.
 	 */
-	if (!rc && ((parks && (int64_t)tsec__mono_ns() > w.deadline_ns) ||
-		    (budget >= 0 && (int64_t)(tsec__mono_ns() - t0) / 1000000 > budget))) {
+	if ((parks && (int64_t)tsec__mono_ns() > w.deadline_ns) ||
+	    (budget >= 0 && (int64_t)(tsec__mono_ns() - t0) / 1000000 > budget)) {
 		struct tsec_error e2;
 		tsec_lock_release(d->store, &c->p, &lk, &e2);
 		return tsec__fail(TSEC_ETIMEDOUT, "params.name", "the lock came free only after "
 				  "this call's deadline: released at once, not held for a caller "
 				  "that stopped waiting");
 	}
-	if (!rc && run) {
-		/* Which call this grant answers, for a cancel that crosses it. */
-		size_t n;
-		const char *id = tsec__call_id(c, &n);
-
-		run->of.idlen = n <= sizeof(run->of.id) ? (uint8_t)n : 0;
-		memcpy(run->of.id, id, run->of.idlen);
-	}
-	if (!rc && (held = tsec__held_put(&d->held, &lk, c->index, d->cfg.max_locks_per_caller,
-					   run ? &run->of : NULL)) != TSEC__HELD_OK) {
-		/* Never hold a lock the broker could not count. */
-		tsec_lock_release(d->store, &c->p, &lk, &err);
-		return tsec__fail(TSEC_EBUSY, "params.name", held == TSEC__HELD_QUOTA
-				  ? "this caller holds as many live locks through the broker as "
-				    "max_locks_per_caller allows"
-				  : "the broker holds as many live locks as it can track");
-	}
-	if (!rc) {
-		/* The loop lets it go if the caller is gone when it answers. */
-		if (run && run->grants.n < TSEC__GRANTS_MAX)
-			run->grants.lk[run->grants.n++] = lk;
-		sodium_bin2hex(hex, sizeof(hex), lk.token, 16);
-		*result = json_pack("{s:s,s:s,s:I,s:I,s:I}", "name", lk.name, "token", hex,
-				    "expires_ms", (json_int_t)lk.expires_ms,
-				    "expires_in_ms", (json_int_t)left_of(&lk),
-				    "fence", (json_int_t)lk.fence);
-	}
-	return tsec__m_done(rc, &err, result);
+	if ((refused = keep_grant(d, c, &lk, result)))
+		return refused;
+	return tsec__m_done(0, &err, result);      /* {} should the pack have failed */
 }
 
 /* The lock an object names: its "name" and "token". */
