@@ -101,7 +101,7 @@ int free_port(void)
 	return port;
 }
 
-static struct tsec_client *client_within(const char *who, int timeout_ms)
+struct tsec_client *client_within(const char *who, int timeout_ms)
 {
 	struct tsec_client_opts o = { .endpoint = D.tcp, .server_public_key = D.srv_pub,
 				      .timeout_ms = timeout_ms };

@@ -34,6 +34,9 @@ int free_port(void);
  * refusal had 400 ms to arrive). */
 #define TU_CALL_MS 60000
 struct tsec_client *client(const char *who, int timeout_ms);
+/* A client whose deadline is timeout_ms exactly: for a test whose point
+ * is a caller that gives up (and the broker's readiness probe). */
+struct tsec_client *client_within(const char *who, int timeout_ms);
 json_t *stats(void);
 long stat_of(const char *name);
 void start_broker(void);

@@ -709,7 +709,7 @@ static void test_daemon_check_as_start(void **state)
 
 static void test_daemon_lock_nobody(void **state)
 {
-	struct tsec_client *a = client("good", 5000), *b = client("good", 1000), *c;
+	struct tsec_client *a = client("good", 5000), *b = client_within("good", 1000), *c;
 	struct tsec_error err;
 	char told[33], p[256];
 	long fence;
