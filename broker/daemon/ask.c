@@ -195,7 +195,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
 	return reply(conn, MHD_HTTP_OK, "allow", o.name, o.reason);
 }
 
-int tsec__ask_start(struct tsec__daemon *d)
+int tsec__ask_start(struct tsec__daemon *d, struct tsec_error *err)
 {
 	for (int i = 0; i < d->cfg.nasks; i++) {
 		const struct sockaddr_in *sa = &d->cfg.asks[i].addr;
@@ -206,15 +206,14 @@ int tsec__ask_start(struct tsec__daemon *d)
 		asks[i].cfg = &d->cfg.asks[i];
 		inet_ntop(AF_INET, &sa->sin_addr, host, sizeof(host));
 		/* Nor can connections that do not ask take its threads. */
-		if (tsec__keeper_init(&asks[i].keeper, KEEP, &d->st.ask_evicted)) {
-			tsec__say("ask: cannot start: out of resources");
-			return -1;
-		}
+		if (tsec__keeper_init(&asks[i].keeper, KEEP, &d->st.ask_evicted))
+			return tsec__seterr(err, TSEC_ENOMEM, "ask", "ask: cannot start: out of "
+					    "resources");
 		if ((fd = tsec__http_listen(sa, IDLE_S)) < 0) {
-			tsec__say("ask: cannot listen on %s:%u: %s", host, ntohs(sa->sin_port),
-				  strerror(errno));
+			tsec__seterr(err, TSEC_EIO, "ask", "ask: cannot listen on %s:%u: %s", host,
+				     ntohs(sa->sin_port), strerror(errno));
 			tsec__keeper_fini(&asks[i].keeper);
-			return -1;
+			return err->code;
 		}
 		/* MHD owns fd from here.  No MHD_USE_ERROR_LOG: its messages
 		 * may quote what a client sent. */
@@ -229,9 +228,9 @@ int tsec__ask_start(struct tsec__daemon *d)
 					     MHD_OPTION_NOTIFY_COMPLETED, tsec__keeper_answered,
 					     &asks[i].keeper, MHD_OPTION_END);
 		if (!d->ask[i]) {
-			tsec__say("ask: cannot serve on %s:%u", host, ntohs(sa->sin_port));
 			tsec__keeper_fini(&asks[i].keeper);
-			return -1;
+			return tsec__seterr(err, TSEC_EIO, "ask", "ask: cannot serve on %s:%u", host,
+					    ntohs(sa->sin_port));
 		}
 		tsec__say("ask: http://%s:%u/?domain=NAME answers cert.obtain as %s", host,
 			  ntohs(sa->sin_port), d->cfg.asks[i].who.principal);

@@ -375,10 +375,10 @@ void tsec__config_free(struct tsec__config *c);
 /* Prints every setting, one "section/name kind" line each (--settings). */
 void tsec__config_settings(FILE *f);
 /* metrics.c: the optional Prometheus listener */
-int tsec__metrics_start(struct tsec__daemon *d);
+int tsec__metrics_start(struct tsec__daemon *d, struct tsec_error *err);
 void tsec__metrics_stop(struct tsec__daemon *d);
 /* ask.c: the "ask" listeners, Caddy's on-demand TLS question. */
-int tsec__ask_start(struct tsec__daemon *d);
+int tsec__ask_start(struct tsec__daemon *d, struct tsec_error *err);
 void tsec__ask_stop(struct tsec__daemon *d);
 int tsec__cfg_asks(json_t *root, struct tsec__config *c, struct tsec_error *err);
 void tsec__asks_free(struct tsec__config *c);
@@ -398,7 +398,7 @@ json_t *tsec__stats_json(struct tsec__daemon *d);
 
 /* fleet.c */
 int tsec__fleet_shared(const struct tsec__daemon *d);
-int tsec__fleet_start(struct tsec__daemon *d);
+int tsec__fleet_start(struct tsec__daemon *d, struct tsec_error *err);
 /* At start: replaces *text by the fleet's policy when that verifies and
  * has a higher revision (a broker that was away catches up).  Returns 0. */
 int tsec__fleet_prefer(struct tsec__daemon *d, char **text, size_t *len);
@@ -416,7 +416,7 @@ void tsec__fleet_stop(struct tsec__daemon *d);
 /* probe.c: asks the remote store's blob store at start and every
  * TSEC_D_PROBE_MS (nothing without a remote store); its state for
  * health, appending why to degraded when it fails. */
-int tsec__probe_start(struct tsec__daemon *d);
+int tsec__probe_start(struct tsec__daemon *d, struct tsec_error *err);
 void tsec__probe_stop(struct tsec__daemon *d);
 json_t *tsec__probe_json(struct tsec__daemon *d, json_t *degraded);
 struct tsec__policy_id;

@@ -534,7 +534,7 @@ static void *watch(void *arg)
 	return NULL;
 }
 
-int tsec__fleet_start(struct tsec__daemon *d)
+int tsec__fleet_start(struct tsec__daemon *d, struct tsec_error *err)
 {
 	pthread_condattr_t ca;
 
@@ -548,8 +548,8 @@ int tsec__fleet_start(struct tsec__daemon *d)
 	d->fleet_on = 1;
 	if (pthread_create(&d->fleet_thread, NULL, watch, d)) {
 		d->fleet_on = 0;
-		tsec__say("cannot start the fleet policy watch");
-		return -1;
+		return tsec__seterr(err, TSEC_ENOMEM, "watch_policy", "cannot start the fleet policy "
+				    "watch");
 	}
 	d->fleet_started = 1;
 	return 0;

@@ -96,26 +96,22 @@ static int parse_args(int argc, char **argv, struct args *a)
 
 /* The stores: storage, the remote certificate store when configured, and
  * the check that no secret sits where a caller could read it back.  0 or
- * -1 (said). */
-static int start_stores(struct tsec__daemon *d, const char *config)
+ * the error. */
+static int start_stores(struct tsec__daemon *d, const char *config, struct tsec_error *err)
 {
 	struct tsec_store_opts so;
 	struct tsec_store_info in;
-	struct tsec_error err;
+	struct tsec_error e;
 
 	tsec__store_opts_of(&d->cfg, &so);
-	if (tsec_store_open_opts(&d->store, &so, d->bus, "policy", &err)) {
-		tsec__say("storage (%s): %s", so.backend, err.msg);
-		return -1;
-	}
+	if (tsec_store_open_opts(&d->store, &so, d->bus, "policy", &e))
+		return tsec__seterr(err, e.code, e.where, "storage (%s): %s", so.backend, e.msg);
 	if (d->cfg.remote.on) {
 		struct tsec_remote_opts ro;
 
 		tsec__remote_opts_of(&d->cfg, &ro);
-		if (tsec_remote_open(&d->remote, d->store, &ro, &err)) {
-			tsec__say("remote (%s): %s", ro.blobs, err.msg);
-			return -1;
-		}
+		if (tsec_remote_open(&d->remote, d->store, &ro, &e))
+			return tsec__seterr(err, e.code, e.where, "remote (%s): %s", ro.blobs, e.msg);
 		tsec__say("remote certificate store: blobs in %s", ro.blobs);
 	}
 	/*
@@ -126,13 +122,11 @@ static int start_stores(struct tsec__daemon *d, const char *config)
 	 */
 	if ((d->cfg.have_secret &&
 	     tsec__trusted_outside(config, TSEC__TRUST_FILE, "the configuration (it holds "
-				   "server_secret_key)", &err)) ||
+				   "server_secret_key)", err)) ||
 	    (d->cfg.st.tls_key &&
 	     tsec__trusted_outside(d->cfg.st.tls_key, TSEC__TRUST_SECRET, "storage's tls_key",
-				   &err))) {
-		tsec__say("%s", err.msg);
-		return -1;
-	}
+				   err)))
+		return err->code;
 	tsec_store_info(d->store, &in);
 	if (in.note[0])
 		tsec__say("WARNING: storage (%s): %s", in.backend, in.note);
@@ -140,8 +134,8 @@ static int start_stores(struct tsec__daemon *d, const char *config)
 }
 
 /* The policy: its file (or, on shared storage, the fleet's when newer),
- * admitted (signature, revision), loaded and committed.  0 or -1 (said). */
-static int start_policy(struct tsec__daemon *d)
+ * admitted (signature, revision), loaded and committed.  0 or the error. */
+static int start_policy(struct tsec__daemon *d, struct tsec_error *out)
 {
 	struct tsec__policy_id id;
 	struct tsec_error err;
@@ -162,9 +156,9 @@ static int start_policy(struct tsec__daemon *d)
 		bad = true;
 	}
 	if (bad || tsec__policy_commit(d, &id, text, len, &err)) {
-		tsec__say("cannot load: %s%s%s", err.where, err.where[0] ? ": " : "", err.msg);
 		free(text);
-		return -1;
+		return tsec__seterr(out, err.code, err.where, "cannot load: %s%s%s", err.where,
+				    err.where[0] ? ": " : "", err.msg);
 	}
 	free(text);
 	if (!d->cfg.have_pk)
@@ -173,17 +167,16 @@ static int start_policy(struct tsec__daemon *d)
 	return 0;
 }
 
-/* Reads the configuration and brings up the bus, stores, policy and log. */
-static int start(struct tsec__daemon *d, const char *config)
+/* Reads the configuration and brings up the bus, stores, policy and log:
+ * 0 or the error (said by the caller). */
+static int start(struct tsec__daemon *d, const char *config, struct tsec_error *err)
 {
-	struct tsec_error err;
+	struct tsec_error e;
 
 	if (sodium_init() < 0)
-		return -1;
-	if (tsec__config_load(config, &d->cfg, &err)) {
-		tsec__say("%s", err.msg);
-		return -1;
-	}
+		return tsec__seterr(err, TSEC_EIO, "", "libsodium failed to initialise");
+	if (tsec__config_load(config, &d->cfg, err))
+		return err->code;
 	d->config_path = config;
 	{
 		unsigned char rnd[8];
@@ -197,21 +190,19 @@ static int start(struct tsec__daemon *d, const char *config)
 	if (!(d->psl = psl_latest(NULL)))
 		tsec__say("WARNING: no public suffix list: cert.obtain counts a name under its "
 			  "last two labels");
-	if (tsec__held_init(&d->held, d->cfg.ncallers))
-		return -1;
 	d->started_ms = tsec__wall_ms();
 	d->st.by_method = calloc(tsec__nmethods, sizeof(*d->st.by_method));
 	d->st.hist = calloc(tsec__nmethods, sizeof(*d->st.hist));
-	if (!d->st.by_method || !d->st.hist || tsec_bus_new(&d->bus) ||
-	    start_stores(d, config) || start_policy(d))
-		return -1;
+	if (tsec__held_init(&d->held, d->cfg.ncallers) || !d->st.by_method || !d->st.hist ||
+	    tsec_bus_new(&d->bus))
+		return tsec__seterr(err, TSEC_ENOMEM, "", "out of memory at start");
+	if (start_stores(d, config, err) || start_policy(d, err))
+		return err->code;
 	tsec_store_set_observer(d->store, tsec__observe, d);
 	if (d->cfg.decision_log &&
 	    tsec__declog_open(&d->log, d->cfg.decision_log, d->cfg.log_lines,
-				   d->cfg.log_gid, &err)) {
-		tsec__say("decision log: %s", err.msg);
-		return -1;
-	}
+				   d->cfg.log_gid, &e))
+		return tsec__seterr(err, e.code, e.where, "decision log: %s", e.msg);
 	return 0;
 }
 
@@ -254,18 +245,22 @@ int main(int argc, char **argv)
 {
 	static struct tsec__daemon d;  /* large (the caller table): not on the stack */
 	struct args a = { 0 };
+	struct tsec_error err = { 0 };
 	int rc = parse_args(argc, argv, &a);
 
 	if (rc)
 		return rc < 0 ? 0 : rc;
-	if (start(&d, a.config)) {
+	/* Each part that refuses says why in err; said here, once. */
+	if (start(&d, a.config, &err)) {
+		tsec__say("%s", err.msg);
 		stop(&d);
 		return 2;
 	}
 	if (a.check_only) {
 		rc = tsec__check_report(&d, a.config);
-	} else if (tsec__fleet_start(&d) || tsec__probe_start(&d) || tsec__metrics_start(&d) ||
-		   tsec__ask_start(&d)) {
+	} else if (tsec__fleet_start(&d, &err) || tsec__probe_start(&d, &err) ||
+		   tsec__metrics_start(&d, &err) || tsec__ask_start(&d, &err)) {
+		tsec__say("%s", err.msg);
 		rc = 2;
 	} else {
 		rc = tsec__serve(&d) ? 2 : 0;

@@ -26,6 +26,7 @@
 #include <microhttpd.h>
 
 #include "broker/daemon/daemon.h"
+#include "common/error.h"
 #include "broker/daemon/httpkeep.h"
 
 #define KEEP 32                  /* open connections kept before the idlest goes */
@@ -96,7 +97,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
 	return rc;
 }
 
-int tsec__metrics_start(struct tsec__daemon *d)
+int tsec__metrics_start(struct tsec__daemon *d, struct tsec_error *err)
 {
 	const struct sockaddr_in *a = &d->cfg.metrics_addr;   /* checked at load */
 	char host[INET_ADDRSTRLEN];
@@ -105,15 +106,14 @@ int tsec__metrics_start(struct tsec__daemon *d)
 	if (!d->cfg.metrics_listen)
 		return 0;
 	inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-	if (tsec__keeper_init(&keeper, KEEP, &d->st.metrics_evicted)) {
-		tsec__say("metrics: cannot start: out of resources");
-		return -1;
-	}
+	if (tsec__keeper_init(&keeper, KEEP, &d->st.metrics_evicted))
+		return tsec__seterr(err, TSEC_ENOMEM, "metrics_listen", "metrics: cannot start: "
+				    "out of resources");
 	if ((fd = tsec__http_listen(a, IDLE_S)) < 0) {
-		tsec__say("metrics: cannot listen on %s:%u: %s", host, ntohs(a->sin_port),
-			  strerror(errno));
+		tsec__seterr(err, TSEC_EIO, "metrics_listen", "metrics: cannot listen on %s:%u: %s",
+			     host, ntohs(a->sin_port), strerror(errno));
 		tsec__keeper_fini(&keeper);
-		return -1;
+		return err->code;
 	}
 	/* MHD owns fd from here: it closes it at its stop, and at a failure
 	 * once the options are read (these are fixed, so read).
@@ -126,9 +126,9 @@ int tsec__metrics_start(struct tsec__daemon *d)
 				      MHD_OPTION_NOTIFY_COMPLETED, tsec__keeper_answered, &keeper,
 				      MHD_OPTION_END);
 	if (!d->metrics) {
-		tsec__say("metrics: cannot serve on %s:%u", host, ntohs(a->sin_port));
 		tsec__keeper_fini(&keeper);
-		return -1;
+		return tsec__seterr(err, TSEC_EIO, "metrics_listen", "metrics: cannot serve on %s:%u",
+				    host, ntohs(a->sin_port));
 	}
 	tsec__say("metrics: http://%s:%u/metrics", host, ntohs(a->sin_port));
 	return 0;

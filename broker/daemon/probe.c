@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "broker/daemon/daemon.h"
+#include "common/error.h"
 #include "common/clock.h"
 
 static void *probe_main(void *arg)
@@ -40,7 +41,7 @@ static void *probe_main(void *arg)
 	return NULL;
 }
 
-int tsec__probe_start(struct tsec__daemon *d)
+int tsec__probe_start(struct tsec__daemon *d, struct tsec_error *err)
 {
 	pthread_condattr_t ca;
 
@@ -54,8 +55,8 @@ int tsec__probe_start(struct tsec__daemon *d)
 	d->probe_on = 1;
 	if (pthread_create(&d->probe_thread, NULL, probe_main, d)) {
 		d->probe_on = 0;
-		tsec__say("cannot start the blob store's probe");
-		return -1;
+		return tsec__seterr(err, TSEC_ENOMEM, "remote", "cannot start the blob store's "
+				    "probe");
 	}
 	d->probe_started = 1;
 	return 0;
