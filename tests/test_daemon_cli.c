@@ -704,6 +704,11 @@ static void test_daemon_check_as_start(void **state)
 			    out), 2);
 	assert_int_equal(sh("grep -q 'metrics_listen 127.0.0.1:%d: cannot listen there' %s",
 			    ntohs(a.sin_port), out), 0);
+	/* And the start itself: refused, said once, exit 2 (issue 53, item 6:
+	 * each start-up part says its refusal through main). */
+	assert_int_equal(sh("%s/tsec-broker --config %s > %s 2>&1", TSEC_BUILD_DIR, path, out), 2);
+	assert_int_equal(sh("[ $(grep -c 'metrics: cannot listen on 127.0.0.1:%d: Address already "
+			    "in use' %s) -eq 1 ]", ntohs(a.sin_port), out), 0);
 	close(taken);
 }
 
