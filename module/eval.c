@@ -677,6 +677,37 @@ static void report_key(struct tsec_report *rep, struct tsec__key *k)
  * 9% slower with 0.3% more instructions: placement alone.
  */
 __attribute__((hot))
+/*
+ * A move must be allowed at both ends: the destination walked after the
+ * source (w, h).  Floors and denies of either end count; an allow counts
+ * only if both ends have one, so the destination is walked with its own
+ * allow set and the source's allows merged in after.
+ */
+static void walk_dest(struct walk *w, struct hits *h, struct tsec__key *dest,
+		      const uint32_t *roots, unsigned nroots)
+{
+	enum { A = TSEC_EFFECT_ALLOW - 1 };
+	struct hits src = *h;
+
+	h->n[A] = 0;
+	h->more[A] = 0;
+	w->end = 1;
+	match_key(w, dest, roots, nroots);
+	if (src.n[A] == 0 || h->n[A] == 0) {
+		h->n[A] = 0;
+		return;
+	}
+	for (unsigned i = 0; i < src.n[A]; i++) {
+		uint32_t ri = src.rule[A][i];
+		bool dup = false;
+
+		for (unsigned j = 0; j < h->n[A]; j++)
+			dup |= h->rule[A][j] == ri;
+		if (!dup && h->n[A] < HIT_MAX)
+			h->rule[A][h->n[A]++] = ri;
+	}
+}
+
 static void decide_one(const struct tsec__policy *pol, const struct tsec_request *req,
 		       struct tsec_decision *out, struct tsec_report *rep,
 		       struct tsec_explain *ex, struct tsec__certcache *cache,
@@ -733,32 +764,8 @@ static void decide_one(const struct tsec__policy *pol, const struct tsec_request
 	w.best = 3;
 	w.amask = 1u << a;
 	match_key(&w, &key, roots, nroots);
-	if (tsec_action_flags((unsigned)a) & TSEC_AF_DEST) {
-		/*
-		 * A move must be allowed at both ends.  Floors and denies of
-		 * either end count; an allow counts only if both ends have
-		 * one, so the destination is walked with its own allow set.
-		 */
-		struct hits src = h;
-		h.n[TSEC_EFFECT_ALLOW - 1] = 0;
-		h.more[TSEC_EFFECT_ALLOW - 1] = 0;
-		w.end = 1;
-		match_key(&w, &dest, roots, nroots);
-		if (src.n[TSEC_EFFECT_ALLOW - 1] == 0 ||
-		    h.n[TSEC_EFFECT_ALLOW - 1] == 0) {
-			h.n[TSEC_EFFECT_ALLOW - 1] = 0;
-		} else {
-			/* Merge the source's allow rules into the list. */
-			for (unsigned i = 0; i < src.n[TSEC_EFFECT_ALLOW - 1]; i++) {
-				uint32_t ri = src.rule[TSEC_EFFECT_ALLOW - 1][i];
-				bool dup = false;
-				for (unsigned j = 0; j < h.n[TSEC_EFFECT_ALLOW - 1]; j++)
-					dup |= h.rule[TSEC_EFFECT_ALLOW - 1][j] == ri;
-				if (!dup && h.n[TSEC_EFFECT_ALLOW - 1] < HIT_MAX)
-					h.rule[TSEC_EFFECT_ALLOW - 1][h.n[TSEC_EFFECT_ALLOW - 1]++] = ri;
-			}
-		}
-	}
+	if (tsec_action_flags((unsigned)a) & TSEC_AF_DEST)
+		walk_dest(&w, &h, &dest, roots, nroots);
 	finish(pol, &h, &w, out);
 	if (w.ex)
 		tsec__explain_cert(&w);
