@@ -580,12 +580,73 @@ static void run_loop(struct tsec__loop *l)
 	}
 }
 
+/* The loop's own sockets and tables: the workers' replies, the queue,
+ * the parked waits, a socket to each worker.  0 or -1 (loop_close undoes
+ * what was made). */
+static int loop_open(struct tsec__daemon *d, struct tsec__loop *l)
+{
+	int zero = 0;
+
+	l->replies = zmq_socket(d->zmq, ZMQ_PULL);
+	zmq_setsockopt(l->replies, ZMQ_LINGER, &zero, sizeof(zero));
+	/* No high-water marks, so that a send to a worker never blocks the
+	 * loop: it holds the calls itself (TSEC_D_MAX_QUEUED), and gives a
+	 * worker one call at a time. */
+	zmq_setsockopt(l->replies, ZMQ_RCVHWM, &zero, sizeof(zero));
+	l->nslots = (d->cfg.ncallers > 0 ? d->cfg.ncallers : 0) + 1;
+	if (zmq_bind(l->replies, TSEC_D_REPLY_ENDPOINT) ||
+	    tsec__jobq_init(&l->q, d->cfg.ncallers, TSEC_D_MAX_QUEUED, TSEC_D_QUEUED_PER_CALLER) ||
+	    !(l->parked_of = calloc((size_t)l->nslots, sizeof(*l->parked_of))) ||
+	    !(l->park = calloc(TSEC_D_MAX_PARKED, sizeof(*l->park))))
+		return -1;
+	for (; l->nworkers < d->cfg.workers; l->nworkers++) {
+		char ep[64];
+		void *w = zmq_socket(d->zmq, ZMQ_PUSH);
+
+		snprintf(ep, sizeof(ep), TSEC_D_WORK_ENDPOINT "-%d", l->nworkers);
+		if (!w)
+			return -1;
+		l->work[l->nworkers] = w;
+		zmq_setsockopt(w, ZMQ_LINGER, &zero, sizeof(zero));
+		zmq_setsockopt(w, ZMQ_SNDHWM, &zero, sizeof(zero));
+		if (zmq_bind(w, ep))
+			return -1;
+		l->idle[l->nidle++] = (unsigned char)l->nworkers;
+	}
+	return 0;
+}
+
+/* Everything loop_open and the loop made, closed and freed (before the
+ * context ends: the workers' sockets close with it). */
+static void loop_close(struct tsec__loop *l)
+{
+	tsec__loop_unwatch(l);
+	for (int r = 0; r < 2; r++)
+		if (l->routers[r])
+			zmq_close(l->routers[r]);
+	for (int i = 0; i < l->nworkers; i++) {
+		zmq_close(l->work[i]);
+		tsec__job_free(l->running[i]);
+	}
+	while (l->npark) {
+		struct tsec__job *j = l->park[--l->npark];
+		tsec__job_free(j);
+	}
+	tsec__jobq_free(&l->q);
+	free(l->parked_of);
+	free(l->park);
+	free(l->fd_gen);
+	if (l->replies)
+		zmq_close(l->replies);
+	tsec__jw_free(&l->reply);
+}
+
 int tsec__serve(struct tsec__daemon *d)
 {
 	struct tsec__loop l = { .d = d, .park_due = INT64_MAX };
 	pthread_t workers[TSEC_D_MAX_WORKERS], zapt;
 	struct tsec__worker_arg wargs[TSEC_D_MAX_WORKERS];
-	int nworkers = 0, zap = 0, rc = -1, zero = 0;
+	int nworkers = 0, zap = 0, rc = -1;
 
 	if (signals_start(d))
 		return -1;
@@ -595,32 +656,8 @@ int tsec__serve(struct tsec__daemon *d)
 	if (tsec__auth_start(d, &zapt))
 		goto stop;
 	zap = 1;
-	l.replies = zmq_socket(d->zmq, ZMQ_PULL);
-	zmq_setsockopt(l.replies, ZMQ_LINGER, &zero, sizeof(zero));
-	/* No high-water marks, so that a send to a worker never blocks the
-	 * loop: it holds the calls itself (TSEC_D_MAX_QUEUED), and gives a
-	 * worker one call at a time. */
-	zmq_setsockopt(l.replies, ZMQ_RCVHWM, &zero, sizeof(zero));
-	l.nslots = (d->cfg.ncallers > 0 ? d->cfg.ncallers : 0) + 1;
-	if (zmq_bind(l.replies, TSEC_D_REPLY_ENDPOINT) ||
-	    tsec__jobq_init(&l.q, d->cfg.ncallers, TSEC_D_MAX_QUEUED, TSEC_D_QUEUED_PER_CALLER) ||
-	    !(l.parked_of = calloc((size_t)l.nslots, sizeof(*l.parked_of))) ||
-	    !(l.park = calloc(TSEC_D_MAX_PARKED, sizeof(*l.park))))
+	if (loop_open(d, &l))
 		goto stop;
-	for (; l.nworkers < d->cfg.workers; l.nworkers++) {
-		char ep[64];
-		void *w = zmq_socket(d->zmq, ZMQ_PUSH);
-
-		snprintf(ep, sizeof(ep), TSEC_D_WORK_ENDPOINT "-%d", l.nworkers);
-		if (!w)
-			goto stop;
-		l.work[l.nworkers] = w;
-		zmq_setsockopt(w, ZMQ_LINGER, &zero, sizeof(zero));
-		zmq_setsockopt(w, ZMQ_SNDHWM, &zero, sizeof(zero));
-		if (zmq_bind(w, ep))
-			goto stop;
-		l.idle[l.nidle++] = (unsigned char)l.nworkers;
-	}
 	for (; nworkers < l.nworkers; nworkers++) {
 		wargs[nworkers] = (struct tsec__worker_arg){ d, nworkers };
 		if (pthread_create(&workers[nworkers], NULL, tsec__worker_main, &wargs[nworkers]))
@@ -632,25 +669,7 @@ int tsec__serve(struct tsec__daemon *d)
 	run_loop(&l);
 	rc = 0;
 stop:
-	tsec__loop_unwatch(&l);
-	for (int r = 0; r < 2; r++)
-		if (l.routers[r])
-			zmq_close(l.routers[r]);
-	for (int i = 0; i < l.nworkers; i++) {
-		zmq_close(l.work[i]);
-		tsec__job_free(l.running[i]);
-	}
-	while (l.npark) {
-		struct tsec__job *j = l.park[--l.npark];
-		tsec__job_free(j);
-	}
-	tsec__jobq_free(&l.q);
-	free(l.parked_of);
-	free(l.park);
-	free(l.fd_gen);
-	if (l.replies)
-		zmq_close(l.replies);
-	tsec__jw_free(&l.reply);
+	loop_close(&l);
 	zmq_ctx_shutdown(d->zmq);
 	for (int i = 0; i < nworkers; i++)
 		pthread_join(workers[i], NULL);
