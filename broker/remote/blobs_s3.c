@@ -505,22 +505,20 @@ static bool prefix_ok(const char *p)
 	return true;
 }
 
-int tsec__blobs_s3_open(struct tsec__blobs **out, const char *where,
-			const struct tsec_remote_opts *o, struct tsec_error *err)
+/*
+ * "bucket[/prefix]" read and checked: the bucket as S3 allows names (and
+ * so safe in a host name: 3-63 of lower-case letters, digits, '.' and
+ * '-', a letter or digit at each end, no ".."), the prefix plain
+ * segments (a request's path is the bucket and the prefix as written,
+ * and ".." there is another bucket).  *prefix: NULL or after the slash.
+ */
+static int where_of(const char *where, char bucket[64], const char **prefix,
+		    struct tsec_error *err)
 {
-	struct s3blobs *s;
-	char bucket[64];
-	const char *slash = strchr(where, '/'), *ep = o->s3_endpoint, *region = o->s3_region;
+	const char *slash = strchr(where, '/');
 	size_t bl = slash ? (size_t)(slash - where) : strlen(where);
-	int rc;
 
-	*out = NULL;
-	if ((rc = tsec__http_global(err)))
-		return rc;
-	/* Bucket names as S3 allows them (and so safe in a host name):
-	 * 3-63 of lower-case letters, digits, '.' and '-', a letter or
-	 * digit at each end, no ".." */
-	if (bl < 3 || bl >= sizeof(bucket))
+	if (bl < 3 || bl >= 64)
 		return tsec__seterr(err, TSEC_EINVAL, "blobs", "s3: the bucket name must be 3 "
 				    "to 63 characters");
 	memcpy(bucket, where, bl);
@@ -529,13 +527,57 @@ int tsec__blobs_s3_open(struct tsec__blobs **out, const char *where,
 		return tsec__seterr(err, TSEC_EINVAL, "blobs", "s3: bucket '%s' is not a valid "
 				    "name (lower-case letters, digits, '.' and '-', a letter or "
 				    "digit at each end)", bucket);
-	/* The prefix: plain segments, each a name (no "..", no ".", no
-	 * empty one): a request's path is the bucket and the prefix as
-	 * written, and ".." there is another bucket. */
 	if (slash && !prefix_ok(slash + 1))
 		return tsec__seterr(err, TSEC_EINVAL, "blobs", "s3: the prefix '%.80s' must be "
 				    "segments of letters, digits and - . _ separated by single "
 				    "'/', none of them '.' or '..'", slash + 1);
+	*prefix = slash ? slash + 1 : NULL;
+	return 0;
+}
+
+/* The URL every request starts from: AWS's for the region, or the
+ * endpoint given; the bucket in the path, or in the host name. */
+static int base_url_of(struct s3blobs *s, const char *ep, const char *bucket,
+		       const char *region, bool vhost, struct tsec_error *err)
+{
+	const char *host;
+	size_t el;
+
+	if (!ep || !*ep) {
+		if (vhost)
+			snprintf(s->base_url, sizeof(s->base_url), "https://%s.s3.%s.amazonaws.com/",
+				 bucket, region);
+		else
+			snprintf(s->base_url, sizeof(s->base_url), "https://s3.%s.amazonaws.com/%s/",
+				 region, bucket);
+		return 0;
+	}
+	host = strstr(ep, "://");
+	el = strlen(ep);
+	if (!host || (strncmp(ep, "http://", 7) && strncmp(ep, "https://", 8)))
+		return tsec__seterr(err, TSEC_EINVAL, "s3_endpoint", "s3_endpoint must be "
+				    "http://host[:port] or https://host[:port]");
+	if (vhost)
+		snprintf(s->base_url, sizeof(s->base_url), "%.*s%s.%.*s/", (int)(host + 3 - ep), ep,
+			 bucket, (int)(el - (size_t)(host + 3 - ep)) - (ep[el - 1] == '/'),
+			 host + 3);
+	else
+		snprintf(s->base_url, sizeof(s->base_url), "%.*s/%s/", (int)el - (ep[el - 1] == '/'),
+			 ep, bucket);
+	return 0;
+}
+
+int tsec__blobs_s3_open(struct tsec__blobs **out, const char *where,
+			const struct tsec_remote_opts *o, struct tsec_error *err)
+{
+	struct s3blobs *s;
+	char bucket[64];
+	const char *prefix, *region = o->s3_region;
+	int rc;
+
+	*out = NULL;
+	if ((rc = tsec__http_global(err)) || (rc = where_of(where, bucket, &prefix, err)))
+		return rc;
 	if (!region || !*region)
 		region = "us-east-1";
 	if (!plain_text(region, "-"))
@@ -551,39 +593,16 @@ int tsec__blobs_s3_open(struct tsec__blobs **out, const char *where,
 	snprintf(s->access, sizeof(s->access), "%s", o->s3_access_key);
 	if (o->s3_ca_file)
 		snprintf(s->ca, sizeof(s->ca), "%s", o->s3_ca_file);
-	if ((rc = tsec__password_load(o->s3_secret_file, s->secret, sizeof(s->secret), err))) {
+	if (prefix && *prefix) {
+		size_t pl = strlen(prefix);
+
+		snprintf(s->prefix, sizeof(s->prefix), "%s%s", prefix,
+			 prefix[pl - 1] == '/' ? "" : "/");
+	}
+	if ((rc = tsec__password_load(o->s3_secret_file, s->secret, sizeof(s->secret), err)) ||
+	    (rc = base_url_of(s, o->s3_endpoint, bucket, region, o->s3_virtual_host, err))) {
 		s_close(&s->base);
 		return rc;
-	}
-	if (slash && slash[1]) {
-		size_t pl = strlen(slash + 1);
-		snprintf(s->prefix, sizeof(s->prefix), "%s%s", slash + 1,
-			 slash[pl] == '/' ? "" : "/");
-	}
-	if (!ep || !*ep) {
-		if (o->s3_virtual_host)
-			snprintf(s->base_url, sizeof(s->base_url), "https://%s.s3.%s.amazonaws.com/",
-				 bucket, region);
-		else
-			snprintf(s->base_url, sizeof(s->base_url), "https://s3.%s.amazonaws.com/%s/",
-				 region, bucket);
-	} else {
-		const char *host = strstr(ep, "://");
-		size_t el = strlen(ep);
-		if (!host || (strncmp(ep, "http://", 7) && strncmp(ep, "https://", 8)))
-			rc = tsec__seterr(err, TSEC_EINVAL, "s3_endpoint", "s3_endpoint must be "
-					  "http://host[:port] or https://host[:port]");
-		else if (o->s3_virtual_host)
-			snprintf(s->base_url, sizeof(s->base_url), "%.*s%s.%.*s/",
-				 (int)(host + 3 - ep), ep, bucket,
-				 (int)(el - (size_t)(host + 3 - ep)) - (ep[el - 1] == '/'), host + 3);
-		else
-			snprintf(s->base_url, sizeof(s->base_url), "%.*s/%s/",
-				 (int)el - (ep[el - 1] == '/'), ep, bucket);
-		if (rc) {
-			s_close(&s->base);
-			return rc;
-		}
 	}
 	*out = &s->base;
 	return 0;
