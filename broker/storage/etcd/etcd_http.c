@@ -279,13 +279,43 @@ static enum outcome transfer_failed(const char *ep, CURLcode cc, const char *why
 }
 
 /* One request to one endpoint. */
+/*
+ * The token as an Authorization header on *hdr, authenticating first
+ * when none is held; *gen the token's generation (a request refused for
+ * its token clears it only if no one renewed it since).  0, or
+ * authenticate's error.
+ */
+static int auth_header(struct tsec__etcd_conn *c, CURL *h, size_t ep, long tmo,
+		       struct curl_slist **hdr, unsigned *gen, struct tsec_error *err)
+{
+	struct curl_slist *h2;
+	char auth[600];
+	int rc;
+
+	pthread_mutex_lock(&c->mu);
+	*gen = c->token_gen;
+	if (!c->token[0]) {
+		pthread_mutex_unlock(&c->mu);
+		if ((rc = authenticate(c, h, c->ep[ep], tmo, *gen, err)))
+			return rc;
+		pthread_mutex_lock(&c->mu);
+		*gen = c->token_gen;
+	}
+	snprintf(auth, sizeof(auth), "Authorization: %s", c->token);
+	pthread_mutex_unlock(&c->mu);
+	if ((h2 = curl_slist_append(*hdr, auth)))
+		*hdr = h2;
+	sodium_memzero(auth, sizeof(auth));
+	return 0;
+}
+
 static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const char *path,
 			    const char *body, long tmo, bool once, size_t max, json_t **resp,
 			    int *code, struct tsec_error *err)
 {
-	struct curl_slist *hdr = NULL, *h2;
+	struct curl_slist *hdr = NULL;
 	struct tsec__http_body b = { .max = max };
-	char url[512], auth[600];
+	char url[512];
 	enum outcome oc;
 	long status = 0;
 	json_error_t je;
@@ -299,29 +329,17 @@ static enum outcome attempt(struct tsec__etcd_conn *c, CURL *h, size_t ep, const
 	snprintf(url, sizeof(url), "%s%s", c->ep[ep], path);
 	hdr = curl_slist_append(hdr, "Content-Type: application/json");
 	if (c->auth && strcmp(path, "/v3/auth/authenticate")) {
-		pthread_mutex_lock(&c->mu);
-		gen = c->token_gen;
-		if (!c->token[0]) {
-			pthread_mutex_unlock(&c->mu);
-			int arc = authenticate(c, h, c->ep[ep], tmo, gen, err);
+		int arc = auth_header(c, h, ep, tmo, &hdr, &gen, err);
 
-			if (arc) {
-				curl_slist_free_all(hdr);
-				/* Refused credentials are refused everywhere. */
-				if (arc == TSEC_EDENIED) {
-					*code = arc;
-					return FAILED;
-				}
-				return NOT_SENT;
+		if (arc) {
+			curl_slist_free_all(hdr);
+			/* Refused credentials are refused everywhere. */
+			if (arc == TSEC_EDENIED) {
+				*code = arc;
+				return FAILED;
 			}
-			pthread_mutex_lock(&c->mu);
-			gen = c->token_gen;
+			return NOT_SENT;
 		}
-		snprintf(auth, sizeof(auth), "Authorization: %s", c->token);
-		pthread_mutex_unlock(&c->mu);
-		if ((h2 = curl_slist_append(hdr, auth)))
-			hdr = h2;
-		sodium_memzero(auth, sizeof(auth));
 	}
 	if (!hdr) {
 		*code = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
@@ -635,32 +653,6 @@ static char *watch_body(const char *key, size_t klen, const char *range_end, siz
 	return body;
 }
 
-/* With authentication, its token as a header on *hdr (authenticating
- * first when none is held): 0 or the error. */
-static int watch_auth(struct tsec__etcd_conn *c, CURL *h, size_t ep, struct curl_slist **hdr,
-		      struct tsec_error *err)
-{
-	char auth[600];
-	int rc;
-
-	if (!c->auth)
-		return 0;
-	pthread_mutex_lock(&c->mu);
-	if (!c->token[0]) {
-		unsigned gen = c->token_gen;
-
-		pthread_mutex_unlock(&c->mu);
-		if ((rc = authenticate(c, h, c->ep[ep], (long)c->timeout_ms, gen, err)))
-			return rc;
-		pthread_mutex_lock(&c->mu);
-	}
-	snprintf(auth, sizeof(auth), "Authorization: %s", c->token);
-	pthread_mutex_unlock(&c->mu);
-	*hdr = curl_slist_append(*hdr, auth);
-	sodium_memzero(auth, sizeof(auth));
-	return 0;
-}
-
 /* Why a watch that was not stopped ended, into err (the transfer's own
  * error when it had one); the next watch tries the next endpoint. */
 static int watch_ended(struct tsec__etcd_conn *c, CURLM *m, size_t ep, bool kicked,
@@ -699,7 +691,8 @@ int tsec__etcd_watch(struct tsec__etcd_conn *c, const char *key, size_t klen,
 		rc = tsec__seterr(err, TSEC_ENOMEM, "", NULL);
 		goto out;
 	}
-	if ((rc = watch_auth(c, h, ep, &hdr, err)))
+	if (c->auth && (rc = auth_header(c, h, ep, (long)c->timeout_ms, &hdr, &(unsigned){ 0 },
+					 err)))
 		goto out;
 	snprintf(url, sizeof(url), "%s/v3/watch", c->ep[ep]);
 	setup(c, h, url, body, NULL, hdr, &w.b, 0);
