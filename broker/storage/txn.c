@@ -111,6 +111,39 @@ static int put_item(const struct tsec_store *s, const struct tsec_put *p, struct
  * Validates, checks and writes a group; f: only while that lease holds;
  * rec: with a record of the store's own, guarded by its old value.
  */
+/* What the policy is asked of one value of a group (its size, and the
+ * certificate being stored under a certificate's key), and what the
+ * backend is given. */
+static void put_asked(const struct tsec_put *p, const struct tsec__skey *sk,
+		      struct tsec_request *r, struct tsec__bput *bp)
+{
+	tsec__req_for(r, "storage.store", sk);
+	r->ctx.has = TSEC_CTX_SIZE;
+	r->ctx.size = p->len;
+	if (tsec__is_cert_key(sk) && p->len) {
+		r->ctx.has |= TSEC_CTX_CERT_PEM;
+		r->ctx.cert_pem.ptr = p->value;
+		r->ctx.cert_pem.len = p->len;
+	}
+	*bp = (struct tsec__bput){ sk, p->value ? p->value : "", p->len };
+}
+
+/* The store's own record in a group: a reserved key no caller names, so
+ * no policy question; its guard is what it held when read. */
+static int record_item(const struct tsec__guarded *rec, struct tsec__skey *rsk,
+		       struct tsec__bput *bp, struct tsec__guard *guard, struct tsec_error *err)
+{
+	int rc;
+
+	if ((rc = tsec__skey_parse_any(rec->key, rsk, err)))
+		return rc;
+	if (!tsec__key_reserved(rsk->text))
+		return tsec__seterr(err, TSEC_EINVAL, rsk->text, "not a record of the store's");
+	*bp = (struct tsec__bput){ rsk, rec->value, rec->len };
+	*guard = (struct tsec__guard){ rsk, rec->old, rec->oldlen };
+	return 0;
+}
+
 static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 		     const struct tsec_put *puts, size_t n, const struct tsec__fence *f,
 		     bool checked, const struct tsec__guarded *rec, struct tsec_error *err)
@@ -150,30 +183,13 @@ static int put_group(struct tsec_store *s, const struct tsec_principal *who,
 	for (i = 0; i < n; i++) {
 		if ((rc = put_item(s, &puts[i], sk, i, err)))
 			goto out;
-		tsec__req_for(&r[i], "storage.store", &sk[i]);
-		r[i].ctx.has = TSEC_CTX_SIZE;
-		r[i].ctx.size = puts[i].len;
-		if (tsec__is_cert_key(&sk[i]) && puts[i].len) {
-			/* The policy judges the certificate being stored. */
-			r[i].ctx.has |= TSEC_CTX_CERT_PEM;
-			r[i].ctx.cert_pem.ptr = puts[i].value;
-			r[i].ctx.cert_pem.len = puts[i].len;
-		}
-		bp[i] = (struct tsec__bput){ &sk[i], puts[i].value ? puts[i].value : "", puts[i].len };
+		put_asked(&puts[i], &sk[i], &r[i], &bp[i]);
 		keys[i] = sk[i].text;
 	}
 	if (rec) {
-		/* The store's own record: a reserved key no caller names, so
-		 * no policy question; its guard is what it held when read. */
-		if ((rc = tsec__skey_parse_any(rec->key, &rsk, err)))
+		if ((rc = record_item(rec, &rsk, &bp[n], &guard, err)))
 			goto out;
-		if (!tsec__key_reserved(rsk.text)) {
-			rc = tsec__seterr(err, TSEC_EINVAL, rsk.text, "not a record of the store's");
-			goto out;
-		}
-		bp[n] = (struct tsec__bput){ &rsk, rec->value, rec->len };
 		keys[n] = rsk.text;
-		guard = (struct tsec__guard){ &rsk, rec->old, rec->oldlen };
 		gd = &guard;
 	}
 	if (n && !checked && (rc = tsec__store_check(s, who, r, n, err)))
