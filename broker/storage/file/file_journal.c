@@ -392,11 +392,48 @@ static int apply_renames(struct group *g, struct tsec_error *err)
 	return 0;
 }
 
+/* The commit flock, then any group a dead writer committed before, rolled
+ * forward (its record's flock is ours to take; ours is held, so it is
+ * passed over): the flock's descriptor, or -1 (errno). */
+static int commit_lock(struct group *g)
+{
+	int cfd = tsec__fb_commit_write(g->fb);
+
+	if (cfd >= 0 && tsec__fb_any_record(g->fb, g->rec))
+		tsec__fb_recover_dead(g->fb);
+	return cfd;
+}
+
+/*
+ * 3: the commit point, the group's record written and durable.  With one
+ * sync in a slot: the slot's name has been in the journal, synced, since
+ * the slot was made, and the hash in its header tells a whole record
+ * from a torn one; so a slot record needs its own data synced, nothing
+ * more (fdatasync: its size is data it needs).  A record file of its own
+ * needs the journal's fsync too, for its name.
+ */
+static int commit_point(struct group *g, struct tsec_error *err)
+{
+	size_t len = 0;
+	char *text = record_text(g->p, g->it, g->n, g->slot >= 0, &len);
+	int rc = 0;
+
+	if (!text)
+		return tsec__seterr(err, TSEC_ETOOBIG, "", "transaction too large");
+	g->wrote = true;
+	if ((g->slot >= 0 ? pwrite_full(g->recfd, text, len) : write_full(g->recfd, text, len)) < 0 ||
+	    (g->slot >= 0 ? fdatasync(g->recfd) : fsync(g->recfd)) < 0 ||
+	    (g->slot < 0 && fsync(g->fb->journalfd) < 0))
+		rc = tsec__seterr(err, TSEC_EIO, "", "cannot commit: %s", strerror(errno));
+	else
+		g->committed = 1;
+	free(text);
+	return rc;
+}
+
 static int commit_apply(void *ctx, struct tsec_error *err)
 {
 	struct group *g = ctx;
-	char *text = NULL;
-	size_t len = 0, i;
 	int cfd = -1, rc;
 
 	/*
@@ -405,49 +442,22 @@ static int commit_apply(void *ctx, struct tsec_error *err)
 	 * (an ordinary group takes it after its commit point).
 	 */
 	if (g->guard) {
-		if ((cfd = tsec__fb_commit_write(g->fb)) < 0) {
+		if ((cfd = commit_lock(g)) < 0) {
 			rc = tsec__seterr(err, TSEC_EIO, "", "cannot take the commit lock: %s",
 					  strerror(errno));
 			goto out;
 		}
-		if (tsec__fb_any_record(g->fb, g->rec))
-			tsec__fb_recover_dead(g->fb);
 		if ((rc = guard_holds(g->fb, g->guard, err)))
 			goto out;
 	}
-	/* 3: the commit point. */
-	if (!(text = record_text(g->p, g->it, g->n, g->slot >= 0, &len))) {
-		rc = tsec__seterr(err, TSEC_ETOOBIG, "", "transaction too large");
+	if ((rc = commit_point(g, err)))
 		goto out;
-	}
-	/*
-	 * Durable with one sync in a slot: the slot's name has been in the
-	 * journal, synced, since the slot was made, and the hash in its
-	 * header tells a whole record from a torn one; so a slot record
-	 * needs its own data synced, nothing more (fdatasync: its size is
-	 * data it needs).  A record file of its own needs the journal's
-	 * fsync too, for its name.
-	 */
-	g->wrote = true;
-	if ((g->slot >= 0 ? pwrite_full(g->recfd, text, len) : write_full(g->recfd, text, len)) < 0 ||
-	    (g->slot >= 0 ? fdatasync(g->recfd) : fsync(g->recfd)) < 0 ||
-	    (g->slot < 0 && fsync(g->fb->journalfd) < 0)) {
-		rc = tsec__seterr(err, TSEC_EIO, "", "cannot commit: %s", strerror(errno));
-		goto out;
-	}
-	g->committed = 1;
 	/* 4: apply, one group at a time across the store, after any group
-	 * a dead writer committed before (its record's flock is ours to
-	 * take; ours is held, so it is passed over). */
-	if (!g->guard) {
-		if ((cfd = tsec__fb_commit_write(g->fb)) < 0) {
-			rc = tsec__seterr(err, TSEC_EIO, "", "committed, but cannot apply now "
-					  "(%s); the store completes it before its next write",
-					  strerror(errno));
-			goto out;
-		}
-		if (tsec__fb_any_record(g->fb, g->rec))
-			tsec__fb_recover_dead(g->fb);
+	 * a dead writer committed before. */
+	if (!g->guard && (cfd = commit_lock(g)) < 0) {
+		rc = tsec__seterr(err, TSEC_EIO, "", "committed, but cannot apply now (%s); the "
+				  "store completes it before its next write", strerror(errno));
+		goto out;
 	}
 	if ((rc = apply_renames(g, err)))
 		goto out;
@@ -467,7 +477,7 @@ static int commit_apply(void *ctx, struct tsec_error *err)
 		tsec__fb_commit_end(g->fb, cfd);
 		cfd = -1;
 	}
-	for (i = 0; i < g->n; i++)
+	for (size_t i = 0; i < g->n; i++)
 		if (!same_folder_before(g->p, i))
 			fsync(g->it[i].dirfd);
 	/* 5: done; a record left by a crash here is harmless to replay
@@ -477,7 +487,6 @@ static int commit_apply(void *ctx, struct tsec_error *err)
 	rc = 0;
 out:
 	tsec__fb_commit_end(g->fb, cfd);
-	free(text);
 	return rc;
 }
 
