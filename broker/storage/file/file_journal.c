@@ -505,6 +505,40 @@ static int sync_temps(const struct tsec__bput *p, struct item *it, size_t from, 
 	return 0;
 }
 
+/* 2: each new value in a temporary file beside its target, synced a
+ * window at a time: 0 or the error (what was made, the caller undoes). */
+static int write_temps(struct group *g, struct tsec_error *err)
+{
+	const struct tsec__bput *p = g->p;
+	struct item *it = g->it;
+	int rc;
+
+	for (size_t i = 0; i < g->n; i++) {
+		const struct tsec__skey *sk = p[i].sk;
+		struct stat sb;
+
+		if ((rc = tsec__fb_open_dirs(g->fb, sk, sk->n - 1, true, &it[i].dirfd, err)))
+			return rc;
+		if (fstatat(it[i].dirfd, sk->seg[sk->n - 1], &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISDIR(sb.st_mode))
+			return tsec__seterr(err, TSEC_EEXIST, sk->text, "'%s' is a folder; a folder "
+					    "is never replaced by a file", sk->text);
+		if ((rc = tsec__fb_write_temp_started(g->fb->owner, it[i].dirfd, p[i].value,
+						      p[i].len, it[i].tmp, sizeof(it[i].tmp),
+						      sk->text, &it[i].fd, err)))
+			return rc;
+		/* Their syncs, once a window of them is written and on its
+		 * way: the first waits for the journal commit that carries
+		 * them all, the others mostly find their part done.  (A
+		 * window, not the whole group: a group of thousands would
+		 * hold a descriptor for each.) */
+		if ((i + 1) % SYNC_WINDOW == 0 || i + 1 == g->n)
+			if ((rc = sync_temps(p, it, i - i % SYNC_WINDOW, i + 1, err)))
+				return rc;
+	}
+	return 0;
+}
+
 int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p, size_t n,
 		       const struct tsec__fence *f, const struct tsec__guard *gd,
 		       struct tsec_error *err)
@@ -536,31 +570,8 @@ int tsec__fb_put_group(struct tsec__filebe *fb, const struct tsec__bput *p, size
 	}
 	/* 2: the new values, beside their targets (the slow part: outside
 	 * any lock's write lock, so a writer paused here blocks no one). */
-	for (i = 0; i < n; i++) {
-		const struct tsec__skey *sk = p[i].sk;
-		struct stat sb;
-		if ((rc = tsec__fb_open_dirs(fb, sk, sk->n - 1, true, &it[i].dirfd, err)))
-			goto out;
-		if (fstatat(it[i].dirfd, sk->seg[sk->n - 1], &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    S_ISDIR(sb.st_mode)) {
-			rc = tsec__seterr(err, TSEC_EEXIST, sk->text,
-					  "'%s' is a folder; a folder is never replaced by a file",
-					  sk->text);
-			goto out;
-		}
-		if ((rc = tsec__fb_write_temp_started(fb->owner, it[i].dirfd, p[i].value, p[i].len,
-						      it[i].tmp, sizeof(it[i].tmp), sk->text,
-						      &it[i].fd, err)))
-			goto out;
-		/* Their syncs, once a window of them is written and on its
-		 * way: the first waits for the journal commit that carries
-		 * them all, the others mostly find their part done.  (A
-		 * window, not the whole group: a group of thousands would
-		 * hold a descriptor for each.) */
-		if ((i + 1) % SYNC_WINDOW == 0 || i + 1 == n)
-			if ((rc = sync_temps(p, it, i - i % SYNC_WINDOW, i + 1, err)))
-				goto out;
-	}
+	if ((rc = write_temps(&g, err)))
+		goto out;
 	/* 3-5, fenced: under the lock's write lock, checked then committed and
 	 * applied, so no holder after it can be overwritten by it. */
 	if (f && tsec__fb_fenced_hook)
