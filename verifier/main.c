@@ -60,6 +60,73 @@ static int count(const char *flag, const char *v, unsigned *out)
 	return 0;
 }
 
+/* The values of the options that take one; 0, or -1 when refused (said). */
+static int option_value(int argc, char **argv, int *i, struct tsec_verify_opts *o,
+			const char *archive[3])
+{
+	const char *a = argv[*i];
+
+	if (!strcmp(a, "--policy") || !strcmp(a, "--workload")) {
+		if (*i + 1 >= argc) {
+			fprintf(stderr, "verify_module: %s needs a file\n", a);
+			return -1;
+		}
+		if (a[2] == 'p') {
+			o->policy = argv[++*i];
+			o->policy_given = 1;
+		} else {
+			o->workload = argv[++*i];
+		}
+	} else if (!strcmp(a, "--archive")) {
+		if (*i + 3 >= argc) {
+			fprintf(stderr, "verify_module: --archive needs URL NAME DIGEST\n");
+			return -1;
+		}
+		for (int k = 0; k < 3; k++)
+			archive[k] = argv[++*i];
+	} else if (!strcmp(a, "--calls") || !strcmp(a, "--warmup")) {
+		return count(a, *i + 1 < argc ? argv[++*i] : NULL,
+			     a[2] == 'c' ? &o->calls : &o->warmup);
+	} else if (!strcmp(a, "--max-unpacked") || !strcmp(a, "--max-entry")) {
+		unsigned mib;
+
+		if (count(a, *i + 1 < argc ? argv[++*i] : NULL, &mib) || mib == 0)
+			return -1;
+		*(a[6] == 'u' ? &o->max_unpacked : &o->max_entry) = (uint64_t)mib << 20;
+	} else if (!strcmp(a, "--max-entries")) {
+		if (count(a, *i + 1 < argc ? argv[++*i] : NULL, &o->max_entries) || !o->max_entries)
+			return -1;
+	} else {
+		fprintf(stderr, "verify_module: unknown option %s\n", a);
+		usage(stderr);
+		return -1;
+	}
+	return 0;
+}
+
+/* One value is a module; three are an archive, as --archive takes them
+ * (the published form: URL, file name, SHA-256).  0, or -1 (said). */
+static int take_values(struct tsec_verify_opts *o, const char *archive[3],
+		       const char *const pos[3], int npos)
+{
+	if (npos == 1 && !archive[0]) {
+		o->module = pos[0];
+	} else if (npos == 3 && !archive[0]) {
+		for (int k = 0; k < 3; k++)
+			archive[k] = pos[k];
+	} else if (npos) {
+		fprintf(stderr, "verify_module: %s; give MODULE.so, or URL NAME DIGEST%s\n",
+			archive[0] ? "--archive takes no other values" : "two values",
+			archive[0] ? "" : " (with or without --archive)");
+		return -1;
+	}
+	if (!o->module && !archive[0]) {
+		usage(stderr);
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *archive[3] = { NULL, NULL, NULL }, *pos[3];
@@ -73,6 +140,7 @@ int main(int argc, char **argv)
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
+
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage(stdout);
 			return 0;
@@ -80,49 +148,13 @@ int main(int argc, char **argv)
 			printf("verify_module %s (%s build)\n", TSEC_VERSION,
 			       tsec_build_name(TSEC_BUILD_THIS));
 			return 0;
-		} else if (!strcmp(a, "--policy")) {
-			if (i + 1 >= argc) {
-				fprintf(stderr, "verify_module: --policy needs a file\n");
-				return TSEC_VERIFY_EXIT_REFUSED;
-			}
-			o.policy = argv[++i];
-			o.policy_given = 1;
-		} else if (!strcmp(a, "--workload")) {
-			if (i + 1 >= argc) {
-				fprintf(stderr, "verify_module: --workload needs a file\n");
-				return TSEC_VERIFY_EXIT_REFUSED;
-			}
-			o.workload = argv[++i];
-		} else if (!strcmp(a, "--archive")) {
-			if (i + 3 >= argc) {
-				fprintf(stderr, "verify_module: --archive needs URL NAME DIGEST\n");
-				return TSEC_VERIFY_EXIT_REFUSED;
-			}
-			archive[0] = argv[++i];
-			archive[1] = argv[++i];
-			archive[2] = argv[++i];
-		} else if (!strcmp(a, "--calls")) {
-			if (count(a, i + 1 < argc ? argv[++i] : NULL, &o.calls))
-				return TSEC_VERIFY_EXIT_REFUSED;
-		} else if (!strcmp(a, "--warmup")) {
-			if (count(a, i + 1 < argc ? argv[++i] : NULL, &o.warmup))
-				return TSEC_VERIFY_EXIT_REFUSED;
-		} else if (!strcmp(a, "--max-unpacked") || !strcmp(a, "--max-entry")) {
-			unsigned mib;
-			if (count(a, i + 1 < argc ? argv[++i] : NULL, &mib) || mib == 0)
-				return TSEC_VERIFY_EXIT_REFUSED;
-			*(a[6] == 'u' ? &o.max_unpacked : &o.max_entry) = (uint64_t)mib << 20;
-		} else if (!strcmp(a, "--max-entries")) {
-			if (count(a, i + 1 < argc ? argv[++i] : NULL, &o.max_entries) || !o.max_entries)
-				return TSEC_VERIFY_EXIT_REFUSED;
 		} else if (!strcmp(a, "--json")) {
 			o.json = 1;
 		} else if (!strcmp(a, "--csv")) {
 			o.csv = 1;
 		} else if (a[0] == '-') {
-			fprintf(stderr, "verify_module: unknown option %s\n", a);
-			usage(stderr);
-			return TSEC_VERIFY_EXIT_REFUSED;
+			if (option_value(argc, argv, &i, &o, archive))
+				return TSEC_VERIFY_EXIT_REFUSED;
 		} else if (npos < 3) {
 			pos[npos++] = a;
 		} else {
@@ -131,25 +163,7 @@ int main(int argc, char **argv)
 			return TSEC_VERIFY_EXIT_REFUSED;
 		}
 	}
-	/* One value is a module; three are an archive, as --archive takes
-	 * them (the published form: URL, file name, SHA-256). */
-	if (npos == 1 && !archive[0]) {
-		o.module = pos[0];
-	} else if (npos == 3 && !archive[0]) {
-		archive[0] = pos[0];
-		archive[1] = pos[1];
-		archive[2] = pos[2];
-	} else if (npos) {
-		fprintf(stderr, "verify_module: %s; give MODULE.so, or URL NAME DIGEST%s\n",
-			archive[0] ? "--archive takes no other values" : "two values",
-			archive[0] ? "" : " (with or without --archive)");
-		return TSEC_VERIFY_EXIT_REFUSED;
-	}
-	if (!o.module && !archive[0]) {
-		usage(stderr);
-		return TSEC_VERIFY_EXIT_REFUSED;
-	}
-	if (tsec_verify_budget_from_env(&o, stderr))
+	if (take_values(&o, archive, pos, npos) || tsec_verify_budget_from_env(&o, stderr))
 		return TSEC_VERIFY_EXIT_REFUSED;
 	if (archive[0])
 		return tsec_verify_archive(&o, archive[0], archive[1], archive[2], stdout, stderr);
