@@ -63,6 +63,69 @@ static void label(struct out *o, const char *s)
 		put(o, *s == '\\' ? "\\\\" : *s == '"' ? "\\\"" : *s == '\n' ? "\\n" : "%c", *s);
 }
 
+/* What runs: the build and module, the policy's hash, revision and
+ * time of loading. */
+static void info(struct out *o, const json_t *v)
+{
+	put(o, "# HELP tsec_build_info The broker's build and its module.\n"
+	    "# TYPE tsec_build_info gauge\ntsec_build_info{version=\"");
+	label(o, json_string_value(json_object_get(v, "version")));
+	put(o, "\",build=\"");
+	label(o, json_string_value(json_object_get(v, "build")));
+	put(o, "\",module=\"");
+	label(o, json_string_value(json_object_get(v, "module")));
+	put(o, "\"} 1\n# HELP tsec_policy_info The running policy.\n"
+	    "# TYPE tsec_policy_info gauge\ntsec_policy_info{sha256=\"");
+	label(o, json_string_value(json_object_get(v, "policy_sha256")));
+	put(o, "\",revision=\"%lld\"} 1\n",
+	    (long long)json_integer_value(json_object_get(v, "policy_revision")));
+	put(o, "# HELP tsec_policy_revision The running policy's revision (-1: none).\n"
+	    "# TYPE tsec_policy_revision gauge\ntsec_policy_revision %lld\n"
+	    "# HELP tsec_policy_loaded_timestamp_seconds When the running policy was "
+	    "loaded.\n# TYPE tsec_policy_loaded_timestamp_seconds gauge\n"
+	    "tsec_policy_loaded_timestamp_seconds %.3f\n",
+	    (long long)json_integer_value(json_object_get(v, "policy_revision")),
+	    (double)json_integer_value(json_object_get(v, "policy_loaded_ms")) / 1000.0);
+}
+
+/* Calls by method, and each method's latency histogram. */
+static void methods(struct out *o, const json_t *bym, const json_t *lat)
+{
+	const char *k;
+	const json_t *v;
+
+	put(o, "# HELP tsec_method_calls_total Calls by method.\n"
+	    "# TYPE tsec_method_calls_total counter\n");
+	json_object_foreach((json_t *)bym, k, v) {
+		put(o, "tsec_method_calls_total{method=\"");
+		label(o, k);
+		put(o, "\"} %lld\n", (long long)json_integer_value(v));
+	}
+	put(o, "# HELP tsec_call_duration_seconds Time to answer a call, by method.\n"
+	    "# TYPE tsec_call_duration_seconds histogram\n");
+	json_object_foreach((json_t *)lat, k, v) {
+		const json_t *cum = json_object_get(v, "cumulative");
+		size_t nb = json_array_size(cum);
+
+		for (size_t b = 0; b < nb; b++) {
+			put(o, "tsec_call_duration_seconds_bucket{method=\"");
+			label(o, k);
+			if (b < TSEC_LAT_BUCKETS)
+				put(o, "\",le=\"%g\"} %lld\n", tsec__lat_bounds_us[b] / 1e6,
+				    (long long)json_integer_value(json_array_get(cum, b)));
+			else
+				put(o, "\",le=\"+Inf\"} %lld\n",
+				    (long long)json_integer_value(json_array_get(cum, b)));
+		}
+		put(o, "tsec_call_duration_seconds_sum{method=\"");
+		label(o, k);
+		put(o, "\"} %.9f\n", (double)json_integer_value(json_object_get(v, "sum_ns")) / 1e9);
+		put(o, "tsec_call_duration_seconds_count{method=\"");
+		label(o, k);
+		put(o, "\"} %lld\n", nb ? (long long)json_integer_value(json_array_get(cum, nb - 1)) : 0);
+	}
+}
+
 char *tsec__prometheus(const json_t *st)
 {
 	static const struct {
@@ -77,7 +140,6 @@ char *tsec__prometheus(const json_t *st)
 	};
 	struct out o = { .cap = 4096 };
 	const json_t *bym = json_object_get(st, "by_method"), *lat = json_object_get(st, "latency");
-	const char *k;
 	const json_t *v;
 
 	if (!(o.p = malloc(o.cap)))
@@ -91,57 +153,9 @@ char *tsec__prometheus(const json_t *st)
 			put(&o, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", plain[i].name,
 			    plain[i].help, plain[i].name, plain[i].type, plain[i].name,
 			    (long long)json_integer_value(json_object_get(st, plain[i].key)));
-	if ((v = json_object_get(st, "info"))) {
-		put(&o, "# HELP tsec_build_info The broker's build and its module.\n"
-		    "# TYPE tsec_build_info gauge\ntsec_build_info{version=\"");
-		label(&o, json_string_value(json_object_get(v, "version")));
-		put(&o, "\",build=\"");
-		label(&o, json_string_value(json_object_get(v, "build")));
-		put(&o, "\",module=\"");
-		label(&o, json_string_value(json_object_get(v, "module")));
-		put(&o, "\"} 1\n# HELP tsec_policy_info The running policy.\n"
-		    "# TYPE tsec_policy_info gauge\ntsec_policy_info{sha256=\"");
-		label(&o, json_string_value(json_object_get(v, "policy_sha256")));
-		put(&o, "\",revision=\"%lld\"} 1\n",
-		    (long long)json_integer_value(json_object_get(v, "policy_revision")));
-		put(&o, "# HELP tsec_policy_revision The running policy's revision (-1: none).\n"
-		    "# TYPE tsec_policy_revision gauge\ntsec_policy_revision %lld\n"
-		    "# HELP tsec_policy_loaded_timestamp_seconds When the running policy was "
-		    "loaded.\n# TYPE tsec_policy_loaded_timestamp_seconds gauge\n"
-		    "tsec_policy_loaded_timestamp_seconds %.3f\n",
-		    (long long)json_integer_value(json_object_get(v, "policy_revision")),
-		    (double)json_integer_value(json_object_get(v, "policy_loaded_ms")) / 1000.0);
-	}
-	put(&o, "# HELP tsec_method_calls_total Calls by method.\n"
-	    "# TYPE tsec_method_calls_total counter\n");
-	json_object_foreach((json_t *)bym, k, v) {
-		put(&o, "tsec_method_calls_total{method=\"");
-		label(&o, k);
-		put(&o, "\"} %lld\n", (long long)json_integer_value(v));
-	}
-	put(&o, "# HELP tsec_call_duration_seconds Time to answer a call, by method.\n"
-	    "# TYPE tsec_call_duration_seconds histogram\n");
-	json_object_foreach((json_t *)lat, k, v) {
-		const json_t *cum = json_object_get(v, "cumulative");
-		size_t nb = json_array_size(cum);
-
-		for (size_t b = 0; b < nb; b++) {
-			put(&o, "tsec_call_duration_seconds_bucket{method=\"");
-			label(&o, k);
-			if (b < TSEC_LAT_BUCKETS)
-				put(&o, "\",le=\"%g\"} %lld\n", tsec__lat_bounds_us[b] / 1e6,
-				    (long long)json_integer_value(json_array_get(cum, b)));
-			else
-				put(&o, "\",le=\"+Inf\"} %lld\n",
-				    (long long)json_integer_value(json_array_get(cum, b)));
-		}
-		put(&o, "tsec_call_duration_seconds_sum{method=\"");
-		label(&o, k);
-		put(&o, "\"} %.9f\n", (double)json_integer_value(json_object_get(v, "sum_ns")) / 1e9);
-		put(&o, "tsec_call_duration_seconds_count{method=\"");
-		label(&o, k);
-		put(&o, "\"} %lld\n", nb ? (long long)json_integer_value(json_array_get(cum, nb - 1)) : 0);
-	}
+	if ((v = json_object_get(st, "info")))
+		info(&o, v);
+	methods(&o, bym, lat);
 	if (o.bad) {
 		free(o.p);
 		return NULL;
