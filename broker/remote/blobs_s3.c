@@ -572,7 +572,7 @@ int tsec__blobs_s3_open(struct tsec__blobs **out, const char *where,
 {
 	struct s3blobs *s;
 	char bucket[64];
-	const char *prefix, *region = o->s3_region;
+	const char *prefix = NULL, *region = o->s3_region;
 	int rc;
 
 	*out = NULL;
