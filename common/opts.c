@@ -91,12 +91,17 @@ int tsec__params_check(const char *params, const char *const *known, const char 
 		       struct tsec_error *err)
 {
 	const char *p = params, *name, *val, *q, *n2, *v2;
-	size_t nlen, vlen, n2len, v2len, nknown = 0;
+	size_t nlen, vlen, n2len, v2len, nknown = 0, pairs = 0;
 	char out[TSEC__PARAM_MAX + 1], nm[33];
 	int r;
 
 	while (known && known[nknown])
 		nknown++;
+	for (q = params; q && (q = strchr(q, '&')); q++)
+		pairs += q[1] != '\0';  /* each '&' a pair more, but a last one */
+	if (pairs >= TSEC__PARAMS_MAX)
+		return tsec__seterr(err, TSEC_EINVAL, "params", "options of %s: more than %d",
+				    who, TSEC__PARAMS_MAX);
 	while ((r = next_pair(&p, &name, &nlen, &val, &vlen)) >= 0) {
 		size_t i;
 

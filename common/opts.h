@@ -33,6 +33,8 @@ int tsec__opts_take(void *out, size_t have, size_t min, const void *in, const ch
  * backend option changes no public struct.
  */
 #define TSEC__PARAM_MAX 1024
+#define TSEC__PARAMS_MAX 64      /* names in one params: each is checked
+				   against every other, so bounded */
 
 /* 0 when params (NULL: none) is well formed and names only names of
  * known (NULL-terminated; NULL: none); else TSEC_EINVAL with err saying

@@ -587,6 +587,10 @@ static void test_store_observer(void **state)
  * stores on one prefix in two databases see none of each other's
  * values, and a database the server does not have is said at open.
  */
+/* 65 options: one past the bound, each name checked against the others. */
+#define P5 "db=1&db=1&db=1&db=1&db=1&"
+#define LONG_PARAMS P5 P5 P5 P5 P5 P5 P5 P5 P5 P5 P5 P5 P5 "db=1"
+
 static void test_store_params(void **state)
 {
 	static const struct { const char *backend, *params, *says; } bad[] = {
@@ -600,6 +604,7 @@ static void test_store_params(void **state)
 		{ "redis", "db=-1", "not a database number" },
 		{ "memory", "db=1", "the memory backend takes no option \"db\"" },
 		{ "file", "x=1", "the file backend takes no option" },
+		{ "redis", LONG_PARAMS, "more than 64" },
 	};
 	struct tsec_bus *bus = tu_bus_with_policy("tests/data/store_policy.json");
 	struct tsec_store_opts o;
