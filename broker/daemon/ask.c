@@ -33,7 +33,10 @@
 #include "common/error.h"
 
 #define KEEP 32                  /* open connections kept before the idlest goes */
-#define CONNS 64                 /* MHD's own: threads */
+/* MHD's own limit, threads: above KEEP by as many again and more, for
+ * the connections closed for newcomers whose threads have not yet ended
+ * (a machine slow to run them must not turn an ask away meanwhile). */
+#define CONNS 96
 #define IDLE_S 10
 
 /* ---- configuration ---- */
